@@ -1,0 +1,108 @@
+//! `ctxd bench`: throughput figures on a real folder (default: the CoSQA corpus).
+//!
+//! Prints, for this machine:
+//! * chunking — files/s, MB/s and chunks/s of load + chunk (tree-sitter and the real tokenizer);
+//! * embedding — chunks/s and tokens/s of the model on the first `--embed-chunks` chunks;
+//! * end to end — files/s of `ctxd index` into a fresh temporary index.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use ctxd_models::{EmbedServiceConfig, DEFAULT_MODEL};
+use ctxd_pipeline::Engine;
+use ctxd_stages::chunk::{ChunkConfig, Chunker};
+use ctxd_stages::embed::embedding_text;
+use ctxd_stages::load::{load, LoadConfig, LoadOutcome};
+use ctxd_stages::watch::Scanner;
+use ctxd_stages::FileState;
+
+use crate::cli::ModelArgs;
+use crate::commands::build_config;
+
+pub async fn run(corpus: &Path, embed_chunks: usize, skip_e2e: bool, model: &ModelArgs) -> Result<()> {
+    if !corpus.is_dir() {
+        anyhow::bail!("corpus {} is not a directory", corpus.display());
+    }
+    let spec = model.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string());
+    let (service, counter) = {
+        let spec = spec.clone();
+        tokio::task::spawn_blocking(move || ctxd_models::start(&spec, EmbedServiceConfig::default())).await??
+    };
+    println!("ctxd bench on {} (model {}, {} threads)", corpus.display(), service.model_id(), std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+
+    // Chunking: load + chunk every file on this thread.
+    let chunker = Chunker::new(
+        {
+            let c = counter.clone();
+            std::sync::Arc::new(move |s: &str| c.count(s))
+        },
+        ChunkConfig::default(),
+    );
+    let scanner = Scanner::new(corpus, vec![]);
+    let mut files = Vec::new();
+    scanner.scan(|f| {
+        files.push(f);
+        true
+    });
+    let started = Instant::now();
+    let state = FileState::default();
+    let (mut bytes, mut chunks) = (0usize, Vec::new());
+    for f in &files {
+        if let Ok(LoadOutcome::Loaded(l)) = load(f, &state, &LoadConfig::default()) {
+            bytes += l.text.len();
+            let c = chunker.chunk_file(&l);
+            chunks.extend(c.chunks.into_iter().map(|ch| (c.rel.clone(), ch)));
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "chunk:  {} files, {:.1} MB, {} chunks in {:.2}s = {:.0} files/s, {:.2} MB/s, {:.0} chunks/s",
+        files.len(),
+        bytes as f64 / 1e6,
+        chunks.len(),
+        secs,
+        files.len() as f64 / secs,
+        bytes as f64 / 1e6 / secs,
+        chunks.len() as f64 / secs
+    );
+
+    // Embedding: a warm-up batch, then the sample.
+    let sample: Vec<(String, u32)> =
+        chunks.iter().take(embed_chunks).map(|(p, c)| (embedding_text(p, c), c.token_count)).collect();
+    if !sample.is_empty() {
+        service.embed(sample.iter().take(8).map(|s| s.0.clone()).collect()).await?;
+        let tokens: u64 = sample.iter().map(|s| s.1 as u64).sum();
+        let started = Instant::now();
+        service.embed(sample.iter().map(|s| s.0.clone()).collect()).await?;
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "embed:  {} chunks, {} tokens (mean {:.0}) in {:.2}s = {:.1} chunks/s, {:.0} tokens/s",
+            sample.len(),
+            tokens,
+            tokens as f64 / sample.len() as f64,
+            secs,
+            sample.len() as f64 / secs,
+            tokens as f64 / secs
+        );
+    }
+    drop(service);
+
+    if !skip_e2e {
+        let tmp = tempfile::tempdir().context("creating a temporary index directory")?;
+        let cfg = build_config(None, Some(corpus), Some(&tmp.path().join("db")), model)?;
+        let engine = Engine::open(cfg).await?;
+        let (_kill, shutdown) = tokio::sync::watch::channel(false);
+        let summary = engine.run(false, shutdown)?.join().await?;
+        println!(
+            "index:  {} files, {} chunks, {} commits in {:.1}s = {:.1} files/s, {:.1} chunks/s end to end",
+            summary.files_indexed,
+            summary.chunks_written,
+            summary.commits,
+            summary.seconds,
+            summary.files_indexed as f64 / summary.seconds,
+            summary.chunks_written as f64 / summary.seconds
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,123 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// ctxd: ranked, cited, always-fresh context for coding agents, IDEs and RAG apps.
+#[derive(Debug, Parser)]
+#[command(name = "ctxd", version, about)]
+pub struct Cli {
+    /// Debug logging (or set CTXD_LOG, e.g. CTXD_LOG=ctxd=debug).
+    #[arg(long, short, global = true)]
+    pub verbose: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Model selection shared by the commands that embed.
+#[derive(Debug, Args, Clone)]
+pub struct ModelArgs {
+    /// Embedding model: a Hugging Face id or a local directory (default: the index's model,
+    /// else sentence-transformers/all-MiniLM-L6-v2).
+    #[arg(long, env = "CTXD_MODEL")]
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Index a folder once and exit when everything is committed.
+    Index {
+        /// Folder to index.
+        path: PathBuf,
+        /// LanceDB directory of the index.
+        #[arg(long)]
+        db: PathBuf,
+        /// Optional config file for tuning (its [source] root and [index] db are overridden).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search an index.
+    Search {
+        /// The query.
+        query: String,
+        #[arg(long)]
+        db: PathBuf,
+        /// Number of results.
+        #[arg(long, default_value_t = 10)]
+        k: usize,
+        /// hybrid, vector or bm25.
+        #[arg(long, default_value = "hybrid")]
+        mode: String,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Print `{"results":[...]}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the daemon: index, watch for changes, serve HTTP.
+    Serve {
+        /// Config file (TOML, see configs/ctxd.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Folder to index and watch (overrides [source] root).
+        #[arg(long)]
+        watch: Option<PathBuf>,
+        /// LanceDB directory (overrides [index] db).
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// Address to listen on (overrides [server] listen).
+        #[arg(long)]
+        listen: Option<String>,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
+    /// Evaluate retrieval on a JSONL query set ({"id","query","gold":[paths]}).
+    Eval {
+        #[arg(long)]
+        db: PathBuf,
+        /// Queries file.
+        #[arg(long)]
+        queries: PathBuf,
+        /// Cut-off for file-level metrics.
+        #[arg(long, default_value_t = 10)]
+        k: usize,
+        /// hybrid, vector, bm25, or all.
+        #[arg(long, default_value = "all")]
+        mode: String,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a config file and print the effective configuration errors, if any.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+    /// Measure chunking, embedding and end-to-end indexing throughput.
+    Bench {
+        /// Folder to benchmark on.
+        #[arg(long, default_value = "../shared/eval/cosqa/corpus")]
+        corpus: PathBuf,
+        /// Chunks to embed for the embedding figure.
+        #[arg(long, default_value_t = 512)]
+        embed_chunks: usize,
+        /// Skip the end-to-end indexing run.
+        #[arg(long)]
+        skip_e2e: bool,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigAction {
+    /// Parse and validate a config file.
+    Validate { file: PathBuf },
+}

@@ -1,0 +1,150 @@
+//! `index`, `search`, `eval` and `config`: the one-shot commands.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use ctxd_index::Index;
+use ctxd_models::{EmbedServiceConfig, DEFAULT_MODEL};
+use ctxd_pipeline::{Config, Engine};
+use ctxd_serve::eval::{evaluate, read_queries};
+use ctxd_serve::{Mode, SearchRequest, Searcher};
+
+use crate::cli::{Cli, Command, ConfigAction, ModelArgs};
+
+/// Dispatches a parsed command line.
+pub async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Index { path, db, config, model, json } => index(&path, &db, config.as_deref(), &model, json).await,
+        Command::Search { query, db, k, mode, model, json } => search(&query, &db, k, &mode, &model, json).await,
+        Command::Serve { config, watch, db, listen, model } => crate::serve::serve(config, watch, db, listen, model).await,
+        Command::Eval { db, queries, k, mode, model, json } => eval(&db, &queries, k, &mode, &model, json).await,
+        Command::Config { action: ConfigAction::Validate { file } } => {
+            Config::load(&file)?;
+            println!("{}: ok", file.display());
+            Ok(())
+        }
+        Command::Bench { corpus, embed_chunks, skip_e2e, model } => crate::bench::run(&corpus, embed_chunks, skip_e2e, &model).await,
+    }
+}
+
+/// Builds the config of a one-shot or daemon run from an optional file plus overrides.
+pub fn build_config(file: Option<&Path>, root: Option<&Path>, db: Option<&Path>, model: &ModelArgs) -> Result<Config> {
+    let mut cfg = match file {
+        Some(f) => Config::load(f)?,
+        None => Config::default(),
+    };
+    if let Some(root) = root {
+        cfg.source.root = root.to_path_buf();
+    }
+    if let Some(db) = db {
+        cfg.index.db = db.to_path_buf();
+    }
+    if let Some(m) = &model.model {
+        cfg.model.name = m.clone();
+    }
+    cfg.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    Ok(cfg)
+}
+
+async fn index(path: &Path, db: &Path, config: Option<&Path>, model: &ModelArgs, json: bool) -> Result<()> {
+    let cfg = build_config(config, Some(path), Some(db), model)?;
+    let engine = Engine::open(cfg).await.with_context(|| format!("opening index {}", db.display()))?;
+    let (kill, shutdown) = tokio::sync::watch::channel(false);
+    let running = engine.run(false, shutdown)?;
+    // Ctrl-C / SIGTERM stop the scan; what is in flight is still committed.
+    tokio::spawn(async move {
+        crate::serve::termination().await;
+        tracing::info!("stopping: draining in-flight files");
+        let _ = kill.send(true);
+    });
+    let summary = running.join().await?;
+    if json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        println!(
+            "indexed {} in {:.1}s: {} files seen, {} indexed, {} unchanged, {} removed, {} skipped, {} failed; {} chunks written in {} commits; index has {} chunks at version {}",
+            path.display(),
+            summary.seconds,
+            summary.files_seen,
+            summary.files_indexed,
+            summary.files_unchanged,
+            summary.files_removed,
+            summary.files_skipped,
+            summary.files_failed,
+            summary.chunks_written,
+            summary.commits,
+            summary.index_rows,
+            summary.index_version
+        );
+    }
+    Ok(())
+}
+
+/// Opens an index read-only with a searcher using its model (or `--model`).
+pub async fn open_searcher(db: &Path, model: &ModelArgs) -> Result<Searcher> {
+    let uri = db.to_string_lossy().into_owned();
+    if !uri.contains("://") && !db.is_dir() {
+        bail!("no index at {}: run `ctxd index <PATH> --db {}` first", db.display(), db.display());
+    }
+    let index = Index::open(&uri).await?;
+    let spec = model.model.clone().unwrap_or_else(|| {
+        if index.model_id().is_empty() { DEFAULT_MODEL.to_string() } else { index.model_id().to_string() }
+    });
+    let (service, _) = tokio::task::spawn_blocking(move || ctxd_models::start(&spec, EmbedServiceConfig::default()))
+        .await
+        .expect("model loading thread panicked")?;
+    if service.dim() != index.dim() {
+        bail!("model {} has dimension {} but the index at {} has {}", service.model_id(), service.dim(), db.display(), index.dim());
+    }
+    Ok(Searcher::new(Arc::new(index), service))
+}
+
+async fn search(query: &str, db: &Path, k: usize, mode: &str, model: &ModelArgs, json: bool) -> Result<()> {
+    let mode: Mode = mode.parse()?;
+    let req = SearchRequest { query: query.to_string(), k, mode };
+    Searcher::validate(&req)?;
+    let searcher = open_searcher(db, model).await?;
+    let resp = searcher.search(&req).await?;
+    if json {
+        println!("{}", serde_json::to_string(&resp)?);
+        return Ok(());
+    }
+    if resp.results.is_empty() {
+        println!("no results");
+    }
+    for (i, r) in resp.results.iter().enumerate() {
+        let sym = r.symbol.as_deref().map(|s| format!("  {s}")).unwrap_or_default();
+        println!("{:>2}. {}:{}-{}{}  (score {:.4})", i + 1, r.path, r.start_line, r.end_line, sym, r.score);
+        for line in r.content.lines().take(3) {
+            println!("      {line}");
+        }
+    }
+    Ok(())
+}
+
+async fn eval(db: &Path, queries: &Path, k: usize, mode: &str, model: &ModelArgs, json: bool) -> Result<()> {
+    let modes: Vec<Mode> = if mode == "all" { vec![Mode::Bm25, Mode::Vector, Mode::Hybrid] } else { vec![mode.parse()?] };
+    let qs = read_queries(queries)?;
+    if qs.is_empty() {
+        bail!("no queries in {}", queries.display());
+    }
+    let searcher = open_searcher(db, model).await?;
+    let mut reports = Vec::new();
+    for m in modes {
+        reports.push(evaluate(&searcher, &qs, m, k).await?);
+    }
+    if json {
+        println!("{}", serde_json::to_string(&serde_json::json!({ "queries": qs.len(), "k": k, "reports": reports }))?);
+    } else {
+        println!("{} queries from {}", qs.len(), queries.display());
+        println!("{:<8} {:>9} {:>9} {:>10} {:>8} {:>9} {:>8}", "mode", "recall@1", "recall@5", "recall@10", "MRR@10", "nDCG@10", "seconds");
+        for r in &reports {
+            println!(
+                "{:<8} {:>9.4} {:>9.4} {:>10.4} {:>8.4} {:>9.4} {:>8.1}",
+                r.mode, r.recall_at_1, r.recall_at_5, r.recall_at_10, r.mrr_at_10, r.ndcg_at_10, r.seconds
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! `ctxd serve`: the daemon — pipeline in follow mode plus the HTTP API, drained on SIGTERM.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use ctxd_pipeline::Engine;
+use ctxd_serve::http::AppState;
+use ctxd_serve::Searcher;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::cli::ModelArgs;
+use crate::commands::build_config;
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn termination() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Installs the Prometheus recorder (histograms with buckets for every `*_seconds` metric).
+pub fn install_metrics() -> Result<PrometheusHandle> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Suffix("seconds".into()),
+            &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0],
+        )
+        .context("configuring metric buckets")?
+        .set_buckets_for_metric(Matcher::Suffix("items".into()), &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0, 4096.0])
+        .context("configuring metric buckets")?
+        .install_recorder()
+        .context("installing the metrics recorder")?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}
+
+/// Runs the daemon until SIGTERM/Ctrl-C.
+pub async fn serve(
+    config: Option<PathBuf>,
+    watch: Option<PathBuf>,
+    db: Option<PathBuf>,
+    listen: Option<String>,
+    model: ModelArgs,
+) -> Result<()> {
+    if config.is_none() && watch.is_none() {
+        bail!("nothing to serve: pass --config <FILE> or --watch <PATH> --db <DIR>");
+    }
+    let mut cfg = build_config(config.as_deref(), watch.as_deref(), db.as_deref(), &model)?;
+    if let Some(l) = listen {
+        cfg.server.listen = l;
+        cfg.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    }
+    let prometheus = install_metrics()?;
+    let listener = tokio::net::TcpListener::bind(&cfg.server.listen)
+        .await
+        .with_context(|| format!("binding {}", cfg.server.listen))?;
+    let addr = listener.local_addr()?;
+    let drain = Duration::from_secs(cfg.pipeline.drain_timeout_secs);
+    let engine = Engine::open(cfg.clone()).await.with_context(|| format!("opening index {}", cfg.index.db.display()))?;
+    let (kill, shutdown) = tokio::sync::watch::channel(false);
+    let running = engine.run(true, shutdown)?;
+    let tracker = running.tracker();
+    {
+        let tracker = tracker.clone();
+        tokio::spawn(async move {
+            tracker.wait_ready().await;
+            metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
+            tracing::info!("ready: initial scan committed");
+        });
+    }
+    let state = AppState {
+        searcher: Arc::new(Searcher::new(engine.index(), engine.embedder())),
+        ready: Arc::new(move || tracker.is_ready()),
+        prometheus: Some(prometheus),
+    };
+    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {
+        let _ = http_stopped.await;
+    }));
+    tracing::info!("listening on http://{addr} (root {}, db {})", cfg.source.root.display(), cfg.index.db.display());
+    eprintln!("ctxd: listening on http://{addr}");
+
+    termination().await;
+    tracing::info!("shutting down: stopping sources and draining the pipeline (up to {}s)", drain.as_secs());
+    let _ = kill.send(true);
+    match tokio::time::timeout(drain, running.join()).await {
+        Ok(Ok(summary)) => tracing::info!(
+            "drained: {} files indexed, {} removed, {} commits; index at version {}",
+            summary.files_indexed,
+            summary.files_removed,
+            summary.commits,
+            summary.index_version
+        ),
+        Ok(Err(e)) => tracing::error!("pipeline ended with an error: {e:#}"),
+        Err(_) => tracing::warn!("drain did not finish within {}s; exiting with work in flight (it is re-done at the next start)", drain.as_secs()),
+    }
+    let _ = stop_http.send(());
+    http.await.context("http server task")?.context("http server")?;
+    Ok(())
+}

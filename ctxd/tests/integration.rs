@@ -1,0 +1,276 @@
+//! End-to-end tests of the `ctxd` binary with the real model, real LanceDB on disk, real
+//! tree-sitter grammars and a real HTTP server on 127.0.0.1. One test binary (each extra one
+//! re-links LanceDB). Needs the default model (`scripts/fetch-model.sh`).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+fn ctxd() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ctxd"));
+    c.env("CTXD_LOG", "info,lance=warn,lancedb=warn");
+    c
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Runs a one-shot command and returns stdout; panics with stderr on failure.
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("running ctxd");
+    assert!(out.status.success(), "ctxd failed: {}\n{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn index_json(root: &Path, db: &Path) -> Value {
+    let out = run_ok(ctxd().arg("index").arg(root).arg("--db").arg(db).arg("--json"));
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("summary is not JSON ({e}): {out}"))
+}
+
+/// A `ctxd serve` child process, killed on drop.
+struct Daemon {
+    child: Child,
+    base: String,
+    client: reqwest::blocking::Client,
+}
+
+impl Daemon {
+    fn start(root: &Path, db: &Path) -> Self {
+        let mut child = ctxd()
+            .args(["serve", "--listen", "127.0.0.1:0", "--watch"])
+            .arg(root)
+            .arg("--db")
+            .arg(db)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("starting ctxd serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(addr) = line.split("listening on http://").nth(1) {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+                eprintln!("[serve] {line}");
+            }
+        });
+        let addr = rx.recv_timeout(Duration::from_secs(120)).expect("daemon printed its address");
+        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+        Self { child, base: format!("http://{addr}"), client }
+    }
+
+    fn get(&self, path: &str) -> reqwest::blocking::Response {
+        self.client.get(format!("{}{path}", self.base)).send().unwrap()
+    }
+
+    fn search(&self, body: Value) -> (u16, Value) {
+        let resp = self.client.post(format!("{}/v1/search", self.base)).json(&body).send().unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().unwrap_or(Value::Null))
+    }
+
+    fn wait_ready(&self) {
+        wait_for("readiness", Duration::from_secs(300), || self.get("/readyz").status().as_u16() == 200);
+    }
+
+    fn metric(&self, name_and_labels: &str) -> Option<f64> {
+        let text = self.get("/metrics").text().unwrap();
+        text.lines()
+            .find(|l| l.starts_with(name_and_labels) && l[name_and_labels.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+
+    fn sigterm(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "daemon did not exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn paths_of(results: &Value) -> Vec<String> {
+    results["results"].as_array().unwrap().iter().map(|r| r["path"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn index_search_then_edit_and_delete_while_serving() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("repo");
+    copy_dir(&repo_root().join("examples/demo"), &root);
+    // Bad input that must be skipped and counted, never fatal.
+    std::fs::write(root.join("blob.dat"), b"\x00\x01\x02binary\x00").unwrap();
+    std::fs::write(root.join("notes.txt"), b"latin-1 caf\xe9 notes about the espresso machine").unwrap();
+    std::fs::write(root.join(".env"), "SECRET_TOKEN=hunter2\n").unwrap();
+    std::fs::create_dir_all(root.join("build")).unwrap();
+    std::fs::write(root.join("build/generated.js"), "function generatedBundle() {}\n").unwrap();
+    let db = tmp.path().join("db");
+
+    let summary = index_json(&root, &db);
+    assert_eq!(summary["files_indexed"], 9, "{summary}"); // 7 demo files + README + notes.txt
+    assert_eq!(summary["files_skipped"], 1, "binary blob skipped: {summary}");
+    assert_eq!(summary["files_failed"], 0, "{summary}");
+    assert!(summary["chunks_written"].as_u64().unwrap() >= 15, "{summary}");
+    let version = summary["index_version"].as_u64().unwrap();
+
+    // A natural-language query finds the function by meaning (hybrid and vector).
+    for mode in ["hybrid", "vector"] {
+        let out = run_ok(ctxd().args(["search", "check whether a password matches the stored hash", "--db"]).arg(&db).args(["--k", "3", "--json", "--mode", mode]));
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let top = &v["results"][0];
+        assert_eq!(top["path"], "src/auth.rs", "{mode}: {v}");
+        assert_eq!(top["symbol"], "verify_password", "{mode}: {v}");
+        let (s, e) = (top["start_line"].as_u64().unwrap(), top["end_line"].as_u64().unwrap());
+        let text = std::fs::read_to_string(root.join("src/auth.rs")).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(top["content"].as_str().unwrap(), lines[s as usize - 1..e as usize].join("\n"), "exact line range");
+    }
+    // BM25 finds an identifier; nothing from ignored or secret files is indexed.
+    let v: Value = serde_json::from_str(&run_ok(ctxd().args(["search", "fetchUserProfile", "--mode", "bm25", "--json", "--db"]).arg(&db))).unwrap();
+    assert_eq!(v["results"][0]["path"], "web/api.ts", "{v}");
+    let v: Value = serde_json::from_str(&run_ok(ctxd().args(["search", "hunter2 generatedBundle", "--mode", "bm25", "--json", "--db"]).arg(&db))).unwrap();
+    assert!(paths_of(&v).iter().all(|p| p != ".env" && !p.starts_with("build/")), "{v}");
+
+    // Re-indexing unchanged input writes nothing.
+    let again = index_json(&root, &db);
+    assert_eq!(again["files_indexed"], 0, "{again}");
+    assert_eq!(again["files_unchanged"], 9, "{again}");
+    assert_eq!(again["index_version"].as_u64().unwrap(), version, "no new version: {again}");
+
+    // The daemon picks up edits and deletions.
+    let daemon = Daemon::start(&root, &db);
+    daemon.wait_ready();
+    assert_eq!(daemon.get("/healthz").status().as_u16(), 200);
+    let mut cache = std::fs::read_to_string(root.join("lib/cache.py")).unwrap();
+    cache.push_str("\n\ndef compute_fibonacci_numbers(count):\n    \"\"\"Returns the first `count` Fibonacci numbers.\"\"\"\n    numbers = [0, 1]\n    while len(numbers) < count:\n        numbers.append(numbers[-1] + numbers[-2])\n    return numbers[:count]\n");
+    std::fs::write(root.join("lib/cache.py"), cache).unwrap();
+    wait_for("the edit to be searchable", Duration::from_secs(120), || {
+        let (status, v) = daemon.search(json!({"query": "fibonacci numbers sequence", "k": 3}));
+        status == 200 && v["results"][0]["symbol"] == "compute_fibonacci_numbers"
+    });
+    let (_, v) = daemon.search(json!({"query": "fibonacci numbers sequence", "k": 1, "mode": "vector"}));
+    assert_eq!(v["results"][0]["path"], "lib/cache.py", "{v}");
+
+    std::fs::remove_file(root.join("web/api.ts")).unwrap();
+    wait_for("the deletion to be reflected", Duration::from_secs(120), || {
+        let (_, v) = daemon.search(json!({"query": "fetchUserProfile user profile", "k": 20, "mode": "hybrid"}));
+        v["results"].is_array() && !paths_of(&v).contains(&"web/api.ts".to_string())
+    });
+
+    // Malformed requests get a 400 with a JSON error; the daemon keeps serving.
+    let (status, v) = daemon.search(json!({"query": "   "}));
+    assert_eq!(status, 400);
+    assert!(v["error"].as_str().unwrap().contains("empty"), "{v}");
+    let (status, _) = daemon.search(json!({"query": "x", "k": 0}));
+    assert_eq!(status, 400);
+    let (status, _) = daemon.search(json!({"query": "x", "mode": "psychic"}));
+    assert_eq!(status, 400);
+    let resp = daemon.client.post(format!("{}/v1/search", daemon.base)).header("content-type", "application/json").body("{not json").send().unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    let (status, _) = daemon.search(json!({"query": "password hash"}));
+    assert_eq!(status, 200);
+
+    // Metrics: the per-stage contract and the index gauges.
+    let text = daemon.get("/metrics").text().unwrap();
+    for stage in ["load", "chunk", "embed", "upsert"] {
+        for name in ["ctxd_stage_received_items_total", "ctxd_stage_queue_depth_items", "ctxd_stage_processing_duration_seconds_bucket"] {
+            assert!(text.contains(&format!("{name}{{stage=\"{stage}\"")), "missing {name} for {stage}");
+        }
+    }
+    for name in ["ctxd_stage_blocked_seconds_total{stage=\"watch\"}", "ctxd_index_rows ", "ctxd_index_version ", "ctxd_embed_tokens_total ", "ctxd_query_duration_seconds_bucket"] {
+        assert!(text.contains(name), "missing {name}");
+    }
+    assert!(daemon.metric("ctxd_upsert_removed_files_total").unwrap_or(0.0) >= 1.0);
+
+    let status = daemon.sigterm();
+    assert!(status.success(), "clean exit on SIGTERM: {status:?}");
+}
+
+fn write_corpus(root: &Path, files: usize) {
+    let topics = ["parse", "render", "encode", "sort", "merge", "split", "hash", "scale", "filter", "rotate"];
+    let objects = ["invoice", "matrix", "playlist", "sensor", "ticket", "graph", "image", "ledger", "route", "token"];
+    for i in 0..files {
+        let (t, o) = (topics[i % topics.len()], objects[(i / topics.len()) % objects.len()]);
+        let dir = root.join(format!("pkg{}", i % 7));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = format!(
+            "\"\"\"Module {i}: helpers to {t} a {o}.\"\"\"\n\nimport math\n\n\ndef {t}_{o}_{i}(items, factor={i}):\n    \"\"\"{t} every {o} in `items` by `factor`.\"\"\"\n    result = []\n    for item in items:\n        result.append(math.floor(item * factor) % {m})\n    return result\n\n\nclass {T}{O}{i}:\n    \"\"\"Keeps state while processing a {o}.\"\"\"\n\n    def __init__(self):\n        self.count = {i}\n\n    def step(self, value):\n        self.count += value\n        return self.count * {i}\n",
+            m = i + 3,
+            T = t[..1].to_uppercase() + &t[1..],
+            O = o[..1].to_uppercase() + &o[1..],
+        );
+        std::fs::write(dir.join(format!("m{i}.py")), src).unwrap();
+    }
+}
+
+fn fingerprint(db: &Path) -> Vec<(String, String, String)> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let index = ctxd_index::Index::open(&db.to_string_lossy()).await.unwrap();
+        index.fingerprint().await.unwrap()
+    })
+}
+
+#[test]
+fn sigterm_mid_ingest_then_restart_equals_uninterrupted_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("corpus");
+    write_corpus(&root, 240);
+    let db_full = tmp.path().join("full");
+    let full = index_json(&root, &db_full);
+    assert_eq!(full["files_indexed"], 240, "{full}");
+    let want = fingerprint(&db_full);
+
+    let db = tmp.path().join("interrupted");
+    let daemon = Daemon::start(&root, &db);
+    wait_for("a first commit", Duration::from_secs(300), || daemon.metric("ctxd_index_commits_total").unwrap_or(0.0) >= 1.0);
+    let status = daemon.sigterm();
+    assert!(status.success(), "clean exit on SIGTERM mid-ingest: {status:?}");
+    let partial = fingerprint(&db);
+    assert!(!partial.is_empty(), "the drain committed what was in flight");
+    assert!(partial.len() < want.len(), "the run was interrupted mid-ingest ({} of {} chunks)", partial.len(), want.len());
+
+    let resumed = index_json(&root, &db);
+    assert!(resumed["files_unchanged"].as_u64().unwrap() > 0, "committed files are not redone: {resumed}");
+    assert_eq!(fingerprint(&db), want, "same index as the uninterrupted run");
+}

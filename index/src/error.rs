@@ -1,0 +1,24 @@
+//! Errors of the storage layer.
+
+/// Everything that can go wrong talking to the LanceDB index.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("lancedb at {uri}: {source}")]
+    Lance {
+        uri: String,
+        #[source]
+        source: lancedb::Error,
+    },
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+    #[error("no index at {uri}: run `ctxd index <PATH> --db {uri}` first")]
+    Missing { uri: String },
+    #[error(
+        "index at {uri} was built with model '{indexed}' (dim {indexed_dim}) but '{requested}' (dim {requested_dim}) was requested; use the same model or a new --db"
+    )]
+    ModelMismatch { uri: String, indexed: String, indexed_dim: usize, requested: String, requested_dim: usize },
+    #[error("vector of length {got} does not match index dimension {expected}")]
+    Dimension { expected: usize, got: usize },
+    #[error("unexpected column '{column}' type in {uri}")]
+    Column { uri: String, column: String },
+}

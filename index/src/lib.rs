@@ -1,0 +1,23 @@
+//! The storage layer of ctxd: one LanceDB database directory, one `chunks` table.
+//!
+//! * [`schema`] defines the Arrow schema of a chunk row (the on-disk format is part of the API:
+//!   pyarrow/pylance can read it directly).
+//! * [`store::Index`] opens or creates the table, tells which files are indexed with which
+//!   content hash (the incremental state lives here, not in memory), applies a
+//!   [`CommitBatch`] as **one** LanceDB commit (`merge_insert` that inserts the new chunks and
+//!   deletes the stale chunks of the same files in a single version), keeps a full-text index
+//!   on `content` and answers vector and BM25 queries.
+//!
+//! Every commit is a LanceDB version; nothing here ever rewrites a row in place.
+
+pub mod error;
+pub mod metrics;
+pub mod schema;
+pub mod store;
+
+pub use error::IndexError;
+pub use schema::ChunkRow;
+pub use store::{CommitBatch, CommitStats, Hit, Index, IndexStats};
+
+/// Name of the chunks table inside the database directory.
+pub const CHUNKS_TABLE: &str = "chunks";

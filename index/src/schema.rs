@@ -1,0 +1,109 @@
+//! The Arrow schema of the `chunks` table and the row type the pipeline writes.
+//!
+//! | column | type | meaning |
+//! |---|---|---|
+//! | chunk_id | utf8 | blake3 of path, line range and content hash: stable while the chunk is unchanged |
+//! | path | utf8 | path relative to the indexed root, `/`-separated |
+//! | language | utf8 | `rust`, `python`, `markdown`, `text`, … |
+//! | symbol | utf8? | name of the function/class/impl the chunk holds, when known |
+//! | kind | utf8? | `function`, `class`, `impl`, `module`, `text`, … |
+//! | start_line, end_line | uint32 | 1-based inclusive line range |
+//! | content | utf8 | the chunk's text (full-text indexed) |
+//! | content_hash | utf8 | blake3 of `content` |
+//! | file_hash | utf8 | blake3 of the whole file's bytes (the incremental state) |
+//! | token_count | uint32 | tokens of `content` by the model's tokenizer |
+//! | vector | fixed_size_list<float32, dim> | unit-length embedding |
+//! | model | utf8 | embedding model id |
+//! | indexed_at | timestamp[us, UTC] | when the row was written |
+
+use std::sync::Arc;
+
+use arrow_array::{
+    builder::{FixedSizeListBuilder, Float32Builder},
+    ArrayRef, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+
+/// One chunk as stored in the index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkRow {
+    pub chunk_id: String,
+    pub path: String,
+    pub language: String,
+    pub symbol: Option<String>,
+    pub kind: Option<String>,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub content: String,
+    pub content_hash: String,
+    pub file_hash: String,
+    pub token_count: u32,
+    pub vector: Vec<f32>,
+    pub model: String,
+}
+
+/// Schema of the chunks table for vectors of `dim` dimensions.
+pub fn chunks_schema(dim: usize) -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("chunk_id", DataType::Utf8, false),
+        Field::new("path", DataType::Utf8, false),
+        Field::new("language", DataType::Utf8, false),
+        Field::new("symbol", DataType::Utf8, true),
+        Field::new("kind", DataType::Utf8, true),
+        Field::new("start_line", DataType::UInt32, false),
+        Field::new("end_line", DataType::UInt32, false),
+        Field::new("content", DataType::Utf8, false),
+        Field::new("content_hash", DataType::Utf8, false),
+        Field::new("file_hash", DataType::Utf8, false),
+        Field::new("token_count", DataType::UInt32, false),
+        Field::new(
+            "vector",
+            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), dim as i32),
+            false,
+        ),
+        Field::new("model", DataType::Utf8, false),
+        Field::new("indexed_at", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false),
+    ]))
+}
+
+/// Builds one record batch from rows. Every row's vector must have `dim` values.
+pub fn rows_to_batch(rows: &[ChunkRow], dim: usize) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let schema = chunks_schema(dim);
+    let s = |f: fn(&ChunkRow) -> &str| -> ArrayRef { Arc::new(StringArray::from_iter_values(rows.iter().map(f))) };
+    let o = |f: fn(&ChunkRow) -> Option<&str>| -> ArrayRef { Arc::new(rows.iter().map(f).collect::<StringArray>()) };
+    let u = |f: fn(&ChunkRow) -> u32| -> ArrayRef { Arc::new(UInt32Array::from_iter_values(rows.iter().map(f))) };
+    let mut vectors = FixedSizeListBuilder::with_capacity(Float32Builder::with_capacity(rows.len() * dim), dim as i32, rows.len());
+    for row in rows {
+        if row.vector.len() != dim {
+            return Err(arrow_schema::ArrowError::InvalidArgumentError(format!(
+                "chunk {} of {} has a vector of length {}, expected {dim}",
+                row.chunk_id,
+                row.path,
+                row.vector.len()
+            )));
+        }
+        vectors.values().append_slice(&row.vector);
+        vectors.append(true);
+    }
+    let now = chrono::Utc::now().timestamp_micros();
+    let indexed_at = TimestampMicrosecondArray::from_iter_values(std::iter::repeat_n(now, rows.len())).with_timezone("UTC");
+    RecordBatch::try_new(
+        schema,
+        vec![
+            s(|r| &r.chunk_id),
+            s(|r| &r.path),
+            s(|r| &r.language),
+            o(|r| r.symbol.as_deref()),
+            o(|r| r.kind.as_deref()),
+            u(|r| r.start_line),
+            u(|r| r.end_line),
+            s(|r| &r.content),
+            s(|r| &r.content_hash),
+            s(|r| &r.file_hash),
+            u(|r| r.token_count),
+            Arc::new(vectors.finish()),
+            s(|r| &r.model),
+            Arc::new(indexed_at),
+        ],
+    )
+}

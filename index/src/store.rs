@@ -1,0 +1,453 @@
+//! The [`Index`]: open/create the chunks table, commit batches, search.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use arrow_array::{
+    Array, FixedSizeListArray, Float32Array, RecordBatch, RecordBatchIterator, StringArray, UInt32Array,
+};
+use arrow_schema::DataType;
+use futures::TryStreamExt;
+use lancedb::index::scalar::{FtsIndexBuilder, FullTextSearchQuery};
+use lancedb::index::Index as LanceIndex;
+use lancedb::query::{ExecutableQuery, QueryBase, Select};
+use lancedb::table::{OptimizeAction, OptimizeOptions};
+use lancedb::{Connection, DistanceType, Table};
+
+use crate::metrics as m;
+use crate::schema::{chunks_schema, rows_to_batch, ChunkRow};
+use crate::{IndexError, CHUNKS_TABLE};
+
+/// One atomic change to the index: the complete new chunk set of some files, and files that
+/// are gone. Applied as a single LanceDB commit.
+#[derive(Debug, Default, Clone)]
+pub struct CommitBatch {
+    /// All chunks of every file in `replace_paths` (files with no chunks contribute none).
+    pub rows: Vec<ChunkRow>,
+    /// Files whose previous chunks are replaced by the ones in `rows`.
+    pub replace_paths: Vec<String>,
+    /// Files removed from the source: all their chunks are deleted.
+    pub delete_paths: Vec<String>,
+}
+
+impl CommitBatch {
+    /// True when the batch changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.replace_paths.is_empty() && self.delete_paths.is_empty()
+    }
+}
+
+/// What a commit did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CommitStats {
+    pub version: u64,
+    pub inserted: u64,
+    pub deleted: u64,
+}
+
+/// One search result row.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Hit {
+    pub chunk_id: String,
+    pub path: String,
+    pub language: String,
+    pub symbol: Option<String>,
+    pub kind: Option<String>,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub content: String,
+    /// Similarity for vector hits (1 − cosine distance), BM25 score for full-text hits.
+    pub score: f32,
+}
+
+/// Size facts about the table.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct IndexStats {
+    pub rows: usize,
+    pub version: u64,
+}
+
+/// The chunks table of one database directory.
+pub struct Index {
+    uri: String,
+    table: Table,
+    dim: usize,
+    model_id: String,
+    fts_ready: AtomicBool,
+}
+
+const HIT_COLUMNS: [&str; 8] = ["chunk_id", "path", "language", "symbol", "kind", "start_line", "end_line", "content"];
+
+/// Quotes a string for a LanceDB SQL filter.
+pub fn sql_str(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+fn in_list(column: &str, values: &[String]) -> String {
+    let list: Vec<String> = values.iter().map(|v| sql_str(v)).collect();
+    format!("{column} IN ({})", list.join(", "))
+}
+
+fn fts_params() -> FtsIndexBuilder {
+    FtsIndexBuilder::default()
+}
+
+impl Index {
+    fn lance(&self, source: lancedb::Error) -> IndexError {
+        IndexError::Lance { uri: self.uri.clone(), source }
+    }
+
+    async fn connect(uri: &str) -> Result<Connection, IndexError> {
+        lancedb::connect(uri)
+            .execute()
+            .await
+            .map_err(|source| IndexError::Lance { uri: uri.to_string(), source })
+    }
+
+    /// Opens the index at `uri` for writing with `model_id`/`dim`, creating it when missing.
+    /// Fails when the existing table was built with another model or dimension.
+    pub async fn open_or_create(uri: &str, model_id: &str, dim: usize) -> Result<Self, IndexError> {
+        let conn = Self::connect(uri).await?;
+        let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
+        let names = conn.table_names().execute().await.map_err(lance)?;
+        let table = if names.iter().any(|n| n == CHUNKS_TABLE) {
+            conn.open_table(CHUNKS_TABLE).execute().await.map_err(lance)?
+        } else {
+            let schema = chunks_schema(dim);
+            match conn.create_empty_table(CHUNKS_TABLE, schema).execute().await {
+                Ok(t) => t,
+                // Another writer created it in the meantime.
+                Err(_) => conn.open_table(CHUNKS_TABLE).execute().await.map_err(lance)?,
+            }
+        };
+        let index = Self::from_table(uri, table).await?;
+        let indexed_model = index.stored_model().await?;
+        if index.dim != dim || indexed_model.as_deref().is_some_and(|m| m != model_id) {
+            return Err(IndexError::ModelMismatch {
+                uri: uri.to_string(),
+                indexed: indexed_model.unwrap_or_default(),
+                indexed_dim: index.dim,
+                requested: model_id.to_string(),
+                requested_dim: dim,
+            });
+        }
+        Ok(Self { model_id: model_id.to_string(), ..index })
+    }
+
+    /// Opens an existing index for reading (model id and dimension are read from it).
+    pub async fn open(uri: &str) -> Result<Self, IndexError> {
+        let conn = Self::connect(uri).await?;
+        let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
+        let names = conn.table_names().execute().await.map_err(lance)?;
+        if !names.iter().any(|n| n == CHUNKS_TABLE) {
+            return Err(IndexError::Missing { uri: uri.to_string() });
+        }
+        let table = conn.open_table(CHUNKS_TABLE).execute().await.map_err(lance)?;
+        let mut index = Self::from_table(uri, table).await?;
+        index.model_id = index.stored_model().await?.unwrap_or_default();
+        Ok(index)
+    }
+
+    async fn from_table(uri: &str, table: Table) -> Result<Self, IndexError> {
+        let schema = table.schema().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
+        let dim = match schema.field_with_name("vector").map(|f| f.data_type().clone()) {
+            Ok(DataType::FixedSizeList(_, n)) => n as usize,
+            _ => return Err(IndexError::Column { uri: uri.to_string(), column: "vector".into() }),
+        };
+        let indices = table.list_indices().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
+        let fts_ready = indices.iter().any(|i| i.columns.iter().any(|c| c == "content"));
+        Ok(Self { uri: uri.to_string(), table, dim, model_id: String::new(), fts_ready: AtomicBool::new(fts_ready) })
+    }
+
+    async fn stored_model(&self) -> Result<Option<String>, IndexError> {
+        let batches: Vec<RecordBatch> = self
+            .table
+            .query()
+            .select(Select::columns(&["model"]))
+            .limit(1)
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))?
+            .try_collect()
+            .await
+            .map_err(|e| self.lance(e))?;
+        Ok(batches.iter().find(|b| b.num_rows() > 0).and_then(|b| {
+            b.column(0).as_any().downcast_ref::<StringArray>().map(|a| a.value(0).to_string())
+        }))
+    }
+
+    /// The database URI.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// Vector dimension of the table.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Model id of the vectors (empty for an empty table opened read-only).
+    pub fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    /// The underlying LanceDB table (for callers that need more than this API).
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// `path → file_hash` of every indexed file: the incremental state, read from the index.
+    pub async fn file_hashes(&self) -> Result<HashMap<String, String>, IndexError> {
+        let mut stream = self
+            .table
+            .query()
+            .select(Select::columns(&["path", "file_hash"]))
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))?;
+        let mut out = HashMap::new();
+        while let Some(batch) = stream.try_next().await.map_err(|e| self.lance(e))? {
+            let paths = str_col(&batch, "path", &self.uri)?;
+            let hashes = str_col(&batch, "file_hash", &self.uri)?;
+            for i in 0..batch.num_rows() {
+                out.entry(paths.value(i).to_string()).or_insert_with(|| hashes.value(i).to_string());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies `batch` as one commit: new chunks inserted, stale chunks of the replaced files
+    /// and all chunks of deleted files removed, in the same LanceDB version.
+    pub async fn commit(&self, batch: CommitBatch) -> Result<CommitStats, IndexError> {
+        if batch.is_empty() {
+            return Ok(CommitStats { version: self.version().await?, ..Default::default() });
+        }
+        let started = Instant::now();
+        let mut touched: Vec<String> = batch.replace_paths.iter().chain(&batch.delete_paths).cloned().collect();
+        touched.sort();
+        touched.dedup();
+        let stats = if batch.rows.is_empty() {
+            let res = self.table.delete(in_list("path", &touched).as_str()).await.map_err(|e| self.lance(e))?;
+            CommitStats { version: res.version, inserted: 0, deleted: res.num_deleted_rows }
+        } else {
+            let record = rows_to_batch(&batch.rows, self.dim)?;
+            let schema = record.schema();
+            let reader = RecordBatchIterator::new(vec![Ok(record)], schema);
+            let mut merge = self.table.merge_insert(&["chunk_id"]);
+            merge.when_not_matched_insert_all();
+            if !touched.is_empty() {
+                merge.when_not_matched_by_source_delete(Some(in_list("path", &touched)));
+            }
+            let res = merge.execute(Box::new(reader)).await.map_err(|e| self.lance(e))?;
+            CommitStats { version: res.version, inserted: res.num_inserted_rows, deleted: res.num_deleted_rows }
+        };
+        metrics::counter!(m::INDEX_COMMITS_TOTAL).increment(1);
+        metrics::counter!(m::INDEX_ROWS_INSERTED_TOTAL).increment(stats.inserted);
+        metrics::counter!(m::INDEX_ROWS_DELETED_TOTAL).increment(stats.deleted);
+        metrics::histogram!(m::INDEX_COMMIT_SECONDS).record(started.elapsed().as_secs_f64());
+        let version = if stats.version == 0 { self.version().await? } else { stats.version };
+        metrics::gauge!(m::INDEX_VERSION).set(version as f64);
+        if !self.fts_ready.load(Ordering::Acquire) && stats.inserted > 0 {
+            self.build_fts().await?;
+        }
+        Ok(CommitStats { version, ..stats })
+    }
+
+    async fn build_fts(&self) -> Result<(), IndexError> {
+        self.table
+            .create_index(&["content"], LanceIndex::FTS(fts_params()))
+            .replace(true)
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))?;
+        self.fts_ready.store(true, Ordering::Release);
+        metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
+        Ok(())
+    }
+
+    /// Folds rows written since the last index build into the full-text index. Rows not yet
+    /// folded in are still searched (flat), so this is about speed, not correctness.
+    pub async fn optimize_indices(&self) -> Result<(), IndexError> {
+        if !self.fts_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.table
+            .optimize(OptimizeAction::Index(OptimizeOptions::default()))
+            .await
+            .map_err(|e| self.lance(e))?;
+        metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
+        Ok(())
+    }
+
+    /// Current LanceDB version of the table.
+    pub async fn version(&self) -> Result<u64, IndexError> {
+        self.table.version().await.map_err(|e| self.lance(e))
+    }
+
+    /// Row count and version.
+    pub async fn stats(&self) -> Result<IndexStats, IndexError> {
+        let rows = self.table.count_rows(None).await.map_err(|e| self.lance(e))?;
+        let version = self.version().await?;
+        metrics::gauge!(m::INDEX_ROWS).set(rows as f64);
+        metrics::gauge!(m::INDEX_VERSION).set(version as f64);
+        Ok(IndexStats { rows, version })
+    }
+
+    /// Nearest chunks to `vector` by cosine similarity.
+    pub async fn vector_search(&self, vector: &[f32], k: usize) -> Result<Vec<Hit>, IndexError> {
+        if vector.len() != self.dim {
+            return Err(IndexError::Dimension { expected: self.dim, got: vector.len() });
+        }
+        let batches: Vec<RecordBatch> = self
+            .table
+            .query()
+            .nearest_to(vector)
+            .map_err(|e| self.lance(e))?
+            .distance_type(DistanceType::Cosine)
+            .select(Select::columns(&HIT_COLUMNS))
+            .limit(k)
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))?
+            .try_collect()
+            .await
+            .map_err(|e| self.lance(e))?;
+        let mut hits = self.hits(&batches, "_distance", |d| 1.0 - d)?;
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok(hits)
+    }
+
+    /// Best BM25 matches of `query` in chunk contents.
+    pub async fn fts_search(&self, query: &str, k: usize) -> Result<Vec<Hit>, IndexError> {
+        if !self.fts_ready.load(Ordering::Acquire) || query.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let batches: Vec<RecordBatch> = self
+            .table
+            .query()
+            .full_text_search(FullTextSearchQuery::new(query.to_string()))
+            .select(Select::columns(&HIT_COLUMNS))
+            .limit(k)
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))?
+            .try_collect()
+            .await
+            .map_err(|e| self.lance(e))?;
+        let mut hits = self.hits(&batches, "_score", |s| s)?;
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok(hits)
+    }
+
+    /// All chunks of one file, in line order (used by tests and tooling).
+    pub async fn chunks_of(&self, path: &str) -> Result<Vec<Hit>, IndexError> {
+        let batches: Vec<RecordBatch> = self
+            .table
+            .query()
+            .only_if(format!("path = {}", sql_str(path)))
+            .select(Select::columns(&HIT_COLUMNS))
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))?
+            .try_collect()
+            .await
+            .map_err(|e| self.lance(e))?;
+        let mut hits = self.hits(&batches, "", |s| s)?;
+        hits.sort_by_key(|h| h.start_line);
+        Ok(hits)
+    }
+
+    /// Every `(path, chunk_id, content_hash)` in the table, sorted (for comparing two indexes).
+    pub async fn fingerprint(&self) -> Result<Vec<(String, String, String)>, IndexError> {
+        let mut stream = self
+            .table
+            .query()
+            .select(Select::columns(&["path", "chunk_id", "content_hash"]))
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))?;
+        let mut out = Vec::new();
+        while let Some(batch) = stream.try_next().await.map_err(|e| self.lance(e))? {
+            let p = str_col(&batch, "path", &self.uri)?;
+            let c = str_col(&batch, "chunk_id", &self.uri)?;
+            let h = str_col(&batch, "content_hash", &self.uri)?;
+            for i in 0..batch.num_rows() {
+                out.push((p.value(i).to_string(), c.value(i).to_string(), h.value(i).to_string()));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Reads the stored vector of every chunk of `path` (chunk_id → vector).
+    pub async fn vectors_of(&self, path: &str) -> Result<HashMap<String, Vec<f32>>, IndexError> {
+        let batches: Vec<RecordBatch> = self
+            .table
+            .query()
+            .only_if(format!("path = {}", sql_str(path)))
+            .select(Select::columns(&["content_hash", "vector"]))
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))?
+            .try_collect()
+            .await
+            .map_err(|e| self.lance(e))?;
+        let mut out = HashMap::new();
+        for batch in &batches {
+            let hashes = str_col(batch, "content_hash", &self.uri)?;
+            let vectors = batch
+                .column_by_name("vector")
+                .and_then(|c| c.as_any().downcast_ref::<FixedSizeListArray>())
+                .ok_or_else(|| IndexError::Column { uri: self.uri.clone(), column: "vector".into() })?;
+            for i in 0..batch.num_rows() {
+                let v = vectors.value(i);
+                let floats = v
+                    .as_any()
+                    .downcast_ref::<Float32Array>()
+                    .ok_or_else(|| IndexError::Column { uri: self.uri.clone(), column: "vector".into() })?;
+                out.insert(hashes.value(i).to_string(), floats.values().to_vec());
+            }
+        }
+        Ok(out)
+    }
+
+    fn hits(&self, batches: &[RecordBatch], score_col: &str, f: impl Fn(f32) -> f32) -> Result<Vec<Hit>, IndexError> {
+        let mut out = Vec::new();
+        for batch in batches {
+            let col = |name: &str| str_col(batch, name, &self.uri);
+            let (ids, paths, langs, syms, kinds, contents) =
+                (col("chunk_id")?, col("path")?, col("language")?, col("symbol")?, col("kind")?, col("content")?);
+            let u32col = |name: &str| {
+                batch
+                    .column_by_name(name)
+                    .and_then(|c| c.as_any().downcast_ref::<UInt32Array>())
+                    .ok_or_else(|| IndexError::Column { uri: self.uri.clone(), column: name.into() })
+            };
+            let (starts, ends) = (u32col("start_line")?, u32col("end_line")?);
+            let scores = batch.column_by_name(score_col).and_then(|c| c.as_any().downcast_ref::<Float32Array>());
+            for i in 0..batch.num_rows() {
+                let opt = |a: &StringArray| (!a.is_null(i)).then(|| a.value(i).to_string());
+                out.push(Hit {
+                    chunk_id: ids.value(i).to_string(),
+                    path: paths.value(i).to_string(),
+                    language: langs.value(i).to_string(),
+                    symbol: opt(syms),
+                    kind: opt(kinds),
+                    start_line: starts.value(i),
+                    end_line: ends.value(i),
+                    content: contents.value(i).to_string(),
+                    score: scores.map(|s| f(s.value(i))).unwrap_or(0.0),
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn str_col<'a>(batch: &'a RecordBatch, name: &str, uri: &str) -> Result<&'a StringArray, IndexError> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| IndexError::Column { uri: uri.to_string(), column: name.into() })
+}

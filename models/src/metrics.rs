@@ -1,0 +1,12 @@
+//! Metric names of the model layer (all of them, in one place).
+
+/// Counter: texts embedded by the model.
+pub const EMBED_TEXTS_TOTAL: &str = "ctxd_embed_texts_total";
+/// Counter: model tokens run through the model (padding excluded).
+pub const EMBED_TOKENS_TOTAL: &str = "ctxd_embed_tokens_total";
+/// Counter: padded positions run through the model (tokens + padding).
+pub const EMBED_PADDED_TOKENS_TOTAL: &str = "ctxd_embed_padded_tokens_total";
+/// Histogram: seconds one model forward pass took.
+pub const EMBED_BATCH_SECONDS: &str = "ctxd_embed_batch_duration_seconds";
+/// Histogram: texts per model forward pass.
+pub const EMBED_BATCH_SIZE: &str = "ctxd_embed_batch_size_texts";

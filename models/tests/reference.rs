@@ -1,0 +1,58 @@
+//! ctxd's BERT embedder against vectors computed once with sentence-transformers on PyTorch
+//! (`scripts/gen-reference-vectors.py`, committed in `tests/fixtures/reference.json`).
+//! Needs the default model installed (`scripts/fetch-model.sh`).
+
+use ctxd_models::{resolve_model, BertEmbedder, Embedder, EmbedService, EmbedServiceConfig, DEFAULT_MODEL};
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    texts: Vec<String>,
+    vectors: Vec<Vec<f32>>,
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (na * nb)
+}
+
+fn reference() -> Reference {
+    serde_json::from_str(include_str!("fixtures/reference.json")).expect("fixture parses")
+}
+
+#[test]
+fn bert_matches_sentence_transformers() {
+    let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
+    let mut model = BertEmbedder::load(&files, candle_core::Device::Cpu).unwrap();
+    assert_eq!(model.dim(), 384);
+    assert_eq!(model.max_seq_len(), 256);
+    let reference = reference();
+    // All texts in one padded batch: padding must not change any vector.
+    let got = model.embed(&reference.texts).unwrap();
+    for ((text, want), got) in reference.texts.iter().zip(&reference.vectors).zip(&got) {
+        let norm: f32 = got.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "not unit length: {norm}");
+        let cos = cosine(want, got);
+        assert!(cos >= 0.999, "cosine {cos} < 0.999 for {:?}", &text[..text.len().min(40)]);
+    }
+    // One at a time (no padding) gives the same vectors.
+    for (text, want) in reference.texts.iter().zip(&reference.vectors).take(3) {
+        let single = model.embed(std::slice::from_ref(text)).unwrap();
+        assert!(cosine(want, &single[0]) >= 0.999);
+    }
+}
+
+#[test]
+fn service_batches_by_tokens_and_keeps_order() {
+    let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
+    let model = BertEmbedder::load(&files, candle_core::Device::Cpu).unwrap();
+    // A small token cap forces several forward passes of length-sorted texts.
+    let svc = EmbedService::spawn(model, EmbedServiceConfig { max_batch_tokens: 300, max_batch_texts: 4, queue: 1 });
+    let reference = reference();
+    let got = svc.embed_blocking(reference.texts.clone()).unwrap();
+    assert_eq!(got.len(), reference.texts.len());
+    for (want, got) in reference.vectors.iter().zip(&got) {
+        assert!(cosine(want, got) >= 0.999);
+    }
+}

@@ -1,0 +1,253 @@
+//! The daemon configuration: strict TOML (unknown keys are errors), defaults for everything,
+//! semantic checks reported together.
+//!
+//! ```toml
+//! [source]
+//! root = "examples/demo"      # folder to index and watch
+//! debounce_ms = 200
+//! max_file_bytes = 10485760
+//!
+//! [index]
+//! db = ".ctxd/db"             # LanceDB directory
+//!
+//! [model]
+//! name = "sentence-transformers/all-MiniLM-L6-v2"   # hub id or local directory
+//!
+//! [server]
+//! listen = "127.0.0.1:7700"
+//! ```
+//! See `configs/ctxd.toml` for every key with its default.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::PipelineError;
+
+/// The whole configuration.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub source: SourceConfig,
+    pub index: IndexConfig,
+    pub model: ModelConfig,
+    pub chunk: ChunkSection,
+    pub pipeline: PipelineConfig,
+    pub server: ServerConfig,
+}
+
+/// `[source]`: what to index.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SourceConfig {
+    pub root: PathBuf,
+    /// Quiet time before a changed file is processed.
+    pub debounce_ms: u64,
+    /// Larger files are skipped and counted.
+    pub max_file_bytes: u64,
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        Self { root: PathBuf::from("."), debounce_ms: 200, max_file_bytes: 10 * 1024 * 1024 }
+    }
+}
+
+/// `[index]`: where the index lives.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IndexConfig {
+    /// LanceDB database directory.
+    pub db: PathBuf,
+    /// Fold new rows into the full-text index after this many commits.
+    pub optimize_every_commits: u64,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        Self { db: PathBuf::from(".ctxd/db"), optimize_every_commits: 50 }
+    }
+}
+
+/// `[model]`: the embedding model.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// Hugging Face id or local directory.
+    pub name: String,
+    /// Cap on padded tokens per forward pass.
+    pub max_batch_tokens: usize,
+    /// Cap on texts per forward pass.
+    pub max_batch_texts: usize,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self { name: ctxd_models::DEFAULT_MODEL.to_string(), max_batch_tokens: 8192, max_batch_texts: 64 }
+    }
+}
+
+/// `[chunk]`: chunk sizes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChunkSection {
+    pub max_tokens: usize,
+    pub overlap_tokens: usize,
+}
+
+impl Default for ChunkSection {
+    fn default() -> Self {
+        let d = ctxd_stages::chunk::ChunkConfig::default();
+        Self { max_tokens: d.max_tokens, overlap_tokens: d.overlap_tokens }
+    }
+}
+
+/// Queue capacity and workers of one stage.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageTuning {
+    /// Capacity of the stage's input queue.
+    pub capacity: usize,
+    /// Concurrent workers.
+    pub workers: usize,
+}
+
+/// `[pipeline]`: the stage graph.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    pub load: StageTuning,
+    pub chunk: StageTuning,
+    pub embed: StageTuning,
+    pub upsert: StageTuning,
+    /// Chunk tokens per embed request.
+    pub embed_batch_tokens: usize,
+    /// Longest wait to fill an embed request.
+    pub embed_batch_wait_ms: u64,
+    /// Rows per commit.
+    pub commit_max_rows: usize,
+    /// Longest wait before a commit (bounds freshness).
+    pub commit_interval_ms: u64,
+    /// Time allowed to drain on SIGTERM before the process exits anyway.
+    pub drain_timeout_secs: u64,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self {
+            load: StageTuning { capacity: 256, workers: 2 },
+            chunk: StageTuning { capacity: 64, workers: 2 },
+            embed: StageTuning { capacity: 64, workers: 1 },
+            upsert: StageTuning { capacity: 64, workers: 1 },
+            embed_batch_tokens: 4096,
+            embed_batch_wait_ms: 20,
+            commit_max_rows: 4096,
+            commit_interval_ms: 1000,
+            drain_timeout_secs: 60,
+        }
+    }
+}
+
+impl PipelineConfig {
+    /// Commit interval as a duration.
+    pub fn commit_interval(&self) -> Duration {
+        Duration::from_millis(self.commit_interval_ms)
+    }
+}
+
+/// `[server]`: the HTTP API.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub listen: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self { listen: "127.0.0.1:7700".into() }
+    }
+}
+
+impl Config {
+    /// Parses TOML text; `origin` names the file in errors. Relative paths in the file are
+    /// resolved against the file's directory.
+    pub fn from_toml(text: &str, origin: &Path) -> Result<Self, PipelineError> {
+        let mut cfg: Config =
+            toml::from_str(text).map_err(|e| PipelineError::Config { path: origin.to_path_buf(), message: e.to_string() })?;
+        let base = origin.parent().unwrap_or(Path::new("."));
+        if cfg.source.root.is_relative() {
+            cfg.source.root = base.join(&cfg.source.root);
+        }
+        if cfg.index.db.is_relative() && !cfg.index.db.to_string_lossy().contains("://") {
+            cfg.index.db = base.join(&cfg.index.db);
+        }
+        cfg.validate().map_err(|message| PipelineError::Config { path: origin.to_path_buf(), message })?;
+        Ok(cfg)
+    }
+
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<Self, PipelineError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| PipelineError::Config { path: path.to_path_buf(), message: e.to_string() })?;
+        Self::from_toml(&text, path)
+    }
+
+    /// Semantic checks; every problem is reported, one per line.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut errs = Vec::new();
+        let p = &self.pipeline;
+        for (name, t) in [("load", p.load), ("chunk", p.chunk), ("embed", p.embed), ("upsert", p.upsert)] {
+            if t.capacity == 0 {
+                errs.push(format!("pipeline.{name}.capacity must be at least 1"));
+            }
+            if t.workers == 0 {
+                errs.push(format!("pipeline.{name}.workers must be at least 1"));
+            }
+        }
+        if self.chunk.max_tokens < 16 {
+            errs.push("chunk.max_tokens must be at least 16".into());
+        }
+        if self.chunk.overlap_tokens >= self.chunk.max_tokens {
+            errs.push("chunk.overlap_tokens must be below chunk.max_tokens".into());
+        }
+        if self.model.max_batch_tokens == 0 || self.model.max_batch_texts == 0 {
+            errs.push("model.max_batch_tokens and model.max_batch_texts must be at least 1".into());
+        }
+        if self.server.listen.parse::<std::net::SocketAddr>().is_err() {
+            errs.push(format!("server.listen '{}' is not an address like 127.0.0.1:7700", self.server.listen));
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(errs.join("; "))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let err = Config::from_toml("[source]\nroot = \"x\"\nbogus = 1\n", Path::new("c.toml")).unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn all_semantic_errors_reported_together() {
+        let text = "[pipeline]\nload = { capacity = 0, workers = 0 }\n[server]\nlisten = \"nope\"\n";
+        let err = Config::from_toml(text, Path::new("c.toml")).unwrap_err().to_string();
+        assert!(err.contains("pipeline.load.capacity"), "{err}");
+        assert!(err.contains("pipeline.load.workers"), "{err}");
+        assert!(err.contains("server.listen"), "{err}");
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_file() {
+        let cfg = Config::from_toml("[source]\nroot = \"src\"\n[index]\ndb = \"db\"\n", Path::new("/etc/ctxd/c.toml")).unwrap();
+        assert_eq!(cfg.source.root, PathBuf::from("/etc/ctxd/src"));
+        assert_eq!(cfg.index.db, PathBuf::from("/etc/ctxd/db"));
+    }
+}

@@ -1,0 +1,480 @@
+//! The ctxd graph: `watch → load → chunk → embed → upsert`, one-shot or as a daemon.
+//!
+//! [`Engine::open`] resolves and loads the model (on its own thread), opens or creates the
+//! index, and reads the incremental state from it. [`Engine::run`] starts the graph:
+//!
+//! 1. the source starts the filesystem watcher first (so nothing changes unseen), then scans
+//!    the root and, once the scan completed, emits removals for indexed files that are gone
+//!    (start-up reconciliation; an interrupted scan never removes anything);
+//! 2. in daemon mode it then follows debounced events until the kill switch flips;
+//! 3. when the source stops, the graph drains in order and the sink commits its last batch.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ctxd_index::Index;
+use ctxd_models::{EmbedService, EmbedServiceConfig, TokenCounter};
+use ctxd_stages::chunk::{ChunkConfig, ChunkedFile, Chunker};
+use ctxd_stages::embed::{Embed, EmbeddedFile};
+use ctxd_stages::load::{load, LoadConfig, LoadOutcome, LoadedFile};
+use ctxd_stages::upsert::Upsert;
+use ctxd_stages::watch::{EventWatcher, Scanner, WatchEvent};
+use ctxd_stages::{FileState, FileWork, SourceFile, StageError};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::graph::{edge, spawn_batch_stage, spawn_sink, spawn_stage, BatchLimits, BatchStage, Output, Sink, Stage, Tracker};
+use crate::metrics as m;
+use crate::PipelineError;
+
+/// Counts behind the one-shot summary.
+#[derive(Default)]
+struct Counters {
+    seen: AtomicU64,
+    indexed: AtomicU64,
+    removed: AtomicU64,
+    unchanged: AtomicU64,
+    skipped: AtomicU64,
+    failed: AtomicU64,
+    chunks: AtomicU64,
+    commits: AtomicU64,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Summary {
+    pub files_seen: u64,
+    pub files_indexed: u64,
+    pub files_removed: u64,
+    pub files_unchanged: u64,
+    pub files_skipped: u64,
+    pub files_failed: u64,
+    pub chunks_written: u64,
+    pub commits: u64,
+    pub seconds: f64,
+    pub index_rows: usize,
+    pub index_version: u64,
+}
+
+/// Model, index and state, ready to run the graph or answer queries.
+pub struct Engine {
+    cfg: Config,
+    index: Arc<Index>,
+    service: EmbedService,
+    counter: TokenCounter,
+    state: FileState,
+}
+
+impl Engine {
+    /// Loads the model and opens (or creates) the index named by `cfg`.
+    pub async fn open(cfg: Config) -> Result<Self, PipelineError> {
+        let service_cfg = EmbedServiceConfig {
+            max_batch_tokens: cfg.model.max_batch_tokens,
+            max_batch_texts: cfg.model.max_batch_texts,
+            queue: 4,
+        };
+        let name = cfg.model.name.clone();
+        let (service, counter) = tokio::task::spawn_blocking(move || ctxd_models::start(&name, service_cfg))
+            .await
+            .expect("model loading thread panicked")?;
+        let db = cfg.index.db.to_string_lossy().into_owned();
+        if !db.contains("://") {
+            std::fs::create_dir_all(&cfg.index.db)
+                .map_err(|e| PipelineError::Config { path: cfg.index.db.clone(), message: format!("creating db dir: {e}") })?;
+        }
+        let index = Arc::new(Index::open_or_create(&db, service.model_id(), service.dim()).await?);
+        let state = FileState::new(index.file_hashes().await?);
+        Ok(Self { cfg, index, service, counter, state })
+    }
+
+    /// The index.
+    pub fn index(&self) -> Arc<Index> {
+        self.index.clone()
+    }
+
+    /// The embedding service (queries use it too).
+    pub fn embedder(&self) -> EmbedService {
+        self.service.clone()
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Starts the graph. With `follow` false it scans once and finishes when everything is
+    /// committed; with `follow` true it keeps following filesystem events until `shutdown`
+    /// becomes true. Either way, `shutdown` stops the source and drains the graph.
+    pub fn run(&self, follow: bool, shutdown: watch::Receiver<bool>) -> Result<Running, PipelineError> {
+        let root = self.cfg.source.root.clone();
+        let meta = std::fs::metadata(&root).map_err(|e| PipelineError::Root { path: root.clone(), message: e.to_string() })?;
+        if !meta.is_dir() {
+            return Err(PipelineError::Root { path: root, message: "not a directory".into() });
+        }
+        let mut excludes = vec![self.cfg.index.db.clone()];
+        if let Ok(db) = self.cfg.index.db.canonicalize() {
+            excludes.push(db);
+        }
+        let scanner = Scanner::new(root, excludes);
+        let tracker = Tracker::default();
+        let counters = Arc::new(Counters::default());
+        let p = &self.cfg.pipeline;
+
+        let (src_out, load_in) = edge::<FileWork<SourceFile>>("watch", "load", p.load.capacity);
+        let (load_out, chunk_in) = edge::<FileWork<LoadedFile>>("load", "chunk", p.chunk.capacity);
+        let (chunk_out, embed_in) = edge::<FileWork<ChunkedFile>>("chunk", "embed", p.embed.capacity);
+        let (embed_out, upsert_in) = edge::<FileWork<EmbeddedFile>>("embed", "upsert", p.upsert.capacity);
+
+        let mut handles = Vec::new();
+        let load_stage = LoadStage {
+            state: self.state.clone(),
+            cfg: LoadConfig { max_file_bytes: self.cfg.source.max_file_bytes },
+            counters: counters.clone(),
+        };
+        handles.extend(spawn_stage(Arc::new(load_stage), p.load.workers, load_in, load_out, tracker.clone()));
+        let chunker = Chunker::new(
+            {
+                let c = self.counter.clone();
+                Arc::new(move |s: &str| c.count(s))
+            },
+            ChunkConfig { max_tokens: self.cfg.chunk.max_tokens, overlap_tokens: self.cfg.chunk.overlap_tokens },
+        );
+        handles.extend(spawn_stage(Arc::new(ChunkStage { chunker }), p.chunk.workers, chunk_in, chunk_out, tracker.clone()));
+        let embed = EmbedStage { embed: Embed::new(self.service.clone(), self.index.clone(), self.state.clone()), counters: counters.clone() };
+        let embed_limits = BatchLimits {
+            max_weight: p.embed_batch_tokens,
+            max_items: 256,
+            max_wait: Duration::from_millis(p.embed_batch_wait_ms),
+        };
+        handles.extend(spawn_batch_stage(Arc::new(embed), p.embed.workers, embed_limits, embed_in, embed_out, tracker.clone()));
+        let sink = UpsertSink {
+            upsert: Upsert::new(self.index.clone(), self.state.clone()),
+            index: self.index.clone(),
+            counters: counters.clone(),
+            optimize_every: self.cfg.index.optimize_every_commits.max(1),
+        };
+        let sink_limits = BatchLimits { max_weight: p.commit_max_rows, max_items: 4096, max_wait: p.commit_interval() };
+        handles.push(spawn_sink(Arc::new(sink), sink_limits, upsert_in, tracker.clone()));
+
+        let source = Source {
+            scanner,
+            state: self.state.clone(),
+            out: src_out,
+            tracker: tracker.clone(),
+            counters: counters.clone(),
+            shutdown,
+            debounce: Duration::from_millis(self.cfg.source.debounce_ms),
+        };
+        let source_handle = tokio::spawn(source.run(follow));
+        metrics::gauge!(m::PIPELINE_READY).set(0.0);
+        Ok(Running { tracker, source: source_handle, stages: handles, counters, started: Instant::now(), index: self.index.clone() })
+    }
+}
+
+/// A running graph.
+pub struct Running {
+    tracker: Tracker,
+    source: JoinHandle<Result<(), StageError>>,
+    stages: Vec<JoinHandle<()>>,
+    counters: Arc<Counters>,
+    started: Instant,
+    index: Arc<Index>,
+}
+
+impl Running {
+    /// True once the initial scan is committed.
+    pub fn is_ready(&self) -> bool {
+        self.tracker.is_ready()
+    }
+
+    /// A handle to poll readiness from elsewhere (the HTTP server).
+    pub fn tracker(&self) -> Tracker {
+        self.tracker.clone()
+    }
+
+    /// Waits until the initial scan is committed, then flips the ready gauge.
+    pub async fn wait_ready(&self) {
+        self.tracker.wait_ready().await;
+        metrics::gauge!(m::PIPELINE_READY).set(1.0);
+    }
+
+    /// Waits for the source to stop and the graph to drain; folds new rows into the
+    /// full-text index and returns the summary.
+    pub async fn join(self) -> Result<Summary, PipelineError> {
+        let source_result = self.source.await.expect("source task panicked");
+        for h in self.stages {
+            h.await.expect("stage task panicked");
+        }
+        if let Err(e) = self.index.optimize_indices().await {
+            tracing::warn!("optimizing indices: {e}");
+        }
+        source_result?;
+        let stats = self.index.stats().await?;
+        let c = &self.counters;
+        Ok(Summary {
+            files_seen: c.seen.load(Ordering::Relaxed),
+            files_indexed: c.indexed.load(Ordering::Relaxed),
+            files_removed: c.removed.load(Ordering::Relaxed),
+            files_unchanged: c.unchanged.load(Ordering::Relaxed),
+            files_skipped: c.skipped.load(Ordering::Relaxed),
+            files_failed: c.failed.load(Ordering::Relaxed),
+            chunks_written: c.chunks.load(Ordering::Relaxed),
+            commits: c.commits.load(Ordering::Relaxed),
+            seconds: self.started.elapsed().as_secs_f64(),
+            index_rows: stats.rows,
+            index_version: stats.version,
+        })
+    }
+}
+
+struct Source {
+    scanner: Scanner,
+    state: FileState,
+    out: Output<FileWork<SourceFile>>,
+    tracker: Tracker,
+    counters: Arc<Counters>,
+    shutdown: watch::Receiver<bool>,
+    debounce: Duration,
+}
+
+impl Source {
+    async fn run(mut self, follow: bool) -> Result<(), StageError> {
+        // Start watching before scanning: a change during the scan is not lost.
+        let mut watcher = if follow { Some(EventWatcher::start(&self.scanner, self.debounce)?) } else { None };
+        self.scan_and_reconcile().await;
+        self.tracker.mark_scanned();
+        let Some(watcher) = watcher.as_mut() else { return Ok(()) };
+        loop {
+            tokio::select! {
+                _ = self.shutdown.changed() => {
+                    if *self.shutdown.borrow() { break; }
+                }
+                ev = watcher.next() => match ev {
+                    None => break,
+                    Some(WatchEvent::Changed(file)) => {
+                        if !self.emit(FileWork::Update(file)).await { break; }
+                    }
+                    Some(WatchEvent::Removed(rel)) => {
+                        let prefix = format!("{rel}/");
+                        let gone: Vec<String> =
+                            self.state.paths().into_iter().filter(|p| *p == rel || p.starts_with(&prefix)).collect();
+                        for p in gone {
+                            if !self.emit(FileWork::Remove(p)).await { return Ok(()); }
+                        }
+                    }
+                    Some(WatchEvent::Rescan) => self.scan_and_reconcile().await,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn emit(&self, work: FileWork<SourceFile>) -> bool {
+        if matches!(work, FileWork::Update(_)) {
+            self.counters.seen.fetch_add(1, Ordering::Relaxed);
+        }
+        self.tracker.add(1);
+        if self.out.send(work).await.is_err() {
+            self.tracker.done(1);
+            return false;
+        }
+        true
+    }
+
+    /// Scans the root; when the scan completed, removes indexed files that are gone.
+    async fn scan_and_reconcile(&self) {
+        let scanner = self.scanner.clone();
+        let out = self.out.clone();
+        let tracker = self.tracker.clone();
+        let counters = self.counters.clone();
+        let shutdown = self.shutdown.clone();
+        let scan = tokio::task::spawn_blocking(move || {
+            let mut seen: HashSet<String> = HashSet::new();
+            let mut completed = true;
+            scanner.scan(|file| {
+                if *shutdown.borrow() {
+                    completed = false;
+                    return false;
+                }
+                seen.insert(file.rel.clone());
+                counters.seen.fetch_add(1, Ordering::Relaxed);
+                tracker.add(1);
+                if out.send_blocking(FileWork::Update(file)).is_err() {
+                    tracker.done(1);
+                    completed = false;
+                    return false;
+                }
+                true
+            });
+            (seen, completed)
+        });
+        let (seen, completed) = scan.await.expect("scan thread panicked");
+        if !completed || *self.shutdown.borrow() {
+            return;
+        }
+        let mut gone: Vec<String> = self.state.paths().into_iter().filter(|p| !seen.contains(p)).collect();
+        gone.sort();
+        for p in gone {
+            self.tracker.add(1);
+            if self.out.send(FileWork::Remove(p)).await.is_err() {
+                self.tracker.done(1);
+                return;
+            }
+        }
+    }
+}
+
+struct LoadStage {
+    state: FileState,
+    cfg: LoadConfig,
+    counters: Arc<Counters>,
+}
+
+impl Stage for LoadStage {
+    type In = FileWork<SourceFile>;
+    type Out = FileWork<LoadedFile>;
+    const NAME: &'static str = "load";
+
+    async fn process(&self, item: Self::In) -> Result<Option<Self::Out>, StageError> {
+        match item {
+            FileWork::Remove(rel) => Ok(self.state.get(&rel).map(|_| FileWork::Remove(rel))),
+            FileWork::Update(file) => {
+                let (state, cfg) = (self.state.clone(), self.cfg.clone());
+                let res = tokio::task::spawn_blocking(move || load(&file, &state, &cfg).map(|o| (o, file.rel)))
+                    .await
+                    .expect("load thread panicked");
+                match res {
+                    Ok((LoadOutcome::Loaded(f), _)) => Ok(Some(FileWork::Update(f))),
+                    Ok((LoadOutcome::Skipped(reason), _)) => {
+                        let c = if reason == "unchanged" { &self.counters.unchanged } else { &self.counters.skipped };
+                        c.fetch_add(1, Ordering::Relaxed);
+                        Ok(None)
+                    }
+                    Ok((LoadOutcome::Gone(_), rel)) => {
+                        self.counters.skipped.fetch_add(1, Ordering::Relaxed);
+                        Ok(Some(FileWork::Remove(rel)))
+                    }
+                    Err(e) => {
+                        self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct ChunkStage {
+    chunker: Chunker,
+}
+
+impl Stage for ChunkStage {
+    type In = FileWork<LoadedFile>;
+    type Out = FileWork<ChunkedFile>;
+    const NAME: &'static str = "chunk";
+
+    async fn process(&self, item: Self::In) -> Result<Option<Self::Out>, StageError> {
+        match item {
+            FileWork::Remove(rel) => Ok(Some(FileWork::Remove(rel))),
+            FileWork::Update(file) => {
+                let chunker = self.chunker.clone();
+                let chunked = tokio::task::spawn_blocking(move || chunker.chunk_file(&file)).await.expect("chunk thread panicked");
+                Ok(Some(FileWork::Update(chunked)))
+            }
+        }
+    }
+}
+
+struct EmbedStage {
+    embed: Embed,
+    counters: Arc<Counters>,
+}
+
+impl BatchStage for EmbedStage {
+    type In = FileWork<ChunkedFile>;
+    type Out = FileWork<EmbeddedFile>;
+    const NAME: &'static str = "embed";
+
+    fn weight(&self, item: &Self::In) -> usize {
+        match item {
+            FileWork::Update(f) => Embed::weight(f),
+            FileWork::Remove(_) => 1,
+        }
+    }
+
+    async fn process_batch(&self, items: Vec<Self::In>) -> Vec<Result<Option<Self::Out>, StageError>> {
+        let mut files = Vec::new();
+        let mut slots = Vec::with_capacity(items.len());
+        for item in items {
+            match item {
+                FileWork::Update(f) => {
+                    slots.push(None);
+                    files.push(f);
+                }
+                FileWork::Remove(rel) => slots.push(Some(rel)),
+            }
+        }
+        let mut embedded = self.embed.embed_files(files).await.into_iter();
+        slots
+            .into_iter()
+            .map(|slot| match slot {
+                Some(rel) => Ok(Some(FileWork::Remove(rel))),
+                None => match embedded.next().expect("one result per file") {
+                    Ok(f) => Ok(Some(FileWork::Update(f))),
+                    Err(e) => {
+                        self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                        Err(e)
+                    }
+                },
+            })
+            .collect()
+    }
+}
+
+struct UpsertSink {
+    upsert: Upsert,
+    index: Arc<Index>,
+    counters: Arc<Counters>,
+    optimize_every: u64,
+}
+
+impl Sink for UpsertSink {
+    type In = FileWork<EmbeddedFile>;
+    const NAME: &'static str = "upsert";
+
+    fn weight(&self, item: &Self::In) -> usize {
+        match item {
+            FileWork::Update(f) => f.rows.len().max(1),
+            FileWork::Remove(_) => 1,
+        }
+    }
+
+    async fn write(&self, items: Vec<Self::In>) -> Result<(), StageError> {
+        let updates = items.iter().filter(|i| matches!(i, FileWork::Update(_))).count() as u64;
+        let removes = items.len() as u64 - updates;
+        let n = items.len() as u64;
+        match self.upsert.commit(items).await {
+            Ok(stats) => {
+                let c = &self.counters;
+                c.indexed.fetch_add(updates, Ordering::Relaxed);
+                c.removed.fetch_add(removes, Ordering::Relaxed);
+                c.chunks.fetch_add(stats.inserted, Ordering::Relaxed);
+                let commits = c.commits.fetch_add(1, Ordering::Relaxed) + 1;
+                if commits % self.optimize_every == 0 {
+                    if let Err(e) = self.index.optimize_indices().await {
+                        tracing::warn!("optimizing indices: {e}");
+                    }
+                }
+                let _ = self.index.stats().await;
+                Ok(())
+            }
+            Err(e) => {
+                self.counters.failed.fetch_add(n, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+}

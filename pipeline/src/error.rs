@@ -1,0 +1,18 @@
+//! Errors of the runtime and the daemon wiring.
+
+use std::path::PathBuf;
+
+/// Errors that stop the pipeline from starting (item-level errors never stop it).
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("config {path}: {message}")]
+    Config { path: PathBuf, message: String },
+    #[error("source root {path} is not a readable directory: {message}")]
+    Root { path: PathBuf, message: String },
+    #[error(transparent)]
+    Model(#[from] ctxd_models::ModelError),
+    #[error(transparent)]
+    Index(#[from] ctxd_index::IndexError),
+    #[error(transparent)]
+    Stage(#[from] ctxd_stages::StageError),
+}

@@ -1,0 +1,28 @@
+//! The ctxd stage-graph runtime and the daemon wiring.
+//!
+//! [`graph`] is a small, typed runtime for pipelines of async stages:
+//!
+//! * every edge is a **bounded** `async-channel`; a full queue blocks its producer (back-pressure)
+//!   and the time spent blocked is counted per stage (`ctxd_stage_blocked_seconds_total`);
+//! * a stage runs `workers` copies; a [`graph::Stage`] maps one item to zero or one item, a
+//!   [`graph::BatchStage`] takes batches capped by a weight (e.g. tokens) and a wait, and a
+//!   [`graph::Sink`] consumes batches (commits);
+//! * a failing item is counted by error kind and skipped: it never ends the graph;
+//! * drain is ordered by construction: when the source stops, it drops its sender, each stage
+//!   finishes what is queued and in flight and then drops its own sender, down to the sink,
+//!   which commits its last batch;
+//! * a [`graph::Tracker`] counts files in flight so callers can wait until everything the
+//!   source emitted has been committed or skipped (readiness, one-shot indexing).
+//!
+//! [`daemon`] builds the ctxd graph `watch → load → chunk → embed → upsert` from a
+//! [`config::Config`] and runs it one-shot (`ctxd index`) or as a daemon (`ctxd serve`).
+
+pub mod config;
+pub mod daemon;
+pub mod error;
+pub mod graph;
+pub mod metrics;
+
+pub use config::Config;
+pub use daemon::{Engine, Running, Summary};
+pub use error::PipelineError;

@@ -1,0 +1,113 @@
+//! The HTTP API (axum), bound to 127.0.0.1 by default.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `POST /v1/search` | `{"query","k"?,"mode"?}` → `{"results":[{path,start_line,end_line,symbol,score,content,…}]}` |
+//! | `GET /healthz` | 200 while the process serves requests |
+//! | `GET /readyz` | 200 once the initial scan is committed, 503 before |
+//! | `GET /metrics` | Prometheus text |
+//!
+//! Client mistakes (bad JSON, empty query, k out of range, unknown mode) are answered with
+//! 400 and `{"error": "..."}`; server faults with 500 and the same shape.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::metrics as m;
+use crate::search::{SearchRequest, Searcher};
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    pub searcher: Arc<Searcher>,
+    pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    pub prometheus: Option<PrometheusHandle>,
+}
+
+fn error(status: StatusCode, message: String) -> Response {
+    (status, Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+async fn search(State(state): State<AppState>, body: Result<Json<SearchRequest>, JsonRejection>) -> Response {
+    let started = Instant::now();
+    let req = match body {
+        Ok(Json(req)) => req,
+        Err(rej) => {
+            metrics::counter!(m::QUERY_REQUESTS_TOTAL, "endpoint" => "search", "mode" => "unknown", "status" => "client_error").increment(1);
+            return error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", rej.body_text()));
+        }
+    };
+    let mode = req.mode.as_str();
+    let res = state.searcher.search(&req).await;
+    metrics::histogram!(m::QUERY_DURATION_SECONDS, "endpoint" => "search", "mode" => mode).record(started.elapsed().as_secs_f64());
+    match res {
+        Ok(resp) => {
+            metrics::counter!(m::QUERY_REQUESTS_TOTAL, "endpoint" => "search", "mode" => mode, "status" => "ok").increment(1);
+            Json(resp).into_response()
+        }
+        Err(e) if e.is_client_error() => {
+            metrics::counter!(m::QUERY_REQUESTS_TOTAL, "endpoint" => "search", "mode" => mode, "status" => "client_error").increment(1);
+            error(StatusCode::BAD_REQUEST, e.to_string())
+        }
+        Err(e) => {
+            metrics::counter!(m::QUERY_REQUESTS_TOTAL, "endpoint" => "search", "mode" => mode, "status" => "error").increment(1);
+            tracing::error!("search failed: {e}");
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+    }
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    if (state.ready)() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "initial scan in progress\n").into_response()
+    }
+}
+
+async fn prometheus(State(state): State<AppState>) -> Response {
+    match &state.prometheus {
+        Some(h) => {
+            if let Ok(stats) = state.searcher.index().stats().await {
+                tracing::trace!(rows = stats.rows, version = stats.version, "index stats refreshed");
+            }
+            ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], h.render()).into_response()
+        }
+        None => error(StatusCode::NOT_FOUND, "metrics are not enabled".into()),
+    }
+}
+
+/// The router with every route.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/search", post(search))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(prometheus))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}

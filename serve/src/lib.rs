@@ -1,0 +1,18 @@
+//! Retrieval and serving for ctxd.
+//!
+//! * [`search`] answers a query in one of three modes: `vector` (cosine over chunk
+//!   embeddings), `bm25` (LanceDB full-text index over chunk contents) and `hybrid` (both,
+//!   fused with reciprocal-rank fusion). Results carry the path relative to the indexed root,
+//!   the 1-based line range, the symbol and the score.
+//! * [`eval`] measures retrieval at file level on query sets of the form
+//!   `{"id","query","gold":[paths]}`: recall@1/5/10, MRR@10 and nDCG@10.
+//! * [`http`] is the axum API: `POST /v1/search`, `GET /healthz`, `GET /readyz`, `GET /metrics`.
+
+pub mod error;
+pub mod eval;
+pub mod http;
+pub mod metrics;
+pub mod search;
+
+pub use error::SearchError;
+pub use search::{Mode, SearchRequest, SearchResponse, SearchResult, Searcher};

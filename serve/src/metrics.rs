@@ -1,0 +1,6 @@
+//! Metric names of retrieval and serving (all of them, in one place).
+
+/// Histogram: seconds to answer a query, labels `endpoint` and `mode`.
+pub const QUERY_DURATION_SECONDS: &str = "ctxd_query_duration_seconds";
+/// Counter: queries answered, labels `endpoint`, `mode` and `status` (ok|client_error|error).
+pub const QUERY_REQUESTS_TOTAL: &str = "ctxd_query_requests_total";

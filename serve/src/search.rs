@@ -1,0 +1,229 @@
+//! Vector, BM25 and hybrid (reciprocal-rank fusion) search over the chunks table.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use ctxd_index::{Hit, Index};
+use ctxd_models::EmbedService;
+use serde::{Deserialize, Serialize};
+
+use crate::SearchError;
+
+/// Longest query accepted, in bytes.
+pub const MAX_QUERY_BYTES: usize = 8192;
+/// Largest `k` accepted.
+pub const MAX_K: usize = 200;
+/// The RRF constant (Cormack et al. 2009).
+const RRF_K: f32 = 60.0;
+
+/// Which signal ranks the results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Hybrid,
+    Vector,
+    Bm25,
+}
+
+impl Mode {
+    /// Lowercase name (metric label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Hybrid => "hybrid",
+            Mode::Vector => "vector",
+            Mode::Bm25 => "bm25",
+        }
+    }
+}
+
+impl FromStr for Mode {
+    type Err = SearchError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "hybrid" => Ok(Mode::Hybrid),
+            "vector" => Ok(Mode::Vector),
+            "bm25" | "fts" => Ok(Mode::Bm25),
+            other => Err(SearchError::BadMode(other.to_string())),
+        }
+    }
+}
+
+fn default_k() -> usize {
+    10
+}
+
+/// A search request (the body of `POST /v1/search`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    pub query: String,
+    #[serde(default = "default_k")]
+    pub k: usize,
+    #[serde(default)]
+    pub mode: Mode,
+}
+
+/// One result.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SearchResult {
+    pub path: String,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub symbol: Option<String>,
+    pub kind: Option<String>,
+    pub language: String,
+    pub score: f32,
+    pub content: String,
+}
+
+/// The answer: `{"results": [...]}`.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct SearchResponse {
+    pub results: Vec<SearchResult>,
+}
+
+impl From<Hit> for SearchResult {
+    fn from(h: Hit) -> Self {
+        Self {
+            path: h.path,
+            start_line: h.start_line,
+            end_line: h.end_line,
+            symbol: h.symbol,
+            kind: h.kind,
+            language: h.language,
+            score: h.score,
+            content: h.content,
+        }
+    }
+}
+
+/// Reciprocal-rank fusion of ranked lists; ties keep the first list's order.
+pub fn rrf(lists: &[Vec<Hit>], k: usize) -> Vec<Hit> {
+    let mut scores: HashMap<String, (f32, usize, Hit)> = HashMap::new();
+    let mut order = 0;
+    for list in lists {
+        for (rank, hit) in list.iter().enumerate() {
+            let add = 1.0 / (RRF_K + rank as f32 + 1.0);
+            scores
+                .entry(hit.chunk_id.clone())
+                .and_modify(|e| e.0 += add)
+                .or_insert_with(|| {
+                    order += 1;
+                    (add, order, hit.clone())
+                });
+        }
+    }
+    let mut fused: Vec<(f32, usize, Hit)> = scores.into_values().collect();
+    fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    fused.into_iter().take(k).map(|(s, _, mut h)| {
+        h.score = s;
+        h
+    }).collect()
+}
+
+/// Answers queries against one index.
+#[derive(Clone)]
+pub struct Searcher {
+    index: Arc<Index>,
+    embed: EmbedService,
+}
+
+impl Searcher {
+    /// A searcher over `index`, embedding queries with `embed` (same model as the index).
+    pub fn new(index: Arc<Index>, embed: EmbedService) -> Self {
+        Self { index, embed }
+    }
+
+    /// The index searched.
+    pub fn index(&self) -> &Arc<Index> {
+        &self.index
+    }
+
+    /// Checks a request's query and k.
+    pub fn validate(req: &SearchRequest) -> Result<(), SearchError> {
+        if req.query.trim().is_empty() {
+            return Err(SearchError::EmptyQuery);
+        }
+        if req.query.len() > MAX_QUERY_BYTES {
+            return Err(SearchError::QueryTooLong { len: req.query.len(), limit: MAX_QUERY_BYTES });
+        }
+        if req.k == 0 || req.k > MAX_K {
+            return Err(SearchError::BadK { got: req.k, max: MAX_K });
+        }
+        Ok(())
+    }
+
+    /// Embeds queries in one request to the model thread.
+    pub async fn embed_queries(&self, queries: Vec<String>) -> Result<Vec<Vec<f32>>, SearchError> {
+        Ok(self.embed.embed(queries).await?)
+    }
+
+    /// Answers a request.
+    pub async fn search(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
+        Self::validate(req)?;
+        let vector = match req.mode {
+            Mode::Bm25 => None,
+            _ => self.embed.embed(vec![req.query.clone()]).await?.into_iter().next(),
+        };
+        self.search_with_vector(req, vector.as_deref()).await
+    }
+
+    /// Answers a request whose query vector is already computed (`None` for bm25).
+    pub async fn search_with_vector(&self, req: &SearchRequest, vector: Option<&[f32]>) -> Result<SearchResponse, SearchError> {
+        Self::validate(req)?;
+        let k = req.k;
+        let hits = match (req.mode, vector) {
+            (Mode::Bm25, _) => self.index.fts_search(&req.query, k).await?,
+            (Mode::Vector, Some(v)) => self.index.vector_search(v, k).await?,
+            (Mode::Hybrid, Some(v)) => {
+                let depth = (k * 4).max(50);
+                let (vec_hits, fts_hits) =
+                    tokio::join!(self.index.vector_search(v, depth), self.index.fts_search(&req.query, depth));
+                rrf(&[vec_hits?, fts_hits?], k)
+            }
+            (_, None) => self.index.fts_search(&req.query, k).await?,
+        };
+        Ok(SearchResponse { results: hits.into_iter().map(SearchResult::from).collect() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(id: &str) -> Hit {
+        Hit {
+            chunk_id: id.into(),
+            path: format!("{id}.rs"),
+            language: "rust".into(),
+            symbol: None,
+            kind: None,
+            start_line: 1,
+            end_line: 2,
+            content: String::new(),
+            score: 0.0,
+        }
+    }
+
+    #[test]
+    fn rrf_rewards_agreement() {
+        let a = vec![hit("x"), hit("y"), hit("z")];
+        let b = vec![hit("y"), hit("w")];
+        let fused = rrf(&[a, b], 3);
+        assert_eq!(fused[0].chunk_id, "y");
+        assert_eq!(fused.len(), 3);
+        assert!(fused[0].score > fused[1].score);
+    }
+
+    #[test]
+    fn requests_are_validated() {
+        let bad = |q: &str, k| Searcher::validate(&SearchRequest { query: q.into(), k, mode: Mode::Hybrid }).unwrap_err();
+        assert!(matches!(bad("  ", 10), SearchError::EmptyQuery));
+        assert!(matches!(bad("x", 0), SearchError::BadK { .. }));
+        assert!(matches!(bad(&"x".repeat(MAX_QUERY_BYTES + 1), 10), SearchError::QueryTooLong { .. }));
+        assert!("nope".parse::<Mode>().is_err());
+        assert_eq!("BM25".parse::<Mode>().unwrap(), Mode::Bm25);
+    }
+}

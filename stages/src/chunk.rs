@@ -1,0 +1,535 @@
+//! The chunk stage: a file's text → chunks with exact line ranges, symbols and token counts.
+//!
+//! **Code** (Rust, Python, JavaScript, TypeScript, TSX, Go) is parsed with tree-sitter. The top
+//! level is walked in order: every definition (function, method, class, struct, enum, trait,
+//! impl, interface, type, module) becomes a chunk together with the comments, doc comments,
+//! attributes and decorators directly above it; everything between definitions (imports,
+//! module headers, statements) becomes `module` chunks. A definition larger than the token
+//! budget is opened up when it is a container (impl, class, trait, module, interface): its
+//! header, each member (with a qualified symbol such as `Type::method` or `Class.method`) and
+//! its tail become chunks; otherwise it is split into overlapping token windows that keep its
+//! symbol. A file that fails to parse falls back to windows.
+//!
+//! **Everything else** is cut into token windows with overlap on line boundaries; Markdown is
+//! first split at headings so a window never straddles two sections. A single line longer
+//! than the budget is cut into pieces that keep its line number.
+//!
+//! Token counts come from the embedding model's tokenizer (any `Fn(&str) -> usize` in tests).
+
+use std::sync::Arc;
+
+use tree_sitter::{Language, Node, Parser};
+
+use crate::load::LoadedFile;
+use crate::metrics as m;
+
+/// Counts tokens in a text.
+pub type TokenCountFn = Arc<dyn Fn(&str) -> usize + Send + Sync>;
+
+/// Chunker settings.
+#[derive(Debug, Clone)]
+pub struct ChunkConfig {
+    /// Upper bound of tokens per chunk.
+    pub max_tokens: usize,
+    /// Tokens repeated between consecutive windows.
+    pub overlap_tokens: usize,
+}
+
+impl Default for ChunkConfig {
+    fn default() -> Self {
+        Self { max_tokens: 240, overlap_tokens: 32 }
+    }
+}
+
+/// One chunk of a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chunk {
+    pub symbol: Option<String>,
+    pub kind: Option<String>,
+    /// 1-based, inclusive.
+    pub start_line: u32,
+    /// 1-based, inclusive.
+    pub end_line: u32,
+    pub content: String,
+    pub content_hash: String,
+    pub token_count: u32,
+}
+
+/// A file cut into chunks.
+#[derive(Debug, Clone)]
+pub struct ChunkedFile {
+    pub rel: String,
+    pub language: &'static str,
+    pub file_hash: String,
+    pub chunks: Vec<Chunk>,
+}
+
+/// Stable id of a chunk: path, line range and content.
+pub fn chunk_id(path: &str, chunk: &Chunk) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(path.as_bytes());
+    h.update(&[0]);
+    h.update(&chunk.start_line.to_le_bytes());
+    h.update(&chunk.end_line.to_le_bytes());
+    h.update(chunk.content_hash.as_bytes());
+    h.finalize().to_hex()[..32].to_string()
+}
+
+/// The tree-sitter grammar for a language label, when ctxd has one.
+pub fn grammar(language: &str) -> Option<Language> {
+    Some(match language {
+        "rust" => tree_sitter_rust::LANGUAGE.into(),
+        "python" => tree_sitter_python::LANGUAGE.into(),
+        "javascript" => tree_sitter_javascript::LANGUAGE.into(),
+        "typescript" => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
+        "tsx" => tree_sitter_typescript::LANGUAGE_TSX.into(),
+        "go" => tree_sitter_go::LANGUAGE.into(),
+        _ => return None,
+    })
+}
+
+/// What a definition node is.
+struct DefInfo<'t> {
+    name: Option<String>,
+    kind: &'static str,
+    /// Node whose named children are members (class body, impl block, …).
+    body: Option<Node<'t>>,
+}
+
+fn text_of(node: Node, src: &[u8]) -> String {
+    node.utf8_text(src).unwrap_or("").to_string()
+}
+
+fn field_text(node: Node, field: &str, src: &[u8]) -> Option<String> {
+    node.child_by_field_name(field).map(|n| text_of(n, src))
+}
+
+fn is_comment_like(kind: &str) -> bool {
+    matches!(kind, "comment" | "line_comment" | "block_comment" | "attribute_item" | "decorator")
+}
+
+/// Classifies a node as a definition (with name, kind and member container) or not.
+fn def_info<'t>(node: Node<'t>, lang: &str, src: &[u8], nested: bool) -> Option<DefInfo<'t>> {
+    let func = if nested { "method" } else { "function" };
+    match (lang, node.kind()) {
+        ("rust", "function_item" | "function_signature_item") => {
+            Some(DefInfo { name: field_text(node, "name", src), kind: func, body: None })
+        }
+        ("rust", "struct_item") => Some(DefInfo { name: field_text(node, "name", src), kind: "struct", body: None }),
+        ("rust", "enum_item") => Some(DefInfo { name: field_text(node, "name", src), kind: "enum", body: None }),
+        ("rust", "union_item") => Some(DefInfo { name: field_text(node, "name", src), kind: "union", body: None }),
+        ("rust", "macro_definition") => Some(DefInfo { name: field_text(node, "name", src), kind: "macro", body: None }),
+        ("rust", "trait_item") => {
+            Some(DefInfo { name: field_text(node, "name", src), kind: "trait", body: node.child_by_field_name("body") })
+        }
+        ("rust", "mod_item") if node.child_by_field_name("body").is_some() => {
+            Some(DefInfo { name: field_text(node, "name", src), kind: "module", body: node.child_by_field_name("body") })
+        }
+        ("rust", "impl_item") => {
+            let ty = field_text(node, "type", src).map(|t| t.split('<').next().unwrap_or(&t).trim().to_string());
+            Some(DefInfo { name: ty, kind: "impl", body: node.child_by_field_name("body") })
+        }
+        ("python", "function_definition") => Some(DefInfo { name: field_text(node, "name", src), kind: func, body: None }),
+        ("python", "class_definition") => {
+            Some(DefInfo { name: field_text(node, "name", src), kind: "class", body: node.child_by_field_name("body") })
+        }
+        ("python", "decorated_definition") => node.child_by_field_name("definition").and_then(|d| def_info(d, lang, src, nested)),
+        ("javascript" | "typescript" | "tsx", k) => match k {
+            "function_declaration" | "generator_function_declaration" | "function_signature" => {
+                Some(DefInfo { name: field_text(node, "name", src), kind: func, body: None })
+            }
+            "method_definition" | "method_signature" | "abstract_method_signature" => {
+                Some(DefInfo { name: field_text(node, "name", src), kind: "method", body: None })
+            }
+            "class_declaration" | "abstract_class_declaration" | "class" => {
+                Some(DefInfo { name: field_text(node, "name", src), kind: "class", body: node.child_by_field_name("body") })
+            }
+            "interface_declaration" => {
+                Some(DefInfo { name: field_text(node, "name", src), kind: "interface", body: node.child_by_field_name("body") })
+            }
+            "type_alias_declaration" => Some(DefInfo { name: field_text(node, "name", src), kind: "type", body: None }),
+            "enum_declaration" => Some(DefInfo { name: field_text(node, "name", src), kind: "enum", body: None }),
+            "internal_module" | "module" => {
+                Some(DefInfo { name: field_text(node, "name", src), kind: "module", body: node.child_by_field_name("body") })
+            }
+            "export_statement" => node.child_by_field_name("declaration").and_then(|d| def_info(d, lang, src, nested)),
+            "expression_statement" => node.named_child(0).filter(|c| c.kind() == "internal_module").and_then(|d| def_info(d, lang, src, nested)),
+            "lexical_declaration" | "variable_declaration" => {
+                let decl = node.named_child(0).filter(|c| c.kind() == "variable_declarator")?;
+                let value = decl.child_by_field_name("value")?;
+                let kind = match value.kind() {
+                    "arrow_function" | "function_expression" | "function" | "generator_function" => func,
+                    "class" => "class",
+                    _ => return None,
+                };
+                Some(DefInfo { name: field_text(decl, "name", src), kind, body: None })
+            }
+            "public_field_definition" | "field_definition" => {
+                let value = node.child_by_field_name("value")?;
+                matches!(value.kind(), "arrow_function" | "function_expression")
+                    .then(|| DefInfo { name: field_text(node, "name", src), kind: "method", body: None })
+            }
+            _ => None,
+        },
+        ("go", "function_declaration") => Some(DefInfo { name: field_text(node, "name", src), kind: "function", body: None }),
+        ("go", "method_declaration") => {
+            let recv = node
+                .child_by_field_name("receiver")
+                .and_then(|r| r.named_child(0))
+                .and_then(|p| p.child_by_field_name("type"))
+                .map(|t| text_of(t, src).trim_start_matches('*').split('[').next().unwrap_or("").to_string());
+            let name = field_text(node, "name", src);
+            let name = match (recv, name) {
+                (Some(r), Some(n)) if !r.is_empty() => Some(format!("{r}.{n}")),
+                (_, n) => n,
+            };
+            Some(DefInfo { name, kind: "method", body: None })
+        }
+        ("go", "type_declaration") => {
+            let spec = node.named_child(0).filter(|c| c.kind() == "type_spec" || c.kind() == "type_alias")?;
+            let kind = match spec.child_by_field_name("type").map(|t| t.kind()) {
+                Some("struct_type") => "struct",
+                Some("interface_type") => "interface",
+                _ => "type",
+            };
+            Some(DefInfo { name: field_text(spec, "name", src), kind, body: None })
+        }
+        _ => None,
+    }
+}
+
+/// Cuts files into chunks.
+#[derive(Clone)]
+pub struct Chunker {
+    count: TokenCountFn,
+    cfg: ChunkConfig,
+}
+
+struct Ctx<'a> {
+    lines: Vec<&'a str>,
+    line_tokens: Vec<usize>,
+    lang: &'a str,
+    src: &'a [u8],
+}
+
+impl Chunker {
+    /// A chunker counting tokens with `count`.
+    pub fn new(count: TokenCountFn, cfg: ChunkConfig) -> Self {
+        Self { count, cfg }
+    }
+
+    /// Chunks a loaded file.
+    pub fn chunk_file(&self, file: &LoadedFile) -> ChunkedFile {
+        let chunks = self.chunk(file.language, &file.text);
+        ChunkedFile { rel: file.rel.clone(), language: file.language, file_hash: file.file_hash.clone(), chunks }
+    }
+
+    /// Chunks `text` written in `language`.
+    pub fn chunk(&self, language: &str, text: &str) -> Vec<Chunk> {
+        if text.trim().is_empty() {
+            return Vec::new();
+        }
+        let lines: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
+        let line_tokens = lines.iter().map(|l| (self.count)(l) + 1).collect();
+        let ctx = Ctx { lines, line_tokens, lang: language, src: text.as_bytes() };
+        let mut out = Vec::new();
+        let mut method = "window";
+        if let Some(grammar) = grammar(language) {
+            let mut parser = Parser::new();
+            if parser.set_language(&grammar).is_ok() {
+                if let Some(tree) = parser.parse(text, None) {
+                    let root = tree.root_node();
+                    self.members(&ctx, root, 0, ctx.lines.len() - 1, None, &mut out);
+                    method = "tree_sitter";
+                }
+            }
+        }
+        if method == "window" {
+            if language == "markdown" {
+                self.markdown(&ctx, &mut out);
+            } else {
+                self.windows(&ctx, 0, ctx.lines.len() - 1, None, None, &mut out);
+            }
+        }
+        let tokens: u64 = out.iter().map(|c| c.token_count as u64).sum();
+        metrics::counter!(m::CHUNK_CHUNKS_TOTAL, "method" => method).increment(out.len() as u64);
+        metrics::counter!(m::CHUNK_TOKENS_TOTAL).increment(tokens);
+        out
+    }
+
+    /// Walks the named children of `container` covering lines `from..=to`, emitting definition
+    /// chunks and gap (`module`) chunks in line order.
+    fn members(&self, ctx: &Ctx, container: Node, from: usize, to: usize, parent: Option<&str>, out: &mut Vec<Chunk>) {
+        let mut gap_start = from;
+        let mut comment_start: Option<usize> = None;
+        let mut cursor = container.walk();
+        let children: Vec<Node> = container.named_children(&mut cursor).collect();
+        for child in children {
+            let (start, end) = (child.start_position().row, child.end_position().row);
+            if end < gap_start || start > to {
+                continue;
+            }
+            if is_comment_like(child.kind()) {
+                // A run of comments/attributes directly above a definition belongs to it.
+                comment_start.get_or_insert(start.max(gap_start));
+                continue;
+            }
+            let Some(info) = def_info(child, ctx.lang, ctx.src, parent.is_some()) else {
+                comment_start = None;
+                continue;
+            };
+            let def_start = comment_start.take().unwrap_or(start).max(gap_start);
+            let def_end = end.min(to);
+            if def_start > gap_start {
+                self.gap(ctx, gap_start, def_start - 1, parent, out);
+            }
+            let symbol = match (parent, info.name) {
+                (Some(p), Some(n)) => Some(format!("{p}{}{n}", if ctx.lang == "rust" { "::" } else { "." })),
+                (None, Some(n)) => Some(n),
+                (p, None) => p.map(str::to_string),
+            };
+            self.definition(ctx, def_start, def_end, symbol, info.kind, info.body, out);
+            gap_start = def_end + 1;
+        }
+        if gap_start <= to {
+            self.gap(ctx, gap_start, to, parent, out);
+        }
+    }
+
+    fn definition(&self, ctx: &Ctx, start: usize, end: usize, symbol: Option<String>, kind: &str, body: Option<Node>, out: &mut Vec<Chunk>) {
+        let tokens: usize = ctx.line_tokens[start..=end].iter().sum();
+        if tokens <= self.cfg.max_tokens {
+            self.push(ctx, start, end, symbol, Some(kind), out);
+            return;
+        }
+        if let Some(body) = body {
+            let has_members = {
+                let mut c = body.walk();
+                let found = body.named_children(&mut c).any(|n| def_info(n, ctx.lang, ctx.src, true).is_some());
+                found
+            };
+            if has_members {
+                let before = out.len();
+                self.members(ctx, body, start, end, symbol.as_deref().or(Some("")), out);
+                // The container's header/tail chunks carry the container's own kind.
+                for c in &mut out[before..] {
+                    if c.kind.as_deref() == Some("module") {
+                        c.kind = Some(kind.to_string());
+                        c.symbol = symbol.clone();
+                    }
+                }
+                return;
+            }
+        }
+        self.windows(ctx, start, end, symbol, Some(kind), out);
+    }
+
+    fn gap(&self, ctx: &Ctx, start: usize, end: usize, parent: Option<&str>, out: &mut Vec<Chunk>) {
+        let text: String = ctx.lines[start..=end].join("\n");
+        // Closing braces and blank runs carry no meaning of their own.
+        if text.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
+            return;
+        }
+        let symbol = parent.filter(|p| !p.is_empty()).map(str::to_string);
+        self.windows(ctx, start, end, symbol, Some("module"), out);
+    }
+
+    fn markdown(&self, ctx: &Ctx, out: &mut Vec<Chunk>) {
+        let mut start = 0;
+        let mut heading: Option<String> = None;
+        let mut in_fence = false;
+        for (i, line) in ctx.lines.iter().enumerate() {
+            if line.trim_start().starts_with("```") {
+                in_fence = !in_fence;
+            }
+            let is_heading = !in_fence && line.starts_with('#') && line.trim_start_matches('#').starts_with(' ');
+            if is_heading && i > start {
+                self.windows(ctx, start, i - 1, heading.clone(), Some("section"), out);
+                start = i;
+            }
+            if is_heading {
+                heading = Some(line.trim_start_matches('#').trim().to_string());
+            }
+        }
+        self.windows(ctx, start, ctx.lines.len() - 1, heading, Some("section"), out);
+    }
+
+    /// Token windows with overlap over lines `start..=end`.
+    fn windows(&self, ctx: &Ctx, start: usize, end: usize, symbol: Option<String>, kind: Option<&str>, out: &mut Vec<Chunk>) {
+        let max = self.cfg.max_tokens.max(8);
+        let mut a = start;
+        while a <= end {
+            if ctx.line_tokens[a] > max {
+                self.long_line(ctx, a, symbol.clone(), kind, out);
+                a += 1;
+                continue;
+            }
+            let mut b = a;
+            let mut tokens = ctx.line_tokens[a];
+            while b < end && ctx.line_tokens[b + 1] <= max && tokens + ctx.line_tokens[b + 1] <= max {
+                b += 1;
+                tokens += ctx.line_tokens[b];
+            }
+            self.push(ctx, a, b, symbol.clone(), kind, out);
+            if b >= end {
+                break;
+            }
+            // Next window starts early enough to repeat ~overlap tokens, but always moves on.
+            let mut next = b + 1;
+            let mut overlap = 0;
+            while next > a + 1 && overlap + ctx.line_tokens[next - 1] <= self.cfg.overlap_tokens {
+                next -= 1;
+                overlap += ctx.line_tokens[next];
+            }
+            a = next;
+        }
+    }
+
+    fn long_line(&self, ctx: &Ctx, line: usize, symbol: Option<String>, kind: Option<&str>, out: &mut Vec<Chunk>) {
+        let text = ctx.lines[line];
+        // Start from ~3 bytes per token and shrink a piece until it fits.
+        let max = self.cfg.max_tokens.max(8);
+        let mut rest = text;
+        while !rest.is_empty() {
+            let mut take = (max * 3).min(rest.len());
+            loop {
+                while !rest.is_char_boundary(take) {
+                    take -= 1;
+                }
+                let piece = &rest[..take];
+                let n = (self.count)(piece);
+                if n <= max || take <= 16 {
+                    if !piece.trim().is_empty() {
+                        out.push(make_chunk(piece.to_string(), line, line, symbol.clone(), kind, n));
+                    }
+                    rest = &rest[take..];
+                    break;
+                }
+                take = take * max / n.max(1) * 9 / 10;
+                take = take.max(16).min(rest.len());
+            }
+        }
+    }
+
+    fn push(&self, ctx: &Ctx, start: usize, end: usize, symbol: Option<String>, kind: Option<&str>, out: &mut Vec<Chunk>) {
+        let content = ctx.lines[start..=end].join("\n");
+        if content.trim().is_empty() {
+            return;
+        }
+        let tokens = (self.count)(&content);
+        out.push(make_chunk(content, start, end, symbol, kind, tokens));
+    }
+}
+
+fn make_chunk(content: String, start: usize, end: usize, symbol: Option<String>, kind: Option<&str>, tokens: usize) -> Chunk {
+    let content_hash = blake3::hash(content.as_bytes()).to_hex().to_string();
+    Chunk {
+        symbol: symbol.filter(|s| !s.is_empty()),
+        kind: kind.map(str::to_string),
+        start_line: start as u32 + 1,
+        end_line: end as u32 + 1,
+        content,
+        content_hash,
+        token_count: tokens as u32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words() -> TokenCountFn {
+        Arc::new(|s: &str| s.split_whitespace().count())
+    }
+
+    fn chunker(max: usize) -> Chunker {
+        Chunker::new(words(), ChunkConfig { max_tokens: max, overlap_tokens: 4 })
+    }
+
+    #[test]
+    fn rust_definitions_with_docs_and_exact_lines() {
+        let src = "use std::fmt;\n\n/// Adds two numbers.\n#[inline]\nfn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\nstruct Point { x: i32 }\n\nimpl Point {\n    fn norm(&self) -> i32 { self.x }\n}\n";
+        let chunks = chunker(200).chunk("rust", src);
+        let add = chunks.iter().find(|c| c.symbol.as_deref() == Some("add")).expect("add chunk");
+        assert_eq!((add.start_line, add.end_line), (3, 7));
+        assert!(add.content.starts_with("/// Adds two numbers."));
+        assert_eq!(add.kind.as_deref(), Some("function"));
+        let imp = chunks.iter().find(|c| c.kind.as_deref() == Some("impl")).expect("impl chunk");
+        assert_eq!(imp.symbol.as_deref(), Some("Point"));
+        assert_eq!((imp.start_line, imp.end_line), (11, 13));
+        let module = chunks.iter().find(|c| c.kind.as_deref() == Some("module")).expect("use chunk");
+        assert_eq!(module.start_line, 1);
+        for c in &chunks {
+            let lines: Vec<&str> = src.split('\n').collect();
+            assert_eq!(c.content, lines[c.start_line as usize - 1..c.end_line as usize].join("\n"));
+        }
+    }
+
+    #[test]
+    fn large_container_is_opened_with_qualified_members() {
+        let mut src = String::from("class Store:\n    \"\"\"A store.\"\"\"\n");
+        for i in 0..6 {
+            src.push_str(&format!("    def get_{i}(self, key):\n        return self.data[key] + {i} + other_value + more\n\n"));
+        }
+        let chunks = chunker(30).chunk("python", &src);
+        let syms: Vec<_> = chunks.iter().filter_map(|c| c.symbol.clone()).collect();
+        assert!(syms.contains(&"Store.get_0".to_string()), "{syms:?}");
+        assert!(syms.contains(&"Store.get_5".to_string()), "{syms:?}");
+        let method = chunks.iter().find(|c| c.symbol.as_deref() == Some("Store.get_3")).unwrap();
+        assert_eq!(method.kind.as_deref(), Some("method"));
+        assert!(method.content.trim_start().starts_with("def get_3"));
+    }
+
+    #[test]
+    fn js_ts_go_symbols() {
+        let js = "import x from 'y';\nexport function hello(name) {\n  return 'hi ' + name;\n}\nconst arrow = (a) => a * 2;\nclass Greeter { greet() { return 1; } }\n";
+        let syms: Vec<_> = chunker(200).chunk("javascript", js).into_iter().filter_map(|c| c.symbol).collect();
+        assert_eq!(syms, vec!["hello", "arrow", "Greeter"]);
+        let ts = "interface Shape { area(): number }\ntype Id = string;\nexport class Circle implements Shape {\n  area(): number { return 3; }\n}\n";
+        let syms: Vec<_> = chunker(200).chunk("typescript", ts).into_iter().filter_map(|c| c.symbol).collect();
+        assert_eq!(syms, vec!["Shape", "Id", "Circle"]);
+        let go = "package main\n\nimport \"fmt\"\n\ntype Server struct {\n\tport int\n}\n\nfunc (s *Server) Start() error {\n\treturn nil\n}\n\nfunc main() {\n\tfmt.Println(1)\n}\n";
+        let chunks = chunker(200).chunk("go", go);
+        let syms: Vec<_> = chunks.iter().filter_map(|c| c.symbol.clone()).collect();
+        assert_eq!(syms, vec!["Server", "Server.Start", "main"]);
+    }
+
+    #[test]
+    fn windows_overlap_and_cover_everything() {
+        let text: String = (1..=40).map(|i| format!("line {i} has five words\n")).collect();
+        let chunks = chunker(25).chunk("text", &text);
+        assert!(chunks.len() > 5);
+        assert_eq!(chunks.first().unwrap().start_line, 1);
+        assert_eq!(chunks.last().unwrap().end_line, 40);
+        for pair in chunks.windows(2) {
+            assert!(pair[1].start_line <= pair[0].end_line + 1, "gap between windows");
+            assert!(pair[1].start_line > pair[0].start_line, "no progress");
+        }
+        assert!(chunks.iter().all(|c| c.token_count <= 25));
+    }
+
+    #[test]
+    fn huge_single_line_is_split_and_keeps_its_line() {
+        let line = "word ".repeat(5000);
+        let chunks = chunker(50).chunk("text", &format!("first\n{line}\nlast"));
+        assert!(chunks.len() > 50);
+        assert!(chunks.iter().all(|c| c.token_count <= 50));
+        assert!(chunks.iter().filter(|c| c.start_line == 2).count() > 50);
+    }
+
+    #[test]
+    fn markdown_splits_at_headings() {
+        let md = "# Title\nintro text here\n## Install\nrun the thing\n```\n# not a heading\n```\n## Usage\nuse it\n";
+        let chunks = chunker(200).chunk("markdown", md);
+        let syms: Vec<_> = chunks.iter().filter_map(|c| c.symbol.clone()).collect();
+        assert_eq!(syms, vec!["Title", "Install", "Usage"]);
+        assert!(chunks[1].content.contains("# not a heading"));
+    }
+
+    #[test]
+    fn broken_code_still_chunks() {
+        let chunks = chunker(200).chunk("rust", "fn broken( {\n let x = ;\n}\n\nfn ok() {}\n");
+        assert!(!chunks.is_empty());
+        assert!(chunks.iter().any(|c| c.content.contains("fn ok")));
+    }
+}

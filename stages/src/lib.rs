@@ -1,0 +1,55 @@
+//! The five stages of the ctxd pipeline: `watch → load → chunk → embed → upsert`.
+//!
+//! Each module holds one stage's logic as plain types and functions; the stage-graph runtime
+//! in `ctxd-pipeline` wires them with bounded channels, workers, metrics and drain. Items
+//! flow as [`FileWork`]: either the new state of one file or the fact that it is gone.
+//!
+//! * [`watch`] — the initial scan (honouring `.gitignore`, skipping binaries and secrets) and
+//!   debounced `notify` events.
+//! * [`load`] — reads a file, skips unchanged ones by content hash, decodes UTF-8 (lossy with
+//!   a counted warning), rejects binaries and oversized files with a counted reason.
+//! * [`chunk`] — tree-sitter chunks on definition boundaries for Rust, Python, JavaScript,
+//!   TypeScript/TSX and Go; token windows with overlap for everything else.
+//! * [`embed`] — turns chunks into vectors through the model service, batching by tokens.
+//! * [`upsert`] — groups files into commits and applies them to the LanceDB index.
+
+pub mod chunk;
+pub mod embed;
+pub mod error;
+pub mod lang;
+pub mod load;
+pub mod metrics;
+pub mod state;
+pub mod upsert;
+pub mod watch;
+
+pub use error::StageError;
+pub use state::FileState;
+
+use std::path::PathBuf;
+
+/// One unit of work flowing through the pipeline: a file's new content, or its removal.
+#[derive(Debug, Clone)]
+pub enum FileWork<T> {
+    /// The file exists with this (partially processed) content.
+    Update(T),
+    /// The file with this relative path is gone.
+    Remove(String),
+}
+
+impl<T> FileWork<T> {
+    /// Relative path of the file this work is about.
+    pub fn rel_path<'a>(&'a self, f: impl Fn(&'a T) -> &'a str) -> &'a str {
+        match self {
+            FileWork::Update(t) => f(t),
+            FileWork::Remove(p) => p,
+        }
+    }
+}
+
+/// A file the watcher found: its path relative to the root (`/`-separated) and on disk.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SourceFile {
+    pub rel: String,
+    pub abs: PathBuf,
+}

@@ -1,0 +1,136 @@
+//! The load stage: bytes on disk → text, or a counted reason not to index the file.
+//!
+//! Order of checks: the path must still be a regular file (vanished → skip), not larger than
+//! `max_file_bytes` (→ skip), its blake3 hash must differ from the one the index holds
+//! (unchanged → skip, nothing downstream runs), and it must not look binary (a NUL byte in the
+//! first 8 KiB → skip). Invalid UTF-8 is decoded lossily and counted. A file that used to be
+//! indexed and is now binary or too large is reported as removed so its stale chunks go.
+
+use crate::metrics as m;
+use crate::{lang, FileState, SourceFile, StageError};
+
+/// How many leading bytes are inspected for NUL bytes.
+const SNIFF_BYTES: usize = 8192;
+
+/// Loader settings.
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    /// Files above this size are skipped (counted as `too_large`).
+    pub max_file_bytes: u64,
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        Self { max_file_bytes: 10 * 1024 * 1024 }
+    }
+}
+
+/// A file's text, ready to chunk.
+#[derive(Debug, Clone)]
+pub struct LoadedFile {
+    pub rel: String,
+    pub language: &'static str,
+    pub text: String,
+    /// blake3 of the raw bytes, hex.
+    pub file_hash: String,
+    /// True when invalid UTF-8 was replaced.
+    pub lossy: bool,
+}
+
+/// What loading a file led to.
+#[derive(Debug)]
+pub enum LoadOutcome {
+    Loaded(LoadedFile),
+    /// Not indexed, for this reason (metric label).
+    Skipped(&'static str),
+    /// Indexed before, not indexable now: its chunks must be removed.
+    Gone(&'static str),
+}
+
+fn skip(reason: &'static str, rel: &str, state: &FileState) -> LoadOutcome {
+    metrics::counter!(m::LOAD_SKIPPED_TOTAL, "reason" => reason).increment(1);
+    if state.get(rel).is_some() {
+        LoadOutcome::Gone(reason)
+    } else {
+        LoadOutcome::Skipped(reason)
+    }
+}
+
+/// True when `bytes` look binary (a NUL byte near the start).
+pub fn looks_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(SNIFF_BYTES)].contains(&0)
+}
+
+/// Loads one file (blocking I/O: call it from a blocking thread).
+pub fn load(file: &SourceFile, state: &FileState, cfg: &LoadConfig) -> Result<LoadOutcome, StageError> {
+    let meta = match std::fs::metadata(&file.abs) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(skip("vanished", &file.rel, state)),
+        Err(source) => return Err(StageError::Read { path: file.abs.clone(), source }),
+    };
+    if !meta.is_file() {
+        return Ok(skip("vanished", &file.rel, state));
+    }
+    if meta.len() > cfg.max_file_bytes {
+        return Ok(skip("too_large", &file.rel, state));
+    }
+    let bytes = match std::fs::read(&file.abs) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(skip("vanished", &file.rel, state)),
+        Err(source) => return Err(StageError::Read { path: file.abs.clone(), source }),
+    };
+    metrics::counter!(m::LOAD_BYTES_TOTAL).increment(bytes.len() as u64);
+    let file_hash = blake3::hash(&bytes).to_hex().to_string();
+    if state.is_current(&file.rel, &file_hash) {
+        metrics::counter!(m::LOAD_SKIPPED_TOTAL, "reason" => "unchanged").increment(1);
+        return Ok(LoadOutcome::Skipped("unchanged"));
+    }
+    if looks_binary(&bytes) {
+        return Ok(skip("binary", &file.rel, state));
+    }
+    let (mut text, lossy) = match String::from_utf8(bytes) {
+        Ok(s) => (s, false),
+        Err(e) => {
+            metrics::counter!(m::LOAD_LOSSY_UTF8_TOTAL).increment(1);
+            tracing::warn!("{}: invalid utf-8, decoded lossily", file.abs.display());
+            (String::from_utf8_lossy(e.as_bytes()).into_owned(), true)
+        }
+    };
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
+    Ok(LoadOutcome::Loaded(LoadedFile { rel: file.rel.clone(), language: lang::detect(&file.rel), text, file_hash, lossy }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(dir: &std::path::Path, name: &str, bytes: &[u8]) -> SourceFile {
+        let abs = dir.join(name);
+        std::fs::write(&abs, bytes).unwrap();
+        SourceFile { rel: name.to_string(), abs }
+    }
+
+    #[test]
+    fn binary_lossy_unchanged_vanished_and_large() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = FileState::default();
+        let cfg = LoadConfig { max_file_bytes: 100 };
+        let bin = src(dir.path(), "a.dat", b"abc\0def");
+        assert!(matches!(load(&bin, &state, &cfg).unwrap(), LoadOutcome::Skipped("binary")));
+        let bad = src(dir.path(), "b.txt", b"ok \xff\xfe end");
+        let LoadOutcome::Loaded(f) = load(&bad, &state, &cfg).unwrap() else { panic!("not loaded") };
+        assert!(f.lossy);
+        assert!(f.text.starts_with("ok ") && f.text.ends_with(" end"));
+        state.set("b.txt", &f.file_hash);
+        assert!(matches!(load(&bad, &state, &cfg).unwrap(), LoadOutcome::Skipped("unchanged")));
+        let big = src(dir.path(), "c.txt", &[b'x'; 200]);
+        assert!(matches!(load(&big, &state, &cfg).unwrap(), LoadOutcome::Skipped("too_large")));
+        // An indexed file that turns binary is reported gone.
+        std::fs::write(&bad.abs, b"\0\0\0").unwrap();
+        assert!(matches!(load(&bad, &state, &cfg).unwrap(), LoadOutcome::Gone("binary")));
+        let vanished = SourceFile { rel: "zz.txt".into(), abs: dir.path().join("zz.txt") };
+        assert!(matches!(load(&vanished, &state, &cfg).unwrap(), LoadOutcome::Skipped("vanished")));
+    }
+}

@@ -1,0 +1,29 @@
+//! Metric names of the stages (all of them, in one place). Stage-specific counters carry a
+//! bounded `reason` label; generic per-stage metrics live in `ctxd-pipeline`.
+
+/// Counter: files the watcher reported (scan and events), label `origin` = scan|event.
+pub const WATCH_FILES_TOTAL: &str = "ctxd_watch_files_total";
+/// Counter: paths the watcher skipped, label `reason` = ignored|binary_ext|secret|not_file.
+pub const WATCH_SKIPPED_TOTAL: &str = "ctxd_watch_skipped_total";
+/// Counter: files the loader skipped, label `reason` = unchanged|binary|too_large|vanished.
+pub const LOAD_SKIPPED_TOTAL: &str = "ctxd_load_skipped_total";
+/// Counter: files decoded lossily because they were not valid UTF-8.
+pub const LOAD_LOSSY_UTF8_TOTAL: &str = "ctxd_load_lossy_utf8_total";
+/// Counter: bytes read by the loader.
+pub const LOAD_BYTES_TOTAL: &str = "ctxd_load_bytes_total";
+/// Counter: chunks produced, label `method` = tree_sitter|window.
+pub const CHUNK_CHUNKS_TOTAL: &str = "ctxd_chunk_chunks_total";
+/// Counter: chunk tokens produced.
+pub const CHUNK_TOKENS_TOTAL: &str = "ctxd_chunk_tokens_total";
+/// Counter: chunks embedded by the model.
+pub const EMBED_CHUNKS_TOTAL: &str = "ctxd_embed_chunks_total";
+/// Counter: chunks whose vector was reused from the index (content unchanged).
+pub const EMBED_CACHE_HITS_TOTAL: &str = "ctxd_embed_cache_hits_total";
+/// Counter: chunks that had to be embedded.
+pub const EMBED_CACHE_MISSES_TOTAL: &str = "ctxd_embed_cache_misses_total";
+/// Counter: files committed to the index.
+pub const UPSERT_FILES_TOTAL: &str = "ctxd_upsert_files_total";
+/// Counter: files removed from the index.
+pub const UPSERT_REMOVED_TOTAL: &str = "ctxd_upsert_removed_files_total";
+/// Counter: commit attempts that failed and were retried.
+pub const UPSERT_RETRIES_TOTAL: &str = "ctxd_upsert_retries_total";

@@ -1,0 +1,84 @@
+//! The upsert stage: batches of embedded files and removals → one LanceDB commit each.
+//!
+//! A batch is deduplicated by path (the last state of a file wins), written with
+//! [`Index::commit`] (new chunks and the deletion of stale ones in a single version), retried
+//! with back-off on failure, and only then recorded in the shared [`FileState`]. A batch that
+//! cannot be committed leaves the index exactly as it was: nothing already indexed is lost.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ctxd_index::{CommitBatch, CommitStats, Index};
+
+use crate::embed::EmbeddedFile;
+use crate::metrics as m;
+use crate::{FileState, FileWork, StageError};
+
+/// Commit attempts before a batch is given up (and counted as an error).
+const ATTEMPTS: u32 = 3;
+
+/// Writes batches to the index.
+#[derive(Clone)]
+pub struct Upsert {
+    index: Arc<Index>,
+    state: FileState,
+}
+
+impl Upsert {
+    /// An upsert stage writing to `index` and recording commits in `state`.
+    pub fn new(index: Arc<Index>, state: FileState) -> Self {
+        Self { index, state }
+    }
+
+    /// Commits `items` as one LanceDB version.
+    pub async fn commit(&self, items: Vec<FileWork<EmbeddedFile>>) -> Result<CommitStats, StageError> {
+        let mut last: HashMap<String, FileWork<EmbeddedFile>> = HashMap::new();
+        for item in items {
+            let path = item.rel_path(|f| &f.rel).to_string();
+            last.insert(path, item);
+        }
+        let files = last.len();
+        let mut batch = CommitBatch::default();
+        let mut committed: Vec<(String, Option<String>)> = Vec::new();
+        for (path, item) in last {
+            match item {
+                FileWork::Update(f) => {
+                    batch.replace_paths.push(path.clone());
+                    batch.rows.extend(f.rows);
+                    committed.push((path, Some(f.file_hash)));
+                }
+                FileWork::Remove(_) => {
+                    batch.delete_paths.push(path.clone());
+                    committed.push((path, None));
+                }
+            }
+        }
+        let mut attempt = 0;
+        let stats = loop {
+            attempt += 1;
+            match self.index.commit(batch.clone()).await {
+                Ok(stats) => break stats,
+                Err(source) if attempt >= ATTEMPTS => return Err(StageError::Commit { files, source }),
+                Err(e) => {
+                    metrics::counter!(m::UPSERT_RETRIES_TOTAL).increment(1);
+                    tracing::warn!("commit of {files} files failed (attempt {attempt}): {e}");
+                    tokio::time::sleep(Duration::from_millis(200 * 2u64.pow(attempt))).await;
+                }
+            }
+        };
+        for (path, hash) in committed {
+            match hash {
+                Some(h) => {
+                    self.state.set(&path, &h);
+                    metrics::counter!(m::UPSERT_FILES_TOTAL).increment(1);
+                }
+                None => {
+                    self.state.remove(&path);
+                    metrics::counter!(m::UPSERT_REMOVED_TOTAL).increment(1);
+                }
+            }
+        }
+        Ok(stats)
+    }
+}

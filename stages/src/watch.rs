@@ -1,0 +1,353 @@
+//! The watch stage: what files exist under a root, and what changed since.
+//!
+//! * [`Scanner::scan`] walks the root with the `ignore` crate (`.gitignore`, `.ignore`,
+//!   `.git/info/exclude`, hidden files skipped), drops known binary extensions and secret
+//!   files, never follows symlinks (so symlink loops cannot trap it), and reports unreadable
+//!   directories as counted skips.
+//! * [`EventWatcher`] follows `notify` events and debounces them: every path that saw events
+//!   is reported once, after it has been quiet for the debounce window, as either changed
+//!   (it is a file now) or removed (it is gone). Editor save patterns — write to a temp file and
+//!   rename, truncate then write, bursts — collapse into one report for the final path.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use crate::metrics as m;
+use crate::{SourceFile, StageError};
+
+/// Extensions that are never text worth indexing.
+const BINARY_EXTENSIONS: &[&str] = &[
+    "png", "jpg", "jpeg", "gif", "bmp", "ico", "webp", "tiff", "psd", "zip", "gz", "tgz", "bz2", "xz", "zst",
+    "7z", "rar", "tar", "jar", "war", "class", "so", "dylib", "dll", "exe", "o", "a", "lib", "obj", "bin",
+    "wasm", "pyc", "pyo", "whl", "mp3", "mp4", "mov", "avi", "mkv", "wav", "flac", "ogg", "ttf", "otf", "woff",
+    "woff2", "eot", "sqlite", "db", "lance", "arrow", "parquet", "safetensors", "onnx", "pt", "pth", "ckpt",
+    "npy", "npz", "pkl", "iso", "dmg", "deb", "rpm",
+];
+
+/// File names and extensions that usually hold credentials.
+const SECRET_NAMES: &[&str] = &[".env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".npmrc", ".pypirc", ".netrc", "credentials"];
+const SECRET_EXTENSIONS: &[&str] = &["pem", "key", "p12", "pfx", "jks", "keystore", "kdbx", "gpg", "asc"];
+
+/// Why a path is not indexed (metric label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    Ignored,
+    BinaryExt,
+    Secret,
+}
+
+impl SkipReason {
+    /// Metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            SkipReason::Ignored => "ignored",
+            SkipReason::BinaryExt => "binary_ext",
+            SkipReason::Secret => "secret",
+        }
+    }
+}
+
+/// Checks a file name against the binary and secret lists.
+pub fn classify_name(path: &Path) -> Option<SkipReason> {
+    let name = path.file_name()?.to_str()?.to_ascii_lowercase();
+    if SECRET_NAMES.iter().any(|s| name == *s || name.starts_with(&format!("{s}.")))
+        && !name.ends_with(".example")
+        && !name.ends_with(".sample")
+    {
+        return Some(SkipReason::Secret);
+    }
+    let ext = Path::new(&name).extension().and_then(|e| e.to_str()).unwrap_or("");
+    if SECRET_EXTENSIONS.contains(&ext) {
+        return Some(SkipReason::Secret);
+    }
+    if BINARY_EXTENSIONS.contains(&ext) {
+        return Some(SkipReason::BinaryExt);
+    }
+    None
+}
+
+/// Relative, `/`-separated form of `abs` under `root`.
+pub fn rel_path(root: &Path, abs: &Path) -> Option<String> {
+    let rel = abs.strip_prefix(root).ok()?;
+    let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+/// Walks a root and decides which paths are indexable.
+#[derive(Clone)]
+pub struct Scanner {
+    root: PathBuf,
+    excludes: Vec<PathBuf>,
+}
+
+impl Scanner {
+    /// A scanner for `root` that never descends into any of `excludes` (e.g. the index itself).
+    pub fn new(root: impl Into<PathBuf>, excludes: Vec<PathBuf>) -> Self {
+        let root = root.into();
+        let root = root.canonicalize().unwrap_or(root);
+        let excludes = excludes.into_iter().map(|p| p.canonicalize().unwrap_or(p)).collect();
+        Self { root, excludes }
+    }
+
+    /// The (canonical) root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Walks the root, calling `emit` for each indexable file; stops early when `emit`
+    /// returns false. Blocking: run it on a blocking thread. Returns the number of errors met
+    /// (unreadable directories, broken entries), each also logged.
+    pub fn scan(&self, mut emit: impl FnMut(SourceFile) -> bool) -> usize {
+        let mut errors = 0;
+        let excludes = self.excludes.clone();
+        let walker = ignore::WalkBuilder::new(&self.root)
+            .follow_links(false)
+            .require_git(false)
+            .filter_entry(move |e| !excludes.iter().any(|x| e.path().starts_with(x)))
+            .build();
+        for entry in walker {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(err) => {
+                    errors += 1;
+                    tracing::warn!("scan: {err}");
+                    metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "unreadable").increment(1);
+                    continue;
+                }
+            };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            let abs = entry.path();
+            if let Some(reason) = classify_name(abs) {
+                metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => reason.label()).increment(1);
+                continue;
+            }
+            let Some(rel) = rel_path(&self.root, abs) else { continue };
+            metrics::counter!(m::WATCH_FILES_TOTAL, "origin" => "scan").increment(1);
+            if !emit(SourceFile { rel, abs: abs.to_path_buf() }) {
+                break;
+            }
+        }
+        errors
+    }
+
+    /// Builds an ignore matcher for event filtering from every `.gitignore`/`.ignore` under
+    /// the root (each applied to its own directory) plus `.git/info/exclude`.
+    pub fn ignore_matcher(&self) -> IgnoreMatcher {
+        let mut matchers = Vec::new();
+        let walker = ignore::WalkBuilder::new(&self.root).follow_links(false).require_git(false).build();
+        for entry in walker.flatten() {
+            let name = entry.file_name().to_string_lossy();
+            if name == ".gitignore" || name == ".ignore" {
+                let dir = entry.path().parent().unwrap_or(&self.root).to_path_buf();
+                let mut b = GitignoreBuilder::new(&dir);
+                b.add(entry.path());
+                if let Ok(gi) = b.build() {
+                    matchers.push((dir, gi));
+                }
+            }
+        }
+        let exclude = self.root.join(".git").join("info").join("exclude");
+        if exclude.is_file() {
+            let mut b = GitignoreBuilder::new(&self.root);
+            b.add(exclude);
+            if let Ok(gi) = b.build() {
+                matchers.push((self.root.clone(), gi));
+            }
+        }
+        IgnoreMatcher { root: self.root.clone(), excludes: self.excludes.clone(), matchers }
+    }
+}
+
+/// Decides whether an event path is ignored (gitignore rules, hidden, excluded).
+#[derive(Clone)]
+pub struct IgnoreMatcher {
+    root: PathBuf,
+    excludes: Vec<PathBuf>,
+    matchers: Vec<(PathBuf, Gitignore)>,
+}
+
+impl IgnoreMatcher {
+    /// True when `abs` must not be indexed.
+    pub fn is_ignored(&self, abs: &Path, is_dir: bool) -> bool {
+        if self.excludes.iter().any(|e| abs.starts_with(e)) {
+            return true;
+        }
+        let Ok(rel) = abs.strip_prefix(&self.root) else { return true };
+        if rel.components().any(|c| c.as_os_str().to_string_lossy().starts_with('.')) {
+            return true;
+        }
+        self.matchers.iter().any(|(dir, gi)| {
+            abs.starts_with(dir) && gi.matched_path_or_any_parents(abs, is_dir).is_ignore()
+        })
+    }
+}
+
+/// A debounced change the watcher reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchEvent {
+    /// The path is a file now (created or modified).
+    Changed(SourceFile),
+    /// The path (a file or a whole directory) is gone: `rel` is its relative path.
+    Removed(String),
+    /// The OS dropped events; everything must be rescanned.
+    Rescan,
+}
+
+/// Follows filesystem events under a root and reports debounced [`WatchEvent`]s.
+pub struct EventWatcher {
+    _watcher: notify::RecommendedWatcher,
+    rx: mpsc::Receiver<WatchEvent>,
+}
+
+impl EventWatcher {
+    /// Starts watching `scanner`'s root recursively; events are quiet for `debounce` before
+    /// they are reported.
+    pub fn start(scanner: &Scanner, debounce: Duration) -> Result<Self, StageError> {
+        let (raw_tx, mut raw_rx) = mpsc::channel::<(PathBuf, bool)>(4096);
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+            Ok(event) => {
+                let rescan = event.need_rescan();
+                if rescan {
+                    let _ = raw_tx.blocking_send((PathBuf::new(), true));
+                }
+                if matches!(event.kind, notify::EventKind::Access(_)) {
+                    return;
+                }
+                for path in event.paths {
+                    let _ = raw_tx.blocking_send((path, false));
+                }
+            }
+            Err(err) => {
+                tracing::warn!("watch: {err}");
+                let _ = raw_tx.blocking_send((PathBuf::new(), true));
+            }
+        })
+        .map_err(|e| StageError::Watch { path: scanner.root().to_path_buf(), message: e.to_string() })?;
+        watcher
+            .watch(scanner.root(), RecursiveMode::Recursive)
+            .map_err(|e| StageError::Watch { path: scanner.root().to_path_buf(), message: e.to_string() })?;
+
+        let (tx, rx) = mpsc::channel::<WatchEvent>(1024);
+        let root = scanner.root().to_path_buf();
+        let matcher = scanner.ignore_matcher();
+        tokio::spawn(async move {
+            let mut pending: HashMap<PathBuf, Instant> = HashMap::new();
+            let tick = (debounce / 4).max(Duration::from_millis(10));
+            loop {
+                let next = tokio::time::timeout(tick, raw_rx.recv()).await;
+                match next {
+                    Ok(Some((_, true))) => {
+                        pending.clear();
+                        if tx.send(WatchEvent::Rescan).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Some((path, false))) => {
+                        pending.insert(path, Instant::now());
+                    }
+                    Ok(None) => return,
+                    Err(_) => {}
+                }
+                let now = Instant::now();
+                let ready: Vec<PathBuf> =
+                    pending.iter().filter(|(_, t)| now.duration_since(**t) >= debounce).map(|(p, _)| p.clone()).collect();
+                for path in ready {
+                    pending.remove(&path);
+                    if let Some(ev) = classify_event(&root, &matcher, &path) {
+                        if tx.send(ev).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Ok(Self { _watcher: watcher, rx })
+    }
+
+    /// Next debounced event; `None` once the watcher is gone.
+    pub async fn next(&mut self) -> Option<WatchEvent> {
+        self.rx.recv().await
+    }
+}
+
+fn classify_event(root: &Path, matcher: &IgnoreMatcher, path: &Path) -> Option<WatchEvent> {
+    let rel = rel_path(root, path)?;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() => {
+            if matcher.is_ignored(path, false) {
+                metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "ignored").increment(1);
+                return None;
+            }
+            if let Some(reason) = classify_name(path) {
+                metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => reason.label()).increment(1);
+                return None;
+            }
+            metrics::counter!(m::WATCH_FILES_TOTAL, "origin" => "event").increment(1);
+            Some(WatchEvent::Changed(SourceFile { rel, abs: path.to_path_buf() }))
+        }
+        // Directories: their files get their own events (a moved-in directory is rescanned).
+        Ok(meta) if meta.is_dir() => {
+            if matcher.is_ignored(path, true) {
+                return None;
+            }
+            Some(WatchEvent::Rescan)
+        }
+        Ok(_) => None,
+        Err(_) => Some(WatchEvent::Removed(rel)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_and_binaries_are_classified() {
+        assert_eq!(classify_name(Path::new("a/.env")), Some(SkipReason::Secret));
+        assert_eq!(classify_name(Path::new("a/.env.local")), Some(SkipReason::Secret));
+        assert_eq!(classify_name(Path::new("a/.env.example")), None);
+        assert_eq!(classify_name(Path::new("server.pem")), Some(SkipReason::Secret));
+        assert_eq!(classify_name(Path::new("logo.PNG")), Some(SkipReason::BinaryExt));
+        assert_eq!(classify_name(Path::new("main.rs")), None);
+    }
+
+    #[test]
+    fn scan_honours_gitignore_hidden_and_excludes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join(".gitignore"), "target/\n*.log\n").unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::create_dir_all(root.join("target")).unwrap();
+        std::fs::create_dir_all(root.join("db")).unwrap();
+        std::fs::create_dir_all(root.join(".hidden")).unwrap();
+        std::fs::write(root.join("src/lib.rs"), "fn a() {}").unwrap();
+        std::fs::write(root.join("target/out.rs"), "fn b() {}").unwrap();
+        std::fs::write(root.join("debug.log"), "x").unwrap();
+        std::fs::write(root.join("db/data.txt"), "x").unwrap();
+        std::fs::write(root.join(".hidden/h.txt"), "x").unwrap();
+        std::fs::write(root.join("key.pem"), "x").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(root, root.join("src/loop")).unwrap();
+        let scanner = Scanner::new(root, vec![root.join("db")]);
+        let mut seen = Vec::new();
+        scanner.scan(|f| {
+            seen.push(f.rel);
+            true
+        });
+        seen.sort();
+        assert_eq!(seen, vec!["src/lib.rs".to_string()]);
+        let matcher = scanner.ignore_matcher();
+        let root = scanner.root();
+        assert!(matcher.is_ignored(&root.join("target/new.rs"), false));
+        assert!(matcher.is_ignored(&root.join("x.log"), false));
+        assert!(matcher.is_ignored(&root.join("db/x.txt"), false));
+        assert!(!matcher.is_ignored(&root.join("src/new.rs"), false));
+    }
+}
