@@ -15,7 +15,8 @@ fn main() {
     let cli = cli::Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("CTXD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(if cli.verbose { "debug" } else { "info,lance=warn,lancedb=warn" }));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("building the tokio runtime");
     let result = runtime.block_on(commands::run(cli));
     if let Err(err) = result {

@@ -54,8 +54,13 @@ struct Daemon {
 
 impl Daemon {
     fn start(root: &Path, db: &Path) -> Self {
+        Self::start_with(root, db, &["serve"])
+    }
+
+    fn start_with(root: &Path, db: &Path, extra: &[&str]) -> Self {
         let mut child = ctxd()
-            .args(["serve", "--listen", "127.0.0.1:0", "--watch"])
+            .args(extra)
+            .args(["--listen", "127.0.0.1:0", "--watch"])
             .arg(root)
             .arg("--db")
             .arg(db)
@@ -68,7 +73,7 @@ impl Daemon {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(addr) = line.split("listening on http://").nth(1) {
-                    let _ = tx.send(addr.trim().to_string());
+                    let _ = tx.send(addr.split_whitespace().next().unwrap_or("").to_string());
                 }
                 eprintln!("[serve] {line}");
             }
@@ -129,6 +134,20 @@ fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Every `ctxd_*` identifier in a text.
+fn metric_names(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("ctxd_") {
+        let name: String = rest[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        rest = &rest[i + name.len()..];
+        out.push(name);
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 fn paths_of(results: &Value) -> Vec<String> {
     results["results"].as_array().unwrap().iter().map(|r| r["path"].as_str().unwrap().to_string()).collect()
 }
@@ -147,7 +166,7 @@ fn index_search_then_edit_and_delete_while_serving() {
     let db = tmp.path().join("db");
 
     let summary = index_json(&root, &db);
-    assert_eq!(summary["files_indexed"], 9, "{summary}"); // 7 demo files + README + notes.txt
+    assert_eq!(summary["files_indexed"], 8, "{summary}"); // 7 demo files + notes.txt
     assert_eq!(summary["files_skipped"], 1, "binary blob skipped: {summary}");
     assert_eq!(summary["files_failed"], 0, "{summary}");
     assert!(summary["chunks_written"].as_u64().unwrap() >= 15, "{summary}");
@@ -174,7 +193,7 @@ fn index_search_then_edit_and_delete_while_serving() {
     // Re-indexing unchanged input writes nothing.
     let again = index_json(&root, &db);
     assert_eq!(again["files_indexed"], 0, "{again}");
-    assert_eq!(again["files_unchanged"], 9, "{again}");
+    assert_eq!(again["files_unchanged"], 8, "{again}");
     assert_eq!(again["index_version"].as_u64().unwrap(), version, "no new version: {again}");
 
     // The daemon picks up edits and deletions.
@@ -221,6 +240,14 @@ fn index_search_then_edit_and_delete_while_serving() {
         assert!(text.contains(name), "missing {name}");
     }
     assert!(daemon.metric("ctxd_upsert_removed_files_total").unwrap_or(0.0) >= 1.0);
+    // Every metric the Grafana dashboards use exists in a real scrape.
+    for entry in std::fs::read_dir(repo_root().join("dashboards")).unwrap() {
+        let dash = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for name in metric_names(&dash) {
+            let base = ["_bucket", "_sum", "_count"].iter().fold(name.clone(), |n, s| n.strip_suffix(s).map(str::to_string).unwrap_or(n));
+            assert!(text.lines().any(|l| l.starts_with(&base)), "dashboard metric {name} is not exported");
+        }
+    }
 
     let status = daemon.sigterm();
     assert!(status.success(), "clean exit on SIGTERM: {status:?}");
@@ -261,8 +288,15 @@ fn sigterm_mid_ingest_then_restart_equals_uninterrupted_run() {
     assert_eq!(full["files_indexed"], 240, "{full}");
     let want = fingerprint(&db_full);
 
+    // Small queues so that most of the corpus is still unread when SIGTERM arrives.
+    let config = tmp.path().join("small-queues.toml");
+    std::fs::write(
+        &config,
+        "[pipeline]\nload = { capacity = 2, workers = 1 }\nchunk = { capacity = 2, workers = 1 }\nembed = { capacity = 2, workers = 1 }\nupsert = { capacity = 2, workers = 1 }\nembed_batch_tokens = 512\ncommit_interval_ms = 200\n",
+    )
+    .unwrap();
     let db = tmp.path().join("interrupted");
-    let daemon = Daemon::start(&root, &db);
+    let daemon = Daemon::start_with(&root, &db, &["serve", "--config", config.to_str().unwrap()]);
     wait_for("a first commit", Duration::from_secs(300), || daemon.metric("ctxd_index_commits_total").unwrap_or(0.0) >= 1.0);
     let status = daemon.sigterm();
     assert!(status.success(), "clean exit on SIGTERM mid-ingest: {status:?}");

@@ -451,3 +451,105 @@ fn str_col<'a>(batch: &'a RecordBatch, name: &str, uri: &str) -> Result<&'a Stri
         .and_then(|c| c.as_any().downcast_ref::<StringArray>())
         .ok_or_else(|| IndexError::Column { uri: uri.to_string(), column: name.into() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(path: &str, n: u32, content: &str, v: [f32; 4]) -> ChunkRow {
+        let content_hash = format!("h-{content}");
+        ChunkRow {
+            chunk_id: format!("{path}#{n}#{content_hash}"),
+            path: path.into(),
+            language: "rust".into(),
+            symbol: Some(format!("f{n}")),
+            kind: Some("function".into()),
+            start_line: n * 10 + 1,
+            end_line: n * 10 + 5,
+            content: content.into(),
+            content_hash,
+            file_hash: format!("file-{path}-{content}"),
+            token_count: 3,
+            vector: v.to_vec(),
+            model: "m".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn commit_replace_delete_and_search_on_real_lancedb() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("db").to_string_lossy().into_owned();
+        let index = Index::open_or_create(&uri, "m", 4).await.unwrap();
+        let first = CommitBatch {
+            rows: vec![
+                row("a.rs", 0, "parse the config file", [1.0, 0.0, 0.0, 0.0]),
+                row("a.rs", 1, "open a network socket", [0.0, 1.0, 0.0, 0.0]),
+                row("b.rs", 0, "render the needle widget", [0.0, 0.0, 1.0, 0.0]),
+            ],
+            replace_paths: vec!["a.rs".into(), "b.rs".into()],
+            delete_paths: vec![],
+        };
+        let s1 = index.commit(first).await.unwrap();
+        assert_eq!((s1.inserted, s1.deleted), (3, 0));
+        assert_eq!(index.stats().await.unwrap().rows, 3);
+        let hits = index.fts_search("needle", 5).await.unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].path, "b.rs");
+        let near = index.vector_search(&[0.0, 0.9, 0.1, 0.0], 2).await.unwrap();
+        assert_eq!(near[0].content, "open a network socket");
+        assert!(near[0].score > near[1].score);
+
+        // a.rs changes one chunk, b.rs is deleted: one commit, one new version.
+        let second = CommitBatch {
+            rows: vec![
+                row("a.rs", 0, "parse the config file", [1.0, 0.0, 0.0, 0.0]),
+                row("a.rs", 1, "listen on a haystack port", [0.0, 1.0, 0.0, 0.0]),
+            ],
+            replace_paths: vec!["a.rs".into()],
+            delete_paths: vec!["b.rs".into()],
+        };
+        let before = index.version().await.unwrap();
+        assert!(before > s1.version, "building the FTS index is a version of its own");
+        let s2 = index.commit(second).await.unwrap();
+        assert_eq!(s2.version, before + 1, "one version per commit");
+        assert_eq!((s2.inserted, s2.deleted), (1, 2));
+        let files = index.file_hashes().await.unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(index.chunks_of("a.rs").await.unwrap().len(), 2);
+        // Rows written after the FTS index was built are searchable before optimisation.
+        assert_eq!(index.fts_search("haystack", 5).await.unwrap().len(), 1);
+        assert!(index.fts_search("needle", 5).await.unwrap().is_empty());
+        index.optimize_indices().await.unwrap();
+        assert_eq!(index.fts_search("haystack", 5).await.unwrap().len(), 1);
+
+        // Re-committing identical rows inserts nothing.
+        let again = CommitBatch {
+            rows: vec![row("a.rs", 0, "parse the config file", [1.0, 0.0, 0.0, 0.0]), row("a.rs", 1, "listen on a haystack port", [0.0, 1.0, 0.0, 0.0])],
+            replace_paths: vec!["a.rs".into()],
+            delete_paths: vec![],
+        };
+        let s3 = index.commit(again).await.unwrap();
+        assert_eq!((s3.inserted, s3.deleted), (0, 0));
+
+        // Another model or dimension is refused; read-only open finds the model.
+        assert!(matches!(Index::open_or_create(&uri, "other", 4).await, Err(IndexError::ModelMismatch { .. })));
+        assert!(matches!(Index::open_or_create(&uri, "m", 8).await, Err(IndexError::ModelMismatch { .. })));
+        let ro = Index::open(&uri).await.unwrap();
+        assert_eq!((ro.model_id(), ro.dim()), ("m", 4));
+        assert!(matches!(ro.vector_search(&[1.0], 1).await, Err(IndexError::Dimension { .. })));
+    }
+
+    #[tokio::test]
+    async fn missing_index_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("nothing").to_string_lossy().into_owned();
+        let err = Index::open(&uri).await.err().expect("no index there");
+        assert!(err.to_string().contains("ctxd index"), "{err}");
+    }
+
+    #[test]
+    fn sql_strings_are_quoted() {
+        assert_eq!(sql_str("it's"), "'it''s'");
+        assert_eq!(in_list("path", &["a".into(), "b'c".into()]), "path IN ('a', 'b''c')");
+    }
+}

@@ -136,7 +136,7 @@ pub struct PipelineConfig {
 impl Default for PipelineConfig {
     fn default() -> Self {
         Self {
-            load: StageTuning { capacity: 256, workers: 2 },
+            load: StageTuning { capacity: 64, workers: 2 },
             chunk: StageTuning { capacity: 64, workers: 2 },
             embed: StageTuning { capacity: 64, workers: 1 },
             upsert: StageTuning { capacity: 64, workers: 1 },
@@ -242,6 +242,33 @@ mod tests {
         assert!(err.contains("pipeline.load.capacity"), "{err}");
         assert!(err.contains("pipeline.load.workers"), "{err}");
         assert!(err.contains("server.listen"), "{err}");
+    }
+
+    #[test]
+    fn every_shipped_config_parses() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Config::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 3, "configs/ holds the documented default and examples");
+    }
+
+    #[test]
+    fn documented_default_matches_code_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/ctxd.toml");
+        let file = Config::load(&path).unwrap();
+        let code = Config::default();
+        assert_eq!(format!("{:?}", file.pipeline), format!("{:?}", code.pipeline));
+        assert_eq!(format!("{:?}", file.model), format!("{:?}", code.model));
+        assert_eq!(format!("{:?}", file.chunk), format!("{:?}", code.chunk));
+        assert_eq!(file.source.debounce_ms, code.source.debounce_ms);
+        assert_eq!(file.source.max_file_bytes, code.source.max_file_bytes);
+        assert_eq!(file.server.listen, code.server.listen);
     }
 
     #[test]

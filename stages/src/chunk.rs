@@ -229,7 +229,11 @@ impl Chunker {
         if text.trim().is_empty() {
             return Vec::new();
         }
-        let lines: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
+        let mut lines: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
+        // The "line" after a final newline does not exist.
+        if lines.len() > 1 && lines.last() == Some(&"") {
+            lines.pop();
+        }
         let line_tokens = lines.iter().map(|l| (self.count)(l) + 1).collect();
         let ctx = Ctx { lines, line_tokens, lang: language, src: text.as_bytes() };
         let mut out = Vec::new();

@@ -141,7 +141,13 @@ impl Scanner {
     /// the root (each applied to its own directory) plus `.git/info/exclude`.
     pub fn ignore_matcher(&self) -> IgnoreMatcher {
         let mut matchers = Vec::new();
-        let walker = ignore::WalkBuilder::new(&self.root).follow_links(false).require_git(false).build();
+        // `.gitignore` files are hidden: walk hidden entries too, but never into `.git`.
+        let walker = ignore::WalkBuilder::new(&self.root)
+            .follow_links(false)
+            .require_git(false)
+            .hidden(false)
+            .filter_entry(|e| e.file_name() != ".git")
+            .build();
         for entry in walker.flatten() {
             let name = entry.file_name().to_string_lossy();
             if name == ".gitignore" || name == ".ignore" {
