@@ -29,7 +29,12 @@ pub async fn run(corpus: &Path, embed_chunks: usize, skip_e2e: bool, model: &Mod
         let spec = spec.clone();
         tokio::task::spawn_blocking(move || ctxd_models::start(&spec, EmbedServiceConfig::default())).await??
     };
-    println!("ctxd bench on {} (model {}, {} threads)", corpus.display(), service.model_id(), std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    println!(
+        "ctxd bench on {} (model {}, {} threads)",
+        corpus.display(),
+        service.model_id(),
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
 
     // Chunking: load + chunk every file on this thread.
     let chunker = Chunker::new(

@@ -17,14 +17,18 @@ pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Index { path, db, config, model, json } => index(&path, &db, config.as_deref(), &model, json).await,
         Command::Search { query, db, k, mode, model, json } => search(&query, &db, k, &mode, &model, json).await,
-        Command::Serve { config, watch, db, listen, model } => crate::serve::serve(config, watch, db, listen, model).await,
+        Command::Serve { config, watch, db, listen, model } => {
+            crate::serve::serve(config, watch, db, listen, model).await
+        }
         Command::Eval { db, queries, k, mode, model, json } => eval(&db, &queries, k, &mode, &model, json).await,
         Command::Config { action: ConfigAction::Validate { file } } => {
             Config::load(&file)?;
             println!("{}: ok", file.display());
             Ok(())
         }
-        Command::Bench { corpus, embed_chunks, skip_e2e, model } => crate::bench::run(&corpus, embed_chunks, skip_e2e, &model).await,
+        Command::Bench { corpus, embed_chunks, skip_e2e, model } => {
+            crate::bench::run(&corpus, embed_chunks, skip_e2e, &model).await
+        }
     }
 }
 
@@ -89,13 +93,23 @@ pub async fn open_searcher(db: &Path, model: &ModelArgs) -> Result<Searcher> {
     }
     let index = Index::open(&uri).await?;
     let spec = model.model.clone().unwrap_or_else(|| {
-        if index.model_id().is_empty() { DEFAULT_MODEL.to_string() } else { index.model_id().to_string() }
+        if index.model_id().is_empty() {
+            DEFAULT_MODEL.to_string()
+        } else {
+            index.model_id().to_string()
+        }
     });
     let (service, _) = tokio::task::spawn_blocking(move || ctxd_models::start(&spec, EmbedServiceConfig::default()))
         .await
         .expect("model loading thread panicked")?;
     if service.dim() != index.dim() {
-        bail!("model {} has dimension {} but the index at {} has {}", service.model_id(), service.dim(), db.display(), index.dim());
+        bail!(
+            "model {} has dimension {} but the index at {} has {}",
+            service.model_id(),
+            service.dim(),
+            db.display(),
+            index.dim()
+        );
     }
     Ok(Searcher::new(Arc::new(index), service))
 }
@@ -124,7 +138,8 @@ async fn search(query: &str, db: &Path, k: usize, mode: &str, model: &ModelArgs,
 }
 
 async fn eval(db: &Path, queries: &Path, k: usize, mode: &str, model: &ModelArgs, json: bool) -> Result<()> {
-    let modes: Vec<Mode> = if mode == "all" { vec![Mode::Bm25, Mode::Vector, Mode::Hybrid] } else { vec![mode.parse()?] };
+    let modes: Vec<Mode> =
+        if mode == "all" { vec![Mode::Bm25, Mode::Vector, Mode::Hybrid] } else { vec![mode.parse()?] };
     let qs = read_queries(queries)?;
     if qs.is_empty() {
         bail!("no queries in {}", queries.display());
@@ -138,7 +153,10 @@ async fn eval(db: &Path, queries: &Path, k: usize, mode: &str, model: &ModelArgs
         println!("{}", serde_json::to_string(&serde_json::json!({ "queries": qs.len(), "k": k, "reports": reports }))?);
     } else {
         println!("{} queries from {}", qs.len(), queries.display());
-        println!("{:<8} {:>9} {:>9} {:>10} {:>8} {:>9} {:>8}", "mode", "recall@1", "recall@5", "recall@10", "MRR@10", "nDCG@10", "seconds");
+        println!(
+            "{:<8} {:>9} {:>9} {:>10} {:>8} {:>9} {:>8}",
+            "mode", "recall@1", "recall@5", "recall@10", "MRR@10", "nDCG@10", "seconds"
+        );
         for r in &reports {
             println!(
                 "{:<8} {:>9.4} {:>9.4} {:>10.4} {:>8.4} {:>9.4} {:>8.1}",

@@ -13,8 +13,9 @@ use clap::Parser;
 
 fn main() {
     let cli = cli::Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CTXD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(if cli.verbose { "debug" } else { "info,lance=warn,lancedb=warn" }));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CTXD_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(if cli.verbose { "debug" } else { "info,lance=warn,lancedb=warn" })
+    });
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("building the tokio runtime");

@@ -17,7 +17,8 @@ use crate::commands::build_config;
 pub async fn termination() {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("installing the SIGTERM handler");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
@@ -37,7 +38,10 @@ pub fn install_metrics() -> Result<PrometheusHandle> {
             &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0],
         )
         .context("configuring metric buckets")?
-        .set_buckets_for_metric(Matcher::Suffix("items".into()), &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0, 4096.0])
+        .set_buckets_for_metric(
+            Matcher::Suffix("items".into()),
+            &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0, 4096.0],
+        )
         .context("configuring metric buckets")?
         .install_recorder()
         .context("installing the metrics recorder")?;
@@ -73,7 +77,8 @@ pub async fn serve(
         .with_context(|| format!("binding {}", cfg.server.listen))?;
     let addr = listener.local_addr()?;
     let drain = Duration::from_secs(cfg.pipeline.drain_timeout_secs);
-    let engine = Engine::open(cfg.clone()).await.with_context(|| format!("opening index {}", cfg.index.db.display()))?;
+    let engine =
+        Engine::open(cfg.clone()).await.with_context(|| format!("opening index {}", cfg.index.db.display()))?;
     let (kill, shutdown) = tokio::sync::watch::channel(false);
     let running = engine.run(true, shutdown)?;
     let tracker = running.tracker();
@@ -109,7 +114,10 @@ pub async fn serve(
             summary.index_version
         ),
         Ok(Err(e)) => tracing::error!("pipeline ended with an error: {e:#}"),
-        Err(_) => tracing::warn!("drain did not finish within {}s; exiting with work in flight (it is re-done at the next start)", drain.as_secs()),
+        Err(_) => tracing::warn!(
+            "drain did not finish within {}s; exiting with work in flight (it is re-done at the next start)",
+            drain.as_secs()
+        ),
     }
     let _ = stop_http.send(());
     http.await.context("http server task")?.context("http server")?;

@@ -36,7 +36,12 @@ fn copy_dir(from: &Path, to: &Path) {
 /// Runs a one-shot command and returns stdout; panics with stderr on failure.
 fn run_ok(cmd: &mut Command) -> String {
     let out = cmd.output().expect("running ctxd");
-    assert!(out.status.success(), "ctxd failed: {}\n{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "ctxd failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -174,7 +179,12 @@ fn index_search_then_edit_and_delete_while_serving() {
 
     // A natural-language query finds the function by meaning (hybrid and vector).
     for mode in ["hybrid", "vector"] {
-        let out = run_ok(ctxd().args(["search", "check whether a password matches the stored hash", "--db"]).arg(&db).args(["--k", "3", "--json", "--mode", mode]));
+        let out = run_ok(
+            ctxd()
+                .args(["search", "check whether a password matches the stored hash", "--db"])
+                .arg(&db)
+                .args(["--k", "3", "--json", "--mode", mode]),
+        );
         let v: Value = serde_json::from_str(&out).unwrap();
         let top = &v["results"][0];
         assert_eq!(top["path"], "src/auth.rs", "{mode}: {v}");
@@ -185,9 +195,15 @@ fn index_search_then_edit_and_delete_while_serving() {
         assert_eq!(top["content"].as_str().unwrap(), lines[s as usize - 1..e as usize].join("\n"), "exact line range");
     }
     // BM25 finds an identifier; nothing from ignored or secret files is indexed.
-    let v: Value = serde_json::from_str(&run_ok(ctxd().args(["search", "fetchUserProfile", "--mode", "bm25", "--json", "--db"]).arg(&db))).unwrap();
+    let v: Value = serde_json::from_str(&run_ok(
+        ctxd().args(["search", "fetchUserProfile", "--mode", "bm25", "--json", "--db"]).arg(&db),
+    ))
+    .unwrap();
     assert_eq!(v["results"][0]["path"], "web/api.ts", "{v}");
-    let v: Value = serde_json::from_str(&run_ok(ctxd().args(["search", "hunter2 generatedBundle", "--mode", "bm25", "--json", "--db"]).arg(&db))).unwrap();
+    let v: Value = serde_json::from_str(&run_ok(
+        ctxd().args(["search", "hunter2 generatedBundle", "--mode", "bm25", "--json", "--db"]).arg(&db),
+    ))
+    .unwrap();
     assert!(paths_of(&v).iter().all(|p| p != ".env" && !p.starts_with("build/")), "{v}");
 
     // Re-indexing unchanged input writes nothing.
@@ -224,7 +240,13 @@ fn index_search_then_edit_and_delete_while_serving() {
     assert_eq!(status, 400);
     let (status, _) = daemon.search(json!({"query": "x", "mode": "psychic"}));
     assert_eq!(status, 400);
-    let resp = daemon.client.post(format!("{}/v1/search", daemon.base)).header("content-type", "application/json").body("{not json").send().unwrap();
+    let resp = daemon
+        .client
+        .post(format!("{}/v1/search", daemon.base))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .unwrap();
     assert_eq!(resp.status().as_u16(), 400);
     let (status, _) = daemon.search(json!({"query": "password hash"}));
     assert_eq!(status, 200);
@@ -232,11 +254,21 @@ fn index_search_then_edit_and_delete_while_serving() {
     // Metrics: the per-stage contract and the index gauges.
     let text = daemon.get("/metrics").text().unwrap();
     for stage in ["load", "chunk", "embed", "upsert"] {
-        for name in ["ctxd_stage_received_items_total", "ctxd_stage_queue_depth_items", "ctxd_stage_processing_duration_seconds_bucket"] {
+        for name in [
+            "ctxd_stage_received_items_total",
+            "ctxd_stage_queue_depth_items",
+            "ctxd_stage_processing_duration_seconds_bucket",
+        ] {
             assert!(text.contains(&format!("{name}{{stage=\"{stage}\"")), "missing {name} for {stage}");
         }
     }
-    for name in ["ctxd_stage_blocked_seconds_total{stage=\"watch\"}", "ctxd_index_rows ", "ctxd_index_version ", "ctxd_embed_tokens_total ", "ctxd_query_duration_seconds_bucket"] {
+    for name in [
+        "ctxd_stage_blocked_seconds_total{stage=\"watch\"}",
+        "ctxd_index_rows ",
+        "ctxd_index_version ",
+        "ctxd_embed_tokens_total ",
+        "ctxd_query_duration_seconds_bucket",
+    ] {
         assert!(text.contains(name), "missing {name}");
     }
     assert!(daemon.metric("ctxd_upsert_removed_files_total").unwrap_or(0.0) >= 1.0);
@@ -244,7 +276,9 @@ fn index_search_then_edit_and_delete_while_serving() {
     for entry in std::fs::read_dir(repo_root().join("dashboards")).unwrap() {
         let dash = std::fs::read_to_string(entry.unwrap().path()).unwrap();
         for name in metric_names(&dash) {
-            let base = ["_bucket", "_sum", "_count"].iter().fold(name.clone(), |n, s| n.strip_suffix(s).map(str::to_string).unwrap_or(n));
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .fold(name.clone(), |n, s| n.strip_suffix(s).map(str::to_string).unwrap_or(n));
             assert!(text.lines().any(|l| l.starts_with(&base)), "dashboard metric {name} is not exported");
         }
     }
@@ -297,12 +331,19 @@ fn sigterm_mid_ingest_then_restart_equals_uninterrupted_run() {
     .unwrap();
     let db = tmp.path().join("interrupted");
     let daemon = Daemon::start_with(&root, &db, &["serve", "--config", config.to_str().unwrap()]);
-    wait_for("a first commit", Duration::from_secs(300), || daemon.metric("ctxd_index_commits_total").unwrap_or(0.0) >= 1.0);
+    wait_for("a first commit", Duration::from_secs(300), || {
+        daemon.metric("ctxd_index_commits_total").unwrap_or(0.0) >= 1.0
+    });
     let status = daemon.sigterm();
     assert!(status.success(), "clean exit on SIGTERM mid-ingest: {status:?}");
     let partial = fingerprint(&db);
     assert!(!partial.is_empty(), "the drain committed what was in flight");
-    assert!(partial.len() < want.len(), "the run was interrupted mid-ingest ({} of {} chunks)", partial.len(), want.len());
+    assert!(
+        partial.len() < want.len(),
+        "the run was interrupted mid-ingest ({} of {} chunks)",
+        partial.len(),
+        want.len()
+    );
 
     let resumed = index_json(&root, &db);
     assert!(resumed["files_unchanged"].as_u64().unwrap() > 0, "committed files are not redone: {resumed}");

@@ -72,7 +72,8 @@ pub fn rows_to_batch(rows: &[ChunkRow], dim: usize) -> Result<RecordBatch, arrow
     let s = |f: fn(&ChunkRow) -> &str| -> ArrayRef { Arc::new(StringArray::from_iter_values(rows.iter().map(f))) };
     let o = |f: fn(&ChunkRow) -> Option<&str>| -> ArrayRef { Arc::new(rows.iter().map(f).collect::<StringArray>()) };
     let u = |f: fn(&ChunkRow) -> u32| -> ArrayRef { Arc::new(UInt32Array::from_iter_values(rows.iter().map(f))) };
-    let mut vectors = FixedSizeListBuilder::with_capacity(Float32Builder::with_capacity(rows.len() * dim), dim as i32, rows.len());
+    let mut vectors =
+        FixedSizeListBuilder::with_capacity(Float32Builder::with_capacity(rows.len() * dim), dim as i32, rows.len());
     for row in rows {
         if row.vector.len() != dim {
             return Err(arrow_schema::ArrowError::InvalidArgumentError(format!(
@@ -86,7 +87,8 @@ pub fn rows_to_batch(rows: &[ChunkRow], dim: usize) -> Result<RecordBatch, arrow
         vectors.append(true);
     }
     let now = chrono::Utc::now().timestamp_micros();
-    let indexed_at = TimestampMicrosecondArray::from_iter_values(std::iter::repeat_n(now, rows.len())).with_timezone("UTC");
+    let indexed_at =
+        TimestampMicrosecondArray::from_iter_values(std::iter::repeat_n(now, rows.len())).with_timezone("UTC");
     RecordBatch::try_new(
         schema,
         vec![

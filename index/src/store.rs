@@ -25,7 +25,8 @@ use crate::{IndexError, CHUNKS_TABLE};
 pub struct CommitBatch {
     /// All chunks of every file in `replace_paths` (files with no chunks contribute none).
     pub rows: Vec<ChunkRow>,
-    /// Files whose previous chunks are replaced by the ones in `rows`.
+    /// Files already in the index whose previous chunks are replaced by the ones in `rows`.
+    /// Files new to the index need not be listed (their rows are simply appended).
     pub replace_paths: Vec<String>,
     /// Files removed from the source: all their chunks are deleted.
     pub delete_paths: Vec<String>,
@@ -79,6 +80,14 @@ pub struct Index {
 
 const HIT_COLUMNS: [&str; 8] = ["chunk_id", "path", "language", "symbol", "kind", "start_line", "end_line", "content"];
 
+/// The hit columns plus the score column of a search (selected explicitly so LanceDB does not
+/// have to auto-project it).
+fn with_score(score: &'static str) -> Vec<&'static str> {
+    let mut cols = HIT_COLUMNS.to_vec();
+    cols.push(score);
+    cols
+}
+
 /// Quotes a string for a LanceDB SQL filter.
 pub fn sql_str(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
@@ -99,10 +108,7 @@ impl Index {
     }
 
     async fn connect(uri: &str) -> Result<Connection, IndexError> {
-        lancedb::connect(uri)
-            .execute()
-            .await
-            .map_err(|source| IndexError::Lance { uri: uri.to_string(), source })
+        lancedb::connect(uri).execute().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })
     }
 
     /// Opens the index at `uri` for writing with `model_id`/`dim`, creating it when missing.
@@ -155,26 +161,18 @@ impl Index {
             Ok(DataType::FixedSizeList(_, n)) => n as usize,
             _ => return Err(IndexError::Column { uri: uri.to_string(), column: "vector".into() }),
         };
-        let indices = table.list_indices().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
+        let indices =
+            table.list_indices().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
         let fts_ready = indices.iter().any(|i| i.columns.iter().any(|c| c == "content"));
         Ok(Self { uri: uri.to_string(), table, dim, model_id: String::new(), fts_ready: AtomicBool::new(fts_ready) })
     }
 
     async fn stored_model(&self) -> Result<Option<String>, IndexError> {
-        let batches: Vec<RecordBatch> = self
-            .table
-            .query()
-            .select(Select::columns(&["model"]))
-            .limit(1)
-            .execute()
-            .await
-            .map_err(|e| self.lance(e))?
-            .try_collect()
-            .await
-            .map_err(|e| self.lance(e))?;
-        Ok(batches.iter().find(|b| b.num_rows() > 0).and_then(|b| {
-            b.column(0).as_any().downcast_ref::<StringArray>().map(|a| a.value(0).to_string())
-        }))
+        let batches = self.collect(self.table.query().select(Select::columns(&["model"])).limit(1)).await?;
+        Ok(batches
+            .iter()
+            .find(|b| b.num_rows() > 0)
+            .and_then(|b| b.column(0).as_any().downcast_ref::<StringArray>().map(|a| a.value(0).to_string())))
     }
 
     /// The database URI.
@@ -230,15 +228,20 @@ impl Index {
         let stats = if batch.rows.is_empty() {
             let res = self.table.delete(in_list("path", &touched).as_str()).await.map_err(|e| self.lance(e))?;
             CommitStats { version: res.version, inserted: 0, deleted: res.num_deleted_rows }
+        } else if touched.is_empty() {
+            // Only files the index has never seen: nothing can be stale, a plain append is
+            // enough (and does not join against the whole table).
+            let record = rows_to_batch(&batch.rows, self.dim)?;
+            let inserted = record.num_rows() as u64;
+            let res = self.table.add(record).execute().await.map_err(|e| self.lance(e))?;
+            CommitStats { version: res.version, inserted, deleted: 0 }
         } else {
             let record = rows_to_batch(&batch.rows, self.dim)?;
             let schema = record.schema();
             let reader = RecordBatchIterator::new(vec![Ok(record)], schema);
             let mut merge = self.table.merge_insert(&["chunk_id"]);
             merge.when_not_matched_insert_all();
-            if !touched.is_empty() {
-                merge.when_not_matched_by_source_delete(Some(in_list("path", &touched)));
-            }
+            merge.when_not_matched_by_source_delete(Some(in_list("path", &touched)));
             let res = merge.execute(Box::new(reader)).await.map_err(|e| self.lance(e))?;
             CommitStats { version: res.version, inserted: res.num_inserted_rows, deleted: res.num_deleted_rows }
         };
@@ -272,10 +275,7 @@ impl Index {
         if !self.fts_ready.load(Ordering::Acquire) {
             return Ok(());
         }
-        self.table
-            .optimize(OptimizeAction::Index(OptimizeOptions::default()))
-            .await
-            .map_err(|e| self.lance(e))?;
+        self.table.optimize(OptimizeAction::Index(OptimizeOptions::default())).await.map_err(|e| self.lance(e))?;
         metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
         Ok(())
     }
@@ -299,20 +299,17 @@ impl Index {
         if vector.len() != self.dim {
             return Err(IndexError::Dimension { expected: self.dim, got: vector.len() });
         }
-        let batches: Vec<RecordBatch> = self
-            .table
-            .query()
-            .nearest_to(vector)
-            .map_err(|e| self.lance(e))?
-            .distance_type(DistanceType::Cosine)
-            .select(Select::columns(&HIT_COLUMNS))
-            .limit(k)
-            .execute()
-            .await
-            .map_err(|e| self.lance(e))?
-            .try_collect()
-            .await
-            .map_err(|e| self.lance(e))?;
+        let batches = self
+            .collect(
+                self.table
+                    .query()
+                    .nearest_to(vector)
+                    .map_err(|e| self.lance(e))?
+                    .distance_type(DistanceType::Cosine)
+                    .select(Select::columns(&with_score("_distance")))
+                    .limit(k),
+            )
+            .await?;
         let mut hits = self.hits(&batches, "_distance", |d| 1.0 - d)?;
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         Ok(hits)
@@ -323,18 +320,15 @@ impl Index {
         if !self.fts_ready.load(Ordering::Acquire) || query.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let batches: Vec<RecordBatch> = self
-            .table
-            .query()
-            .full_text_search(FullTextSearchQuery::new(query.to_string()))
-            .select(Select::columns(&HIT_COLUMNS))
-            .limit(k)
-            .execute()
-            .await
-            .map_err(|e| self.lance(e))?
-            .try_collect()
-            .await
-            .map_err(|e| self.lance(e))?;
+        let batches = self
+            .collect(
+                self.table
+                    .query()
+                    .full_text_search(FullTextSearchQuery::new(query.to_string()))
+                    .select(Select::columns(&with_score("_score")))
+                    .limit(k),
+            )
+            .await?;
         let mut hits = self.hits(&batches, "_score", |s| s)?;
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         Ok(hits)
@@ -342,17 +336,11 @@ impl Index {
 
     /// All chunks of one file, in line order (used by tests and tooling).
     pub async fn chunks_of(&self, path: &str) -> Result<Vec<Hit>, IndexError> {
-        let batches: Vec<RecordBatch> = self
-            .table
-            .query()
-            .only_if(format!("path = {}", sql_str(path)))
-            .select(Select::columns(&HIT_COLUMNS))
-            .execute()
-            .await
-            .map_err(|e| self.lance(e))?
-            .try_collect()
-            .await
-            .map_err(|e| self.lance(e))?;
+        let batches = self
+            .collect(
+                self.table.query().only_if(format!("path = {}", sql_str(path))).select(Select::columns(&HIT_COLUMNS)),
+            )
+            .await?;
         let mut hits = self.hits(&batches, "", |s| s)?;
         hits.sort_by_key(|h| h.start_line);
         Ok(hits)
@@ -382,17 +370,14 @@ impl Index {
 
     /// Reads the stored vector of every chunk of `path` (chunk_id → vector).
     pub async fn vectors_of(&self, path: &str) -> Result<HashMap<String, Vec<f32>>, IndexError> {
-        let batches: Vec<RecordBatch> = self
-            .table
-            .query()
-            .only_if(format!("path = {}", sql_str(path)))
-            .select(Select::columns(&["content_hash", "vector"]))
-            .execute()
-            .await
-            .map_err(|e| self.lance(e))?
-            .try_collect()
-            .await
-            .map_err(|e| self.lance(e))?;
+        let batches = self
+            .collect(
+                self.table
+                    .query()
+                    .only_if(format!("path = {}", sql_str(path)))
+                    .select(Select::columns(&["content_hash", "vector"])),
+            )
+            .await?;
         let mut out = HashMap::new();
         for batch in &batches {
             let hashes = str_col(batch, "content_hash", &self.uri)?;
@@ -410,6 +395,10 @@ impl Index {
             }
         }
         Ok(out)
+    }
+
+    async fn collect(&self, query: impl ExecutableQuery) -> Result<Vec<RecordBatch>, IndexError> {
+        query.execute().await.map_err(|e| self.lance(e))?.try_collect().await.map_err(|e| self.lance(e))
     }
 
     fn hits(&self, batches: &[RecordBatch], score_col: &str, f: impl Fn(f32) -> f32) -> Result<Vec<Hit>, IndexError> {
@@ -524,7 +513,10 @@ mod tests {
 
         // Re-committing identical rows inserts nothing.
         let again = CommitBatch {
-            rows: vec![row("a.rs", 0, "parse the config file", [1.0, 0.0, 0.0, 0.0]), row("a.rs", 1, "listen on a haystack port", [0.0, 1.0, 0.0, 0.0])],
+            rows: vec![
+                row("a.rs", 0, "parse the config file", [1.0, 0.0, 0.0, 0.0]),
+                row("a.rs", 1, "listen on a haystack port", [0.0, 1.0, 0.0, 0.0]),
+            ],
             replace_paths: vec!["a.rs".into()],
             delete_paths: vec![],
         };

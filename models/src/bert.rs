@@ -24,10 +24,8 @@ pub struct BertEmbedder {
 }
 
 fn read_json(path: &Path) -> Result<serde_json::Value, ModelError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-    serde_json::from_str(&text)
-        .map_err(|e| ModelError::Config { path: path.to_path_buf(), message: e.to_string() })
+    let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+    serde_json::from_str(&text).map_err(|e| ModelError::Config { path: path.to_path_buf(), message: e.to_string() })
 }
 
 /// Loads the model's tokenizer with truncation to `max_len` tokens and no padding.
@@ -46,9 +44,8 @@ impl BertEmbedder {
     /// Loads a model from resolved files onto `device`.
     pub fn load(files: &ModelFiles, device: Device) -> Result<Self, ModelError> {
         let config_json = read_json(&files.config)?;
-        let config: Config = serde_json::from_value(config_json.clone()).map_err(|e| {
-            ModelError::Config { path: files.config.clone(), message: e.to_string() }
-        })?;
+        let config: Config = serde_json::from_value(config_json.clone())
+            .map_err(|e| ModelError::Config { path: files.config.clone(), message: e.to_string() })?;
         let dim = config_json["hidden_size"].as_u64().unwrap_or(0) as usize;
         let max_pos = config_json["max_position_embeddings"].as_u64().unwrap_or(512) as usize;
         let st_config = files.dir.join("sentence_bert_config.json");
@@ -61,9 +58,8 @@ impl BertEmbedder {
         .min(max_pos);
         let tokenizer = load_tokenizer(&files.tokenizer, Some(max_seq_len))?;
         // SAFETY: the safetensors file is memory-mapped read-only; ctxd never writes model files.
-        let vb = unsafe {
-            VarBuilder::from_mmaped_safetensors(std::slice::from_ref(&files.weights), DType::F32, &device)?
-        };
+        let vb =
+            unsafe { VarBuilder::from_mmaped_safetensors(std::slice::from_ref(&files.weights), DType::F32, &device)? };
         let model = BertModel::load(vb, &config)?;
         Ok(Self { model, tokenizer, device, model_id: files.model_id(), dim, max_seq_len })
     }
@@ -74,10 +70,8 @@ impl BertEmbedder {
     }
 
     fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ModelError> {
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| ModelError::Encode(e.to_string()))?;
+        let encodings =
+            self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| ModelError::Encode(e.to_string()))?;
         Ok(encodings.into_iter().map(|e| e.get_ids().to_vec()).collect())
     }
 
@@ -130,10 +124,6 @@ impl Embedder for BertEmbedder {
     }
 
     fn token_len(&self, text: &str) -> usize {
-        self.tokenizer
-            .encode(text, true)
-            .map(|e| e.get_ids().len())
-            .unwrap_or(self.max_seq_len)
-            .min(self.max_seq_len)
+        self.tokenizer.encode(text, true).map(|e| e.get_ids().len()).unwrap_or(self.max_seq_len).min(self.max_seq_len)
     }
 }

@@ -36,17 +36,13 @@ impl ModelFiles {
             weights: dir.join("model.safetensors"),
             tokenizer: dir.join("tokenizer.json"),
         };
-        (files.config.is_file() && files.weights.is_file() && files.tokenizer.is_file())
-            .then_some(files)
+        (files.config.is_file() && files.weights.is_file() && files.tokenizer.is_file()).then_some(files)
     }
 
     /// The model id stored in the index: the hub id, or the directory name for local models.
     pub fn model_id(&self) -> String {
         if Path::new(&self.spec).is_dir() {
-            self.dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| self.spec.clone())
+            self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| self.spec.clone())
         } else {
             self.spec.clone()
         }
@@ -58,10 +54,7 @@ pub fn ctxd_model_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("CTXD_MODEL_DIR") {
         return PathBuf::from(dir);
     }
-    dirs::cache_dir()
-        .unwrap_or_else(|| PathBuf::from(".cache"))
-        .join("ctxd")
-        .join("models")
+    dirs::cache_dir().unwrap_or_else(|| PathBuf::from(".cache")).join("ctxd").join("models")
 }
 
 fn hf_cache_dir() -> PathBuf {
@@ -71,10 +64,7 @@ fn hf_cache_dir() -> PathBuf {
     if let Some(home) = std::env::var_os("HF_HOME") {
         return PathBuf::from(home).join("hub");
     }
-    dirs::cache_dir()
-        .unwrap_or_else(|| PathBuf::from(".cache"))
-        .join("huggingface")
-        .join("hub")
+    dirs::cache_dir().unwrap_or_else(|| PathBuf::from(".cache")).join("huggingface").join("hub")
 }
 
 fn from_hf_cache(spec: &str, cache: &Path) -> Option<ModelFiles> {
@@ -84,19 +74,14 @@ fn from_hf_cache(spec: &str, cache: &Path) -> Option<ModelFiles> {
             return Some(files);
         }
     }
-    let mut snapshots: Vec<PathBuf> = std::fs::read_dir(repo.join("snapshots"))
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
+    let mut snapshots: Vec<PathBuf> =
+        std::fs::read_dir(repo.join("snapshots")).ok()?.filter_map(|e| e.ok().map(|e| e.path())).collect();
     snapshots.sort();
     snapshots.iter().find_map(|dir| ModelFiles::from_dir(spec, dir))
 }
 
 fn download(spec: &str) -> Result<ModelFiles, ModelError> {
-    let err = |e: hf_hub::api::sync::ApiError| ModelError::Download {
-        spec: spec.to_string(),
-        message: e.to_string(),
-    };
+    let err = |e: hf_hub::api::sync::ApiError| ModelError::Download { spec: spec.to_string(), message: e.to_string() };
     let api = hf_hub::api::sync::Api::new().map_err(err)?;
     let repo = api.model(spec.to_string());
     let config = repo.get("config.json").map_err(err)?;
@@ -136,8 +121,7 @@ pub fn resolve_model(spec: &str) -> Result<ModelFiles, ModelError> {
     Err(ModelError::NotFound {
         spec: spec.to_string(),
         searched: format!("{}, {}", local.display(), hf.display()),
-        hint: "run scripts/fetch-model.sh to install the default model, or pass a model directory"
-            .into(),
+        hint: "run scripts/fetch-model.sh to install the default model, or pass a model directory".into(),
     })
 }
 

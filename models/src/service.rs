@@ -64,7 +64,11 @@ pub fn plan_batches(lens_sorted: &[usize], cfg: &EmbedServiceConfig) -> Vec<std:
     out
 }
 
-fn run_job<E: Embedder>(embedder: &mut E, cfg: &EmbedServiceConfig, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
+fn run_job<E: Embedder>(
+    embedder: &mut E,
+    cfg: &EmbedServiceConfig,
+    texts: Vec<String>,
+) -> Result<Vec<Vec<f32>>, ModelError> {
     let lens: Vec<usize> = texts.iter().map(|t| embedder.token_len(t)).collect();
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| lens[i]);

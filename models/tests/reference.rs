@@ -2,7 +2,7 @@
 //! (`scripts/gen-reference-vectors.py`, committed in `tests/fixtures/reference.json`).
 //! Needs the default model installed (`scripts/fetch-model.sh`).
 
-use ctxd_models::{resolve_model, BertEmbedder, Embedder, EmbedService, EmbedServiceConfig, DEFAULT_MODEL};
+use ctxd_models::{resolve_model, BertEmbedder, EmbedService, EmbedServiceConfig, Embedder, DEFAULT_MODEL};
 
 #[derive(serde::Deserialize)]
 struct Reference {

@@ -173,8 +173,8 @@ impl Config {
     /// Parses TOML text; `origin` names the file in errors. Relative paths in the file are
     /// resolved against the file's directory.
     pub fn from_toml(text: &str, origin: &Path) -> Result<Self, PipelineError> {
-        let mut cfg: Config =
-            toml::from_str(text).map_err(|e| PipelineError::Config { path: origin.to_path_buf(), message: e.to_string() })?;
+        let mut cfg: Config = toml::from_str(text)
+            .map_err(|e| PipelineError::Config { path: origin.to_path_buf(), message: e.to_string() })?;
         let base = origin.parent().unwrap_or(Path::new("."));
         if cfg.source.root.is_relative() {
             cfg.source.root = base.join(&cfg.source.root);
@@ -273,7 +273,8 @@ mod tests {
 
     #[test]
     fn relative_paths_resolve_against_the_file() {
-        let cfg = Config::from_toml("[source]\nroot = \"src\"\n[index]\ndb = \"db\"\n", Path::new("/etc/ctxd/c.toml")).unwrap();
+        let cfg = Config::from_toml("[source]\nroot = \"src\"\n[index]\ndb = \"db\"\n", Path::new("/etc/ctxd/c.toml"))
+            .unwrap();
         assert_eq!(cfg.source.root, PathBuf::from("/etc/ctxd/src"));
         assert_eq!(cfg.index.db, PathBuf::from("/etc/ctxd/db"));
     }

@@ -26,7 +26,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
-use crate::graph::{edge, spawn_batch_stage, spawn_sink, spawn_stage, BatchLimits, BatchStage, Output, Sink, Stage, Tracker};
+use crate::graph::{
+    edge, spawn_batch_stage, spawn_sink, spawn_stage, BatchLimits, BatchStage, Output, Sink, Stage, Tracker,
+};
 use crate::metrics as m;
 use crate::PipelineError;
 
@@ -82,8 +84,10 @@ impl Engine {
             .expect("model loading thread panicked")?;
         let db = cfg.index.db.to_string_lossy().into_owned();
         if !db.contains("://") {
-            std::fs::create_dir_all(&cfg.index.db)
-                .map_err(|e| PipelineError::Config { path: cfg.index.db.clone(), message: format!("creating db dir: {e}") })?;
+            std::fs::create_dir_all(&cfg.index.db).map_err(|e| PipelineError::Config {
+                path: cfg.index.db.clone(),
+                message: format!("creating db dir: {e}"),
+            })?;
         }
         let index = Arc::new(Index::open_or_create(&db, service.model_id(), service.dim()).await?);
         let state = FileState::new(index.file_hashes().await?);
@@ -110,7 +114,8 @@ impl Engine {
     /// becomes true. Either way, `shutdown` stops the source and drains the graph.
     pub fn run(&self, follow: bool, shutdown: watch::Receiver<bool>) -> Result<Running, PipelineError> {
         let root = self.cfg.source.root.clone();
-        let meta = std::fs::metadata(&root).map_err(|e| PipelineError::Root { path: root.clone(), message: e.to_string() })?;
+        let meta =
+            std::fs::metadata(&root).map_err(|e| PipelineError::Root { path: root.clone(), message: e.to_string() })?;
         if !meta.is_dir() {
             return Err(PipelineError::Root { path: root, message: "not a directory".into() });
         }
@@ -142,14 +147,30 @@ impl Engine {
             },
             ChunkConfig { max_tokens: self.cfg.chunk.max_tokens, overlap_tokens: self.cfg.chunk.overlap_tokens },
         );
-        handles.extend(spawn_stage(Arc::new(ChunkStage { chunker }), p.chunk.workers, chunk_in, chunk_out, tracker.clone()));
-        let embed = EmbedStage { embed: Embed::new(self.service.clone(), self.index.clone(), self.state.clone()), counters: counters.clone() };
+        handles.extend(spawn_stage(
+            Arc::new(ChunkStage { chunker }),
+            p.chunk.workers,
+            chunk_in,
+            chunk_out,
+            tracker.clone(),
+        ));
+        let embed = EmbedStage {
+            embed: Embed::new(self.service.clone(), self.index.clone(), self.state.clone()),
+            counters: counters.clone(),
+        };
         let embed_limits = BatchLimits {
             max_weight: p.embed_batch_tokens,
             max_items: 256,
             max_wait: Duration::from_millis(p.embed_batch_wait_ms),
         };
-        handles.extend(spawn_batch_stage(Arc::new(embed), p.embed.workers, embed_limits, embed_in, embed_out, tracker.clone()));
+        handles.extend(spawn_batch_stage(
+            Arc::new(embed),
+            p.embed.workers,
+            embed_limits,
+            embed_in,
+            embed_out,
+            tracker.clone(),
+        ));
         let sink = UpsertSink {
             upsert: Upsert::new(self.index.clone(), self.state.clone()),
             index: self.index.clone(),
@@ -170,7 +191,14 @@ impl Engine {
         };
         let source_handle = tokio::spawn(source.run(follow));
         metrics::gauge!(m::PIPELINE_READY).set(0.0);
-        Ok(Running { tracker, source: source_handle, stages: handles, counters, started: Instant::now(), index: self.index.clone() })
+        Ok(Running {
+            tracker,
+            source: source_handle,
+            stages: handles,
+            counters,
+            started: Instant::now(),
+            index: self.index.clone(),
+        })
     }
 }
 
@@ -381,7 +409,9 @@ impl Stage for ChunkStage {
             FileWork::Remove(rel) => Ok(Some(FileWork::Remove(rel))),
             FileWork::Update(file) => {
                 let chunker = self.chunker.clone();
-                let chunked = tokio::task::spawn_blocking(move || chunker.chunk_file(&file)).await.expect("chunk thread panicked");
+                let chunked = tokio::task::spawn_blocking(move || chunker.chunk_file(&file))
+                    .await
+                    .expect("chunk thread panicked");
                 Ok(Some(FileWork::Update(chunked)))
             }
         }

@@ -39,7 +39,8 @@ impl<T> Output<T> {
     fn blocked(&self, since: Instant) {
         // Monotonic float seconds: the `metrics` facade has no float counter, so this is a
         // gauge that only ever increases (rate() works the same).
-        metrics::gauge!(m::STAGE_BLOCKED_SECONDS_TOTAL, "stage" => self.producer).increment(since.elapsed().as_secs_f64());
+        metrics::gauge!(m::STAGE_BLOCKED_SECONDS_TOTAL, "stage" => self.producer)
+            .increment(since.elapsed().as_secs_f64());
     }
 
     /// Sends `item`, waiting while the queue is full (back-pressure; the wait is counted).
@@ -215,7 +216,10 @@ pub trait BatchStage: Send + Sync + 'static {
     /// Weight of an item towards the batch cap (e.g. tokens).
     fn weight(&self, item: &Self::In) -> usize;
     /// Processes a batch; one result per input, in order.
-    fn process_batch(&self, items: Vec<Self::In>) -> impl Future<Output = Vec<Result<Option<Self::Out>, StageError>>> + Send;
+    fn process_batch(
+        &self,
+        items: Vec<Self::In>,
+    ) -> impl Future<Output = Vec<Result<Option<Self::Out>, StageError>>> + Send;
 }
 
 /// The last stage: consumes batches (one commit per batch).
@@ -245,9 +249,34 @@ fn record_time(stage: &'static str, since: Instant) {
     metrics::histogram!(m::STAGE_PROCESSING_SECONDS, "stage" => stage).record(since.elapsed().as_secs_f64());
 }
 
+/// Routes one stage result: sent downstream, or dropped/failed and so out of the graph.
+async fn forward<T>(stage: &'static str, res: Result<Option<T>, StageError>, output: &Output<T>, tracker: &Tracker) {
+    match res {
+        Ok(Some(out)) => {
+            if output.send(out).await.is_err() {
+                tracker.done(1);
+            }
+        }
+        Ok(None) => {
+            metrics::counter!(m::STAGE_DROPPED_TOTAL, "stage" => stage).increment(1);
+            tracker.done(1);
+        }
+        Err(e) => {
+            record_error(stage, &e);
+            tracker.done(1);
+        }
+    }
+}
+
 /// Runs `workers` copies of `stage` from `input` to `output`. The returned handles finish when
 /// the input is closed and drained; the output closes when the last worker finishes.
-pub fn spawn_stage<S: Stage>(stage: Arc<S>, workers: usize, input: Input<S::In>, output: Output<S::Out>, tracker: Tracker) -> Vec<JoinHandle<()>> {
+pub fn spawn_stage<S: Stage>(
+    stage: Arc<S>,
+    workers: usize,
+    input: Input<S::In>,
+    output: Output<S::Out>,
+    tracker: Tracker,
+) -> Vec<JoinHandle<()>> {
     metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => S::NAME, "error" => "none").increment(0);
     (0..workers.max(1))
         .map(|_| {
@@ -257,21 +286,7 @@ pub fn spawn_stage<S: Stage>(stage: Arc<S>, workers: usize, input: Input<S::In>,
                     let since = Instant::now();
                     let res = stage.process(item).await;
                     record_time(S::NAME, since);
-                    match res {
-                        Ok(Some(out)) => {
-                            if output.send(out).await.is_err() {
-                                tracker.done(1);
-                            }
-                        }
-                        Ok(None) => {
-                            metrics::counter!(m::STAGE_DROPPED_TOTAL, "stage" => S::NAME).increment(1);
-                            tracker.done(1);
-                        }
-                        Err(e) => {
-                            record_error(S::NAME, &e);
-                            tracker.done(1);
-                        }
-                    }
+                    forward(S::NAME, res, &output, &tracker).await;
                 }
             })
         })
@@ -300,21 +315,7 @@ pub fn spawn_batch_stage<S: BatchStage>(
                     let results = stage.process_batch(batch).await;
                     record_time(S::NAME, since);
                     for res in results {
-                        match res {
-                            Ok(Some(out)) => {
-                                if output.send(out).await.is_err() {
-                                    tracker.done(1);
-                                }
-                            }
-                            Ok(None) => {
-                                metrics::counter!(m::STAGE_DROPPED_TOTAL, "stage" => S::NAME).increment(1);
-                                tracker.done(1);
-                            }
-                            Err(e) => {
-                                record_error(S::NAME, &e);
-                                tracker.done(1);
-                            }
-                        }
+                        forward(S::NAME, res, &output, &tracker).await;
                     }
                 }
             })
@@ -326,7 +327,9 @@ pub fn spawn_batch_stage<S: BatchStage>(
 pub fn spawn_sink<S: Sink>(sink: Arc<S>, limits: BatchLimits, input: Input<S::In>, tracker: Tracker) -> JoinHandle<()> {
     metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => S::NAME, "error" => "none").increment(0);
     tokio::spawn(async move {
-        while let Some(batch) = input.recv_batch(limits.max_weight, limits.max_items, limits.max_wait, |i| sink.weight(i)).await {
+        while let Some(batch) =
+            input.recv_batch(limits.max_weight, limits.max_items, limits.max_wait, |i| sink.weight(i)).await
+        {
             let n = batch.len();
             metrics::histogram!(m::STAGE_BATCH_ITEMS, "stage" => S::NAME).record(n as f64);
             let since = Instant::now();
@@ -335,7 +338,8 @@ pub fn spawn_sink<S: Sink>(sink: Arc<S>, limits: BatchLimits, input: Input<S::In
             match res {
                 Ok(()) => metrics::counter!(m::STAGE_SENT_TOTAL, "stage" => S::NAME).increment(n as u64),
                 Err(e) => {
-                    metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => S::NAME, "error" => e.kind()).increment(n as u64);
+                    metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => S::NAME, "error" => e.kind())
+                        .increment(n as u64);
                     tracing::warn!(stage = S::NAME, "{e}");
                 }
             }

@@ -25,10 +25,5 @@ pub const PIPELINE_IN_FLIGHT: &str = "ctxd_pipeline_in_flight_files";
 pub const PIPELINE_READY: &str = "ctxd_pipeline_ready_bool";
 
 /// Every generic per-stage metric name (used by the metrics-contract test).
-pub const PER_STAGE: &[&str] = &[
-    STAGE_RECEIVED_TOTAL,
-    STAGE_SENT_TOTAL,
-    STAGE_QUEUE_DEPTH,
-    STAGE_BLOCKED_SECONDS_TOTAL,
-    STAGE_PROCESSING_SECONDS,
-];
+pub const PER_STAGE: &[&str] =
+    &[STAGE_RECEIVED_TOTAL, STAGE_SENT_TOTAL, STAGE_QUEUE_DEPTH, STAGE_BLOCKED_SECONDS_TOTAL, STAGE_PROCESSING_SECONDS];

@@ -22,6 +22,12 @@ pub enum SearchError {
 impl SearchError {
     /// True when the caller sent something wrong (HTTP 400), false for server faults.
     pub fn is_client_error(&self) -> bool {
-        matches!(self, SearchError::EmptyQuery | SearchError::QueryTooLong { .. } | SearchError::BadK { .. } | SearchError::BadMode(_))
+        matches!(
+            self,
+            SearchError::EmptyQuery
+                | SearchError::QueryTooLong { .. }
+                | SearchError::BadK { .. }
+                | SearchError::BadMode(_)
+        )
     }
 }

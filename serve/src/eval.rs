@@ -70,7 +70,13 @@ pub fn score(ranked_files: &[String], gold: &[String]) -> QueryScores {
     let mrr = rel.iter().position(|r| *r).map(|p| 1.0 / (p as f64 + 1.0)).unwrap_or(0.0);
     let dcg: f64 = rel.iter().enumerate().filter(|(_, r)| **r).map(|(i, _)| 1.0 / ((i as f64) + 2.0).log2()).sum();
     let ideal: f64 = (0..gold.len().min(10)).map(|i| 1.0 / ((i as f64) + 2.0).log2()).sum();
-    QueryScores { recall_at_1: recall(1), recall_at_5: recall(5), recall_at_10: recall(10), mrr_at_10: mrr, ndcg_at_10: dcg / ideal }
+    QueryScores {
+        recall_at_1: recall(1),
+        recall_at_5: recall(5),
+        recall_at_10: recall(10),
+        mrr_at_10: mrr,
+        ndcg_at_10: dcg / ideal,
+    }
 }
 
 /// Collapses chunk paths to unique files, keeping first-seen order.
@@ -80,7 +86,12 @@ pub fn unique_files(paths: impl IntoIterator<Item = String>) -> Vec<String> {
 }
 
 /// Runs every query in `mode` and averages the scores.
-pub async fn evaluate(searcher: &Searcher, queries: &[EvalQuery], mode: Mode, k: usize) -> Result<EvalReport, SearchError> {
+pub async fn evaluate(
+    searcher: &Searcher,
+    queries: &[EvalQuery],
+    mode: Mode,
+    k: usize,
+) -> Result<EvalReport, SearchError> {
     let started = std::time::Instant::now();
     // Embed all queries up front, in batches, on the model thread.
     let vectors: Vec<Option<Vec<f32>>> = if mode == Mode::Bm25 {
@@ -134,7 +145,10 @@ mod tests {
     #[test]
     fn metrics_of_known_rankings() {
         let perfect = score(&s(&["a", "b"]), &s(&["a"]));
-        assert_eq!(perfect, QueryScores { recall_at_1: 1.0, recall_at_5: 1.0, recall_at_10: 1.0, mrr_at_10: 1.0, ndcg_at_10: 1.0 });
+        assert_eq!(
+            perfect,
+            QueryScores { recall_at_1: 1.0, recall_at_5: 1.0, recall_at_10: 1.0, mrr_at_10: 1.0, ndcg_at_10: 1.0 }
+        );
         let third = score(&s(&["x", "y", "a"]), &s(&["a"]));
         assert_eq!(third.recall_at_1, 0.0);
         assert_eq!(third.recall_at_5, 1.0);

@@ -50,10 +50,12 @@ async fn search(State(state): State<AppState>, body: Result<Json<SearchRequest>,
     };
     let mode = req.mode.as_str();
     let res = state.searcher.search(&req).await;
-    metrics::histogram!(m::QUERY_DURATION_SECONDS, "endpoint" => "search", "mode" => mode).record(started.elapsed().as_secs_f64());
+    metrics::histogram!(m::QUERY_DURATION_SECONDS, "endpoint" => "search", "mode" => mode)
+        .record(started.elapsed().as_secs_f64());
     match res {
         Ok(resp) => {
-            metrics::counter!(m::QUERY_REQUESTS_TOTAL, "endpoint" => "search", "mode" => mode, "status" => "ok").increment(1);
+            metrics::counter!(m::QUERY_REQUESTS_TOTAL, "endpoint" => "search", "mode" => mode, "status" => "ok")
+                .increment(1);
             Json(resp).into_response()
         }
         Err(e) if e.is_client_error() => {
@@ -61,7 +63,8 @@ async fn search(State(state): State<AppState>, body: Result<Json<SearchRequest>,
             error(StatusCode::BAD_REQUEST, e.to_string())
         }
         Err(e) => {
-            metrics::counter!(m::QUERY_REQUESTS_TOTAL, "endpoint" => "search", "mode" => mode, "status" => "error").increment(1);
+            metrics::counter!(m::QUERY_REQUESTS_TOTAL, "endpoint" => "search", "mode" => mode, "status" => "error")
+                .increment(1);
             tracing::error!("search failed: {e}");
             error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
         }

@@ -106,21 +106,22 @@ pub fn rrf(lists: &[Vec<Hit>], k: usize) -> Vec<Hit> {
     for list in lists {
         for (rank, hit) in list.iter().enumerate() {
             let add = 1.0 / (RRF_K + rank as f32 + 1.0);
-            scores
-                .entry(hit.chunk_id.clone())
-                .and_modify(|e| e.0 += add)
-                .or_insert_with(|| {
-                    order += 1;
-                    (add, order, hit.clone())
-                });
+            scores.entry(hit.chunk_id.clone()).and_modify(|e| e.0 += add).or_insert_with(|| {
+                order += 1;
+                (add, order, hit.clone())
+            });
         }
     }
     let mut fused: Vec<(f32, usize, Hit)> = scores.into_values().collect();
     fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    fused.into_iter().take(k).map(|(s, _, mut h)| {
-        h.score = s;
-        h
-    }).collect()
+    fused
+        .into_iter()
+        .take(k)
+        .map(|(s, _, mut h)| {
+            h.score = s;
+            h
+        })
+        .collect()
 }
 
 /// Answers queries against one index.
@@ -171,7 +172,11 @@ impl Searcher {
     }
 
     /// Answers a request whose query vector is already computed (`None` for bm25).
-    pub async fn search_with_vector(&self, req: &SearchRequest, vector: Option<&[f32]>) -> Result<SearchResponse, SearchError> {
+    pub async fn search_with_vector(
+        &self,
+        req: &SearchRequest,
+        vector: Option<&[f32]>,
+    ) -> Result<SearchResponse, SearchError> {
         Self::validate(req)?;
         let k = req.k;
         let hits = match (req.mode, vector) {
@@ -219,7 +224,8 @@ mod tests {
 
     #[test]
     fn requests_are_validated() {
-        let bad = |q: &str, k| Searcher::validate(&SearchRequest { query: q.into(), k, mode: Mode::Hybrid }).unwrap_err();
+        let bad =
+            |q: &str, k| Searcher::validate(&SearchRequest { query: q.into(), k, mode: Mode::Hybrid }).unwrap_err();
         assert!(matches!(bad("  ", 10), SearchError::EmptyQuery));
         assert!(matches!(bad("x", 0), SearchError::BadK { .. }));
         assert!(matches!(bad(&"x".repeat(MAX_QUERY_BYTES + 1), 10), SearchError::QueryTooLong { .. }));

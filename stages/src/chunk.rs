@@ -118,22 +118,30 @@ fn def_info<'t>(node: Node<'t>, lang: &str, src: &[u8], nested: bool) -> Option<
         ("rust", "struct_item") => Some(DefInfo { name: field_text(node, "name", src), kind: "struct", body: None }),
         ("rust", "enum_item") => Some(DefInfo { name: field_text(node, "name", src), kind: "enum", body: None }),
         ("rust", "union_item") => Some(DefInfo { name: field_text(node, "name", src), kind: "union", body: None }),
-        ("rust", "macro_definition") => Some(DefInfo { name: field_text(node, "name", src), kind: "macro", body: None }),
+        ("rust", "macro_definition") => {
+            Some(DefInfo { name: field_text(node, "name", src), kind: "macro", body: None })
+        }
         ("rust", "trait_item") => {
             Some(DefInfo { name: field_text(node, "name", src), kind: "trait", body: node.child_by_field_name("body") })
         }
-        ("rust", "mod_item") if node.child_by_field_name("body").is_some() => {
-            Some(DefInfo { name: field_text(node, "name", src), kind: "module", body: node.child_by_field_name("body") })
-        }
+        ("rust", "mod_item") if node.child_by_field_name("body").is_some() => Some(DefInfo {
+            name: field_text(node, "name", src),
+            kind: "module",
+            body: node.child_by_field_name("body"),
+        }),
         ("rust", "impl_item") => {
             let ty = field_text(node, "type", src).map(|t| t.split('<').next().unwrap_or(&t).trim().to_string());
             Some(DefInfo { name: ty, kind: "impl", body: node.child_by_field_name("body") })
         }
-        ("python", "function_definition") => Some(DefInfo { name: field_text(node, "name", src), kind: func, body: None }),
+        ("python", "function_definition") => {
+            Some(DefInfo { name: field_text(node, "name", src), kind: func, body: None })
+        }
         ("python", "class_definition") => {
             Some(DefInfo { name: field_text(node, "name", src), kind: "class", body: node.child_by_field_name("body") })
         }
-        ("python", "decorated_definition") => node.child_by_field_name("definition").and_then(|d| def_info(d, lang, src, nested)),
+        ("python", "decorated_definition") => {
+            node.child_by_field_name("definition").and_then(|d| def_info(d, lang, src, nested))
+        }
         ("javascript" | "typescript" | "tsx", k) => match k {
             "function_declaration" | "generator_function_declaration" | "function_signature" => {
                 Some(DefInfo { name: field_text(node, "name", src), kind: func, body: None })
@@ -141,19 +149,28 @@ fn def_info<'t>(node: Node<'t>, lang: &str, src: &[u8], nested: bool) -> Option<
             "method_definition" | "method_signature" | "abstract_method_signature" => {
                 Some(DefInfo { name: field_text(node, "name", src), kind: "method", body: None })
             }
-            "class_declaration" | "abstract_class_declaration" | "class" => {
-                Some(DefInfo { name: field_text(node, "name", src), kind: "class", body: node.child_by_field_name("body") })
-            }
-            "interface_declaration" => {
-                Some(DefInfo { name: field_text(node, "name", src), kind: "interface", body: node.child_by_field_name("body") })
-            }
+            "class_declaration" | "abstract_class_declaration" | "class" => Some(DefInfo {
+                name: field_text(node, "name", src),
+                kind: "class",
+                body: node.child_by_field_name("body"),
+            }),
+            "interface_declaration" => Some(DefInfo {
+                name: field_text(node, "name", src),
+                kind: "interface",
+                body: node.child_by_field_name("body"),
+            }),
             "type_alias_declaration" => Some(DefInfo { name: field_text(node, "name", src), kind: "type", body: None }),
             "enum_declaration" => Some(DefInfo { name: field_text(node, "name", src), kind: "enum", body: None }),
-            "internal_module" | "module" => {
-                Some(DefInfo { name: field_text(node, "name", src), kind: "module", body: node.child_by_field_name("body") })
-            }
+            "internal_module" | "module" => Some(DefInfo {
+                name: field_text(node, "name", src),
+                kind: "module",
+                body: node.child_by_field_name("body"),
+            }),
             "export_statement" => node.child_by_field_name("declaration").and_then(|d| def_info(d, lang, src, nested)),
-            "expression_statement" => node.named_child(0).filter(|c| c.kind() == "internal_module").and_then(|d| def_info(d, lang, src, nested)),
+            "expression_statement" => node
+                .named_child(0)
+                .filter(|c| c.kind() == "internal_module")
+                .and_then(|d| def_info(d, lang, src, nested)),
             "lexical_declaration" | "variable_declaration" => {
                 let decl = node.named_child(0).filter(|c| c.kind() == "variable_declarator")?;
                 let value = decl.child_by_field_name("value")?;
@@ -166,12 +183,17 @@ fn def_info<'t>(node: Node<'t>, lang: &str, src: &[u8], nested: bool) -> Option<
             }
             "public_field_definition" | "field_definition" => {
                 let value = node.child_by_field_name("value")?;
-                matches!(value.kind(), "arrow_function" | "function_expression")
-                    .then(|| DefInfo { name: field_text(node, "name", src), kind: "method", body: None })
+                matches!(value.kind(), "arrow_function" | "function_expression").then(|| DefInfo {
+                    name: field_text(node, "name", src),
+                    kind: "method",
+                    body: None,
+                })
             }
             _ => None,
         },
-        ("go", "function_declaration") => Some(DefInfo { name: field_text(node, "name", src), kind: "function", body: None }),
+        ("go", "function_declaration") => {
+            Some(DefInfo { name: field_text(node, "name", src), kind: "function", body: None })
+        }
         ("go", "method_declaration") => {
             let recv = node
                 .child_by_field_name("receiver")
@@ -300,7 +322,16 @@ impl Chunker {
         }
     }
 
-    fn definition(&self, ctx: &Ctx, start: usize, end: usize, symbol: Option<String>, kind: &str, body: Option<Node>, out: &mut Vec<Chunk>) {
+    fn definition(
+        &self,
+        ctx: &Ctx,
+        start: usize,
+        end: usize,
+        symbol: Option<String>,
+        kind: &str,
+        body: Option<Node>,
+        out: &mut Vec<Chunk>,
+    ) {
         let tokens: usize = ctx.line_tokens[start..=end].iter().sum();
         if tokens <= self.cfg.max_tokens {
             self.push(ctx, start, end, symbol, Some(kind), out);
@@ -359,7 +390,15 @@ impl Chunker {
     }
 
     /// Token windows with overlap over lines `start..=end`.
-    fn windows(&self, ctx: &Ctx, start: usize, end: usize, symbol: Option<String>, kind: Option<&str>, out: &mut Vec<Chunk>) {
+    fn windows(
+        &self,
+        ctx: &Ctx,
+        start: usize,
+        end: usize,
+        symbol: Option<String>,
+        kind: Option<&str>,
+        out: &mut Vec<Chunk>,
+    ) {
         let max = self.cfg.max_tokens.max(8);
         let mut a = start;
         while a <= end {
@@ -415,7 +454,15 @@ impl Chunker {
         }
     }
 
-    fn push(&self, ctx: &Ctx, start: usize, end: usize, symbol: Option<String>, kind: Option<&str>, out: &mut Vec<Chunk>) {
+    fn push(
+        &self,
+        ctx: &Ctx,
+        start: usize,
+        end: usize,
+        symbol: Option<String>,
+        kind: Option<&str>,
+        out: &mut Vec<Chunk>,
+    ) {
         let content = ctx.lines[start..=end].join("\n");
         if content.trim().is_empty() {
             return;
@@ -425,7 +472,14 @@ impl Chunker {
     }
 }
 
-fn make_chunk(content: String, start: usize, end: usize, symbol: Option<String>, kind: Option<&str>, tokens: usize) -> Chunk {
+fn make_chunk(
+    content: String,
+    start: usize,
+    end: usize,
+    symbol: Option<String>,
+    kind: Option<&str>,
+    tokens: usize,
+) -> Chunk {
     let content_hash = blake3::hash(content.as_bytes()).to_hex().to_string();
     Chunk {
         symbol: symbol.filter(|s| !s.is_empty()),
@@ -473,7 +527,9 @@ mod tests {
     fn large_container_is_opened_with_qualified_members() {
         let mut src = String::from("class Store:\n    \"\"\"A store.\"\"\"\n");
         for i in 0..6 {
-            src.push_str(&format!("    def get_{i}(self, key):\n        return self.data[key] + {i} + other_value + more\n\n"));
+            src.push_str(&format!(
+                "    def get_{i}(self, key):\n        return self.data[key] + {i} + other_value + more\n\n"
+            ));
         }
         let chunks = chunker(30).chunk("python", &src);
         let syms: Vec<_> = chunks.iter().filter_map(|c| c.symbol.clone()).collect();

@@ -99,7 +99,13 @@ pub fn load(file: &SourceFile, state: &FileState, cfg: &LoadConfig) -> Result<Lo
     if text.starts_with('\u{feff}') {
         text.drain(..'\u{feff}'.len_utf8());
     }
-    Ok(LoadOutcome::Loaded(LoadedFile { rel: file.rel.clone(), language: lang::detect(&file.rel), text, file_hash, lossy }))
+    Ok(LoadOutcome::Loaded(LoadedFile {
+        rel: file.rel.clone(),
+        language: lang::detect(&file.rel),
+        text,
+        file_hash,
+        lossy,
+    }))
 }
 
 #[cfg(test)]

@@ -44,7 +44,9 @@ impl Upsert {
         for (path, item) in last {
             match item {
                 FileWork::Update(f) => {
-                    batch.replace_paths.push(path.clone());
+                    if self.state.get(&path).is_some() {
+                        batch.replace_paths.push(path.clone());
+                    }
                     batch.rows.extend(f.rows);
                     committed.push((path, Some(f.file_hash)));
                 }

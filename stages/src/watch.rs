@@ -22,15 +22,75 @@ use crate::{SourceFile, StageError};
 
 /// Extensions that are never text worth indexing.
 const BINARY_EXTENSIONS: &[&str] = &[
-    "png", "jpg", "jpeg", "gif", "bmp", "ico", "webp", "tiff", "psd", "zip", "gz", "tgz", "bz2", "xz", "zst",
-    "7z", "rar", "tar", "jar", "war", "class", "so", "dylib", "dll", "exe", "o", "a", "lib", "obj", "bin",
-    "wasm", "pyc", "pyo", "whl", "mp3", "mp4", "mov", "avi", "mkv", "wav", "flac", "ogg", "ttf", "otf", "woff",
-    "woff2", "eot", "sqlite", "db", "lance", "arrow", "parquet", "safetensors", "onnx", "pt", "pth", "ckpt",
-    "npy", "npz", "pkl", "iso", "dmg", "deb", "rpm",
+    "png",
+    "jpg",
+    "jpeg",
+    "gif",
+    "bmp",
+    "ico",
+    "webp",
+    "tiff",
+    "psd",
+    "zip",
+    "gz",
+    "tgz",
+    "bz2",
+    "xz",
+    "zst",
+    "7z",
+    "rar",
+    "tar",
+    "jar",
+    "war",
+    "class",
+    "so",
+    "dylib",
+    "dll",
+    "exe",
+    "o",
+    "a",
+    "lib",
+    "obj",
+    "bin",
+    "wasm",
+    "pyc",
+    "pyo",
+    "whl",
+    "mp3",
+    "mp4",
+    "mov",
+    "avi",
+    "mkv",
+    "wav",
+    "flac",
+    "ogg",
+    "ttf",
+    "otf",
+    "woff",
+    "woff2",
+    "eot",
+    "sqlite",
+    "db",
+    "lance",
+    "arrow",
+    "parquet",
+    "safetensors",
+    "onnx",
+    "pt",
+    "pth",
+    "ckpt",
+    "npy",
+    "npz",
+    "pkl",
+    "iso",
+    "dmg",
+    "deb",
+    "rpm",
 ];
 
 /// File names and extensions that usually hold credentials.
-const SECRET_NAMES: &[&str] = &[".env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".npmrc", ".pypirc", ".netrc", "credentials"];
+const SECRET_NAMES: &[&str] =
+    &[".env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".npmrc", ".pypirc", ".netrc", "credentials"];
 const SECRET_EXTENSIONS: &[&str] = &["pem", "key", "p12", "pfx", "jks", "keystore", "kdbx", "gpg", "asc"];
 
 /// Why a path is not indexed (metric label).
@@ -189,9 +249,9 @@ impl IgnoreMatcher {
         if rel.components().any(|c| c.as_os_str().to_string_lossy().starts_with('.')) {
             return true;
         }
-        self.matchers.iter().any(|(dir, gi)| {
-            abs.starts_with(dir) && gi.matched_path_or_any_parents(abs, is_dir).is_ignore()
-        })
+        self.matchers
+            .iter()
+            .any(|(dir, gi)| abs.starts_with(dir) && gi.matched_path_or_any_parents(abs, is_dir).is_ignore())
     }
 }
 
@@ -262,8 +322,11 @@ impl EventWatcher {
                     Err(_) => {}
                 }
                 let now = Instant::now();
-                let ready: Vec<PathBuf> =
-                    pending.iter().filter(|(_, t)| now.duration_since(**t) >= debounce).map(|(p, _)| p.clone()).collect();
+                let ready: Vec<PathBuf> = pending
+                    .iter()
+                    .filter(|(_, t)| now.duration_since(**t) >= debounce)
+                    .map(|(p, _)| p.clone())
+                    .collect();
                 for path in ready {
                     pending.remove(&path);
                     if let Some(ev) = classify_event(&root, &matcher, &path) {
