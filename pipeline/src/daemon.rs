@@ -371,9 +371,11 @@ impl Stage for LoadStage {
             FileWork::Remove(rel) => Ok(self.state.get(&rel).map(|_| FileWork::Remove(rel))),
             FileWork::Update(file) => {
                 let (state, cfg) = (self.state.clone(), self.cfg.clone());
+                let rel = file.rel.clone();
                 let res = tokio::task::spawn_blocking(move || load(&file, &state, &cfg).map(|o| (o, file.rel)))
                     .await
-                    .expect("load thread panicked");
+                    .map_err(|e| StageError::Panic { stage: "load", path: rel, message: e.to_string() })
+                    .and_then(|r| r);
                 match res {
                     Ok((LoadOutcome::Loaded(f), _)) => Ok(Some(FileWork::Update(f))),
                     Ok((LoadOutcome::Skipped(reason), _)) => {
@@ -409,9 +411,10 @@ impl Stage for ChunkStage {
             FileWork::Remove(rel) => Ok(Some(FileWork::Remove(rel))),
             FileWork::Update(file) => {
                 let chunker = self.chunker.clone();
+                let rel = file.rel.clone();
                 let chunked = tokio::task::spawn_blocking(move || chunker.chunk_file(&file))
                     .await
-                    .expect("chunk thread panicked");
+                    .map_err(|e| StageError::Panic { stage: "chunk", path: rel, message: e.to_string() })?;
                 Ok(Some(FileWork::Update(chunked)))
             }
         }

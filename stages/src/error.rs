@@ -21,6 +21,8 @@ pub enum StageError {
     },
     #[error("watching {path}: {message}")]
     Watch { path: PathBuf, message: String },
+    #[error("{stage} stage crashed on {path}: {message}")]
+    Panic { stage: &'static str, path: String, message: String },
 }
 
 impl StageError {
@@ -31,6 +33,7 @@ impl StageError {
             StageError::Embed { .. } => "embed",
             StageError::Commit { .. } => "commit",
             StageError::Watch { .. } => "watch",
+            StageError::Panic { .. } => "panic",
         }
     }
 }
