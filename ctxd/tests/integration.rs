@@ -349,3 +349,22 @@ fn sigterm_mid_ingest_then_restart_equals_uninterrupted_run() {
     assert!(resumed["files_unchanged"].as_u64().unwrap() > 0, "committed files are not redone: {resumed}");
     assert_eq!(fingerprint(&db), want, "same index as the uninterrupted run");
 }
+
+#[test]
+fn bad_arguments_fail_clearly_without_side_effects() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let out = ctxd().arg("index").arg(tmp.path().join("missing")).arg("--db").arg(&db).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a readable directory") && err.contains("missing"), "{err}");
+    assert!(!db.exists(), "no index directory is created for a bad root");
+    let out = ctxd().args(["search", "anything", "--db"]).arg(&db).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no index at"), "search on a missing index names it");
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(&bad, "[source]\nroot = \".\"\nbogus = 1\n").unwrap();
+    let out = ctxd().args(["config", "validate"]).arg(&bad).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
+}

@@ -73,6 +73,8 @@ pub struct Engine {
 impl Engine {
     /// Loads the model and opens (or creates) the index named by `cfg`.
     pub async fn open(cfg: Config) -> Result<Self, PipelineError> {
+        // Fail on a bad root before loading the model or creating the index directory.
+        check_root(&cfg.source.root)?;
         let service_cfg = EmbedServiceConfig {
             max_batch_tokens: cfg.model.max_batch_tokens,
             max_batch_texts: cfg.model.max_batch_texts,
@@ -114,11 +116,7 @@ impl Engine {
     /// becomes true. Either way, `shutdown` stops the source and drains the graph.
     pub fn run(&self, follow: bool, shutdown: watch::Receiver<bool>) -> Result<Running, PipelineError> {
         let root = self.cfg.source.root.clone();
-        let meta =
-            std::fs::metadata(&root).map_err(|e| PipelineError::Root { path: root.clone(), message: e.to_string() })?;
-        if !meta.is_dir() {
-            return Err(PipelineError::Root { path: root, message: "not a directory".into() });
-        }
+        check_root(&root)?;
         let mut excludes = vec![self.cfg.index.db.clone()];
         if let Ok(db) = self.cfg.index.db.canonicalize() {
             excludes.push(db);
@@ -200,6 +198,15 @@ impl Engine {
             index: self.index.clone(),
         })
     }
+}
+
+fn check_root(root: &std::path::Path) -> Result<(), PipelineError> {
+    let meta = std::fs::metadata(root)
+        .map_err(|e| PipelineError::Root { path: root.to_path_buf(), message: e.to_string() })?;
+    if !meta.is_dir() {
+        return Err(PipelineError::Root { path: root.to_path_buf(), message: "not a directory".into() });
+    }
+    Ok(())
 }
 
 /// A running graph.
