@@ -20,7 +20,13 @@ use ctxd_stages::FileState;
 use crate::cli::ModelArgs;
 use crate::commands::build_config;
 
-pub async fn run(corpus: &Path, embed_chunks: usize, skip_e2e: bool, model: &ModelArgs) -> Result<()> {
+pub async fn run(
+    corpus: &Path,
+    embed_chunks: usize,
+    skip_e2e: bool,
+    export: Option<&Path>,
+    model: &ModelArgs,
+) -> Result<()> {
     if !corpus.is_dir() {
         anyhow::bail!("corpus {} is not a directory", corpus.display());
     }
@@ -79,7 +85,7 @@ pub async fn run(corpus: &Path, embed_chunks: usize, skip_e2e: bool, model: &Mod
         service.embed(sample.iter().take(8).map(|s| s.0.clone()).collect()).await?;
         let tokens: u64 = sample.iter().map(|s| s.1 as u64).sum();
         let started = Instant::now();
-        service.embed(sample.iter().map(|s| s.0.clone()).collect()).await?;
+        let vectors = service.embed(sample.iter().map(|s| s.0.clone()).collect()).await?;
         let secs = started.elapsed().as_secs_f64();
         println!(
             "embed:  {} chunks, {} tokens (mean {:.0}) in {:.2}s = {:.1} chunks/s, {:.0} tokens/s",
@@ -90,6 +96,9 @@ pub async fn run(corpus: &Path, embed_chunks: usize, skip_e2e: bool, model: &Mod
             sample.len() as f64 / secs,
             tokens as f64 / secs
         );
+        if let Some(dir) = export {
+            write_export(dir, &sample, &vectors, secs, tokens)?;
+        }
     }
     drop(service);
 
@@ -109,5 +118,30 @@ pub async fn run(corpus: &Path, embed_chunks: usize, skip_e2e: bool, model: &Mod
             summary.chunks_written as f64 / summary.seconds
         );
     }
+    Ok(())
+}
+
+/// Writes texts, vectors and timing for an outside comparison.
+fn write_export(dir: &Path, sample: &[(String, u32)], vectors: &[Vec<f32>], secs: f64, tokens: u64) -> Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut texts = std::io::BufWriter::new(std::fs::File::create(dir.join("texts.jsonl"))?);
+    for (text, _) in sample {
+        writeln!(texts, "{}", serde_json::to_string(text)?)?;
+    }
+    texts.flush()?;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join("ctxd-vectors.jsonl"))?);
+    for v in vectors {
+        writeln!(out, "{}", serde_json::to_string(v)?)?;
+    }
+    out.flush()?;
+    let timing = serde_json::json!({
+        "chunks": sample.len(),
+        "tokens": tokens,
+        "seconds": secs,
+        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+    });
+    std::fs::write(dir.join("ctxd-timing.json"), serde_json::to_string_pretty(&timing)?)?;
+    println!("export: {}", dir.display());
     Ok(())
 }

@@ -111,6 +111,11 @@ pub enum Command {
         /// Skip the end-to-end indexing run.
         #[arg(long)]
         skip_e2e: bool,
+        /// Write the embedded texts (`texts.jsonl`), ctxd's vectors (`ctxd-vectors.jsonl`) and the
+        /// timing (`ctxd-timing.json`) to this folder, for side-by-side comparisons
+        /// (`benches/embed_vs_pytorch.py`).
+        #[arg(long)]
+        export: Option<PathBuf>,
         #[command(flatten)]
         model: ModelArgs,
     },

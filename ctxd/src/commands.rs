@@ -26,8 +26,8 @@ pub async fn run(cli: Cli) -> Result<()> {
             println!("{}: ok", file.display());
             Ok(())
         }
-        Command::Bench { corpus, embed_chunks, skip_e2e, model } => {
-            crate::bench::run(&corpus, embed_chunks, skip_e2e, &model).await
+        Command::Bench { corpus, embed_chunks, skip_e2e, export, model } => {
+            crate::bench::run(&corpus, embed_chunks, skip_e2e, export.as_deref(), &model).await
         }
     }
 }
