@@ -43,13 +43,7 @@ pub async fn run(
     );
 
     // Chunking: load + chunk every file on this thread.
-    let chunker = Chunker::new(
-        {
-            let c = counter.clone();
-            std::sync::Arc::new(move |s: &str| c.count(s))
-        },
-        ChunkConfig::default(),
-    );
+    let chunker = Chunker::with_tokenizer(counter, ChunkConfig::default());
     let scanner = Scanner::new(corpus, vec![]);
     let mut files = Vec::new();
     scanner.scan(|f| {

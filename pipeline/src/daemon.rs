@@ -138,11 +138,8 @@ impl Engine {
             counters: counters.clone(),
         };
         handles.extend(spawn_stage(Arc::new(load_stage), p.load.workers, load_in, load_out, tracker.clone()));
-        let chunker = Chunker::new(
-            {
-                let c = self.counter.clone();
-                Arc::new(move |s: &str| c.count(s))
-            },
+        let chunker = Chunker::with_tokenizer(
+            self.counter.clone(),
             ChunkConfig { max_tokens: self.cfg.chunk.max_tokens, overlap_tokens: self.cfg.chunk.overlap_tokens },
         );
         handles.extend(spawn_stage(

@@ -240,6 +240,11 @@ impl Chunker {
         Self { count, cfg }
     }
 
+    /// A chunker counting tokens with the embedding model's tokenizer.
+    pub fn with_tokenizer(counter: ctxd_models::TokenCounter, cfg: ChunkConfig) -> Self {
+        Self::new(Arc::new(move |s: &str| counter.count(s)), cfg)
+    }
+
     /// Chunks a loaded file.
     pub fn chunk_file(&self, file: &LoadedFile) -> ChunkedFile {
         let chunks = self.chunk(file.language, &file.text);
