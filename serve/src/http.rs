@@ -85,12 +85,8 @@ async fn readyz(State(state): State<AppState>) -> Response {
 
 async fn prometheus(State(state): State<AppState>) -> Response {
     match &state.prometheus {
-        Some(h) => {
-            if let Ok(stats) = state.searcher.index().stats().await {
-                tracing::trace!(rows = stats.rows, version = stats.version, "index stats refreshed");
-            }
-            ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], h.render()).into_response()
-        }
+        // The index gauges are set when the engine opens and after every commit.
+        Some(h) => ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], h.render()).into_response(),
         None => error(StatusCode::NOT_FOUND, "metrics are not enabled".into()),
     }
 }
