@@ -31,15 +31,18 @@ pub async fn run(
         anyhow::bail!("corpus {} is not a directory", corpus.display());
     }
     let spec = model.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string());
+    let runtime = model.runtime()?;
     let (service, counter) = {
         let spec = spec.clone();
-        tokio::task::spawn_blocking(move || ctxd_models::start(&spec, EmbedServiceConfig::default())).await??
+        tokio::task::spawn_blocking(move || ctxd_models::start(&spec, EmbedServiceConfig::default(), &runtime))
+            .await??
     };
     println!(
-        "ctxd bench on {} (model {}, {} threads)",
+        "ctxd bench on {} (model {}, {} cores, embedder: {})",
         corpus.display(),
         service.model_id(),
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        service.backend()
     );
 
     // Chunking: load + chunk every file on this thread.
@@ -91,7 +94,7 @@ pub async fn run(
             tokens as f64 / secs
         );
         if let Some(dir) = export {
-            write_export(dir, &sample, &vectors, secs, tokens)?;
+            write_export(dir, &sample, &vectors, secs, tokens, service.backend())?;
         }
     }
     drop(service);
@@ -116,7 +119,14 @@ pub async fn run(
 }
 
 /// Writes texts, vectors and timing for an outside comparison.
-fn write_export(dir: &Path, sample: &[(String, u32)], vectors: &[Vec<f32>], secs: f64, tokens: u64) -> Result<()> {
+fn write_export(
+    dir: &Path,
+    sample: &[(String, u32)],
+    vectors: &[Vec<f32>],
+    secs: f64,
+    tokens: u64,
+    backend: &str,
+) -> Result<()> {
     use std::io::Write;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut texts = std::io::BufWriter::new(std::fs::File::create(dir.join("texts.jsonl"))?);
@@ -133,6 +143,7 @@ fn write_export(dir: &Path, sample: &[(String, u32)], vectors: &[Vec<f32>], secs
         "chunks": sample.len(),
         "tokens": tokens,
         "seconds": secs,
+        "backend": backend,
         "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
     });
     std::fs::write(dir.join("ctxd-timing.json"), serde_json::to_string_pretty(&timing)?)?;

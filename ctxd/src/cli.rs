@@ -22,6 +22,51 @@ pub struct ModelArgs {
     /// else sentence-transformers/all-MiniLM-L6-v2).
     #[arg(long, env = "CTXD_MODEL")]
     pub model: Option<String>,
+    /// Where the model runs: cpu or cuda:N (default cpu; cuda needs a --features cuda build).
+    #[arg(long, env = "CTXD_DEVICE")]
+    pub device: Option<String>,
+    /// Matmul precision: auto (bf16 where the CPU has it natively), f32, bf16 (f16 on cuda).
+    #[arg(long, env = "CTXD_PRECISION")]
+    pub precision: Option<String>,
+    /// Embedding backend: auto, onednn (fast CPU path) or candle.
+    #[arg(long, env = "CTXD_BACKEND")]
+    pub backend: Option<String>,
+    /// Embedding worker threads (0 = one per core).
+    #[arg(long, env = "CTXD_EMBED_THREADS")]
+    pub threads: Option<usize>,
+}
+
+impl ModelArgs {
+    /// The runtime settings from the flags over the defaults, validated.
+    pub fn runtime(&self) -> anyhow::Result<ctxd_models::Runtime> {
+        let mut cfg = ctxd_pipeline::config::ModelConfig::default();
+        self.apply(&mut cfg);
+        let rt = cfg.runtime();
+        let errs = rt.validate();
+        if !errs.is_empty() {
+            anyhow::bail!("invalid model settings: {}", errs.join("; "));
+        }
+        Ok(rt)
+    }
+
+    /// Applies the flags given on the command line over `cfg`.
+    pub fn apply(&self, cfg: &mut ctxd_pipeline::config::ModelConfig) {
+        if let Some(m) = &self.model {
+            cfg.name = m.clone();
+        }
+        if let Some(d) = &self.device {
+            cfg.device = d.clone();
+        }
+        if let Some(p) = &self.precision {
+            cfg.precision = p.clone();
+        }
+        if let Some(b) = &self.backend {
+            cfg.backend = b.clone();
+        }
+        if let Some(t) = self.threads {
+            cfg.threads = t;
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -44,9 +44,7 @@ pub fn build_config(file: Option<&Path>, root: Option<&Path>, db: Option<&Path>,
     if let Some(db) = db {
         cfg.index.db = db.to_path_buf();
     }
-    if let Some(m) = &model.model {
-        cfg.model.name = m.clone();
-    }
+    model.apply(&mut cfg.model);
     cfg.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     Ok(cfg)
 }
@@ -99,9 +97,11 @@ pub async fn open_searcher(db: &Path, model: &ModelArgs) -> Result<Searcher> {
             index.model_id().to_string()
         }
     });
-    let (service, _) = tokio::task::spawn_blocking(move || ctxd_models::start(&spec, EmbedServiceConfig::default()))
-        .await
-        .expect("model loading thread panicked")?;
+    let runtime = model.runtime()?;
+    let (service, _) =
+        tokio::task::spawn_blocking(move || ctxd_models::start(&spec, EmbedServiceConfig::default(), &runtime))
+            .await
+            .expect("model loading thread panicked")?;
     if service.dim() != index.dim() {
         bail!(
             "model {} has dimension {} but the index at {} has {}",

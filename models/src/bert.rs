@@ -23,7 +23,7 @@ pub struct BertEmbedder {
     max_seq_len: usize,
 }
 
-fn read_json(path: &Path) -> Result<serde_json::Value, ModelError> {
+pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value, ModelError> {
     let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
     serde_json::from_str(&text).map_err(|e| ModelError::Config { path: path.to_path_buf(), message: e.to_string() })
 }
@@ -40,26 +40,42 @@ pub fn load_tokenizer(path: &Path, max_len: Option<usize>) -> Result<Tokenizer, 
     Ok(tokenizer)
 }
 
+/// The model's token window (sentence-transformers' `max_seq_length`, capped by the position
+/// table) and its parsed `config.json`.
+pub(crate) fn window(files: &ModelFiles) -> Result<(usize, serde_json::Value), ModelError> {
+    let config_json = read_json(&files.config)?;
+    let max_pos = config_json["max_position_embeddings"].as_u64().unwrap_or(512) as usize;
+    let st_config = files.dir.join("sentence_bert_config.json");
+    let max_seq_len =
+        if st_config.is_file() { read_json(&st_config)?["max_seq_length"].as_u64().map(|v| v as usize) } else { None }
+            .unwrap_or(DEFAULT_MAX_SEQ_LEN)
+            .min(max_pos);
+    Ok((max_seq_len, config_json))
+}
+
+/// Tokenizes `texts` in parallel (the tokenizer's thread pool); an empty encoding becomes one
+/// padding token so every text has at least one position.
+pub(crate) fn encode_with(tokenizer: &Tokenizer, texts: &[String]) -> Result<Vec<Vec<u32>>, ModelError> {
+    let encodings = tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| ModelError::Encode(e.to_string()))?;
+    Ok(encodings.into_iter().map(|e| if e.get_ids().is_empty() { vec![0] } else { e.get_ids().to_vec() }).collect())
+}
+
 impl BertEmbedder {
-    /// Loads a model from resolved files onto `device`.
+    /// Loads a model from resolved files onto `device` in f32.
     pub fn load(files: &ModelFiles, device: Device) -> Result<Self, ModelError> {
-        let config_json = read_json(&files.config)?;
+        Self::load_as(files, device, DType::F32)
+    }
+
+    /// Loads a model onto `device` with weights and activations in `dtype` (pooling and
+    /// normalisation always run in f32).
+    pub fn load_as(files: &ModelFiles, device: Device, dtype: DType) -> Result<Self, ModelError> {
+        let (max_seq_len, config_json) = window(files)?;
         let config: Config = serde_json::from_value(config_json.clone())
             .map_err(|e| ModelError::Config { path: files.config.clone(), message: e.to_string() })?;
         let dim = config_json["hidden_size"].as_u64().unwrap_or(0) as usize;
-        let max_pos = config_json["max_position_embeddings"].as_u64().unwrap_or(512) as usize;
-        let st_config = files.dir.join("sentence_bert_config.json");
-        let max_seq_len = if st_config.is_file() {
-            read_json(&st_config)?["max_seq_length"].as_u64().map(|v| v as usize)
-        } else {
-            None
-        }
-        .unwrap_or(DEFAULT_MAX_SEQ_LEN)
-        .min(max_pos);
         let tokenizer = load_tokenizer(&files.tokenizer, Some(max_seq_len))?;
         // SAFETY: the safetensors file is memory-mapped read-only; ctxd never writes model files.
-        let vb =
-            unsafe { VarBuilder::from_mmaped_safetensors(std::slice::from_ref(&files.weights), DType::F32, &device)? };
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(std::slice::from_ref(&files.weights), dtype, &device)? };
         let model = BertModel::load(vb, &config)?;
         Ok(Self { model, tokenizer, device, model_id: files.model_id(), dim, max_seq_len })
     }
@@ -69,13 +85,7 @@ impl BertEmbedder {
         self.max_seq_len
     }
 
-    fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ModelError> {
-        let encodings =
-            self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| ModelError::Encode(e.to_string()))?;
-        Ok(encodings.into_iter().map(|e| e.get_ids().to_vec()).collect())
-    }
-
-    fn forward(&self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+    fn run(&self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
         let batch = ids.len();
         let max_len = ids.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let mut flat_ids = Vec::with_capacity(batch * max_len);
@@ -89,7 +99,7 @@ impl BertEmbedder {
         let input_ids = Tensor::from_vec(flat_ids, (batch, max_len), &self.device)?;
         let mask = Tensor::from_vec(flat_mask, (batch, max_len), &self.device)?;
         let token_type_ids = input_ids.zeros_like()?;
-        let hidden = self.model.forward(&input_ids, &token_type_ids, Some(&mask))?;
+        let hidden = self.model.forward(&input_ids, &token_type_ids, Some(&mask))?.to_dtype(DType::F32)?;
         // Mean pooling over real tokens only.
         let mask_f = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
         let summed = hidden.broadcast_mul(&mask_f)?.sum(1)?;
@@ -111,19 +121,14 @@ impl Embedder for BertEmbedder {
         self.dim
     }
 
-    fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids = self.encode(texts)?;
-        let vectors = self.forward(&ids)?;
-        if vectors.len() != texts.len() {
-            return Err(ModelError::Count { expected: texts.len(), got: vectors.len() });
-        }
-        Ok(vectors)
+    fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ModelError> {
+        encode_with(&self.tokenizer, texts)
     }
 
-    fn token_len(&self, text: &str) -> usize {
-        self.tokenizer.encode(text, true).map(|e| e.get_ids().len()).unwrap_or(self.max_seq_len).min(self.max_seq_len)
+    fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.run(ids)
     }
 }

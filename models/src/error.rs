@@ -23,6 +23,10 @@ pub enum ModelError {
     Candle(#[from] candle_core::Error),
     #[error("downloading model '{spec}' from the hugging face hub failed: {message}")]
     Download { spec: String, message: String },
+    #[error("embedding backend: {0}")]
+    Backend(String),
+    #[error("invalid model runtime setting: {0}")]
+    Runtime(String),
     #[error("embedding service is shut down")]
     ServiceClosed,
     #[error("embedder returned {got} vectors for {expected} inputs")]

@@ -2,7 +2,9 @@
 //! (`scripts/gen-reference-vectors.py`, committed in `tests/fixtures/reference.json`).
 //! Needs the default model installed (`scripts/fetch-model.sh`).
 
-use ctxd_models::{resolve_model, BertEmbedder, EmbedService, EmbedServiceConfig, Embedder, DEFAULT_MODEL};
+use ctxd_models::{
+    resolve_model, BertEmbedder, EmbedService, EmbedServiceConfig, Embedder, FastBert, Precision, DEFAULT_MODEL,
+};
 
 #[derive(serde::Deserialize)]
 struct Reference {
@@ -54,5 +56,30 @@ fn service_batches_by_tokens_and_keeps_order() {
     assert_eq!(got.len(), reference.texts.len());
     for (want, got) in reference.vectors.iter().zip(&got) {
         assert!(cosine(want, got) >= 0.999);
+    }
+}
+
+/// The fast CPU path (oneDNN, no padding) against the same reference, at both precisions:
+/// f32 must agree to 0.999 like candle; bf16 to 0.995 (in practice ≥ 0.999, see the benchmark).
+#[test]
+fn fast_cpu_path_matches_sentence_transformers() {
+    let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
+    let reference = reference();
+    for (precision, floor) in [(Precision::F32, 0.999), (Precision::Bf16, 0.995)] {
+        let mut model = FastBert::load(&files, precision, 2).expect("onednn installed (scripts/fetch-model.sh)");
+        assert_eq!(model.dim(), 384);
+        let got = model.embed(&reference.texts).unwrap();
+        assert_eq!(got.len(), reference.texts.len());
+        for ((text, want), got) in reference.texts.iter().zip(&reference.vectors).zip(&got) {
+            let norm: f32 = got.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-4, "not unit length: {norm}");
+            let cos = cosine(want, got);
+            assert!(cos >= floor, "{precision:?}: cosine {cos} < {floor} for {:?}", &text[..text.len().min(40)]);
+        }
+        // Alone (one worker busy, other lengths around it) gives the same vectors.
+        for (text, want) in reference.texts.iter().zip(&reference.vectors).rev().take(3) {
+            let single = model.embed(std::slice::from_ref(text)).unwrap();
+            assert!(cosine(want, &single[0]) >= floor);
+        }
     }
 }

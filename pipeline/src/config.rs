@@ -80,11 +80,40 @@ pub struct ModelConfig {
     pub max_batch_tokens: usize,
     /// Cap on texts per forward pass.
     pub max_batch_texts: usize,
+    /// `cpu` or `cuda:N` (CUDA needs a `--features cuda` build).
+    pub device: String,
+    /// `auto` (bf16 where the CPU runs it natively, else f32), `f32`, `bf16`; `f16` on CUDA.
+    pub precision: String,
+    /// `auto` (the fast oneDNN CPU path when installed, else candle), `onednn` or `candle`.
+    pub backend: String,
+    /// Embedding worker threads of the CPU path; 0 = one per core.
+    pub threads: usize,
 }
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        Self { name: ctxd_models::DEFAULT_MODEL.to_string(), max_batch_tokens: 8192, max_batch_texts: 64 }
+        let rt = ctxd_models::Runtime::default();
+        Self {
+            name: ctxd_models::DEFAULT_MODEL.to_string(),
+            max_batch_tokens: 8192,
+            max_batch_texts: 64,
+            device: rt.device,
+            precision: rt.precision,
+            backend: rt.backend,
+            threads: rt.threads,
+        }
+    }
+}
+
+impl ModelConfig {
+    /// The runtime settings for `ctxd_models::start`.
+    pub fn runtime(&self) -> ctxd_models::Runtime {
+        ctxd_models::Runtime {
+            device: self.device.clone(),
+            precision: self.precision.clone(),
+            backend: self.backend.clone(),
+            threads: self.threads,
+        }
     }
 }
 
@@ -214,6 +243,7 @@ impl Config {
         if self.model.max_batch_tokens == 0 || self.model.max_batch_texts == 0 {
             errs.push("model.max_batch_tokens and model.max_batch_texts must be at least 1".into());
         }
+        errs.extend(self.model.runtime().validate().into_iter().map(|e| format!("model: {e}")));
         if self.server.listen.parse::<std::net::SocketAddr>().is_err() {
             errs.push(format!("server.listen '{}' is not an address like 127.0.0.1:7700", self.server.listen));
         }

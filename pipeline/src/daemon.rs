@@ -81,9 +81,11 @@ impl Engine {
             queue: 4,
         };
         let name = cfg.model.name.clone();
-        let (service, counter) = tokio::task::spawn_blocking(move || ctxd_models::start(&name, service_cfg))
+        let runtime = cfg.model.runtime();
+        let (service, counter) = tokio::task::spawn_blocking(move || ctxd_models::start(&name, service_cfg, &runtime))
             .await
             .expect("model loading thread panicked")?;
+        tracing::info!(model = %service.model_id(), backend = %service.backend(), "embedding model ready");
         let db = cfg.index.db.to_string_lossy().into_owned();
         if !db.contains("://") {
             std::fs::create_dir_all(&cfg.index.db).map_err(|e| PipelineError::Config {
