@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Side-by-side embedding benchmark: ctxd's candle embedder vs sentence-transformers on PyTorch (CPU).
+"""Side-by-side embedding benchmark: ctxd's embedders vs sentence-transformers on PyTorch (CPU).
 
 Both embed the same real chunks (ctxd's own chunks of each corpus, with the header ctxd embeds) with the same model
-weights and the same thread count. Prints chunks/s, tokens/s, the ctxd/PyTorch ratio and the cosine agreement per vector.
+weights and the same thread count. For each ctxd mode (default: the fast oneDNN path at bf16 and at f32, and candle at
+f32) prints chunks/s, tokens/s, the ctxd/PyTorch ratio and the cosine agreement per vector.
 
     python3 benches/embed_vs_pytorch.py                      # CoSQA corpus + a crate from ~/.cargo/registry/src
-    python3 benches/embed_vs_pytorch.py --corpus DIR --chunks 512 --threads 2
+    python3 benches/embed_vs_pytorch.py --corpus DIR --chunks 512 --threads 2 --modes bf16,f32
 
 The first run creates a venv (default ~/.cache/ctxd/bench-venv) and installs sentence-transformers (and torch) from PyPI.
 ctxd is built in the dev profile (candle optimised) unless --ctxd points at another binary.
@@ -77,6 +78,8 @@ def main():
     p.add_argument("--corpus", action="append", help="folder to take chunks from (repeatable)")
     p.add_argument("--chunks", type=int, default=256, help="chunks per corpus")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--modes", default="bf16,f32,candle",
+                   help="ctxd modes: bf16 / f32 (fast oneDNN path), candle (candle f32), auto (the default config)")
     p.add_argument("--venv", default=os.path.join(CACHE, "ctxd", "bench-venv"))
     p.add_argument("--ctxd", help="ctxd binary (default: build the dev profile)")
     p.add_argument("--torch-side", help=argparse.SUPPRESS)
@@ -89,24 +92,36 @@ def main():
     corpora = args.corpus or default_corpora()
     env = {**os.environ, "RAYON_NUM_THREADS": str(args.threads), "OMP_NUM_THREADS": str(args.threads),
            "CTXD_LOG": "warn"}
-    print(f"{'corpus':<28} {'chunks':>6} {'mean tok':>8} {'ctxd c/s':>9} {'torch c/s':>9} {'ratio':>6} "
+    flags = {"bf16": ["--backend", "onednn", "--precision", "bf16"],
+             "f32": ["--backend", "onednn", "--precision", "f32"],
+             "candle": ["--backend", "candle", "--precision", "f32"],
+             "auto": []}
+    modes = [m for m in args.modes.split(",") if m]
+    for m in modes:
+        if m not in flags:
+            sys.exit(f"unknown mode {m!r}: use {', '.join(flags)}")
+    env["CTXD_EMBED_THREADS"] = str(args.threads)
+    print(f"{'corpus':<24} {'mode':<7} {'chunks':>6} {'mean tok':>8} {'ctxd c/s':>9} {'torch c/s':>9} {'ratio':>6} "
           f"{'ctxd tok/s':>10} {'torch tok/s':>11} {'min cos':>8} {'mean cos':>8}")
     for corpus in corpora:
-        with tempfile.TemporaryDirectory() as out:
-            subprocess.run([ctxd, "bench", "--corpus", corpus, "--embed-chunks", str(args.chunks), "--skip-e2e",
-                            "--export", out], check=True, env=env, stdout=subprocess.DEVNULL)
-            timing = json.load(open(os.path.join(out, "ctxd-timing.json")))
-            ours = [json.loads(l) for l in open(os.path.join(out, "ctxd-vectors.jsonl"))]
-            res = subprocess.run([py, __file__, "--torch-side", out, "--threads", str(args.threads)], check=True,
-                                 env=env, capture_output=True, text=True)
-            theirs = json.loads(res.stdout)
-        cos = [cosine(a, b) for a, b in zip(ours, theirs["vectors"])]
-        n, tokens = timing["chunks"], timing["tokens"]
-        c_cps, t_cps = n / timing["seconds"], n / theirs["seconds"]
+        theirs = None
         name = os.path.basename(os.path.normpath(corpus if not corpus.endswith("src") else os.path.dirname(corpus)))
-        print(f"{name[:28]:<28} {n:>6} {tokens / n:>8.0f} {c_cps:>9.1f} {t_cps:>9.1f} {c_cps / t_cps:>6.2f} "
-              f"{tokens / timing['seconds']:>10.0f} {tokens / theirs['seconds']:>11.0f} {min(cos):>8.5f} "
-              f"{sum(cos) / len(cos):>8.5f}")
+        for mode in modes:
+            with tempfile.TemporaryDirectory() as out:
+                subprocess.run([ctxd, "bench", "--corpus", corpus, "--embed-chunks", str(args.chunks), "--skip-e2e",
+                                "--export", out] + flags[mode], check=True, env=env, stdout=subprocess.DEVNULL)
+                timing = json.load(open(os.path.join(out, "ctxd-timing.json")))
+                ours = [json.loads(l) for l in open(os.path.join(out, "ctxd-vectors.jsonl"))]
+                if theirs is None:
+                    res = subprocess.run([py, __file__, "--torch-side", out, "--threads", str(args.threads)],
+                                         check=True, env=env, capture_output=True, text=True)
+                    theirs = json.loads(res.stdout)
+            cos = [cosine(a, b) for a, b in zip(ours, theirs["vectors"])]
+            n, tokens = timing["chunks"], timing["tokens"]
+            c_cps, t_cps = n / timing["seconds"], n / theirs["seconds"]
+            print(f"{name[:24]:<24} {mode:<7} {n:>6} {tokens / n:>8.0f} {c_cps:>9.1f} {t_cps:>9.1f} "
+                  f"{c_cps / t_cps:>6.2f} {tokens / timing['seconds']:>10.0f} {tokens / theirs['seconds']:>11.0f} "
+                  f"{min(cos):>8.5f} {sum(cos) / len(cos):>8.5f}", flush=True)
     print(f"(threads={args.threads}, torch {theirs['torch']}, model {MODEL_DIR})")
 
 

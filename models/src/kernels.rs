@@ -57,15 +57,67 @@ pub fn bf16_to_f32(b: u16) -> f32 {
 /// vectorises.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
+    // 1.5·2²³: adding it rounds to an integer held in the low mantissa bits (no float→int
+    // conversion, whose saturation checks would stop vectorisation).
+    const SHIFT: f32 = 12_582_912.0;
     let x = x.clamp(-87.0, 88.0);
     let t = x * std::f32::consts::LOG2_E;
-    let n = t.round_ties_even();
+    let big = t + SHIFT;
+    let n = big - SHIFT;
     let f = t - n;
     let p = 1.0
         + f * (0.693_147_2
             + f * (0.240_226_5
                 + f * (0.055_504_11 + f * (0.009_618_129 + f * (0.001_333_355_8 + f * 0.000_154_035_3)))));
-    p * f32::from_bits(((n as i32 + 127) << 23) as u32)
+    let exponent = big.to_bits().wrapping_sub(SHIFT.to_bits()).wrapping_add(127) << 23;
+    p * f32::from_bits(exponent)
+}
+
+/// Sum with 16 independent accumulators: float addition is not associative, so a plain
+/// `iter().sum()` is a serial chain the compiler must not vectorise.
+#[inline(always)]
+fn sum(xs: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 16];
+    let chunks = xs.chunks_exact(16);
+    let rest: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for i in 0..16 {
+            acc[i] += c[i];
+        }
+    }
+    acc.iter().sum::<f32>() + rest
+}
+
+/// Sum of squared distances to `mean`, vectorised like [`sum`].
+#[inline(always)]
+fn sq_dev(xs: &[f32], mean: f32) -> f32 {
+    let mut acc = [0.0f32; 16];
+    let chunks = xs.chunks_exact(16);
+    let rest: f32 = chunks.remainder().iter().map(|v| (v - mean) * (v - mean)).sum();
+    for c in chunks {
+        for i in 0..16 {
+            let d = c[i] - mean;
+            acc[i] += d * d;
+        }
+    }
+    acc.iter().sum::<f32>() + rest
+}
+
+/// Maximum (inputs are finite).
+#[inline(always)]
+fn max(xs: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 16];
+    let chunks = xs.chunks_exact(16);
+    let mut rest = f32::NEG_INFINITY;
+    for &v in chunks.remainder() {
+        rest = if v > rest { v } else { rest };
+    }
+    for c in chunks {
+        for i in 0..16 {
+            acc[i] = if c[i] > acc[i] { c[i] } else { acc[i] };
+        }
+    }
+    acc.iter().fold(rest, |m, &v| if v > m { v } else { m })
 }
 
 /// Slice conversion target: either f32 or bf16 bits.
@@ -79,16 +131,8 @@ dispatch! {
     /// * gamma + beta`), also writing the result to `copy` (row-major, same shape) as f32 or bf16.
     pub fn layer_norm(x: &mut [f32], width: usize, gamma: &[f32], beta: &[f32], eps: f32, copy: &mut Out) {
         for (r, row) in x.chunks_exact_mut(width).enumerate() {
-            let mut sum = 0.0f32;
-            for v in row.iter() {
-                sum += *v;
-            }
-            let mean = sum / width as f32;
-            let mut var = 0.0f32;
-            for v in row.iter() {
-                let d = *v - mean;
-                var += d * d;
-            }
+            let mean = sum(row) / width as f32;
+            let var = sq_dev(row, mean);
             let inv = 1.0 / (var / width as f32 + eps).sqrt();
             for ((v, g), b) in row.iter_mut().zip(gamma).zip(beta) {
                 *v = (*v - mean) * inv * g + b;
@@ -114,16 +158,11 @@ dispatch! {
         for r in 0..rows {
             let row = &mut scores[r * stride..(r + 1) * stride];
             if r < valid {
-                let mut max = f32::NEG_INFINITY;
-                for v in row[..valid].iter() {
-                    max = max.max(*v);
-                }
-                let mut sum = 0.0f32;
+                let top = max(&row[..valid]);
                 for v in row[..valid].iter_mut() {
-                    *v = exp(*v - max);
-                    sum += *v;
+                    *v = exp(*v - top);
                 }
-                let inv = 1.0 / sum;
+                let inv = 1.0 / sum(&row[..valid]);
                 for v in row[..valid].iter_mut() {
                     *v *= inv;
                 }
