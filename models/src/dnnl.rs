@@ -5,8 +5,8 @@
 //! kernels). Search order for the shared library:
 //!
 //! 1. `$CTXD_DNNL_LIB` (a path to `libdnnl.so.3`);
-//! 2. ctxd's library cache, `~/.cache/ctxd/lib/libdnnl.so.3` — where `scripts/fetch-model.sh`
-//!    unpacks the `onednn-cpu-gomp` wheel from PyPI;
+//! 2. ctxd's library cache, `$CTXD_LIB_DIR/libdnnl.so.3` (default `~/.cache/ctxd/lib`) — where
+//!    `scripts/fetch-onednn.sh` unpacks the `onednn-cpu-gomp` wheel from PyPI;
 //! 3. the dynamic loader's own search (`libdnnl.so.3`, e.g. a system package).
 //!
 //! Only oneDNN 3.x is accepted (the C API changed at 3.0). The binding exposes what the
@@ -159,7 +159,9 @@ pub fn library_candidates() -> Vec<PathBuf> {
     if let Some(p) = std::env::var_os("CTXD_DNNL_LIB") {
         out.push(PathBuf::from(p));
     }
-    if let Some(cache) = dirs::cache_dir() {
+    if let Some(dir) = std::env::var_os("CTXD_LIB_DIR") {
+        out.push(PathBuf::from(dir).join("libdnnl.so.3"));
+    } else if let Some(cache) = dirs::cache_dir() {
         out.push(cache.join("ctxd").join("lib").join("libdnnl.so.3"));
     }
     out.push(PathBuf::from("libdnnl.so.3"));

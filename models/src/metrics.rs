@@ -10,3 +10,9 @@ pub const EMBED_PADDED_TOKENS_TOTAL: &str = "ctxd_embed_padded_tokens_total";
 pub const EMBED_BATCH_SECONDS: &str = "ctxd_embed_batch_duration_seconds";
 /// Histogram: texts per model forward pass.
 pub const EMBED_BATCH_SIZE: &str = "ctxd_embed_batch_size_texts";
+/// Gauge: model tokens per second of the last forward pass (throughput while busy, unlike
+/// `rate(ctxd_embed_tokens_total)`, which includes idle time).
+pub const EMBED_THROUGHPUT: &str = "ctxd_embed_throughput_tokens_per_second";
+/// Gauge: 1, labelled with what runs the model: `backend` = onednn|candle, `device`,
+/// `precision`.
+pub const EMBED_BACKEND_INFO: &str = "ctxd_embed_backend_info";

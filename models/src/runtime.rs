@@ -100,8 +100,21 @@ impl Runtime {
         errs
     }
 
-    /// Loads the model as configured and starts the embedding service.
+    /// Loads the model as configured and starts the embedding service; publishes
+    /// `ctxd_embed_backend_info`.
     pub fn spawn(&self, files: &ModelFiles, cfg: EmbedServiceConfig) -> Result<EmbedService, ModelError> {
+        let service = self.spawn_inner(files, cfg)?;
+        let (backend, precision) = match service.backend().split_whitespace().next() {
+            Some("onednn") => ("onednn", service.backend().rsplit(", ").next().unwrap_or("f32").to_string()),
+            _ => ("candle", service.backend().rsplit(' ').next().unwrap_or("F32").to_lowercase()),
+        };
+        metrics::gauge!(crate::metrics::EMBED_BACKEND_INFO, "backend" => backend, "device" => self.device.clone(),
+            "precision" => precision)
+        .set(1.0);
+        Ok(service)
+    }
+
+    fn spawn_inner(&self, files: &ModelFiles, cfg: EmbedServiceConfig) -> Result<EmbedService, ModelError> {
         if let Some(first) = self.validate().into_iter().next() {
             return Err(ModelError::Runtime(first));
         }
@@ -135,7 +148,7 @@ impl Runtime {
                     Err(e) if backend == Backend::Auto && self.precision != "bf16" => {
                         tracing::warn!(
                             "fast cpu embedder unavailable ({e}); using candle f32, which is several times slower \
-                             (scripts/fetch-model.sh installs onednn)"
+                             (scripts/fetch-onednn.sh installs onednn)"
                         );
                         let model = BertEmbedder::load(files, Device::Cpu)?;
                         Ok(EmbedService::spawn(model, cfg).with_backend("candle cpu f32".into()))

@@ -86,7 +86,11 @@ fn run_job<E: Embedder>(
         }
         let real: usize = sorted_lens[range.clone()].iter().sum();
         let padded = embedder.padded_tokens(&sorted_lens[range.clone()]);
-        metrics::histogram!(m::EMBED_BATCH_SECONDS).record(started.elapsed().as_secs_f64());
+        let secs = started.elapsed().as_secs_f64();
+        metrics::histogram!(m::EMBED_BATCH_SECONDS).record(secs);
+        if secs > 0.0 {
+            metrics::gauge!(m::EMBED_THROUGHPUT).set(real as f64 / secs);
+        }
         metrics::histogram!(m::EMBED_BATCH_SIZE).record(batch.len() as f64);
         metrics::counter!(m::EMBED_TEXTS_TOTAL).increment(batch.len() as u64);
         metrics::counter!(m::EMBED_TOKENS_TOTAL).increment(real as u64);
