@@ -67,6 +67,9 @@ impl Precision {
 const ATTN_PAD: usize = 16;
 /// Token rows are rounded up to this for the dense layers (bounds distinct shapes).
 const ROW_PAD: usize = 32;
+/// Primitives a worker keeps (each holds JIT code); past this the cache starts over at the
+/// next forward pass (never during one: a pass holds on to what it created).
+const MAX_PRIMITIVES: usize = 512;
 
 #[derive(Debug, Clone, Copy)]
 struct Dims {
@@ -378,6 +381,9 @@ impl Worker {
         let d = self.model.dims;
         let (h, inter, nh) = (d.hidden, d.inter, d.heads);
         let es = self.dt.size();
+        if self.prims.len() >= MAX_PRIMITIVES {
+            self.prims.clear();
+        }
         let tokens: usize = seqs.iter().map(Vec::len).sum();
         let rows = tokens.div_ceil(ROW_PAD) * ROW_PAD;
         let longest = seqs.iter().map(Vec::len).max().unwrap_or(0).div_ceil(ATTN_PAD) * ATTN_PAD;
