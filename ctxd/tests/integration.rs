@@ -368,3 +368,60 @@ fn bad_arguments_fail_clearly_without_side_effects() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
 }
+
+#[test]
+fn documents_are_found_by_section_page_and_cell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("docs");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        root.join("guide.md"),
+        "# Operations guide\n\nHow to run the service.\n\n## Proxy timeout\n\nRequests through the corporate \
+         proxy are cut after thirty seconds; raise `upstream_wait` for slow mirrors.\n\n## Backups\n\nSnapshots are \
+         copied to cold storage every night.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("report.pdf"),
+        ctxd_stages::formats::simple_pdf(&[
+            "Quarterly revenue grew in all regions",
+            "Pelican migration routes shifted north",
+        ]),
+    )
+    .unwrap();
+    let nb = json!({
+        "nbformat": 4, "nbformat_minor": 5, "metadata": {},
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": ["# Model fit\n"]},
+            {"cell_type": "code", "metadata": {}, "execution_count": 1, "outputs": [],
+             "source": ["import matplotlib.pyplot as plt\n", "plt.hist(residuals, bins=40)\n", "plt.title('residual histogram')"]}
+        ]
+    });
+    std::fs::write(root.join("analysis.ipynb"), nb.to_string()).unwrap();
+    std::fs::write(root.join("broken.ipynb"), "{\"cells\": [").unwrap();
+    std::fs::write(root.join("cities.csv"), "city,country\nLyon,France\nOsaka,Japan\n").unwrap();
+    let db = tmp.path().join("db");
+    let summary = index_json(&root, &db);
+    assert_eq!(summary["files_indexed"], 4, "{summary}");
+    assert_eq!(summary["files_skipped"], 1, "corrupt notebook skipped and counted: {summary}");
+
+    let top = |query: &str| -> Value {
+        let out = run_ok(ctxd().args(["search", query, "--k", "3", "--json", "--db"]).arg(&db));
+        let v: Value = serde_json::from_str(&out).unwrap();
+        v["results"][0].clone()
+    };
+    let md = top("proxy timeout");
+    assert_eq!(md["path"], "guide.md", "{md}");
+    assert_eq!(md["symbol"], "Operations guide > Proxy timeout", "{md}");
+    assert_eq!((md["start_line"].as_u64(), md["end_line"].as_u64()), (Some(5), Some(8)), "{md}");
+    let pdf = top("pelican migration");
+    assert_eq!(pdf["path"], "report.pdf", "{pdf}");
+    assert_eq!(pdf["start_line"], 2, "cites page 2: {pdf}");
+    assert_eq!(pdf["symbol"], "page 2", "{pdf}");
+    let cell = top("plot a histogram of the residuals");
+    assert_eq!(cell["path"], "analysis.ipynb", "{cell}");
+    assert_eq!(cell["start_line"], 2, "cites cell 2: {cell}");
+    let csv = top("Osaka");
+    assert_eq!(csv["path"], "cities.csv", "{csv}");
+    assert!(csv["content"].as_str().unwrap().starts_with("city,country\n"), "{csv}");
+}

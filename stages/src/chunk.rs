@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use tree_sitter::{Language, Node, Parser};
 
+use crate::formats::{self, Section};
 use crate::load::LoadedFile;
 use crate::metrics as m;
 
@@ -247,8 +248,52 @@ impl Chunker {
 
     /// Chunks a loaded file.
     pub fn chunk_file(&self, file: &LoadedFile) -> ChunkedFile {
-        let chunks = self.chunk(file.language, &file.text);
+        let chunks = match &file.sections {
+            Some(sections) => self.chunk_sections(&file.text, sections),
+            None => self.chunk(file.language, &file.text),
+        };
         ChunkedFile { rel: file.rel.clone(), language: file.language, file_hash: file.file_hash.clone(), chunks }
+    }
+
+    fn ctx<'a>(&self, language: &'a str, text: &'a str) -> Ctx<'a> {
+        let mut lines: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
+        // The "line" after a final newline does not exist.
+        if lines.len() > 1 && lines.last() == Some(&"") {
+            lines.pop();
+        }
+        let line_tokens = lines.iter().map(|l| (self.count)(l) + 1).collect();
+        Ctx { lines, line_tokens, lang: language, src: text.as_bytes() }
+    }
+
+    /// Chunks text extracted from a PDF, notebook or HTML file: windows inside each section,
+    /// labelled with it and citing its fixed position (page, cell, heading line).
+    pub fn chunk_sections(&self, text: &str, sections: &[Section]) -> Vec<Chunk> {
+        if text.trim().is_empty() {
+            return Vec::new();
+        }
+        let ctx = self.ctx("text", text);
+        let mut out = Vec::new();
+        for s in sections {
+            let from = out.len();
+            let end = s.end.min(ctx.lines.len() - 1);
+            if s.start > end {
+                continue;
+            }
+            self.windows(&ctx, s.start, end, s.label.clone(), Some(s.kind), &mut out);
+            if let Some(line) = s.fixed_line {
+                for c in &mut out[from..] {
+                    (c.start_line, c.end_line) = (line, line);
+                }
+            }
+        }
+        self.count_chunks("section", &out);
+        out
+    }
+
+    fn count_chunks(&self, method: &'static str, out: &[Chunk]) {
+        let tokens: u64 = out.iter().map(|c| c.token_count as u64).sum();
+        metrics::counter!(m::CHUNK_CHUNKS_TOTAL, "method" => method).increment(out.len() as u64);
+        metrics::counter!(m::CHUNK_TOKENS_TOTAL).increment(tokens);
     }
 
     /// Chunks `text` written in `language`.
@@ -256,13 +301,7 @@ impl Chunker {
         if text.trim().is_empty() {
             return Vec::new();
         }
-        let mut lines: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
-        // The "line" after a final newline does not exist.
-        if lines.len() > 1 && lines.last() == Some(&"") {
-            lines.pop();
-        }
-        let line_tokens = lines.iter().map(|l| (self.count)(l) + 1).collect();
-        let ctx = Ctx { lines, line_tokens, lang: language, src: text.as_bytes() };
+        let ctx = self.ctx(language, text);
         let mut out = Vec::new();
         let mut method = "window";
         if let Some(grammar) = grammar(language) {
@@ -276,16 +315,38 @@ impl Chunker {
             }
         }
         if method == "window" {
-            if language == "markdown" {
-                self.markdown(&ctx, &mut out);
+            if language == "csv" {
+                self.csv(&ctx, &mut out);
+            } else if let Some(sections) = formats::line_sections(language, text, &ctx.lines) {
+                method = "section";
+                for s in sections {
+                    self.windows(&ctx, s.start, s.end, s.label, Some(s.kind), &mut out);
+                }
             } else {
                 self.windows(&ctx, 0, ctx.lines.len() - 1, None, None, &mut out);
             }
         }
-        let tokens: u64 = out.iter().map(|c| c.token_count as u64).sum();
-        metrics::counter!(m::CHUNK_CHUNKS_TOTAL, "method" => method).increment(out.len() as u64);
-        metrics::counter!(m::CHUNK_TOKENS_TOTAL).increment(tokens);
+        self.count_chunks(method, &out);
         out
+    }
+
+    /// CSV/TSV: row windows, each chunk starting with the header line so its columns are named.
+    fn csv(&self, ctx: &Ctx, out: &mut Vec<Chunk>) {
+        let header = ctx.lines[0];
+        if ctx.lines.len() == 1 {
+            self.push(ctx, 0, 0, None, Some("rows"), out);
+            return;
+        }
+        let header_tokens = ctx.line_tokens[0];
+        let budget = self.cfg.max_tokens.saturating_sub(header_tokens).max(self.cfg.max_tokens / 2).max(8);
+        let sub = Chunker { count: self.count.clone(), cfg: ChunkConfig { max_tokens: budget, ..self.cfg.clone() } };
+        let from = out.len();
+        sub.windows(ctx, 1, ctx.lines.len() - 1, None, Some("rows"), out);
+        for c in &mut out[from..] {
+            c.content = format!("{header}\n{}", c.content);
+            c.content_hash = blake3::hash(c.content.as_bytes()).to_hex().to_string();
+            c.token_count = (self.count)(&c.content) as u32;
+        }
     }
 
     /// Walks the named children of `container` covering lines `from..=to`, emitting definition
@@ -372,26 +433,6 @@ impl Chunker {
         }
         let symbol = parent.filter(|p| !p.is_empty()).map(str::to_string);
         self.windows(ctx, start, end, symbol, Some("module"), out);
-    }
-
-    fn markdown(&self, ctx: &Ctx, out: &mut Vec<Chunk>) {
-        let mut start = 0;
-        let mut heading: Option<String> = None;
-        let mut in_fence = false;
-        for (i, line) in ctx.lines.iter().enumerate() {
-            if line.trim_start().starts_with("```") {
-                in_fence = !in_fence;
-            }
-            let is_heading = !in_fence && line.starts_with('#') && line.trim_start_matches('#').starts_with(' ');
-            if is_heading && i > start {
-                self.windows(ctx, start, i - 1, heading.clone(), Some("section"), out);
-                start = i;
-            }
-            if is_heading {
-                heading = Some(line.trim_start_matches('#').trim().to_string());
-            }
-        }
-        self.windows(ctx, start, ctx.lines.len() - 1, heading, Some("section"), out);
     }
 
     /// Token windows with overlap over lines `start..=end`.
@@ -587,8 +628,35 @@ mod tests {
         let md = "# Title\nintro text here\n## Install\nrun the thing\n```\n# not a heading\n```\n## Usage\nuse it\n";
         let chunks = chunker(200).chunk("markdown", md);
         let syms: Vec<_> = chunks.iter().filter_map(|c| c.symbol.clone()).collect();
-        assert_eq!(syms, vec!["Title", "Install", "Usage"]);
+        assert_eq!(syms, vec!["Title", "Title > Install", "Title > Usage"]);
         assert!(chunks[1].content.contains("# not a heading"));
+    }
+
+    #[test]
+    fn csv_repeats_the_header() {
+        let csv: String = std::iter::once("city,country,population\n".to_string())
+            .chain((0..60).map(|i| format!("town{i},land{i},{i}000\n")))
+            .collect();
+        let chunks = chunker(30).chunk("csv", &csv);
+        assert!(chunks.len() > 3);
+        assert!(chunks.iter().all(|c| c.content.starts_with("city,country,population\n")));
+        assert!(chunks.iter().all(|c| c.token_count <= 30));
+        assert_eq!(chunks[0].start_line, 2);
+        assert_eq!(chunks.last().unwrap().end_line, 61);
+    }
+
+    #[test]
+    fn extracted_sections_cite_fixed_positions() {
+        let text = "page one words\nmore words\npage two words";
+        let sections = vec![
+            Section { start: 0, end: 1, label: Some("page 1".into()), kind: "page", fixed_line: Some(1) },
+            Section { start: 2, end: 2, label: Some("page 2".into()), kind: "page", fixed_line: Some(2) },
+        ];
+        let chunks = chunker(200).chunk_sections(text, &sections);
+        assert_eq!(chunks.len(), 2);
+        assert_eq!((chunks[1].start_line, chunks[1].end_line), (2, 2));
+        assert_eq!(chunks[1].symbol.as_deref(), Some("page 2"));
+        assert_eq!(chunks[0].kind.as_deref(), Some("page"));
     }
 
     #[test]

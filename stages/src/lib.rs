@@ -16,6 +16,7 @@
 pub mod chunk;
 pub mod embed;
 pub mod error;
+pub mod formats;
 pub mod lang;
 pub mod load;
 pub mod metrics;

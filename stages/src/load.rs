@@ -7,7 +7,7 @@
 //! indexed and is now binary or too large is reported as removed so its stale chunks go.
 
 use crate::metrics as m;
-use crate::{lang, FileState, SourceFile, StageError};
+use crate::{formats, lang, FileState, SourceFile, StageError};
 
 /// How many leading bytes are inspected for NUL bytes.
 const SNIFF_BYTES: usize = 8192;
@@ -35,6 +35,8 @@ pub struct LoadedFile {
     pub file_hash: String,
     /// True when invalid UTF-8 was replaced.
     pub lossy: bool,
+    /// For PDF, notebook and HTML files: `text` is the extracted text and these its sections.
+    pub sections: Option<Vec<crate::formats::Section>>,
 }
 
 /// What loading a file led to.
@@ -85,6 +87,40 @@ pub fn load(file: &SourceFile, state: &FileState, cfg: &LoadConfig) -> Result<Lo
         metrics::counter!(m::LOAD_SKIPPED_TOTAL, "reason" => "unchanged").increment(1);
         return Ok(LoadOutcome::Skipped("unchanged"));
     }
+    let mut language = lang::detect(&file.rel);
+    if language == "text" && std::path::Path::new(&file.rel).extension().is_none() {
+        language = formats::sniff(&bytes).unwrap_or("text");
+    }
+    if formats::is_extracted(language) {
+        return Ok(match formats::extract(language, &bytes) {
+            Ok(e) => LoadOutcome::Loaded(LoadedFile {
+                rel: file.rel.clone(),
+                language,
+                text: e.text,
+                file_hash,
+                lossy: false,
+                sections: Some(e.sections),
+            }),
+            Err(e) => {
+                // Counted and skipped, but a previously indexed version is kept: a file caught
+                // half-written must not wipe what was good.
+                metrics::counter!(m::LOAD_INVALID_TOTAL, "format" => language).increment(1);
+                metrics::counter!(m::LOAD_SKIPPED_TOTAL, "reason" => "invalid").increment(1);
+                tracing::warn!("{}: {e}; skipped", file.abs.display());
+                LoadOutcome::Skipped("invalid")
+            }
+        });
+    }
+    if let Some(text) = decode_utf16(&bytes) {
+        return Ok(LoadOutcome::Loaded(LoadedFile {
+            rel: file.rel.clone(),
+            language,
+            text,
+            file_hash,
+            lossy: false,
+            sections: None,
+        }));
+    }
     if looks_binary(&bytes) {
         return Ok(skip("binary", &file.rel, state));
     }
@@ -99,13 +135,24 @@ pub fn load(file: &SourceFile, state: &FileState, cfg: &LoadConfig) -> Result<Lo
     if text.starts_with('\u{feff}') {
         text.drain(..'\u{feff}'.len_utf8());
     }
-    Ok(LoadOutcome::Loaded(LoadedFile {
-        rel: file.rel.clone(),
-        language: lang::detect(&file.rel),
-        text,
-        file_hash,
-        lossy,
-    }))
+    Ok(LoadOutcome::Loaded(LoadedFile { rel: file.rel.clone(), language, text, file_hash, lossy, sections: None }))
+}
+
+/// UTF-16 text with a byte-order mark, decoded (unpaired surrogates become U+FFFD).
+pub fn decode_utf16(bytes: &[u8]) -> Option<String> {
+    let le = match bytes {
+        [0xFF, 0xFE, ..] => true,
+        [0xFE, 0xFF, ..] => false,
+        _ => return None,
+    };
+    let units = bytes[2..].chunks_exact(2).map(|p| {
+        if le {
+            u16::from_le_bytes([p[0], p[1]])
+        } else {
+            u16::from_be_bytes([p[0], p[1]])
+        }
+    });
+    Some(char::decode_utf16(units).map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER)).collect())
 }
 
 #[cfg(test)]
@@ -137,6 +184,22 @@ mod tests {
         std::fs::write(&bad.abs, b"\0\0\0").unwrap();
         assert!(matches!(load(&bad, &state, &cfg).unwrap(), LoadOutcome::Gone("binary")));
         let vanished = SourceFile { rel: "zz.txt".into(), abs: dir.path().join("zz.txt") };
+        // UTF-16 with a BOM is decoded, not taken for binary.
+        let mut utf16 = vec![0xFF, 0xFE];
+        utf16.extend("héllo wörld".encode_utf16().flat_map(u16::to_le_bytes));
+        let u = src(dir.path(), "u16.txt", &utf16);
+        let LoadOutcome::Loaded(f) = load(&u, &state, &LoadConfig::default()).unwrap() else { panic!("utf-16") };
+        assert_eq!(f.text, "héllo wörld");
+        // A corrupt PDF or notebook is a counted skip.
+        let pdf = src(dir.path(), "bad.pdf", b"%PDF-1.4\n1 0 obj <<");
+        assert!(matches!(load(&pdf, &state, &LoadConfig::default()).unwrap(), LoadOutcome::Skipped("invalid")));
+        let nb = src(dir.path(), "bad.ipynb", b"{\"cells\": [");
+        assert!(matches!(load(&nb, &state, &LoadConfig::default()).unwrap(), LoadOutcome::Skipped("invalid")));
+        // An extension-less PDF is sniffed, a good notebook is extracted into cells.
+        let good = src(dir.path(), "REPORT", &crate::formats::simple_pdf(&["annual figures"]));
+        let LoadOutcome::Loaded(f) = load(&good, &state, &LoadConfig::default()).unwrap() else { panic!("pdf") };
+        assert_eq!(f.language, "pdf");
+        assert!(f.text.contains("annual figures") && f.sections.is_some());
         assert!(matches!(load(&vanished, &state, &cfg).unwrap(), LoadOutcome::Skipped("vanished")));
     }
 }

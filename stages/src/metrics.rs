@@ -7,6 +7,9 @@ pub const WATCH_FILES_TOTAL: &str = "ctxd_watch_files_total";
 pub const WATCH_SKIPPED_TOTAL: &str = "ctxd_watch_skipped_total";
 /// Counter: files the loader skipped, label `reason` = unchanged|binary|too_large|vanished.
 pub const LOAD_SKIPPED_TOTAL: &str = "ctxd_load_skipped_total";
+/// Counter: files or parts of files that did not parse as their format, label `format` =
+/// json|toml|pdf|pdf_page|notebook (json/toml are then indexed as plain text).
+pub const LOAD_INVALID_TOTAL: &str = "ctxd_load_invalid_total";
 /// Counter: files decoded lossily because they were not valid UTF-8.
 pub const LOAD_LOSSY_UTF8_TOTAL: &str = "ctxd_load_lossy_utf8_total";
 /// Counter: bytes read by the loader.
