@@ -85,6 +85,17 @@ pub fn grammar(language: &str) -> Option<Language> {
         "typescript" => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
         "tsx" => tree_sitter_typescript::LANGUAGE_TSX.into(),
         "go" => tree_sitter_go::LANGUAGE.into(),
+        "java" => tree_sitter_java::LANGUAGE.into(),
+        "c" => tree_sitter_c::LANGUAGE.into(),
+        "cpp" => tree_sitter_cpp::LANGUAGE.into(),
+        "csharp" => tree_sitter_c_sharp::LANGUAGE.into(),
+        "ruby" => tree_sitter_ruby::LANGUAGE.into(),
+        "php" => tree_sitter_php::LANGUAGE_PHP.into(),
+        "bash" => tree_sitter_bash::LANGUAGE.into(),
+        "kotlin" => tree_sitter_kotlin_ng::LANGUAGE.into(),
+        "scala" => tree_sitter_scala::LANGUAGE.into(),
+        "lua" => tree_sitter_lua::LANGUAGE.into(),
+        "swift" => tree_sitter_swift::LANGUAGE.into(),
         _ => return None,
     })
 }
@@ -106,7 +117,17 @@ fn field_text(node: Node, field: &str, src: &[u8]) -> Option<String> {
 }
 
 fn is_comment_like(kind: &str) -> bool {
-    matches!(kind, "comment" | "line_comment" | "block_comment" | "attribute_item" | "decorator")
+    matches!(
+        kind,
+        "comment"
+            | "line_comment"
+            | "block_comment"
+            | "multiline_comment"
+            | "attribute_item"
+            | "attribute_list"
+            | "decorator"
+            | "annotation"
+    )
 }
 
 /// Classifies a node as a definition (with name, kind and member container) or not.
@@ -217,8 +238,95 @@ fn def_info<'t>(node: Node<'t>, lang: &str, src: &[u8], nested: bool) -> Option<
             };
             Some(DefInfo { name: field_text(spec, "name", src), kind, body: None })
         }
-        _ => None,
+        ("cpp", "template_declaration") => {
+            let mut cursor = node.walk();
+            let inner = node.named_children(&mut cursor).find(|c| def_info(*c, lang, src, nested).is_some())?;
+            def_info(inner, lang, src, nested)
+        }
+        (_, kind) => {
+            let (def_kind, container) = generic_def(lang, kind)?;
+            let def_kind = if def_kind == "function" && nested { "method" } else { def_kind };
+            let name = field_text(node, "name", src).or_else(|| declarator_name(node, src));
+            // C/C++ prototypes and variables are declarations too, but not definitions.
+            if matches!(lang, "c" | "cpp") && kind == "type_definition" && name.is_none() {
+                return None;
+            }
+            let body = if container { body_of(node) } else { None };
+            Some(DefInfo { name, kind: def_kind, body })
+        }
     }
+}
+
+/// Definition node kinds of the languages handled by the table (Java, C, C++, C#, Ruby, PHP,
+/// Bash, Kotlin, Scala, Lua, Swift): the chunk kind and whether members are chunked inside it.
+fn generic_def(lang: &str, kind: &str) -> Option<(&'static str, bool)> {
+    Some(match (lang, kind) {
+        ("java", "method_declaration" | "constructor_declaration") => ("method", false),
+        ("java", "class_declaration" | "record_declaration") => ("class", true),
+        ("java", "interface_declaration" | "annotation_type_declaration") => ("interface", true),
+        ("java", "enum_declaration") => ("enum", true),
+        ("c" | "cpp", "function_definition") => ("function", false),
+        ("c" | "cpp", "struct_specifier") => ("struct", true),
+        ("c" | "cpp", "enum_specifier") => ("enum", false),
+        ("c" | "cpp", "type_definition") => ("type", false),
+        ("cpp", "class_specifier") => ("class", true),
+        ("cpp", "namespace_definition") => ("module", true),
+        ("csharp", "class_declaration" | "record_declaration") => ("class", true),
+        ("csharp", "struct_declaration") => ("struct", true),
+        ("csharp", "interface_declaration") => ("interface", true),
+        ("csharp", "enum_declaration") => ("enum", false),
+        ("csharp", "method_declaration" | "constructor_declaration" | "destructor_declaration") => ("method", false),
+        ("csharp", "property_declaration") => ("property", false),
+        ("csharp", "namespace_declaration" | "file_scoped_namespace_declaration") => ("module", true),
+        ("ruby", "method" | "singleton_method") => ("function", false),
+        ("ruby", "class" | "singleton_class") => ("class", true),
+        ("ruby", "module") => ("module", true),
+        ("php", "function_definition") => ("function", false),
+        ("php", "method_declaration") => ("method", false),
+        ("php", "class_declaration") => ("class", true),
+        ("php", "interface_declaration") => ("interface", true),
+        ("php", "trait_declaration") => ("trait", true),
+        ("php", "enum_declaration") => ("enum", true),
+        ("php", "namespace_definition") => ("module", true),
+        ("bash", "function_definition") => ("function", false),
+        ("kotlin", "function_declaration") => ("function", false),
+        ("kotlin", "class_declaration") => ("class", true),
+        ("kotlin", "object_declaration") => ("object", true),
+        ("scala", "function_definition" | "function_declaration") => ("function", false),
+        ("scala", "class_definition") => ("class", true),
+        ("scala", "object_definition") => ("object", true),
+        ("scala", "trait_definition") => ("trait", true),
+        ("lua", "function_declaration") => ("function", false),
+        ("swift", "function_declaration" | "init_declaration") => ("function", false),
+        ("swift", "class_declaration") => ("class", true),
+        ("swift", "protocol_declaration") => ("interface", true),
+        _ => return None,
+    })
+}
+
+/// The name inside a C/C++ declarator chain (`int *foo(void)` → `foo`, `A::b` → `A::b`).
+fn declarator_name(node: Node, src: &[u8]) -> Option<String> {
+    let mut cur = node.child_by_field_name("declarator")?;
+    for _ in 0..8 {
+        match cur.kind() {
+            "identifier" | "field_identifier" | "qualified_identifier" | "destructor_name" | "operator_name"
+            | "type_identifier" => return Some(text_of(cur, src)),
+            _ => cur = cur.child_by_field_name("declarator")?,
+        }
+    }
+    None
+}
+
+/// The member container of a definition: its `body` field, or a body-like child (Kotlin).
+fn body_of(node: Node) -> Option<Node> {
+    if let Some(b) = node.child_by_field_name("body") {
+        return Some(b);
+    }
+    let mut cursor = node.walk();
+    let found = node
+        .named_children(&mut cursor)
+        .find(|c| matches!(c.kind(), "class_body" | "enum_class_body" | "declaration_list" | "template_body"));
+    found
 }
 
 /// Cuts files into chunks.
@@ -657,6 +765,36 @@ mod tests {
         assert_eq!((chunks[1].start_line, chunks[1].end_line), (2, 2));
         assert_eq!(chunks[1].symbol.as_deref(), Some("page 2"));
         assert_eq!(chunks[0].kind.as_deref(), Some("page"));
+    }
+
+    /// One definition per language of the table, with its expected symbol and kind.
+    #[test]
+    fn every_grammar_finds_definitions() {
+        let cases: &[(&str, &str, &str, &str)] = &[
+            ("java", "class Shop {\n  /** Total. */\n  int total(int a) { return a; }\n}\n", "Shop", "class"),
+            ("c", "#include <stdio.h>\n\nstatic int *find_slot(int key) {\n  return 0;\n}\n", "find_slot", "function"),
+            ("cpp", "namespace net {\nclass Socket {\n public:\n  void close() {}\n};\n}\nint Socket::open() { return 1; }\n", "Socket::open", "function"),
+            ("csharp", "namespace App {\n  public class Cart {\n    public int Count() { return 0; }\n  }\n}\n", "App", "module"),
+            ("ruby", "# Greets.\ndef greet(name)\n  puts name\nend\n", "greet", "function"),
+            ("php", "<?php\nfunction render_page($p) {\n  return $p;\n}\n", "render_page", "function"),
+            ("bash", "#!/bin/sh\ndeploy_app() {\n  echo hi\n}\n", "deploy_app", "function"),
+            ("kotlin", "fun parseConfig(s: String): Int {\n  return 1\n}\n", "parseConfig", "function"),
+            ("scala", "object Main {\n  def run(x: Int): Int = x\n}\n", "Main", "object"),
+            ("lua", "local M = {}\nfunction M.load(path)\n  return path\nend\n", "M.load", "function"),
+            ("swift", "func fetchUser(id: Int) -> String {\n  return \"\"\n}\n", "fetchUser", "function"),
+        ];
+        // Containers over budget are opened into qualified members.
+        let java = format!("class Shop {{\n{}}}\n", (0..30).map(|i| format!("  int f{i}(int a) {{ return a + {i}; }}\n")).collect::<String>());
+        let chunks = chunker(60).chunk("java", &java);
+        assert!(chunks.iter().any(|c| c.symbol.as_deref() == Some("Shop.f7") && c.kind.as_deref() == Some("method")), "{chunks:#?}");
+        for (lang, src, symbol, kind) in cases {
+            let chunks = chunker(200).chunk(lang, src);
+            let found = chunks.iter().find(|c| c.symbol.as_deref() == Some(symbol));
+            let c = found.unwrap_or_else(|| panic!("{lang}: no chunk {symbol} in {chunks:#?}"));
+            assert_eq!(c.kind.as_deref(), Some(*kind), "{lang}: {c:?}");
+            let lines: Vec<&str> = src.lines().collect();
+            assert_eq!(c.content, lines[c.start_line as usize - 1..c.end_line as usize].join("\n"), "{lang}: exact lines");
+        }
     }
 
     #[test]
