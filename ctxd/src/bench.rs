@@ -4,6 +4,10 @@
 //! * chunking — files/s, MB/s and chunks/s of load + chunk (tree-sitter and the real tokenizer);
 //! * embedding — chunks/s and tokens/s of the model on the first `--embed-chunks` chunks;
 //! * end to end — files/s of `ctxd index` into a fresh temporary index.
+//!
+//! `--integrity DIR...` instead re-parses every chunk that is a whole definition (kinds
+//! without `_part`) with its language's grammar and prints the share without ERROR nodes, per
+//! language: do chunk boundaries fall where the code's own structure does?
 
 use std::path::Path;
 use std::time::Instant;
@@ -148,5 +152,84 @@ fn write_export(
     });
     std::fs::write(dir.join("ctxd-timing.json"), serde_json::to_string_pretty(&timing)?)?;
     println!("export: {}", dir.display());
+    Ok(())
+}
+
+/// The text a whole-definition chunk is re-parsed as: dedented, and wrapped where the language
+/// does not allow the definition at the top level (methods of Java-like languages, JS/TS class
+/// methods, PHP's opening tag).
+fn reparse_source(language: &str, kind: &str, content: &str) -> String {
+    let indent =
+        content.lines().filter(|l| !l.trim().is_empty()).map(|l| l.len() - l.trim_start().len()).min().unwrap_or(0);
+    let body: String =
+        content.lines().map(|l| l.get(indent..).unwrap_or(l.trim_start())).collect::<Vec<_>>().join("\n");
+    let member = matches!(kind, "method" | "property");
+    match language {
+        "php" if member => format!("<?php\nclass W {{\n{body}\n}}\n"),
+        "php" => format!("<?php\n{body}\n"),
+        "java" | "csharp" | "javascript" | "typescript" | "tsx" if member => format!("class W {{\n{body}\n}}\n"),
+        _ => body,
+    }
+}
+
+/// `ctxd bench --integrity DIR...`.
+pub fn integrity(dirs: &[std::path::PathBuf], max_files: usize, model: &ModelArgs) -> Result<()> {
+    use std::collections::BTreeMap;
+    let spec = model.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string());
+    let files = ctxd_models::resolve_model(&spec)?;
+    let counter = ctxd_models::TokenCounter::from_model(&files)?;
+    let chunker = Chunker::with_tokenizer(counter, ChunkConfig::default());
+    // language → (whole definitions, parsed cleanly, parts, files)
+    let mut stats: BTreeMap<&'static str, (usize, usize, usize, usize)> = BTreeMap::new();
+    let started = Instant::now();
+    for dir in dirs {
+        let scanner = Scanner::new(dir, vec![]);
+        let mut found = Vec::new();
+        scanner.scan(|f| {
+            if ctxd_stages::chunk::grammar(ctxd_stages::lang::detect(&f.rel)).is_some() {
+                found.push(f);
+            }
+            found.len() < max_files
+        });
+        let state = FileState::default();
+        for f in &found {
+            let Ok(LoadOutcome::Loaded(l)) = load(f, &state, &LoadConfig::default()) else { continue };
+            let Some(grammar) = ctxd_stages::chunk::grammar(l.language) else { continue };
+            let mut parser = tree_sitter::Parser::new();
+            parser.set_language(&grammar).context("loading a grammar")?;
+            // Only files that parse cleanly as a whole: a chunk cannot be better than its file.
+            match parser.parse(&l.text, None) {
+                Some(tree) if !tree.root_node().has_error() => {}
+                _ => continue,
+            }
+            let entry = stats.entry(l.language).or_default();
+            entry.3 += 1;
+            for c in chunker.chunk_file(&l).chunks {
+                let Some(kind) = c.kind.as_deref() else { continue };
+                if kind.ends_with("_part") {
+                    entry.2 += 1;
+                    continue;
+                }
+                if kind == "module" || kind == "section" {
+                    continue;
+                }
+                entry.0 += 1;
+                let src = reparse_source(l.language, kind, &c.content);
+                if parser.parse(&src, None).is_some_and(|t| !t.root_node().has_error()) {
+                    entry.1 += 1;
+                }
+            }
+        }
+    }
+    println!("{:<12} {:>7} {:>12} {:>10} {:>9}", "language", "files", "definitions", "clean", "parts");
+    let (mut all, mut ok) = (0, 0);
+    for (lang, (defs, clean, parts, nfiles)) in &stats {
+        all += defs;
+        ok += clean;
+        let share = if *defs > 0 { 100.0 * *clean as f64 / *defs as f64 } else { 100.0 };
+        println!("{lang:<12} {nfiles:>7} {defs:>12} {share:>9.2}% {parts:>9}");
+    }
+    let share = if all > 0 { 100.0 * ok as f64 / all as f64 } else { 100.0 };
+    println!("{:<12} {:>7} {all:>12} {share:>9.2}%   ({:.1}s)", "all", "", started.elapsed().as_secs_f64());
     Ok(())
 }

@@ -161,6 +161,14 @@ pub enum Command {
         /// (`benches/embed_vs_pytorch.py`).
         #[arg(long)]
         export: Option<PathBuf>,
+        /// Instead of the throughput figures: re-parse every whole-definition chunk of the code
+        /// under these folders (repeatable) and print, per language, the share that parses
+        /// without ERROR nodes.
+        #[arg(long)]
+        integrity: Vec<PathBuf>,
+        /// With --integrity: files read per folder at most.
+        #[arg(long, default_value_t = 4000)]
+        max_files: usize,
         #[command(flatten)]
         model: ModelArgs,
     },

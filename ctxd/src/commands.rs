@@ -26,7 +26,10 @@ pub async fn run(cli: Cli) -> Result<()> {
             println!("{}: ok", file.display());
             Ok(())
         }
-        Command::Bench { corpus, embed_chunks, skip_e2e, export, model } => {
+        Command::Bench { integrity, max_files, model, .. } if !integrity.is_empty() => {
+            crate::bench::integrity(&integrity, max_files, &model)
+        }
+        Command::Bench { corpus, embed_chunks, skip_e2e, export, model, .. } => {
             crate::bench::run(&corpus, embed_chunks, skip_e2e, export.as_deref(), &model).await
         }
     }

@@ -309,7 +309,11 @@ fn declarator_name(node: Node, src: &[u8]) -> Option<String> {
     let mut cur = node.child_by_field_name("declarator")?;
     for _ in 0..8 {
         match cur.kind() {
-            "identifier" | "field_identifier" | "qualified_identifier" | "destructor_name" | "operator_name"
+            "identifier"
+            | "field_identifier"
+            | "qualified_identifier"
+            | "destructor_name"
+            | "operator_name"
             | "type_identifier" => return Some(text_of(cur, src)),
             _ => cur = cur.child_by_field_name("declarator")?,
         }
@@ -520,17 +524,19 @@ impl Chunker {
             if has_members {
                 let before = out.len();
                 self.members(ctx, body, start, end, symbol.as_deref().or(Some("")), out);
-                // The container's header/tail chunks carry the container's own kind.
+                // The container's header/tail chunks carry the container's kind, marked as a part.
                 for c in &mut out[before..] {
                     if c.kind.as_deref() == Some("module") {
-                        c.kind = Some(kind.to_string());
+                        c.kind = Some(format!("{kind}_part"));
                         c.symbol = symbol.clone();
                     }
                 }
                 return;
             }
         }
-        self.windows(ctx, start, end, symbol, Some(kind), out);
+        // Pieces of an oversized definition: `function_part` etc., so whole definitions
+        // (plain kinds) can be told from pieces.
+        self.windows(ctx, start, end, symbol, Some(&format!("{kind}_part")), out);
     }
 
     fn gap(&self, ctx: &Ctx, start: usize, end: usize, parent: Option<&str>, out: &mut Vec<Chunk>) {
@@ -784,16 +790,26 @@ mod tests {
             ("swift", "func fetchUser(id: Int) -> String {\n  return \"\"\n}\n", "fetchUser", "function"),
         ];
         // Containers over budget are opened into qualified members.
-        let java = format!("class Shop {{\n{}}}\n", (0..30).map(|i| format!("  int f{i}(int a) {{ return a + {i}; }}\n")).collect::<String>());
+        let java = format!(
+            "class Shop {{\n{}}}\n",
+            (0..30).map(|i| format!("  int f{i}(int a) {{ return a + {i}; }}\n")).collect::<String>()
+        );
         let chunks = chunker(60).chunk("java", &java);
-        assert!(chunks.iter().any(|c| c.symbol.as_deref() == Some("Shop.f7") && c.kind.as_deref() == Some("method")), "{chunks:#?}");
+        assert!(
+            chunks.iter().any(|c| c.symbol.as_deref() == Some("Shop.f7") && c.kind.as_deref() == Some("method")),
+            "{chunks:#?}"
+        );
         for (lang, src, symbol, kind) in cases {
             let chunks = chunker(200).chunk(lang, src);
             let found = chunks.iter().find(|c| c.symbol.as_deref() == Some(symbol));
             let c = found.unwrap_or_else(|| panic!("{lang}: no chunk {symbol} in {chunks:#?}"));
             assert_eq!(c.kind.as_deref(), Some(*kind), "{lang}: {c:?}");
             let lines: Vec<&str> = src.lines().collect();
-            assert_eq!(c.content, lines[c.start_line as usize - 1..c.end_line as usize].join("\n"), "{lang}: exact lines");
+            assert_eq!(
+                c.content,
+                lines[c.start_line as usize - 1..c.end_line as usize].join("\n"),
+                "{lang}: exact lines"
+            );
         }
     }
 
