@@ -105,6 +105,22 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Look up definitions in the symbol table by name, symbol (`Type::method`) or qualified name.
+    Symbols {
+        /// Exact name (or prefix with --prefix).
+        name: String,
+        #[arg(long)]
+        db: PathBuf,
+        /// Match names that start with NAME.
+        #[arg(long)]
+        prefix: bool,
+        /// Most rows to print.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print `{"symbols":[...]}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the daemon: index, watch for changes, serve HTTP.
     Serve {
         /// Config file (TOML, see configs/ctxd.toml).

@@ -17,6 +17,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Index { path, db, config, model, json } => index(&path, &db, config.as_deref(), &model, json).await,
         Command::Search { query, db, k, mode, model, json } => search(&query, &db, k, &mode, &model, json).await,
+        Command::Symbols { name, db, prefix, limit, json } => symbols(&name, &db, prefix, limit, json).await,
         Command::Serve { config, watch, db, listen, model } => {
             crate::serve::serve(config, watch, db, listen, model).await
         }
@@ -33,6 +34,35 @@ pub async fn run(cli: Cli) -> Result<()> {
             crate::bench::run(&corpus, embed_chunks, skip_e2e, export.as_deref(), &model).await
         }
     }
+}
+
+async fn symbols(name: &str, db: &Path, prefix: bool, limit: usize, json: bool) -> Result<()> {
+    let uri = db.to_string_lossy().into_owned();
+    if !uri.contains("://") && !db.is_dir() {
+        bail!("no index at {}: run `ctxd index <PATH> --db {}` first", db.display(), db.display());
+    }
+    let index = Index::open(&uri).await?;
+    let rows = index.symbols_named(name, prefix, limit.max(1)).await?;
+    if json {
+        let out: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "name": r.name, "qualified_name": r.qualified_name, "symbol": r.symbol, "kind": r.kind,
+                    "language": r.language, "path": r.path, "start_line": r.start_line, "end_line": r.end_line,
+                    "signature": r.signature, "parent": r.parent, "doc": r.doc,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::json!({ "symbols": out }));
+    } else if rows.is_empty() {
+        println!("no symbol {}{name}", if prefix { "starting with " } else { "named " });
+    } else {
+        for r in rows {
+            println!("{}:{}-{}  {} {}  {}", r.path, r.start_line, r.end_line, r.kind, r.qualified_name, r.signature);
+        }
+    }
+    Ok(())
 }
 
 /// Builds the config of a one-shot or daemon run from an optional file plus overrides.

@@ -194,6 +194,14 @@ fn index_search_then_edit_and_delete_while_serving() {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(top["content"].as_str().unwrap(), lines[s as usize - 1..e as usize].join("\n"), "exact line range");
     }
+    // The symbol table knows the definition, with its signature.
+    let v: Value =
+        serde_json::from_str(&run_ok(ctxd().args(["symbols", "verify_password", "--json", "--db"]).arg(&db))).unwrap();
+    let sym = &v["symbols"][0];
+    assert_eq!(sym["path"], "src/auth.rs", "{v}");
+    assert_eq!(sym["kind"], "function", "{v}");
+    assert!(sym["signature"].as_str().unwrap().contains("fn verify_password("), "{v}");
+    assert!(sym["qualified_name"].as_str().unwrap().ends_with("auth::verify_password"), "{v}");
     // BM25 finds an identifier; nothing from ignored or secret files is indexed.
     let v: Value = serde_json::from_str(&run_ok(
         ctxd().args(["search", "fetchUserProfile", "--mode", "bm25", "--json", "--db"]).arg(&db),

@@ -1,4 +1,5 @@
-//! The storage layer of ctxd: one LanceDB database directory, one `chunks` table.
+//! The storage layer of ctxd: one LanceDB database directory with a `chunks` table and a
+//! `symbols` table ([`symbols`]: one row per definition, written with the chunks).
 //!
 //! * [`schema`] defines the Arrow schema of a chunk row (the on-disk format is part of the API:
 //!   pyarrow/pylance can read it directly).
@@ -14,10 +15,12 @@ pub mod error;
 pub mod metrics;
 pub mod schema;
 pub mod store;
+pub mod symbols;
 
 pub use error::IndexError;
 pub use schema::ChunkRow;
 pub use store::{CommitBatch, CommitStats, Hit, Index, IndexStats};
+pub use symbols::{SymbolRow, SYMBOLS_TABLE};
 
 /// Name of the chunks table inside the database directory.
 pub const CHUNKS_TABLE: &str = "chunks";

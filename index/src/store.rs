@@ -17,6 +17,7 @@ use lancedb::{Connection, DistanceType, Table};
 
 use crate::metrics as m;
 use crate::schema::{chunks_schema, rows_to_batch, ChunkRow};
+use crate::symbols::{batch_to_symbols, symbols_schema, symbols_to_batch, SymbolRow, SYMBOLS_TABLE};
 use crate::{IndexError, CHUNKS_TABLE};
 
 /// One atomic change to the index: the complete new chunk set of some files, and files that
@@ -30,6 +31,8 @@ pub struct CommitBatch {
     pub replace_paths: Vec<String>,
     /// Files removed from the source: all their chunks are deleted.
     pub delete_paths: Vec<String>,
+    /// The definitions of every file in `rows` (replacing those of replaced/deleted paths).
+    pub symbols: Vec<SymbolRow>,
 }
 
 impl CommitBatch {
@@ -73,6 +76,8 @@ pub struct IndexStats {
 pub struct Index {
     uri: String,
     table: Table,
+    /// The symbols table (absent in indexes written before it existed, when opened read-only).
+    symbols: Option<Table>,
     dim: usize,
     model_id: String,
     fts_ready: AtomicBool,
@@ -127,7 +132,16 @@ impl Index {
                 Err(_) => conn.open_table(CHUNKS_TABLE).execute().await.map_err(lance)?,
             }
         };
-        let index = Self::from_table(uri, table).await?;
+        let symbols = if names.iter().any(|n| n == SYMBOLS_TABLE) {
+            conn.open_table(SYMBOLS_TABLE).execute().await.map_err(lance)?
+        } else {
+            match conn.create_empty_table(SYMBOLS_TABLE, symbols_schema()).execute().await {
+                Ok(t) => t,
+                Err(_) => conn.open_table(SYMBOLS_TABLE).execute().await.map_err(lance)?,
+            }
+        };
+        let mut index = Self::from_table(uri, table).await?;
+        index.symbols = Some(symbols);
         let indexed_model = index.stored_model().await?;
         if index.dim != dim || indexed_model.as_deref().is_some_and(|m| m != model_id) {
             return Err(IndexError::ModelMismatch {
@@ -151,6 +165,9 @@ impl Index {
         }
         let table = conn.open_table(CHUNKS_TABLE).execute().await.map_err(lance)?;
         let mut index = Self::from_table(uri, table).await?;
+        if names.iter().any(|n| n == SYMBOLS_TABLE) {
+            index.symbols = Some(conn.open_table(SYMBOLS_TABLE).execute().await.map_err(lance)?);
+        }
         index.model_id = index.stored_model().await?.unwrap_or_default();
         Ok(index)
     }
@@ -164,7 +181,14 @@ impl Index {
         let indices =
             table.list_indices().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
         let fts_ready = indices.iter().any(|i| i.columns.iter().any(|c| c == "content"));
-        Ok(Self { uri: uri.to_string(), table, dim, model_id: String::new(), fts_ready: AtomicBool::new(fts_ready) })
+        Ok(Self {
+            uri: uri.to_string(),
+            table,
+            symbols: None,
+            dim,
+            model_id: String::new(),
+            fts_ready: AtomicBool::new(fts_ready),
+        })
     }
 
     async fn stored_model(&self) -> Result<Option<String>, IndexError> {
@@ -225,6 +249,9 @@ impl Index {
         let mut touched: Vec<String> = batch.replace_paths.iter().chain(&batch.delete_paths).cloned().collect();
         touched.sort();
         touched.dedup();
+        // Symbols first: an idempotent merge, so when the chunk commit below fails and the
+        // batch is retried, nothing is duplicated.
+        self.commit_symbols(&batch.symbols, &touched).await?;
         let stats = if batch.rows.is_empty() {
             let res = self.table.delete(in_list("path", &touched).as_str()).await.map_err(|e| self.lance(e))?;
             CommitStats { version: res.version, inserted: 0, deleted: res.num_deleted_rows }
@@ -267,6 +294,41 @@ impl Index {
         self.fts_ready.store(true, Ordering::Release);
         metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
         Ok(())
+    }
+
+    async fn commit_symbols(&self, rows: &[SymbolRow], touched: &[String]) -> Result<(), IndexError> {
+        let Some(table) = &self.symbols else { return Ok(()) };
+        if rows.is_empty() {
+            if !touched.is_empty() {
+                table.delete(in_list("path", touched).as_str()).await.map_err(|e| self.lance(e))?;
+            }
+            return Ok(());
+        }
+        let record = symbols_to_batch(rows)?;
+        let schema = record.schema();
+        let reader = RecordBatchIterator::new(vec![Ok(record)], schema);
+        let mut merge = table.merge_insert(&["symbol_id"]);
+        merge.when_not_matched_insert_all();
+        if !touched.is_empty() {
+            merge.when_not_matched_by_source_delete(Some(in_list("path", touched)));
+        }
+        merge.execute(Box::new(reader)).await.map_err(|e| self.lance(e))?;
+        Ok(())
+    }
+
+    /// Definitions whose name, symbol or qualified name is `name` (exact), or, with
+    /// `prefix`, starts with it. At most `limit` rows.
+    pub async fn symbols_named(&self, name: &str, prefix: bool, limit: usize) -> Result<Vec<SymbolRow>, IndexError> {
+        let Some(table) = &self.symbols else { return Ok(Vec::new()) };
+        let filter = if prefix {
+            let like = sql_str(&format!("{}%", name.replace('%', "")));
+            format!("name LIKE {like} OR symbol LIKE {like} OR qualified_name LIKE {like}")
+        } else {
+            let v = sql_str(name);
+            format!("name = {v} OR symbol = {v} OR qualified_name = {v}")
+        };
+        let batches = self.collect(table.query().only_if(filter).limit(limit)).await?;
+        Ok(batches.iter().flat_map(batch_to_symbols).collect())
     }
 
     /// Folds rows written since the last index build into the full-text index. Rows not yet
@@ -464,6 +526,58 @@ mod tests {
         }
     }
 
+    fn sym(path: &str, name: &str, line: u32) -> SymbolRow {
+        SymbolRow {
+            symbol_id: format!("{path}#{name}#{line}"),
+            name: name.into(),
+            qualified_name: format!("{}::{name}", path.trim_end_matches(".rs")),
+            symbol: name.into(),
+            kind: "function".into(),
+            language: "rust".into(),
+            path: path.into(),
+            start_line: line,
+            end_line: line + 3,
+            signature: format!("fn {name}()"),
+            parent: None,
+            doc: Some("does things".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn symbols_are_replaced_with_their_files_and_found_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("db").to_string_lossy().into_owned();
+        let index = Index::open_or_create(&uri, "m", 4).await.unwrap();
+        let first = CommitBatch {
+            rows: vec![row("a.rs", 0, "parse", [1.0, 0.0, 0.0, 0.0]), row("b.rs", 0, "render", [0.0, 1.0, 0.0, 0.0])],
+            symbols: vec![sym("a.rs", "parse_config", 1), sym("a.rs", "parse_args", 9), sym("b.rs", "render", 1)],
+            ..Default::default()
+        };
+        index.commit(first.clone()).await.unwrap();
+        // A retried batch does not duplicate symbols.
+        index.commit(CommitBatch { replace_paths: vec!["a.rs".into(), "b.rs".into()], ..first }).await.unwrap();
+        let exact = index.symbols_named("parse_config", false, 10).await.unwrap();
+        assert_eq!(exact.len(), 1);
+        assert_eq!(exact[0].signature, "fn parse_config()");
+        assert_eq!(exact[0].doc.as_deref(), Some("does things"));
+        assert_eq!(index.symbols_named("a::parse_args", false, 10).await.unwrap().len(), 1, "by qualified name");
+        assert_eq!(index.symbols_named("parse", true, 10).await.unwrap().len(), 2, "by prefix");
+        // a.rs loses parse_args, b.rs is deleted: their symbols go in the same commit.
+        let second = CommitBatch {
+            rows: vec![row("a.rs", 0, "parse", [1.0, 0.0, 0.0, 0.0])],
+            replace_paths: vec!["a.rs".into()],
+            delete_paths: vec!["b.rs".into()],
+            symbols: vec![sym("a.rs", "parse_config", 1)],
+        };
+        index.commit(second).await.unwrap();
+        assert!(index.symbols_named("parse_args", false, 10).await.unwrap().is_empty());
+        assert!(index.symbols_named("render", false, 10).await.unwrap().is_empty());
+        assert_eq!(index.symbols_named("parse_config", false, 10).await.unwrap().len(), 1);
+        // A read-only open sees the same table.
+        let ro = Index::open(&uri).await.unwrap();
+        assert_eq!(ro.symbols_named("parse", true, 10).await.unwrap().len(), 1);
+    }
+
     #[tokio::test]
     async fn commit_replace_delete_and_search_on_real_lancedb() {
         let dir = tempfile::tempdir().unwrap();
@@ -477,6 +591,7 @@ mod tests {
             ],
             replace_paths: vec!["a.rs".into(), "b.rs".into()],
             delete_paths: vec![],
+            symbols: vec![],
         };
         let s1 = index.commit(first).await.unwrap();
         assert_eq!((s1.inserted, s1.deleted), (3, 0));
@@ -496,6 +611,7 @@ mod tests {
             ],
             replace_paths: vec!["a.rs".into()],
             delete_paths: vec!["b.rs".into()],
+            symbols: vec![],
         };
         let before = index.version().await.unwrap();
         assert!(before > s1.version, "building the FTS index is a version of its own");
@@ -519,6 +635,7 @@ mod tests {
             ],
             replace_paths: vec!["a.rs".into()],
             delete_paths: vec![],
+            symbols: vec![],
         };
         let s3 = index.commit(again).await.unwrap();
         assert_eq!((s3.inserted, s3.deleted), (0, 0));

@@ -21,6 +21,7 @@ pub mod lang;
 pub mod load;
 pub mod metrics;
 pub mod state;
+pub mod symbols;
 pub mod upsert;
 pub mod watch;
 

@@ -47,6 +47,7 @@ impl Upsert {
                     if self.state.get(&path).is_some() {
                         batch.replace_paths.push(path.clone());
                     }
+                    batch.symbols.extend(crate::symbols::extract(&f.rows));
                     batch.rows.extend(f.rows);
                     committed.push((path, Some(f.file_hash)));
                 }

@@ -1,0 +1,214 @@
+//! Definitions out of a file's chunks: the rows of the index's `symbols` table.
+//!
+//! Every chunk whose kind is a definition (`function`, `method`, `class`, `struct`, `impl`, …)
+//! names one; a definition split into pieces (`function_part`, or a large container opened into
+//! members whose header/tail are `class_part`) is one symbol spanning all its pieces. For each:
+//! the name (last segment of the chunk symbol), the parent (the rest), a qualified name (module
+//! path from the file path + symbol: `src::auth::verify_password`, `pkg.models.User.save`), the
+//! signature (first code line after doc comments, attributes and decorators) and a doc summary
+//! (first line of the leading doc comment, or of a Python docstring).
+
+use std::collections::BTreeMap;
+
+use ctxd_index::{ChunkRow, SymbolRow};
+
+/// Chunk kinds that are not definitions.
+const NOT_DEFINITIONS: &[&str] = &["module", "section", "key", "table", "page", "cell", "rows", "document"];
+
+fn is_comment(line: &str) -> bool {
+    let t = line.trim_start();
+    ["///", "//", "/*", "*", "#[", "#!", "@", "--", "\"\"\"", "'''"].iter().any(|p| t.starts_with(p))
+        || (t.starts_with('#') && !t.starts_with("#include") && !t.starts_with("#define"))
+}
+
+fn doc_summary(content: &str, language: &str) -> Option<String> {
+    let clean = |l: &str| {
+        l.trim()
+            .trim_start_matches("///")
+            .trim_start_matches("//!")
+            .trim_start_matches("/**")
+            .trim_start_matches("//")
+            .trim_start_matches("/*")
+            .trim_start_matches('*')
+            .trim_start_matches('#')
+            .trim_start_matches("--")
+            .trim_end_matches("*/")
+            .trim()
+            .to_string()
+    };
+    // Leading comments above the definition.
+    for line in content.lines() {
+        let t = line.trim_start();
+        if t.starts_with("#[") || t.starts_with('@') || t.is_empty() {
+            continue;
+        }
+        if !is_comment(line) {
+            break;
+        }
+        let c = clean(line);
+        if !c.is_empty() {
+            return Some(c);
+        }
+    }
+    // A Python docstring right after the signature.
+    if language == "python" {
+        let mut lines = content.lines().skip_while(|l| {
+            !l.trim_start().starts_with("def ")
+                && !l.trim_start().starts_with("class ")
+                && !l.trim_start().starts_with("async def ")
+        });
+        lines.next();
+        for line in lines.by_ref().take(3) {
+            let t = line.trim().trim_start_matches("r\"\"\"").trim_start_matches("\"\"\"").trim_start_matches("'''");
+            let t = t.trim_end_matches("\"\"\"").trim_end_matches("'''").trim();
+            if !t.is_empty() && (line.contains("\"\"\"") || line.contains("'''")) {
+                return Some(t.to_string());
+            }
+        }
+    }
+    None
+}
+
+fn signature(content: &str) -> String {
+    let line = content.lines().find(|l| !l.trim().is_empty() && !is_comment(l)).unwrap_or("");
+    let line = line.trim();
+    let mut sig: String = line.chars().take(200).collect();
+    if let Some(stripped) = sig.strip_suffix('{') {
+        sig = stripped.trim_end().to_string();
+    }
+    sig
+}
+
+fn module_path(path: &str, language: &str) -> (String, &'static str) {
+    let sep = if matches!(language, "rust" | "cpp" | "php") { "::" } else { "." };
+    let stem = path.rsplit_once('.').map_or(path, |(s, _)| s);
+    let mut parts: Vec<&str> = stem.split('/').filter(|p| !p.is_empty()).collect();
+    if matches!(parts.last(), Some(&"mod") | Some(&"__init__") | Some(&"index") | Some(&"lib")) && parts.len() > 1 {
+        parts.pop();
+    }
+    (parts.join(sep), sep)
+}
+
+/// The definitions among a file's chunk rows (all rows of one file).
+pub fn extract(rows: &[ChunkRow]) -> Vec<SymbolRow> {
+    // (symbol, base kind) → (rows of the definition).
+    let mut defs: BTreeMap<(String, String), Vec<&ChunkRow>> = BTreeMap::new();
+    for row in rows {
+        let (Some(symbol), Some(kind)) = (row.symbol.as_deref(), row.kind.as_deref()) else { continue };
+        let base = kind.strip_suffix("_part").unwrap_or(kind);
+        if NOT_DEFINITIONS.contains(&base) || symbol.is_empty() {
+            continue;
+        }
+        defs.entry((symbol.to_string(), base.to_string())).or_default().push(row);
+    }
+    let mut out = Vec::with_capacity(defs.len());
+    for ((symbol, kind), parts) in defs {
+        let first = parts.iter().min_by_key(|r| r.start_line).expect("non-empty");
+        let start = first.start_line;
+        let end = parts.iter().map(|r| r.end_line).max().unwrap_or(start);
+        let (module, sep) = module_path(&first.path, &first.language);
+        let split = symbol.rfind("::").map(|i| (i, 2)).or_else(|| symbol.rfind('.').map(|i| (i, 1)));
+        let (parent, name) = match split {
+            Some((i, w)) => (Some(symbol[..i].to_string()), symbol[i + w..].to_string()),
+            None => (None, symbol.clone()),
+        };
+        let symbol_in_module = symbol.replace("::", sep).replace('.', sep);
+        let qualified_name =
+            if module.is_empty() { symbol_in_module } else { format!("{module}{sep}{symbol_in_module}") };
+        let mut h = blake3::Hasher::new();
+        h.update(first.path.as_bytes());
+        h.update(&[0]);
+        h.update(qualified_name.as_bytes());
+        h.update(&start.to_le_bytes());
+        out.push(SymbolRow {
+            symbol_id: h.finalize().to_hex()[..32].to_string(),
+            name,
+            qualified_name,
+            symbol,
+            kind,
+            language: first.language.clone(),
+            path: first.path.clone(),
+            start_line: start,
+            end_line: end,
+            signature: signature(&first.content),
+            parent,
+            doc: doc_summary(&first.content, &first.language),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(path: &str, lang: &str, symbol: &str, kind: &str, lines: (u32, u32), content: &str) -> ChunkRow {
+        ChunkRow {
+            chunk_id: format!("{symbol}{}", lines.0),
+            path: path.into(),
+            language: lang.into(),
+            symbol: Some(symbol.into()),
+            kind: Some(kind.into()),
+            start_line: lines.0,
+            end_line: lines.1,
+            content: content.into(),
+            content_hash: String::new(),
+            file_hash: String::new(),
+            token_count: 1,
+            vector: vec![],
+            model: String::new(),
+        }
+    }
+
+    #[test]
+    fn definitions_with_qualified_names_signatures_and_docs() {
+        let rows = vec![
+            row(
+                "src/auth.rs",
+                "rust",
+                "verify_password",
+                "function",
+                (3, 9),
+                "/// Checks a password.\n#[inline]\npub fn verify_password(p: &str) -> bool {\n    true\n}",
+            ),
+            row("src/auth.rs", "rust", "Point", "impl_part", (11, 12), "impl Point {"),
+            row(
+                "src/auth.rs",
+                "rust",
+                "Point::norm",
+                "method",
+                (13, 15),
+                "    fn norm(&self) -> f64 {\n        0.0\n    }",
+            ),
+            row("src/auth.rs", "rust", "Point", "impl_part", (16, 16), "}"),
+            row("src/auth.rs", "rust", "", "module", (1, 2), "use std::fmt;"),
+        ];
+        let syms = extract(&rows);
+        assert_eq!(syms.len(), 3, "{syms:#?}");
+        let f = syms.iter().find(|s| s.name == "verify_password").unwrap();
+        assert_eq!(f.qualified_name, "src::auth::verify_password");
+        assert_eq!(f.signature, "pub fn verify_password(p: &str) -> bool");
+        assert_eq!(f.doc.as_deref(), Some("Checks a password."));
+        let m = syms.iter().find(|s| s.name == "norm").unwrap();
+        assert_eq!(m.parent.as_deref(), Some("Point"));
+        assert_eq!(m.qualified_name, "src::auth::Point::norm");
+        let imp = syms.iter().find(|s| s.kind == "impl").unwrap();
+        assert_eq!((imp.start_line, imp.end_line), (11, 16), "a split container spans its parts");
+    }
+
+    #[test]
+    fn python_docstrings_and_module_paths() {
+        let rows = vec![row(
+            "pkg/models/__init__.py",
+            "python",
+            "User.save",
+            "method",
+            (4, 7),
+            "    @retry\n    def save(self):\n        \"\"\"Persist the user.\"\"\"\n        pass",
+        )];
+        let s = &extract(&rows)[0];
+        assert_eq!(s.qualified_name, "pkg.models.User.save");
+        assert_eq!(s.signature, "def save(self):");
+        assert_eq!(s.doc.as_deref(), Some("Persist the user."));
+    }
+}
