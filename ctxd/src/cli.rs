@@ -81,6 +81,10 @@ pub enum Command {
         /// Optional config file for tuning (its [source] root and [index] db are overridden).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Full-text only: store chunks without vectors (no embedding time); search them with
+        /// `--mode bm25`.
+        #[arg(long)]
+        no_embed: bool,
         #[command(flatten)]
         model: ModelArgs,
         /// Print the summary as JSON.

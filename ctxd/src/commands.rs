@@ -15,7 +15,9 @@ use crate::cli::{Cli, Command, ConfigAction, ModelArgs};
 /// Dispatches a parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Index { path, db, config, model, json } => index(&path, &db, config.as_deref(), &model, json).await,
+        Command::Index { path, db, config, no_embed, model, json } => {
+            index(&path, &db, config.as_deref(), no_embed, &model, json).await
+        }
         Command::Search { query, db, k, mode, model, json } => search(&query, &db, k, &mode, &model, json).await,
         Command::Symbols { name, db, prefix, limit, json } => symbols(&name, &db, prefix, limit, json).await,
         Command::Serve { config, watch, db, listen, model } => {
@@ -82,8 +84,18 @@ pub fn build_config(file: Option<&Path>, root: Option<&Path>, db: Option<&Path>,
     Ok(cfg)
 }
 
-async fn index(path: &Path, db: &Path, config: Option<&Path>, model: &ModelArgs, json: bool) -> Result<()> {
-    let cfg = build_config(config, Some(path), Some(db), model)?;
+async fn index(
+    path: &Path,
+    db: &Path,
+    config: Option<&Path>,
+    no_embed: bool,
+    model: &ModelArgs,
+    json: bool,
+) -> Result<()> {
+    let mut cfg = build_config(config, Some(path), Some(db), model)?;
+    if no_embed {
+        cfg.source.embed = false;
+    }
     let engine = Engine::open(cfg).await.with_context(|| format!("opening index {}", db.display()))?;
     let (kill, shutdown) = tokio::sync::watch::channel(false);
     let running = engine.run(false, shutdown)?;

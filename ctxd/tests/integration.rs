@@ -429,6 +429,27 @@ fn documents_are_found_by_section_page_and_cell() {
     let cell = top("plot a histogram of the residuals");
     assert_eq!(cell["path"], "analysis.ipynb", "{cell}");
     assert_eq!(cell["start_line"], 2, "cites cell 2: {cell}");
+    // Full-text only: a log indexed without vectors is found by BM25, never by vector search.
+    let logs = tmp.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let log: String = (0..500).map(|i| format!("2026-11-22T06:{:02}:00Z worker-{i} heartbeat ok\n", i % 60)).collect();
+    std::fs::write(logs.join("app.log"), format!("{log}2026-11-22T07:00:00Z worker-7 panicked: disk quota exceeded\n"))
+        .unwrap();
+    let log_db = tmp.path().join("log-db");
+    let out = run_ok(ctxd().arg("index").arg(&logs).arg("--db").arg(&log_db).args(["--no-embed", "--json"]));
+    let summary: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(summary["files_indexed"], 1, "{summary}");
+    let bm25: Value = serde_json::from_str(&run_ok(
+        ctxd().args(["search", "disk quota exceeded", "--mode", "bm25", "--json", "--db"]).arg(&log_db),
+    ))
+    .unwrap();
+    assert!(bm25["results"][0]["content"].as_str().unwrap().contains("worker-7 panicked"), "{bm25}");
+    let vector: Value = serde_json::from_str(&run_ok(
+        ctxd().args(["search", "disk quota exceeded", "--mode", "vector", "--json", "--db"]).arg(&log_db),
+    ))
+    .unwrap();
+    assert!(vector["results"].as_array().unwrap().is_empty(), "unembedded rows are not vector hits: {vector}");
+
     let csv = top("Osaka");
     assert_eq!(csv["path"], "cities.csv", "{csv}");
     assert!(csv["content"].as_str().unwrap().starts_with("city,country\n"), "{csv}");

@@ -22,5 +22,9 @@ pub use schema::ChunkRow;
 pub use store::{CommitBatch, CommitStats, Hit, Index, IndexStats};
 pub use symbols::{SymbolRow, SYMBOLS_TABLE};
 
+/// `model` of rows stored without a vector (full-text-only sources): zero vectors that vector
+/// search skips and the model check ignores.
+pub const NO_MODEL: &str = "none";
+
 /// Name of the chunks table inside the database directory.
 pub const CHUNKS_TABLE: &str = "chunks";

@@ -18,7 +18,7 @@ use lancedb::{Connection, DistanceType, Table};
 use crate::metrics as m;
 use crate::schema::{chunks_schema, rows_to_batch, ChunkRow};
 use crate::symbols::{batch_to_symbols, symbols_schema, symbols_to_batch, SymbolRow, SYMBOLS_TABLE};
-use crate::{IndexError, CHUNKS_TABLE};
+use crate::{IndexError, CHUNKS_TABLE, NO_MODEL};
 
 /// One atomic change to the index: the complete new chunk set of some files, and files that
 /// are gone. Applied as a single LanceDB commit.
@@ -192,7 +192,9 @@ impl Index {
     }
 
     async fn stored_model(&self) -> Result<Option<String>, IndexError> {
-        let batches = self.collect(self.table.query().select(Select::columns(&["model"])).limit(1)).await?;
+        let filter = format!("model != {}", sql_str(NO_MODEL));
+        let batches =
+            self.collect(self.table.query().only_if(filter).select(Select::columns(&["model"])).limit(1)).await?;
         Ok(batches
             .iter()
             .find(|b| b.num_rows() > 0)
@@ -368,6 +370,7 @@ impl Index {
                     .nearest_to(vector)
                     .map_err(|e| self.lance(e))?
                     .distance_type(DistanceType::Cosine)
+                    .only_if(format!("model != {}", sql_str(NO_MODEL)))
                     .select(Select::columns(&with_score("_distance")))
                     .limit(k),
             )

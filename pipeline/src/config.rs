@@ -46,11 +46,14 @@ pub struct SourceConfig {
     pub debounce_ms: u64,
     /// Larger files are skipped and counted.
     pub max_file_bytes: u64,
+    /// Embed chunks (`false`: full-text only — chunks are stored without vectors and found by
+    /// BM25; for logs and data dumps).
+    pub embed: bool,
 }
 
 impl Default for SourceConfig {
     fn default() -> Self {
-        Self { root: PathBuf::from("."), debounce_ms: 200, max_file_bytes: 10 * 1024 * 1024 }
+        Self { root: PathBuf::from("."), debounce_ms: 200, max_file_bytes: 10 * 1024 * 1024, embed: true }
     }
 }
 

@@ -154,7 +154,8 @@ impl Engine {
             tracker.clone(),
         ));
         let embed = EmbedStage {
-            embed: Embed::new(self.service.clone(), self.index.clone(), self.state.clone()),
+            embed: Embed::new(self.service.clone(), self.index.clone(), self.state.clone())
+                .with_vectors(self.cfg.source.embed),
             counters: counters.clone(),
         };
         let embed_limits = BatchLimits {

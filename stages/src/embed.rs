@@ -37,12 +37,36 @@ pub struct Embed {
     service: EmbedService,
     index: Arc<Index>,
     state: FileState,
+    vectors: bool,
 }
+
+/// The `model` value of rows stored without a vector (full-text-only sources).
+pub const NO_MODEL: &str = ctxd_index::NO_MODEL;
 
 impl Embed {
     /// An embed stage using `service`, reusing vectors from `index` for files in `state`.
     pub fn new(service: EmbedService, index: Arc<Index>, state: FileState) -> Self {
-        Self { service, index, state }
+        Self { service, index, state, vectors: true }
+    }
+
+    /// `false`: store chunks without vectors (zero vector, model [`NO_MODEL`]); only BM25
+    /// finds them.
+    pub fn with_vectors(mut self, vectors: bool) -> Self {
+        self.vectors = vectors;
+        self
+    }
+
+    fn without_vectors(&self, files: Vec<ChunkedFile>) -> Vec<Result<EmbeddedFile, StageError>> {
+        let dim = self.index.dim();
+        let n: usize = files.iter().map(|f| f.chunks.len()).sum();
+        metrics::counter!(m::EMBED_SKIPPED_CHUNKS_TOTAL).increment(n as u64);
+        files
+            .into_iter()
+            .map(|file| {
+                let rows = file.chunks.iter().map(|c| row(&file, c, vec![0.0; dim], NO_MODEL)).collect();
+                Ok(EmbeddedFile { rel: file.rel, file_hash: file.file_hash, rows })
+            })
+            .collect()
     }
 
     /// Sum of chunk tokens of a file (the batching weight).
@@ -65,6 +89,9 @@ impl Embed {
 
     /// Embeds a batch of files in one model request; returns one result per file, in order.
     pub async fn embed_files(&self, files: Vec<ChunkedFile>) -> Vec<Result<EmbeddedFile, StageError>> {
+        if !self.vectors {
+            return self.without_vectors(files);
+        }
         let mut caches = Vec::with_capacity(files.len());
         for f in &files {
             caches.push(self.cached_vectors(f).await);
@@ -109,24 +136,31 @@ impl Embed {
                     .chunks
                     .iter()
                     .enumerate()
-                    .map(|(ci, c)| ChunkRow {
-                        chunk_id: chunk_id(&file.rel, c),
-                        path: file.rel.clone(),
-                        language: file.language.to_string(),
-                        symbol: c.symbol.clone(),
-                        kind: c.kind.clone(),
-                        start_line: c.start_line,
-                        end_line: c.end_line,
-                        content: c.content.clone(),
-                        content_hash: c.content_hash.clone(),
-                        file_hash: file.file_hash.clone(),
-                        token_count: c.token_count,
-                        vector: fresh.remove(&ci).or_else(|| cache.get(&c.content_hash).cloned()).unwrap_or_default(),
-                        model: model.clone(),
+                    .map(|(ci, c)| {
+                        let v = fresh.remove(&ci).or_else(|| cache.get(&c.content_hash).cloned()).unwrap_or_default();
+                        row(&file, c, v, &model)
                     })
                     .collect();
                 Ok(EmbeddedFile { rel: file.rel, file_hash: file.file_hash, rows })
             })
             .collect()
+    }
+}
+
+fn row(file: &ChunkedFile, c: &Chunk, vector: Vec<f32>, model: &str) -> ChunkRow {
+    ChunkRow {
+        chunk_id: chunk_id(&file.rel, c),
+        path: file.rel.clone(),
+        language: file.language.to_string(),
+        symbol: c.symbol.clone(),
+        kind: c.kind.clone(),
+        start_line: c.start_line,
+        end_line: c.end_line,
+        content: c.content.clone(),
+        content_hash: c.content_hash.clone(),
+        file_hash: file.file_hash.clone(),
+        token_count: c.token_count,
+        vector,
+        model: model.to_string(),
     }
 }

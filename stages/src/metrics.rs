@@ -24,6 +24,8 @@ pub const EMBED_CHUNKS_TOTAL: &str = "ctxd_embed_chunks_total";
 pub const EMBED_CACHE_HITS_TOTAL: &str = "ctxd_embed_cache_hits_total";
 /// Counter: chunks that had to be embedded.
 pub const EMBED_CACHE_MISSES_TOTAL: &str = "ctxd_embed_cache_misses_total";
+/// Counter: chunks stored without a vector (full-text-only sources).
+pub const EMBED_SKIPPED_CHUNKS_TOTAL: &str = "ctxd_embed_skipped_chunks_total";
 /// Counter: files committed to the index.
 pub const UPSERT_FILES_TOTAL: &str = "ctxd_upsert_files_total";
 /// Counter: files removed from the index.
