@@ -1,6 +1,7 @@
 //! The chunk stage: a file's text → chunks with exact line ranges, symbols and token counts.
 //!
-//! **Code** (Rust, Python, JavaScript, TypeScript, TSX, Go) is parsed with tree-sitter. The top
+//! **Code** (Rust, Python, JavaScript, TypeScript, TSX, Go, Java, C, C++, C#, Ruby, PHP, Bash,
+//! Kotlin, Scala, Lua, Swift) is parsed with tree-sitter. The top
 //! level is walked in order: every definition (function, method, class, struct, enum, trait,
 //! impl, interface, type, module) becomes a chunk together with the comments, doc comments,
 //! attributes and decorators directly above it; everything between definitions (imports,
@@ -10,9 +11,12 @@
 //! its tail become chunks; otherwise it is split into overlapping token windows that keep its
 //! symbol. A file that fails to parse falls back to windows.
 //!
-//! **Everything else** is cut into token windows with overlap on line boundaries; Markdown is
-//! first split at headings so a window never straddles two sections. A single line longer
-//! than the budget is cut into pieces that keep its line number.
+//! **Documents** are first split into the sections [`crate::formats`] finds (Markdown and reST
+//! headings, JSON/YAML keys, TOML tables; pages, cells and headings of extracted PDF, notebook
+//! and HTML text), each labelled with its citation path as the chunk symbol; CSV is cut into row
+//! windows that repeat the header. **Everything else** is cut into token windows with overlap on
+//! line boundaries. A single line longer than the budget is cut into pieces that keep its line
+//! number. Pieces of an oversized definition have kind `<kind>_part`.
 //!
 //! Token counts come from the embedding model's tokenizer (any `Fn(&str) -> usize` in tests).
 

@@ -8,8 +8,12 @@
 //!   debounced `notify` events.
 //! * [`load`] — reads a file, skips unchanged ones by content hash, decodes UTF-8 (lossy with
 //!   a counted warning), rejects binaries and oversized files with a counted reason.
-//! * [`chunk`] — tree-sitter chunks on definition boundaries for Rust, Python, JavaScript,
-//!   TypeScript/TSX and Go; token windows with overlap for everything else.
+//! * [`formats`] — where documents split (Markdown/reST headings, JSON/YAML/TOML keys) and text
+//!   out of PDF, notebooks and HTML.
+//! * [`chunk`] — tree-sitter chunks on definition boundaries for 17 grammars (Rust, Python,
+//!   JavaScript, TypeScript/TSX, Go, Java, C, C++, C#, Ruby, PHP, Bash, Kotlin, Scala, Lua,
+//!   Swift); sections of documents; token windows with overlap for everything else.
+//! * [`symbols`] — the definitions of a file's chunks, for the index's symbol table.
 //! * [`embed`] — turns chunks into vectors through the model service, batching by tokens.
 //! * [`upsert`] — groups files into commits and applies them to the LanceDB index.
 
