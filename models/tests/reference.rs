@@ -3,7 +3,8 @@
 //! Needs the default model installed (`scripts/fetch-model.sh`).
 
 use ctxd_models::{
-    resolve_model, BertEmbedder, EmbedService, EmbedServiceConfig, Embedder, FastBert, Precision, DEFAULT_MODEL,
+    resolve_model, BertEmbedder, EmbedService, EmbedServiceConfig, Embedder, FastBert, Precision, TokenCounter,
+    DEFAULT_MODEL,
 };
 
 #[derive(serde::Deserialize)]
@@ -81,5 +82,44 @@ fn fast_cpu_path_matches_sentence_transformers() {
             let single = model.embed(std::slice::from_ref(text)).unwrap();
             assert!(cosine(want, &single[0]) >= floor);
         }
+    }
+}
+
+/// The direct WordPiece count equals the `tokenizers` count on real code and prose (every line
+/// and every file of this repository's sources and docs), edge cases included.
+#[test]
+fn fast_token_count_equals_the_tokenizer() {
+    let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
+    let counter = TokenCounter::from_model(&files).unwrap();
+    assert!(counter.has_fast_path());
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut texts: Vec<String> = vec![
+        "".into(),
+        "   ".into(),
+        "fn main() { println!(\"{}\", x[0]); }".into(),
+        "a\u{7}b\tc\rd\u{b}e\u{c}f\u{7f}g".into(),
+        "x".repeat(150),
+        format!("{} tail", "ab".repeat(60)),
+        "[CLS] special [SEP] tokens [UNK]".into(),
+        "CamelCaseIdentifier snake_case_identifier SCREAMING_CASE 0xDEADBEEF 3.14e-10".into(),
+        "naïve café".into(),
+    ];
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = entry.path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if p.is_dir() && !name.starts_with('.') && name != "target" {
+                stack.push(p);
+            } else if ["rs", "md", "toml", "sh", "py"].iter().any(|e| name.ends_with(e)) {
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                texts.extend(text.lines().map(str::to_string));
+                texts.push(text);
+            }
+        }
+    }
+    assert!(texts.len() > 5000, "enough real text: {}", texts.len());
+    for t in &texts {
+        assert_eq!(counter.count(t), counter.exact(t), "count differs for {:?}", &t[..t.len().min(80)]);
     }
 }
