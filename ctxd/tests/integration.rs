@@ -454,3 +454,44 @@ fn documents_are_found_by_section_page_and_cell() {
     assert_eq!(csv["path"], "cities.csv", "{csv}");
     assert!(csv["content"].as_str().unwrap().starts_with("city,country\n"), "{csv}");
 }
+
+/// A file over the streaming threshold is chunked and committed in parts, all of it searchable
+/// with exact line numbers; a changed version replaces the old one completely.
+#[test]
+fn big_files_are_streamed_in_parts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("logs");
+    std::fs::create_dir_all(&root).unwrap();
+    let line = |i: usize| format!("2026-11-22T06:00:{:02}Z request {i} served in {} ms", i % 60, i % 97);
+    let mut text: String = (1..=20_000).map(|i| line(i) + "\n").collect();
+    text.push_str("2026-11-22T07:00:00Z kernel: zebra-stripe allocator exhausted\n");
+    std::fs::write(root.join("server.log"), &text).unwrap();
+    let db = tmp.path().join("db");
+    let cfg = tmp.path().join("stream.toml");
+    std::fs::write(&cfg, "[source]\nstream_threshold_bytes = 65536\nstream_block_bytes = 65536\n").unwrap();
+    let index = |extra: &[&str]| -> Value {
+        let out = run_ok(
+            ctxd().arg("index").arg(&root).arg("--db").arg(&db).arg("--config").arg(&cfg).args(extra).arg("--json"),
+        );
+        serde_json::from_str(out.trim()).unwrap()
+    };
+    let summary = index(&["--no-embed"]);
+    assert_eq!(summary["files_indexed"], 1, "one file, however many parts: {summary}");
+    assert!(summary["commits"].as_u64().unwrap() >= 1, "{summary}");
+    let hit = |q: &str| -> Value {
+        let out = run_ok(ctxd().args(["search", q, "--mode", "bm25", "--k", "1", "--json", "--db"]).arg(&db));
+        serde_json::from_str::<Value>(&out).unwrap()["results"][0].clone()
+    };
+    let top = hit("zebra-stripe allocator exhausted");
+    assert_eq!(top["path"], "server.log", "{top}");
+    let (s, e) = (top["start_line"].as_u64().unwrap() as usize, top["end_line"].as_u64().unwrap() as usize);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(e == 20_001 && top["content"].as_str().unwrap() == lines[s - 1..e].join("\n"), "exact lines: {top}");
+    // Unchanged: nothing to do. Changed: the new version replaces every part of the old one.
+    assert_eq!(index(&["--no-embed"])["files_unchanged"], 1);
+    std::fs::write(root.join("server.log"), text.replace("zebra-stripe", "quagga-stripe")).unwrap();
+    assert_eq!(index(&["--no-embed"])["files_indexed"], 1);
+    assert_eq!(hit("quagga-stripe allocator")["end_line"], 20_001);
+    let old = hit("zebra-stripe");
+    assert!(old.is_null() || !old["content"].as_str().unwrap().contains("zebra"), "old version gone: {old}");
+}

@@ -298,6 +298,31 @@ impl Index {
         Ok(())
     }
 
+    /// Completes a file committed in parts: deletes its rows from any other version (their
+    /// `file_hash` is neither `partial:<hash>` nor `<hash>`), then sets `file_hash = <hash>`
+    /// on the new rows, so the file counts as indexed only once every part is in.
+    pub async fn finish_stream(&self, path: &str, hash: &str) -> Result<(), IndexError> {
+        let partial = format!("partial:{hash}");
+        let filter = format!(
+            "path = {} AND file_hash != {} AND file_hash != {}",
+            sql_str(path),
+            sql_str(&partial),
+            sql_str(hash)
+        );
+        self.table.delete(&filter).await.map_err(|e| self.lance(e))?;
+        self.table
+            .update()
+            .only_if(format!("path = {} AND file_hash = {}", sql_str(path), sql_str(&partial)))
+            .column("file_hash", sql_str(hash))
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))?;
+        if let Some(symbols) = &self.symbols {
+            symbols.delete(&format!("path = {}", sql_str(path))).await.map_err(|e| self.lance(e))?;
+        }
+        Ok(())
+    }
+
     async fn commit_symbols(&self, rows: &[SymbolRow], touched: &[String]) -> Result<(), IndexError> {
         let Some(table) = &self.symbols else { return Ok(()) };
         if rows.is_empty() {

@@ -46,6 +46,11 @@ pub struct SourceConfig {
     pub debounce_ms: u64,
     /// Larger files are skipped and counted.
     pub max_file_bytes: u64,
+    /// Larger files are streamed: hashed in one pass, chunked and committed in parts of
+    /// `stream_block_bytes`, never held in memory whole.
+    pub stream_threshold_bytes: u64,
+    /// Bytes of whole lines read per part of a streamed file.
+    pub stream_block_bytes: u64,
     /// Embed chunks (`false`: full-text only — chunks are stored without vectors and found by
     /// BM25; for logs and data dumps).
     pub embed: bool,
@@ -53,7 +58,14 @@ pub struct SourceConfig {
 
 impl Default for SourceConfig {
     fn default() -> Self {
-        Self { root: PathBuf::from("."), debounce_ms: 200, max_file_bytes: 10 * 1024 * 1024, embed: true }
+        Self {
+            root: PathBuf::from("."),
+            debounce_ms: 200,
+            max_file_bytes: 4 << 30,
+            stream_threshold_bytes: 10 * 1024 * 1024,
+            stream_block_bytes: 4 * 1024 * 1024,
+            embed: true,
+        }
     }
 }
 
@@ -236,6 +248,9 @@ impl Config {
             if t.workers == 0 {
                 errs.push(format!("pipeline.{name}.workers must be at least 1"));
             }
+        }
+        if self.source.stream_block_bytes < 4096 || self.source.stream_block_bytes > 1 << 30 {
+            errs.push("source.stream_block_bytes must be between 4096 and 1073741824".into());
         }
         if self.chunk.max_tokens < 16 {
             errs.push("chunk.max_tokens must be at least 16".into());

@@ -138,7 +138,10 @@ impl Engine {
         let mut handles = Vec::new();
         let load_stage = LoadStage {
             state: self.state.clone(),
-            cfg: LoadConfig { max_file_bytes: self.cfg.source.max_file_bytes },
+            cfg: LoadConfig {
+                max_file_bytes: self.cfg.source.max_file_bytes,
+                stream_threshold_bytes: self.cfg.source.stream_threshold_bytes,
+            },
             counters: counters.clone(),
         };
         handles.extend(spawn_stage(Arc::new(load_stage), p.load.workers, load_in, load_out, tracker.clone()));
@@ -146,13 +149,13 @@ impl Engine {
             self.counter.clone(),
             ChunkConfig { max_tokens: self.cfg.chunk.max_tokens, overlap_tokens: self.cfg.chunk.overlap_tokens },
         );
-        handles.extend(spawn_stage(
-            Arc::new(ChunkStage { chunker }),
-            p.chunk.workers,
-            chunk_in,
-            chunk_out,
-            tracker.clone(),
-        ));
+        let chunk_stage = ChunkStage {
+            chunker,
+            parts: chunk_out.clone(),
+            tracker: tracker.clone(),
+            block_bytes: self.cfg.source.stream_block_bytes as usize,
+        };
+        handles.extend(spawn_stage(Arc::new(chunk_stage), p.chunk.workers, chunk_in, chunk_out, tracker.clone()));
         let embed = EmbedStage {
             embed: Embed::new(self.service.clone(), self.index.clone(), self.state.clone())
                 .with_vectors(self.cfg.source.embed),
@@ -408,6 +411,10 @@ impl Stage for LoadStage {
 
 struct ChunkStage {
     chunker: Chunker,
+    /// Where the parts of a streamed file go (all but the last, which is the stage's result).
+    parts: Output<FileWork<ChunkedFile>>,
+    tracker: Tracker,
+    block_bytes: usize,
 }
 
 impl Stage for ChunkStage {
@@ -421,6 +428,24 @@ impl Stage for ChunkStage {
             FileWork::Update(file) => {
                 let chunker = self.chunker.clone();
                 let rel = file.rel.clone();
+                if let Some(path) = file.stream.clone() {
+                    // Each extra part is one more item in flight until the sink commits it.
+                    let (parts, tracker, block) = (self.parts.clone(), self.tracker.clone(), self.block_bytes);
+                    let last = tokio::task::spawn_blocking(move || {
+                        chunker.stream(&file, &path, block, |part| {
+                            tracker.add(1);
+                            let sent = parts.send_blocking(FileWork::Update(part)).is_ok();
+                            if !sent {
+                                tracker.done(1);
+                            }
+                            sent
+                        })
+                    })
+                    .await
+                    .map_err(|e| StageError::Panic { stage: "chunk", path: rel.clone(), message: e.to_string() })?
+                    .map_err(|source| StageError::Read { path: rel.into(), source })?;
+                    return Ok(Some(FileWork::Update(last)));
+                }
                 let chunked = tokio::task::spawn_blocking(move || chunker.chunk_file(&file))
                     .await
                     .map_err(|e| StageError::Panic { stage: "chunk", path: rel, message: e.to_string() })?;
@@ -495,8 +520,11 @@ impl Sink for UpsertSink {
     }
 
     async fn write(&self, items: Vec<Self::In>) -> Result<(), StageError> {
-        let updates = items.iter().filter(|i| matches!(i, FileWork::Update(_))).count() as u64;
-        let removes = items.len() as u64 - updates;
+        // A streamed file counts once, with its last part.
+        let updates =
+            items.iter().filter(|i| matches!(i, FileWork::Update(f) if f.part.as_ref().is_none_or(|p| p.last))).count()
+                as u64;
+        let removes = items.iter().filter(|i| matches!(i, FileWork::Remove(_))).count() as u64;
         let n = items.len() as u64;
         match self.upsert.commit(items).await {
             Ok(stats) => {

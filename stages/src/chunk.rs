@@ -65,9 +65,27 @@ pub struct Chunk {
 pub struct ChunkedFile {
     pub rel: String,
     pub language: &'static str,
+    /// blake3 of the file; for a part of a streamed file, `partial:<hash>` until the last part
+    /// is committed.
     pub file_hash: String,
     pub chunks: Vec<Chunk>,
+    /// Set for the parts of a file too large to hold in memory (see [`Chunker::stream`]).
+    pub part: Option<Part>,
 }
+
+/// One part of a streamed file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    /// 0-based part number.
+    pub index: u32,
+    /// True for the last part; its `index + 1` is the number of parts.
+    pub last: bool,
+    /// blake3 of the whole file, recorded once every part is committed.
+    pub file_hash: String,
+}
+
+/// Prefix of the `file_hash` of rows whose file is still being streamed in.
+pub const PARTIAL_PREFIX: &str = "partial:";
 
 /// Stable id of a chunk: path, line range and content.
 pub fn chunk_id(path: &str, chunk: &Chunk) -> String {
@@ -368,7 +386,69 @@ impl Chunker {
             Some(sections) => self.chunk_sections(&file.text, sections),
             None => self.chunk(file.language, &file.text),
         };
-        ChunkedFile { rel: file.rel.clone(), language: file.language, file_hash: file.file_hash.clone(), chunks }
+        ChunkedFile {
+            rel: file.rel.clone(),
+            language: file.language,
+            file_hash: file.file_hash.clone(),
+            chunks,
+            part: None,
+        }
+    }
+
+    /// Chunks a file too large to hold in memory: reads about `block_bytes` of whole lines at a
+    /// time, cuts them into token windows (exact file line numbers) and hands each block's
+    /// chunks to `emit` as a [`Part`] while reading on; returns the last part. `emit` returning
+    /// false stops the read (the pipeline is shutting down). Memory stays at one block.
+    pub fn stream(
+        &self,
+        file: &LoadedFile,
+        path: &std::path::Path,
+        block_bytes: usize,
+        mut emit: impl FnMut(ChunkedFile) -> bool,
+    ) -> std::io::Result<ChunkedFile> {
+        use std::io::BufRead;
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
+        let partial = format!("{PARTIAL_PREFIX}{}", file.file_hash);
+        let mut index = 0u32;
+        let mut first_line = 0usize;
+        let mut block: Vec<u8> = Vec::with_capacity(block_bytes + 4096);
+        loop {
+            block.clear();
+            let mut eof = false;
+            while block.len() < block_bytes {
+                if reader.read_until(b'\n', &mut block)? == 0 {
+                    eof = true;
+                    break;
+                }
+            }
+            if !eof && reader.fill_buf()?.is_empty() {
+                eof = true;
+            }
+            metrics::counter!(m::CHUNK_STREAM_BYTES_TOTAL).increment(block.len() as u64);
+            let text = String::from_utf8_lossy(&block);
+            let lines = text.matches('\n').count() + usize::from(!text.ends_with('\n') && !text.is_empty());
+            let mut chunks = self.chunk("text", &text);
+            for c in &mut chunks {
+                c.start_line += first_line as u32;
+                c.end_line += first_line as u32;
+            }
+            first_line += lines;
+            let part = ChunkedFile {
+                rel: file.rel.clone(),
+                language: file.language,
+                file_hash: partial.clone(),
+                chunks,
+                part: Some(Part { index, last: eof, file_hash: file.file_hash.clone() }),
+            };
+            metrics::counter!(m::CHUNK_STREAM_PARTS_TOTAL).increment(1);
+            if eof {
+                return Ok(part);
+            }
+            if !emit(part) {
+                return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "pipeline shutting down"));
+            }
+            index += 1;
+        }
     }
 
     fn ctx<'a>(&self, language: &'a str, text: &'a str) -> Ctx<'a> {
@@ -815,6 +895,42 @@ mod tests {
                 "{lang}: exact lines"
             );
         }
+    }
+
+    #[test]
+    fn streamed_parts_keep_exact_line_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.log");
+        let text: String = (1..=2000).map(|i| format!("line {i} of the log\n")).collect();
+        std::fs::write(&path, &text).unwrap();
+        let file = LoadedFile {
+            rel: "big.log".into(),
+            language: "text",
+            text: String::new(),
+            file_hash: "h".into(),
+            lossy: false,
+            sections: None,
+            stream: Some(path.clone()),
+        };
+        let mut parts = Vec::new();
+        let last = chunker(40)
+            .stream(&file, &path, 4096, |p| {
+                parts.push(p);
+                true
+            })
+            .unwrap();
+        parts.push(last);
+        assert!(parts.len() > 5, "{} parts", parts.len());
+        assert!(parts.iter().enumerate().all(|(i, p)| p.part.as_ref().unwrap().index == i as u32));
+        assert!(parts.last().unwrap().part.as_ref().unwrap().last);
+        assert!(parts.iter().all(|p| p.file_hash == "partial:h"));
+        let lines: Vec<&str> = text.lines().collect();
+        let mut covered = std::collections::BTreeSet::new();
+        for c in parts.iter().flat_map(|p| &p.chunks) {
+            assert_eq!(c.content, lines[c.start_line as usize - 1..c.end_line as usize].join("\n"));
+            covered.extend(c.start_line..=c.end_line);
+        }
+        assert_eq!(covered.len(), 2000, "every line is in some chunk");
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub struct EmbeddedFile {
     pub rel: String,
     pub file_hash: String,
     pub rows: Vec<ChunkRow>,
+    /// Set for the parts of a streamed file.
+    pub part: Option<crate::chunk::Part>,
 }
 
 /// The text the model sees for a chunk: a short header (path and symbol) and the content.
@@ -64,7 +66,7 @@ impl Embed {
             .into_iter()
             .map(|file| {
                 let rows = file.chunks.iter().map(|c| row(&file, c, vec![0.0; dim], NO_MODEL)).collect();
-                Ok(EmbeddedFile { rel: file.rel, file_hash: file.file_hash, rows })
+                Ok(EmbeddedFile { rel: file.rel, file_hash: file.file_hash, rows, part: file.part })
             })
             .collect()
     }
@@ -75,7 +77,8 @@ impl Embed {
     }
 
     async fn cached_vectors(&self, file: &ChunkedFile) -> HashMap<String, Vec<f32>> {
-        if self.state.get(&file.rel).is_none() {
+        // Parts of a streamed file do not read back the (huge) previous version's vectors.
+        if file.part.is_some() || self.state.get(&file.rel).is_none() {
             return HashMap::new();
         }
         match self.index.vectors_of(&file.rel).await {
@@ -141,7 +144,7 @@ impl Embed {
                         row(&file, c, v, &model)
                     })
                     .collect();
-                Ok(EmbeddedFile { rel: file.rel, file_hash: file.file_hash, rows })
+                Ok(EmbeddedFile { rel: file.rel, file_hash: file.file_hash, rows, part: file.part })
             })
             .collect()
     }

@@ -17,11 +17,14 @@ const SNIFF_BYTES: usize = 8192;
 pub struct LoadConfig {
     /// Files above this size are skipped (counted as `too_large`).
     pub max_file_bytes: u64,
+    /// Files above this size are not read whole: they are hashed in a streaming pass and
+    /// chunked in parts ([`crate::chunk::Chunker::stream`]).
+    pub stream_threshold_bytes: u64,
 }
 
 impl Default for LoadConfig {
     fn default() -> Self {
-        Self { max_file_bytes: 10 * 1024 * 1024 }
+        Self { max_file_bytes: 4 << 30, stream_threshold_bytes: 10 * 1024 * 1024 }
     }
 }
 
@@ -37,6 +40,8 @@ pub struct LoadedFile {
     pub lossy: bool,
     /// For PDF, notebook and HTML files: `text` is the extracted text and these its sections.
     pub sections: Option<Vec<crate::formats::Section>>,
+    /// For files over the streaming threshold: `text` is empty and the chunker reads this path.
+    pub stream: Option<std::path::PathBuf>,
 }
 
 /// What loading a file led to.
@@ -76,6 +81,9 @@ pub fn load(file: &SourceFile, state: &FileState, cfg: &LoadConfig) -> Result<Lo
     if meta.len() > cfg.max_file_bytes {
         return Ok(skip("too_large", &file.rel, state));
     }
+    if meta.len() > cfg.stream_threshold_bytes {
+        return load_streamed(file, state);
+    }
     let bytes = match std::fs::read(&file.abs) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(skip("vanished", &file.rel, state)),
@@ -100,6 +108,7 @@ pub fn load(file: &SourceFile, state: &FileState, cfg: &LoadConfig) -> Result<Lo
                 file_hash,
                 lossy: false,
                 sections: Some(e.sections),
+                stream: None,
             }),
             Err(e) => {
                 // Counted and skipped, but a previously indexed version is kept: a file caught
@@ -119,6 +128,7 @@ pub fn load(file: &SourceFile, state: &FileState, cfg: &LoadConfig) -> Result<Lo
             file_hash,
             lossy: false,
             sections: None,
+            stream: None,
         }));
     }
     if looks_binary(&bytes) {
@@ -135,7 +145,56 @@ pub fn load(file: &SourceFile, state: &FileState, cfg: &LoadConfig) -> Result<Lo
     if text.starts_with('\u{feff}') {
         text.drain(..'\u{feff}'.len_utf8());
     }
-    Ok(LoadOutcome::Loaded(LoadedFile { rel: file.rel.clone(), language, text, file_hash, lossy, sections: None }))
+    Ok(LoadOutcome::Loaded(LoadedFile {
+        rel: file.rel.clone(),
+        language,
+        text,
+        file_hash,
+        lossy,
+        sections: None,
+        stream: None,
+    }))
+}
+
+/// A file over the streaming threshold: hashed in one pass with bounded memory; the chunker
+/// reads it again in parts.
+fn load_streamed(file: &SourceFile, state: &FileState) -> Result<LoadOutcome, StageError> {
+    use std::io::Read;
+    let read_err = |source: std::io::Error| StageError::Read { path: file.abs.clone(), source };
+    let mut f = match std::fs::File::open(&file.abs) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(skip("vanished", &file.rel, state)),
+        Err(e) => return Err(read_err(e)),
+    };
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut first = true;
+    loop {
+        let n = f.read(&mut buf).map_err(read_err)?;
+        if n == 0 {
+            break;
+        }
+        if first && looks_binary(&buf[..n]) && decode_utf16(&buf[..n]).is_none() {
+            return Ok(skip("binary", &file.rel, state));
+        }
+        first = false;
+        hasher.update(&buf[..n]);
+        metrics::counter!(m::LOAD_BYTES_TOTAL).increment(n as u64);
+    }
+    let file_hash = hasher.finalize().to_hex().to_string();
+    if state.is_current(&file.rel, &file_hash) {
+        metrics::counter!(m::LOAD_SKIPPED_TOTAL, "reason" => "unchanged").increment(1);
+        return Ok(LoadOutcome::Skipped("unchanged"));
+    }
+    Ok(LoadOutcome::Loaded(LoadedFile {
+        rel: file.rel.clone(),
+        language: lang::detect(&file.rel),
+        text: String::new(),
+        file_hash,
+        lossy: false,
+        sections: None,
+        stream: Some(file.abs.clone()),
+    }))
 }
 
 /// UTF-16 text with a byte-order mark, decoded (unpaired surrogates become U+FFFD).
@@ -169,7 +228,7 @@ mod tests {
     fn binary_lossy_unchanged_vanished_and_large() {
         let dir = tempfile::tempdir().unwrap();
         let state = FileState::default();
-        let cfg = LoadConfig { max_file_bytes: 100 };
+        let cfg = LoadConfig { max_file_bytes: 100, stream_threshold_bytes: 1000 };
         let bin = src(dir.path(), "a.dat", b"abc\0def");
         assert!(matches!(load(&bin, &state, &cfg).unwrap(), LoadOutcome::Skipped("binary")));
         let bad = src(dir.path(), "b.txt", b"ok \xff\xfe end");
@@ -183,6 +242,14 @@ mod tests {
         // An indexed file that turns binary is reported gone.
         std::fs::write(&bad.abs, b"\0\0\0").unwrap();
         assert!(matches!(load(&bad, &state, &cfg).unwrap(), LoadOutcome::Gone("binary")));
+        // Over the streaming threshold: hashed in one pass, not read into memory.
+        let log = src(dir.path(), "big.log", &b"a log line\n".repeat(500));
+        let streamed = LoadConfig { max_file_bytes: 1 << 20, stream_threshold_bytes: 1000 };
+        let LoadOutcome::Loaded(f) = load(&log, &state, &streamed).unwrap() else { panic!("streamed") };
+        assert!(f.text.is_empty() && f.stream.is_some());
+        assert_eq!(f.file_hash, blake3::hash(&b"a log line\n".repeat(500)).to_hex().to_string());
+        state.set("big.log", &f.file_hash);
+        assert!(matches!(load(&log, &state, &streamed).unwrap(), LoadOutcome::Skipped("unchanged")));
         let vanished = SourceFile { rel: "zz.txt".into(), abs: dir.path().join("zz.txt") };
         // UTF-16 with a BOM is decoded, not taken for binary.
         let mut utf16 = vec![0xFF, 0xFE];

@@ -16,6 +16,10 @@ pub const LOAD_LOSSY_UTF8_TOTAL: &str = "ctxd_load_lossy_utf8_total";
 pub const LOAD_BYTES_TOTAL: &str = "ctxd_load_bytes_total";
 /// Counter: chunks produced, label `method` = tree_sitter|window.
 pub const CHUNK_CHUNKS_TOTAL: &str = "ctxd_chunk_chunks_total";
+/// Counter: bytes read from files streamed in parts (progress of huge files).
+pub const CHUNK_STREAM_BYTES_TOTAL: &str = "ctxd_chunk_stream_bytes_total";
+/// Counter: parts of streamed files produced.
+pub const CHUNK_STREAM_PARTS_TOTAL: &str = "ctxd_chunk_stream_parts_total";
 /// Counter: chunk tokens produced.
 pub const CHUNK_TOKENS_TOTAL: &str = "ctxd_chunk_tokens_total";
 /// Counter: chunks embedded by the model.

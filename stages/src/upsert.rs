@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use ctxd_index::{CommitBatch, CommitStats, Index};
 
+use crate::chunk::Part;
 use crate::embed::EmbeddedFile;
 use crate::metrics as m;
 use crate::{FileState, FileWork, StageError};
@@ -23,23 +24,57 @@ const ATTEMPTS: u32 = 3;
 pub struct Upsert {
     index: Arc<Index>,
     state: FileState,
+    /// Streamed files: (path, hash) → (parts committed so far, part count once the last is seen).
+    parts: Arc<std::sync::Mutex<HashMap<(String, String), (u32, Option<u32>)>>>,
 }
 
 impl Upsert {
     /// An upsert stage writing to `index` and recording commits in `state`.
     pub fn new(index: Arc<Index>, state: FileState) -> Self {
-        Self { index, state }
+        Self { index, state, parts: Arc::default() }
+    }
+
+    /// Records committed parts of streamed files; returns `(path, hash)` of the files whose
+    /// every part is now committed (a last part may be committed before a middle one).
+    fn parts_done(&self, parts: &[(String, Part)]) -> Vec<(String, String)> {
+        let mut seen = self.parts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut done = Vec::new();
+        for (path, p) in parts {
+            let key = (path.clone(), p.file_hash.clone());
+            let entry = seen.entry(key.clone()).or_default();
+            entry.0 += 1;
+            if p.last {
+                entry.1 = Some(p.index + 1);
+            }
+            if entry.1.is_some_and(|total| entry.0 >= total) {
+                seen.remove(&key);
+                done.push(key);
+            }
+        }
+        done
     }
 
     /// Commits `items` as one LanceDB version.
     pub async fn commit(&self, items: Vec<FileWork<EmbeddedFile>>) -> Result<CommitStats, StageError> {
         let mut last: HashMap<String, FileWork<EmbeddedFile>> = HashMap::new();
-        for item in items {
-            let path = item.rel_path(|f| &f.rel).to_string();
-            last.insert(path, item);
-        }
-        let files = last.len();
+        let mut parts: Vec<(String, Part)> = Vec::new();
         let mut batch = CommitBatch::default();
+        for item in items {
+            // Parts of a streamed file are appended as they come (never deduplicated).
+            if let FileWork::Update(f) = &item {
+                if let Some(p) = &f.part {
+                    parts.push((f.rel.clone(), p.clone()));
+                }
+            }
+            match item {
+                FileWork::Update(f) if f.part.is_some() => batch.rows.extend(f.rows),
+                item => {
+                    let path = item.rel_path(|f| &f.rel).to_string();
+                    last.insert(path, item);
+                }
+            }
+        }
+        let files = last.len() + parts.len();
         let mut committed: Vec<(String, Option<String>)> = Vec::new();
         for (path, item) in last {
             match item {
@@ -70,6 +105,14 @@ impl Upsert {
                 }
             }
         };
+        // Streamed files whose every part is in: drop the previous version's rows, mark the
+        // new rows complete, and only then record the file as indexed.
+        for (path, hash) in self.parts_done(&parts) {
+            if let Err(source) = self.index.finish_stream(&path, &hash).await {
+                return Err(StageError::Commit { files: 1, source });
+            }
+            committed.push((path, Some(hash)));
+        }
         for (path, hash) in committed {
             match hash {
                 Some(h) => {
