@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use ctxd_index::Index;
 use ctxd_models::{EmbedService, EmbedServiceConfig, TokenCounter};
-use ctxd_stages::chunk::{ChunkConfig, ChunkedFile, Chunker};
+use ctxd_stages::chunk::{ChunkConfig, ChunkedFile, Chunker, PartBudget};
 use ctxd_stages::embed::{Embed, EmbeddedFile};
 use ctxd_stages::load::{load, LoadConfig, LoadOutcome, LoadedFile};
 use ctxd_stages::upsert::Upsert;
@@ -149,8 +149,11 @@ impl Engine {
             self.counter.clone(),
             ChunkConfig { max_tokens: self.cfg.chunk.max_tokens, overlap_tokens: self.cfg.chunk.overlap_tokens },
         );
+        // Parts of streamed files read but not committed: 4 × stream_block_bytes of text.
+        let budget = PartBudget::new(4);
         let chunk_stage = ChunkStage {
             chunker,
+            budget: budget.clone(),
             parts: chunk_out.clone(),
             tracker: tracker.clone(),
             block_bytes: self.cfg.source.stream_block_bytes as usize,
@@ -175,6 +178,7 @@ impl Engine {
             tracker.clone(),
         ));
         let sink = UpsertSink {
+            budget,
             upsert: Upsert::new(self.index.clone(), self.state.clone()),
             index: self.index.clone(),
             counters: counters.clone(),
@@ -411,6 +415,7 @@ impl Stage for LoadStage {
 
 struct ChunkStage {
     chunker: Chunker,
+    budget: PartBudget,
     /// Where the parts of a streamed file go (all but the last, which is the stage's result).
     parts: Output<FileWork<ChunkedFile>>,
     tracker: Tracker,
@@ -431,8 +436,9 @@ impl Stage for ChunkStage {
                 if let Some(path) = file.stream.clone() {
                     // Each extra part is one more item in flight until the sink commits it.
                     let (parts, tracker, block) = (self.parts.clone(), self.tracker.clone(), self.block_bytes);
+                    let budget = self.budget.clone();
                     let last = tokio::task::spawn_blocking(move || {
-                        chunker.stream(&file, &path, block, |part| {
+                        chunker.stream(&file, &path, block, &budget, |part| {
                             tracker.add(1);
                             let sent = parts.send_blocking(FileWork::Update(part)).is_ok();
                             if !sent {
@@ -502,6 +508,7 @@ impl BatchStage for EmbedStage {
 }
 
 struct UpsertSink {
+    budget: PartBudget,
     upsert: Upsert,
     index: Arc<Index>,
     counters: Arc<Counters>,
@@ -525,6 +532,15 @@ impl Sink for UpsertSink {
             items.iter().filter(|i| matches!(i, FileWork::Update(f) if f.part.as_ref().is_none_or(|p| p.last))).count()
                 as u64;
         let removes = items.iter().filter(|i| matches!(i, FileWork::Remove(_))).count() as u64;
+        let parts = items.iter().filter(|i| matches!(i, FileWork::Update(f) if f.part.is_some())).count();
+        // Committed or failed, these parts no longer hold memory: let the reader go on.
+        struct Release<'a>(&'a PartBudget, usize);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.release(self.1);
+            }
+        }
+        let _release = Release(&self.budget, parts);
         let n = items.len() as u64;
         match self.upsert.commit(items).await {
             Ok(stats) => {

@@ -84,6 +84,51 @@ pub struct Part {
     pub file_hash: String,
 }
 
+/// Bounds the parts of streamed files that are read but not yet committed, so memory stays
+/// flat however fast the reader is compared with embedding and commits (queues between stages
+/// are bounded in items, and a part is a big item). Cheap to clone (shared).
+#[derive(Clone)]
+pub struct PartBudget {
+    inner: std::sync::Arc<(std::sync::Mutex<usize>, std::sync::Condvar)>,
+    max: usize,
+}
+
+impl PartBudget {
+    /// At most `max` parts in flight.
+    pub fn new(max: usize) -> Self {
+        Self { inner: Default::default(), max: max.max(1) }
+    }
+
+    /// Blocks the calling (blocking) thread until a part may be produced, then takes a slot.
+    /// A part lost without reaching the sink (a failed embedding) would hold its slot for
+    /// ever, so after 30 s without progress the slot is taken anyway (slower, never stuck).
+    pub fn acquire(&self) {
+        let (lock, cv) = &*self.inner;
+        let mut n = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while *n >= self.max {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                tracing::warn!("stream parts not committed for 30 s; reading on");
+                break;
+            }
+            n = cv.wait_timeout(n, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        *n += 1;
+    }
+
+    /// `k` parts left the pipeline (committed, failed or dropped).
+    pub fn release(&self, k: usize) {
+        if k == 0 {
+            return;
+        }
+        let (lock, cv) = &*self.inner;
+        let mut n = lock.lock().unwrap_or_else(|e| e.into_inner());
+        *n = n.saturating_sub(k);
+        cv.notify_all();
+    }
+}
+
 /// Prefix of the `file_hash` of rows whose file is still being streamed in.
 pub const PARTIAL_PREFIX: &str = "partial:";
 
@@ -404,6 +449,7 @@ impl Chunker {
         file: &LoadedFile,
         path: &std::path::Path,
         block_bytes: usize,
+        budget: &PartBudget,
         mut emit: impl FnMut(ChunkedFile) -> bool,
     ) -> std::io::Result<ChunkedFile> {
         use std::io::BufRead;
@@ -413,6 +459,8 @@ impl Chunker {
         let mut first_line = 0usize;
         let mut block: Vec<u8> = Vec::with_capacity(block_bytes + 4096);
         loop {
+            // One slot per part, released by the sink when the part is committed.
+            budget.acquire();
             block.clear();
             let mut eof = false;
             while block.len() < block_bytes {
@@ -445,6 +493,7 @@ impl Chunker {
                 return Ok(part);
             }
             if !emit(part) {
+                budget.release(1);
                 return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "pipeline shutting down"));
             }
             index += 1;
@@ -913,8 +962,9 @@ mod tests {
             stream: Some(path.clone()),
         };
         let mut parts = Vec::new();
+        let budget = PartBudget::new(1000);
         let last = chunker(40)
-            .stream(&file, &path, 4096, |p| {
+            .stream(&file, &path, 4096, &budget, |p| {
                 parts.push(p);
                 true
             })
