@@ -66,7 +66,7 @@ pub fn exp(x: f32) -> f32 {
     let n = big - SHIFT;
     let f = t - n;
     let p = 1.0
-        + f * (0.693_147_2
+        + f * (std::f32::consts::LN_2
             + f * (0.240_226_5
                 + f * (0.055_504_11 + f * (0.009_618_129 + f * (0.001_333_355_8 + f * 0.000_154_035_3)))));
     let exponent = big.to_bits().wrapping_sub(SHIFT.to_bits()).wrapping_add(127) << 23;

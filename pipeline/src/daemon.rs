@@ -549,7 +549,7 @@ impl Sink for UpsertSink {
                 c.removed.fetch_add(removes, Ordering::Relaxed);
                 c.chunks.fetch_add(stats.inserted, Ordering::Relaxed);
                 let commits = c.commits.fetch_add(1, Ordering::Relaxed) + 1;
-                if commits % self.optimize_every == 0 {
+                if commits.is_multiple_of(self.optimize_every) {
                     if let Err(e) = self.index.optimize_indices().await {
                         tracing::warn!("optimizing indices: {e}");
                     }

@@ -19,13 +19,16 @@ use crate::{FileState, FileWork, StageError};
 /// Commit attempts before a batch is given up (and counted as an error).
 const ATTEMPTS: u32 = 3;
 
+/// (path, hash) of a streamed file → (parts committed, part count once the last part is seen).
+type PartCounts = HashMap<(String, String), (u32, Option<u32>)>;
+
 /// Writes batches to the index.
 #[derive(Clone)]
 pub struct Upsert {
     index: Arc<Index>,
     state: FileState,
     /// Streamed files: (path, hash) → (parts committed so far, part count once the last is seen).
-    parts: Arc<std::sync::Mutex<HashMap<(String, String), (u32, Option<u32>)>>>,
+    parts: Arc<std::sync::Mutex<PartCounts>>,
 }
 
 impl Upsert {
