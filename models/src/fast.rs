@@ -529,10 +529,12 @@ pub struct FastBert {
 }
 
 impl FastBert {
-    /// Loads the model and starts `workers` threads (0 = one per core). Fails when oneDNN is
-    /// not available or the model is not a plain BERT encoder.
-    pub fn load(files: &ModelFiles, precision: Precision, workers: usize) -> Result<Self, ModelError> {
+    /// Loads the model and starts `workers` threads (0 = one per core). `precision` `None`
+    /// picks bf16 where the CPU runs it natively, else f32. Fails when oneDNN is not available
+    /// or the model is not a plain BERT encoder.
+    pub fn load(files: &ModelFiles, precision: Option<Precision>, workers: usize) -> Result<Self, ModelError> {
         let dnnl = Dnnl::load()?;
+        let precision = precision.unwrap_or(if dnnl.native_bf16() { Precision::Bf16 } else { Precision::F32 });
         let (max_seq_len, _) = window(files)?;
         let tokenizer = load_tokenizer(&files.tokenizer, Some(max_seq_len))?;
         let model = Arc::new(Model::load(files)?);

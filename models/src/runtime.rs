@@ -103,18 +103,19 @@ impl Runtime {
     /// Loads the model as configured and starts the embedding service; publishes
     /// `ctxd_embed_backend_info`.
     pub fn spawn(&self, files: &ModelFiles, cfg: EmbedServiceConfig) -> Result<EmbedService, ModelError> {
-        let service = self.spawn_inner(files, cfg)?;
-        let (backend, precision) = match service.backend().split_whitespace().next() {
-            Some("onednn") => ("onednn", service.backend().rsplit(", ").next().unwrap_or("f32").to_string()),
-            _ => ("candle", service.backend().rsplit(' ').next().unwrap_or("F32").to_lowercase()),
-        };
+        let (service, backend, precision) = self.spawn_inner(files, cfg)?;
         metrics::gauge!(crate::metrics::EMBED_BACKEND_INFO, "backend" => backend, "device" => self.device.clone(),
             "precision" => precision)
         .set(1.0);
         Ok(service)
     }
 
-    fn spawn_inner(&self, files: &ModelFiles, cfg: EmbedServiceConfig) -> Result<EmbedService, ModelError> {
+    /// The service, the backend that runs it (`onednn` | `candle`) and its precision.
+    fn spawn_inner(
+        &self,
+        files: &ModelFiles,
+        cfg: EmbedServiceConfig,
+    ) -> Result<(EmbedService, &'static str, String), ModelError> {
         if let Some(first) = self.validate().into_iter().next() {
             return Err(ModelError::Runtime(first));
         }
@@ -125,33 +126,35 @@ impl Runtime {
                         "cuda:{n}: {e} (build ctxd with `--features cuda` on a machine with the cuda toolkit)"
                     ))
                 })?;
-                let dtype = match self.precision.as_str() {
-                    "f16" => DType::F16,
-                    "bf16" => DType::BF16,
-                    _ => DType::F32,
+                let (dtype, precision) = match self.precision.as_str() {
+                    "f16" => (DType::F16, "f16"),
+                    "bf16" => (DType::BF16, "bf16"),
+                    _ => (DType::F32, "f32"),
                 };
                 let model = BertEmbedder::load_as(files, device, dtype)?;
-                let desc = format!("candle cuda:{n} {dtype:?}");
-                Ok(EmbedService::spawn(model, cfg).with_backend(desc))
+                let desc = format!("candle cuda:{n} {precision}");
+                Ok((EmbedService::spawn(model, cfg).with_backend(desc), "candle", precision.into()))
             }
             DeviceSpec::Cpu => {
                 let backend = self.backend_kind()?;
-                if backend == Backend::Candle {
+                let candle = |cfg| -> Result<_, ModelError> {
                     let model = BertEmbedder::load(files, Device::Cpu)?;
-                    return Ok(EmbedService::spawn(model, cfg).with_backend("candle cpu f32".into()));
+                    Ok((EmbedService::spawn(model, cfg).with_backend("candle cpu f32".into()), "candle", "f32".into()))
+                };
+                if backend == Backend::Candle {
+                    return candle(cfg);
                 }
                 match self.fast(files) {
                     Ok(model) => {
-                        let desc = model.backend.clone();
-                        Ok(EmbedService::spawn(model, cfg).with_backend(desc))
+                        let (desc, precision) = (model.backend.clone(), model.precision().name().to_string());
+                        Ok((EmbedService::spawn(model, cfg).with_backend(desc), "onednn", precision))
                     }
                     Err(e) if backend == Backend::Auto && self.precision != "bf16" => {
                         tracing::warn!(
                             "fast cpu embedder unavailable ({e}); using candle f32, which is several times slower \
                              (scripts/fetch-onednn.sh installs onednn)"
                         );
-                        let model = BertEmbedder::load(files, Device::Cpu)?;
-                        Ok(EmbedService::spawn(model, cfg).with_backend("candle cpu f32".into()))
+                        candle(cfg)
                     }
                     Err(e) => Err(e),
                 }
@@ -161,16 +164,9 @@ impl Runtime {
 
     fn fast(&self, files: &ModelFiles) -> Result<FastBert, ModelError> {
         let precision = match self.precision.as_str() {
-            "f32" => Precision::F32,
-            "bf16" => Precision::Bf16,
-            _ => {
-                let dnnl = crate::dnnl::Dnnl::load()?;
-                if dnnl.native_bf16() {
-                    Precision::Bf16
-                } else {
-                    Precision::F32
-                }
-            }
+            "f32" => Some(Precision::F32),
+            "bf16" => Some(Precision::Bf16),
+            _ => None,
         };
         FastBert::load(files, precision, self.threads)
     }

@@ -67,7 +67,7 @@ fn fast_cpu_path_matches_sentence_transformers() {
     let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
     let reference = reference();
     for (precision, floor) in [(Precision::F32, 0.999), (Precision::Bf16, 0.995)] {
-        let mut model = FastBert::load(&files, precision, 2).expect("onednn installed (scripts/fetch-onednn.sh)");
+        let mut model = FastBert::load(&files, Some(precision), 2).expect("onednn installed (scripts/fetch-onednn.sh)");
         assert_eq!(model.dim(), 384);
         let got = model.embed(&reference.texts).unwrap();
         assert_eq!(got.len(), reference.texts.len());
