@@ -126,6 +126,21 @@ pub enum Out<'a> {
     Bf16(&'a mut [u16]),
 }
 
+impl Out<'_> {
+    /// Writes `row` into `range`, converting to bf16 when this is a bf16 buffer.
+    #[inline(always)]
+    fn store(&mut self, range: std::ops::Range<usize>, row: &[f32]) {
+        match self {
+            Out::F32(o) => o[range].copy_from_slice(row),
+            Out::Bf16(o) => {
+                for (d, v) in o[range].iter_mut().zip(row) {
+                    *d = bf16_bits(*v);
+                }
+            }
+        }
+    }
+}
+
 dispatch! {
     /// Layer norm of each `width`-wide row of `x` in place (`x = (x - mean) / sqrt(var + eps)
     /// * gamma + beta`), also writing the result to `copy` (row-major, same shape) as f32 or bf16.
@@ -138,14 +153,7 @@ dispatch! {
                 *v = (*v - mean) * inv * g + b;
             }
             let range = r * width..(r + 1) * width;
-            match copy {
-                Out::F32(c) => c[range].copy_from_slice(row),
-                Out::Bf16(c) => {
-                    for (d, v) in c[range].iter_mut().zip(row.iter()) {
-                        *d = bf16_bits(*v);
-                    }
-                }
-            }
+            copy.store(range, row);
         }
     }
 }
@@ -173,14 +181,7 @@ dispatch! {
                 row.fill(0.0);
             }
             let range = r * stride..(r + 1) * stride;
-            match out {
-                Out::F32(o) => o[range].copy_from_slice(row),
-                Out::Bf16(o) => {
-                    for (d, v) in o[range].iter_mut().zip(row.iter()) {
-                        *d = bf16_bits(*v);
-                    }
-                }
-            }
+            out.store(range, row);
         }
     }
 }
