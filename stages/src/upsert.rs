@@ -57,20 +57,32 @@ impl Upsert {
         done
     }
 
+    /// Records a committed file (`Some(hash)`) or removal (`None`) in the state.
+    fn record(&self, path: &str, hash: Option<&str>) {
+        match hash {
+            Some(h) => {
+                self.state.set(path, h);
+                metrics::counter!(m::UPSERT_FILES_TOTAL).increment(1);
+            }
+            None => {
+                self.state.remove(path);
+                metrics::counter!(m::UPSERT_REMOVED_TOTAL).increment(1);
+            }
+        }
+    }
+
     /// Commits `items` as one LanceDB version.
     pub async fn commit(&self, items: Vec<FileWork<EmbeddedFile>>) -> Result<CommitStats, StageError> {
         let mut last: HashMap<String, FileWork<EmbeddedFile>> = HashMap::new();
         let mut parts: Vec<(String, Part)> = Vec::new();
         let mut batch = CommitBatch::default();
         for item in items {
-            // Parts of a streamed file are appended as they come (never deduplicated).
-            if let FileWork::Update(f) = &item {
-                if let Some(p) = &f.part {
-                    parts.push((f.rel.clone(), p.clone()));
-                }
-            }
             match item {
-                FileWork::Update(f) if f.part.is_some() => batch.rows.extend(f.rows),
+                // Parts of a streamed file are appended as they come (never deduplicated).
+                FileWork::Update(EmbeddedFile { rel, rows, part: Some(p), .. }) => {
+                    batch.rows.extend(rows);
+                    parts.push((rel, p));
+                }
                 item => {
                     let path = item.rel_path(|f| &f.rel).to_string();
                     last.insert(path, item);
@@ -108,25 +120,16 @@ impl Upsert {
                 }
             }
         };
+        for (path, hash) in committed {
+            self.record(&path, hash.as_deref());
+        }
         // Streamed files whose every part is in: drop the previous version's rows, mark the
         // new rows complete, and only then record the file as indexed.
         for (path, hash) in self.parts_done(&parts) {
             if let Err(source) = self.index.finish_stream(&path, &hash).await {
                 return Err(StageError::Commit { files: 1, source });
             }
-            committed.push((path, Some(hash)));
-        }
-        for (path, hash) in committed {
-            match hash {
-                Some(h) => {
-                    self.state.set(&path, &h);
-                    metrics::counter!(m::UPSERT_FILES_TOTAL).increment(1);
-                }
-                None => {
-                    self.state.remove(&path);
-                    metrics::counter!(m::UPSERT_REMOVED_TOTAL).increment(1);
-                }
-            }
+            self.record(&path, Some(&hash));
         }
         Ok(stats)
     }
