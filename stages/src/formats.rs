@@ -94,7 +94,7 @@ pub fn sniff(head: &[u8]) -> Option<&'static str> {
 /// Sections of a line format, or `None` when the format has no structure ctxd knows.
 pub fn line_sections(language: &str, text: &str, lines: &[&str]) -> Option<Vec<Section>> {
     let starts: Vec<(usize, Option<String>, &'static str)> = match language {
-        "markdown" => markdown_headings(text, lines),
+        "markdown" => markdown_headings(text),
         "rst" => rst_titles(lines),
         "json" => {
             if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
@@ -145,7 +145,7 @@ fn line_starts(text: &str) -> Vec<usize> {
     std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect()
 }
 
-fn markdown_headings(text: &str, _lines: &[&str]) -> Vec<(usize, Option<String>, &'static str)> {
+fn markdown_headings(text: &str) -> Vec<(usize, Option<String>, &'static str)> {
     use pulldown_cmark::{Event, Parser, Tag, TagEnd};
     let starts = line_starts(text);
     let mut out = Vec::new();

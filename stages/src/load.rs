@@ -174,7 +174,9 @@ fn load_streamed(file: &SourceFile, state: &FileState) -> Result<LoadOutcome, St
         if n == 0 {
             break;
         }
-        if first && looks_binary(&buf[..n]) && decode_utf16(&buf[..n]).is_none() {
+        // A UTF-16 byte-order mark explains the NUL bytes (checked without decoding the block).
+        let utf16_bom = matches!(buf[..n], [0xFF, 0xFE, ..] | [0xFE, 0xFF, ..]);
+        if first && looks_binary(&buf[..n]) && !utf16_bom {
             return Ok(skip("binary", &file.rel, state));
         }
         first = false;
