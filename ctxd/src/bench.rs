@@ -214,8 +214,13 @@ pub fn integrity(dirs: &[std::path::PathBuf], max_files: usize, model: &ModelArg
                     continue;
                 }
                 entry.0 += 1;
-                let src = reparse_source(l.language, kind, &c.content);
-                if parser.parse(&src, None).is_some_and(|t| !t.root_node().has_error()) {
+                // Merged sibling definitions are methods when their symbols have a parent.
+                let kinds: &[&str] = if kind == "definitions" { &["function", "method"] } else { &[kind] };
+                let clean = kinds.iter().any(|k| {
+                    let src = reparse_source(l.language, k, &c.content);
+                    parser.parse(&src, None).is_some_and(|t| !t.root_node().has_error())
+                });
+                if clean {
                     entry.1 += 1;
                 }
             }

@@ -75,13 +75,16 @@ impl Default for SourceConfig {
 pub struct IndexConfig {
     /// LanceDB database directory.
     pub db: PathBuf,
-    /// Fold new rows into the full-text index after this many commits.
+    /// Fold new rows into the full-text index after this many commits…
     pub optimize_every_commits: u64,
+    /// …or once this many rows were written since the last fold (the fold's memory grows
+    /// with the rows it indexes, so big streamed files are folded in slices).
+    pub optimize_every_rows: u64,
 }
 
 impl Default for IndexConfig {
     fn default() -> Self {
-        Self { db: PathBuf::from(".ctxd/db"), optimize_every_commits: 50 }
+        Self { db: PathBuf::from(".ctxd/db"), optimize_every_commits: 50, optimize_every_rows: 50_000 }
     }
 }
 
@@ -138,12 +141,21 @@ impl ModelConfig {
 pub struct ChunkSection {
     pub max_tokens: usize,
     pub overlap_tokens: usize,
+    /// Whole code definitions below this many tokens are merged with sibling definitions…
+    pub min_tokens: usize,
+    /// …up to this many tokens per merged chunk (0: never merge).
+    pub merge_tokens: usize,
 }
 
 impl Default for ChunkSection {
     fn default() -> Self {
         let d = ctxd_stages::chunk::ChunkConfig::default();
-        Self { max_tokens: d.max_tokens, overlap_tokens: d.overlap_tokens }
+        Self {
+            max_tokens: d.max_tokens,
+            overlap_tokens: d.overlap_tokens,
+            min_tokens: d.min_tokens,
+            merge_tokens: d.merge_tokens,
+        }
     }
 }
 
@@ -257,6 +269,9 @@ impl Config {
         }
         if self.chunk.overlap_tokens >= self.chunk.max_tokens {
             errs.push("chunk.overlap_tokens must be below chunk.max_tokens".into());
+        }
+        if self.chunk.merge_tokens > self.chunk.max_tokens {
+            errs.push("chunk.merge_tokens must not exceed chunk.max_tokens".into());
         }
         if self.model.max_batch_tokens == 0 || self.model.max_batch_texts == 0 {
             errs.push("model.max_batch_tokens and model.max_batch_texts must be at least 1".into());

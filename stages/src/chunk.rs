@@ -8,8 +8,14 @@
 //! module headers, statements) becomes `module` chunks. A definition larger than the token
 //! budget is opened up when it is a container (impl, class, trait, module, interface): its
 //! header, each member (with a qualified symbol such as `Type::method` or `Class.method`) and
-//! its tail become chunks; otherwise it is split into overlapping token windows that keep its
-//! symbol. A file that fails to parse falls back to windows.
+//! its tail become chunks; otherwise it is split between the statements of its body (or the
+//! arms of a `match`, the cases of a `switch`: the first multi-line list of named children
+//! under its `body`), every piece after the first prefixed with the definition's signature so
+//! it still reads as part of that function (its line range cites only its own lines); a single
+//! statement larger than a piece is cut between lines. Small whole definitions (under
+//! `min_tokens`) are merged with adjacent sibling definitions into `definitions` chunks of up to
+//! `merge_tokens`, their symbols joined by `, `; the symbol table is built before merging, so
+//! every definition keeps its own row. A file that fails to parse falls back to windows.
 //!
 //! **Documents** are first split into the sections [`crate::formats`] finds (Markdown and reST
 //! headings, JSON/YAML keys, TOML tables; pages, cells and headings of extracted PDF, notebook
@@ -38,11 +44,15 @@ pub struct ChunkConfig {
     pub max_tokens: usize,
     /// Tokens repeated between consecutive windows.
     pub overlap_tokens: usize,
+    /// Whole definitions below this many tokens are merged with their sibling definitions…
+    pub min_tokens: usize,
+    /// …while the merged chunk stays within this many tokens (0: never merge).
+    pub merge_tokens: usize,
 }
 
 impl Default for ChunkConfig {
     fn default() -> Self {
-        Self { max_tokens: 240, overlap_tokens: 32 }
+        Self { max_tokens: 240, overlap_tokens: 32, min_tokens: 48, merge_tokens: 120 }
     }
 }
 
@@ -65,10 +75,12 @@ pub struct Chunk {
 pub struct ChunkedFile {
     pub rel: String,
     pub language: &'static str,
-    /// blake3 of the file; for a part of a streamed file, `partial:<hash>` until the last part
-    /// is committed.
+    /// blake3 of the file; for a part of a streamed file, `partial:<hash>` (complete once the
+    /// index's `streams` table records `<hash>`).
     pub file_hash: String,
     pub chunks: Vec<Chunk>,
+    /// The file's definitions (the symbol table's rows); empty for streamed parts.
+    pub symbols: Vec<ctxd_index::SymbolRow>,
     /// Set for the parts of a file too large to hold in memory (see [`Chunker::stream`]).
     pub part: Option<Part>,
 }
@@ -129,8 +141,8 @@ impl PartBudget {
     }
 }
 
-/// Prefix of the `file_hash` of rows whose file is still being streamed in.
-pub const PARTIAL_PREFIX: &str = "partial:";
+/// Prefix of the `file_hash` of the rows of a streamed file (see [`ctxd_index::streams`]).
+pub use ctxd_index::PARTIAL_PREFIX;
 
 /// Stable id of a chunk: path, line range and content.
 pub fn chunk_id(path: &str, chunk: &Chunk) -> String {
@@ -173,6 +185,41 @@ struct DefInfo<'t> {
     kind: &'static str,
     /// Node whose named children are members (class body, impl block, …).
     body: Option<Node<'t>>,
+}
+
+/// A definition found by [`Chunker::members`]: lines (0-based, with its leading comments),
+/// symbol, kind, node and member container.
+struct Def<'t> {
+    start: usize,
+    end: usize,
+    symbol: Option<String>,
+    kind: &'static str,
+    node: Node<'t>,
+    body: Option<Node<'t>>,
+}
+
+/// The statement list of a function-like node: follow `body` fields (or, without one, the
+/// child spanning the most lines) down to the first node below the definition that has
+/// several named children over several lines — a block of statements, match arms, cases.
+fn statement_list(node: Node) -> Option<Node> {
+    let mut cur = node;
+    for depth in 0..6 {
+        if let Some(body) = cur.child_by_field_name("body") {
+            cur = body;
+            continue;
+        }
+        if depth > 0 && cur.named_child_count() >= 2 && cur.end_position().row > cur.start_position().row {
+            return Some(cur);
+        }
+        cur = widest_child(cur)?;
+    }
+    None
+}
+
+fn widest_child(node: Node) -> Option<Node> {
+    let mut c = node.walk();
+    let found = node.named_children(&mut c).max_by_key(|n| n.end_position().row - n.start_position().row);
+    found
 }
 
 fn text_of(node: Node, src: &[u8]) -> String {
@@ -426,16 +473,23 @@ impl Chunker {
     }
 
     /// Chunks a loaded file.
+    /// Chunks a loaded file and lists its definitions. Symbols are taken before small
+    /// definitions are merged, so every definition has its own symbol-table row.
     pub fn chunk_file(&self, file: &LoadedFile) -> ChunkedFile {
-        let chunks = match &file.sections {
-            Some(sections) => self.chunk_sections(&file.text, sections),
-            None => self.chunk(file.language, &file.text),
+        let (chunks, symbols) = match &file.sections {
+            Some(sections) => (self.chunk_sections(&file.text, sections), Vec::new()),
+            None => {
+                let raw = self.chunk_unmerged(file.language, &file.text);
+                let symbols = crate::symbols::extract(&file.rel, file.language, &raw);
+                (self.merge_small(file.language, &file.text, raw), symbols)
+            }
         };
         ChunkedFile {
             rel: file.rel.clone(),
             language: file.language,
             file_hash: file.file_hash.clone(),
             chunks,
+            symbols,
             part: None,
         }
     }
@@ -453,7 +507,21 @@ impl Chunker {
         mut emit: impl FnMut(ChunkedFile) -> bool,
     ) -> std::io::Result<ChunkedFile> {
         use std::io::BufRead;
-        let mut reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
+        let mut file_reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
+        // UTF-16 (with a byte-order mark) is transcoded to UTF-8 as it is read.
+        let bom = match file_reader.fill_buf()? {
+            [0xFF, 0xFE, ..] => Some(true),
+            [0xFE, 0xFF, ..] => Some(false),
+            _ => None,
+        };
+        let mut reader: Box<dyn BufRead> = match bom {
+            Some(le) => {
+                file_reader.consume(2);
+                let utf8 = crate::utf16::Utf16Reader::new(file_reader, le);
+                Box::new(std::io::BufReader::with_capacity(1 << 20, utf8))
+            }
+            None => Box::new(file_reader),
+        };
         let partial = format!("{PARTIAL_PREFIX}{}", file.file_hash);
         let mut index = 0u32;
         let mut first_line = 0usize;
@@ -486,6 +554,7 @@ impl Chunker {
                 language: file.language,
                 file_hash: partial.clone(),
                 chunks,
+                symbols: Vec::new(),
                 part: Some(Part { index, last: eof, file_hash: file.file_hash.clone() }),
             };
             metrics::counter!(m::CHUNK_STREAM_PARTS_TOTAL).increment(1);
@@ -543,6 +612,60 @@ impl Chunker {
 
     /// Chunks `text` written in `language`.
     pub fn chunk(&self, language: &str, text: &str) -> Vec<Chunk> {
+        let raw = self.chunk_unmerged(language, text);
+        self.merge_small(language, text, raw)
+    }
+
+    /// Code: merges runs of sibling whole definitions (same parent, nothing but blank lines
+    /// or braces between them) while one side is below `min_tokens` and the result stays
+    /// within `merge_tokens`. The merged chunk has kind `definitions` and the symbols of its
+    /// members joined by `, `. Module chunks (imports, headers) and pieces are never merged.
+    fn merge_small(&self, language: &str, text: &str, chunks: Vec<Chunk>) -> Vec<Chunk> {
+        if self.cfg.merge_tokens == 0 || chunks.len() < 2 || grammar(language).is_none() {
+            return chunks;
+        }
+        fn mergeable(c: &Chunk) -> Option<&str> {
+            let kind = c.kind.as_deref()?;
+            if kind == "module" || kind.ends_with("_part") {
+                return None;
+            }
+            let first = c.symbol.as_deref()?.split(", ").next()?;
+            let parent = first.rfind("::").or_else(|| first.rfind('.')).map_or("", |i| &first[..i]);
+            Some(parent)
+        }
+        let lines: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
+        let mut out: Vec<Chunk> = Vec::with_capacity(chunks.len());
+        for c in chunks {
+            if let Some(last) = out.last_mut() {
+                let small =
+                    (last.token_count as usize) < self.cfg.min_tokens || (c.token_count as usize) < self.cfg.min_tokens;
+                let fits = (last.token_count + c.token_count) as usize <= self.cfg.merge_tokens;
+                let siblings = matches!((mergeable(last), mergeable(&c)), (Some(a), Some(b)) if a == b);
+                if small && fits && siblings && c.start_line > last.end_line && (c.end_line as usize) <= lines.len() {
+                    let content = lines[last.start_line as usize - 1..c.end_line as usize].join("\n");
+                    let tokens = (self.count)(&content);
+                    if tokens <= self.cfg.merge_tokens {
+                        let symbol =
+                            format!("{}, {}", last.symbol.as_deref().unwrap_or(""), c.symbol.as_deref().unwrap_or(""));
+                        *last = make_chunk(
+                            content,
+                            last.start_line as usize - 1,
+                            c.end_line as usize - 1,
+                            Some(symbol),
+                            Some("definitions"),
+                            tokens,
+                        );
+                        continue;
+                    }
+                }
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    /// [`Chunker::chunk`] before small definitions are merged.
+    fn chunk_unmerged(&self, language: &str, text: &str) -> Vec<Chunk> {
         if text.trim().is_empty() {
             return Vec::new();
         }
@@ -625,7 +748,8 @@ impl Chunker {
                 (None, Some(n)) => Some(n),
                 (p, None) => p.map(str::to_string),
             };
-            self.definition(ctx, def_start, def_end, symbol, info.kind, info.body, out);
+            let def = Def { start: def_start, end: def_end, symbol, kind: info.kind, node: child, body: info.body };
+            self.definition(ctx, def, out);
             gap_start = def_end + 1;
         }
         if gap_start <= to {
@@ -633,16 +757,9 @@ impl Chunker {
         }
     }
 
-    fn definition(
-        &self,
-        ctx: &Ctx,
-        start: usize,
-        end: usize,
-        symbol: Option<String>,
-        kind: &str,
-        body: Option<Node>,
-        out: &mut Vec<Chunk>,
-    ) {
+    fn definition(&self, ctx: &Ctx, def: Def, out: &mut Vec<Chunk>) {
+        let Def { start, end, ref symbol, kind, body, .. } = def;
+        let symbol = symbol.clone();
         let tokens: usize = ctx.line_tokens[start..=end].iter().sum();
         if tokens <= self.cfg.max_tokens {
             self.push(ctx, start, end, symbol, Some(kind), out);
@@ -669,7 +786,90 @@ impl Chunker {
         }
         // Pieces of an oversized definition: `function_part` etc., so whole definitions
         // (plain kinds) can be told from pieces.
-        self.windows(ctx, start, end, symbol, Some(&format!("{kind}_part")), out);
+        let part_kind = format!("{kind}_part");
+        if !self.statement_pieces(ctx, &def, &part_kind, out) {
+            self.windows(ctx, start, end, symbol, Some(&part_kind), out);
+        }
+    }
+
+    /// Splits an oversized definition between the statements of its body. Every piece after
+    /// the first starts with the definition's signature (the lines from its first code line to
+    /// the first statement), so it reads as code of that function; line ranges cite the piece's
+    /// own lines. A statement larger than a piece is cut between lines. False when the
+    /// definition has no statement list to cut (the caller falls back to windows).
+    fn statement_pieces(&self, ctx: &Ctx, def: &Def, kind: &str, out: &mut Vec<Chunk>) -> bool {
+        let Def { start, end, ref symbol, node, .. } = *def;
+        let Some(body) = statement_list(node) else { return false };
+        let mut cursor = body.walk();
+        let mut cuts: Vec<usize> = body
+            .named_children(&mut cursor)
+            .map(|c| c.start_position().row)
+            .filter(|&r| r > start && r <= end)
+            .collect();
+        cuts.dedup();
+        let Some(&first_stmt) = cuts.first() else { return false };
+        cuts.push(end + 1);
+        let max = self.cfg.max_tokens.max(8);
+        // The signature: from the node's first line up to the first statement, if it is short.
+        let sig_start = node.start_position().row.max(start);
+        let mut header_end = first_stmt.saturating_sub(1).max(sig_start);
+        let tokens_of = |a: usize, b: usize| ctx.line_tokens[a..=b].iter().sum::<usize>();
+        while header_end > sig_start && tokens_of(sig_start, header_end) > max / 3 {
+            header_end -= 1;
+        }
+        let (header, header_tokens) = if tokens_of(sig_start, header_end) <= max / 3 {
+            (ctx.lines[sig_start..=header_end].join("\n"), tokens_of(sig_start, header_end))
+        } else {
+            (String::new(), 0)
+        };
+        let mut a = start;
+        while a <= end {
+            let budget = if a == start || header.is_empty() { max } else { max - header_tokens };
+            // The furthest statement boundary the piece can reach.
+            let mut b = None;
+            let mut sum = 0;
+            let mut line = a;
+            for &cut in cuts.iter().filter(|&&c| c > a) {
+                while line < cut {
+                    sum += ctx.line_tokens[line];
+                    line += 1;
+                }
+                if sum > budget {
+                    break;
+                }
+                b = Some(cut - 1);
+            }
+            let b = match b {
+                Some(b) => b,
+                None => {
+                    // One statement larger than a piece: as many of its lines as fit.
+                    if ctx.line_tokens[a] > budget {
+                        self.long_line(ctx, a, symbol.clone(), Some(kind), out);
+                        a += 1;
+                        continue;
+                    }
+                    let mut b = a;
+                    let mut sum = ctx.line_tokens[a];
+                    while b < end && sum + ctx.line_tokens[b + 1] <= budget {
+                        b += 1;
+                        sum += ctx.line_tokens[b];
+                    }
+                    b
+                }
+            };
+            let body_text = ctx.lines[a..=b].join("\n");
+            if !body_text.trim().is_empty() {
+                let content = if a == start || header.is_empty() || a <= header_end {
+                    body_text
+                } else {
+                    format!("{header}\n{body_text}")
+                };
+                let tokens = (self.count)(&content);
+                out.push(make_chunk(content, a, b, symbol.clone(), Some(kind), tokens));
+            }
+            a = b + 1;
+        }
+        true
     }
 
     fn gap(&self, ctx: &Ctx, start: usize, end: usize, parent: Option<&str>, out: &mut Vec<Chunk>) {
@@ -794,7 +994,7 @@ mod tests {
     }
 
     fn chunker(max: usize) -> Chunker {
-        Chunker::new(words(), ChunkConfig { max_tokens: max, overlap_tokens: 4 })
+        Chunker::new(words(), ChunkConfig { max_tokens: max, overlap_tokens: 4, min_tokens: 0, merge_tokens: 0 })
     }
 
     #[test]
@@ -845,6 +1045,100 @@ mod tests {
         let chunks = chunker(200).chunk("go", go);
         let syms: Vec<_> = chunks.iter().filter_map(|c| c.symbol.clone()).collect();
         assert_eq!(syms, vec!["Server", "Server.Start", "main"]);
+    }
+
+    #[test]
+    fn small_siblings_are_merged_but_keep_their_symbols() {
+        let mut src = String::from("use std::fmt;\n\nstruct P { x: i32, y: i32 }\n\nimpl P {\n");
+        for f in ["x", "y", "z"] {
+            src.push_str(&format!("    fn {f}(&self) -> i32 {{ self.{f} }}\n\n"));
+        }
+        src.push_str("}\n\nfn big(a: i32) -> i32 {\n");
+        for i in 0..12 {
+            src.push_str(&format!("    let v{i} = a * {i} + compute(a, {i}) - other(a);\n"));
+        }
+        src.push_str("    a\n}\n");
+        let c =
+            Chunker::new(words(), ChunkConfig { max_tokens: 200, overlap_tokens: 4, min_tokens: 20, merge_tokens: 60 });
+        let file = LoadedFile {
+            rel: "src/p.rs".into(),
+            language: "rust",
+            text: src.clone(),
+            file_hash: String::new(),
+            lossy: false,
+            sections: None,
+            stream: None,
+        };
+        let out = c.chunk_file(&file);
+        // The three one-line methods are one chunk; the impl is small enough to be whole, so
+        // the merge happens at the top level: struct + impl are siblings, `big` is not small.
+        let merged: Vec<_> = out.chunks.iter().filter(|c| c.kind.as_deref() == Some("definitions")).collect();
+        assert_eq!(merged.len(), 1, "{:#?}", out.chunks);
+        assert_eq!(merged[0].symbol.as_deref(), Some("P, P"));
+        assert_eq!((merged[0].start_line, merged[0].end_line), (3, 12));
+        assert_eq!(merged[0].content, src.lines().skip(2).take(10).collect::<Vec<_>>().join("\n"));
+        // Imports stay their own chunk; the big function stays whole and alone.
+        assert_eq!(out.chunks[0].kind.as_deref(), Some("module"));
+        assert!(out.chunks.iter().any(|c| c.symbol.as_deref() == Some("big") && c.kind.as_deref() == Some("function")));
+        // The symbol table still has every definition.
+        let names: Vec<_> = out.symbols.iter().map(|s| s.symbol.as_str()).collect();
+        for n in ["P", "big"] {
+            assert!(names.contains(&n), "{names:?}");
+        }
+        assert!(out.symbols.iter().any(|s| s.kind == "struct") && out.symbols.iter().any(|s| s.kind == "impl"));
+        // With merging off nothing is merged.
+        let plain = chunker(200).chunk_file(&file);
+        assert!(plain.chunks.iter().all(|c| c.kind.as_deref() != Some("definitions")));
+    }
+
+    #[test]
+    fn methods_merge_inside_an_opened_container() {
+        let mut src = String::from("class Store:\n");
+        for i in 0..4 {
+            src.push_str(&format!("    def get_{i}(self):\n        return {i}\n\n"));
+        }
+        src.push_str("    def long(self):\n");
+        for i in 0..20 {
+            src.push_str(&format!("        total = total + value_{i} * weight_{i}\n"));
+        }
+        let c =
+            Chunker::new(words(), ChunkConfig { max_tokens: 60, overlap_tokens: 4, min_tokens: 10, merge_tokens: 30 });
+        let chunks = c.chunk("python", &src);
+        let merged = chunks.iter().find(|c| c.kind.as_deref() == Some("definitions")).expect("merged");
+        assert_eq!(merged.symbol.as_deref(), Some("Store.get_0, Store.get_1, Store.get_2, Store.get_3"));
+        assert_eq!((merged.start_line, merged.end_line), (2, 12));
+        assert!(chunks.iter().all(|c| c.token_count <= 60));
+    }
+
+    #[test]
+    fn oversized_functions_split_between_statements_with_the_signature() {
+        let mut src = String::from("/// Doc.\nfn process(input: &str, limit: usize) -> usize {\n");
+        for i in 0..8 {
+            src.push_str(&format!(
+                "    if input.len() > {i} {{\n        step_{i}(input, limit);\n        log({i});\n    }}\n"
+            ));
+        }
+        src.push_str("    limit\n}\n");
+        let chunks = chunker(30).chunk("rust", &src);
+        assert!(chunks.len() > 2, "{chunks:#?}");
+        assert!(chunks.iter().all(|c| c.kind.as_deref() == Some("function_part")));
+        assert!(chunks.iter().all(|c| c.token_count <= 30), "{chunks:#?}");
+        let lines: Vec<&str> = src.lines().collect();
+        assert_eq!(chunks[0].start_line, 1);
+        assert_eq!(chunks.last().unwrap().end_line as usize, lines.len());
+        for (i, c) in chunks.iter().enumerate() {
+            // Cut between statements: every piece after the first starts on an `if` or the tail.
+            let first = lines[c.start_line as usize - 1].trim_start();
+            if i > 0 {
+                assert!(first.starts_with("if ") || first.starts_with("limit"), "{first}");
+                assert!(c.content.starts_with("fn process(input: &str, limit: usize) -> usize {\n"), "{}", c.content);
+                let own = lines[c.start_line as usize - 1..c.end_line as usize].join("\n");
+                assert!(c.content.ends_with(&own));
+            }
+            if i + 1 < chunks.len() {
+                assert_eq!(chunks[i + 1].start_line, c.end_line + 1, "pieces are contiguous, no overlap");
+            }
+        }
     }
 
     #[test]
@@ -944,6 +1238,41 @@ mod tests {
                 "{lang}: exact lines"
             );
         }
+    }
+
+    #[test]
+    fn streamed_utf16_is_transcoded_with_exact_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big-utf16.log");
+        let text: String = (1..=1500).map(|i| format!("zeile {i} größe ✓ 𝄞\n")).collect();
+        let mut bytes = vec![0xFF, 0xFE];
+        bytes.extend(text.encode_utf16().flat_map(u16::to_le_bytes));
+        std::fs::write(&path, &bytes).unwrap();
+        let file = LoadedFile {
+            rel: "big-utf16.log".into(),
+            language: "text",
+            text: String::new(),
+            file_hash: "h".into(),
+            lossy: false,
+            sections: None,
+            stream: Some(path.clone()),
+        };
+        let mut parts = Vec::new();
+        let last = chunker(40)
+            .stream(&file, &path, 4096, &PartBudget::new(1000), |p| {
+                parts.push(p);
+                true
+            })
+            .unwrap();
+        parts.push(last);
+        assert!(parts.len() > 3, "{} parts", parts.len());
+        let lines: Vec<&str> = text.lines().collect();
+        let mut covered = std::collections::BTreeSet::new();
+        for c in parts.iter().flat_map(|p| &p.chunks) {
+            assert_eq!(c.content, lines[c.start_line as usize - 1..c.end_line as usize].join("\n"));
+            covered.extend(c.start_line..=c.end_line);
+        }
+        assert_eq!(covered.len(), 1500);
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub struct EmbeddedFile {
     pub rel: String,
     pub file_hash: String,
     pub rows: Vec<ChunkRow>,
+    /// The file's definitions, for the symbol table.
+    pub symbols: Vec<ctxd_index::SymbolRow>,
     /// Set for the parts of a streamed file.
     pub part: Option<crate::chunk::Part>,
 }
@@ -36,7 +38,7 @@ pub fn embedding_text(path: &str, chunk: &Chunk) -> String {
 /// Embeds chunked files.
 #[derive(Clone)]
 pub struct Embed {
-    service: EmbedService,
+    service: Option<EmbedService>,
     index: Arc<Index>,
     state: FileState,
     vectors: bool,
@@ -47,14 +49,16 @@ pub const NO_MODEL: &str = ctxd_index::NO_MODEL;
 
 impl Embed {
     /// An embed stage using `service`, reusing vectors from `index` for files in `state`.
-    pub fn new(service: EmbedService, index: Arc<Index>, state: FileState) -> Self {
-        Self { service, index, state, vectors: true }
+    /// Without a service chunks are stored without vectors (see [`Embed::with_vectors`]).
+    pub fn new(service: Option<EmbedService>, index: Arc<Index>, state: FileState) -> Self {
+        let vectors = service.is_some();
+        Self { service, index, state, vectors }
     }
 
     /// `false`: store chunks without vectors (zero vector, model [`NO_MODEL`]); only BM25
-    /// finds them.
+    /// finds them. Has no effect without a service.
     pub fn with_vectors(mut self, vectors: bool) -> Self {
-        self.vectors = vectors;
+        self.vectors = vectors && self.service.is_some();
         self
     }
 
@@ -64,9 +68,15 @@ impl Embed {
         metrics::counter!(m::EMBED_SKIPPED_CHUNKS_TOTAL).increment(n as u64);
         files
             .into_iter()
-            .map(|file| {
+            .map(|mut file| {
                 let rows = file.chunks.iter().map(|c| row(&file, c, vec![0.0; dim], NO_MODEL)).collect();
-                Ok(EmbeddedFile { rel: file.rel, file_hash: file.file_hash, rows, part: file.part })
+                Ok(EmbeddedFile {
+                    rel: file.rel,
+                    file_hash: file.file_hash,
+                    rows,
+                    symbols: std::mem::take(&mut file.symbols),
+                    part: file.part,
+                })
             })
             .collect()
     }
@@ -92,9 +102,9 @@ impl Embed {
 
     /// Embeds a batch of files in one model request; returns one result per file, in order.
     pub async fn embed_files(&self, files: Vec<ChunkedFile>) -> Vec<Result<EmbeddedFile, StageError>> {
-        if !self.vectors {
+        let Some(service) = self.service.as_ref().filter(|_| self.vectors) else {
             return self.without_vectors(files);
-        }
+        };
         let mut caches = Vec::with_capacity(files.len());
         for f in &files {
             caches.push(self.cached_vectors(f).await);
@@ -113,7 +123,7 @@ impl Embed {
         metrics::counter!(m::EMBED_CACHE_HITS_TOTAL).increment(hits as u64);
         metrics::counter!(m::EMBED_CACHE_MISSES_TOTAL).increment(texts.len() as u64);
         let count = texts.len();
-        let vectors = match self.service.embed(texts).await {
+        let vectors = match service.embed(texts).await {
             Ok(v) => v,
             Err(source) => {
                 let paths = files.iter().map(|f| f.rel.as_str()).collect::<Vec<_>>().join(", ");
@@ -129,7 +139,7 @@ impl Embed {
         for ((fi, ci), v) in slots.into_iter().zip(vectors) {
             fresh[fi].insert(ci, v);
         }
-        let model = self.service.model_id().to_string();
+        let model = service.model_id().to_string();
         files
             .into_iter()
             .zip(caches)
@@ -144,7 +154,13 @@ impl Embed {
                         row(&file, c, v, &model)
                     })
                     .collect();
-                Ok(EmbeddedFile { rel: file.rel, file_hash: file.file_hash, rows, part: file.part })
+                Ok(EmbeddedFile {
+                    rel: file.rel,
+                    file_hash: file.file_hash,
+                    rows,
+                    symbols: file.symbols,
+                    part: file.part,
+                })
             })
             .collect()
     }

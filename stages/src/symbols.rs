@@ -10,7 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use ctxd_index::{ChunkRow, SymbolRow};
+use ctxd_index::SymbolRow;
+
+use crate::chunk::Chunk;
 
 /// Chunk kinds that are not definitions.
 const NOT_DEFINITIONS: &[&str] = &["module", "section", "key", "table", "page", "cell", "rows", "document"];
@@ -89,11 +91,12 @@ fn module_path(path: &str, language: &str) -> (String, &'static str) {
     (parts.join(sep), sep)
 }
 
-/// The definitions among a file's chunk rows (all rows of one file).
-pub fn extract(rows: &[ChunkRow]) -> Vec<SymbolRow> {
-    // (symbol, base kind) → (rows of the definition).
-    let mut defs: BTreeMap<(String, String), Vec<&ChunkRow>> = BTreeMap::new();
-    for row in rows {
+/// The definitions among the chunks of the file at `path` (all of its chunks, before small
+/// definitions are merged — see [`crate::chunk::Chunker::chunk_file`]).
+pub fn extract(path: &str, language: &str, chunks: &[Chunk]) -> Vec<SymbolRow> {
+    // (symbol, base kind) → (chunks of the definition).
+    let mut defs: BTreeMap<(String, String), Vec<&Chunk>> = BTreeMap::new();
+    for row in chunks {
         let (Some(symbol), Some(kind)) = (row.symbol.as_deref(), row.kind.as_deref()) else { continue };
         let base = kind.strip_suffix("_part").unwrap_or(kind);
         if NOT_DEFINITIONS.contains(&base) || symbol.is_empty() {
@@ -106,7 +109,7 @@ pub fn extract(rows: &[ChunkRow]) -> Vec<SymbolRow> {
         let first = parts.iter().min_by_key(|r| r.start_line).expect("non-empty");
         let start = first.start_line;
         let end = parts.iter().map(|r| r.end_line).max().unwrap_or(start);
-        let (module, sep) = module_path(&first.path, &first.language);
+        let (module, sep) = module_path(path, language);
         let split = symbol.rfind("::").map(|i| (i, 2)).or_else(|| symbol.rfind('.').map(|i| (i, 1)));
         let (parent, name) = match split {
             Some((i, w)) => (Some(symbol[..i].to_string()), symbol[i + w..].to_string()),
@@ -116,7 +119,7 @@ pub fn extract(rows: &[ChunkRow]) -> Vec<SymbolRow> {
         let qualified_name =
             if module.is_empty() { symbol_in_module } else { format!("{module}{sep}{symbol_in_module}") };
         let mut h = blake3::Hasher::new();
-        h.update(first.path.as_bytes());
+        h.update(path.as_bytes());
         h.update(&[0]);
         h.update(qualified_name.as_bytes());
         h.update(&start.to_le_bytes());
@@ -126,13 +129,13 @@ pub fn extract(rows: &[ChunkRow]) -> Vec<SymbolRow> {
             qualified_name,
             symbol,
             kind,
-            language: first.language.clone(),
-            path: first.path.clone(),
+            language: language.to_string(),
+            path: path.to_string(),
             start_line: start,
             end_line: end,
             signature: signature(&first.content),
             parent,
-            doc: doc_summary(&first.content, &first.language),
+            doc: doc_summary(&first.content, language),
         });
     }
     out
@@ -142,21 +145,15 @@ pub fn extract(rows: &[ChunkRow]) -> Vec<SymbolRow> {
 mod tests {
     use super::*;
 
-    fn row(path: &str, lang: &str, symbol: &str, kind: &str, lines: (u32, u32), content: &str) -> ChunkRow {
-        ChunkRow {
-            chunk_id: format!("{symbol}{}", lines.0),
-            path: path.into(),
-            language: lang.into(),
+    fn row(symbol: &str, kind: &str, lines: (u32, u32), content: &str) -> Chunk {
+        Chunk {
             symbol: Some(symbol.into()),
             kind: Some(kind.into()),
             start_line: lines.0,
             end_line: lines.1,
             content: content.into(),
             content_hash: String::new(),
-            file_hash: String::new(),
             token_count: 1,
-            vector: vec![],
-            model: String::new(),
         }
     }
 
@@ -164,26 +161,17 @@ mod tests {
     fn definitions_with_qualified_names_signatures_and_docs() {
         let rows = vec![
             row(
-                "src/auth.rs",
-                "rust",
                 "verify_password",
                 "function",
                 (3, 9),
                 "/// Checks a password.\n#[inline]\npub fn verify_password(p: &str) -> bool {\n    true\n}",
             ),
-            row("src/auth.rs", "rust", "Point", "impl_part", (11, 12), "impl Point {"),
-            row(
-                "src/auth.rs",
-                "rust",
-                "Point::norm",
-                "method",
-                (13, 15),
-                "    fn norm(&self) -> f64 {\n        0.0\n    }",
-            ),
-            row("src/auth.rs", "rust", "Point", "impl_part", (16, 16), "}"),
-            row("src/auth.rs", "rust", "", "module", (1, 2), "use std::fmt;"),
+            row("Point", "impl_part", (11, 12), "impl Point {"),
+            row("Point::norm", "method", (13, 15), "    fn norm(&self) -> f64 {\n        0.0\n    }"),
+            row("Point", "impl_part", (16, 16), "}"),
+            row("", "module", (1, 2), "use std::fmt;"),
         ];
-        let syms = extract(&rows);
+        let syms = extract("src/auth.rs", "rust", &rows);
         assert_eq!(syms.len(), 3, "{syms:#?}");
         let f = syms.iter().find(|s| s.name == "verify_password").unwrap();
         assert_eq!(f.qualified_name, "src::auth::verify_password");
@@ -199,14 +187,12 @@ mod tests {
     #[test]
     fn python_docstrings_and_module_paths() {
         let rows = vec![row(
-            "pkg/models/__init__.py",
-            "python",
             "User.save",
             "method",
             (4, 7),
             "    @retry\n    def save(self):\n        \"\"\"Persist the user.\"\"\"\n        pass",
         )];
-        let s = &extract(&rows)[0];
+        let s = &extract("pkg/models/__init__.py", "python", &rows)[0];
         assert_eq!(s.qualified_name, "pkg.models.User.save");
         assert_eq!(s.signature, "def save(self):");
         assert_eq!(s.doc.as_deref(), Some("Persist the user."));

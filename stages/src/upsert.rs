@@ -80,6 +80,9 @@ impl Upsert {
             match item {
                 // Parts of a streamed file are appended as they come (never deduplicated).
                 FileWork::Update(EmbeddedFile { rel, rows, part: Some(p), .. }) => {
+                    if p.index == 0 {
+                        batch.stream_starts.push((rel.clone(), p.file_hash.clone()));
+                    }
                     batch.rows.extend(rows);
                     parts.push((rel, p));
                 }
@@ -97,7 +100,7 @@ impl Upsert {
                     if self.state.get(&path).is_some() {
                         batch.replace_paths.push(path.clone());
                     }
-                    batch.symbols.extend(crate::symbols::extract(&f.rows));
+                    batch.symbols.extend(f.symbols);
                     batch.rows.extend(f.rows);
                     committed.push((path, Some(f.file_hash)));
                 }
