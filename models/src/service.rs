@@ -50,10 +50,10 @@ pub struct EmbedService {
 pub fn plan_batches(lens_sorted: &[usize], cfg: &EmbedServiceConfig) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let mut start = 0;
-    for i in 0..lens_sorted.len() {
+    for (i, &len) in lens_sorted.iter().enumerate() {
         let count = i - start + 1;
         // Sorted ascending, so the current element is the longest of the run.
-        let padded = count * lens_sorted[i].max(1);
+        let padded = count * len.max(1);
         if count > 1 && (padded > cfg.max_batch_tokens || count > cfg.max_batch_texts) {
             out.push(start..i);
             start = i;
