@@ -128,13 +128,17 @@ async fn index(
     Ok(())
 }
 
-/// Opens an index read-only with a searcher using its model (or `--model`).
-pub async fn open_searcher(db: &Path, model: &ModelArgs) -> Result<Searcher> {
+/// Opens an index read-only with a searcher using its model (or `--model`); the model is
+/// loaded only when `need_model` (bm25 never embeds the query).
+pub async fn open_searcher(db: &Path, model: &ModelArgs, need_model: bool) -> Result<Searcher> {
     let uri = db.to_string_lossy().into_owned();
     if !uri.contains("://") && !db.is_dir() {
         bail!("no index at {}: run `ctxd index <PATH> --db {}` first", db.display(), db.display());
     }
     let index = Index::open(&uri).await?;
+    if !need_model {
+        return Ok(Searcher::new(Arc::new(index), None));
+    }
     let spec = model.model.clone().unwrap_or_else(|| {
         if index.model_id().is_empty() {
             DEFAULT_MODEL.to_string()
@@ -156,14 +160,14 @@ pub async fn open_searcher(db: &Path, model: &ModelArgs) -> Result<Searcher> {
             index.dim()
         );
     }
-    Ok(Searcher::new(Arc::new(index), service))
+    Ok(Searcher::new(Arc::new(index), Some(service)))
 }
 
 async fn search(query: &str, db: &Path, k: usize, mode: &str, model: &ModelArgs, json: bool) -> Result<()> {
     let mode: Mode = mode.parse()?;
     let req = SearchRequest { query: query.to_string(), k, mode };
     Searcher::validate(&req)?;
-    let searcher = open_searcher(db, model).await?;
+    let searcher = open_searcher(db, model, mode != Mode::Bm25).await?;
     let resp = searcher.search(&req).await?;
     if json {
         println!("{}", serde_json::to_string(&resp)?);
@@ -189,7 +193,7 @@ async fn eval(db: &Path, queries: &Path, k: usize, mode: &str, model: &ModelArgs
     if qs.is_empty() {
         bail!("no queries in {}", queries.display());
     }
-    let searcher = open_searcher(db, model).await?;
+    let searcher = open_searcher(db, model, modes.iter().any(|m| *m != Mode::Bm25)).await?;
     let mut reports = Vec::new();
     for m in modes {
         reports.push(evaluate(&searcher, &qs, m, k).await?);

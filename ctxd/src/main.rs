@@ -11,6 +11,12 @@ mod serve;
 
 use clap::Parser;
 
+/// jemalloc instead of glibc malloc: LanceDB/Arrow writes from many threads fragment glibc's
+/// per-thread arenas and RSS creeps up; jemalloc's decay returns freed pages to the system
+/// (`background_thread`, decay times set in `.cargo/config.toml`), which keeps a streaming run flat.
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() {
     let cli = cli::Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("CTXD_LOG").unwrap_or_else(|_| {

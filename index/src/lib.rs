@@ -1,5 +1,6 @@
-//! The storage layer of ctxd: one LanceDB database directory with a `chunks` table and a
-//! `symbols` table ([`symbols`]: one row per definition, written with the chunks).
+//! The storage layer of ctxd: one LanceDB database directory with a `chunks` table, a
+//! `symbols` table ([`symbols`]: one row per definition, written with the chunks) and a
+//! `streams` table ([`streams`]: which files committed in parts are complete).
 //!
 //! * [`schema`] defines the Arrow schema of a chunk row (the on-disk format is part of the API:
 //!   pyarrow/pylance can read it directly).
@@ -9,17 +10,19 @@
 //!   deletes the stale chunks of the same files in a single version), keeps a full-text index
 //!   on `content` and answers vector and BM25 queries.
 //!
-//! Every commit is a LanceDB version; nothing here ever rewrites a row in place.
+//! Every commit is a LanceDB version; nothing here ever rewrites a chunk row in place.
 
 pub mod error;
 pub mod metrics;
 pub mod schema;
 pub mod store;
+pub mod streams;
 pub mod symbols;
 
 pub use error::IndexError;
 pub use schema::ChunkRow;
 pub use store::{CommitBatch, CommitStats, Hit, Index, IndexStats};
+pub use streams::{PARTIAL_PREFIX, STREAMS_TABLE};
 pub use symbols::{SymbolRow, SYMBOLS_TABLE};
 
 /// `model` of rows stored without a vector (full-text-only sources): zero vectors that vector

@@ -17,6 +17,7 @@ use lancedb::{Connection, DistanceType, Table};
 
 use crate::metrics as m;
 use crate::schema::{chunks_schema, rows_to_batch, ChunkRow};
+use crate::streams::{self, stream_batch, streams_schema, PARTIAL_PREFIX, STREAMS_TABLE};
 use crate::symbols::{batch_to_symbols, symbols_schema, symbols_to_batch, SymbolRow, SYMBOLS_TABLE};
 use crate::{IndexError, CHUNKS_TABLE, NO_MODEL};
 
@@ -33,12 +34,19 @@ pub struct CommitBatch {
     pub delete_paths: Vec<String>,
     /// The definitions of every file in `rows` (replacing those of replaced/deleted paths).
     pub symbols: Vec<SymbolRow>,
+    /// `(path, hash)` of streamed files whose first part is in `rows`: rows `partial:<hash>`
+    /// of the same path left by an interrupted earlier attempt are deleted first (the rows
+    /// of the previous complete version stay searchable until [`Index::finish_stream`]).
+    pub stream_starts: Vec<(String, String)>,
 }
 
 impl CommitBatch {
     /// True when the batch changes nothing.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty() && self.replace_paths.is_empty() && self.delete_paths.is_empty()
+        self.rows.is_empty()
+            && self.replace_paths.is_empty()
+            && self.delete_paths.is_empty()
+            && self.stream_starts.is_empty()
     }
 }
 
@@ -78,6 +86,8 @@ pub struct Index {
     table: Table,
     /// The symbols table (absent in indexes written before it existed, when opened read-only).
     symbols: Option<Table>,
+    /// The streams table (see [`crate::streams`]; absent in older indexes opened read-only).
+    streams: Option<Table>,
     dim: usize,
     model_id: String,
     fts_ready: AtomicBool,
@@ -102,6 +112,13 @@ fn in_list(column: &str, values: &[String]) -> String {
     let list: Vec<String> = values.iter().map(|v| sql_str(v)).collect();
     format!("{column} IN ({})", list.join(", "))
 }
+
+/// Name LanceDB gives the full-text index on `content`.
+const FTS_INDEX: &str = "content_idx";
+/// Full-text index segments that trigger a merge…
+pub const MAX_FTS_SEGMENTS: usize = 16;
+/// …of this many of the latest segments.
+pub const FTS_SEGMENTS_MERGED: usize = 8;
 
 fn fts_params() -> FtsIndexBuilder {
     FtsIndexBuilder::default()
@@ -140,8 +157,17 @@ impl Index {
                 Err(_) => conn.open_table(SYMBOLS_TABLE).execute().await.map_err(lance)?,
             }
         };
+        let streams = if names.iter().any(|n| n == STREAMS_TABLE) {
+            conn.open_table(STREAMS_TABLE).execute().await.map_err(lance)?
+        } else {
+            match conn.create_empty_table(STREAMS_TABLE, streams_schema()).execute().await {
+                Ok(t) => t,
+                Err(_) => conn.open_table(STREAMS_TABLE).execute().await.map_err(lance)?,
+            }
+        };
         let mut index = Self::from_table(uri, table).await?;
         index.symbols = Some(symbols);
+        index.streams = Some(streams);
         let indexed_model = index.stored_model().await?;
         if index.dim != dim || indexed_model.as_deref().is_some_and(|m| m != model_id) {
             return Err(IndexError::ModelMismatch {
@@ -168,6 +194,9 @@ impl Index {
         if names.iter().any(|n| n == SYMBOLS_TABLE) {
             index.symbols = Some(conn.open_table(SYMBOLS_TABLE).execute().await.map_err(lance)?);
         }
+        if names.iter().any(|n| n == STREAMS_TABLE) {
+            index.streams = Some(conn.open_table(STREAMS_TABLE).execute().await.map_err(lance)?);
+        }
         index.model_id = index.stored_model().await?.unwrap_or_default();
         Ok(index)
     }
@@ -185,6 +214,7 @@ impl Index {
             uri: uri.to_string(),
             table,
             symbols: None,
+            streams: None,
             dim,
             model_id: String::new(),
             fts_ready: AtomicBool::new(fts_ready),
@@ -222,7 +252,11 @@ impl Index {
     }
 
     /// `path → file_hash` of every indexed file: the incremental state, read from the index.
+    /// A streamed file whose rows are all `partial:<hash>` maps to `<hash>` when the streams
+    /// table says it is complete, else to `partial:<hash>` (never equal to a real hash, so it
+    /// is indexed again).
     pub async fn file_hashes(&self) -> Result<HashMap<String, String>, IndexError> {
+        let complete = self.complete_streams().await?;
         let mut stream = self
             .table
             .query()
@@ -230,12 +264,38 @@ impl Index {
             .execute()
             .await
             .map_err(|e| self.lance(e))?;
-        let mut out = HashMap::new();
+        let mut out: HashMap<String, String> = HashMap::new();
         while let Some(batch) = stream.try_next().await.map_err(|e| self.lance(e))? {
             let paths = str_col(&batch, "path", &self.uri)?;
             let hashes = str_col(&batch, "file_hash", &self.uri)?;
             for i in 0..batch.num_rows() {
-                out.entry(paths.value(i).to_string()).or_insert_with(|| hashes.value(i).to_string());
+                let path = paths.value(i);
+                let hash = streams::resolve(hashes.value(i), complete.get(path).map(String::as_str));
+                // A complete version wins over leftovers of an interrupted newer stream.
+                match out.get_mut(path) {
+                    Some(h) if h.starts_with(PARTIAL_PREFIX) && !hash.starts_with(PARTIAL_PREFIX) => {
+                        *h = hash.to_string()
+                    }
+                    Some(_) => {}
+                    None => {
+                        out.insert(path.to_string(), hash.to_string());
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `path → hash` of the streamed files recorded complete.
+    async fn complete_streams(&self) -> Result<HashMap<String, String>, IndexError> {
+        let Some(table) = &self.streams else { return Ok(HashMap::new()) };
+        let batches = self.collect(table.query()).await?;
+        let mut out = HashMap::new();
+        for batch in &batches {
+            let paths = str_col(batch, "path", &self.uri)?;
+            let hashes = str_col(batch, "file_hash", &self.uri)?;
+            for i in 0..batch.num_rows() {
+                out.insert(paths.value(i).to_string(), hashes.value(i).to_string());
             }
         }
         Ok(out)
@@ -254,6 +314,24 @@ impl Index {
         // Symbols first: an idempotent merge, so when the chunk commit below fails and the
         // batch is retried, nothing is duplicated.
         self.commit_symbols(&batch.symbols, &touched).await?;
+        if let (Some(streams), false) = (&self.streams, touched.is_empty()) {
+            // Replaced or deleted files are no longer streamed versions.
+            streams.delete(&in_list("path", &touched)).await.map_err(|e| self.lance(e))?;
+        }
+        if !batch.stream_starts.is_empty() {
+            let leftovers = batch
+                .stream_starts
+                .iter()
+                .map(|(p, h)| {
+                    format!("(path = {} AND file_hash = {})", sql_str(p), sql_str(&format!("{PARTIAL_PREFIX}{h}")))
+                })
+                .collect::<Vec<_>>()
+                .join(" OR ");
+            self.table.delete(&leftovers).await.map_err(|e| self.lance(e))?;
+        }
+        if batch.rows.is_empty() && touched.is_empty() {
+            return Ok(CommitStats { version: self.version().await?, ..Default::default() });
+        }
         let stats = if batch.rows.is_empty() {
             let res = self.table.delete(in_list("path", &touched).as_str()).await.map_err(|e| self.lance(e))?;
             CommitStats { version: res.version, inserted: 0, deleted: res.num_deleted_rows }
@@ -298,28 +376,24 @@ impl Index {
         Ok(())
     }
 
-    /// Completes a file committed in parts: deletes its rows from any other version (their
-    /// `file_hash` is neither `partial:<hash>` nor `<hash>`), then sets `file_hash = <hash>`
-    /// on the new rows, so the file counts as indexed only once every part is in.
+    /// Completes a file committed in parts: deletes the rows of its previous version (any
+    /// `file_hash` other than `partial:<hash>`), then records `(path, hash)` in the streams
+    /// table, so the file counts as indexed only once every part is in. Both are cheap (a
+    /// deletion vector and a one-row merge): the file's rows are not rewritten.
     pub async fn finish_stream(&self, path: &str, hash: &str) -> Result<(), IndexError> {
-        let partial = format!("partial:{hash}");
-        let filter = format!(
-            "path = {} AND file_hash != {} AND file_hash != {}",
-            sql_str(path),
-            sql_str(&partial),
-            sql_str(hash)
-        );
+        let partial = format!("{PARTIAL_PREFIX}{hash}");
+        let filter = format!("path = {} AND file_hash != {}", sql_str(path), sql_str(&partial));
         self.table.delete(&filter).await.map_err(|e| self.lance(e))?;
-        self.table
-            .update()
-            .only_if(format!("path = {} AND file_hash = {}", sql_str(path), sql_str(&partial)))
-            .column("file_hash", sql_str(hash))
-            .execute()
-            .await
-            .map_err(|e| self.lance(e))?;
         if let Some(symbols) = &self.symbols {
             symbols.delete(&format!("path = {}", sql_str(path))).await.map_err(|e| self.lance(e))?;
         }
+        let Some(streams) = &self.streams else { return Ok(()) };
+        let record = stream_batch(path, hash);
+        let schema = record.schema();
+        let reader = RecordBatchIterator::new(vec![Ok(record)], schema);
+        let mut merge = streams.merge_insert(&["path"]);
+        merge.when_matched_update_all(None).when_not_matched_insert_all();
+        merge.execute(Box::new(reader)).await.map_err(|e| self.lance(e))?;
         Ok(())
     }
 
@@ -360,11 +434,25 @@ impl Index {
 
     /// Folds rows written since the last index build into the full-text index. Rows not yet
     /// folded in are still searched (flat), so this is about speed, not correctness.
+    ///
+    /// A fold writes the new rows as a new index segment (LanceDB's default would merge them
+    /// into the latest segment, rewriting it: time and memory would grow with the table, not
+    /// with the rows folded). Once there are [`MAX_FTS_SEGMENTS`] segments, the latest
+    /// [`FTS_SEGMENTS_MERGED`] are merged into one, so queries never visit many.
     pub async fn optimize_indices(&self) -> Result<(), IndexError> {
         if !self.fts_ready.load(Ordering::Acquire) {
             return Ok(());
         }
-        self.table.optimize(OptimizeAction::Index(OptimizeOptions::default())).await.map_err(|e| self.lance(e))?;
+        let segments = match self.table.index_stats(FTS_INDEX).await {
+            Ok(Some(s)) => s.num_indices.unwrap_or(1) as usize,
+            _ => 1,
+        };
+        let options = if segments >= MAX_FTS_SEGMENTS {
+            OptimizeOptions::merge(FTS_SEGMENTS_MERGED)
+        } else {
+            OptimizeOptions::append()
+        };
+        self.table.optimize(OptimizeAction::Index(options)).await.map_err(|e| self.lance(e))?;
         metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
         Ok(())
     }
@@ -554,6 +642,51 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn streamed_files_complete_through_the_streams_table() {
+        let tmp = tempfile::tempdir().unwrap();
+        let uri = tmp.path().join("db").to_string_lossy().into_owned();
+        let index = Index::open_or_create(&uri, "m", 4).await.unwrap();
+        let part = |n: u32, hash: &str| ChunkRow {
+            file_hash: format!("{PARTIAL_PREFIX}{hash}"),
+            ..row("big.log", n, &format!("line {n} {hash}"), [1.0, 0.0, 0.0, 0.0])
+        };
+        let commit = |rows: Vec<ChunkRow>, start: Option<&str>| CommitBatch {
+            rows,
+            stream_starts: start.map(|h| vec![("big.log".to_string(), h.to_string())]).unwrap_or_default(),
+            ..Default::default()
+        };
+        // Version 1 streamed in two parts and finished.
+        index.commit(commit(vec![part(0, "v1")], Some("v1"))).await.unwrap();
+        assert_eq!(index.file_hashes().await.unwrap()["big.log"], "partial:v1", "not complete yet");
+        index.commit(commit(vec![part(1, "v1")], None)).await.unwrap();
+        index.finish_stream("big.log", "v1").await.unwrap();
+        assert_eq!(index.file_hashes().await.unwrap()["big.log"], "v1");
+        assert_eq!(index.chunks_of("big.log").await.unwrap().len(), 2);
+        // Version 2: an interrupted attempt leaves one part; v1 still counts as complete.
+        index.commit(commit(vec![part(0, "v2")], Some("v2"))).await.unwrap();
+        assert_eq!(index.file_hashes().await.unwrap()["big.log"], "v1");
+        // The retry starts over: the leftover part is dropped, not duplicated.
+        index.commit(commit(vec![part(0, "v2")], Some("v2"))).await.unwrap();
+        assert_eq!(index.chunks_of("big.log").await.unwrap().len(), 3, "v1's two rows + one v2 row");
+        index.commit(commit(vec![part(1, "v2"), part(2, "v2")], None)).await.unwrap();
+        index.finish_stream("big.log", "v2").await.unwrap();
+        let rows = index.chunks_of("big.log").await.unwrap();
+        assert_eq!(rows.len(), 3, "only v2's rows remain");
+        assert!(rows.iter().all(|r| r.content.ends_with("v2")));
+        assert_eq!(index.file_hashes().await.unwrap()["big.log"], "v2");
+        // Replaced by a small (non-streamed) version: the stream record goes too.
+        let small = row("big.log", 0, "small", [0.0, 1.0, 0.0, 0.0]);
+        let hash = small.file_hash.clone();
+        index
+            .commit(CommitBatch { rows: vec![small], replace_paths: vec!["big.log".into()], ..Default::default() })
+            .await
+            .unwrap();
+        assert_eq!(index.file_hashes().await.unwrap()["big.log"], hash);
+        assert_eq!(index.chunks_of("big.log").await.unwrap().len(), 1);
+        assert!(index.complete_streams().await.unwrap().is_empty());
+    }
+
     fn sym(path: &str, name: &str, line: u32) -> SymbolRow {
         SymbolRow {
             symbol_id: format!("{path}#{name}#{line}"),
@@ -596,6 +729,7 @@ mod tests {
             replace_paths: vec!["a.rs".into()],
             delete_paths: vec!["b.rs".into()],
             symbols: vec![sym("a.rs", "parse_config", 1)],
+            ..Default::default()
         };
         index.commit(second).await.unwrap();
         assert!(index.symbols_named("parse_args", false, 10).await.unwrap().is_empty());
@@ -620,6 +754,7 @@ mod tests {
             replace_paths: vec!["a.rs".into(), "b.rs".into()],
             delete_paths: vec![],
             symbols: vec![],
+            ..Default::default()
         };
         let s1 = index.commit(first).await.unwrap();
         assert_eq!((s1.inserted, s1.deleted), (3, 0));
@@ -640,6 +775,7 @@ mod tests {
             replace_paths: vec!["a.rs".into()],
             delete_paths: vec!["b.rs".into()],
             symbols: vec![],
+            ..Default::default()
         };
         let before = index.version().await.unwrap();
         assert!(before > s1.version, "building the FTS index is a version of its own");
@@ -664,6 +800,7 @@ mod tests {
             replace_paths: vec!["a.rs".into()],
             delete_paths: vec![],
             symbols: vec![],
+            ..Default::default()
         };
         let s3 = index.commit(again).await.unwrap();
         assert_eq!((s3.inserted, s3.deleted), (0, 0));

@@ -70,6 +70,14 @@ pub trait Embedder: Send + 'static {
     }
 }
 
+/// Resolves `spec` and reads its tokenizer, id and embedding dimension without loading the
+/// weights: for full-text-only indexing, which counts tokens but never embeds.
+pub fn tokenizer_only(spec: &str) -> Result<(TokenCounter, String, usize), ModelError> {
+    let files = resolve_model(spec)?;
+    let counter = TokenCounter::from_model(&files)?;
+    Ok((counter, files.model_id(), files.dim()?))
+}
+
 /// Resolves `spec`, loads the model as `runtime` asks (see [`runtime`]) and starts its service
 /// thread; also returns a token counter with the same tokenizer. Blocking (reads the weights,
 /// warms the model up). [`EmbedService::backend`] says what was picked.

@@ -39,6 +39,17 @@ impl ModelFiles {
         (files.config.is_file() && files.weights.is_file() && files.tokenizer.is_file()).then_some(files)
     }
 
+    /// The embedding dimension (`hidden_size` in `config.json`).
+    pub fn dim(&self) -> Result<usize, ModelError> {
+        let bad = |message: String| ModelError::Config { path: self.config.clone(), message };
+        let text = std::fs::read_to_string(&self.config).map_err(|e| bad(e.to_string()))?;
+        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        match json["hidden_size"].as_u64() {
+            Some(d) if d > 0 => Ok(d as usize),
+            _ => Err(bad("hidden_size missing".into())),
+        }
+    }
+
     /// The model id stored in the index: the hub id, or the directory name for local models.
     pub fn model_id(&self) -> String {
         if Path::new(&self.spec).is_dir() {

@@ -65,7 +65,8 @@ pub struct Summary {
 pub struct Engine {
     cfg: Config,
     index: Arc<Index>,
-    service: EmbedService,
+    /// `None` for a full-text-only source (`source.embed = false`): the weights are not loaded.
+    service: Option<EmbedService>,
     counter: TokenCounter,
     state: FileState,
 }
@@ -82,10 +83,24 @@ impl Engine {
         };
         let name = cfg.model.name.clone();
         let runtime = cfg.model.runtime();
-        let (service, counter) = tokio::task::spawn_blocking(move || ctxd_models::start(&name, service_cfg, &runtime))
-            .await
-            .expect("model loading thread panicked")?;
-        tracing::info!(model = %service.model_id(), backend = %service.backend(), "embedding model ready");
+        let embed = cfg.source.embed;
+        let (service, counter, model_id, dim) = tokio::task::spawn_blocking(move || {
+            if embed {
+                let (service, counter) = ctxd_models::start(&name, service_cfg, &runtime)?;
+                let (id, dim) = (service.model_id().to_string(), service.dim());
+                Ok::<_, ctxd_models::ModelError>((Some(service), counter, id, dim))
+            } else {
+                // Full-text only: the tokenizer counts chunk tokens; no weights, no model thread.
+                let (counter, id, dim) = ctxd_models::tokenizer_only(&name)?;
+                Ok((None, counter, id, dim))
+            }
+        })
+        .await
+        .expect("model loading thread panicked")?;
+        match &service {
+            Some(s) => tracing::info!(model = %model_id, backend = %s.backend(), "embedding model ready"),
+            None => tracing::info!(model = %model_id, "full-text only: tokenizer loaded, embedding model not loaded"),
+        }
         let db = cfg.index.db.to_string_lossy().into_owned();
         if !db.contains("://") {
             std::fs::create_dir_all(&cfg.index.db).map_err(|e| PipelineError::Config {
@@ -93,7 +108,7 @@ impl Engine {
                 message: format!("creating db dir: {e}"),
             })?;
         }
-        let index = Arc::new(Index::open_or_create(&db, service.model_id(), service.dim()).await?);
+        let index = Arc::new(Index::open_or_create(&db, &model_id, dim).await?);
         // Publishes the row and version gauges before the first commit (the sink refreshes them after each one).
         index.stats().await?;
         let state = FileState::new(index.file_hashes().await?);
@@ -105,8 +120,8 @@ impl Engine {
         self.index.clone()
     }
 
-    /// The embedding service (queries use it too).
-    pub fn embedder(&self) -> EmbedService {
+    /// The embedding service (queries use it too); `None` for a full-text-only source.
+    pub fn embedder(&self) -> Option<EmbedService> {
         self.service.clone()
     }
 
@@ -147,7 +162,12 @@ impl Engine {
         handles.extend(spawn_stage(Arc::new(load_stage), p.load.workers, load_in, load_out, tracker.clone()));
         let chunker = Chunker::with_tokenizer(
             self.counter.clone(),
-            ChunkConfig { max_tokens: self.cfg.chunk.max_tokens, overlap_tokens: self.cfg.chunk.overlap_tokens },
+            ChunkConfig {
+                max_tokens: self.cfg.chunk.max_tokens,
+                overlap_tokens: self.cfg.chunk.overlap_tokens,
+                min_tokens: self.cfg.chunk.min_tokens,
+                merge_tokens: self.cfg.chunk.merge_tokens,
+            },
         );
         // Parts of streamed files read but not committed: 4 × stream_block_bytes of text.
         let budget = PartBudget::new(4);
@@ -183,6 +203,8 @@ impl Engine {
             index: self.index.clone(),
             counters: counters.clone(),
             optimize_every: self.cfg.index.optimize_every_commits.max(1),
+            optimize_every_rows: self.cfg.index.optimize_every_rows.max(1),
+            unfolded: AtomicU64::new(0),
         };
         let sink_limits = BatchLimits { max_weight: p.commit_max_rows, max_items: 4096, max_wait: p.commit_interval() };
         handles.push(spawn_sink(Arc::new(sink), sink_limits, upsert_in, tracker.clone()));
@@ -513,6 +535,9 @@ struct UpsertSink {
     index: Arc<Index>,
     counters: Arc<Counters>,
     optimize_every: u64,
+    optimize_every_rows: u64,
+    /// Rows inserted since the last fold into the full-text index.
+    unfolded: AtomicU64,
 }
 
 impl Sink for UpsertSink {
@@ -549,7 +574,9 @@ impl Sink for UpsertSink {
                 c.removed.fetch_add(removes, Ordering::Relaxed);
                 c.chunks.fetch_add(stats.inserted, Ordering::Relaxed);
                 let commits = c.commits.fetch_add(1, Ordering::Relaxed) + 1;
-                if commits.is_multiple_of(self.optimize_every) {
+                let unfolded = self.unfolded.fetch_add(stats.inserted, Ordering::Relaxed) + stats.inserted;
+                if commits.is_multiple_of(self.optimize_every) || unfolded >= self.optimize_every_rows {
+                    self.unfolded.store(0, Ordering::Relaxed);
                     if let Err(e) = self.index.optimize_indices().await {
                         tracing::warn!("optimizing indices: {e}");
                     }

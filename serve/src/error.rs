@@ -11,6 +11,10 @@ pub enum SearchError {
     BadK { got: usize, max: usize },
     #[error("unknown mode '{0}': use hybrid, vector or bm25")]
     BadMode(String),
+    #[error(
+        "mode {0} needs query embeddings, but this index was built without vectors (full-text only): use mode bm25"
+    )]
+    NoModel(&'static str),
     #[error("embedding the query failed: {0}")]
     Embed(#[from] ctxd_models::ModelError),
     #[error(transparent)]
@@ -28,6 +32,7 @@ impl SearchError {
                 | SearchError::QueryTooLong { .. }
                 | SearchError::BadK { .. }
                 | SearchError::BadMode(_)
+                | SearchError::NoModel(_)
         )
     }
 }

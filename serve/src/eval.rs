@@ -94,7 +94,7 @@ pub async fn evaluate(
 ) -> Result<EvalReport, SearchError> {
     let started = std::time::Instant::now();
     // Embed all queries up front, in batches, on the model thread.
-    let vectors: Vec<Option<Vec<f32>>> = if mode == Mode::Bm25 {
+    let vectors: Vec<Option<Vec<f32>>> = if mode == Mode::Bm25 || (mode == Mode::Hybrid && !searcher.has_model()) {
         vec![None; queries.len()]
     } else {
         let mut out = Vec::with_capacity(queries.len());

@@ -128,13 +128,20 @@ pub fn rrf(lists: &[Vec<Hit>], k: usize) -> Vec<Hit> {
 #[derive(Clone)]
 pub struct Searcher {
     index: Arc<Index>,
-    embed: EmbedService,
+    embed: Option<EmbedService>,
 }
 
 impl Searcher {
     /// A searcher over `index`, embedding queries with `embed` (same model as the index).
-    pub fn new(index: Arc<Index>, embed: EmbedService) -> Self {
+    /// Without a model (a full-text-only index, or a bm25-only caller) `hybrid` falls back to
+    /// bm25 and `vector` is refused.
+    pub fn new(index: Arc<Index>, embed: Option<EmbedService>) -> Self {
         Self { index, embed }
+    }
+
+    /// True when queries can be embedded.
+    pub fn has_model(&self) -> bool {
+        self.embed.is_some()
     }
 
     /// The index searched.
@@ -158,15 +165,17 @@ impl Searcher {
 
     /// Embeds queries in one request to the model thread.
     pub async fn embed_queries(&self, queries: Vec<String>) -> Result<Vec<Vec<f32>>, SearchError> {
-        Ok(self.embed.embed(queries).await?)
+        let embed = self.embed.as_ref().ok_or(SearchError::NoModel("vector"))?;
+        Ok(embed.embed(queries).await?)
     }
 
     /// Answers a request.
     pub async fn search(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
         Self::validate(req)?;
-        let vector = match req.mode {
-            Mode::Bm25 => None,
-            _ => self.embed.embed(vec![req.query.clone()]).await?.into_iter().next(),
+        let vector = match (req.mode, &self.embed) {
+            (Mode::Bm25, _) | (Mode::Hybrid, None) => None,
+            (Mode::Vector, None) => return Err(SearchError::NoModel("vector")),
+            (_, Some(embed)) => embed.embed(vec![req.query.clone()]).await?.into_iter().next(),
         };
         self.search_with_vector(req, vector.as_deref()).await
     }

@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod state;
 pub mod symbols;
 pub mod upsert;
+pub mod utf16;
 pub mod watch;
 
 pub use error::StageError;
