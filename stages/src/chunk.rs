@@ -479,9 +479,11 @@ impl Chunker {
         let (chunks, symbols) = match &file.sections {
             Some(sections) => (self.chunk_sections(&file.text, sections), Vec::new()),
             None => {
-                let raw = self.chunk_unmerged(file.language, &file.text);
+                let (raw, method) = self.chunk_unmerged(file.language, &file.text);
                 let symbols = crate::symbols::extract(&file.rel, file.language, &raw);
-                (self.merge_small(file.language, &file.text, raw), symbols)
+                let chunks = self.merge_small(file.language, &file.text, raw);
+                self.count_chunks(method, &chunks);
+                (chunks, symbols)
             }
         };
         ChunkedFile {
@@ -612,8 +614,10 @@ impl Chunker {
 
     /// Chunks `text` written in `language`.
     pub fn chunk(&self, language: &str, text: &str) -> Vec<Chunk> {
-        let raw = self.chunk_unmerged(language, text);
-        self.merge_small(language, text, raw)
+        let (raw, method) = self.chunk_unmerged(language, text);
+        let chunks = self.merge_small(language, text, raw);
+        self.count_chunks(method, &chunks);
+        chunks
     }
 
     /// Code: merges runs of sibling whole definitions (same parent, nothing but blank lines
@@ -664,10 +668,11 @@ impl Chunker {
         out
     }
 
-    /// [`Chunker::chunk`] before small definitions are merged.
-    fn chunk_unmerged(&self, language: &str, text: &str) -> Vec<Chunk> {
+    /// [`Chunker::chunk`] before small definitions are merged, with the method used (the
+    /// metric label).
+    fn chunk_unmerged(&self, language: &str, text: &str) -> (Vec<Chunk>, &'static str) {
         if text.trim().is_empty() {
-            return Vec::new();
+            return (Vec::new(), "window");
         }
         let ctx = self.ctx(language, text);
         let mut out = Vec::new();
@@ -694,8 +699,7 @@ impl Chunker {
                 self.windows(&ctx, 0, ctx.lines.len() - 1, None, None, &mut out);
             }
         }
-        self.count_chunks(method, &out);
-        out
+        (out, method)
     }
 
     /// CSV/TSV: row windows, each chunk starting with the header line so its columns are named.
