@@ -69,6 +69,26 @@ impl ModelArgs {
     }
 }
 
+/// `ctxd snapshot ...`.
+#[derive(Debug, Subcommand)]
+pub enum SnapshotAction {
+    /// Tag a version (default: the current one), e.g. with a git commit or a release name.
+    /// Tagged versions survive old-version cleanup. An existing tag is moved.
+    Tag {
+        name: String,
+        #[arg(long)]
+        version: Option<u64>,
+        #[arg(long)]
+        db: PathBuf,
+    },
+    /// Remove a tag.
+    Untag {
+        name: String,
+        #[arg(long)]
+        db: PathBuf,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Index a folder once and exit when everything is committed.
@@ -103,11 +123,27 @@ pub enum Command {
         /// hybrid, vector or bm25.
         #[arg(long, default_value = "hybrid")]
         mode: String,
+        /// Search this snapshot: a version number (see `ctxd snapshots`) or a tag.
+        #[arg(long)]
+        as_of: Option<String>,
         #[command(flatten)]
         model: ModelArgs,
         /// Print `{"results":[...]}`.
         #[arg(long)]
         json: bool,
+    },
+    /// List the index's versions (snapshots) with time, row count and tags.
+    Snapshots {
+        #[arg(long)]
+        db: PathBuf,
+        /// Print `{"snapshots":[{"version","timestamp","rows","tags"}]}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Name or unname a snapshot.
+    Snapshot {
+        #[command(subcommand)]
+        action: SnapshotAction,
     },
     /// Look up definitions in the symbol table by name, symbol (`Type::method`) or qualified name.
     Symbols {

@@ -10,7 +10,7 @@ use ctxd_pipeline::{Config, Engine};
 use ctxd_serve::eval::{evaluate, read_queries};
 use ctxd_serve::{Mode, SearchRequest, Searcher};
 
-use crate::cli::{Cli, Command, ConfigAction, ModelArgs};
+use crate::cli::{Cli, Command, ConfigAction, ModelArgs, SnapshotAction};
 
 /// Dispatches a parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
@@ -18,7 +18,21 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Index { path, db, config, no_embed, model, json } => {
             index(&path, &db, config.as_deref(), no_embed, &model, json).await
         }
-        Command::Search { query, db, k, mode, model, json } => search(&query, &db, k, &mode, &model, json).await,
+        Command::Search { query, db, k, mode, as_of, model, json } => {
+            search(&query, &db, k, &mode, as_of, &model, json).await
+        }
+        Command::Snapshots { db, json } => snapshots(&db, json).await,
+        Command::Snapshot { action: SnapshotAction::Tag { name, version, db } } => {
+            let index = open_index(&db).await?;
+            let v = index.tag(&name, version).await?;
+            println!("tagged version {v} of {} as '{name}'", db.display());
+            Ok(())
+        }
+        Command::Snapshot { action: SnapshotAction::Untag { name, db } } => {
+            open_index(&db).await?.untag(&name).await?;
+            println!("removed tag '{name}' from {}", db.display());
+            Ok(())
+        }
         Command::Symbols { name, db, prefix, limit, json } => symbols(&name, &db, prefix, limit, json).await,
         Command::Serve { config, watch, db, listen, model } => {
             crate::serve::serve(config, watch, db, listen, model).await
@@ -38,12 +52,30 @@ pub async fn run(cli: Cli) -> Result<()> {
     }
 }
 
-async fn symbols(name: &str, db: &Path, prefix: bool, limit: usize, json: bool) -> Result<()> {
+/// Opens an existing index (read side).
+async fn open_index(db: &Path) -> Result<Index> {
     let uri = db.to_string_lossy().into_owned();
     if !uri.contains("://") && !db.is_dir() {
         bail!("no index at {}: run `ctxd index <PATH> --db {}` first", db.display(), db.display());
     }
-    let index = Index::open(&uri).await?;
+    Ok(Index::open(&uri).await?)
+}
+
+async fn snapshots(db: &Path, json: bool) -> Result<()> {
+    let snaps = open_index(db).await?.snapshots().await?;
+    if json {
+        println!("{}", serde_json::json!({ "snapshots": snaps }));
+        return Ok(());
+    }
+    println!("{:>8}  {:<24}  {:>10}  tags", "version", "time (UTC)", "rows");
+    for s in snaps {
+        println!("{:>8}  {:<24}  {:>10}  {}", s.version, s.timestamp, s.rows, s.tags.join(", "));
+    }
+    Ok(())
+}
+
+async fn symbols(name: &str, db: &Path, prefix: bool, limit: usize, json: bool) -> Result<()> {
+    let index = open_index(db).await?;
     let rows = index.symbols_named(name, prefix, limit.max(1)).await?;
     if json {
         let out: Vec<serde_json::Value> = rows
@@ -131,11 +163,7 @@ async fn index(
 /// Opens an index read-only with a searcher using its model (or `--model`); the model is
 /// loaded only when `need_model` (bm25 never embeds the query).
 pub async fn open_searcher(db: &Path, model: &ModelArgs, need_model: bool) -> Result<Searcher> {
-    let uri = db.to_string_lossy().into_owned();
-    if !uri.contains("://") && !db.is_dir() {
-        bail!("no index at {}: run `ctxd index <PATH> --db {}` first", db.display(), db.display());
-    }
-    let index = Index::open(&uri).await?;
+    let index = open_index(db).await?;
     if !need_model {
         return Ok(Searcher::new(Arc::new(index), None));
     }
@@ -163,9 +191,17 @@ pub async fn open_searcher(db: &Path, model: &ModelArgs, need_model: bool) -> Re
     Ok(Searcher::new(Arc::new(index), Some(service)))
 }
 
-async fn search(query: &str, db: &Path, k: usize, mode: &str, model: &ModelArgs, json: bool) -> Result<()> {
+async fn search(
+    query: &str,
+    db: &Path,
+    k: usize,
+    mode: &str,
+    as_of: Option<String>,
+    model: &ModelArgs,
+    json: bool,
+) -> Result<()> {
     let mode: Mode = mode.parse()?;
-    let req = SearchRequest { query: query.to_string(), k, mode };
+    let req = SearchRequest { query: query.to_string(), k, mode, as_of };
     Searcher::validate(&req)?;
     let searcher = open_searcher(db, model, mode != Mode::Bm25).await?;
     let resp = searcher.search(&req).await?;

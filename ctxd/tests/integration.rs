@@ -220,6 +220,10 @@ fn index_search_then_edit_and_delete_while_serving() {
     assert_eq!(again["files_unchanged"], 8, "{again}");
     assert_eq!(again["index_version"].as_u64().unwrap(), version, "no new version: {again}");
 
+    // Name this state: tagged snapshots can be searched after the index moved on.
+    let out = run_ok(ctxd().args(["snapshot", "tag", "before-edits", "--db"]).arg(&db));
+    assert!(out.contains(&format!("tagged version {version}")), "{out}");
+
     // The daemon picks up edits and deletions.
     let daemon = Daemon::start(&root, &db);
     daemon.wait_ready();
@@ -239,6 +243,29 @@ fn index_search_then_edit_and_delete_while_serving() {
         let (_, v) = daemon.search(json!({"query": "fetchUserProfile user profile", "k": 20, "mode": "hybrid"}));
         v["results"].is_array() && !paths_of(&v).contains(&"web/api.ts".to_string())
     });
+
+    // As of the tag (or its version number) the deleted file is still there, while ingestion goes on.
+    for as_of in [json!("before-edits"), json!(version)] {
+        let (status, v) = daemon.search(json!({"query": "fetchUserProfile", "k": 5, "mode": "bm25", "as_of": as_of}));
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["version"], version, "{v}");
+        assert!(paths_of(&v).contains(&"web/api.ts".to_string()), "as of {as_of}: {v}");
+    }
+    let out = run_ok(
+        ctxd()
+            .args(["search", "fetchUserProfile", "--mode", "bm25", "--json", "--as-of", "before-edits", "--db"])
+            .arg(&db),
+    );
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["results"][0]["path"], "web/api.ts", "{out}");
+    let snaps: Value = serde_json::from_str(&run_ok(ctxd().args(["snapshots", "--json", "--db"]).arg(&db))).unwrap();
+    let list = snaps["snapshots"].as_array().unwrap();
+    let tagged = list.iter().find(|s| s["version"] == version).unwrap();
+    assert_eq!(tagged["tags"], json!(["before-edits"]), "{snaps}");
+    assert!(list.last().unwrap()["version"].as_u64().unwrap() > version, "the edits are newer versions");
+    assert!(list.iter().all(|s| s["rows"].is_u64() && s["timestamp"].is_string()), "{snaps}");
+    let (status, v) = daemon.search(json!({"query": "x", "as_of": "no-such-tag"}));
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("no tag 'no-such-tag'"), "{v}");
 
     // Malformed requests get a 400 with a JSON error; the daemon keeps serving.
     let (status, v) = daemon.search(json!({"query": "   "}));

@@ -19,6 +19,8 @@ pub enum IndexError {
     ModelMismatch { uri: String, indexed: String, indexed_dim: usize, requested: String, requested_dim: usize },
     #[error("vector of length {got} does not match index dimension {expected}")]
     Dimension { expected: usize, got: usize },
+    #[error("snapshot of {uri}: {message}")]
+    Snapshot { uri: String, message: String },
     #[error("unexpected column '{column}' type in {uri}")]
     Column { uri: String, column: String },
 }

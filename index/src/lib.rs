@@ -15,12 +15,14 @@
 pub mod error;
 pub mod metrics;
 pub mod schema;
+pub mod snapshots;
 pub mod store;
 pub mod streams;
 pub mod symbols;
 
 pub use error::IndexError;
 pub use schema::ChunkRow;
+pub use snapshots::{AsOf, Snapshot};
 pub use store::{CommitBatch, CommitStats, Hit, Index, IndexStats};
 pub use streams::{PARTIAL_PREFIX, STREAMS_TABLE};
 pub use symbols::{SymbolRow, SYMBOLS_TABLE};

@@ -82,14 +82,14 @@ pub struct IndexStats {
 
 /// The chunks table of one database directory.
 pub struct Index {
-    uri: String,
-    table: Table,
+    pub(crate) uri: String,
+    pub(crate) table: Table,
     /// The symbols table (absent in indexes written before it existed, when opened read-only).
     symbols: Option<Table>,
     /// The streams table (see [`crate::streams`]; absent in older indexes opened read-only).
     streams: Option<Table>,
     dim: usize,
-    model_id: String,
+    pub(crate) model_id: String,
     fts_ready: AtomicBool,
 }
 
@@ -125,11 +125,11 @@ fn fts_params() -> FtsIndexBuilder {
 }
 
 impl Index {
-    fn lance(&self, source: lancedb::Error) -> IndexError {
+    pub(crate) fn lance(&self, source: lancedb::Error) -> IndexError {
         IndexError::Lance { uri: self.uri.clone(), source }
     }
 
-    async fn connect(uri: &str) -> Result<Connection, IndexError> {
+    pub(crate) async fn connect(uri: &str) -> Result<Connection, IndexError> {
         lancedb::connect(uri).execute().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })
     }
 
@@ -201,7 +201,7 @@ impl Index {
         Ok(index)
     }
 
-    async fn from_table(uri: &str, table: Table) -> Result<Self, IndexError> {
+    pub(crate) async fn from_table(uri: &str, table: Table) -> Result<Self, IndexError> {
         let schema = table.schema().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
         let dim = match schema.field_with_name("vector").map(|f| f.data_type().clone()) {
             Ok(DataType::FixedSizeList(_, n)) => n as usize,

@@ -15,6 +15,8 @@ pub enum SearchError {
         "mode {0} needs query embeddings, but this index was built without vectors (full-text only): use mode bm25"
     )]
     NoModel(&'static str),
+    #[error("{0}")]
+    BadSnapshot(String),
     #[error("embedding the query failed: {0}")]
     Embed(#[from] ctxd_models::ModelError),
     #[error(transparent)]
@@ -33,6 +35,7 @@ impl SearchError {
                 | SearchError::BadK { .. }
                 | SearchError::BadMode(_)
                 | SearchError::NoModel(_)
+                | SearchError::BadSnapshot(_)
         )
     }
 }

@@ -111,7 +111,7 @@ pub async fn evaluate(
         if q.query.trim().is_empty() {
             continue;
         }
-        let req = SearchRequest { query: q.query.clone(), k: depth, mode };
+        let req = SearchRequest { query: q.query.clone(), k: depth, mode, as_of: None };
         let res = searcher.search_with_vector(&req, v.as_deref()).await?;
         let files = unique_files(res.results.into_iter().map(|r| r.path));
         let s = score(&files, &q.gold);

@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use ctxd_index::{Hit, Index};
+use ctxd_index::{AsOf, Hit, Index};
 use ctxd_models::EmbedService;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::SearchError;
 
@@ -63,6 +63,23 @@ pub struct SearchRequest {
     pub k: usize,
     #[serde(default)]
     pub mode: Mode,
+    /// Query this snapshot (a version number or a tag) instead of the latest version.
+    #[serde(default, deserialize_with = "version_or_tag")]
+    pub as_of: Option<String>,
+}
+
+/// `as_of` as a JSON number or string.
+fn version_or_tag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum V {
+        N(u64),
+        S(String),
+    }
+    Ok(Option::<V>::deserialize(d)?.map(|v| match v {
+        V::N(n) => n.to_string(),
+        V::S(s) => s,
+    }))
 }
 
 /// One result.
@@ -78,10 +95,13 @@ pub struct SearchResult {
     pub content: String,
 }
 
-/// The answer: `{"results": [...]}`.
+/// The answer: `{"results": [...]}` (plus `"version"` for an `as_of` query: the snapshot
+/// searched).
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct SearchResponse {
     pub results: Vec<SearchResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
 }
 
 impl From<Hit> for SearchResult {
@@ -129,14 +149,42 @@ pub fn rrf(lists: &[Vec<Hit>], k: usize) -> Vec<Hit> {
 pub struct Searcher {
     index: Arc<Index>,
     embed: Option<EmbedService>,
+    /// Read-only views of past versions, by version (a few, most recently used last).
+    views: Arc<tokio::sync::Mutex<Views>>,
 }
+
+/// Open views of past versions: `(version, view)`, most recently used last.
+type Views = Vec<(u64, Arc<Index>)>;
+
+/// Past versions kept open for `as_of` queries.
+const OPEN_VIEWS: usize = 8;
 
 impl Searcher {
     /// A searcher over `index`, embedding queries with `embed` (same model as the index).
     /// Without a model (a full-text-only index, or a bm25-only caller) `hybrid` falls back to
     /// bm25 and `vector` is refused.
     pub fn new(index: Arc<Index>, embed: Option<EmbedService>) -> Self {
-        Self { index, embed }
+        Self { index, embed, views: Arc::default() }
+    }
+
+    /// The index to search for `as_of` (the latest when `None`) and the version it is at.
+    async fn index_as_of(&self, as_of: Option<&str>) -> Result<(Arc<Index>, Option<u64>), SearchError> {
+        let Some(spec) = as_of else { return Ok((self.index.clone(), None)) };
+        let as_of: AsOf = spec.parse().map_err(|e: ctxd_index::IndexError| SearchError::BadSnapshot(e.to_string()))?;
+        let version = self.index.resolve(&as_of).await.map_err(snapshot_error)?;
+        let mut views = self.views.lock().await;
+        if let Some(i) = views.iter().position(|(v, _)| *v == version) {
+            let entry = views.remove(i);
+            let index = entry.1.clone();
+            views.push(entry);
+            return Ok((index, Some(version)));
+        }
+        let index = Arc::new(self.index.at(version).await.map_err(snapshot_error)?);
+        if views.len() >= OPEN_VIEWS {
+            views.remove(0);
+        }
+        views.push((version, index.clone()));
+        Ok((index, Some(version)))
     }
 
     /// True when queries can be embedded.
@@ -188,18 +236,27 @@ impl Searcher {
     ) -> Result<SearchResponse, SearchError> {
         Self::validate(req)?;
         let k = req.k;
+        let (index, version) = self.index_as_of(req.as_of.as_deref()).await?;
         let hits = match (req.mode, vector) {
-            (Mode::Bm25, _) => self.index.fts_search(&req.query, k).await?,
-            (Mode::Vector, Some(v)) => self.index.vector_search(v, k).await?,
+            (Mode::Bm25, _) => index.fts_search(&req.query, k).await?,
+            (Mode::Vector, Some(v)) => index.vector_search(v, k).await?,
             (Mode::Hybrid, Some(v)) => {
                 let depth = (k * 4).max(50);
                 let (vec_hits, fts_hits) =
-                    tokio::join!(self.index.vector_search(v, depth), self.index.fts_search(&req.query, depth));
+                    tokio::join!(index.vector_search(v, depth), index.fts_search(&req.query, depth));
                 rrf(&[vec_hits?, fts_hits?], k)
             }
-            (_, None) => self.index.fts_search(&req.query, k).await?,
+            (_, None) => index.fts_search(&req.query, k).await?,
         };
-        Ok(SearchResponse { results: hits.into_iter().map(SearchResult::from).collect() })
+        Ok(SearchResponse { results: hits.into_iter().map(SearchResult::from).collect(), version })
+    }
+}
+
+/// Unknown versions and tags are the caller's mistake; anything else is the server's.
+fn snapshot_error(e: ctxd_index::IndexError) -> SearchError {
+    match e {
+        ctxd_index::IndexError::Snapshot { .. } => SearchError::BadSnapshot(e.to_string()),
+        other => SearchError::Index(other),
     }
 }
 
@@ -233,8 +290,9 @@ mod tests {
 
     #[test]
     fn requests_are_validated() {
-        let bad =
-            |q: &str, k| Searcher::validate(&SearchRequest { query: q.into(), k, mode: Mode::Hybrid }).unwrap_err();
+        let bad = |q: &str, k| {
+            Searcher::validate(&SearchRequest { query: q.into(), k, mode: Mode::Hybrid, as_of: None }).unwrap_err()
+        };
         assert!(matches!(bad("  ", 10), SearchError::EmptyQuery));
         assert!(matches!(bad("x", 0), SearchError::BadK { .. }));
         assert!(matches!(bad(&"x".repeat(MAX_QUERY_BYTES + 1), 10), SearchError::QueryTooLong { .. }));

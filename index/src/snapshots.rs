@@ -1,0 +1,234 @@
+//! Versioned snapshots of the chunks table.
+//!
+//! Every commit of the chunks table is a LanceDB version. [`Index::snapshots`] lists them
+//! with their time, row count and tags; [`Index::tag`] names a version (a git commit, a
+//! release); [`Index::at`] opens a read-only view of one version — a separate table handle
+//! checked out at it, so queries "as of" a snapshot run while ingestion goes on committing
+//! new versions through the writer's handle. Tagged versions are kept by old-version cleanup.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use lancedb::Table;
+
+use crate::{Index, IndexError, CHUNKS_TABLE};
+
+/// One version of the chunks table.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Snapshot {
+    pub version: u64,
+    /// Commit time, RFC 3339 (UTC).
+    pub timestamp: String,
+    /// Chunk rows in this version.
+    pub rows: usize,
+    /// Tags naming this version.
+    pub tags: Vec<String>,
+}
+
+/// A snapshot named by version number (`12`, `v12`) or by tag.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum AsOf {
+    Version(u64),
+    Tag(String),
+}
+
+impl FromStr for AsOf {
+    type Err = IndexError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(IndexError::Snapshot { uri: String::new(), message: "empty snapshot name".into() });
+        }
+        let digits = s.strip_prefix('v').unwrap_or(s);
+        match digits.parse::<u64>() {
+            Ok(v) => Ok(AsOf::Version(v)),
+            Err(_) => Ok(AsOf::Tag(s.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for AsOf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AsOf::Version(v) => write!(f, "version {v}"),
+            AsOf::Tag(t) => write!(f, "tag '{t}'"),
+        }
+    }
+}
+
+impl Index {
+    fn snapshot_error(&self, message: String) -> IndexError {
+        IndexError::Snapshot { uri: self.uri.clone(), message }
+    }
+
+    /// A second handle on the chunks table (checking it out leaves the writer's alone).
+    async fn view(&self) -> Result<Table, IndexError> {
+        let conn = Self::connect(&self.uri).await?;
+        conn.open_table(CHUNKS_TABLE).execute().await.map_err(|e| self.lance(e))
+    }
+
+    /// `version → tags` of the chunks table.
+    async fn tags_by_version(&self) -> Result<BTreeMap<u64, Vec<String>>, IndexError> {
+        let tags = self.table.tags().await.map_err(|e| self.lance(e))?;
+        let mut out: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+        for (name, contents) in tags.list().await.map_err(|e| self.lance(e))? {
+            out.entry(contents.version).or_default().push(name);
+        }
+        for names in out.values_mut() {
+            names.sort();
+        }
+        Ok(out)
+    }
+
+    /// Every version still on disk, oldest first.
+    pub async fn snapshots(&self) -> Result<Vec<Snapshot>, IndexError> {
+        let versions = self.table.list_versions().await.map_err(|e| self.lance(e))?;
+        let mut tags = self.tags_by_version().await?;
+        let view = self.view().await?;
+        let mut out = Vec::with_capacity(versions.len());
+        for v in versions {
+            view.checkout(v.version).await.map_err(|e| self.lance(e))?;
+            let rows = view.count_rows(None).await.map_err(|e| self.lance(e))?;
+            out.push(Snapshot {
+                version: v.version,
+                timestamp: v.timestamp.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                rows,
+                tags: tags.remove(&v.version).unwrap_or_default(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Tags `version` (default: the current one) as `name`, moving the tag if it exists.
+    /// Returns the version tagged.
+    pub async fn tag(&self, name: &str, version: Option<u64>) -> Result<u64, IndexError> {
+        if name.trim().is_empty() || name.parse::<u64>().is_ok() {
+            return Err(self.snapshot_error(format!("'{name}' cannot be a tag: use a name that is not a number")));
+        }
+        let current = self.table.version().await.map_err(|e| self.lance(e))?;
+        let version = version.unwrap_or(current);
+        self.check_version(version).await?;
+        let mut tags = self.table.tags().await.map_err(|e| self.lance(e))?;
+        let exists = tags.list().await.map_err(|e| self.lance(e))?.contains_key(name);
+        let res = if exists { tags.update(name, version).await } else { tags.create(name, version).await };
+        res.map_err(|e| self.lance(e))?;
+        Ok(version)
+    }
+
+    /// Removes a tag (its version becomes eligible for cleanup).
+    pub async fn untag(&self, name: &str) -> Result<(), IndexError> {
+        let mut tags = self.table.tags().await.map_err(|e| self.lance(e))?;
+        if !tags.list().await.map_err(|e| self.lance(e))?.contains_key(name) {
+            return Err(self.snapshot_error(format!("no tag '{name}'")));
+        }
+        tags.delete(name).await.map_err(|e| self.lance(e))
+    }
+
+    async fn check_version(&self, version: u64) -> Result<(), IndexError> {
+        let versions = self.table.list_versions().await.map_err(|e| self.lance(e))?;
+        if versions.iter().any(|v| v.version == version) {
+            return Ok(());
+        }
+        let (lo, hi) = (versions.first().map_or(0, |v| v.version), versions.last().map_or(0, |v| v.version));
+        Err(self.snapshot_error(format!("no version {version} (versions on disk: {lo}..={hi})")))
+    }
+
+    /// The version `as_of` names.
+    pub async fn resolve(&self, as_of: &AsOf) -> Result<u64, IndexError> {
+        match as_of {
+            AsOf::Version(v) => {
+                self.check_version(*v).await?;
+                Ok(*v)
+            }
+            AsOf::Tag(t) => {
+                let tags = self.table.tags().await.map_err(|e| self.lance(e))?;
+                match tags.list().await.map_err(|e| self.lance(e))?.get(t) {
+                    Some(c) => Ok(c.version),
+                    None => Err(self.snapshot_error(format!("no tag '{t}'"))),
+                }
+            }
+        }
+    }
+
+    /// A read-only view of the index at `version` (same model and dimension).
+    pub async fn at(&self, version: u64) -> Result<Index, IndexError> {
+        self.check_version(version).await?;
+        let table = self.view().await?;
+        table.checkout(version).await.map_err(|e| self.lance(e))?;
+        let mut index = Index::from_table(&self.uri, table).await?;
+        index.model_id = self.model_id.clone();
+        Ok(index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ChunkRow, CommitBatch};
+
+    fn row(path: &str, content: &str) -> ChunkRow {
+        ChunkRow {
+            chunk_id: format!("{path}#{content}"),
+            path: path.into(),
+            language: "text".into(),
+            symbol: None,
+            kind: None,
+            start_line: 1,
+            end_line: 1,
+            content: content.into(),
+            content_hash: content.into(),
+            file_hash: format!("f-{content}"),
+            token_count: 2,
+            vector: vec![1.0, 0.0, 0.0, 0.0],
+            model: "m".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn versions_are_listed_tagged_and_queried_as_of() {
+        let tmp = tempfile::tempdir().unwrap();
+        let uri = tmp.path().join("db").to_string_lossy().into_owned();
+        let index = Index::open_or_create(&uri, "m", 4).await.unwrap();
+        index.commit(CommitBatch { rows: vec![row("a.txt", "old walrus text")], ..Default::default() }).await.unwrap();
+        // (The first commit also builds the full-text index: a version of its own.)
+        let first = index.version().await.unwrap();
+        assert_eq!(index.tag("release-1", None).await.unwrap(), first);
+        index
+            .commit(CommitBatch {
+                rows: vec![row("a.txt", "new narwhal text"), row("b.txt", "another file")],
+                replace_paths: vec!["a.txt".into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let snaps = index.snapshots().await.unwrap();
+        let tagged = snaps.iter().find(|s| s.version == first).unwrap();
+        assert_eq!(tagged.tags, vec!["release-1".to_string()]);
+        assert_eq!(tagged.rows, 1);
+        assert_eq!(snaps.last().unwrap().rows, 2, "{snaps:#?}");
+        assert!(snaps.windows(2).all(|w| w[0].version < w[1].version && w[0].timestamp <= w[1].timestamp));
+        // The tagged version still has the old text; the latest does not.
+        let v = index.resolve(&"release-1".parse().unwrap()).await.unwrap();
+        let old = index.at(v).await.unwrap();
+        assert_eq!(old.fts_search("walrus", 5).await.unwrap().len(), 1);
+        assert!(old.fts_search("narwhal", 5).await.unwrap().is_empty());
+        assert!(index.fts_search("walrus", 5).await.unwrap().is_empty());
+        assert_eq!(index.fts_search("narwhal", 5).await.unwrap().len(), 1);
+        // Unknown names are clear errors.
+        let err = index.resolve(&AsOf::Version(999)).await.unwrap_err().to_string();
+        assert!(err.contains("no version 999"), "{err}");
+        let err = index.resolve(&AsOf::Tag("nope".into())).await.unwrap_err().to_string();
+        assert!(err.contains("no tag 'nope'"), "{err}");
+        assert!(index.tag("12", None).await.is_err(), "numeric tags would be ambiguous");
+        index.untag("release-1").await.unwrap();
+        assert!(index.snapshots().await.unwrap().iter().all(|s| s.tags.is_empty()));
+    }
+
+    #[test]
+    fn snapshot_names_parse() {
+        assert_eq!("12".parse::<AsOf>().unwrap(), AsOf::Version(12));
+        assert_eq!("v7".parse::<AsOf>().unwrap(), AsOf::Version(7));
+        assert_eq!("release-1.2".parse::<AsOf>().unwrap(), AsOf::Tag("release-1.2".into()));
+        assert!("  ".parse::<AsOf>().is_err());
+    }
+}
