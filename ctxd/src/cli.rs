@@ -140,6 +140,22 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// One maintenance pass: compact fragments, remove versions older than --retain-secs
+    /// (tagged versions are kept), build the vector index if the table is large enough.
+    /// Run it only while no daemon writes to the same index.
+    Compact {
+        #[arg(long)]
+        db: PathBuf,
+        /// Keep versions younger than this.
+        #[arg(long, default_value_t = 3600)]
+        retain_secs: u64,
+        /// Build the vector index from this many embedded rows (0: never).
+        #[arg(long, default_value_t = 100_000)]
+        vector_index_min_rows: usize,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Name or unname a snapshot.
     Snapshot {
         #[command(subcommand)]

@@ -22,6 +22,30 @@ pub async fn run(cli: Cli) -> Result<()> {
             search(&query, &db, k, &mode, as_of, &model, json).await
         }
         Command::Snapshots { db, json } => snapshots(&db, json).await,
+        Command::Compact { db, retain_secs, vector_index_min_rows, json } => {
+            let index = open_index(&db).await?;
+            let opts = ctxd_index::MaintenanceOptions {
+                retain: std::time::Duration::from_secs(retain_secs),
+                single_writer: true,
+                vector_index_min_rows,
+            };
+            let r = index.maintain(&opts).await?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "versions {} -> {} ({} removed, {} bytes), fragments {} -> {}, vector index {}",
+                    r.versions_before,
+                    r.versions_after,
+                    r.versions_removed,
+                    r.bytes_removed,
+                    r.fragments_before,
+                    r.fragments_after,
+                    if r.vector_index_built { "built" } else { "unchanged" }
+                );
+            }
+            Ok(())
+        }
         Command::Snapshot { action: SnapshotAction::Tag { name, version, db } } => {
             let index = open_index(&db).await?;
             let v = index.tag(&name, version).await?;

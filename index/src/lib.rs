@@ -13,6 +13,7 @@
 //! Every commit is a LanceDB version; nothing here ever rewrites a chunk row in place.
 
 pub mod error;
+pub mod maintenance;
 pub mod metrics;
 pub mod schema;
 pub mod snapshots;
@@ -21,6 +22,7 @@ pub mod streams;
 pub mod symbols;
 
 pub use error::IndexError;
+pub use maintenance::{MaintenanceOptions, MaintenanceReport};
 pub use schema::ChunkRow;
 pub use snapshots::{AsOf, Snapshot};
 pub use store::{CommitBatch, CommitStats, Hit, Index, IndexStats};

@@ -14,3 +14,11 @@ pub const INDEX_VERSION: &str = "ctxd_index_version";
 pub const INDEX_COMMIT_SECONDS: &str = "ctxd_index_commit_duration_seconds";
 /// Counter: full-text index (re)builds and optimisations.
 pub const INDEX_FTS_UPDATES_TOTAL: &str = "ctxd_index_fts_updates_total";
+/// Gauge: versions of the chunks table on disk.
+pub const INDEX_VERSIONS: &str = "ctxd_index_versions";
+/// Gauge: fragments (data files) of the current version.
+pub const INDEX_FRAGMENTS: &str = "ctxd_index_fragments";
+/// Gauge: unix time of the last compaction + cleanup pass.
+pub const INDEX_LAST_COMPACTION: &str = "ctxd_index_last_compaction_timestamp_seconds";
+/// Counter: compaction + cleanup passes.
+pub const INDEX_COMPACTIONS_TOTAL: &str = "ctxd_index_compactions_total";

@@ -80,11 +80,37 @@ pub struct IndexConfig {
     /// …or once this many rows were written since the last fold (the fold's memory grows
     /// with the rows it indexes, so big streamed files are folded in slices).
     pub optimize_every_rows: u64,
+    /// The daemon compacts fragments, removes old versions and builds the vector index every
+    /// this many seconds (0: never; `ctxd compact` runs it once).
+    pub maintenance_interval_secs: u64,
+    /// Versions younger than this are kept by cleanup (tagged versions are always kept).
+    pub retain_versions_secs: u64,
+    /// Build the ANN vector index once this many embedded rows exist (0: never; below it
+    /// vector search is exact).
+    pub vector_index_min_rows: usize,
 }
 
 impl Default for IndexConfig {
     fn default() -> Self {
-        Self { db: PathBuf::from(".ctxd/db"), optimize_every_commits: 50, optimize_every_rows: 50_000 }
+        Self {
+            db: PathBuf::from(".ctxd/db"),
+            optimize_every_commits: 50,
+            optimize_every_rows: 50_000,
+            maintenance_interval_secs: 600,
+            retain_versions_secs: 3600,
+            vector_index_min_rows: 100_000,
+        }
+    }
+}
+
+impl IndexConfig {
+    /// The maintenance pass these settings ask for (the daemon is its table's one writer).
+    pub fn maintenance(&self) -> ctxd_index::MaintenanceOptions {
+        ctxd_index::MaintenanceOptions {
+            retain: std::time::Duration::from_secs(self.retain_versions_secs),
+            single_writer: true,
+            vector_index_min_rows: self.vector_index_min_rows,
+        }
     }
 }
 

@@ -215,9 +215,14 @@ impl Engine {
             out: src_out,
             tracker: tracker.clone(),
             counters: counters.clone(),
-            shutdown,
+            shutdown: shutdown.clone(),
             debounce: Duration::from_millis(self.cfg.source.debounce_ms),
         };
+        let maintenance_stop = shutdown;
+        let maintenance = (follow && self.cfg.index.maintenance_interval_secs > 0).then(|| {
+            let every = Duration::from_secs(self.cfg.index.maintenance_interval_secs);
+            tokio::spawn(maintain_every(self.index.clone(), self.cfg.index.maintenance(), every, maintenance_stop))
+        });
         let source_handle = tokio::spawn(source.run(follow));
         metrics::gauge!(m::PIPELINE_READY).set(0.0);
         Ok(Running {
@@ -227,7 +232,38 @@ impl Engine {
             counters,
             started: Instant::now(),
             index: self.index.clone(),
+            maintenance,
         })
+    }
+}
+
+/// The daemon's maintenance loop: a pass every `every` until shutdown. A failed pass is
+/// logged and retried at the next tick (commits never wait for it).
+async fn maintain_every(
+    index: Arc<Index>,
+    opts: ctxd_index::MaintenanceOptions,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        match index.maintain(&opts).await {
+            Ok(r) => tracing::info!(
+                versions = format!("{} -> {}", r.versions_before, r.versions_after),
+                fragments = format!("{} -> {}", r.fragments_before, r.fragments_after),
+                vector_index_built = r.vector_index_built,
+                "index maintenance"
+            ),
+            Err(e) => tracing::warn!("index maintenance failed: {e}"),
+        }
     }
 }
 
@@ -248,6 +284,7 @@ pub struct Running {
     counters: Arc<Counters>,
     started: Instant,
     index: Arc<Index>,
+    maintenance: Option<JoinHandle<()>>,
 }
 
 impl Running {
@@ -273,6 +310,10 @@ impl Running {
         let source_result = self.source.await.expect("source task panicked");
         for h in self.stages {
             h.await.expect("stage task panicked");
+        }
+        if let Some(m) = self.maintenance {
+            // It stops at the shutdown signal (after its current pass, if any).
+            let _ = m.await;
         }
         if let Err(e) = self.index.optimize_indices().await {
             tracing::warn!("optimizing indices: {e}");

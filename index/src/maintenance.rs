@@ -1,0 +1,194 @@
+//! Keeping the table healthy while it is written to: compaction, old-version cleanup and the
+//! vector index.
+//!
+//! Every commit adds files: appends add fragments, deletes add deletion files, and every
+//! commit is a version. [`Index::maintain`] compacts small fragments into large ones
+//! (materialising deletions), then removes versions older than the retention (tagged versions
+//! are always kept, so named snapshots stay queryable), and builds the ANN vector index
+//! (IVF-HNSW-SQ, cosine) once the table has enough embedded rows; later commits are folded
+//! into it with the full-text index by [`Index::optimize_indices`]. The daemon runs it on a
+//! schedule; `ctxd compact` runs it once. The figures it returns (versions and fragments
+//! before and after) also go to the `ctxd_index_*` gauges.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lancedb::index::vector::IvfHnswSqIndexBuilder;
+use lancedb::index::Index as LanceIndex;
+use lancedb::table::{CompactionOptions, OptimizeAction};
+use lancedb::DistanceType;
+
+use crate::metrics as m;
+use crate::store::sql_str;
+use crate::{Index, IndexError, NO_MODEL};
+
+/// What a maintenance pass should do.
+#[derive(Debug, Clone)]
+pub struct MaintenanceOptions {
+    /// Versions older than this are removed (tagged ones are kept).
+    pub retain: Duration,
+    /// Remove unreferenced files younger than 7 days too. Safe only when this process is the
+    /// table's one writer (the daemon owns its database directory).
+    pub single_writer: bool,
+    /// Build the vector index once this many embedded rows exist (0: never).
+    pub vector_index_min_rows: usize,
+}
+
+/// What a maintenance pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MaintenanceReport {
+    pub versions_before: usize,
+    pub versions_after: usize,
+    pub fragments_before: usize,
+    pub fragments_after: usize,
+    pub fragments_removed: usize,
+    pub fragments_added: usize,
+    pub versions_removed: u64,
+    pub bytes_removed: u64,
+    pub vector_index_built: bool,
+}
+
+/// Name LanceDB gives the index on `vector`.
+const VECTOR_INDEX: &str = "vector_idx";
+
+impl Index {
+    /// Versions on disk and fragments of the current version (also published as gauges).
+    pub async fn layout(&self) -> Result<(usize, usize), IndexError> {
+        let versions = self.table.list_versions().await.map_err(|e| self.lance(e))?.len();
+        let fragments = self.table.stats().await.map_err(|e| self.lance(e))?.fragment_stats.num_fragments;
+        metrics::gauge!(m::INDEX_VERSIONS).set(versions as f64);
+        metrics::gauge!(m::INDEX_FRAGMENTS).set(fragments as f64);
+        Ok((versions, fragments))
+    }
+
+    /// True when the table has an ANN index on `vector`.
+    pub async fn has_vector_index(&self) -> Result<bool, IndexError> {
+        let indices = self.table.list_indices().await.map_err(|e| self.lance(e))?;
+        Ok(indices.iter().any(|i| i.columns.iter().any(|c| c == "vector")))
+    }
+
+    /// Builds the vector index when there is none and at least `min_rows` embedded rows.
+    pub async fn ensure_vector_index(&self, min_rows: usize) -> Result<bool, IndexError> {
+        if min_rows == 0 || self.has_vector_index().await? {
+            return Ok(false);
+        }
+        let filter = format!("model != {}", sql_str(NO_MODEL));
+        let rows = self.table.count_rows(Some(filter)).await.map_err(|e| self.lance(e))?;
+        if rows < min_rows {
+            return Ok(false);
+        }
+        // ~4k rows per IVF partition, HNSW graphs inside each, 8-bit scalar quantisation.
+        let partitions = (rows / 4096).clamp(1, 1024) as u32;
+        let builder = IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions);
+        self.table
+            .create_index(&["vector"], LanceIndex::IvfHnswSq(builder))
+            .name(VECTOR_INDEX.to_string())
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))?;
+        tracing::info!(rows, partitions, "built the vector index");
+        Ok(true)
+    }
+
+    /// One maintenance pass: compaction, old-version cleanup, vector index.
+    pub async fn maintain(&self, opts: &MaintenanceOptions) -> Result<MaintenanceReport, IndexError> {
+        let (versions_before, fragments_before) = self.layout().await?;
+        let mut report = MaintenanceReport { versions_before, fragments_before, ..Default::default() };
+        let compaction = CompactionOptions { materialize_deletions_threshold: 0.1, ..Default::default() };
+        let stats = self
+            .table
+            .optimize(OptimizeAction::Compact { options: compaction, remap_options: None })
+            .await
+            .map_err(|e| self.lance(e))?;
+        if let Some(c) = stats.compaction {
+            report.fragments_removed = c.fragments_removed;
+            report.fragments_added = c.fragments_added;
+        }
+        let older_than = chrono::Duration::from_std(opts.retain).unwrap_or(chrono::Duration::days(7));
+        let stats = self
+            .table
+            .optimize(OptimizeAction::Prune {
+                older_than: Some(older_than),
+                delete_unverified: Some(opts.single_writer),
+                error_if_tagged_old_versions: Some(false),
+            })
+            .await
+            .map_err(|e| self.lance(e))?;
+        if let Some(p) = stats.prune {
+            report.versions_removed = p.old_versions;
+            report.bytes_removed = p.bytes_removed;
+        }
+        report.vector_index_built = self.ensure_vector_index(opts.vector_index_min_rows).await?;
+        let (versions_after, fragments_after) = self.layout().await?;
+        report.versions_after = versions_after;
+        report.fragments_after = fragments_after;
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        metrics::gauge!(m::INDEX_LAST_COMPACTION).set(now);
+        metrics::counter!(m::INDEX_COMPACTIONS_TOTAL).increment(1);
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ChunkRow, CommitBatch};
+
+    fn row(i: usize) -> ChunkRow {
+        let mut vector = vec![0.0f32; 8];
+        vector[i % 8] = 1.0;
+        vector[(i / 8) % 8] += 0.5;
+        ChunkRow {
+            chunk_id: format!("c{i}"),
+            path: format!("f{i}.txt"),
+            language: "text".into(),
+            symbol: None,
+            kind: None,
+            start_line: 1,
+            end_line: 1,
+            content: format!("file number {i} about topic{}", i % 5),
+            content_hash: format!("h{i}"),
+            file_hash: format!("fh{i}"),
+            token_count: 5,
+            vector,
+            model: "m".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn compaction_prunes_untagged_versions_and_builds_the_vector_index() {
+        let tmp = tempfile::tempdir().unwrap();
+        let uri = tmp.path().join("db").to_string_lossy().into_owned();
+        let index = Index::open_or_create(&uri, "m", 8).await.unwrap();
+        for i in 0..30 {
+            index.commit(CommitBatch { rows: vec![row(i)], ..Default::default() }).await.unwrap();
+            if i == 10 {
+                index.tag("keep-me", None).await.unwrap();
+            }
+        }
+        let kept = index.resolve(&crate::AsOf::Tag("keep-me".into())).await.unwrap();
+        let opts = MaintenanceOptions { retain: Duration::ZERO, single_writer: true, vector_index_min_rows: 20 };
+        let report = index.maintain(&opts).await.unwrap();
+        assert!(report.fragments_before >= 30, "{report:?}");
+        assert!(report.fragments_after < report.fragments_before / 4, "{report:?}");
+        assert!(report.versions_after < report.versions_before / 4, "{report:?}");
+        assert!(report.vector_index_built, "{report:?}");
+        assert!(index.has_vector_index().await.unwrap());
+        // Every row survives; the tagged version is still on disk and queryable.
+        assert_eq!(index.stats().await.unwrap().rows, 30);
+        let versions: Vec<u64> = index.snapshots().await.unwrap().iter().map(|s| s.version).collect();
+        assert!(versions.contains(&kept), "{versions:?}");
+        assert_eq!(index.at(kept).await.unwrap().stats().await.unwrap().rows, 11);
+        // Search works through the ANN index, and new rows are folded into it.
+        let mut q = vec![0.0f32; 8];
+        q[3] = 1.0;
+        let hits = index.vector_search(&q, 3).await.unwrap();
+        assert_eq!(hits.len(), 3);
+        index.commit(CommitBatch { rows: vec![row(30)], ..Default::default() }).await.unwrap();
+        index.optimize_indices().await.unwrap();
+        assert_eq!(index.fts_search("topic0", 50).await.unwrap().len(), 7);
+        // A second pass right away has little left to do.
+        let again = index.maintain(&opts).await.unwrap();
+        assert!(!again.vector_index_built);
+        assert!(again.fragments_after <= report.fragments_after + 2, "{again:?}");
+    }
+}
