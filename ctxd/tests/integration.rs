@@ -320,6 +320,24 @@ fn index_search_then_edit_and_delete_while_serving() {
 
     let status = daemon.sigterm();
     assert!(status.success(), "clean exit on SIGTERM: {status:?}");
+
+    // Compaction and cleanup keep the tagged snapshot (and every current row).
+    let rows_before: Value =
+        serde_json::from_str(&run_ok(ctxd().args(["snapshots", "--json", "--db"]).arg(&db))).unwrap();
+    let latest_rows = rows_before["snapshots"].as_array().unwrap().last().unwrap()["rows"].clone();
+    let out = run_ok(ctxd().args(["compact", "--retain-secs", "0", "--json", "--db"]).arg(&db));
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert!(report["versions_after"].as_u64() < report["versions_before"].as_u64(), "{report}");
+    let snaps: Value = serde_json::from_str(&run_ok(ctxd().args(["snapshots", "--json", "--db"]).arg(&db))).unwrap();
+    let list = snaps["snapshots"].as_array().unwrap();
+    assert!(list.iter().any(|s| s["tags"] == json!(["before-edits"]) && s["version"] == version), "{snaps}");
+    assert_eq!(list.last().unwrap()["rows"], latest_rows, "{snaps}");
+    let out = run_ok(
+        ctxd()
+            .args(["search", "fetchUserProfile", "--mode", "bm25", "--json", "--as-of", "before-edits", "--db"])
+            .arg(&db),
+    );
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["results"][0]["path"], "web/api.ts", "{out}");
 }
 
 fn write_corpus(root: &Path, files: usize) {
