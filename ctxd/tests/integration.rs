@@ -540,3 +540,32 @@ fn big_files_are_streamed_in_parts() {
     let old = hit("zebra-stripe");
     assert!(old.is_null() || !old["content"].as_str().unwrap().contains("zebra"), "old version gone: {old}");
 }
+
+#[test]
+fn unchanged_chunks_are_never_embedded_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("src");
+    write_corpus(&root, 20);
+    let db = tmp.path().join("db");
+    let first = index_json(&root, &db);
+    let computed = first["chunks_embedded"].as_u64().unwrap();
+    assert!(computed >= 20, "{first}");
+    assert_eq!(first["chunks_reused"], 0, "{first}");
+    // A rename, a copy and a one-function edit: only the edited chunk is new content.
+    std::fs::rename(root.join("pkg3/m3.py"), root.join("pkg3/moved_m3.py")).unwrap();
+    std::fs::copy(root.join("pkg4/m4.py"), root.join("pkg4/copy_of_m4.py")).unwrap();
+    let edited = std::fs::read_to_string(root.join("pkg5/m5.py")).unwrap();
+    std::fs::write(root.join("pkg5/m5.py"), edited.replace("self.count += value", "self.count -= value * 2")).unwrap();
+    let second = index_json(&root, &db);
+    assert_eq!(second["files_indexed"], 3, "{second}");
+    assert_eq!(second["files_removed"], 1, "{second}");
+    assert_eq!(second["chunks_embedded"], 1, "only the edited chunk: {second}");
+    assert!(second["chunks_reused"].as_u64().unwrap() >= 3, "{second}");
+    // The moved file is found at its new path, by meaning (its reused vectors are in place).
+    let out = run_ok(
+        ctxd().args(["search", "sort every invoice in items by factor", "--mode", "vector", "--json", "--db"]).arg(&db),
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(paths_of(&v).contains(&"pkg3/moved_m3.py".to_string()), "{v}");
+    assert!(!paths_of(&v).contains(&"pkg3/m3.py".to_string()), "{v}");
+}

@@ -118,6 +118,9 @@ impl Index {
             report.bytes_removed = p.bytes_removed;
         }
         report.vector_index_built = self.ensure_vector_index(opts.vector_index_min_rows).await?;
+        if self.stats().await?.rows > 0 {
+            self.ensure_hash_index().await?;
+        }
         let (versions_after, fragments_after) = self.layout().await?;
         report.versions_after = versions_after;
         report.fragments_after = fragments_after;

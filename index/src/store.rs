@@ -373,7 +373,21 @@ impl Index {
             .map_err(|e| self.lance(e))?;
         self.fts_ready.store(true, Ordering::Release);
         metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
-        Ok(())
+        self.ensure_hash_index().await
+    }
+
+    /// A B-tree index on `content_hash`, so the embedding-cache lookups of
+    /// [`Index::vectors_for`] do not scan the table (kept current by the index folds).
+    pub async fn ensure_hash_index(&self) -> Result<(), IndexError> {
+        let indices = self.table.list_indices().await.map_err(|e| self.lance(e))?;
+        if indices.iter().any(|i| i.columns.iter().any(|c| c == "content_hash")) {
+            return Ok(());
+        }
+        self.table
+            .create_index(&["content_hash"], LanceIndex::BTree(Default::default()))
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))
     }
 
     /// Completes a file committed in parts: deletes the rows of its previous version (any
@@ -546,30 +560,31 @@ impl Index {
         Ok(out)
     }
 
-    /// Reads the stored vector of every chunk of `path` (chunk_id → vector).
-    pub async fn vectors_of(&self, path: &str) -> Result<HashMap<String, Vec<f32>>, IndexError> {
-        let batches = self
-            .collect(
-                self.table
-                    .query()
-                    .only_if(format!("path = {}", sql_str(path)))
-                    .select(Select::columns(&["content_hash", "vector"])),
-            )
-            .await?;
+    /// Stored vectors of chunks with these content hashes, computed by this index's model,
+    /// wherever they are (another file, a moved or renamed file, an older version of the same
+    /// file): the embedding cache. `content_hash → vector`.
+    pub async fn vectors_for(&self, hashes: &[String]) -> Result<HashMap<String, Vec<f32>>, IndexError> {
         let mut out = HashMap::new();
-        for batch in &batches {
-            let hashes = str_col(batch, "content_hash", &self.uri)?;
-            let vectors = batch
-                .column_by_name("vector")
-                .and_then(|c| c.as_any().downcast_ref::<FixedSizeListArray>())
-                .ok_or_else(|| IndexError::Column { uri: self.uri.clone(), column: "vector".into() })?;
-            for i in 0..batch.num_rows() {
-                let v = vectors.value(i);
-                let floats = v
-                    .as_any()
-                    .downcast_ref::<Float32Array>()
+        if self.model_id.is_empty() || self.model_id == NO_MODEL {
+            return Ok(out);
+        }
+        for chunk in hashes.chunks(512) {
+            let filter = format!("model = {} AND {}", sql_str(&self.model_id), in_list("content_hash", chunk));
+            let query = self.table.query().only_if(filter).select(Select::columns(&["content_hash", "vector"]));
+            for batch in &self.collect(query).await? {
+                let hashes = str_col(batch, "content_hash", &self.uri)?;
+                let vectors = batch
+                    .column_by_name("vector")
+                    .and_then(|c| c.as_any().downcast_ref::<FixedSizeListArray>())
                     .ok_or_else(|| IndexError::Column { uri: self.uri.clone(), column: "vector".into() })?;
-                out.insert(hashes.value(i).to_string(), floats.values().to_vec());
+                for i in 0..batch.num_rows() {
+                    let v = vectors.value(i);
+                    let floats = v
+                        .as_any()
+                        .downcast_ref::<Float32Array>()
+                        .ok_or_else(|| IndexError::Column { uri: self.uri.clone(), column: "vector".into() })?;
+                    out.entry(hashes.value(i).to_string()).or_insert_with(|| floats.values().to_vec());
+                }
             }
         }
         Ok(out)

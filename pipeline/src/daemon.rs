@@ -59,6 +59,10 @@ pub struct Summary {
     pub seconds: f64,
     pub index_rows: usize,
     pub index_version: u64,
+    /// Chunks embedded by the model in this run.
+    pub chunks_embedded: u64,
+    /// Chunks whose vector was taken from the index (same content, same model).
+    pub chunks_reused: u64,
 }
 
 /// Model, index and state, ready to run the graph or answer queries.
@@ -179,11 +183,9 @@ impl Engine {
             block_bytes: self.cfg.source.stream_block_bytes as usize,
         };
         handles.extend(spawn_stage(Arc::new(chunk_stage), p.chunk.workers, chunk_in, chunk_out, tracker.clone()));
-        let embed = EmbedStage {
-            embed: Embed::new(self.service.clone(), self.index.clone(), self.state.clone())
-                .with_vectors(self.cfg.source.embed),
-            counters: counters.clone(),
-        };
+        let embedder = Embed::new(self.service.clone(), self.index.clone()).with_vectors(self.cfg.source.embed);
+        let embed_counts = embedder.counts();
+        let embed = EmbedStage { embed: embedder, counters: counters.clone() };
         let embed_limits = BatchLimits {
             max_weight: p.embed_batch_tokens,
             max_items: 256,
@@ -233,6 +235,7 @@ impl Engine {
             started: Instant::now(),
             index: self.index.clone(),
             maintenance,
+            embed_counts,
         })
     }
 }
@@ -285,6 +288,7 @@ pub struct Running {
     started: Instant,
     index: Arc<Index>,
     maintenance: Option<JoinHandle<()>>,
+    embed_counts: Arc<ctxd_stages::embed::EmbedCounts>,
 }
 
 impl Running {
@@ -333,6 +337,8 @@ impl Running {
             seconds: self.started.elapsed().as_secs_f64(),
             index_rows: stats.rows,
             index_version: stats.version,
+            chunks_embedded: self.embed_counts.computed.load(Ordering::Relaxed),
+            chunks_reused: self.embed_counts.reused.load(Ordering::Relaxed),
         })
     }
 }

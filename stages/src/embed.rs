@@ -1,9 +1,12 @@
 //! The embed stage: chunks → vectors, through the model thread of [`EmbedService`].
 //!
 //! Many files are embedded in one request (the runtime hands this stage a batch capped by
-//! chunk tokens), so short files share forward passes. Before embedding a file that is already
-//! in the index, the vectors of its unchanged chunks (same content hash) are read back and
-//! reused: editing one function re-embeds that function, not the file.
+//! chunk tokens), so short files share forward passes. The index is the embedding cache: before
+//! embedding, the stored vectors of every chunk in the batch whose content hash is already in
+//! the index (under the same model, in any file) are read back and reused, so editing one
+//! function re-embeds that function, a moved or renamed file re-embeds nothing, and switching
+//! the source to another git commit re-embeds only the chunks that differ. Reused and computed
+//! chunks are counted (`ctxd_embed_cache_hits_total` / `_misses_total`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +16,7 @@ use ctxd_models::EmbedService;
 
 use crate::chunk::{chunk_id, Chunk, ChunkedFile};
 use crate::metrics as m;
-use crate::{FileState, StageError};
+use crate::StageError;
 
 /// A file with one index row per chunk, vectors filled in.
 #[derive(Debug, Clone)]
@@ -40,19 +43,31 @@ pub fn embedding_text(path: &str, chunk: &Chunk) -> String {
 pub struct Embed {
     service: Option<EmbedService>,
     index: Arc<Index>,
-    state: FileState,
     vectors: bool,
+    counts: Arc<EmbedCounts>,
+}
+
+/// Chunks embedded by the model vs. taken from the index, since the stage started.
+#[derive(Debug, Default)]
+pub struct EmbedCounts {
+    pub computed: std::sync::atomic::AtomicU64,
+    pub reused: std::sync::atomic::AtomicU64,
 }
 
 /// The `model` value of rows stored without a vector (full-text-only sources).
 pub const NO_MODEL: &str = ctxd_index::NO_MODEL;
 
 impl Embed {
-    /// An embed stage using `service`, reusing vectors from `index` for files in `state`.
-    /// Without a service chunks are stored without vectors (see [`Embed::with_vectors`]).
-    pub fn new(service: Option<EmbedService>, index: Arc<Index>, state: FileState) -> Self {
+    /// An embed stage using `service`, reusing vectors stored in `index`. Without a service
+    /// chunks are stored without vectors (see [`Embed::with_vectors`]).
+    pub fn new(service: Option<EmbedService>, index: Arc<Index>) -> Self {
         let vectors = service.is_some();
-        Self { service, index, state, vectors }
+        Self { service, index, vectors, counts: Arc::default() }
+    }
+
+    /// The stage's running counts of computed and reused embeddings.
+    pub fn counts(&self) -> Arc<EmbedCounts> {
+        self.counts.clone()
     }
 
     /// `false`: store chunks without vectors (zero vector, model [`NO_MODEL`]); only BM25
@@ -86,42 +101,56 @@ impl Embed {
         file.chunks.iter().map(|c| c.token_count as usize).sum::<usize>().max(1)
     }
 
-    async fn cached_vectors(&self, file: &ChunkedFile) -> HashMap<String, Vec<f32>> {
-        // Parts of a streamed file do not read back the (huge) previous version's vectors.
-        if file.part.is_some() || self.state.get(&file.rel).is_none() {
+    /// Stored vectors for the chunks of `files`, by content hash, wherever in the index they
+    /// are (so moved, renamed and reverted files re-use them). Parts of streamed files are not
+    /// looked up: logs and dumps are rarely re-embedded, and the lookups would dominate.
+    async fn cached_vectors(&self, files: &[ChunkedFile]) -> HashMap<String, Vec<f32>> {
+        let mut hashes: Vec<String> = files
+            .iter()
+            .filter(|f| f.part.is_none())
+            .flat_map(|f| f.chunks.iter().map(|c| c.content_hash.clone()))
+            .collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        if hashes.is_empty() {
             return HashMap::new();
         }
-        match self.index.vectors_of(&file.rel).await {
+        match self.index.vectors_for(&hashes).await {
             Ok(v) => v,
             Err(e) => {
-                tracing::warn!("reading cached vectors of {}: {e}", file.rel);
+                let first = files.first().map_or("", |f| f.rel.as_str());
+                tracing::warn!("reading cached vectors for {} files from {first}: {e}", files.len());
                 HashMap::new()
             }
         }
     }
 
     /// Embeds a batch of files in one model request; returns one result per file, in order.
+    /// Chunks whose content is already embedded (anywhere in the index, or twice in this
+    /// batch) are not embedded again.
     pub async fn embed_files(&self, files: Vec<ChunkedFile>) -> Vec<Result<EmbeddedFile, StageError>> {
         let Some(service) = self.service.as_ref().filter(|_| self.vectors) else {
             return self.without_vectors(files);
         };
-        let mut caches = Vec::with_capacity(files.len());
-        for f in &files {
-            caches.push(self.cached_vectors(f).await);
-        }
+        let mut cache = self.cached_vectors(&files).await;
+        // Each missing content hash is embedded once.
         let mut texts = Vec::new();
-        let mut slots: Vec<(usize, usize)> = Vec::new();
-        for (fi, (file, cache)) in files.iter().zip(&caches).enumerate() {
-            for (ci, chunk) in file.chunks.iter().enumerate() {
-                if !cache.contains_key(&chunk.content_hash) {
+        let mut missing: Vec<String> = Vec::new();
+        let mut queued: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for file in &files {
+            for chunk in &file.chunks {
+                if !cache.contains_key(&chunk.content_hash) && queued.insert(&chunk.content_hash) {
+                    missing.push(chunk.content_hash.clone());
                     texts.push(embedding_text(&file.rel, chunk));
-                    slots.push((fi, ci));
                 }
             }
         }
-        let hits: usize = files.iter().map(|f| f.chunks.len()).sum::<usize>() - texts.len();
-        metrics::counter!(m::EMBED_CACHE_HITS_TOTAL).increment(hits as u64);
+        let total: usize = files.iter().map(|f| f.chunks.len()).sum();
+        let reused = (total - texts.len()) as u64;
+        metrics::counter!(m::EMBED_CACHE_HITS_TOTAL).increment(reused);
         metrics::counter!(m::EMBED_CACHE_MISSES_TOTAL).increment(texts.len() as u64);
+        self.counts.reused.fetch_add(reused, std::sync::atomic::Ordering::Relaxed);
+        self.counts.computed.fetch_add(texts.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let count = texts.len();
         let vectors = match service.embed(texts).await {
             Ok(v) => v,
@@ -135,24 +164,15 @@ impl Embed {
             }
         };
         metrics::counter!(m::EMBED_CHUNKS_TOTAL).increment(count as u64);
-        let mut fresh: Vec<HashMap<usize, Vec<f32>>> = vec![HashMap::new(); files.len()];
-        for ((fi, ci), v) in slots.into_iter().zip(vectors) {
-            fresh[fi].insert(ci, v);
-        }
+        cache.extend(missing.into_iter().zip(vectors));
         let model = service.model_id().to_string();
         files
             .into_iter()
-            .zip(caches)
-            .zip(fresh)
-            .map(|((file, cache), mut fresh)| {
+            .map(|file| {
                 let rows = file
                     .chunks
                     .iter()
-                    .enumerate()
-                    .map(|(ci, c)| {
-                        let v = fresh.remove(&ci).or_else(|| cache.get(&c.content_hash).cloned()).unwrap_or_default();
-                        row(&file, c, v, &model)
-                    })
+                    .map(|c| row(&file, c, cache.get(&c.content_hash).cloned().unwrap_or_default(), &model))
                     .collect();
                 Ok(EmbeddedFile {
                     rel: file.rel,
