@@ -45,6 +45,29 @@ struct Counters {
     commits: AtomicU64,
 }
 
+/// When each watched change happened, from the source's event to the sink's commit.
+#[derive(Default)]
+struct Freshness(std::sync::Mutex<std::collections::HashMap<String, std::time::SystemTime>>);
+
+impl Freshness {
+    fn changed(&self, rel: &str, at: std::time::SystemTime) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(rel.to_string(), at);
+    }
+
+    /// Records the freshness of the committed `paths` that came from watch events.
+    fn committed(&self, paths: &[String]) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::SystemTime::now();
+        for p in paths {
+            if let Some(at) = map.remove(p) {
+                let lag = now.duration_since(at).unwrap_or_default().as_secs_f64();
+                metrics::histogram!(m::PIPELINE_FRESHNESS_SECONDS).record(lag);
+                metrics::gauge!(m::PIPELINE_FRESHNESS_LAG_SECONDS).set(lag);
+            }
+        }
+    }
+}
+
 /// What a run did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Summary {
@@ -147,6 +170,7 @@ impl Engine {
         let scanner = Scanner::new(root, excludes);
         let tracker = Tracker::default();
         let counters = Arc::new(Counters::default());
+        let freshness = Arc::new(Freshness::default());
         let p = &self.cfg.pipeline;
 
         let (src_out, load_in) = edge::<FileWork<SourceFile>>("watch", "load", p.load.capacity);
@@ -207,6 +231,7 @@ impl Engine {
             optimize_every: self.cfg.index.optimize_every_commits.max(1),
             optimize_every_rows: self.cfg.index.optimize_every_rows.max(1),
             unfolded: AtomicU64::new(0),
+            freshness: freshness.clone(),
         };
         let sink_limits = BatchLimits { max_weight: p.commit_max_rows, max_items: 4096, max_wait: p.commit_interval() };
         handles.push(spawn_sink(Arc::new(sink), sink_limits, upsert_in, tracker.clone()));
@@ -219,6 +244,7 @@ impl Engine {
             counters: counters.clone(),
             shutdown: shutdown.clone(),
             debounce: Duration::from_millis(self.cfg.source.debounce_ms),
+            freshness: freshness.clone(),
         };
         let maintenance_stop = shutdown;
         let maintenance = (follow && self.cfg.index.maintenance_interval_secs > 0).then(|| {
@@ -351,6 +377,7 @@ struct Source {
     counters: Arc<Counters>,
     shutdown: watch::Receiver<bool>,
     debounce: Duration,
+    freshness: Arc<Freshness>,
 }
 
 impl Source {
@@ -368,6 +395,8 @@ impl Source {
                 ev = watcher.next() => match ev {
                     None => break,
                     Some(WatchEvent::Changed(file)) => {
+                        let mtime = std::fs::metadata(&file.abs).and_then(|m| m.modified());
+                        self.freshness.changed(&file.rel, mtime.unwrap_or_else(|_| std::time::SystemTime::now()));
                         if !self.emit(FileWork::Update(file)).await { break; }
                     }
                     Some(WatchEvent::Removed(rel)) => {
@@ -375,6 +404,7 @@ impl Source {
                         let gone: Vec<String> =
                             self.state.paths().into_iter().filter(|p| *p == rel || p.starts_with(&prefix)).collect();
                         for p in gone {
+                            self.freshness.changed(&p, std::time::SystemTime::now());
                             if !self.emit(FileWork::Remove(p)).await { return Ok(()); }
                         }
                     }
@@ -585,6 +615,7 @@ struct UpsertSink {
     optimize_every_rows: u64,
     /// Rows inserted since the last fold into the full-text index.
     unfolded: AtomicU64,
+    freshness: Arc<Freshness>,
 }
 
 impl Sink for UpsertSink {
@@ -614,8 +645,14 @@ impl Sink for UpsertSink {
         }
         let _release = Release(&self.budget, parts);
         let n = items.len() as u64;
+        let paths: Vec<String> = items
+            .iter()
+            .filter(|i| !matches!(i, FileWork::Update(f) if f.part.as_ref().is_some_and(|p| !p.last)))
+            .map(|i| i.rel_path(|f| &f.rel).to_string())
+            .collect();
         match self.upsert.commit(items).await {
             Ok(stats) => {
+                self.freshness.committed(&paths);
                 let c = &self.counters;
                 c.indexed.fetch_add(updates, Ordering::Relaxed);
                 c.removed.fetch_add(removes, Ordering::Relaxed);

@@ -133,6 +133,40 @@ impl<T> Input<T> {
         }
         Some(batch)
     }
+
+    /// Like [`Input::recv_batch`], but also stops as soon as `idle(batch_len)` says nothing
+    /// else is on its way (checked after every item and every 20 ms): a lone edit is
+    /// committed at once instead of waiting out `max_wait`, while a bulk load still fills
+    /// batches.
+    pub async fn recv_batch_until_idle(
+        &self,
+        max_weight: usize,
+        max_items: usize,
+        max_wait: Duration,
+        weight: impl Fn(&T) -> usize,
+        idle: impl Fn(usize) -> bool,
+    ) -> Option<Vec<T>> {
+        let first = self.recv().await?;
+        let mut total = weight(&first);
+        let mut batch = vec![first];
+        let deadline = tokio::time::Instant::now() + max_wait;
+        while total < max_weight && batch.len() < max_items && !idle(batch.len()) {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                break;
+            }
+            let slice = deadline.min(now + Duration::from_millis(20));
+            match tokio::time::timeout_at(slice, self.recv()).await {
+                Ok(Some(item)) => {
+                    total += weight(&item);
+                    batch.push(item);
+                }
+                Ok(None) => break,
+                Err(_) => {}
+            }
+        }
+        Some(batch)
+    }
 }
 
 /// A bounded edge into stage `consumer`, written by stage `producer`.
@@ -327,8 +361,12 @@ pub fn spawn_batch_stage<S: BatchStage>(
 pub fn spawn_sink<S: Sink>(sink: Arc<S>, limits: BatchLimits, input: Input<S::In>, tracker: Tracker) -> JoinHandle<()> {
     metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => S::NAME, "error" => "none").increment(0);
     tokio::spawn(async move {
-        while let Some(batch) =
-            input.recv_batch(limits.max_weight, limits.max_items, limits.max_wait, |i| sink.weight(i)).await
+        // Every item in the graph is counted by the tracker: when all of them are in this
+        // batch, nothing more is coming soon and waiting would only delay freshness.
+        let idle = |n: usize| tracker.in_flight() <= n as i64;
+        while let Some(batch) = input
+            .recv_batch_until_idle(limits.max_weight, limits.max_items, limits.max_wait, |i| sink.weight(i), idle)
+            .await
         {
             let n = batch.len();
             metrics::histogram!(m::STAGE_BATCH_ITEMS, "stage" => S::NAME).record(n as f64);

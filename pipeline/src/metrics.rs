@@ -21,6 +21,11 @@ pub const STAGE_PROCESSING_SECONDS: &str = "ctxd_stage_processing_duration_secon
 pub const STAGE_BATCH_ITEMS: &str = "ctxd_stage_batch_size_items";
 /// Gauge: files emitted by the source and not yet committed or skipped.
 pub const PIPELINE_IN_FLIGHT: &str = "ctxd_pipeline_in_flight_files";
+/// Histogram: seconds from a watched file's change (its mtime; the event for a removal) to
+/// the commit that makes it searchable.
+pub const PIPELINE_FRESHNESS_SECONDS: &str = "ctxd_pipeline_freshness_seconds";
+/// Gauge: the freshness of the last change committed, in seconds.
+pub const PIPELINE_FRESHNESS_LAG_SECONDS: &str = "ctxd_pipeline_freshness_lag_seconds";
 /// Gauge: 1 once the initial scan is committed.
 pub const PIPELINE_READY: &str = "ctxd_pipeline_ready_bool";
 

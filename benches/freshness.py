@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Freshness: how long from a file write to the change being searchable.
+
+Starts `ctxd serve` on a copy of a real crate (hashbrown from ~/.cargo/registry/src, or
+--corpus DIR), waits until it is ready, then edits one file at a time (a new function with a
+unique name added to an existing source file, ≤ 20 chunks per file) and polls
+POST /v1/search (bm25) every 5 ms until the new function comes back. Prints p50/p95/max of
+the write → searchable latency and the daemon's own ctxd_pipeline_freshness_seconds.
+
+    python3 benches/freshness.py [--ctxd BIN] [--edits 30] [--corpus DIR]
+"""
+import argparse, glob, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+def post(base, body):
+    req = urllib.request.Request(base + "/v1/search", data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)
+
+def main():
+    ap = argparse.ArgumentParser()
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/ctxd-target"))
+    ap.add_argument("--ctxd", default=os.path.join(target, "release", "ctxd"))
+    ap.add_argument("--edits", type=int, default=30)
+    ap.add_argument("--corpus")
+    args = ap.parse_args()
+    corpus = args.corpus or sorted(glob.glob(os.path.expanduser("~/.cargo/registry/src/*/hashbrown-0.1*")))[-1]
+    work = tempfile.mkdtemp(prefix="ctxd-fresh-")
+    root, db = os.path.join(work, "src"), os.path.join(work, "db")
+    shutil.copytree(corpus, root)
+    files = sorted(f for f in glob.glob(os.path.join(root, "src", "**", "*.rs"), recursive=True) if os.path.getsize(f) < 20000)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, CTXD_LOG=os.environ.get("CTXD_LOG", "warn"))
+    proc = subprocess.Popen([args.ctxd, "serve", "--watch", root, "--db", db, "--listen", f"127.0.0.1:{port}"], env=env)
+    try:
+        t0 = time.time()
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except Exception:
+                pass
+            if proc.poll() is not None or time.time() - t0 > 1800:
+                sys.exit("daemon did not become ready")
+            time.sleep(0.2)
+        print(f"corpus {corpus}: ready after {time.time() - t0:.1f}s")
+        time.sleep(1.0)
+        lat = []
+        for i in range(args.edits):
+            path = files[(i * 7) % len(files)]
+            name = f"freshnessprobe{i}x{os.getpid()}"
+            with open(path, "a") as f:
+                f.write(f"\n/// Probe {i}.\npub fn {name}() -> u32 {{\n    {i}\n}}\n")
+            start = time.time()
+            while True:
+                hits = post(base, {"query": name, "k": 1, "mode": "bm25"})["results"]
+                if hits and name in hits[0]["content"]:
+                    break
+                if time.time() - start > 30:
+                    sys.exit(f"edit {i} not visible after 30 s")
+                time.sleep(0.005)
+            lat.append(time.time() - start)
+            time.sleep(0.3)
+        lat.sort()
+        p = lambda q: lat[min(len(lat) - 1, int(round(q * (len(lat) - 1))))]
+        print(f"edits {len(lat)}: write -> searchable p50 {p(0.5)*1000:.0f} ms, p95 {p(0.95)*1000:.0f} ms, max {lat[-1]*1000:.0f} ms, mean {statistics.mean(lat)*1000:.0f} ms")
+        with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
+            text = r.read().decode()
+        s = [l for l in text.splitlines() if l.startswith("ctxd_pipeline_freshness_seconds_sum") or l.startswith("ctxd_pipeline_freshness_seconds_count")]
+        vals = {l.split()[0].rsplit("_", 1)[1]: float(l.split()[1]) for l in s}
+        if vals.get("count"):
+            print(f"daemon metric ctxd_pipeline_freshness_seconds: mean {vals['sum'] / vals['count'] * 1000:.0f} ms over {int(vals['count'])} changes (mtime -> commit)")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
+
+if __name__ == "__main__":
+    main()
