@@ -36,7 +36,7 @@ def main():
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = dict(os.environ, CTXD_LOG=os.environ.get("CTXD_LOG", "warn"))
-    proc = subprocess.Popen([args.ctxd, "serve", "--watch", root, "--db", db, "--listen", f"127.0.0.1:{port}"], env=env)
+    proc = subprocess.Popen([args.ctxd, "serve", "--watch", root, "--db", db, "--listen", f"127.0.0.1:{port}", "--flight-listen", ""], env=env)
     try:
         t0 = time.time()
         while True:

@@ -191,6 +191,9 @@ pub enum Command {
         /// Address to listen on (overrides [server] listen).
         #[arg(long)]
         listen: Option<String>,
+        /// Arrow Flight address (overrides [server] flight_listen; "" for none).
+        #[arg(long)]
+        flight_listen: Option<String>,
         #[command(flatten)]
         model: ModelArgs,
     },

@@ -58,8 +58,8 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Symbols { name, db, prefix, limit, json } => symbols(&name, &db, prefix, limit, json).await,
-        Command::Serve { config, watch, db, listen, model } => {
-            crate::serve::serve(config, watch, db, listen, model).await
+        Command::Serve { config, watch, db, listen, flight_listen, model } => {
+            crate::serve::serve(config, watch, db, listen, flight_listen, model).await
         }
         Command::Eval { db, queries, k, mode, model, json } => eval(&db, &queries, k, &mode, &model, json).await,
         Command::Config { action: ConfigAction::Validate { file } } => {

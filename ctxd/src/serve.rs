@@ -61,6 +61,7 @@ pub async fn serve(
     watch: Option<PathBuf>,
     db: Option<PathBuf>,
     listen: Option<String>,
+    flight_listen: Option<String>,
     model: ModelArgs,
 ) -> Result<()> {
     if config.is_none() && watch.is_none() {
@@ -69,13 +70,20 @@ pub async fn serve(
     let mut cfg = build_config(config.as_deref(), watch.as_deref(), db.as_deref(), &model)?;
     if let Some(l) = listen {
         cfg.server.listen = l;
-        cfg.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     }
+    if let Some(l) = flight_listen {
+        cfg.server.flight_listen = l;
+    }
+    cfg.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let prometheus = install_metrics()?;
     let listener = tokio::net::TcpListener::bind(&cfg.server.listen)
         .await
         .with_context(|| format!("binding {}", cfg.server.listen))?;
     let addr = listener.local_addr()?;
+    let flight_listener = match cfg.server.flight_listen.as_str() {
+        "" => None,
+        a => Some(tokio::net::TcpListener::bind(a).await.with_context(|| format!("binding {a} (flight)"))?),
+    };
     let drain = Duration::from_secs(cfg.pipeline.drain_timeout_secs);
     let engine =
         Engine::open(cfg.clone()).await.with_context(|| format!("opening index {}", cfg.index.db.display()))?;
@@ -90,11 +98,20 @@ pub async fn serve(
             tracing::info!("ready: initial scan committed");
         });
     }
-    let state = AppState {
-        searcher: Arc::new(Searcher::new(engine.index(), engine.embedder())),
-        ready: Arc::new(move || tracker.is_ready()),
-        prometheus: Some(prometheus),
+    let searcher = Arc::new(Searcher::new(engine.index(), engine.embedder()));
+    let (stop_flight, flight_stopped) = tokio::sync::oneshot::channel::<()>();
+    let flight = match flight_listener {
+        Some(l) => {
+            let faddr = l.local_addr()?;
+            let api = ctxd_serve::flight::FlightApi::new(searcher.clone());
+            eprintln!("ctxd: arrow flight on grpc://{faddr}");
+            Some(tokio::spawn(ctxd_serve::flight::serve(l, api, async move {
+                let _ = flight_stopped.await;
+            })))
+        }
+        None => None,
     };
+    let state = AppState { searcher, ready: Arc::new(move || tracker.is_ready()), prometheus: Some(prometheus) };
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {
         let _ = http_stopped.await;
@@ -120,6 +137,10 @@ pub async fn serve(
         ),
     }
     let _ = stop_http.send(());
+    let _ = stop_flight.send(());
     http.await.context("http server task")?.context("http server")?;
+    if let Some(f) = flight {
+        f.await.context("flight server task")?.context("flight server")?;
+    }
     Ok(())
 }

@@ -54,6 +54,8 @@ fn index_json(root: &Path, db: &Path) -> Value {
 struct Daemon {
     child: Child,
     base: String,
+    /// Arrow Flight location, `grpc://127.0.0.1:PORT`.
+    flight: String,
     client: reqwest::blocking::Client,
 }
 
@@ -65,7 +67,7 @@ impl Daemon {
     fn start_with(root: &Path, db: &Path, extra: &[&str]) -> Self {
         let mut child = ctxd()
             .args(extra)
-            .args(["--listen", "127.0.0.1:0", "--watch"])
+            .args(["--listen", "127.0.0.1:0", "--flight-listen", "127.0.0.1:0", "--watch"])
             .arg(root)
             .arg("--db")
             .arg(db)
@@ -77,15 +79,25 @@ impl Daemon {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(addr) = line.split("listening on http://").nth(1) {
-                    let _ = tx.send(addr.split_whitespace().next().unwrap_or("").to_string());
+                for (marker, kind) in [("listening on http://", "http"), ("arrow flight on grpc://", "flight")] {
+                    if let Some(addr) = line.split(marker).nth(1) {
+                        let _ = tx.send((kind, addr.split_whitespace().next().unwrap_or("").to_string()));
+                    }
                 }
                 eprintln!("[serve] {line}");
             }
         });
-        let addr = rx.recv_timeout(Duration::from_secs(120)).expect("daemon printed its address");
+        let (mut addr, mut flight) = (String::new(), String::new());
+        while addr.is_empty() || flight.is_empty() {
+            let (kind, a) = rx.recv_timeout(Duration::from_secs(120)).expect("daemon printed its addresses");
+            if kind == "http" {
+                addr = a
+            } else {
+                flight = a
+            }
+        }
         let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
-        Self { child, base: format!("http://{addr}"), client }
+        Self { child, base: format!("http://{addr}"), flight: format!("grpc://{flight}"), client }
     }
 
     fn get(&self, path: &str) -> reqwest::blocking::Response {
@@ -130,6 +142,20 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The Python with pyarrow, pylance and lancedb that `scripts/test.sh` sets up
+/// (`CTXD_TEST_PYTHON`, default `~/.cache/ctxd/py-venv/bin/python`).
+fn python() -> Command {
+    let py = std::env::var_os("CTXD_TEST_PYTHON").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/ctxd/py-venv/bin/python")
+    });
+    assert!(
+        py.exists(),
+        "{} is missing: run the tests with scripts/test.sh (it installs pyarrow, pylance and lancedb)",
+        py.display()
+    );
+    Command::new(py)
 }
 
 fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
@@ -264,6 +290,20 @@ fn index_search_then_edit_and_delete_while_serving() {
     assert_eq!(tagged["tags"], json!(["before-edits"]), "{snaps}");
     assert!(list.last().unwrap()["version"].as_u64().unwrap() > version, "the edits are newer versions");
     assert!(list.iter().all(|s| s["rows"].is_u64() && s["timestamp"].is_string()), "{snaps}");
+    // Arrow Flight with the real pyarrow client, and the table itself with lancedb/pylance.
+    let rows = tagged["rows"].to_string();
+    let out = python()
+        .arg(repo_root().join("ctxd/tests/flight_client.py"))
+        .args([daemon.flight.as_str(), &db.to_string_lossy(), &version.to_string(), &rows])
+        .args(["verify_password", "src/auth.rs"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "flight/lance client failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (status, v) = daemon.search(json!({"query": "x", "as_of": "no-such-tag"}));
     assert_eq!(status, 400, "{v}");
     assert!(v["error"].as_str().unwrap().contains("no tag 'no-such-tag'"), "{v}");

@@ -8,7 +8,7 @@ use arrow_array::{
     Array, FixedSizeListArray, Float32Array, RecordBatch, RecordBatchIterator, StringArray, UInt32Array,
 };
 use arrow_schema::DataType;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use lancedb::index::scalar::{FtsIndexBuilder, FullTextSearchQuery};
 use lancedb::index::Index as LanceIndex;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
@@ -469,6 +469,21 @@ impl Index {
         self.table.optimize(OptimizeAction::Index(options)).await.map_err(|e| self.lance(e))?;
         metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
         Ok(())
+    }
+
+    /// Every row of the table (at its version), as a stream of record batches; `vector`
+    /// included. For Arrow Flight and exports.
+    pub async fn scan(
+        &self,
+    ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch, IndexError>>, IndexError> {
+        let stream = self.table.query().execute().await.map_err(|e| self.lance(e))?;
+        let uri = self.uri.clone();
+        Ok(stream.map_err(move |source| IndexError::Lance { uri: uri.clone(), source }).boxed())
+    }
+
+    /// The Arrow schema of the chunks table.
+    pub async fn schema(&self) -> Result<arrow_schema::SchemaRef, IndexError> {
+        self.table.schema().await.map_err(|e| self.lance(e))
     }
 
     /// Current LanceDB version of the table.

@@ -243,11 +243,13 @@ impl PipelineConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     pub listen: String,
+    /// Arrow Flight (gRPC) address; empty: no Flight server.
+    pub flight_listen: String,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { listen: "127.0.0.1:7700".into() }
+        Self { listen: "127.0.0.1:7700".into(), flight_listen: "127.0.0.1:7701".into() }
     }
 }
 
@@ -305,6 +307,12 @@ impl Config {
         errs.extend(self.model.runtime().validate().into_iter().map(|e| format!("model: {e}")));
         if self.server.listen.parse::<std::net::SocketAddr>().is_err() {
             errs.push(format!("server.listen '{}' is not an address like 127.0.0.1:7700", self.server.listen));
+        }
+        if !self.server.flight_listen.is_empty() && self.server.flight_listen.parse::<std::net::SocketAddr>().is_err() {
+            errs.push(format!(
+                "server.flight_listen '{}' is not an address like 127.0.0.1:7701 (or empty for none)",
+                self.server.flight_listen
+            ));
         }
         if errs.is_empty() {
             Ok(())

@@ -6,10 +6,13 @@
 //!   the 1-based line range, the symbol and the score.
 //! * [`eval`] measures retrieval at file level on query sets of the form
 //!   `{"id","query","gold":[paths]}`: recall@1/5/10, MRR@10 and nDCG@10.
+//! * [`flight`] is the Arrow Flight service: snapshots as flights, searches and whole
+//!   versions of the chunks table as record-batch streams.
 //! * [`http`] is the axum API: `POST /v1/search`, `GET /healthz`, `GET /readyz`, `GET /metrics`.
 
 pub mod error;
 pub mod eval;
+pub mod flight;
 pub mod http;
 pub mod metrics;
 pub mod search;
