@@ -419,4 +419,34 @@ mod tests {
         assert!(matcher.is_ignored(&root.join("db/x.txt"), false));
         assert!(!matcher.is_ignored(&root.join("src/new.rs"), false));
     }
+
+    #[tokio::test]
+    async fn editor_save_patterns_collapse_into_one_update_per_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join("a.rs"), "fn a() {}\n").unwrap();
+        std::fs::write(root.join("b.rs"), "fn b() {}\n").unwrap();
+        let scanner = Scanner::new(&root, vec![]);
+        let mut watcher = EventWatcher::start(&scanner, Duration::from_millis(300)).unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // vim/IntelliJ style: write a temp file, rename it over the original.
+        std::fs::write(root.join("a.rs.tmp~"), "fn a() { 1 }\n").unwrap();
+        std::fs::rename(root.join("a.rs.tmp~"), root.join("a.rs")).unwrap();
+        // truncate + write, in a burst of saves.
+        for i in 0..5 {
+            std::fs::write(root.join("b.rs"), "").unwrap();
+            std::fs::write(root.join("b.rs"), format!("fn b() {{ {i} }}\n")).unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut changed: Vec<String> = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(2000);
+        while let Ok(Some(ev)) = tokio::time::timeout_at(deadline, watcher.next()).await {
+            if let WatchEvent::Changed(f) = ev {
+                changed.push(f.rel);
+            }
+        }
+        changed.sort();
+        assert_eq!(changed, vec!["a.rs".to_string(), "b.rs".to_string()], "one update per final path");
+        assert_eq!(std::fs::read_to_string(root.join("b.rs")).unwrap(), "fn b() { 4 }\n");
+    }
 }
