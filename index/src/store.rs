@@ -124,6 +124,23 @@ fn fts_params() -> FtsIndexBuilder {
     FtsIndexBuilder::default()
 }
 
+/// Opens table `name` of `conn` (whose tables are `names`), creating it empty with `schema`
+/// when missing; if another writer creates it in the meantime, that one is opened.
+async fn open_or_create_table(
+    conn: &Connection,
+    names: &[String],
+    name: &str,
+    schema: arrow_schema::SchemaRef,
+) -> Result<Table, lancedb::Error> {
+    if names.iter().any(|n| n == name) {
+        return conn.open_table(name).execute().await;
+    }
+    match conn.create_empty_table(name, schema).execute().await {
+        Ok(t) => Ok(t),
+        Err(_) => conn.open_table(name).execute().await,
+    }
+}
+
 impl Index {
     pub(crate) fn lance(&self, source: lancedb::Error) -> IndexError {
         IndexError::Lance { uri: self.uri.clone(), source }
@@ -139,32 +156,9 @@ impl Index {
         let conn = Self::connect(uri).await?;
         let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
         let names = conn.table_names().execute().await.map_err(lance)?;
-        let table = if names.iter().any(|n| n == CHUNKS_TABLE) {
-            conn.open_table(CHUNKS_TABLE).execute().await.map_err(lance)?
-        } else {
-            let schema = chunks_schema(dim);
-            match conn.create_empty_table(CHUNKS_TABLE, schema).execute().await {
-                Ok(t) => t,
-                // Another writer created it in the meantime.
-                Err(_) => conn.open_table(CHUNKS_TABLE).execute().await.map_err(lance)?,
-            }
-        };
-        let symbols = if names.iter().any(|n| n == SYMBOLS_TABLE) {
-            conn.open_table(SYMBOLS_TABLE).execute().await.map_err(lance)?
-        } else {
-            match conn.create_empty_table(SYMBOLS_TABLE, symbols_schema()).execute().await {
-                Ok(t) => t,
-                Err(_) => conn.open_table(SYMBOLS_TABLE).execute().await.map_err(lance)?,
-            }
-        };
-        let streams = if names.iter().any(|n| n == STREAMS_TABLE) {
-            conn.open_table(STREAMS_TABLE).execute().await.map_err(lance)?
-        } else {
-            match conn.create_empty_table(STREAMS_TABLE, streams_schema()).execute().await {
-                Ok(t) => t,
-                Err(_) => conn.open_table(STREAMS_TABLE).execute().await.map_err(lance)?,
-            }
-        };
+        let table = open_or_create_table(&conn, &names, CHUNKS_TABLE, chunks_schema(dim)).await.map_err(lance)?;
+        let symbols = open_or_create_table(&conn, &names, SYMBOLS_TABLE, symbols_schema()).await.map_err(lance)?;
+        let streams = open_or_create_table(&conn, &names, STREAMS_TABLE, streams_schema()).await.map_err(lance)?;
         let mut index = Self::from_table(uri, table).await?;
         index.symbols = Some(symbols);
         index.streams = Some(streams);
