@@ -1244,6 +1244,39 @@ mod tests {
         }
     }
 
+    /// Streams the file at `path` in 4 KB blocks; returns every part, the last included.
+    fn stream_parts(path: &std::path::Path) -> Vec<ChunkedFile> {
+        let file = LoadedFile {
+            rel: path.file_name().unwrap().to_string_lossy().into_owned(),
+            language: "text",
+            text: String::new(),
+            file_hash: "h".into(),
+            lossy: false,
+            sections: None,
+            stream: Some(path.to_path_buf()),
+        };
+        let mut parts = Vec::new();
+        let last = chunker(40)
+            .stream(&file, path, 4096, &PartBudget::new(1000), |p| {
+                parts.push(p);
+                true
+            })
+            .unwrap();
+        parts.push(last);
+        parts
+    }
+
+    /// Every chunk is exactly its lines of `text`, and every line of `text` is in some chunk.
+    fn assert_exact_cover(parts: &[ChunkedFile], text: &str) {
+        let lines: Vec<&str> = text.lines().collect();
+        let mut covered = std::collections::BTreeSet::new();
+        for c in parts.iter().flat_map(|p| &p.chunks) {
+            assert_eq!(c.content, lines[c.start_line as usize - 1..c.end_line as usize].join("\n"));
+            covered.extend(c.start_line..=c.end_line);
+        }
+        assert_eq!(covered.len(), lines.len(), "every line is in some chunk");
+    }
+
     #[test]
     fn streamed_utf16_is_transcoded_with_exact_lines() {
         let dir = tempfile::tempdir().unwrap();
@@ -1252,31 +1285,9 @@ mod tests {
         let mut bytes = vec![0xFF, 0xFE];
         bytes.extend(text.encode_utf16().flat_map(u16::to_le_bytes));
         std::fs::write(&path, &bytes).unwrap();
-        let file = LoadedFile {
-            rel: "big-utf16.log".into(),
-            language: "text",
-            text: String::new(),
-            file_hash: "h".into(),
-            lossy: false,
-            sections: None,
-            stream: Some(path.clone()),
-        };
-        let mut parts = Vec::new();
-        let last = chunker(40)
-            .stream(&file, &path, 4096, &PartBudget::new(1000), |p| {
-                parts.push(p);
-                true
-            })
-            .unwrap();
-        parts.push(last);
+        let parts = stream_parts(&path);
         assert!(parts.len() > 3, "{} parts", parts.len());
-        let lines: Vec<&str> = text.lines().collect();
-        let mut covered = std::collections::BTreeSet::new();
-        for c in parts.iter().flat_map(|p| &p.chunks) {
-            assert_eq!(c.content, lines[c.start_line as usize - 1..c.end_line as usize].join("\n"));
-            covered.extend(c.start_line..=c.end_line);
-        }
-        assert_eq!(covered.len(), 1500);
+        assert_exact_cover(&parts, &text);
     }
 
     #[test]
@@ -1285,35 +1296,13 @@ mod tests {
         let path = dir.path().join("big.log");
         let text: String = (1..=2000).map(|i| format!("line {i} of the log\n")).collect();
         std::fs::write(&path, &text).unwrap();
-        let file = LoadedFile {
-            rel: "big.log".into(),
-            language: "text",
-            text: String::new(),
-            file_hash: "h".into(),
-            lossy: false,
-            sections: None,
-            stream: Some(path.clone()),
-        };
-        let mut parts = Vec::new();
-        let budget = PartBudget::new(1000);
-        let last = chunker(40)
-            .stream(&file, &path, 4096, &budget, |p| {
-                parts.push(p);
-                true
-            })
-            .unwrap();
-        parts.push(last);
+        let parts = stream_parts(&path);
         assert!(parts.len() > 5, "{} parts", parts.len());
         assert!(parts.iter().enumerate().all(|(i, p)| p.part.as_ref().unwrap().index == i as u32));
         assert!(parts.last().unwrap().part.as_ref().unwrap().last);
         assert!(parts.iter().all(|p| p.file_hash == "partial:h"));
-        let lines: Vec<&str> = text.lines().collect();
-        let mut covered = std::collections::BTreeSet::new();
-        for c in parts.iter().flat_map(|p| &p.chunks) {
-            assert_eq!(c.content, lines[c.start_line as usize - 1..c.end_line as usize].join("\n"));
-            covered.extend(c.start_line..=c.end_line);
-        }
-        assert_eq!(covered.len(), 2000, "every line is in some chunk");
+        assert_eq!(text.lines().count(), 2000);
+        assert_exact_cover(&parts, &text);
     }
 
     #[test]
