@@ -65,8 +65,14 @@ impl Daemon {
     }
 
     fn start_with(root: &Path, db: &Path, extra: &[&str]) -> Self {
-        let mut child = ctxd()
-            .args(extra)
+        let mut cmd = ctxd();
+        cmd.args(extra);
+        Self::spawn(cmd, root, db)
+    }
+
+    /// Starts `cmd` (a `ctxd serve …` command) watching `root` into `db` on free ports.
+    fn spawn(mut cmd: Command, root: impl AsRef<std::ffi::OsStr>, db: &Path) -> Self {
+        let mut child = cmd
             .args(["--listen", "127.0.0.1:0", "--flight-listen", "127.0.0.1:0", "--watch"])
             .arg(root)
             .arg("--db")
@@ -627,4 +633,150 @@ fn unchanged_chunks_are_never_embedded_twice() {
     let v: Value = serde_json::from_str(&out).unwrap();
     assert!(paths_of(&v).contains(&"pkg3/moved_m3.py".to_string()), "{v}");
     assert!(!paths_of(&v).contains(&"pkg3/m3.py".to_string()), "{v}");
+}
+
+/// A moto S3 server on 127.0.0.1 (from the venv `scripts/test.sh` sets up), killed on drop.
+struct S3Server {
+    child: Child,
+    endpoint: String,
+}
+
+impl S3Server {
+    fn start() -> Self {
+        let moto = std::env::var_os("CTXD_TEST_MOTO").map(PathBuf::from).unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/ctxd/py-venv/bin/moto_server")
+        });
+        assert!(
+            moto.exists(),
+            "{} is missing: run the tests with scripts/test.sh (it installs moto[server])",
+            moto.display()
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(moto)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting moto_server");
+        let server = Self { child, endpoint: format!("http://127.0.0.1:{port}") };
+        wait_for("moto S3 server", Duration::from_secs(60), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        server
+    }
+
+    /// The usual AWS variables, pointing at this server.
+    fn env(&self, cmd: &mut Command) {
+        cmd.env("AWS_ENDPOINT_URL", &self.endpoint)
+            .env("AWS_ACCESS_KEY_ID", "ctxd-test")
+            .env("AWS_SECRET_ACCESS_KEY", "ctxd-test-secret")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ALLOW_HTTP", "true");
+    }
+
+    /// Runs bucket operations with boto3 (`put KEY TEXT`, `delete KEY`, `bucket NAME`), one per line.
+    fn ops(&self, bucket: &str, ops: &[(&str, &str, &str)]) {
+        let script = r#"
+import json, sys, boto3
+endpoint, bucket, ops = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="ctxd-test",
+                  aws_secret_access_key="ctxd-test-secret", region_name="us-east-1")
+for op, key, body in ops:
+    if op == "bucket":
+        s3.create_bucket(Bucket=bucket)
+    elif op == "put":
+        s3.put_object(Bucket=bucket, Key=key, Body=body.encode())
+    elif op == "delete":
+        s3.delete_object(Bucket=bucket, Key=key)
+"#;
+        let ops = serde_json::to_string(&ops.iter().map(|(o, k, b)| json!([o, k, b])).collect::<Vec<_>>()).unwrap();
+        let out = python().arg("-c").arg(script).arg(&self.endpoint).arg(bucket).arg(ops).output().unwrap();
+        assert!(out.status.success(), "boto3: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn s3_source_into_s3_index_then_a_listing_diff_and_a_watching_daemon() {
+    let s3 = S3Server::start();
+    let tmp = tempfile::tempdir().unwrap();
+    s3.ops(
+        "corpus",
+        &[
+            ("bucket", "", ""),
+            ("put", "src/auth/login.py", "def verify_password(user, password):\n    \"\"\"Check a password against the stored bcrypt hash.\"\"\"\n    return bcrypt.checkpw(password, user.hash)\n"),
+            ("put", "src/docs/deploy.md", "# Deploying\n\n## Rolling restart\n\nDrain each replica before restarting the kubernetes pods one by one.\n"),
+            ("put", "src/notes.txt", "The quarterly llama census counted forty-two llamas in the valley.\n"),
+            ("put", "src/logo.png", "not really a png"),
+            ("put", "elsewhere/skip.md", "# outside the watched prefix\n"),
+        ],
+    );
+    // The mirror of the bucket goes to the test's temp dir; listings every second for the daemon.
+    let config = tmp.path().join("ctxd.toml");
+    std::fs::write(&config, "[source]\npoll_interval_secs = 1\nmirror_dir = \"mirror\"\n").unwrap();
+    let config = config.to_str().unwrap().to_string();
+    let cmd = |args: &[&str]| {
+        let mut c = ctxd();
+        c.args(args);
+        s3.env(&mut c);
+        c
+    };
+    let db = "s3://corpus/index";
+    let index_args = ["index", "s3://corpus/src", "--db", db, "--config", &config, "--json"];
+    let first: Value = serde_json::from_str(run_ok(&mut cmd(&index_args)).trim()).unwrap();
+    assert_eq!(first["files_indexed"], 3, "three text objects under the prefix: {first}");
+    let search = |q: &str| -> Value {
+        let out = run_ok(&mut cmd(&["search", q, "--db", db, "--mode", "bm25", "--json"]));
+        serde_json::from_str(&out).unwrap()
+    };
+    assert_eq!(paths_of(&search("llama census")).first().map(String::as_str), Some("notes.txt"));
+    assert!(paths_of(&search("bcrypt password")).contains(&"auth/login.py".to_string()));
+    // The index lives in the bucket: LanceDB versions there, listed like a local one.
+    let snaps: Value = serde_json::from_str(&run_ok(&mut cmd(&["snapshots", "--db", db, "--json"]))).unwrap();
+    assert!(!snaps["snapshots"].as_array().unwrap().is_empty(), "{snaps}");
+
+    // Edit, delete and add objects: the second run applies exactly the listing diff.
+    s3.ops(
+        "corpus",
+        &[
+            ("put", "src/notes.txt", "The annual alpaca survey replaced the llama census.\n"),
+            ("delete", "src/docs/deploy.md", ""),
+            ("put", "src/new/cache.rs", "/// Evicts the least recently used entry.\npub fn evict_lru(cache: &mut Cache) {\n    cache.pop_oldest();\n}\n"),
+        ],
+    );
+    let second: Value = serde_json::from_str(run_ok(&mut cmd(&index_args)).trim()).unwrap();
+    assert_eq!(second["files_indexed"], 2, "{second}");
+    assert_eq!(second["files_removed"], 1, "{second}");
+    assert_eq!(second["files_unchanged"], 1, "{second}");
+    assert_eq!(paths_of(&search("alpaca survey")).first().map(String::as_str), Some("notes.txt"));
+    assert!(!paths_of(&search("kubernetes replica restart")).contains(&"docs/deploy.md".to_string()));
+    assert!(paths_of(&search("evict least recently used")).contains(&"new/cache.rs".to_string()));
+
+    assert!(tmp.path().join("mirror/new/cache.rs").is_file(), "objects are mirrored where configured");
+
+    // A daemon on the bucket (local index) follows new objects by listing every second.
+    let local_db = tmp.path().join("local-db");
+    let mut serve = cmd(&["serve", "--config"]);
+    serve.arg(&config);
+    let daemon = Daemon::spawn(serve, "s3://corpus/src", &local_db);
+    daemon.wait_ready();
+    let (status, found) = daemon.search(json!({"query": "evict least recently used", "mode": "bm25"}));
+    assert_eq!(status, 200, "{found}");
+    assert!(paths_of(&found).contains(&"new/cache.rs".to_string()), "{found}");
+    s3.ops("corpus", &[("put", "src/late.md", "# Late arrival\n\nThe zeppelin docking procedure.\n")]);
+    wait_for("the new object to be searchable", Duration::from_secs(60), || {
+        let (_, v) = daemon.search(json!({"query": "zeppelin docking", "mode": "bm25"}));
+        paths_of(&v).first().map(String::as_str) == Some("late.md")
+    });
+    s3.ops("corpus", &[("delete", "src/late.md", "")]);
+    wait_for("the deleted object to leave the index", Duration::from_secs(60), || {
+        let (_, v) = daemon.search(json!({"query": "zeppelin docking", "mode": "bm25"}));
+        !paths_of(&v).contains(&"late.md".to_string())
+    });
 }

@@ -41,7 +41,14 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SourceConfig {
+    /// A local directory, or an object-storage prefix `s3://bucket/prefix` (credentials and
+    /// endpoint from the `AWS_*` environment variables).
     pub root: PathBuf,
+    /// For an `s3://` root: seconds between two listings of the prefix.
+    pub poll_interval_secs: u64,
+    /// For an `s3://` root: where objects are mirrored locally (default:
+    /// `$XDG_CACHE_HOME/ctxd/objects/<bucket>/<prefix>`).
+    pub mirror_dir: Option<PathBuf>,
     /// Quiet time before a changed file is processed.
     pub debounce_ms: u64,
     /// Larger files are skipped and counted.
@@ -56,10 +63,39 @@ pub struct SourceConfig {
     pub embed: bool,
 }
 
+impl SourceConfig {
+    /// True when the root is an `s3://` prefix.
+    pub fn is_object_store(&self) -> bool {
+        ctxd_stages::object::ObjectUri::is_object_uri(&self.root.to_string_lossy())
+    }
+
+    /// The mirror directory of an `s3://` root.
+    pub fn mirror(&self) -> PathBuf {
+        if let Some(dir) = &self.mirror_dir {
+            return dir.clone();
+        }
+        let uri = ctxd_stages::object::ObjectUri::parse(&self.root.to_string_lossy());
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir);
+        let mut dir = cache.join("ctxd").join("objects");
+        if let Some(u) = uri {
+            dir.push(u.bucket);
+            if !u.prefix.is_empty() {
+                dir.push(u.prefix);
+            }
+        }
+        dir
+    }
+}
+
 impl Default for SourceConfig {
     fn default() -> Self {
         Self {
             root: PathBuf::from("."),
+            poll_interval_secs: 10,
+            mirror_dir: None,
             debounce_ms: 200,
             max_file_bytes: 4 << 30,
             stream_threshold_bytes: 10 * 1024 * 1024,
@@ -260,8 +296,11 @@ impl Config {
         let mut cfg: Config = toml::from_str(text)
             .map_err(|e| PipelineError::Config { path: origin.to_path_buf(), message: e.to_string() })?;
         let base = origin.parent().unwrap_or(Path::new("."));
-        if cfg.source.root.is_relative() {
+        if cfg.source.root.is_relative() && !cfg.source.is_object_store() {
             cfg.source.root = base.join(&cfg.source.root);
+        }
+        if let Some(dir) = cfg.source.mirror_dir.as_mut().filter(|d| d.is_relative()) {
+            *dir = base.join(&*dir);
         }
         if cfg.index.db.is_relative() && !cfg.index.db.to_string_lossy().contains("://") {
             cfg.index.db = base.join(&cfg.index.db);
@@ -291,6 +330,9 @@ impl Config {
         }
         if self.source.stream_block_bytes < 4096 || self.source.stream_block_bytes > 1 << 30 {
             errs.push("source.stream_block_bytes must be between 4096 and 1073741824".into());
+        }
+        if self.source.is_object_store() && self.source.poll_interval_secs == 0 {
+            errs.push("source.poll_interval_secs must be at least 1".into());
         }
         if self.chunk.max_tokens < 16 {
             errs.push("chunk.max_tokens must be at least 16".into());

@@ -7,6 +7,9 @@
 //!    the root and, once the scan completed, emits removals for indexed files that are gone
 //!    (start-up reconciliation; an interrupted scan never removes anything);
 //! 2. in daemon mode it then follows debounced events until the kill switch flips;
+//!    An `s3://` root is listed instead ([`ctxd_stages::object`]): the first listing reports
+//!    every object (changed ones downloaded into the local mirror) and reconciles removals the
+//!    same way; later listings, every `source.poll_interval_secs`, report only the diff.
 //! 3. when the source stops, the graph drains in order and the sink commits its last batch.
 
 use std::collections::HashSet;
@@ -19,6 +22,7 @@ use ctxd_models::{EmbedService, EmbedServiceConfig, TokenCounter};
 use ctxd_stages::chunk::{ChunkConfig, ChunkedFile, Chunker, PartBudget};
 use ctxd_stages::embed::{Embed, EmbeddedFile};
 use ctxd_stages::load::{load, LoadConfig, LoadOutcome, LoadedFile};
+use ctxd_stages::object::{ObjectChange, ObjectSource, ObjectUri};
 use ctxd_stages::upsert::Upsert;
 use ctxd_stages::watch::{EventWatcher, Scanner, WatchEvent};
 use ctxd_stages::{FileState, FileWork, SourceFile, StageError};
@@ -102,7 +106,9 @@ impl Engine {
     /// Loads the model and opens (or creates) the index named by `cfg`.
     pub async fn open(cfg: Config) -> Result<Self, PipelineError> {
         // Fail on a bad root before loading the model or creating the index directory.
-        check_root(&cfg.source.root)?;
+        if !cfg.source.is_object_store() {
+            check_root(&cfg.source.root)?;
+        }
         let service_cfg = EmbedServiceConfig {
             max_batch_tokens: cfg.model.max_batch_tokens,
             max_batch_texts: cfg.model.max_batch_texts,
@@ -161,13 +167,7 @@ impl Engine {
     /// committed; with `follow` true it keeps following filesystem events until `shutdown`
     /// becomes true. Either way, `shutdown` stops the source and drains the graph.
     pub fn run(&self, follow: bool, shutdown: watch::Receiver<bool>) -> Result<Running, PipelineError> {
-        let root = self.cfg.source.root.clone();
-        check_root(&root)?;
-        let mut excludes = vec![self.cfg.index.db.clone()];
-        if let Ok(db) = self.cfg.index.db.canonicalize() {
-            excludes.push(db);
-        }
-        let scanner = Scanner::new(root, excludes);
+        let origin = self.origin()?;
         let tracker = Tracker::default();
         let counters = Arc::new(Counters::default());
         let freshness = Arc::new(Freshness::default());
@@ -237,7 +237,6 @@ impl Engine {
         handles.push(spawn_sink(Arc::new(sink), sink_limits, upsert_in, tracker.clone()));
 
         let source = Source {
-            scanner,
             state: self.state.clone(),
             out: src_out,
             tracker: tracker.clone(),
@@ -251,7 +250,7 @@ impl Engine {
             let every = Duration::from_secs(self.cfg.index.maintenance_interval_secs);
             tokio::spawn(maintain_every(self.index.clone(), self.cfg.index.maintenance(), every, maintenance_stop))
         });
-        let source_handle = tokio::spawn(source.run(follow));
+        let source_handle = tokio::spawn(source.run(origin, follow));
         metrics::gauge!(m::PIPELINE_READY).set(0.0);
         Ok(Running {
             tracker,
@@ -263,6 +262,40 @@ impl Engine {
             maintenance,
             embed_counts,
         })
+    }
+}
+
+impl Engine {
+    /// Where files come from: a local directory (scan + events) or an `s3://` prefix (listing).
+    fn origin(&self) -> Result<Origin, PipelineError> {
+        let src = &self.cfg.source;
+        let root = src.root.clone();
+        if src.is_object_store() {
+            let uri = root.to_string_lossy().into_owned();
+            let mut objects = ObjectSource::open(&uri, src.mirror(), src.max_file_bytes)?;
+            // An index inside the watched prefix must not index itself.
+            let db = self.cfg.index.db.to_string_lossy().into_owned();
+            if let (Some(u), Some(d)) = (ObjectUri::parse(&uri), ObjectUri::parse(&db)) {
+                if u.bucket == d.bucket {
+                    let inside = if u.prefix.is_empty() {
+                        Some(d.prefix.as_str())
+                    } else {
+                        d.prefix.strip_prefix(u.prefix.as_str()).and_then(|r| r.strip_prefix('/'))
+                    };
+                    if let Some(rel) = inside {
+                        objects = objects.exclude(rel);
+                    }
+                }
+            }
+            tracing::info!(source = %uri, mirror = %objects.mirror().display(), "watching object storage by listing");
+            return Ok(Origin::Objects { source: objects, every: Duration::from_secs(src.poll_interval_secs.max(1)) });
+        }
+        check_root(&root)?;
+        let mut excludes = vec![self.cfg.index.db.clone()];
+        if let Ok(db) = self.cfg.index.db.canonicalize() {
+            excludes.push(db);
+        }
+        Ok(Origin::Local(Scanner::new(root, excludes)))
     }
 }
 
@@ -369,8 +402,15 @@ impl Running {
     }
 }
 
+/// Where the source's files come from.
+enum Origin {
+    /// A local directory: scanned, then followed through `notify` events.
+    Local(Scanner),
+    /// An `s3://` prefix: listed every `every`, changed objects mirrored locally.
+    Objects { source: ObjectSource, every: Duration },
+}
+
 struct Source {
-    scanner: Scanner,
     state: FileState,
     out: Output<FileWork<SourceFile>>,
     tracker: Tracker,
@@ -381,10 +421,14 @@ struct Source {
 }
 
 impl Source {
-    async fn run(mut self, follow: bool) -> Result<(), StageError> {
+    async fn run(mut self, origin: Origin, follow: bool) -> Result<(), StageError> {
+        let scanner = match origin {
+            Origin::Local(scanner) => scanner,
+            Origin::Objects { source, every } => return self.run_objects(source, every, follow).await,
+        };
         // Start watching before scanning: a change during the scan is not lost.
-        let mut watcher = if follow { Some(EventWatcher::start(&self.scanner, self.debounce)?) } else { None };
-        self.scan_and_reconcile().await;
+        let mut watcher = if follow { Some(EventWatcher::start(&scanner, self.debounce)?) } else { None };
+        self.scan_and_reconcile(&scanner).await;
         self.tracker.mark_scanned();
         let Some(watcher) = watcher.as_mut() else { return Ok(()) };
         loop {
@@ -408,7 +452,7 @@ impl Source {
                             if !self.emit(FileWork::Remove(p)).await { return Ok(()); }
                         }
                     }
-                    Some(WatchEvent::Rescan) => self.scan_and_reconcile().await,
+                    Some(WatchEvent::Rescan) => self.scan_and_reconcile(&scanner).await,
                 }
             }
         }
@@ -428,8 +472,92 @@ impl Source {
     }
 
     /// Scans the root; when the scan completed, removes indexed files that are gone.
-    async fn scan_and_reconcile(&self) {
-        let scanner = self.scanner.clone();
+    /// Lists the bucket prefix: once at start (every object reported, indexed paths missing
+    /// from the listing removed), then, when following, every `every` (only the diff).
+    async fn run_objects(mut self, mut objects: ObjectSource, every: Duration, follow: bool) -> Result<(), StageError> {
+        let mut first = true;
+        loop {
+            match objects.poll(first).await {
+                Ok(changes) => {
+                    let mut listed: HashSet<String> = HashSet::new();
+                    for change in changes {
+                        if *self.shutdown.borrow() {
+                            objects.save_manifest();
+                            return Ok(());
+                        }
+                        let work = match change {
+                            ObjectChange::Unchanged(file) => {
+                                listed.insert(file.rel.clone());
+                                FileWork::Update(file)
+                            }
+                            ObjectChange::Fetch(l) => {
+                                listed.insert(l.rel.clone());
+                                match objects.fetch(&l).await {
+                                    Ok(Some(file)) => {
+                                        if !first {
+                                            self.freshness.changed(&file.rel, l.modified);
+                                        }
+                                        FileWork::Update(file)
+                                    }
+                                    Ok(None) => continue,
+                                    Err(e) => {
+                                        self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                                        metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind())
+                                            .increment(1);
+                                        tracing::warn!("{e}; will retry at the next listing");
+                                        continue;
+                                    }
+                                }
+                            }
+                            ObjectChange::Removed(rel) => {
+                                // The first pass reconciles every indexed path below instead.
+                                if first || self.state.get(&rel).is_none() {
+                                    continue;
+                                }
+                                self.freshness.changed(&rel, std::time::SystemTime::now());
+                                FileWork::Remove(rel)
+                            }
+                        };
+                        if !self.emit(work).await {
+                            return Ok(());
+                        }
+                    }
+                    objects.save_manifest();
+                    if first {
+                        let mut gone: Vec<String> =
+                            self.state.paths().into_iter().filter(|p| !listed.contains(p)).collect();
+                        gone.sort();
+                        for p in gone {
+                            if !self.emit(FileWork::Remove(p)).await {
+                                return Ok(());
+                            }
+                        }
+                        self.tracker.mark_scanned();
+                        first = false;
+                        if !follow {
+                            return Ok(());
+                        }
+                    }
+                }
+                // Without a first listing a one-shot run has nothing to do: say why. A daemon
+                // stays up (not ready) and retries.
+                Err(e) if first && !follow => return Err(e),
+                Err(e) => {
+                    metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind()).increment(1);
+                    tracing::warn!("{e}; retrying in {}s", every.as_secs());
+                }
+            }
+            tokio::select! {
+                _ = self.shutdown.changed() => {
+                    if *self.shutdown.borrow() { return Ok(()); }
+                }
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
+    async fn scan_and_reconcile(&self, scanner: &Scanner) {
+        let scanner = scanner.clone();
         let out = self.out.clone();
         let tracker = self.tracker.clone();
         let counters = self.counters.clone();

@@ -21,6 +21,8 @@ pub enum StageError {
     },
     #[error("watching {path}: {message}")]
     Watch { path: PathBuf, message: String },
+    #[error("object store {uri}: {message}")]
+    Object { uri: String, message: String },
     #[error("{stage} stage crashed on {path}: {message}")]
     Panic { stage: &'static str, path: String, message: String },
 }
@@ -33,6 +35,7 @@ impl StageError {
             StageError::Embed { .. } => "embed",
             StageError::Commit { .. } => "commit",
             StageError::Watch { .. } => "watch",
+            StageError::Object { .. } => "object_store",
             StageError::Panic { .. } => "panic",
         }
     }

@@ -6,6 +6,8 @@
 //!
 //! * [`watch`] — the initial scan (honouring `.gitignore`, skipping binaries and secrets) and
 //!   debounced `notify` events.
+//! * [`object`] — an `s3://` prefix as a source: listing + ETag/size diff on an interval,
+//!   changed objects streamed into a local mirror.
 //! * [`load`] — reads a file, skips unchanged ones by content hash, decodes UTF-8 (lossy with
 //!   a counted warning), rejects binaries and oversized files with a counted reason.
 //! * [`formats`] — where documents split (Markdown/reST headings, JSON/YAML/TOML keys) and text
@@ -24,6 +26,7 @@ pub mod formats;
 pub mod lang;
 pub mod load;
 pub mod metrics;
+pub mod object;
 pub mod state;
 pub mod symbols;
 pub mod upsert;

@@ -1,10 +1,18 @@
 //! Metric names of the stages (all of them, in one place). Stage-specific counters carry a
 //! bounded `reason` label; generic per-stage metrics live in `ctxd-pipeline`.
 
-/// Counter: files the watcher reported (scan and events), label `origin` = scan|event.
+/// Counter: files the watcher reported (scan and events), label `origin` = scan|event|listing.
 pub const WATCH_FILES_TOTAL: &str = "ctxd_watch_files_total";
-/// Counter: paths the watcher skipped, label `reason` = ignored|binary_ext|secret|not_file.
+/// Counter: paths the watcher skipped, label `reason` = ignored|binary_ext|secret|not_file|unsafe_key|too_large.
 pub const WATCH_SKIPPED_TOTAL: &str = "ctxd_watch_skipped_total";
+/// Counter: listings of an object-storage source.
+pub const OBJECT_LISTINGS_TOTAL: &str = "ctxd_object_listings_total";
+/// Counter: objects downloaded into the mirror.
+pub const OBJECT_DOWNLOADS_TOTAL: &str = "ctxd_object_downloads_total";
+/// Counter: bytes downloaded from object storage.
+pub const OBJECT_DOWNLOADED_BYTES_TOTAL: &str = "ctxd_object_downloaded_bytes_total";
+/// Counter: objects deleted between their listing and their download.
+pub const OBJECT_VANISHED_TOTAL: &str = "ctxd_object_vanished_total";
 /// Counter: files the loader skipped, label `reason` = unchanged|binary|too_large|vanished.
 pub const LOAD_SKIPPED_TOTAL: &str = "ctxd_load_skipped_total";
 /// Counter: files or parts of files that did not parse as their format, label `format` =
