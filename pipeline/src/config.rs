@@ -99,7 +99,7 @@ impl Default for SourceConfig {
             debounce_ms: 200,
             max_file_bytes: 4 << 30,
             stream_threshold_bytes: 10 * 1024 * 1024,
-            stream_block_bytes: 4 * 1024 * 1024,
+            stream_block_bytes: 1024 * 1024,
             embed: true,
         }
     }

@@ -15,6 +15,7 @@ pub mod eval;
 pub mod flight;
 pub mod http;
 pub mod metrics;
+pub mod route;
 pub mod search;
 
 pub use error::SearchError;
