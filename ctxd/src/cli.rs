@@ -120,8 +120,8 @@ pub enum Command {
         /// Number of results.
         #[arg(long, default_value_t = 10)]
         k: usize,
-        /// hybrid, vector or bm25.
-        #[arg(long, default_value = "hybrid")]
+        /// routed (the router picks signals and weights), hybrid, vector, bm25 or symbol.
+        #[arg(long, default_value = "routed")]
         mode: String,
         /// Search this snapshot: a version number (see `ctxd snapshots`) or a tag.
         #[arg(long)]
@@ -129,6 +129,43 @@ pub enum Command {
         #[command(flatten)]
         model: ModelArgs,
         /// Print `{"results":[...]}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Assemble context for a query within a token budget: deduplicated, merged, cited blocks
+    /// ordered for long-context attention.
+    Context {
+        /// The query.
+        query: String,
+        #[arg(long)]
+        db: PathBuf,
+        /// Tokens available (counted with the index's tokenizer).
+        #[arg(long, default_value_t = 4000)]
+        budget: usize,
+        /// Tokens of the budget to keep free.
+        #[arg(long, default_value_t = 0)]
+        reserve: usize,
+        /// xml, markdown or plain.
+        #[arg(long, default_value = "xml")]
+        format: String,
+        /// Candidates retrieved before deduplication and packing.
+        #[arg(long, default_value_t = 60)]
+        candidates: usize,
+        /// Blocks per file at most.
+        #[arg(long, default_value_t = 3)]
+        max_per_file: usize,
+        /// routed, hybrid, vector, bm25 or symbol.
+        #[arg(long, default_value = "routed")]
+        mode: String,
+        /// The caller's current file (boosted).
+        #[arg(long)]
+        current_file: Option<String>,
+        /// Search this snapshot: a version number or a tag.
+        #[arg(long)]
+        as_of: Option<String>,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Print `{"blocks":[...],"tokens_used","budget","route","intent",...}`.
         #[arg(long)]
         json: bool,
     },

@@ -8,6 +8,7 @@ use ctxd_index::Index;
 use ctxd_models::{EmbedServiceConfig, DEFAULT_MODEL};
 use ctxd_pipeline::{Config, Engine};
 use ctxd_serve::eval::{evaluate, read_queries};
+use ctxd_serve::context::{Assembler, ContextRequest};
 use ctxd_serve::{Mode, SearchRequest, Searcher};
 
 use crate::cli::{Cli, Command, ConfigAction, ModelArgs, SnapshotAction};
@@ -20,6 +21,30 @@ pub async fn run(cli: Cli) -> Result<()> {
         }
         Command::Search { query, db, k, mode, as_of, model, json } => {
             search(&query, &db, k, &mode, as_of, &model, json).await
+        }
+        Command::Context {
+            query,
+            db,
+            budget,
+            reserve,
+            format,
+            candidates,
+            max_per_file,
+            mode,
+            current_file,
+            as_of,
+            model,
+            json,
+        } => {
+            let mut req = ContextRequest::new(query, budget);
+            req.reserve = reserve;
+            req.format = format.parse()?;
+            req.candidates = candidates;
+            req.max_per_file = max_per_file;
+            req.mode = mode.parse()?;
+            req.current_file = current_file;
+            req.as_of = as_of;
+            assemble_context(&req, &db, &model, json).await
         }
         Command::Snapshots { db, json } => snapshots(&db, json).await,
         Command::Compact { db, retain_secs, vector_index_min_rows, json } => {
@@ -215,6 +240,36 @@ pub async fn open_searcher(db: &Path, model: &ModelArgs, need_model: bool) -> Re
     Ok(Searcher::new(Arc::new(index), Some(service)))
 }
 
+async fn assemble_context(req: &ContextRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
+    Assembler::validate(req)?;
+    let searcher = open_searcher(db, model, !matches!(req.mode, Mode::Bm25 | Mode::Symbol)).await?;
+    let spec = model.model.clone().unwrap_or_else(|| {
+        let id = searcher.index().model_id();
+        if id.is_empty() || id == "none" { DEFAULT_MODEL.to_string() } else { id.to_string() }
+    });
+    let (tokens, _, _) = tokio::task::spawn_blocking(move || ctxd_models::tokenizer_only(&spec))
+        .await
+        .expect("tokenizer loading thread panicked")?;
+    let resp = Assembler::new(searcher, tokens).assemble(req, |_| {}).await?;
+    if json {
+        println!("{}", serde_json::to_string(&resp)?);
+    } else {
+        print!("{}", resp.context);
+        eprintln!(
+            "{} blocks, {} of {} tokens ({:.0}%), {} candidates, dedup {:.0}%, route {}, intent {}",
+            resp.blocks.len(),
+            resp.tokens_used,
+            resp.budget - resp.reserve,
+            resp.utilization * 100.0,
+            resp.candidates,
+            resp.dedup_rate * 100.0,
+            resp.route.as_deref().unwrap_or("-"),
+            resp.intent.as_deref().unwrap_or("-")
+        );
+    }
+    Ok(())
+}
+
 async fn search(
     query: &str,
     db: &Path,
@@ -225,9 +280,10 @@ async fn search(
     json: bool,
 ) -> Result<()> {
     let mode: Mode = mode.parse()?;
-    let req = SearchRequest { query: query.to_string(), k, mode, as_of };
+    let mut req = SearchRequest::new(query).with(k, mode);
+    req.as_of = as_of;
     Searcher::validate(&req)?;
-    let searcher = open_searcher(db, model, mode != Mode::Bm25).await?;
+    let searcher = open_searcher(db, model, !matches!(mode, Mode::Bm25 | Mode::Symbol)).await?;
     let resp = searcher.search(&req).await?;
     if json {
         println!("{}", serde_json::to_string(&resp)?);
@@ -248,12 +304,12 @@ async fn search(
 
 async fn eval(db: &Path, queries: &Path, k: usize, mode: &str, model: &ModelArgs, json: bool) -> Result<()> {
     let modes: Vec<Mode> =
-        if mode == "all" { vec![Mode::Bm25, Mode::Vector, Mode::Hybrid] } else { vec![mode.parse()?] };
+        if mode == "all" { vec![Mode::Bm25, Mode::Vector, Mode::Symbol, Mode::Hybrid, Mode::Routed] } else { vec![mode.parse()?] };
     let qs = read_queries(queries)?;
     if qs.is_empty() {
         bail!("no queries in {}", queries.display());
     }
-    let searcher = open_searcher(db, model, modes.iter().any(|m| *m != Mode::Bm25)).await?;
+    let searcher = open_searcher(db, model, modes.iter().any(|m| !matches!(m, Mode::Bm25 | Mode::Symbol))).await?;
     let mut reports = Vec::new();
     for m in modes {
         reports.push(evaluate(&searcher, &qs, m, k).await?);

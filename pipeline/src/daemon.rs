@@ -158,6 +158,11 @@ impl Engine {
         self.service.clone()
     }
 
+    /// The tokenizer's counter (context budgets are counted with it).
+    pub fn token_counter(&self) -> TokenCounter {
+        self.counter.clone()
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &Config {
         &self.cfg

@@ -9,8 +9,10 @@ pub enum SearchError {
     QueryTooLong { len: usize, limit: usize },
     #[error("k must be between 1 and {max}, got {got}")]
     BadK { got: usize, max: usize },
-    #[error("unknown mode '{0}': use hybrid, vector or bm25")]
+    #[error("unknown mode '{0}': use routed, hybrid, vector, bm25 or symbol")]
     BadMode(String),
+    #[error("{0}")]
+    BadRequest(String),
     #[error(
         "mode {0} needs query embeddings, but this index was built without vectors (full-text only): use mode bm25"
     )]
@@ -34,6 +36,7 @@ impl SearchError {
                 | SearchError::QueryTooLong { .. }
                 | SearchError::BadK { .. }
                 | SearchError::BadMode(_)
+                | SearchError::BadRequest(_)
                 | SearchError::NoModel(_)
                 | SearchError::BadSnapshot(_)
         )

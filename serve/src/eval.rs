@@ -94,7 +94,7 @@ pub async fn evaluate(
 ) -> Result<EvalReport, SearchError> {
     let started = std::time::Instant::now();
     // Embed all queries up front, in batches, on the model thread.
-    let vectors: Vec<Option<Vec<f32>>> = if mode == Mode::Bm25 || (mode == Mode::Hybrid && !searcher.has_model()) {
+    let vectors: Vec<Option<Vec<f32>>> = if matches!(mode, Mode::Bm25 | Mode::Symbol) || (matches!(mode, Mode::Hybrid | Mode::Routed) && !searcher.has_model()) {
         vec![None; queries.len()]
     } else {
         let mut out = Vec::with_capacity(queries.len());
@@ -111,7 +111,7 @@ pub async fn evaluate(
         if q.query.trim().is_empty() {
             continue;
         }
-        let req = SearchRequest { query: q.query.clone(), k: depth, mode, as_of: None };
+        let req = SearchRequest::new(q.query.clone()).with(depth, mode);
         let res = searcher.search_with_vector(&req, v.as_deref()).await?;
         let files = unique_files(res.results.into_iter().map(|r| r.path));
         let s = score(&files, &q.gold);

@@ -4,7 +4,7 @@
 //!   path `["chunks", "<version>"]`, the row count, the table's schema, `app_metadata` JSON
 //!   `{"version","timestamp","tags"}`, and a ticket that streams that version.
 //! * `do_get` takes a JSON ticket, either
-//!   - a search: `{"query": "...", "k": 10, "mode": "hybrid|vector|bm25", "as_of": 12 | "tag"}`
+//!   - a search: `{"query": "...", "k": 10, "mode": "routed|hybrid|vector|bm25", "as_of": 12 | "tag"}`
 //!     (the body of `POST /v1/search`) → one batch of results: `path, start_line, end_line,
 //!     symbol, kind, language, score, content`; or
 //!   - a table: `{"table": "chunks", "as_of": 12 | "tag"}` (latest without `as_of`) → every

@@ -3,6 +3,9 @@
 //! | route | answer |
 //! |---|---|
 //! | `POST /v1/search` | `{"query","k"?,"mode"?}` → `{"results":[{path,start_line,end_line,symbol,score,content,…}]}` |
+//! | `POST /v1/context` | `{"query","budget","reserve"?,"format"?,…}` → `{"blocks":[…],"tokens_used","budget","utilization","dedup_rate","route","intent","context"}` |
+//! | `POST /v1/context/stream` | the same, as NDJSON: one `{"block":{…}}` line per block as it is chosen (relevance order), then `{"done":{…summary…}}` |
+//! | `POST /v1/completion-context` | `{uri,language?,prefix,suffix?,line,max_chunks?,min_score?,strategy?}` → `{"snippets":[{uri,line_start,line_end,symbol_name,value,importance}]}` (empty until ready) |
 //! | `GET /healthz` | 200 while the process serves requests |
 //! | `GET /readyz` | 200 once the initial scan is committed, 503 before |
 //! | `GET /metrics` | Prometheus text |
@@ -21,6 +24,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::context::{Assembler, ContextRequest};
 use crate::metrics as m;
 use crate::search::{SearchRequest, Searcher};
 
@@ -31,6 +35,7 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 #[derive(Clone)]
 pub struct AppState {
     pub searcher: Arc<Searcher>,
+    pub assembler: Arc<Assembler>,
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
     pub prometheus: Option<PrometheusHandle>,
 }
@@ -71,6 +76,99 @@ async fn search(State(state): State<AppState>, body: Result<Json<SearchRequest>,
     }
 }
 
+fn outcome(endpoint: &'static str, mode: &'static str, started: Instant, err: Option<&crate::SearchError>) {
+    metrics::histogram!(m::QUERY_DURATION_SECONDS, "endpoint" => endpoint, "mode" => mode)
+        .record(started.elapsed().as_secs_f64());
+    let status = match err {
+        None => "ok",
+        Some(e) if e.is_client_error() => "client_error",
+        Some(_) => "error",
+    };
+    metrics::counter!(m::QUERY_REQUESTS_TOTAL, "endpoint" => endpoint, "mode" => mode, "status" => status).increment(1);
+}
+
+async fn context(State(state): State<AppState>, body: Result<Json<ContextRequest>, JsonRejection>) -> Response {
+    let started = Instant::now();
+    let req = match body {
+        Ok(Json(req)) => req,
+        Err(rej) => {
+            outcome("context", "unknown", started, Some(&crate::SearchError::BadRequest(String::new())));
+            return error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", rej.body_text()));
+        }
+    };
+    let res = state.assembler.assemble(&req, |_| {}).await;
+    outcome("context", req.mode.as_str(), started, res.as_ref().err());
+    match res {
+        Ok(resp) => Json(resp).into_response(),
+        Err(e) if e.is_client_error() => error(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e) => {
+            tracing::error!("context failed: {e}");
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+    }
+}
+
+/// NDJSON: each block as soon as it is chosen, then the summary (blocks in attention order).
+async fn context_stream(State(state): State<AppState>, body: Result<Json<ContextRequest>, JsonRejection>) -> Response {
+    let started = Instant::now();
+    let req = match body {
+        Ok(Json(req)) => req,
+        Err(rej) => return error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", rej.body_text())),
+    };
+    if let Err(e) = Assembler::validate(&req) {
+        return error(StatusCode::BAD_REQUEST, e.to_string());
+    }
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        let lines = tx.clone();
+        let res = state
+            .assembler
+            .assemble(&req, |b| {
+                let _ = lines.send(format!("{}\n", serde_json::json!({ "block": b })));
+            })
+            .await;
+        outcome("context_stream", req.mode.as_str(), started, res.as_ref().err());
+        let last = match res {
+            Ok(mut r) => {
+                r.context.clear();
+                serde_json::json!({ "done": r })
+            }
+            Err(e) => serde_json::json!({ "error": e.to_string() }),
+        };
+        let _ = tx.send(format!("{last}\n"));
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|line| (Ok::<_, std::convert::Infallible>(line), rx))
+    });
+    ([(axum::http::header::CONTENT_TYPE, "application/x-ndjson")], axum::body::Body::from_stream(stream)).into_response()
+}
+
+async fn completion_context(
+    State(state): State<AppState>,
+    body: Result<Json<crate::completion::CompletionRequest>, JsonRejection>,
+) -> Response {
+    let started = Instant::now();
+    let req = match body {
+        Ok(Json(req)) => req,
+        Err(rej) => return error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", rej.body_text())),
+    };
+    // Not ready yet: no context rather than an error (the editor keeps completing).
+    if !(state.ready)() {
+        outcome("completion_context", "routed", started, None);
+        return Json(crate::completion::CompletionResponse::default()).into_response();
+    }
+    let res = crate::completion::completion_context(&state.searcher, &req).await;
+    outcome("completion_context", "routed", started, res.as_ref().err());
+    match res {
+        Ok(resp) => Json(resp).into_response(),
+        Err(e) if e.is_client_error() => error(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e) => {
+            tracing::error!("completion context failed: {e}");
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+    }
+}
+
 async fn healthz() -> &'static str {
     "ok\n"
 }
@@ -95,6 +193,9 @@ async fn prometheus(State(state): State<AppState>) -> Response {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/search", post(search))
+        .route("/v1/context", post(context))
+        .route("/v1/context/stream", post(context_stream))
+        .route("/v1/completion-context", post(completion_context))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))

@@ -10,12 +10,15 @@
 //!   versions of the chunks table as record-batch streams.
 //! * [`http`] is the axum API: `POST /v1/search`, `GET /healthz`, `GET /readyz`, `GET /metrics`.
 
+pub mod completion;
+pub mod context;
 pub mod error;
 pub mod eval;
 pub mod flight;
 pub mod http;
 pub mod metrics;
 pub mod route;
+pub mod routed;
 pub mod search;
 
 pub use error::SearchError;

@@ -4,3 +4,5 @@
 pub const QUERY_DURATION_SECONDS: &str = "ctxd_query_duration_seconds";
 /// Counter: queries answered, labels `endpoint`, `mode` and `status` (ok|client_error|error).
 pub const QUERY_REQUESTS_TOTAL: &str = "ctxd_query_requests_total";
+/// Counter: routed queries, labels `route` (path|symbol|error|module|hybrid) and `intent`.
+pub const ROUTE_QUERIES_TOTAL: &str = "ctxd_query_routed_total";

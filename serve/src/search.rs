@@ -1,4 +1,5 @@
-//! Vector, BM25 and hybrid (reciprocal-rank fusion) search over the chunks table.
+//! Routed (the default, see [`crate::routed`]), vector, BM25 and hybrid (reciprocal-rank
+//! fusion) search over the chunks table.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -21,19 +22,25 @@ const RRF_K: f32 = 60.0;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
+    /// The router picks the signals and their weights (see [`crate::routed`]).
     #[default]
+    Routed,
     Hybrid,
     Vector,
     Bm25,
+    /// Only the symbol table (identifiers in the query, else its words as names).
+    Symbol,
 }
 
 impl Mode {
     /// Lowercase name (metric label).
     pub fn as_str(self) -> &'static str {
         match self {
+            Mode::Routed => "routed",
             Mode::Hybrid => "hybrid",
             Mode::Vector => "vector",
             Mode::Bm25 => "bm25",
+            Mode::Symbol => "symbol",
         }
     }
 }
@@ -42,9 +49,11 @@ impl FromStr for Mode {
     type Err = SearchError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
+            "routed" | "auto" => Ok(Mode::Routed),
             "hybrid" => Ok(Mode::Hybrid),
             "vector" => Ok(Mode::Vector),
             "bm25" | "fts" => Ok(Mode::Bm25),
+            "symbol" | "symbols" => Ok(Mode::Symbol),
             other => Err(SearchError::BadMode(other.to_string())),
         }
     }
@@ -66,6 +75,45 @@ pub struct SearchRequest {
     /// Query this snapshot (a version number or a tag) instead of the latest version.
     #[serde(default, deserialize_with = "version_or_tag")]
     pub as_of: Option<String>,
+    /// The caller's current file (relative path): its chunks and its folder's are boosted.
+    #[serde(default)]
+    pub current_file: Option<String>,
+    /// Only paths under this prefix.
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    /// Only this language (`rust`, `python`, `markdown`, …).
+    #[serde(default)]
+    pub language: Option<String>,
+    /// `file`, `module` (both relative to `current_file`), `project` or `dependencies`.
+    #[serde(default)]
+    pub scope: Option<crate::routed::Scope>,
+    /// At most this many chunks per file (routed mode; default 3).
+    #[serde(default)]
+    pub max_per_file: Option<usize>,
+}
+
+impl SearchRequest {
+    /// A request for `query` with defaults (routed, k = 10, latest version).
+    pub fn new(query: impl Into<String>) -> Self {
+        Self {
+            query: query.into(),
+            k: default_k(),
+            mode: Mode::default(),
+            as_of: None,
+            current_file: None,
+            path_prefix: None,
+            language: None,
+            scope: None,
+            max_per_file: None,
+        }
+    }
+
+    /// Same request with `k` and `mode`.
+    pub fn with(mut self, k: usize, mode: Mode) -> Self {
+        self.k = k;
+        self.mode = mode;
+        self
+    }
 }
 
 /// `as_of` as a JSON number or string.
@@ -85,6 +133,9 @@ fn version_or_tag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::
 /// One result.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SearchResult {
+    /// Stable id of the chunk (path, range and content).
+    #[serde(default)]
+    pub chunk_id: String,
     pub path: String,
     pub start_line: u32,
     pub end_line: u32,
@@ -102,11 +153,19 @@ pub struct SearchResponse {
     pub results: Vec<SearchResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<u64>,
+    /// How the query was answered: a router route (`path`, `symbol`, `error`, `module`,
+    /// `hybrid`) in routed mode, else the forced mode (`vector`, `bm25`, `hybrid`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+    /// The intent the router read from the query (routed mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
 }
 
 impl From<Hit> for SearchResult {
     fn from(h: Hit) -> Self {
         Self {
+            chunk_id: h.chunk_id,
             path: h.path,
             start_line: h.start_line,
             end_line: h.end_line,
@@ -151,6 +210,8 @@ pub struct Searcher {
     embed: Option<EmbedService>,
     /// Read-only views of past versions, by version (a few, most recently used last).
     views: Arc<tokio::sync::Mutex<Views>>,
+    /// Indexed paths and folder names of the latest version (routed mode).
+    pub(crate) vocab: crate::routed::VocabCache,
 }
 
 /// Open views of past versions: `(version, view)`, most recently used last.
@@ -164,11 +225,11 @@ impl Searcher {
     /// Without a model (a full-text-only index, or a bm25-only caller) `hybrid` falls back to
     /// bm25 and `vector` is refused.
     pub fn new(index: Arc<Index>, embed: Option<EmbedService>) -> Self {
-        Self { index, embed, views: Arc::default() }
+        Self { index, embed, views: Arc::default(), vocab: Arc::default() }
     }
 
     /// The index to search for `as_of` (the latest when `None`) and the version it is at.
-    async fn index_as_of(&self, as_of: Option<&str>) -> Result<(Arc<Index>, Option<u64>), SearchError> {
+    pub(crate) async fn index_as_of(&self, as_of: Option<&str>) -> Result<(Arc<Index>, Option<u64>), SearchError> {
         let Some(spec) = as_of else { return Ok((self.index.clone(), None)) };
         let as_of: AsOf = spec.parse().map_err(|e: ctxd_index::IndexError| SearchError::BadSnapshot(e.to_string()))?;
         let version = self.index.resolve(&as_of).await.map_err(snapshot_error)?;
@@ -221,7 +282,7 @@ impl Searcher {
     pub async fn search(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
         Self::validate(req)?;
         let vector = match (req.mode, &self.embed) {
-            (Mode::Bm25, _) | (Mode::Hybrid, None) => None,
+            (Mode::Bm25 | Mode::Symbol, _) | (Mode::Hybrid | Mode::Routed, None) => None,
             (Mode::Vector, None) => return Err(SearchError::NoModel("vector")),
             (_, Some(embed)) => embed.embed(vec![req.query.clone()]).await?.into_iter().next(),
         };
@@ -235,12 +296,17 @@ impl Searcher {
         vector: Option<&[f32]>,
     ) -> Result<SearchResponse, SearchError> {
         Self::validate(req)?;
+        match req.mode {
+            Mode::Routed => return self.routed_search(req, vector).await,
+            Mode::Symbol => return self.symbol_search(req).await,
+            _ => {}
+        }
         let k = req.k;
         let (index, version) = self.index_as_of(req.as_of.as_deref()).await?;
         let hits = match (req.mode, vector) {
-            (Mode::Bm25, _) => index.fts_search(&req.query, k).await?,
+            (Mode::Bm25 | Mode::Symbol, _) => index.fts_search(&req.query, k).await?,
             (Mode::Vector, Some(v)) => index.vector_search(v, k).await?,
-            (Mode::Hybrid, Some(v)) => {
+            (Mode::Hybrid | Mode::Routed, Some(v)) => {
                 let depth = (k * 4).max(50);
                 let (vec_hits, fts_hits) =
                     tokio::join!(index.vector_search(v, depth), index.fts_search(&req.query, depth));
@@ -248,7 +314,16 @@ impl Searcher {
             }
             (_, None) => index.fts_search(&req.query, k).await?,
         };
-        Ok(SearchResponse { results: hits.into_iter().map(SearchResult::from).collect(), version })
+        let route = match (req.mode, vector) {
+            (Mode::Hybrid, None) => Mode::Bm25,
+            (m, _) => m,
+        };
+        Ok(SearchResponse {
+            results: hits.into_iter().map(SearchResult::from).collect(),
+            version,
+            route: Some(route.as_str().to_string()),
+            intent: None,
+        })
     }
 }
 
@@ -291,7 +366,7 @@ mod tests {
     #[test]
     fn requests_are_validated() {
         let bad = |q: &str, k| {
-            Searcher::validate(&SearchRequest { query: q.into(), k, mode: Mode::Hybrid, as_of: None }).unwrap_err()
+            Searcher::validate(&SearchRequest::new(q).with(k, Mode::Hybrid)).unwrap_err()
         };
         assert!(matches!(bad("  ", 10), SearchError::EmptyQuery));
         assert!(matches!(bad("x", 0), SearchError::BadK { .. }));

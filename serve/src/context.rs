@@ -1,0 +1,497 @@
+//! Context assembly: the chunks that answer a query, packed into a token budget for an LLM.
+//!
+//! [`Assembler::assemble`]:
+//!
+//! 1. retrieves candidates with the routed search (default 60, at most `max_per_file × 4`
+//!    per file);
+//! 2. drops **exact duplicates** (same text, e.g. a vendored copy of a file);
+//! 3. **merges** chunks of the same file whose line ranges overlap or touch into one block
+//!    (token windows overlap by design; the merged block keeps the best score);
+//! 4. drops **near-duplicates**: a block whose embedding has cosine ≥ 0.9 (configurable) with a
+//!    more relevant block already kept;
+//! 5. keeps at most `max_per_file` blocks per file;
+//! 6. packs blocks by relevance into `budget − reserve` tokens, counted by the index's
+//!    tokenizer on the rendered block (citation header included), skipping blocks that no
+//!    longer fit and trying the next ones;
+//! 7. orders the chosen blocks for long-context attention: the most relevant first, the
+//!    second most relevant last, and so on inwards (Liu et al., "Lost in the middle").
+//!
+//! Every block is cited `path:start-end` with its symbol. The response reports tokens used,
+//! budget utilisation and the share of candidates dropped as duplicates.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use ctxd_models::TokenCounter;
+use serde::{Deserialize, Serialize};
+
+use crate::routed::Scope;
+use crate::search::{Mode, SearchRequest, SearchResult, Searcher};
+use crate::SearchError;
+
+/// Largest budget accepted, in tokens.
+pub const MAX_BUDGET: usize = 1_000_000;
+
+/// How blocks are rendered into the `context` text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    #[default]
+    Xml,
+    Markdown,
+    Plain,
+}
+
+impl std::str::FromStr for Format {
+    type Err = SearchError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "xml" => Ok(Format::Xml),
+            "markdown" | "md" => Ok(Format::Markdown),
+            "plain" | "text" => Ok(Format::Plain),
+            other => Err(SearchError::BadRequest(format!("unknown format '{other}' (xml, markdown or plain)"))),
+        }
+    }
+}
+
+fn default_candidates() -> usize {
+    60
+}
+fn default_per_file() -> usize {
+    3
+}
+fn default_near_dup() -> f32 {
+    0.9
+}
+
+/// The body of `POST /v1/context`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextRequest {
+    pub query: String,
+    /// Tokens available for the context.
+    pub budget: usize,
+    /// Tokens of the budget kept free (for the question, the answer, …).
+    #[serde(default)]
+    pub reserve: usize,
+    #[serde(default)]
+    pub format: Format,
+    /// Candidates retrieved before deduplication and packing.
+    #[serde(default = "default_candidates")]
+    pub candidates: usize,
+    /// Blocks per file at most.
+    #[serde(default = "default_per_file")]
+    pub max_per_file: usize,
+    /// Cosine similarity at or above which a less relevant block is dropped.
+    #[serde(default = "default_near_dup")]
+    pub near_duplicate: f32,
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default)]
+    pub as_of: Option<String>,
+    #[serde(default)]
+    pub current_file: Option<String>,
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    #[serde(default)]
+    pub language: Option<String>,
+    #[serde(default)]
+    pub scope: Option<Scope>,
+}
+
+impl ContextRequest {
+    /// A request with defaults.
+    pub fn new(query: impl Into<String>, budget: usize) -> Self {
+        Self {
+            query: query.into(),
+            budget,
+            reserve: 0,
+            format: Format::default(),
+            candidates: default_candidates(),
+            max_per_file: default_per_file(),
+            near_duplicate: default_near_dup(),
+            mode: Mode::default(),
+            as_of: None,
+            current_file: None,
+            path_prefix: None,
+            language: None,
+            scope: None,
+        }
+    }
+}
+
+/// One cited block of context.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Block {
+    pub path: String,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub symbol: Option<String>,
+    pub language: String,
+    pub content: String,
+    pub score: f32,
+    /// Tokens of the rendered block.
+    pub tokens: usize,
+    /// Rank by relevance (0 = most relevant); blocks are listed in attention order.
+    pub relevance_rank: usize,
+}
+
+impl Block {
+    /// `path:start-end`.
+    pub fn citation(&self) -> String {
+        format!("{}:{}-{}", self.path, self.start_line, self.end_line)
+    }
+
+    /// The block as it appears in the context text.
+    pub fn render(&self, format: Format) -> String {
+        let symbol = self.symbol.as_deref().unwrap_or("");
+        match format {
+            Format::Xml => format!(
+                "<block source=\"{}\"{}>\n{}\n</block>\n",
+                xml_escape(&self.citation()),
+                if symbol.is_empty() { String::new() } else { format!(" symbol=\"{}\"", xml_escape(symbol)) },
+                self.content.trim_end()
+            ),
+            Format::Markdown => {
+                let fence = if self.content.contains("```") { "````" } else { "```" };
+                let title = if symbol.is_empty() { self.citation() } else { format!("{} ({symbol})", self.citation()) };
+                format!("### {title}\n{fence}{}\n{}\n{fence}\n", fence_lang(&self.language), self.content.trim_end())
+            }
+            Format::Plain => {
+                let title = if symbol.is_empty() { self.citation() } else { format!("{} {symbol}", self.citation()) };
+                format!("--- {title}\n{}\n", self.content.trim_end())
+            }
+        }
+    }
+}
+
+fn fence_lang(language: &str) -> &str {
+    match language {
+        "text" | "pdf" | "notebook" => "",
+        other => other,
+    }
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// The assembled context.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ContextResponse {
+    /// In attention order (most relevant first and last).
+    pub blocks: Vec<Block>,
+    pub tokens_used: usize,
+    pub budget: usize,
+    pub reserve: usize,
+    /// `tokens_used / (budget − reserve)`.
+    pub utilization: f64,
+    /// Candidates retrieved.
+    pub candidates: usize,
+    /// Share of candidates dropped as exact or near duplicates (merged overlaps not counted).
+    pub dedup_rate: f64,
+    pub exact_duplicates: usize,
+    pub near_duplicates: usize,
+    /// Candidates merged into a neighbouring block of the same file.
+    pub merged: usize,
+    pub route: Option<String>,
+    pub intent: Option<String>,
+    /// The blocks rendered in `format`, concatenated.
+    pub context: String,
+}
+
+/// Packs retrieval results into a token budget.
+#[derive(Clone)]
+pub struct Assembler {
+    searcher: Searcher,
+    tokens: TokenCounter,
+}
+
+/// A block being built from one or more chunks.
+struct Draft {
+    path: String,
+    language: String,
+    symbol: Option<String>,
+    /// Line number → text (exact file lines).
+    lines: BTreeMap<u32, String>,
+    score: f32,
+    /// The chunk ids merged into it (their vectors judge near-duplicates).
+    ids: Vec<String>,
+}
+
+impl Draft {
+    fn start(&self) -> u32 {
+        *self.lines.keys().next().unwrap_or(&1)
+    }
+    fn end(&self) -> u32 {
+        *self.lines.keys().next_back().unwrap_or(&1)
+    }
+}
+
+/// The exact file lines of a chunk: its content's last `end − start + 1` lines (a piece of a
+/// split definition starts with its signature, which is not part of its range).
+fn chunk_lines(r: &SearchResult) -> BTreeMap<u32, String> {
+    let n = (r.end_line.saturating_sub(r.start_line) + 1) as usize;
+    let lines: Vec<&str> = r.content.lines().collect();
+    let skip = lines.len().saturating_sub(n);
+    lines[skip..].iter().enumerate().map(|(i, l)| (r.start_line + i as u32, l.to_string())).collect()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
+}
+
+/// Attention order for blocks sorted by relevance: 0, 2, 4, … then …, 5, 3, 1.
+pub fn attention_order(n: usize) -> Vec<usize> {
+    let front = (0..n).step_by(2);
+    let back: Vec<usize> = (1..n).step_by(2).collect();
+    front.chain(back.into_iter().rev()).collect()
+}
+
+impl Assembler {
+    /// An assembler searching with `searcher` and counting with `tokens`.
+    pub fn new(searcher: Searcher, tokens: TokenCounter) -> Self {
+        Self { searcher, tokens }
+    }
+
+    /// The searcher used.
+    pub fn searcher(&self) -> &Searcher {
+        &self.searcher
+    }
+
+    /// Checks a request.
+    pub fn validate(req: &ContextRequest) -> Result<(), SearchError> {
+        if req.budget == 0 || req.budget > MAX_BUDGET {
+            return Err(SearchError::BadRequest(format!("budget must be between 1 and {MAX_BUDGET} tokens")));
+        }
+        if req.reserve >= req.budget {
+            return Err(SearchError::BadRequest(format!(
+                "reserve ({}) must be below the budget ({})",
+                req.reserve, req.budget
+            )));
+        }
+        if req.candidates == 0 || req.candidates > crate::search::MAX_K {
+            return Err(SearchError::BadK { got: req.candidates, max: crate::search::MAX_K });
+        }
+        Ok(())
+    }
+
+    /// Assembles a context; `on_block` sees each block as it is chosen (in relevance order),
+    /// for streaming.
+    pub async fn assemble(
+        &self,
+        req: &ContextRequest,
+        mut on_block: impl FnMut(&Block),
+    ) -> Result<ContextResponse, SearchError> {
+        Self::validate(req)?;
+        let mut search = SearchRequest::new(req.query.clone()).with(req.candidates, req.mode);
+        search.as_of = req.as_of.clone();
+        search.current_file = req.current_file.clone();
+        search.path_prefix = req.path_prefix.clone();
+        search.language = req.language.clone();
+        search.scope = req.scope;
+        search.max_per_file = Some(req.max_per_file.max(1) * 4);
+        let found = self.searcher.search(&search).await?;
+        let candidates = found.results.len();
+
+        // 1. Exact duplicates.
+        let mut seen_text: HashSet<&str> = HashSet::new();
+        let mut exact_duplicates = 0;
+        let mut unique: Vec<&SearchResult> = Vec::new();
+        for r in &found.results {
+            if seen_text.insert(r.content.trim()) {
+                unique.push(r);
+            } else {
+                exact_duplicates += 1;
+            }
+        }
+        // 2. Merge overlapping or adjacent ranges of a file (best score kept; order by score).
+        let mut drafts: Vec<Draft> = Vec::new();
+        let mut merged = 0;
+        for r in unique {
+            let lines = chunk_lines(r);
+            let (s, e) = (r.start_line, r.end_line);
+            if let Some(d) = drafts.iter_mut().find(|d| d.path == r.path && s <= d.end() + 1 && d.start() <= e + 1) {
+                for (n, l) in lines {
+                    d.lines.entry(n).or_insert(l);
+                }
+                d.ids.push(chunk_key(r));
+                if d.symbol.is_none() {
+                    d.symbol = r.symbol.clone();
+                }
+                merged += 1;
+                continue;
+            }
+            drafts.push(Draft {
+                path: r.path.clone(),
+                language: r.language.clone(),
+                symbol: r.symbol.clone(),
+                lines,
+                score: r.score,
+                ids: vec![chunk_key(r)],
+            });
+        }
+        // A merge can make two drafts touch: merge again until stable.
+        loop {
+            let mut changed = false;
+            'outer: for i in 0..drafts.len() {
+                for j in i + 1..drafts.len() {
+                    let (a, b) = (&drafts[i], &drafts[j]);
+                    if a.path == b.path && b.start() <= a.end() + 1 && a.start() <= b.end() + 1 {
+                        let b = drafts.remove(j);
+                        let a = &mut drafts[i];
+                        for (n, l) in b.lines {
+                            a.lines.entry(n).or_insert(l);
+                        }
+                        a.ids.extend(b.ids);
+                        a.score = a.score.max(b.score);
+                        merged += 1;
+                        changed = true;
+                        break 'outer;
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        // 3. Near-duplicates by embedding (when the index has vectors).
+        let index = self.searcher.index();
+        let ids: Vec<String> = drafts.iter().filter_map(|d| d.ids.first().cloned()).collect();
+        let vectors = index.vectors_of_chunks(&ids).await.unwrap_or_default();
+        let mut near_duplicates = 0;
+        let mut kept: Vec<Draft> = Vec::new();
+        for d in drafts {
+            let v = d.ids.first().and_then(|id| vectors.get(id));
+            let dup = v.is_some_and(|v| {
+                kept.iter().any(|k| {
+                    k.ids.first().and_then(|id| vectors.get(id)).is_some_and(|kv| cosine(v, kv) >= req.near_duplicate)
+                })
+            });
+            if dup {
+                near_duplicates += 1;
+            } else {
+                kept.push(d);
+            }
+        }
+        // 4. Per-file cap, then 5. greedy packing into the budget.
+        let limit = req.budget - req.reserve;
+        let mut per_file: HashMap<String, usize> = HashMap::new();
+        let mut chosen: Vec<Block> = Vec::new();
+        let mut used = 0;
+        for d in kept {
+            let n = per_file.entry(d.path.clone()).or_default();
+            if *n >= req.max_per_file.max(1) {
+                continue;
+            }
+            let content = d.lines.values().cloned().collect::<Vec<_>>().join("\n");
+            let mut block = Block {
+                start_line: d.start(),
+                end_line: d.end(),
+                path: d.path,
+                symbol: d.symbol,
+                language: d.language,
+                content,
+                score: d.score,
+                tokens: 0,
+                relevance_rank: chosen.len(),
+            };
+            block.tokens = self.tokens.count(&block.render(req.format));
+            if used + block.tokens > limit {
+                continue;
+            }
+            used += block.tokens;
+            *n += 1;
+            on_block(&block);
+            chosen.push(block);
+        }
+        // 6. Attention order.
+        let order = attention_order(chosen.len());
+        let mut slots: Vec<Option<Block>> = chosen.into_iter().map(Some).collect();
+        let blocks: Vec<Block> = order.into_iter().filter_map(|i| slots[i].take()).collect();
+        let context: String = blocks.iter().map(|b| b.render(req.format)).collect();
+        let context = match req.format {
+            Format::Xml => format!("<context>\n{context}</context>\n"),
+            _ => context,
+        };
+        Ok(ContextResponse {
+            tokens_used: used,
+            budget: req.budget,
+            reserve: req.reserve,
+            utilization: used as f64 / limit.max(1) as f64,
+            candidates,
+            dedup_rate: if candidates == 0 { 0.0 } else { (exact_duplicates + near_duplicates) as f64 / candidates as f64 },
+            exact_duplicates,
+            near_duplicates,
+            merged,
+            route: found.route,
+            intent: found.intent,
+            blocks,
+            context,
+        })
+    }
+}
+
+/// The chunk id of a result is not exposed; path + range + content identify it for vectors.
+fn chunk_key(r: &SearchResult) -> String {
+    r.chunk_id.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attention_order_puts_the_best_at_both_ends() {
+        assert_eq!(attention_order(5), [0, 2, 4, 3, 1]);
+        assert_eq!(attention_order(4), [0, 2, 3, 1]);
+        assert_eq!(attention_order(1), [0]);
+        assert!(attention_order(0).is_empty());
+    }
+
+    #[test]
+    fn split_pieces_cite_only_their_own_lines() {
+        let r = SearchResult {
+            chunk_id: "c".into(),
+            path: "a.rs".into(),
+            start_line: 10,
+            end_line: 11,
+            symbol: Some("f".into()),
+            kind: Some("function_part".into()),
+            language: "rust".into(),
+            score: 1.0,
+            content: "fn f() {\n    let x = 1;\n    x\n".into(),
+        };
+        let lines = chunk_lines(&r);
+        assert_eq!(lines.keys().copied().collect::<Vec<_>>(), [10, 11]);
+        assert_eq!(lines[&10], "    let x = 1;");
+    }
+
+    #[test]
+    fn rendering_cites_every_block() {
+        let b = Block {
+            path: "src/a.rs".into(),
+            start_line: 3,
+            end_line: 9,
+            symbol: Some("A::b".into()),
+            language: "rust".into(),
+            content: "fn b() {}".into(),
+            score: 1.0,
+            tokens: 0,
+            relevance_rank: 0,
+        };
+        assert!(b.render(Format::Xml).starts_with("<block source=\"src/a.rs:3-9\" symbol=\"A::b\">"));
+        assert!(b.render(Format::Markdown).starts_with("### src/a.rs:3-9 (A::b)\n```rust\n"));
+        assert!(b.render(Format::Plain).starts_with("--- src/a.rs:3-9 A::b\n"));
+        assert_eq!("md".parse::<Format>().unwrap(), Format::Markdown);
+    }
+}

@@ -1,0 +1,421 @@
+//! Routed search: the router's analysis ([`crate::route`]) turned into one ranked list.
+//!
+//! Every query gets the vector and BM25 signals (BM25 on the query plus the words of its
+//! identifiers, so `getUserById` also matches `get_user_by_id` and "user by id"); a query that
+//! names identifiers adds the **symbol** signal (symbol table: exact, then prefix, then the
+//! last path segment — `Type::method` → `method`); a query that names a file adds that file's
+//! chunks, nearest the given line first; a stack trace adds the files of its frames. The lists
+//! are fused by weighted reciprocal rank (weights from the intent), then:
+//!
+//! * whole definitions are boosted over mentions, documents up or down by intent;
+//! * chunks in the caller's `current_file` (and its folder) or in a module the query names are
+//!   boosted;
+//! * `path_prefix`, `language` and `scope` (`file|module|project|dependencies`) filter;
+//! * at most `max_per_file` chunks per file (default 3), so one file cannot take every slot.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ctxd_index::{Hit, Index};
+use serde::Deserialize;
+
+use crate::route::{analyze, identifier_words, Analysis, Route};
+use crate::search::{SearchRequest, SearchResponse, SearchResult, Searcher};
+use crate::SearchError;
+
+/// The RRF constant.
+const RRF_K: f32 = 60.0;
+/// How long the path vocabulary is trusted before the index version is checked again.
+const VOCAB_TTL: Duration = Duration::from_secs(5);
+/// Folders whose contents count as dependencies, not the project.
+const DEPENDENCY_DIRS: &[&str] =
+    &["node_modules", "vendor", "third_party", "third-party", "external", "site-packages", ".venv", "venv", "deps"];
+
+/// Which part of the index a query covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Only `current_file`.
+    File,
+    /// `current_file`'s folder and below.
+    Module,
+    /// Everything but dependency folders (`node_modules`, `vendor`, …).
+    Project,
+    /// Only dependency folders.
+    Dependencies,
+}
+
+/// Indexed paths and folder names, for the router and path resolution.
+pub(crate) struct Vocab {
+    version: u64,
+    checked: Instant,
+    /// Every indexed path, sorted.
+    pub(crate) paths: Vec<String>,
+    modules: HashSet<String>,
+}
+
+/// Per-searcher cache of the vocabulary of the latest version.
+pub(crate) type VocabCache = Arc<tokio::sync::Mutex<Option<Arc<Vocab>>>>;
+
+impl Vocab {
+    async fn build(index: &Index) -> Result<Self, SearchError> {
+        let version = index.version().await?;
+        let mut paths: Vec<String> = index.file_hashes().await?.into_keys().collect();
+        paths.sort();
+        let mut modules = HashSet::new();
+        for p in &paths {
+            let mut parts: Vec<&str> = p.split('/').collect();
+            parts.pop();
+            for d in parts {
+                if d.len() >= 3 && !matches!(d, "src" | "lib" | "test" | "tests" | "pkg" | "internal") {
+                    modules.insert(d.to_lowercase());
+                }
+            }
+        }
+        Ok(Self { version, checked: Instant::now(), paths, modules })
+    }
+
+    /// Indexed files matching a path from a query: exact, else by suffix at a `/`.
+    fn resolve(&self, path: &str) -> Vec<&str> {
+        let path = path.trim_start_matches('/');
+        if let Ok(i) = self.paths.binary_search_by(|p| p.as_str().cmp(path)) {
+            return vec![self.paths[i].as_str()];
+        }
+        let suffix = format!("/{path}");
+        let mut found: Vec<&str> =
+            self.paths.iter().filter(|p| p.ends_with(&suffix) || path.ends_with(&format!("/{p}"))).map(String::as_str).collect();
+        found.truncate(5);
+        found
+    }
+}
+
+fn is_definition(kind: Option<&str>) -> bool {
+    match kind {
+        None => false,
+        Some(k) => !matches!(k, "module" | "section" | "key" | "table" | "page" | "cell" | "rows" | "" ),
+    }
+}
+
+fn is_document(language: &str) -> bool {
+    matches!(language, "markdown" | "rst" | "text" | "html" | "pdf" | "notebook")
+}
+
+fn parent_dir(path: &str) -> &str {
+    path.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
+}
+
+fn in_dependency(path: &str) -> bool {
+    path.split('/').any(|seg| DEPENDENCY_DIRS.contains(&seg))
+}
+
+/// The BM25 text of a query: the query itself (for an error, its message lines, not the
+/// frames) plus the words of every identifier.
+fn bm25_text(query: &str, a: &Analysis) -> String {
+    let mut text = if a.route == Route::Error {
+        let kept: Vec<&str> = query
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.starts_with("File \"") && !l.starts_with("at ") && !l.starts_with("Traceback"))
+            .collect();
+        kept.join(" ")
+    } else {
+        query.to_string()
+    };
+    for s in &a.symbols {
+        let words = identifier_words(s);
+        if words.len() > 1 {
+            text.push(' ');
+            text.push_str(&words.join(" "));
+        }
+    }
+    text
+}
+
+/// Weighted reciprocal-rank fusion.
+fn fuse(lists: &[(f32, Vec<Hit>)]) -> Vec<Hit> {
+    let mut scores: HashMap<String, (f32, usize, Hit)> = HashMap::new();
+    let mut order = 0;
+    for (weight, list) in lists {
+        if *weight <= 0.0 {
+            continue;
+        }
+        for (rank, hit) in list.iter().enumerate() {
+            let add = weight / (RRF_K + rank as f32 + 1.0);
+            scores.entry(hit.chunk_id.clone()).and_modify(|e| e.0 += add).or_insert_with(|| {
+                order += 1;
+                (add, order, hit.clone())
+            });
+        }
+    }
+    let mut fused: Vec<(f32, usize, Hit)> = scores.into_values().collect();
+    fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    fused
+        .into_iter()
+        .map(|(s, _, mut h)| {
+            h.score = s;
+            h
+        })
+        .collect()
+}
+
+impl Searcher {
+    /// Indexed paths and folder names of the latest version (cached for a few seconds).
+    pub(crate) async fn latest_vocab(&self) -> Result<Arc<Vocab>, SearchError> {
+        let index = self.index().clone();
+        self.vocab(&index, true).await
+    }
+
+    async fn vocab(&self, index: &Arc<Index>, latest: bool) -> Result<Arc<Vocab>, SearchError> {
+        if !latest {
+            // A snapshot: its own vocabulary, not cached.
+            return Ok(Arc::new(Vocab::build(index).await?));
+        }
+        let mut cache = self.vocab.lock().await;
+        if let Some(v) = cache.as_ref() {
+            if v.checked.elapsed() < VOCAB_TTL {
+                return Ok(v.clone());
+            }
+            if index.version().await? == v.version {
+                let fresh = Arc::new(Vocab { version: v.version, checked: Instant::now(), paths: v.paths.clone(), modules: v.modules.clone() });
+                *cache = Some(fresh.clone());
+                return Ok(fresh);
+            }
+        }
+        let v = Arc::new(Vocab::build(index).await?);
+        *cache = Some(v.clone());
+        Ok(v)
+    }
+
+    /// Definitions named by the query's identifiers, as chunks (exact names first).
+    async fn symbol_hits(&self, index: &Index, symbols: &[String], limit: usize) -> Result<Vec<Hit>, SearchError> {
+        let mut rows = Vec::new();
+        for s in symbols.iter().take(6) {
+            let normalized = s.replace('.', "::");
+            let last = s.rsplit(['.', ':']).next().unwrap_or(s).to_string();
+            let mut found = index.symbols_named(s, false, limit).await?;
+            if found.is_empty() && normalized != *s {
+                found = index.symbols_named(&normalized, false, limit).await?;
+            }
+            if found.is_empty() && last != *s && last.len() >= 3 {
+                found = index.symbols_named(&last, false, limit).await?;
+            }
+            if found.is_empty() && s.len() >= 4 {
+                found = index.symbols_named(s, true, limit).await?;
+            }
+            rows.extend(found);
+        }
+        let mut hits = Vec::new();
+        let mut by_path: HashMap<String, Vec<Hit>> = HashMap::new();
+        for row in rows.into_iter().take(limit) {
+            if !by_path.contains_key(&row.path) {
+                by_path.insert(row.path.clone(), index.chunks_of(&row.path).await?);
+            }
+            // The chunk holding the definition's first line (a merged or split one included).
+            if let Some(c) = by_path[&row.path]
+                .iter()
+                .filter(|c| c.start_line <= row.start_line && row.start_line <= c.end_line)
+                .min_by_key(|c| c.end_line - c.start_line)
+            {
+                if !hits.iter().any(|h: &Hit| h.chunk_id == c.chunk_id) {
+                    hits.push(c.clone());
+                }
+            }
+        }
+        Ok(hits)
+    }
+
+    /// Chunks of the files a query names, the chunk holding the line first, then by distance.
+    async fn path_hits(&self, index: &Index, vocab: &Vocab, a: &Analysis) -> Result<Vec<Hit>, SearchError> {
+        let mut hits = Vec::new();
+        for p in a.paths.iter().take(3) {
+            for path in vocab.resolve(&p.path) {
+                let mut chunks = index.chunks_of(path).await?;
+                let line = p.line.unwrap_or(1);
+                chunks.sort_by_key(|c| {
+                    if c.start_line <= line && line <= c.end_line {
+                        0
+                    } else {
+                        c.start_line.abs_diff(line).min(c.end_line.abs_diff(line)) + 1
+                    }
+                });
+                hits.extend(chunks.into_iter().take(8));
+            }
+        }
+        Ok(hits)
+    }
+
+    /// The symbol table alone: the query's identifiers, or else its longer words, as names.
+    pub async fn symbol_search(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
+        Self::validate(req)?;
+        let (index, version) = self.index_as_of(req.as_of.as_deref()).await?;
+        let a = analyze(&req.query, |_| false);
+        let names: Vec<String> = if a.symbols.is_empty() {
+            req.query
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .filter(|w| w.len() >= 4)
+                .map(str::to_string)
+                .collect()
+        } else {
+            a.symbols.clone()
+        };
+        let mut hits = self.symbol_hits(&index, &names, req.k.max(10)).await?;
+        hits.truncate(req.k);
+        let n = hits.len();
+        Ok(SearchResponse {
+            results: hits
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut h)| {
+                    h.score = 1.0 - i as f32 / n.max(1) as f32;
+                    SearchResult::from(h)
+                })
+                .collect(),
+            version,
+            route: Some("symbol".into()),
+            intent: Some(a.intent.as_str().to_string()),
+        })
+    }
+
+    /// Answers a request by routing it (see the module docs).
+    pub async fn routed_search(&self, req: &SearchRequest, vector: Option<&[f32]>) -> Result<SearchResponse, SearchError> {
+        Self::validate(req)?;
+        let (index, version) = self.index_as_of(req.as_of.as_deref()).await?;
+        let vocab = self.vocab(&index, version.is_none()).await?;
+        let a = analyze(&req.query, |w| vocab.modules.contains(&w.to_lowercase()));
+        let w = a.intent.weights();
+        let k = req.k;
+        let depth = (k * 4).max(50);
+        let text = bm25_text(&req.query, &a);
+        let (vec_hits, fts_hits) = tokio::join!(
+            async {
+                match vector {
+                    Some(v) => index.vector_search(v, depth).await,
+                    None => Ok(Vec::new()),
+                }
+            },
+            index.fts_search(&text, depth)
+        );
+        let mut lists = vec![(w.vector, vec_hits?), (w.bm25, fts_hits?)];
+        if !a.symbols.is_empty() {
+            lists.push((w.symbol, self.symbol_hits(&index, &a.symbols, 20).await?));
+        }
+        if !a.paths.is_empty() {
+            let weight = if a.route == Route::Path { 2.0 } else { 0.8 };
+            lists.push((weight, self.path_hits(&index, &vocab, &a).await?));
+        }
+        let mut fused = fuse(&lists);
+
+        let current = req.current_file.as_deref().map(|f| f.trim_start_matches("./"));
+        let current_dir = current.map(parent_dir);
+        for h in &mut fused {
+            let mut m = 1.0;
+            if is_definition(h.kind.as_deref()) {
+                m *= w.definition_boost;
+            }
+            if is_document(&h.language) {
+                m *= w.doc_boost;
+            }
+            if a.modules.iter().any(|md| {
+                let md = md.to_lowercase();
+                h.path.to_lowercase().split('/').any(|seg| seg == md)
+            }) {
+                m *= 1.25;
+            }
+            if current == Some(h.path.as_str()) {
+                m *= 1.2;
+            } else if current_dir.is_some_and(|d| !d.is_empty() && parent_dir(&h.path) == d) {
+                m *= 1.1;
+            }
+            h.score *= m;
+        }
+        fused.sort_by(|x, y| y.score.total_cmp(&x.score));
+
+        let cap = req.max_per_file.unwrap_or(3).max(1);
+        let mut per_file: HashMap<String, usize> = HashMap::new();
+        let mut results = Vec::with_capacity(k);
+        for h in fused {
+            if let Some(prefix) = &req.path_prefix {
+                if !h.path.starts_with(prefix.trim_start_matches("./")) {
+                    continue;
+                }
+            }
+            if let Some(lang) = &req.language {
+                if !h.language.eq_ignore_ascii_case(lang) {
+                    continue;
+                }
+            }
+            let keep = match req.scope {
+                None => true,
+                Some(Scope::File) => current == Some(h.path.as_str()),
+                Some(Scope::Module) => current_dir.is_some_and(|d| h.path.starts_with(d)),
+                Some(Scope::Project) => !in_dependency(&h.path),
+                Some(Scope::Dependencies) => in_dependency(&h.path),
+            };
+            if !keep {
+                continue;
+            }
+            let n = per_file.entry(h.path.clone()).or_default();
+            if *n >= cap {
+                continue;
+            }
+            *n += 1;
+            results.push(SearchResult::from(h));
+            if results.len() >= k {
+                break;
+            }
+        }
+        metrics::counter!(crate::metrics::ROUTE_QUERIES_TOTAL, "route" => a.route.as_str(), "intent" => a.intent.as_str())
+            .increment(1);
+        Ok(SearchResponse {
+            results,
+            version,
+            route: Some(a.route.as_str().to_string()),
+            intent: Some(a.intent.as_str().to_string()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(id: &str) -> Hit {
+        Hit {
+            chunk_id: id.into(),
+            path: format!("{id}.rs"),
+            language: "rust".into(),
+            symbol: None,
+            kind: None,
+            start_line: 1,
+            end_line: 2,
+            content: String::new(),
+            score: 0.0,
+        }
+    }
+
+    #[test]
+    fn weights_decide_between_disagreeing_signals() {
+        let a = vec![hit("x"), hit("y")];
+        let b = vec![hit("y"), hit("x")];
+        assert_eq!(fuse(&[(1.0, a.clone()), (0.5, b.clone())])[0].chunk_id, "x");
+        assert_eq!(fuse(&[(0.5, a), (1.0, b)])[0].chunk_id, "y");
+    }
+
+    #[test]
+    fn bm25_text_adds_identifier_words_and_drops_frames() {
+        let a = analyze("getUserById returns null", |_| false);
+        assert!(bm25_text("getUserById returns null", &a).ends_with("get user by id"));
+        let q = "Traceback (most recent call last):\n  File \"a.py\", line 3, in run\nKeyError: 'user_id'";
+        let a = analyze(q, |_| false);
+        let t = bm25_text(q, &a);
+        assert!(t.contains("KeyError") && !t.contains("a.py"), "{t}");
+    }
+
+    #[test]
+    fn dependency_folders_and_kinds() {
+        assert!(in_dependency("web/node_modules/react/index.js"));
+        assert!(!in_dependency("src/vendor_api.rs"));
+        assert!(is_definition(Some("function_part")) && !is_definition(Some("section")) && !is_definition(None));
+    }
+}
