@@ -780,3 +780,117 @@ fn s3_source_into_s3_index_then_a_listing_diff_and_a_watching_daemon() {
         !paths_of(&v).contains(&"late.md".to_string())
     });
 }
+
+#[test]
+fn routed_search_context_assembly_and_completion_context() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("src");
+    write_corpus(&root, 30);
+    // A vendored exact copy: the assembler must not spend budget on it twice.
+    std::fs::create_dir_all(root.join("vendor")).unwrap();
+    std::fs::copy(root.join("pkg3/m3.py"), root.join("vendor/m3_copy.py")).unwrap();
+    let db = tmp.path().join("db");
+    index_json(&root, &db);
+
+    // The router: a symbol, a path with a line, free text.
+    let search = |q: &str| -> Value {
+        serde_json::from_str(&run_ok(ctxd().args(["search", q, "--json", "--db"]).arg(&db))).unwrap()
+    };
+    let sym = search("SortInvoice3.step");
+    assert_eq!(sym["route"], "symbol", "{sym}");
+    assert_eq!(sym["intent"], "find-definition", "{sym}");
+    assert_eq!(paths_of(&sym)[0], "pkg3/m3.py", "{sym}");
+    let by_path = search("pkg5/m5.py:20");
+    assert_eq!(by_path["route"], "path", "{by_path}");
+    let first = &by_path["results"][0];
+    assert_eq!(first["path"], "pkg5/m5.py");
+    assert!(first["start_line"].as_u64().unwrap() <= 20 && first["end_line"].as_u64().unwrap() >= 20, "{first}");
+    let free = search("how does the playlist get rotated");
+    assert_eq!(free["route"], "hybrid");
+    assert_eq!(free["intent"], "explain");
+    // The per-file cap: no file takes more than 3 of 10 slots.
+    let mut counts = std::collections::HashMap::new();
+    for p in paths_of(&free) {
+        *counts.entry(p).or_insert(0) += 1;
+    }
+    assert!(counts.values().all(|n| *n <= 3), "{free}");
+
+    // Context assembly: within budget, cited, no line twice, attention order.
+    for budget in [120usize, 400, 1500] {
+        let out = run_ok(
+            ctxd()
+                .args(["context", "sort every invoice by factor", "--budget", &budget.to_string(), "--json", "--db"])
+                .arg(&db),
+        );
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let used = v["tokens_used"].as_u64().unwrap() as usize;
+        assert!(used <= budget, "over budget: {v}");
+        assert_eq!(v["budget"].as_u64().unwrap() as usize, budget);
+        assert!(v["route"].is_string() && v["intent"].is_string(), "{v}");
+        let blocks = v["blocks"].as_array().unwrap();
+        assert!(!blocks.is_empty(), "{v}");
+        let mut lines = std::collections::HashSet::new();
+        let mut texts = std::collections::HashSet::new();
+        for b in blocks {
+            let (s, e) = (b["start_line"].as_u64().unwrap(), b["end_line"].as_u64().unwrap());
+            assert!(b["path"].as_str().is_some_and(|p| !p.is_empty()) && s >= 1 && e >= s, "{b}");
+            for l in s..=e {
+                assert!(lines.insert((b["path"].as_str().unwrap().to_string(), l)), "line cited twice: {v}");
+            }
+            assert!(texts.insert(b["content"].as_str().unwrap().trim().to_string()), "duplicate text: {v}");
+            assert!(v["context"].as_str().unwrap().contains(&format!("{}:{s}-{e}", b["path"].as_str().unwrap())));
+        }
+        let ranks: Vec<u64> = blocks.iter().map(|b| b["relevance_rank"].as_u64().unwrap()).collect();
+        let n = ranks.len() as u64;
+        let expected: Vec<u64> = (0..n).step_by(2).chain((1..n).step_by(2).collect::<Vec<_>>().into_iter().rev()).collect();
+        assert_eq!(ranks, expected, "most relevant first and last");
+        if budget >= 400 {
+            let gold = blocks.iter().any(|b| b["path"] == "pkg3/m3.py");
+            let copy = blocks.iter().any(|b| b["path"] == "vendor/m3_copy.py");
+            assert!(gold || copy, "the invoice sorter is in the context: {v}");
+        }
+    }
+
+    // The daemon: context over HTTP (plain and streamed) and completion context.
+    let d = Daemon::start(&root, &db);
+    d.wait_ready();
+    let resp = d.client.post(format!("{}/v1/context", d.base)).json(&json!({"query": "scale the ledger", "budget": 300, "format": "markdown"})).send().unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let v: Value = resp.json().unwrap();
+    assert!(v["tokens_used"].as_u64().unwrap() <= 300 && v["context"].as_str().unwrap().starts_with("### "), "{v}");
+    let bad = d.client.post(format!("{}/v1/context", d.base)).json(&json!({"query": "x", "budget": 0})).send().unwrap();
+    assert_eq!(bad.status().as_u16(), 400);
+    let text = d
+        .client
+        .post(format!("{}/v1/context/stream", d.base))
+        .json(&json!({"query": "scale the ledger", "budget": 300}))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines.len() >= 2 && lines[..lines.len() - 1].iter().all(|l| l["block"].is_object()), "{text}");
+    assert_eq!(lines.last().unwrap()["done"]["blocks"].as_array().unwrap().len(), lines.len() - 1, "{text}");
+
+    let cursor = std::fs::read_to_string(root.join("pkg2/m2.py")).unwrap();
+    let prefix: String = cursor.lines().take(10).collect::<Vec<_>>().join("\n") + "\n        return self.step(";
+    let body = json!({"uri": format!("file://{}", root.join("pkg2/m2.py").display()), "language": "python",
+        "prefix": prefix, "line": 11, "max_chunks": 3, "strategy": "multi_line"});
+    let resp = d.client.post(format!("{}/v1/completion-context", d.base)).json(&body).send().unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let v: Value = resp.json().unwrap();
+    let snippets = v["snippets"].as_array().unwrap();
+    assert!(!snippets.is_empty() && snippets.len() <= 3, "{v}");
+    for s in snippets {
+        let inside = s["uri"] == "pkg2/m2.py"
+            && s["line_start"].as_u64().unwrap() <= 11
+            && s["line_end"].as_u64().unwrap() >= 11;
+        assert!(!inside, "the cursor's own chunk is never returned: {v}");
+        assert!(s["importance"].as_u64().unwrap() <= 100);
+    }
+    let imps: Vec<u64> = snippets.iter().map(|s| s["importance"].as_u64().unwrap()).collect();
+    assert!(imps.windows(2).all(|w| w[0] >= w[1]), "importance decays with rank: {v}");
+    let empty = json!({"uri": "a.py", "prefix": "x = (", "line": 1});
+    let v: Value = d.client.post(format!("{}/v1/completion-context", d.base)).json(&empty).send().unwrap().json().unwrap();
+    assert_eq!(v["snippets"], json!([]), "too short to search: empty, not an error");
+}

@@ -8,6 +8,7 @@
 //! are fused by weighted reciprocal rank (weights from the intent), then:
 //!
 //! * whole definitions are boosted over mentions, documents up or down by intent;
+//! * chunks in dependency folders (`vendor/`, `node_modules/`, …) are ranked slightly lower;
 //! * chunks in the caller's `current_file` (and its folder) or in a module the query names are
 //!   boosted;
 //! * `path_prefix`, `language` and `scope` (`file|module|project|dependencies`) filter;
@@ -300,9 +301,17 @@ impl Searcher {
         if !a.symbols.is_empty() {
             lists.push((w.symbol, self.symbol_hits(&index, &a.symbols, 20).await?));
         }
+        // A path route answers with the named file's chunks, nearest the line first; the
+        // other signals fill the remaining slots. Elsewhere, named files (e.g. a trace's
+        // frames) are one more signal.
+        let mut pinned: Vec<Hit> = Vec::new();
         if !a.paths.is_empty() {
-            let weight = if a.route == Route::Path { 2.0 } else { 0.8 };
-            lists.push((weight, self.path_hits(&index, &vocab, &a).await?));
+            let hits = self.path_hits(&index, &vocab, &a).await?;
+            if a.route == Route::Path {
+                pinned = hits;
+            } else {
+                lists.push((0.8, hits));
+            }
         }
         let mut fused = fuse(&lists);
 
@@ -322,6 +331,10 @@ impl Searcher {
             }) {
                 m *= 1.25;
             }
+            // Vendored and installed copies rank below the project's own code.
+            if req.scope != Some(Scope::Dependencies) && in_dependency(&h.path) {
+                m *= 0.9;
+            }
             if current == Some(h.path.as_str()) {
                 m *= 1.2;
             } else if current_dir.is_some_and(|d| !d.is_empty() && parent_dir(&h.path) == d) {
@@ -330,6 +343,19 @@ impl Searcher {
             h.score *= m;
         }
         fused.sort_by(|x, y| y.score.total_cmp(&x.score));
+        // The files a path route names are not capped.
+        let named: HashSet<String> = pinned.iter().map(|h| h.path.clone()).collect();
+        if !pinned.is_empty() {
+            let top = fused.first().map_or(1.0, |h| h.score.max(1e-6));
+            let pinned_ids: HashSet<String> = pinned.iter().map(|h| h.chunk_id.clone()).collect();
+            fused.retain(|h| !pinned_ids.contains(&h.chunk_id));
+            let n = pinned.len();
+            for (i, h) in pinned.iter_mut().enumerate() {
+                h.score = top * (2.0 - i as f32 / n as f32);
+            }
+            pinned.append(&mut fused);
+            fused = pinned;
+        }
 
         let cap = req.max_per_file.unwrap_or(3).max(1);
         let mut per_file: HashMap<String, usize> = HashMap::new();
@@ -356,7 +382,7 @@ impl Searcher {
                 continue;
             }
             let n = per_file.entry(h.path.clone()).or_default();
-            if *n >= cap {
+            if *n >= cap && !named.contains(&h.path) {
                 continue;
             }
             *n += 1;
