@@ -244,9 +244,13 @@ pub enum Command {
         /// Cut-off for file-level metrics.
         #[arg(long, default_value_t = 10)]
         k: usize,
-        /// hybrid, vector, bm25, or all.
+        /// routed, hybrid, vector, bm25, symbol, or all.
         #[arg(long, default_value = "all")]
         mode: String,
+        /// Also evaluate context assembly at these token budgets (comma-separated) against
+        /// the top-k whole files (k = 1, 3, 5).
+        #[arg(long, value_delimiter = ',')]
+        context_budgets: Vec<usize>,
         #[command(flatten)]
         model: ModelArgs,
         #[arg(long)]

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use ctxd_index::Index;
 use ctxd_models::{EmbedServiceConfig, DEFAULT_MODEL};
 use ctxd_pipeline::{Config, Engine};
-use ctxd_serve::eval::{evaluate, read_queries};
+use ctxd_serve::eval::{evaluate, evaluate_context, read_queries};
 use ctxd_serve::context::{Assembler, ContextRequest};
 use ctxd_serve::{Mode, SearchRequest, Searcher};
 
@@ -86,7 +86,9 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Serve { config, watch, db, listen, flight_listen, model } => {
             crate::serve::serve(config, watch, db, listen, flight_listen, model).await
         }
-        Command::Eval { db, queries, k, mode, model, json } => eval(&db, &queries, k, &mode, &model, json).await,
+        Command::Eval { db, queries, k, mode, context_budgets, model, json } => {
+            eval(&db, &queries, k, &mode, &context_budgets, &model, json).await
+        }
         Command::Config { action: ConfigAction::Validate { file } } => {
             Config::load(&file)?;
             println!("{}: ok", file.display());
@@ -302,20 +304,46 @@ async fn search(
     Ok(())
 }
 
-async fn eval(db: &Path, queries: &Path, k: usize, mode: &str, model: &ModelArgs, json: bool) -> Result<()> {
-    let modes: Vec<Mode> =
-        if mode == "all" { vec![Mode::Bm25, Mode::Vector, Mode::Symbol, Mode::Hybrid, Mode::Routed] } else { vec![mode.parse()?] };
+async fn eval(
+    db: &Path,
+    queries: &Path,
+    k: usize,
+    mode: &str,
+    context_budgets: &[usize],
+    model: &ModelArgs,
+    json: bool,
+) -> Result<()> {
+    let modes: Vec<Mode> = match mode {
+        "all" => vec![Mode::Bm25, Mode::Vector, Mode::Symbol, Mode::Hybrid, Mode::Routed],
+        "none" => Vec::new(),
+        m => vec![m.parse()?],
+    };
     let qs = read_queries(queries)?;
     if qs.is_empty() {
         bail!("no queries in {}", queries.display());
     }
-    let searcher = open_searcher(db, model, modes.iter().any(|m| !matches!(m, Mode::Bm25 | Mode::Symbol))).await?;
+    let need_model = !context_budgets.is_empty() || modes.iter().any(|m| !matches!(m, Mode::Bm25 | Mode::Symbol));
+    let searcher = open_searcher(db, model, need_model).await?;
     let mut reports = Vec::new();
     for m in modes {
         reports.push(evaluate(&searcher, &qs, m, k).await?);
     }
+    let mut context_reports = Vec::new();
+    if !context_budgets.is_empty() {
+        let spec = model.model.clone().unwrap_or_else(|| searcher.index().model_id().to_string());
+        let (tokens, _, _) = tokio::task::spawn_blocking(move || ctxd_models::tokenizer_only(&spec))
+            .await
+            .expect("tokenizer loading thread panicked")?;
+        let assembler = Assembler::new(searcher.clone(), tokens.clone());
+        context_reports = evaluate_context(&assembler, &tokens, &qs, context_budgets, &[1, 3, 5]).await?;
+    }
     if json {
-        println!("{}", serde_json::to_string(&serde_json::json!({ "queries": qs.len(), "k": k, "reports": reports }))?);
+        println!(
+            "{}",
+            serde_json::to_string(
+                &serde_json::json!({ "queries": qs.len(), "k": k, "reports": reports, "context": context_reports })
+            )?
+        );
     } else {
         println!("{} queries from {}", qs.len(), queries.display());
         println!(
@@ -327,6 +355,12 @@ async fn eval(db: &Path, queries: &Path, k: usize, mode: &str, model: &ModelArgs
                 "{:<8} {:>9.4} {:>9.4} {:>10.4} {:>8.4} {:>9.4} {:>8.1}",
                 r.mode, r.recall_at_1, r.recall_at_5, r.recall_at_10, r.mrr_at_10, r.ndcg_at_10, r.seconds
             );
+        }
+        if !context_reports.is_empty() {
+            println!("{:<16} {:>12} {:>12} {:>8}", "context", "gold recall", "mean tokens", "seconds");
+            for r in &context_reports {
+                println!("{:<16} {:>12.4} {:>12.1} {:>8.1}", r.method, r.gold_recall, r.mean_tokens, r.seconds);
+            }
         }
     }
     Ok(())

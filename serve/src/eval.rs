@@ -174,3 +174,99 @@ mod tests {
         assert!(err.contains("line 2"), "{err}");
     }
 }
+
+/// Context assembly against the naive baseline, averaged over queries.
+#[derive(Debug, Clone, Serialize, Default, PartialEq)]
+pub struct ContextEvalReport {
+    /// `assembled@<budget>` or `top<k>-files`.
+    pub method: String,
+    pub queries: usize,
+    /// Share of gold files with at least one block (or the whole file) in the context.
+    pub gold_recall: f64,
+    /// Mean tokens handed to the LLM.
+    pub mean_tokens: f64,
+    pub seconds: f64,
+}
+
+/// Gold-file recall and tokens of assembled contexts at each budget, and of the baseline
+/// "the top-k files, whole" for each k (files ranked by the same routed search).
+pub async fn evaluate_context(
+    assembler: &crate::context::Assembler,
+    tokens: &ctxd_models::TokenCounter,
+    queries: &[EvalQuery],
+    budgets: &[usize],
+    baseline_ks: &[usize],
+) -> Result<Vec<ContextEvalReport>, SearchError> {
+    use std::collections::HashMap;
+    let searcher = assembler.searcher();
+    let recall = |files: &HashSet<String>, gold: &[String]| {
+        if gold.is_empty() {
+            0.0
+        } else {
+            gold.iter().filter(|g| files.contains(*g)).count() as f64 / gold.len() as f64
+        }
+    };
+    let mut out = Vec::new();
+    for &budget in budgets {
+        let started = std::time::Instant::now();
+        let (mut r, mut t) = (0.0, 0.0);
+        for q in queries {
+            let req = crate::context::ContextRequest::new(q.query.clone(), budget);
+            let resp = assembler.assemble(&req, |_| {}).await?;
+            let files: HashSet<String> = resp.blocks.iter().map(|b| b.path.clone()).collect();
+            r += recall(&files, &q.gold);
+            t += resp.tokens_used as f64;
+        }
+        let n = queries.len().max(1) as f64;
+        out.push(ContextEvalReport {
+            method: format!("assembled@{budget}"),
+            queries: queries.len(),
+            gold_recall: r / n,
+            mean_tokens: t / n,
+            seconds: started.elapsed().as_secs_f64(),
+        });
+    }
+    // Whole files, rebuilt from their chunks (exact lines), token counts cached per file.
+    let started = std::time::Instant::now();
+    let max_k = baseline_ks.iter().copied().max().unwrap_or(0);
+    let mut file_tokens: HashMap<String, usize> = HashMap::new();
+    let mut sums = vec![(0.0, 0.0); baseline_ks.len()];
+    for q in queries {
+        let req = SearchRequest::new(q.query.clone()).with((max_k * 5).clamp(10, crate::search::MAX_K), Mode::Routed);
+        let res = searcher.search(&req).await?;
+        let files = unique_files(res.results.into_iter().map(|r| r.path));
+        for (i, &k) in baseline_ks.iter().enumerate() {
+            let top: Vec<&String> = files.iter().take(k).collect();
+            let mut used = 0;
+            for f in &top {
+                if !file_tokens.contains_key(*f) {
+                    let mut lines = std::collections::BTreeMap::new();
+                    for c in searcher.index().chunks_of(f).await? {
+                        let n = (c.end_line.saturating_sub(c.start_line) + 1) as usize;
+                        let cl: Vec<&str> = c.content.lines().collect();
+                        for (j, l) in cl[cl.len().saturating_sub(n)..].iter().enumerate() {
+                            lines.entry(c.start_line + j as u32).or_insert_with(|| l.to_string());
+                        }
+                    }
+                    let text = lines.into_values().collect::<Vec<_>>().join("\n");
+                    file_tokens.insert((*f).clone(), tokens.count(&text));
+                }
+                used += file_tokens[*f];
+            }
+            let set: HashSet<String> = top.into_iter().cloned().collect();
+            sums[i].0 += recall(&set, &q.gold);
+            sums[i].1 += used as f64;
+        }
+    }
+    let n = queries.len().max(1) as f64;
+    for (i, &k) in baseline_ks.iter().enumerate() {
+        out.push(ContextEvalReport {
+            method: format!("top{k}-files"),
+            queries: queries.len(),
+            gold_recall: sums[i].0 / n,
+            mean_tokens: sums[i].1 / n,
+            seconds: started.elapsed().as_secs_f64(),
+        });
+    }
+    Ok(out)
+}
