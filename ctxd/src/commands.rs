@@ -7,8 +7,8 @@ use anyhow::{bail, Context, Result};
 use ctxd_index::Index;
 use ctxd_models::{EmbedServiceConfig, DEFAULT_MODEL};
 use ctxd_pipeline::{Config, Engine};
-use ctxd_serve::eval::{evaluate, evaluate_context, read_queries};
 use ctxd_serve::context::{Assembler, ContextRequest};
+use ctxd_serve::eval::{evaluate, evaluate_context, read_queries};
 use ctxd_serve::{Mode, SearchRequest, Searcher};
 
 use crate::cli::{Cli, Command, ConfigAction, ModelArgs, SnapshotAction};
@@ -247,7 +247,11 @@ async fn assemble_context(req: &ContextRequest, db: &Path, model: &ModelArgs, js
     let searcher = open_searcher(db, model, !matches!(req.mode, Mode::Bm25 | Mode::Symbol)).await?;
     let spec = model.model.clone().unwrap_or_else(|| {
         let id = searcher.index().model_id();
-        if id.is_empty() || id == "none" { DEFAULT_MODEL.to_string() } else { id.to_string() }
+        if id.is_empty() || id == "none" {
+            DEFAULT_MODEL.to_string()
+        } else {
+            id.to_string()
+        }
     });
     let (tokens, _, _) = tokio::task::spawn_blocking(move || ctxd_models::tokenizer_only(&spec))
         .await

@@ -112,7 +112,8 @@ pub async fn serve(
         None => None,
     };
     let assembler = Arc::new(ctxd_serve::context::Assembler::new((*searcher).clone(), engine.token_counter()));
-    let state = AppState { searcher, assembler, ready: Arc::new(move || tracker.is_ready()), prometheus: Some(prometheus) };
+    let state =
+        AppState { searcher, assembler, ready: Arc::new(move || tracker.is_ready()), prometheus: Some(prometheus) };
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {
         let _ = http_stopped.await;

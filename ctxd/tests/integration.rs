@@ -842,7 +842,8 @@ fn routed_search_context_assembly_and_completion_context() {
         }
         let ranks: Vec<u64> = blocks.iter().map(|b| b["relevance_rank"].as_u64().unwrap()).collect();
         let n = ranks.len() as u64;
-        let expected: Vec<u64> = (0..n).step_by(2).chain((1..n).step_by(2).collect::<Vec<_>>().into_iter().rev()).collect();
+        let expected: Vec<u64> =
+            (0..n).step_by(2).chain((1..n).step_by(2).collect::<Vec<_>>().into_iter().rev()).collect();
         assert_eq!(ranks, expected, "most relevant first and last");
         if budget >= 400 {
             let gold = blocks.iter().any(|b| b["path"] == "pkg3/m3.py");
@@ -854,7 +855,12 @@ fn routed_search_context_assembly_and_completion_context() {
     // The daemon: context over HTTP (plain and streamed) and completion context.
     let d = Daemon::start(&root, &db);
     d.wait_ready();
-    let resp = d.client.post(format!("{}/v1/context", d.base)).json(&json!({"query": "scale the ledger", "budget": 300, "format": "markdown"})).send().unwrap();
+    let resp = d
+        .client
+        .post(format!("{}/v1/context", d.base))
+        .json(&json!({"query": "scale the ledger", "budget": 300, "format": "markdown"}))
+        .send()
+        .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
     let v: Value = resp.json().unwrap();
     assert!(v["tokens_used"].as_u64().unwrap() <= 300 && v["context"].as_str().unwrap().starts_with("### "), "{v}");
@@ -891,6 +897,7 @@ fn routed_search_context_assembly_and_completion_context() {
     let imps: Vec<u64> = snippets.iter().map(|s| s["importance"].as_u64().unwrap()).collect();
     assert!(imps.windows(2).all(|w| w[0] >= w[1]), "importance decays with rank: {v}");
     let empty = json!({"uri": "a.py", "prefix": "x = (", "line": 1});
-    let v: Value = d.client.post(format!("{}/v1/completion-context", d.base)).json(&empty).send().unwrap().json().unwrap();
+    let v: Value =
+        d.client.post(format!("{}/v1/completion-context", d.base)).json(&empty).send().unwrap().json().unwrap();
     assert_eq!(v["snippets"], json!([]), "too short to search: empty, not an error");
 }

@@ -120,8 +120,17 @@ pub const MAX_FTS_SEGMENTS: usize = 16;
 /// …of this many of the latest segments.
 pub const FTS_SEGMENTS_MERGED: usize = 8;
 
+/// Full-text analysis: LanceDB's code tokenizer — identifiers split at camelCase, snake_case
+/// and digit boundaries while the whole identifier is kept too (`getUserById` is found by
+/// `getuserbyid` and by "user") — plus English stemming and stop words for the prose of
+/// comments and documents. Queries go through the same analysis.
 fn fts_params() -> FtsIndexBuilder {
     FtsIndexBuilder::default()
+        .base_tokenizer("code".to_string())
+        .split_identifiers(true)
+        .preserve_original(true)
+        .stem(true)
+        .remove_stop_words(true)
 }
 
 /// Opens table `name` of `conn` (whose tables are `names`), creating it empty with `schema`

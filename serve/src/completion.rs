@@ -120,7 +120,11 @@ pub fn build_query(req: &CompletionRequest) -> Option<String> {
         return None;
     }
     let text = text.trim();
-    Some(if text.len() > 2000 { text[text.len() - text.floor_char_boundary_compat(2000)..].to_string() } else { text.to_string() })
+    Some(if text.len() > 2000 {
+        text[text.len() - text.floor_char_boundary_compat(2000)..].to_string()
+    } else {
+        text.to_string()
+    })
 }
 
 trait FloorBoundary {
@@ -148,7 +152,10 @@ fn relative_path(uri: &str, indexed: &[String]) -> String {
 }
 
 /// Answers a completion-context request.
-pub async fn completion_context(searcher: &Searcher, req: &CompletionRequest) -> Result<CompletionResponse, SearchError> {
+pub async fn completion_context(
+    searcher: &Searcher,
+    req: &CompletionRequest,
+) -> Result<CompletionResponse, SearchError> {
     if req.max_chunks == 0 || req.max_chunks > 50 {
         return Err(SearchError::BadRequest("max_chunks must be between 1 and 50".into()));
     }
@@ -158,10 +165,13 @@ pub async fn completion_context(searcher: &Searcher, req: &CompletionRequest) ->
     let Some(query) = build_query(req) else { return Ok(CompletionResponse::default()) };
     let vocab = searcher.latest_vocab().await?;
     let current = relative_path(&req.uri, &vocab.paths);
-    let mode = if searcher.has_model() && req.strategy != Strategy::Symbol { Mode::Routed } else { Mode::Bm25 };
+    let mode = Mode::Routed;
     let mut search = SearchRequest::new(query).with((req.max_chunks * 4).clamp(8, 40), mode);
     search.current_file = Some(current.clone());
     search.max_per_file = Some(2);
+    // Lines of code name identifiers and paths all the time: looking each up would cost more
+    // than the editor can wait. The symbol strategy is the one that asks for them.
+    search.lean = req.strategy != Strategy::Symbol;
     let found = match searcher.search(&search).await {
         Ok(f) => f,
         // A query the search cannot take (e.g. only punctuation after analysis) is no context.

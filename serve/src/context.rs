@@ -429,7 +429,11 @@ impl Assembler {
             reserve: req.reserve,
             utilization: used as f64 / limit.max(1) as f64,
             candidates,
-            dedup_rate: if candidates == 0 { 0.0 } else { (exact_duplicates + near_duplicates) as f64 / candidates as f64 },
+            dedup_rate: if candidates == 0 {
+                0.0
+            } else {
+                (exact_duplicates + near_duplicates) as f64 / candidates as f64
+            },
             exact_duplicates,
             near_duplicates,
             merged,

@@ -94,7 +94,9 @@ pub async fn evaluate(
 ) -> Result<EvalReport, SearchError> {
     let started = std::time::Instant::now();
     // Embed all queries up front, in batches, on the model thread.
-    let vectors: Vec<Option<Vec<f32>>> = if matches!(mode, Mode::Bm25 | Mode::Symbol) || (matches!(mode, Mode::Hybrid | Mode::Routed) && !searcher.has_model()) {
+    let vectors: Vec<Option<Vec<f32>>> = if matches!(mode, Mode::Bm25 | Mode::Symbol)
+        || (matches!(mode, Mode::Hybrid | Mode::Routed) && !searcher.has_model())
+    {
         vec![None; queries.len()]
     } else {
         let mut out = Vec::with_capacity(queries.len());

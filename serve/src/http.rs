@@ -140,7 +140,8 @@ async fn context_stream(State(state): State<AppState>, body: Result<Json<Context
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|line| (Ok::<_, std::convert::Infallible>(line), rx))
     });
-    ([(axum::http::header::CONTENT_TYPE, "application/x-ndjson")], axum::body::Body::from_stream(stream)).into_response()
+    ([(axum::http::header::CONTENT_TYPE, "application/x-ndjson")], axum::body::Body::from_stream(stream))
+        .into_response()
 }
 
 async fn completion_context(

@@ -97,7 +97,7 @@ impl Intent {
             Intent::Refactor => w(0.8, 0.8, 0.9, 1.2, 0.8),
             Intent::FindDefinition => w(0.6, 0.8, 1.5, 1.3, 0.7),
             Intent::Documentation => w(1.0, 0.7, 0.2, 0.9, 1.3),
-            Intent::General => w(1.0, 1.0, 0.5, 1.0, 1.0),
+            Intent::General => w(1.0, 0.5, 0.5, 1.0, 1.0),
         }
     }
 }

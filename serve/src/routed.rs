@@ -84,8 +84,12 @@ impl Vocab {
             return vec![self.paths[i].as_str()];
         }
         let suffix = format!("/{path}");
-        let mut found: Vec<&str> =
-            self.paths.iter().filter(|p| p.ends_with(&suffix) || path.ends_with(&format!("/{p}"))).map(String::as_str).collect();
+        let mut found: Vec<&str> = self
+            .paths
+            .iter()
+            .filter(|p| p.ends_with(&suffix) || path.ends_with(&format!("/{p}")))
+            .map(String::as_str)
+            .collect();
         found.truncate(5);
         found
     }
@@ -94,7 +98,7 @@ impl Vocab {
 fn is_definition(kind: Option<&str>) -> bool {
     match kind {
         None => false,
-        Some(k) => !matches!(k, "module" | "section" | "key" | "table" | "page" | "cell" | "rows" | "" ),
+        Some(k) => !matches!(k, "module" | "section" | "key" | "table" | "page" | "cell" | "rows" | ""),
     }
 }
 
@@ -133,8 +137,42 @@ fn bm25_text(query: &str, a: &Analysis) -> String {
     text
 }
 
-/// Weighted reciprocal-rank fusion.
+/// Weighted fusion of min-max normalised scores (CombSUM): within each list the best hit
+/// scores 1 and the last 0, so a list's confidence gaps count, not only its order. Lists
+/// without meaningful scores (symbol and path lookups) are scored by rank.
 fn fuse(lists: &[(f32, Vec<Hit>)]) -> Vec<Hit> {
+    let mut scores: HashMap<String, (f32, usize, Hit)> = HashMap::new();
+    let mut order = 0;
+    for (weight, list) in lists {
+        if *weight <= 0.0 || list.is_empty() {
+            continue;
+        }
+        let (lo, hi) = list.iter().fold((f32::MAX, f32::MIN), |(lo, hi), h| (lo.min(h.score), hi.max(h.score)));
+        let by_rank = !(hi > lo);
+        let n = list.len() as f32;
+        for (rank, hit) in list.iter().enumerate() {
+            let norm = if by_rank { 1.0 - rank as f32 / n } else { (hit.score - lo) / (hi - lo) };
+            let add = weight * norm;
+            scores.entry(hit.chunk_id.clone()).and_modify(|e| e.0 += add).or_insert_with(|| {
+                order += 1;
+                (add, order, hit.clone())
+            });
+        }
+    }
+    let mut fused: Vec<(f32, usize, Hit)> = scores.into_values().collect();
+    fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    fused
+        .into_iter()
+        .map(|(s, _, mut h)| {
+            h.score = s;
+            h
+        })
+        .collect()
+}
+
+/// Weighted reciprocal-rank fusion.
+#[allow(dead_code)]
+fn fuse_rrf(lists: &[(f32, Vec<Hit>)]) -> Vec<Hit> {
     let mut scores: HashMap<String, (f32, usize, Hit)> = HashMap::new();
     let mut order = 0;
     for (weight, list) in lists {
@@ -178,7 +216,12 @@ impl Searcher {
                 return Ok(v.clone());
             }
             if index.version().await? == v.version {
-                let fresh = Arc::new(Vocab { version: v.version, checked: Instant::now(), paths: v.paths.clone(), modules: v.modules.clone() });
+                let fresh = Arc::new(Vocab {
+                    version: v.version,
+                    checked: Instant::now(),
+                    paths: v.paths.clone(),
+                    modules: v.modules.clone(),
+                });
                 *cache = Some(fresh.clone());
                 return Ok(fresh);
             }
@@ -279,7 +322,11 @@ impl Searcher {
     }
 
     /// Answers a request by routing it (see the module docs).
-    pub async fn routed_search(&self, req: &SearchRequest, vector: Option<&[f32]>) -> Result<SearchResponse, SearchError> {
+    pub async fn routed_search(
+        &self,
+        req: &SearchRequest,
+        vector: Option<&[f32]>,
+    ) -> Result<SearchResponse, SearchError> {
         Self::validate(req)?;
         let (index, version) = self.index_as_of(req.as_of.as_deref()).await?;
         let vocab = self.vocab(&index, version.is_none()).await?;
@@ -298,14 +345,14 @@ impl Searcher {
             index.fts_search(&text, depth)
         );
         let mut lists = vec![(w.vector, vec_hits?), (w.bm25, fts_hits?)];
-        if !a.symbols.is_empty() {
+        if !a.symbols.is_empty() && !req.lean {
             lists.push((w.symbol, self.symbol_hits(&index, &a.symbols, 20).await?));
         }
         // A path route answers with the named file's chunks, nearest the line first; the
         // other signals fill the remaining slots. Elsewhere, named files (e.g. a trace's
         // frames) are one more signal.
         let mut pinned: Vec<Hit> = Vec::new();
-        if !a.paths.is_empty() {
+        if !a.paths.is_empty() && !req.lean {
             let hits = self.path_hits(&index, &vocab, &a).await?;
             if a.route == Route::Path {
                 pinned = hits;

@@ -90,6 +90,10 @@ pub struct SearchRequest {
     /// At most this many chunks per file (routed mode; default 3).
     #[serde(default)]
     pub max_per_file: Option<usize>,
+    /// Routed mode without symbol-table and path lookups (vector + BM25 + boosts only): for
+    /// latency-bound callers such as completion context. Not part of the JSON API.
+    #[serde(skip)]
+    pub lean: bool,
 }
 
 impl SearchRequest {
@@ -105,6 +109,7 @@ impl SearchRequest {
             language: None,
             scope: None,
             max_per_file: None,
+            lean: false,
         }
     }
 
@@ -365,9 +370,7 @@ mod tests {
 
     #[test]
     fn requests_are_validated() {
-        let bad = |q: &str, k| {
-            Searcher::validate(&SearchRequest::new(q).with(k, Mode::Hybrid)).unwrap_err()
-        };
+        let bad = |q: &str, k| Searcher::validate(&SearchRequest::new(q).with(k, Mode::Hybrid)).unwrap_err();
         assert!(matches!(bad("  ", 10), SearchError::EmptyQuery));
         assert!(matches!(bad("x", 0), SearchError::BadK { .. }));
         assert!(matches!(bad(&"x".repeat(MAX_QUERY_BYTES + 1), 10), SearchError::QueryTooLong { .. }));

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Completion-context latency: p50/p90/p99 of POST /v1/completion-context on a big index.
+
+Indexes a corpus of real code (default: Rust crates from ~/.cargo/registry/src until the index
+holds --min-chunks chunks, 50,000 by default) unless --db already holds one, starts `ctxd serve`
+on it, then sends --requests completion requests built from random cursor positions in the
+indexed files (prefix = the file up to the cursor, suffix = the rest; multi_line strategy, as an
+editor would) and prints latency percentiles, measured at the client over HTTP on 127.0.0.1.
+
+    python3 benches/completion_latency.py [--ctxd BIN] [--db DIR] [--requests 500]
+"""
+import argparse, glob, json, os, random, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(base, path, body):
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.load(r)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/ctxd-target"))
+    ap.add_argument("--ctxd", default=os.path.join(target, "release", "ctxd"))
+    ap.add_argument("--db", default=os.path.expanduser("~/.cache/ctxd/bench-completion/db"))
+    ap.add_argument("--src", default=os.path.expanduser("~/.cache/ctxd/bench-completion/src"))
+    ap.add_argument("--min-chunks", type=int, default=50000)
+    ap.add_argument("--requests", type=int, default=500)
+    args = ap.parse_args()
+    random.seed(11)
+
+    if not os.path.isdir(args.db):
+        # About 12 chunks per file of crate source: copy crates until the estimate is reached.
+        os.makedirs(args.src, exist_ok=True)
+        crates = sorted(glob.glob(os.path.expanduser("~/.cargo/registry/src/*/*")))
+        files = 0
+        for c in crates:
+            if files * 12 >= args.min_chunks * 1.1:
+                break
+            name = os.path.basename(c)
+            dest = os.path.join(args.src, name)
+            if not os.path.isdir(dest):
+                shutil.copytree(os.path.join(c, "src") if os.path.isdir(os.path.join(c, "src")) else c, dest,
+                                ignore=shutil.ignore_patterns("*.json", "*.md", "target", "tests", "benches"))
+            files += sum(1 for _ in glob.glob(os.path.join(dest, "**", "*.rs"), recursive=True))
+        t0 = time.time()
+        out = subprocess.run([args.ctxd, "index", args.src, "--db", args.db, "--json"], check=True,
+                             capture_output=True, text=True, env=dict(os.environ, CTXD_LOG="warn")).stdout
+        summary = json.loads(out)
+        print(f"indexed {summary['files_indexed']} files, {summary['index_rows']} chunks in {time.time() - t0:.0f}s")
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([args.ctxd, "serve", "--watch", args.src, "--db", args.db, "--listen", f"127.0.0.1:{port}",
+                             "--flight-listen", ""], env=dict(os.environ, CTXD_LOG="warn"))
+    try:
+        t0 = time.time()
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except Exception:
+                pass
+            if proc.poll() is not None or time.time() - t0 > 3600:
+                sys.exit("daemon did not become ready")
+            time.sleep(0.5)
+        rows = None
+        with urllib.request.urlopen(base + "/metrics") as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("ctxd_index_rows "):
+                    rows = int(float(line.split()[1]))
+        print(f"index rows: {rows}")
+        files = [f for f in glob.glob(os.path.join(args.src, "**", "*.rs"), recursive=True) if 2000 < os.path.getsize(f) < 200000]
+        bodies = []
+        for _ in range(args.requests):
+            path = random.choice(files)
+            text = open(path, encoding="utf-8", errors="replace").read()
+            lines = text.split("\n")
+            line = random.randint(5, max(6, len(lines) - 1))
+            prefix = "\n".join(lines[: line - 1]) + "\n" + lines[line - 1][: len(lines[line - 1]) // 2]
+            suffix = lines[line - 1][len(lines[line - 1]) // 2:] + "\n" + "\n".join(lines[line:line + 20])
+            bodies.append({"uri": "file://" + path, "language": "rust", "prefix": prefix[-8000:], "suffix": suffix,
+                           "line": line, "max_chunks": 3, "strategy": "multi_line"})
+        for b in bodies[:20]:  # warm-up
+            post(base, "/v1/completion-context", b)
+        lat, empty = [], 0
+        for b in bodies:
+            t = time.perf_counter()
+            r = post(base, "/v1/completion-context", b)
+            lat.append((time.perf_counter() - t) * 1000)
+            empty += not r["snippets"]
+        lat.sort()
+        pct = lambda p: lat[min(len(lat) - 1, int(p / 100 * len(lat)))]
+        print(f"{len(lat)} requests: p50 {pct(50):.1f} ms, p90 {pct(90):.1f} ms, p99 {pct(99):.1f} ms, "
+              f"mean {statistics.mean(lat):.1f} ms; {empty} empty answers")
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+if __name__ == "__main__":
+    main()
