@@ -51,7 +51,7 @@ def main():
             time.sleep(0.2)
         print(f"corpus {corpus}: ready after {time.time() - t0:.1f}s")
         time.sleep(1.0)
-        lat = []
+        lat, polls = [], []
         for i in range(args.edits):
             path = files[(i * 7) % len(files)]
             name = f"freshnessprobe{i}x{os.getpid()}"
@@ -59,8 +59,10 @@ def main():
                 f.write(f"\n/// Probe {i}.\npub fn {name}() -> u32 {{\n    {i}\n}}\n")
             start = time.time()
             while True:
-                hits = post(base, {"query": name, "k": 1, "mode": "bm25"})["results"]
-                if hits and name in hits[0]["content"]:
+                q0 = time.time()
+                hits = post(base, {"query": name, "k": 5, "mode": "bm25"})["results"]
+                polls.append(time.time() - q0)
+                if any(name in h["content"] for h in hits):
                     break
                 if time.time() - start > 30:
                     sys.exit(f"edit {i} not visible after 30 s")
@@ -70,6 +72,7 @@ def main():
         lat.sort()
         p = lambda q: lat[min(len(lat) - 1, int(round(q * (len(lat) - 1))))]
         print(f"edits {len(lat)}: write -> searchable p50 {p(0.5)*1000:.0f} ms, p95 {p(0.95)*1000:.0f} ms, max {lat[-1]*1000:.0f} ms, mean {statistics.mean(lat)*1000:.0f} ms")
+        print(f"search requests while polling: {len(polls)}, mean {statistics.mean(polls)*1000:.0f} ms, max {max(polls)*1000:.0f} ms")
         with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
             text = r.read().decode()
         s = [l for l in text.splitlines() if l.startswith("ctxd_pipeline_freshness_seconds_sum") or l.startswith("ctxd_pipeline_freshness_seconds_count")]
