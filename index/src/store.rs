@@ -117,8 +117,10 @@ fn in_list(column: &str, values: &[String]) -> String {
 const FTS_INDEX: &str = "content_idx";
 /// Full-text index segments that trigger a merge…
 pub const MAX_FTS_SEGMENTS: usize = 16;
-/// …of this many of the latest segments.
+/// …of this many of the latest segments…
 pub const FTS_SEGMENTS_MERGED: usize = 8;
+/// …when they hold about this many rows at most (a merge's memory grows with its rows).
+pub const MAX_FTS_MERGE_ROWS: usize = 64_000;
 
 /// Full-text analysis: LanceDB's code tokenizer — identifiers split at camelCase, snake_case
 /// and digit boundaries while the whole identifier is kept too (`getUserById` is found by
@@ -455,16 +457,21 @@ impl Index {
     /// A fold writes the new rows as a new index segment (LanceDB's default would merge them
     /// into the latest segment, rewriting it: time and memory would grow with the table, not
     /// with the rows folded). Once there are [`MAX_FTS_SEGMENTS`] segments, the latest
-    /// [`FTS_SEGMENTS_MERGED`] are merged into one, so queries never visit many.
+    /// [`FTS_SEGMENTS_MERGED`] are merged into one, so queries never visit many — unless
+    /// that would merge more than [`MAX_FTS_MERGE_ROWS`] rows (memory, not time, is the limit).
     pub async fn optimize_indices(&self) -> Result<(), IndexError> {
         if !self.fts_ready.load(Ordering::Acquire) {
             return Ok(());
         }
-        let segments = match self.table.index_stats(FTS_INDEX).await {
-            Ok(Some(s)) => s.num_indices.unwrap_or(1) as usize,
-            _ => 1,
+        let (segments, rows) = match self.table.index_stats(FTS_INDEX).await {
+            Ok(Some(s)) => (s.num_indices.unwrap_or(1) as usize, s.num_indexed_rows),
+            _ => (1, 0),
         };
-        let options = if segments >= MAX_FTS_SEGMENTS {
+        // A merge holds the merged segments' postings in memory: only small segments are
+        // merged (the many little ones a daemon's folds leave), never the big ones a huge
+        // streamed file leaves — there, more segments beat memory growing with the file.
+        let merged_rows = rows / segments.max(1) * FTS_SEGMENTS_MERGED;
+        let options = if segments >= MAX_FTS_SEGMENTS && merged_rows <= MAX_FTS_MERGE_ROWS {
             OptimizeOptions::merge(FTS_SEGMENTS_MERGED)
         } else {
             OptimizeOptions::append()
