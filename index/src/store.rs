@@ -587,45 +587,33 @@ impl Index {
 
     /// Vectors of the given chunks, by chunk id (chunks without a vector are left out).
     pub async fn vectors_of_chunks(&self, ids: &[String]) -> Result<HashMap<String, Vec<f32>>, IndexError> {
-        let mut out = HashMap::new();
-        if self.model_id.is_empty() || self.model_id == NO_MODEL {
-            return Ok(out);
-        }
-        for chunk in ids.chunks(512) {
-            let filter = format!("model != {} AND {}", sql_str(NO_MODEL), in_list("chunk_id", chunk));
-            let query = self.table.query().only_if(filter).select(Select::columns(&["chunk_id", "vector"]));
-            for batch in &self.collect(query).await? {
-                let ids = str_col(batch, "chunk_id", &self.uri)?;
-                let vectors = batch
-                    .column_by_name("vector")
-                    .and_then(|c| c.as_any().downcast_ref::<FixedSizeListArray>())
-                    .ok_or_else(|| IndexError::Column { uri: self.uri.clone(), column: "vector".into() })?;
-                for i in 0..batch.num_rows() {
-                    let v = vectors.value(i);
-                    let floats = v
-                        .as_any()
-                        .downcast_ref::<Float32Array>()
-                        .ok_or_else(|| IndexError::Column { uri: self.uri.clone(), column: "vector".into() })?;
-                    out.insert(ids.value(i).to_string(), floats.values().to_vec());
-                }
-            }
-        }
-        Ok(out)
+        self.vectors_keyed_by("chunk_id", &format!("model != {}", sql_str(NO_MODEL)), ids).await
     }
 
     /// Stored vectors of chunks with these content hashes, computed by this index's model,
     /// wherever they are (another file, a moved or renamed file, an older version of the same
     /// file): the embedding cache. `content_hash → vector`.
     pub async fn vectors_for(&self, hashes: &[String]) -> Result<HashMap<String, Vec<f32>>, IndexError> {
+        self.vectors_keyed_by("content_hash", &format!("model = {}", sql_str(&self.model_id)), hashes).await
+    }
+
+    /// `key → vector` of the rows matching `filter` whose string column `key` is one of `keys`
+    /// (the first row wins for a key held by several). Empty for an index without a model.
+    async fn vectors_keyed_by(
+        &self,
+        key: &str,
+        filter: &str,
+        keys: &[String],
+    ) -> Result<HashMap<String, Vec<f32>>, IndexError> {
         let mut out = HashMap::new();
         if self.model_id.is_empty() || self.model_id == NO_MODEL {
             return Ok(out);
         }
-        for chunk in hashes.chunks(512) {
-            let filter = format!("model = {} AND {}", sql_str(&self.model_id), in_list("content_hash", chunk));
-            let query = self.table.query().only_if(filter).select(Select::columns(&["content_hash", "vector"]));
+        for chunk in keys.chunks(512) {
+            let filter = format!("{filter} AND {}", in_list(key, chunk));
+            let query = self.table.query().only_if(filter).select(Select::columns(&[key, "vector"]));
             for batch in &self.collect(query).await? {
-                let hashes = str_col(batch, "content_hash", &self.uri)?;
+                let keys = str_col(batch, key, &self.uri)?;
                 let vectors = batch
                     .column_by_name("vector")
                     .and_then(|c| c.as_any().downcast_ref::<FixedSizeListArray>())
@@ -636,7 +624,7 @@ impl Index {
                         .as_any()
                         .downcast_ref::<Float32Array>()
                         .ok_or_else(|| IndexError::Column { uri: self.uri.clone(), column: "vector".into() })?;
-                    out.entry(hashes.value(i).to_string()).or_insert_with(|| floats.values().to_vec());
+                    out.entry(keys.value(i).to_string()).or_insert_with(|| floats.values().to_vec());
                 }
             }
         }

@@ -119,27 +119,16 @@ pub fn build_query(req: &CompletionRequest) -> Option<String> {
     if words.is_empty() {
         return None;
     }
-    let text = text.trim();
-    Some(if text.len() > 2000 {
-        text[text.len() - text.floor_char_boundary_compat(2000)..].to_string()
-    } else {
-        text.to_string()
-    })
+    Some(tail(text.trim(), 2000).to_string())
 }
 
-trait FloorBoundary {
-    fn floor_char_boundary_compat(&self, n: usize) -> usize;
-}
-
-impl FloorBoundary for str {
-    /// Largest `m ≤ n` such that the last `m` bytes start at a char boundary.
-    fn floor_char_boundary_compat(&self, n: usize) -> usize {
-        let mut m = n.min(self.len());
-        while !self.is_char_boundary(self.len() - m) {
-            m -= 1;
-        }
-        m
+/// The last `max` bytes of `text` at most, starting on a char boundary.
+fn tail(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
     }
+    &text[start..]
 }
 
 /// The path of `uri` relative to the index: `file://` stripped, then matched by suffix.

@@ -229,11 +229,11 @@ impl Draft {
 
 /// The exact file lines of a chunk: its content's last `end − start + 1` lines (a piece of a
 /// split definition starts with its signature, which is not part of its range).
-fn chunk_lines(r: &SearchResult) -> BTreeMap<u32, String> {
-    let n = (r.end_line.saturating_sub(r.start_line) + 1) as usize;
-    let lines: Vec<&str> = r.content.lines().collect();
+pub(crate) fn chunk_lines(start_line: u32, end_line: u32, content: &str) -> BTreeMap<u32, String> {
+    let n = (end_line.saturating_sub(start_line) + 1) as usize;
+    let lines: Vec<&str> = content.lines().collect();
     let skip = lines.len().saturating_sub(n);
-    lines[skip..].iter().enumerate().map(|(i, l)| (r.start_line + i as u32, l.to_string())).collect()
+    lines[skip..].iter().enumerate().map(|(i, l)| (start_line + i as u32, l.to_string())).collect()
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
@@ -318,13 +318,13 @@ impl Assembler {
         let mut drafts: Vec<Draft> = Vec::new();
         let mut merged = 0;
         for r in unique {
-            let lines = chunk_lines(r);
+            let lines = chunk_lines(r.start_line, r.end_line, &r.content);
             let (s, e) = (r.start_line, r.end_line);
             if let Some(d) = drafts.iter_mut().find(|d| d.path == r.path && s <= d.end() + 1 && d.start() <= e + 1) {
                 for (n, l) in lines {
                     d.lines.entry(n).or_insert(l);
                 }
-                d.ids.push(chunk_key(r));
+                d.ids.push(r.chunk_id.clone());
                 if d.symbol.is_none() {
                     d.symbol = r.symbol.clone();
                 }
@@ -337,7 +337,7 @@ impl Assembler {
                 symbol: r.symbol.clone(),
                 lines,
                 score: r.score,
-                ids: vec![chunk_key(r)],
+                ids: vec![r.chunk_id.clone()],
             });
         }
         // A merge can make two drafts touch: merge again until stable.
@@ -445,11 +445,6 @@ impl Assembler {
     }
 }
 
-/// The chunk id of a result is not exposed; path + range + content identify it for vectors.
-fn chunk_key(r: &SearchResult) -> String {
-    r.chunk_id.clone()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,7 +470,7 @@ mod tests {
             score: 1.0,
             content: "fn f() {\n    let x = 1;\n    x\n".into(),
         };
-        let lines = chunk_lines(&r);
+        let lines = chunk_lines(r.start_line, r.end_line, &r.content);
         assert_eq!(lines.keys().copied().collect::<Vec<_>>(), [10, 11]);
         assert_eq!(lines[&10], "    let x = 1;");
     }

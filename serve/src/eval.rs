@@ -244,10 +244,8 @@ pub async fn evaluate_context(
                 if !file_tokens.contains_key(*f) {
                     let mut lines = std::collections::BTreeMap::new();
                     for c in searcher.index().chunks_of(f).await? {
-                        let n = (c.end_line.saturating_sub(c.start_line) + 1) as usize;
-                        let cl: Vec<&str> = c.content.lines().collect();
-                        for (j, l) in cl[cl.len().saturating_sub(n)..].iter().enumerate() {
-                            lines.entry(c.start_line + j as u32).or_insert_with(|| l.to_string());
+                        for (n, l) in crate::context::chunk_lines(c.start_line, c.end_line, &c.content) {
+                            lines.entry(n).or_insert(l);
                         }
                     }
                     let text = lines.into_values().collect::<Vec<_>>().join("\n");

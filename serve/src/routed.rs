@@ -22,11 +22,9 @@ use ctxd_index::{Hit, Index};
 use serde::Deserialize;
 
 use crate::route::{analyze, identifier_words, Analysis, Route};
-use crate::search::{SearchRequest, SearchResponse, SearchResult, Searcher};
+use crate::search::{combine, SearchRequest, SearchResponse, SearchResult, Searcher};
 use crate::SearchError;
 
-/// The RRF constant.
-const RRF_K: f32 = 60.0;
 /// How long the path vocabulary is trusted before the index version is checked again.
 const VOCAB_TTL: Duration = Duration::from_secs(5);
 /// Folders whose contents count as dependencies, not the project.
@@ -50,14 +48,14 @@ pub enum Scope {
 /// Indexed paths and folder names, for the router and path resolution.
 pub(crate) struct Vocab {
     version: u64,
-    checked: Instant,
     /// Every indexed path, sorted.
     pub(crate) paths: Vec<String>,
     modules: HashSet<String>,
 }
 
-/// Per-searcher cache of the vocabulary of the latest version.
-pub(crate) type VocabCache = Arc<tokio::sync::Mutex<Option<Arc<Vocab>>>>;
+/// Per-searcher cache of the vocabulary of the latest version, with when its version was
+/// last checked.
+pub(crate) type VocabCache = Arc<tokio::sync::Mutex<Option<(Instant, Arc<Vocab>)>>>;
 
 impl Vocab {
     async fn build(index: &Index) -> Result<Self, SearchError> {
@@ -74,7 +72,7 @@ impl Vocab {
                 }
             }
         }
-        Ok(Self { version, checked: Instant::now(), paths, modules })
+        Ok(Self { version, paths, modules })
     }
 
     /// Indexed files matching a path from a query: exact, else by suffix at a `/`.
@@ -141,61 +139,15 @@ fn bm25_text(query: &str, a: &Analysis) -> String {
 /// scores 1 and the last 0, so a list's confidence gaps count, not only its order. Lists
 /// without meaningful scores (symbol and path lookups) are scored by rank.
 fn fuse(lists: &[(f32, Vec<Hit>)]) -> Vec<Hit> {
-    let mut scores: HashMap<String, (f32, usize, Hit)> = HashMap::new();
-    let mut order = 0;
-    for (weight, list) in lists {
-        if *weight <= 0.0 || list.is_empty() {
-            continue;
-        }
+    combine(lists.iter().filter(|(w, list)| *w > 0.0 && !list.is_empty()).flat_map(|(weight, list)| {
         let (lo, hi) = list.iter().fold((f32::MAX, f32::MIN), |(lo, hi), h| (lo.min(h.score), hi.max(h.score)));
-        let by_rank = !(hi > lo);
+        let by_rank = hi <= lo;
         let n = list.len() as f32;
-        for (rank, hit) in list.iter().enumerate() {
+        list.iter().enumerate().map(move |(rank, hit)| {
             let norm = if by_rank { 1.0 - rank as f32 / n } else { (hit.score - lo) / (hi - lo) };
-            let add = weight * norm;
-            scores.entry(hit.chunk_id.clone()).and_modify(|e| e.0 += add).or_insert_with(|| {
-                order += 1;
-                (add, order, hit.clone())
-            });
-        }
-    }
-    let mut fused: Vec<(f32, usize, Hit)> = scores.into_values().collect();
-    fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    fused
-        .into_iter()
-        .map(|(s, _, mut h)| {
-            h.score = s;
-            h
+            (weight * norm, hit)
         })
-        .collect()
-}
-
-/// Weighted reciprocal-rank fusion.
-#[allow(dead_code)]
-fn fuse_rrf(lists: &[(f32, Vec<Hit>)]) -> Vec<Hit> {
-    let mut scores: HashMap<String, (f32, usize, Hit)> = HashMap::new();
-    let mut order = 0;
-    for (weight, list) in lists {
-        if *weight <= 0.0 {
-            continue;
-        }
-        for (rank, hit) in list.iter().enumerate() {
-            let add = weight / (RRF_K + rank as f32 + 1.0);
-            scores.entry(hit.chunk_id.clone()).and_modify(|e| e.0 += add).or_insert_with(|| {
-                order += 1;
-                (add, order, hit.clone())
-            });
-        }
-    }
-    let mut fused: Vec<(f32, usize, Hit)> = scores.into_values().collect();
-    fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    fused
-        .into_iter()
-        .map(|(s, _, mut h)| {
-            h.score = s;
-            h
-        })
-        .collect()
+    }))
 }
 
 impl Searcher {
@@ -211,23 +163,17 @@ impl Searcher {
             return Ok(Arc::new(Vocab::build(index).await?));
         }
         let mut cache = self.vocab.lock().await;
-        if let Some(v) = cache.as_ref() {
-            if v.checked.elapsed() < VOCAB_TTL {
+        if let Some((checked, v)) = cache.as_mut() {
+            if checked.elapsed() < VOCAB_TTL {
                 return Ok(v.clone());
             }
             if index.version().await? == v.version {
-                let fresh = Arc::new(Vocab {
-                    version: v.version,
-                    checked: Instant::now(),
-                    paths: v.paths.clone(),
-                    modules: v.modules.clone(),
-                });
-                *cache = Some(fresh.clone());
-                return Ok(fresh);
+                *checked = Instant::now();
+                return Ok(v.clone());
             }
         }
         let v = Arc::new(Vocab::build(index).await?);
-        *cache = Some(v.clone());
+        *cache = Some((Instant::now(), v.clone()));
         Ok(v)
     }
 
@@ -452,20 +398,7 @@ impl Searcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hit(id: &str) -> Hit {
-        Hit {
-            chunk_id: id.into(),
-            path: format!("{id}.rs"),
-            language: "rust".into(),
-            symbol: None,
-            kind: None,
-            start_line: 1,
-            end_line: 2,
-            content: String::new(),
-            score: 0.0,
-        }
-    }
+    use crate::search::test_hit as hit;
 
     #[test]
     fn weights_decide_between_disagreeing_signals() {

@@ -185,23 +185,29 @@ impl From<Hit> for SearchResult {
 
 /// Reciprocal-rank fusion of ranked lists; ties keep the first list's order.
 pub fn rrf(lists: &[Vec<Hit>], k: usize) -> Vec<Hit> {
-    let mut scores: HashMap<String, (f32, usize, Hit)> = HashMap::new();
-    let mut order = 0;
-    for list in lists {
-        for (rank, hit) in list.iter().enumerate() {
-            let add = 1.0 / (RRF_K + rank as f32 + 1.0);
-            scores.entry(hit.chunk_id.clone()).and_modify(|e| e.0 += add).or_insert_with(|| {
-                order += 1;
-                (add, order, hit.clone())
-            });
-        }
+    let mut fused = combine(
+        lists
+            .iter()
+            .flat_map(|list| list.iter().enumerate().map(|(rank, hit)| (1.0 / (RRF_K + rank as f32 + 1.0), hit))),
+    );
+    fused.truncate(k);
+    fused
+}
+
+/// Sums the `(contribution, hit)` pairs per chunk and ranks the chunks by their sums (the sum
+/// becomes the score); ties keep first-seen order. The core of every fusion.
+pub(crate) fn combine<'a>(contributions: impl IntoIterator<Item = (f32, &'a Hit)>) -> Vec<Hit> {
+    let mut scores: HashMap<&str, (f32, usize, &Hit)> = HashMap::new();
+    for (add, hit) in contributions {
+        let order = scores.len();
+        scores.entry(hit.chunk_id.as_str()).and_modify(|e| e.0 += add).or_insert((add, order, hit));
     }
-    let mut fused: Vec<(f32, usize, Hit)> = scores.into_values().collect();
+    let mut fused: Vec<(f32, usize, &Hit)> = scores.into_values().collect();
     fused.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     fused
         .into_iter()
-        .take(k)
-        .map(|(s, _, mut h)| {
+        .map(|(s, _, h)| {
+            let mut h = h.clone();
             h.score = s;
             h
         })
@@ -340,23 +346,26 @@ fn snapshot_error(e: ctxd_index::IndexError) -> SearchError {
     }
 }
 
+/// A bare hit with this chunk id (tests).
+#[cfg(test)]
+pub(crate) fn test_hit(id: &str) -> Hit {
+    Hit {
+        chunk_id: id.into(),
+        path: format!("{id}.rs"),
+        language: "rust".into(),
+        symbol: None,
+        kind: None,
+        start_line: 1,
+        end_line: 2,
+        content: String::new(),
+        score: 0.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hit(id: &str) -> Hit {
-        Hit {
-            chunk_id: id.into(),
-            path: format!("{id}.rs"),
-            language: "rust".into(),
-            symbol: None,
-            kind: None,
-            start_line: 1,
-            end_line: 2,
-            content: String::new(),
-            score: 0.0,
-        }
-    }
+    use test_hit as hit;
 
     #[test]
     fn rrf_rewards_agreement() {
