@@ -164,6 +164,7 @@ pub fn build_config(file: Option<&Path>, root: Option<&Path>, db: Option<&Path>,
     }
     model.apply(&mut cfg.model);
     cfg.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    cfg.index.apply_cache_limits();
     Ok(cfg)
 }
 

@@ -158,7 +158,10 @@ impl Index {
     }
 
     pub(crate) async fn connect(uri: &str) -> Result<Connection, IndexError> {
-        lancedb::connect(uri).execute().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })
+        lancedb::connect(uri)
+            .session(crate::session::session())
+            .execute()
+            .await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })
     }
 
     /// Opens the index at `uri` for writing with `model_id`/`dim`, creating it when missing.

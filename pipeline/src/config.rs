@@ -124,6 +124,11 @@ pub struct IndexConfig {
     /// Build the ANN vector index once this many embedded rows exist (0: never; below it
     /// vector search is exact).
     pub vector_index_min_rows: usize,
+    /// Budget of LanceDB's cache of opened index structures (vector partitions, posting
+    /// lists), shared by every table of the process.
+    pub index_cache_mb: usize,
+    /// Budget of LanceDB's metadata cache (manifests, fragment and file footers).
+    pub metadata_cache_mb: usize,
 }
 
 impl Default for IndexConfig {
@@ -135,11 +140,21 @@ impl Default for IndexConfig {
             maintenance_interval_secs: 600,
             retain_versions_secs: 3600,
             vector_index_min_rows: 100_000,
+            index_cache_mb: 64,
+            metadata_cache_mb: 32,
         }
     }
 }
 
 impl IndexConfig {
+    /// Applies the cache budgets to the process (before the first index is opened).
+    pub fn apply_cache_limits(&self) {
+        ctxd_index::set_cache_limits(ctxd_index::CacheLimits {
+            index_bytes: self.index_cache_mb << 20,
+            metadata_bytes: self.metadata_cache_mb << 20,
+        });
+    }
+
     /// The maintenance pass these settings ask for (the daemon is its table's one writer).
     pub fn maintenance(&self) -> ctxd_index::MaintenanceOptions {
         ctxd_index::MaintenanceOptions {
@@ -406,6 +421,9 @@ mod tests {
         assert_eq!(format!("{:?}", file.model), format!("{:?}", code.model));
         assert_eq!(format!("{:?}", file.chunk), format!("{:?}", code.chunk));
         assert_eq!(file.source.debounce_ms, code.source.debounce_ms);
+        assert_eq!(file.index.index_cache_mb, code.index.index_cache_mb);
+        assert_eq!(file.index.metadata_cache_mb, code.index.metadata_cache_mb);
+        assert_eq!(file.index.optimize_every_rows, code.index.optimize_every_rows);
         assert_eq!(file.source.max_file_bytes, code.source.max_file_bytes);
         assert_eq!(file.server.listen, code.server.listen);
     }

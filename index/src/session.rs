@@ -1,0 +1,75 @@
+//! One LanceDB session for the whole process: the object-store registry and the two caches
+//! every opened table shares.
+//!
+//! LanceDB's default session caches up to 6 GiB of index data (IVF partitions, full-text
+//! posting lists) and 1 GiB of metadata (manifests, fragment and file footers) — *per
+//! connection*, and ctxd opens several connections (the writer, readers, `as_of` snapshots).
+//! A daemon that streams a 1 GB log commits hundreds of versions and fragments; with the
+//! default budget their metadata is never evicted and the heap grows with the file. Here the
+//! budgets are bounded ([`CacheLimits`], `[index] index_cache_mb` / `metadata_cache_mb`) and
+//! one session is shared, so the bound is per process.
+//!
+//! Measured (release, `--no-embed`, a 1 GB log streamed in 342 commits): with 512 MiB/64 MiB
+//! the heap's floor rose from 70 to 140 MB over the file (the full-text segments and manifests
+//! of every part stayed cached); with 1 MiB/1 MiB it stayed at 75–85 MB. The defaults (64 MiB
+//! and 32 MiB) bound that growth while keeping a mid-size repository's indexes cached for
+//! queries; a big deployment raises them (`configs/high-memory.toml`).
+//!
+//! The limits are read when the first connection is opened: call [`set_cache_limits`]
+//! before opening any index (later calls return `false` and change nothing).
+
+use std::sync::{Arc, OnceLock};
+
+use lance::session::Session;
+use lance_io::object_store::ObjectStoreRegistry;
+
+/// Byte budgets of the process-wide LanceDB caches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheLimits {
+    /// Opened index structures (vector partitions, full-text posting lists).
+    pub index_bytes: usize,
+    /// Manifests, fragment metadata, file footers.
+    pub metadata_bytes: usize,
+}
+
+impl Default for CacheLimits {
+    fn default() -> Self {
+        Self { index_bytes: 64 << 20, metadata_bytes: 32 << 20 }
+    }
+}
+
+static LIMITS: OnceLock<CacheLimits> = OnceLock::new();
+static SESSION: OnceLock<Arc<Session>> = OnceLock::new();
+
+/// Sets the cache budgets of the process (first call wins; `false` if already set or a
+/// connection was already opened with the defaults).
+pub fn set_cache_limits(limits: CacheLimits) -> bool {
+    SESSION.get().is_none() && LIMITS.set(limits).is_ok()
+}
+
+/// The shared session every connection is opened with.
+pub(crate) fn session() -> Arc<Session> {
+    SESSION
+        .get_or_init(|| {
+            let limits = *LIMITS.get_or_init(CacheLimits::default);
+            Arc::new(Session::new(
+                limits.index_bytes,
+                limits.metadata_bytes,
+                Arc::new(ObjectStoreRegistry::default()),
+            ))
+        })
+        .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_session_per_process_and_limits_fixed_once_it_exists() {
+        let a = session();
+        let b = session();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!set_cache_limits(CacheLimits { index_bytes: 1, metadata_bytes: 1 }));
+    }
+}
