@@ -7,14 +7,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cache="${XDG_CACHE_HOME:-$HOME/.cache}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/ctxd-target}"
 scripts/setup.sh
-# Python clients the integration tests drive (from PyPI, in a venv of their own), and moto's
+# Python clients the integration tests drive (pyarrow/pylance/lancedb, the official MCP SDK; from
+# PyPI, in a venv of their own), and moto's
 # S3-compatible server the object-storage test starts on 127.0.0.1.
 venv="$cache/ctxd/py-venv"
-if ! "$venv/bin/python" -c "import pyarrow.flight, lance, lancedb, moto.server, boto3" >/dev/null 2>&1; then
-    echo "test: installing pyarrow, pylance, lancedb and moto into $venv" >&2
+if ! "$venv/bin/python" -c "import pyarrow.flight, lance, lancedb, moto.server, boto3, mcp, httpx2" >/dev/null 2>&1; then
+    echo "test: installing pyarrow, pylance, lancedb, moto and the MCP SDK into $venv" >&2
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check pyarrow==26.0.1 pylance==14.0.2 lancedb==0.40.0 \
-        'moto[server]==5.1.22'
+        'moto[server]==5.1.22' mcp==2.3.0
 fi
 export CTXD_TEST_PYTHON="$venv/bin/python"
 export CTXD_TEST_MOTO="$venv/bin/moto_server"

@@ -214,6 +214,20 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the index to agents over the Model Context Protocol on stdio (tools: search,
+    /// get_context, search_symbols, get_symbol_source, get_repo_overview, check_index).
+    Mcp {
+        #[arg(long)]
+        db: PathBuf,
+        /// The indexed source folder (enables check_index and its refresh).
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// Config file (its [source] root enables check_index).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
     /// Run the daemon: index, watch for changes, serve HTTP.
     Serve {
         /// Config file (TOML, see configs/ctxd.toml).

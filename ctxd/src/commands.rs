@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use ctxd_index::Index;
-use ctxd_models::{EmbedServiceConfig, DEFAULT_MODEL};
+use ctxd_models::EmbedServiceConfig;
+pub use ctxd_models::DEFAULT_MODEL;
 use ctxd_pipeline::{Config, Engine};
 use ctxd_serve::context::{Assembler, ContextRequest};
 use ctxd_serve::eval::{evaluate, evaluate_context, read_queries};
@@ -82,6 +83,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             println!("removed tag '{name}' from {}", db.display());
             Ok(())
         }
+        Command::Mcp { db, root, config, model } => crate::mcp::run(db, root, config, model).await,
         Command::Symbols { name, db, prefix, limit, json } => symbols(&name, &db, prefix, limit, json).await,
         Command::Serve { config, watch, db, listen, flight_listen, model } => {
             crate::serve::serve(config, watch, db, listen, flight_listen, model).await
@@ -90,7 +92,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             eval(&db, &queries, k, &mode, &context_budgets, &model, json).await
         }
         Command::Config { action: ConfigAction::Validate { file } } => {
-            Config::load(&file)?;
+            Config::load_with_env(Some(&file))?;
             println!("{}: ok", file.display());
             Ok(())
         }
@@ -152,10 +154,7 @@ async fn symbols(name: &str, db: &Path, prefix: bool, limit: usize, json: bool) 
 
 /// Builds the config of a one-shot or daemon run from an optional file plus overrides.
 pub fn build_config(file: Option<&Path>, root: Option<&Path>, db: Option<&Path>, model: &ModelArgs) -> Result<Config> {
-    let mut cfg = match file {
-        Some(f) => Config::load(f)?,
-        None => Config::default(),
-    };
+    let mut cfg = Config::load_with_env(file)?;
     if let Some(root) = root {
         cfg.source.root = root.to_path_buf();
     }

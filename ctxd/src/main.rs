@@ -7,6 +7,7 @@
 mod bench;
 mod cli;
 mod commands;
+mod mcp;
 mod serve;
 
 use clap::Parser;

@@ -75,6 +75,10 @@ pub async fn serve(
         cfg.server.flight_listen = l;
     }
     cfg.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    let auth = cfg.server.auth_token()?.as_deref().and_then(ctxd_serve::auth::Token::new);
+    if auth.is_none() && cfg.server.exposed() {
+        tracing::warn!("listening on a non-loopback address without a bearer token (set CTXD_AUTH_TOKEN)");
+    }
     let prometheus = install_metrics()?;
     let listener = tokio::net::TcpListener::bind(&cfg.server.listen)
         .await
@@ -105,15 +109,24 @@ pub async fn serve(
             let faddr = l.local_addr()?;
             let api = ctxd_serve::flight::FlightApi::new(searcher.clone());
             eprintln!("ctxd: arrow flight on grpc://{faddr}");
-            Some(tokio::spawn(ctxd_serve::flight::serve(l, api, async move {
+            Some(tokio::spawn(ctxd_serve::flight::serve(l, api, auth.clone(), async move {
                 let _ = flight_stopped.await;
             })))
         }
         None => None,
     };
     let assembler = Arc::new(ctxd_serve::context::Assembler::new((*searcher).clone(), engine.token_counter()));
-    let state =
-        AppState { searcher, assembler, ready: Arc::new(move || tracker.is_ready()), prometheus: Some(prometheus) };
+    let check = (!cfg.source.is_object_store())
+        .then(|| crate::mcp::checker(searcher.index().clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
+    let mcp = Arc::new(ctxd_serve::mcp::McpServer::new(assembler.clone(), check));
+    let state = AppState {
+        searcher,
+        assembler,
+        ready: Arc::new(move || tracker.is_ready()),
+        prometheus: Some(prometheus),
+        auth,
+        mcp: Some(mcp),
+    };
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {
         let _ = http_stopped.await;

@@ -52,11 +52,7 @@ pub(crate) fn session() -> Arc<Session> {
     SESSION
         .get_or_init(|| {
             let limits = *LIMITS.get_or_init(CacheLimits::default);
-            Arc::new(Session::new(
-                limits.index_bytes,
-                limits.metadata_bytes,
-                Arc::new(ObjectStoreRegistry::default()),
-            ))
+            Arc::new(Session::new(limits.index_bytes, limits.metadata_bytes, Arc::new(ObjectStoreRegistry::default())))
         })
         .clone()
 }

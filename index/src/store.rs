@@ -161,7 +161,8 @@ impl Index {
         lancedb::connect(uri)
             .session(crate::session::session())
             .execute()
-            .await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })
+            .await
+            .map_err(|source| IndexError::Lance { uri: uri.to_string(), source })
     }
 
     /// Opens the index at `uri` for writing with `model_id`/`dim`, creating it when missing.
@@ -564,6 +565,30 @@ impl Index {
         let mut hits = self.hits(&batches, "", |s| s)?;
         hits.sort_by_key(|h| h.start_line);
         Ok(hits)
+    }
+
+    /// Every indexed file with its language and number of chunks, sorted by path (for
+    /// overviews; reads two string columns only).
+    pub async fn files(&self) -> Result<Vec<(String, String, usize)>, IndexError> {
+        let batches = self.collect(self.table.query().select(Select::columns(&["path", "language"]))).await?;
+        let mut files: std::collections::BTreeMap<String, (String, usize)> = std::collections::BTreeMap::new();
+        for batch in &batches {
+            let (paths, langs) = (str_col(batch, "path", &self.uri)?, str_col(batch, "language", &self.uri)?);
+            for i in 0..batch.num_rows() {
+                let e = files.entry(paths.value(i).to_string()).or_insert_with(|| (langs.value(i).to_string(), 0));
+                e.1 += 1;
+            }
+        }
+        Ok(files.into_iter().map(|(p, (l, n))| (p, l, n)).collect())
+    }
+
+    /// Up to `limit` top-level definitions (no parent) of the given kinds.
+    pub async fn top_level_symbols(&self, kinds: &[&str], limit: usize) -> Result<Vec<SymbolRow>, IndexError> {
+        let Some(table) = &self.symbols else { return Ok(Vec::new()) };
+        let kinds = kinds.iter().map(|k| sql_str(k)).collect::<Vec<_>>().join(", ");
+        let filter = format!("parent IS NULL AND kind IN ({kinds})");
+        let batches = self.collect(table.query().only_if(filter).limit(limit)).await?;
+        Ok(batches.iter().flat_map(batch_to_symbols).collect())
     }
 
     /// Every `(path, chunk_id, content_hash)` in the table, sorted (for comparing two indexes).

@@ -296,26 +296,148 @@ pub struct ServerConfig {
     pub listen: String,
     /// Arrow Flight (gRPC) address; empty: no Flight server.
     pub flight_listen: String,
+    /// File holding the bearer token every endpoint but `/healthz` requires
+    /// (`CTXD_AUTH_TOKEN` in the environment wins). None: no authentication.
+    pub auth_token_file: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { listen: "127.0.0.1:7700".into(), flight_listen: "127.0.0.1:7701".into() }
+        Self { listen: "127.0.0.1:7700".into(), flight_listen: "127.0.0.1:7701".into(), auth_token_file: None }
     }
+}
+
+impl ServerConfig {
+    /// The bearer token: `CTXD_AUTH_TOKEN`, else the contents of `auth_token_file`.
+    pub fn auth_token(&self) -> Result<Option<String>, PipelineError> {
+        if let Some(t) = std::env::var("CTXD_AUTH_TOKEN").ok().filter(|t| !t.trim().is_empty()) {
+            return Ok(Some(t));
+        }
+        let Some(file) = &self.auth_token_file else { return Ok(None) };
+        let text = std::fs::read_to_string(file).map_err(|e| PipelineError::Config {
+            path: file.clone(),
+            message: format!("reading server.auth_token_file: {e}"),
+        })?;
+        if text.trim().is_empty() {
+            return Err(PipelineError::Config {
+                path: file.clone(),
+                message: "server.auth_token_file is empty".into(),
+            });
+        }
+        Ok(Some(text))
+    }
+
+    /// True when a listen address is not a loopback address.
+    pub fn exposed(&self) -> bool {
+        [&self.listen, &self.flight_listen]
+            .iter()
+            .filter_map(|a| a.parse::<std::net::SocketAddr>().ok())
+            .any(|a| !a.ip().is_loopback())
+    }
+}
+
+/// A stage's `{capacity, workers}` table has no per-key defaults: an override of one key of a
+/// stage the file does not mention starts from that stage's defaults.
+fn seed_stage_defaults(table: &mut toml::Table, path: &[String]) {
+    let [section, stage, _] = path else { return };
+    if section != "pipeline" {
+        return;
+    }
+    let d = PipelineConfig::default();
+    let tuning = match stage.as_str() {
+        "load" => d.load,
+        "chunk" => d.chunk,
+        "embed" => d.embed,
+        "upsert" => d.upsert,
+        _ => return,
+    };
+    let pipeline = table.entry("pipeline").or_insert_with(|| toml::Value::Table(Default::default()));
+    if let toml::Value::Table(p) = pipeline {
+        p.entry(stage.clone()).or_insert_with(|| {
+            let mut t = toml::Table::new();
+            t.insert("capacity".into(), toml::Value::Integer(tuning.capacity as i64));
+            t.insert("workers".into(), toml::Value::Integer(tuning.workers as i64));
+            toml::Value::Table(t)
+        });
+    }
+}
+
+/// The sections environment overrides may address (`CTXD_<SECTION>_<KEY>`).
+const SECTIONS: &[&str] = &["source", "index", "model", "chunk", "pipeline", "server"];
+
+/// The overrides found in `vars`: `CTXD_<SECTION>_<KEY>=value` sets `<section>.<key>`
+/// (`__` inside the key nests deeper: `CTXD_PIPELINE_EMBED__WORKERS=2` sets
+/// `pipeline.embed.workers`). Other `CTXD_*` variables (`CTXD_LOG`, `CTXD_AUTH_TOKEN`) are not
+/// config keys and are ignored. Values are TOML scalars (`true`, `42`, `"text"`); anything else
+/// is taken as a string.
+pub fn env_overrides(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(String, Vec<String>, toml::Value)> {
+    let mut out = Vec::new();
+    for (name, value) in vars {
+        let Some(rest) = name.strip_prefix("CTXD_") else { continue };
+        let rest = rest.to_ascii_lowercase();
+        let Some((section, key)) = rest.split_once('_') else { continue };
+        if !SECTIONS.contains(&section) || key.is_empty() {
+            continue;
+        }
+        let mut path = vec![section.to_string()];
+        path.extend(key.split("__").map(str::to_string));
+        let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .filter(|v| !matches!(v, toml::Value::Table(_) | toml::Value::Array(_)))
+            .unwrap_or_else(|| toml::Value::String(value.clone()));
+        out.push((name, path, parsed));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
 }
 
 impl Config {
     /// Parses TOML text; `origin` names the file in errors. Relative paths in the file are
     /// resolved against the file's directory.
     pub fn from_toml(text: &str, origin: &Path) -> Result<Self, PipelineError> {
-        let mut cfg: Config = toml::from_str(text)
-            .map_err(|e| PipelineError::Config { path: origin.to_path_buf(), message: e.to_string() })?;
+        Self::from_toml_with(text, origin, Vec::new())
+    }
+
+    /// [`Config::from_toml`] with environment overrides applied on top of the file (see
+    /// [`env_overrides`]); errors name the variable that set a bad key.
+    pub fn from_toml_with(
+        text: &str,
+        origin: &Path,
+        overrides: Vec<(String, Vec<String>, toml::Value)>,
+    ) -> Result<Self, PipelineError> {
+        let err = |message: String| PipelineError::Config { path: origin.to_path_buf(), message };
+        let mut cfg: Config = if overrides.is_empty() {
+            // Straight from the text: errors carry the line and column.
+            toml::from_str(text).map_err(|e| err(e.to_string()))?
+        } else {
+            let mut table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+            let names: Vec<String> = overrides.iter().map(|o| o.0.clone()).collect();
+            for (name, path, value) in overrides {
+                seed_stage_defaults(&mut table, &path);
+                let mut at = &mut table;
+                for part in &path[..path.len() - 1] {
+                    let entry = at.entry(part.clone()).or_insert_with(|| toml::Value::Table(Default::default()));
+                    at = match entry {
+                        toml::Value::Table(t) => t,
+                        _ => return Err(err(format!("{name}: {} is not a table", path.join(".")))),
+                    };
+                }
+                at.insert(path[path.len() - 1].clone(), value);
+            }
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e| err(format!("{e} (with environment overrides {})", names.join(", "))))?
+        };
         let base = origin.parent().unwrap_or(Path::new("."));
         if cfg.source.root.is_relative() && !cfg.source.is_object_store() {
             cfg.source.root = base.join(&cfg.source.root);
         }
         if let Some(dir) = cfg.source.mirror_dir.as_mut().filter(|d| d.is_relative()) {
             *dir = base.join(&*dir);
+        }
+        if let Some(file) = cfg.server.auth_token_file.as_mut().filter(|d| d.is_relative()) {
+            *file = base.join(&*file);
         }
         if cfg.index.db.is_relative() && !cfg.index.db.to_string_lossy().contains("://") {
             cfg.index.db = base.join(&cfg.index.db);
@@ -329,6 +451,22 @@ impl Config {
         let text = std::fs::read_to_string(path)
             .map_err(|e| PipelineError::Config { path: path.to_path_buf(), message: e.to_string() })?;
         Self::from_toml(&text, path)
+    }
+
+    /// The configuration a run uses: `file` (or the defaults) with the process's `CTXD_*`
+    /// overrides on top. Relative paths resolve against the file's directory (the working
+    /// directory without a file).
+    pub fn load_with_env(file: Option<&Path>) -> Result<Self, PipelineError> {
+        let overrides = env_overrides(std::env::vars());
+        match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| PipelineError::Config { path: path.to_path_buf(), message: e.to_string() })?;
+                Self::from_toml_with(&text, path, overrides)
+            }
+            None if overrides.is_empty() => Ok(Self::default()),
+            None => Self::from_toml_with("", Path::new("./(environment)"), overrides),
+        }
     }
 
     /// Semantic checks; every problem is reported, one per line.
@@ -396,6 +534,47 @@ mod tests {
         assert!(err.contains("pipeline.load.capacity"), "{err}");
         assert!(err.contains("pipeline.load.workers"), "{err}");
         assert!(err.contains("server.listen"), "{err}");
+    }
+
+    fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn environment_overrides_win_over_the_file_and_bad_ones_are_named() {
+        let file = "[index]\ndb = \"db\"\noptimize_every_rows = 10\n[server]\nlisten = \"127.0.0.1:1\"\n";
+        let env = env_overrides(vars(&[
+            ("CTXD_INDEX_OPTIMIZE_EVERY_ROWS", "99"),
+            ("CTXD_SERVER_LISTEN", "127.0.0.1:7799"),
+            ("CTXD_PIPELINE_EMBED__WORKERS", "3"),
+            ("CTXD_SOURCE_EMBED", "false"),
+            ("CTXD_MODEL_NAME", "sentence-transformers/all-MiniLM-L6-v2"),
+            ("CTXD_LOG", "debug"),
+            ("CTXD_AUTH_TOKEN", "x"),
+            ("HOME", "/root"),
+        ]));
+        assert_eq!(env.len(), 5, "{env:?}");
+        let cfg = Config::from_toml_with(file, Path::new("/etc/ctxd/c.toml"), env).unwrap();
+        assert_eq!(cfg.index.optimize_every_rows, 99);
+        assert_eq!(cfg.index.db, Path::new("/etc/ctxd/db"));
+        assert_eq!(cfg.server.listen, "127.0.0.1:7799");
+        assert_eq!(cfg.pipeline.embed.workers, 3);
+        assert!(!cfg.source.embed);
+        assert_eq!(cfg.model.name, "sentence-transformers/all-MiniLM-L6-v2");
+
+        let env = env_overrides(vars(&[("CTXD_INDEX_OPTIMISE_EVERY_ROWS", "1")]));
+        let err = Config::from_toml_with(file, Path::new("c.toml"), env).unwrap_err().to_string();
+        assert!(err.contains("optimise_every_rows") && err.contains("CTXD_INDEX_OPTIMISE_EVERY_ROWS"), "{err}");
+        let env = env_overrides(vars(&[("CTXD_PIPELINE_LOAD__CAPACITY", "0")]));
+        let err = Config::from_toml_with(file, Path::new("c.toml"), env).unwrap_err().to_string();
+        assert!(err.contains("pipeline.load.capacity"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_file_names_the_key_and_line() {
+        let err =
+            Config::from_toml("[index]\ndb = \"d\"\nbogus_key = 1\n", Path::new("c.toml")).unwrap_err().to_string();
+        assert!(err.contains("bogus_key") && err.contains("line 3"), "{err}");
     }
 
     #[test]

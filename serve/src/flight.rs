@@ -51,17 +51,16 @@ impl FlightApi {
     }
 }
 
-/// Serves Flight on `listener` until `shutdown` resolves.
+/// Serves Flight on `listener` until `shutdown` resolves (requiring `auth` when set).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     api: FlightApi,
+    auth: Option<crate::auth::Token>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let incoming = tonic::transport::server::TcpIncoming::from(listener);
-    tonic::transport::Server::builder()
-        .add_service(api.into_server())
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
+    let service = FlightServiceServer::with_interceptor(api, crate::auth::flight_interceptor(auth));
+    tonic::transport::Server::builder().add_service(service).serve_with_incoming_shutdown(incoming, shutdown).await
 }
 
 /// Schema of a search result batch.

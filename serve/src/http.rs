@@ -6,9 +6,13 @@
 //! | `POST /v1/context` | `{"query","budget","reserve"?,"format"?,…}` → `{"blocks":[…],"tokens_used","budget","utilization","dedup_rate","route","intent","context"}` |
 //! | `POST /v1/context/stream` | the same, as NDJSON: one `{"block":{…}}` line per block as it is chosen (relevance order), then `{"done":{…summary…}}` |
 //! | `POST /v1/completion-context` | `{uri,language?,prefix,suffix?,line,max_chunks?,min_score?,strategy?}` → `{"snippets":[{uri,line_start,line_end,symbol_name,value,importance}]}` (empty until ready) |
+//! | `POST /mcp` | Model Context Protocol (JSON-RPC; see [`crate::mcp`]) |
 //! | `GET /healthz` | 200 while the process serves requests |
 //! | `GET /readyz` | 200 once the initial scan is committed, 503 before |
 //! | `GET /metrics` | Prometheus text |
+//!
+//! With a bearer token configured ([`crate::auth`]) every route but `/healthz` answers 401
+//! without it. Bodies over 64 KiB are refused (413); `k` ≤ 200, budgets ≤ 1M tokens.
 //!
 //! Client mistakes (bad JSON, empty query, k out of range, unknown mode) are answered with
 //! 400 and `{"error": "..."}`; server faults with 500 and the same shape.
@@ -38,6 +42,16 @@ pub struct AppState {
     pub assembler: Arc<Assembler>,
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
     pub prometheus: Option<PrometheusHandle>,
+    /// Bearer token required on every route but `/healthz` (none: open).
+    pub auth: Option<crate::auth::Token>,
+    /// The MCP handler behind `POST /mcp` (none: the route answers 404).
+    pub mcp: Option<Arc<crate::mcp::McpServer>>,
+}
+
+/// 413 for a body over [`MAX_BODY_BYTES`], 400 for any other unreadable body.
+fn body_error(rej: &JsonRejection) -> Response {
+    let status = if rej.status() == StatusCode::PAYLOAD_TOO_LARGE { rej.status() } else { StatusCode::BAD_REQUEST };
+    error(status, format!("invalid request body: {}", rej.body_text()))
 }
 
 fn error(status: StatusCode, message: String) -> Response {
@@ -50,7 +64,7 @@ async fn search(State(state): State<AppState>, body: Result<Json<SearchRequest>,
         Ok(Json(req)) => req,
         Err(rej) => {
             metrics::counter!(m::QUERY_REQUESTS_TOTAL, "endpoint" => "search", "mode" => "unknown", "status" => "client_error").increment(1);
-            return error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", rej.body_text()));
+            return body_error(&rej);
         }
     };
     let mode = req.mode.as_str();
@@ -93,7 +107,7 @@ async fn context(State(state): State<AppState>, body: Result<Json<ContextRequest
         Ok(Json(req)) => req,
         Err(rej) => {
             outcome("context", "unknown", started, Some(&crate::SearchError::BadRequest(String::new())));
-            return error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", rej.body_text()));
+            return body_error(&rej);
         }
     };
     let res = state.assembler.assemble(&req, |_| {}).await;
@@ -113,7 +127,7 @@ async fn context_stream(State(state): State<AppState>, body: Result<Json<Context
     let started = Instant::now();
     let req = match body {
         Ok(Json(req)) => req,
-        Err(rej) => return error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", rej.body_text())),
+        Err(rej) => return body_error(&rej),
     };
     if let Err(e) = Assembler::validate(&req) {
         return error(StatusCode::BAD_REQUEST, e.to_string());
@@ -151,7 +165,7 @@ async fn completion_context(
     let started = Instant::now();
     let req = match body {
         Ok(Json(req)) => req,
-        Err(rej) => return error(StatusCode::BAD_REQUEST, format!("invalid request body: {}", rej.body_text())),
+        Err(rej) => return body_error(&rej),
     };
     // Not ready yet: no context rather than an error (the editor keeps completing).
     if !(state.ready)() {
@@ -190,18 +204,54 @@ async fn prometheus(State(state): State<AppState>) -> Response {
     }
 }
 
+/// MCP's streamable HTTP transport, answering each JSON-RPC message (or batch) with
+/// `application/json`; notifications get 202.
+async fn mcp(State(state): State<AppState>, body: Result<Json<serde_json::Value>, JsonRejection>) -> Response {
+    let Some(server) = &state.mcp else { return error(StatusCode::NOT_FOUND, "mcp is not enabled".into()) };
+    let msg = match body {
+        Ok(Json(v)) => v,
+        Err(rej) => {
+            let e = serde_json::json!({"jsonrpc": "2.0", "id": null,
+                "error": {"code": -32700, "message": format!("parse error: {}", rej.body_text())}});
+            return (StatusCode::BAD_REQUEST, Json(e)).into_response();
+        }
+    };
+    let reply = match msg {
+        serde_json::Value::Array(batch) => {
+            let mut out = Vec::new();
+            for m in batch {
+                out.extend(server.handle(m).await);
+            }
+            (!out.is_empty()).then_some(serde_json::Value::Array(out))
+        }
+        m => server.handle(m).await,
+    };
+    match reply {
+        Some(r) => Json(r).into_response(),
+        None => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
+/// No server-initiated stream: GET on the MCP endpoint is not offered.
+async fn mcp_get() -> Response {
+    (StatusCode::METHOD_NOT_ALLOWED, [(axum::http::header::ALLOW, "POST")]).into_response()
+}
+
 /// The router with every route.
 pub fn router(state: AppState) -> Router {
+    let auth = state.auth.clone();
     Router::new()
         .route("/v1/search", post(search))
         .route("/v1/context", post(context))
         .route("/v1/context/stream", post(context_stream))
         .route("/v1/completion-context", post(completion_context))
+        .route("/mcp", post(mcp).get(mcp_get))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(auth, crate::auth::require_bearer))
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves.

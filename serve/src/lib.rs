@@ -9,13 +9,18 @@
 //! * [`flight`] is the Arrow Flight service: snapshots as flights, searches and whole
 //!   versions of the chunks table as record-batch streams.
 //! * [`http`] is the axum API: `POST /v1/search`, `GET /healthz`, `GET /readyz`, `GET /metrics`.
+//! * [`mcp`] is the Model Context Protocol server (stdio and `POST /mcp`) exposing search,
+//!   context, symbols, a repository overview and an index freshness check as tools.
+//! * [`auth`] is the optional bearer token every endpoint but `/healthz` requires.
 
+pub mod auth;
 pub mod completion;
 pub mod context;
 pub mod error;
 pub mod eval;
 pub mod flight;
 pub mod http;
+pub mod mcp;
 pub mod metrics;
 pub mod route;
 pub mod routed;

@@ -6,3 +6,5 @@ pub const QUERY_DURATION_SECONDS: &str = "ctxd_query_duration_seconds";
 pub const QUERY_REQUESTS_TOTAL: &str = "ctxd_query_requests_total";
 /// Counter: routed queries, labels `route` (path|symbol|error|module|hybrid) and `intent`.
 pub const ROUTE_QUERIES_TOTAL: &str = "ctxd_query_routed_total";
+/// Counter: requests refused for a missing or wrong bearer token, label `transport` (http|flight).
+pub const AUTH_FAILURES_TOTAL: &str = "ctxd_auth_failures_total";

@@ -1,0 +1,94 @@
+"""Drives `ctxd mcp` (stdio) or a daemon's POST /mcp with the official MCP Python SDK.
+
+    python mcp_client.py stdio <ctxd> <db> <root>
+    python mcp_client.py http <url> <token>
+
+Calls every tool, asserts on the answers and prints one JSON summary line for the Rust test.
+"""
+import asyncio, json, sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+TOOLS = ["search", "get_context", "search_symbols", "get_symbol_source", "get_repo_overview", "check_index"]
+
+
+def text(result):
+    return "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+async def exercise(session, changed_file=None):
+    init = await session.initialize()
+    assert init.server_info.name == "ctxd", init
+    tools = (await session.list_tools()).tools
+    names = [t.name for t in tools]
+    assert names == TOOLS, names
+    assert all("Cost:" in t.description for t in tools)
+    out = {"tools": names}
+
+    r = await session.call_tool("search", {"query": "verify a password against the stored hash", "k": 5})
+    assert not r.is_error, text(r)
+    out["search_top"] = r.structured_content["results"][0]["path"]
+
+    r = await session.call_tool("get_context", {"query": "how are passwords hashed?", "budget": 400})
+    assert not r.is_error, text(r)
+    assert r.structured_content["tokens_used"] <= 400, r.structured_content
+    out["context_citations"] = r.structured_content["citations"]
+
+    r = await session.call_tool("search_symbols", {"name": "verify_pass", "prefix": True})
+    assert not r.is_error and "verify_password" in text(r), text(r)
+    out["symbols"] = [s["qualified_name"] for s in r.structured_content["symbols"]]
+
+    r = await session.call_tool("get_symbol_source", {"name": "verify_password"})
+    assert not r.is_error, text(r)
+    out["symbol_source"] = r.structured_content["source"]
+
+    r = await session.call_tool("get_symbol_source", {"name": "no_such_function_anywhere"})
+    assert r.is_error, text(r)
+    out["missing_symbol_error"] = text(r)
+
+    r = await session.call_tool("get_repo_overview", {"max_tokens": 300})
+    assert not r.is_error, text(r)
+    out["overview"] = text(r)
+    out["overview_tokens"] = r.structured_content["approx_tokens"]
+
+    r = await session.call_tool("check_index", {})
+    out["check"] = r.structured_content if not r.is_error else {"error": text(r)}
+    if changed_file:
+        with open(changed_file, "a") as f:
+            f.write("\n# appended by the MCP test: stale until refreshed\n")
+        r = await session.call_tool("check_index", {})
+        out["check_after_edit"] = r.structured_content
+        r = await session.call_tool("check_index", {"refresh": True})
+        out["check_refresh"] = r.structured_content
+        r = await session.call_tool("check_index", {})
+        out["check_after_refresh"] = r.structured_content
+
+    r = await session.call_tool("search", {"query": "   "})
+    assert r.is_error, text(r)
+    out["empty_query_error"] = text(r)
+    return out
+
+
+async def main():
+    mode = sys.argv[1]
+    if mode == "stdio":
+        ctxd, db, root = sys.argv[2:5]
+        params = StdioServerParameters(command=ctxd, args=["mcp", "--db", db, "--root", root],
+                                       env={"CTXD_LOG": "warn"})
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                out = await exercise(session, changed_file=f"{root}/lib/cache.py")
+    else:
+        import httpx2 as httpx
+        from mcp.client.streamable_http import streamable_http_client
+        url, token = sys.argv[2:4]
+        client = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        async with streamable_http_client(url, http_client=client) as streams:
+            read, write = streams[0], streams[1]
+            async with ClientSession(read, write) as session:
+                out = await exercise(session)
+    print(json.dumps(out))
+
+
+asyncio.run(main())

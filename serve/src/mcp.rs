@@ -1,0 +1,480 @@
+//! The Model Context Protocol server: ctxd's retrieval as tools for coding agents.
+//!
+//! JSON-RPC 2.0 messages, one per line on stdio (`ctxd mcp --db DIR`), or one per `POST /mcp`
+//! on the HTTP API (the "streamable HTTP" transport answering with `application/json`).
+//! Methods: `initialize`, `ping`, `tools/list`, `tools/call`; notifications are accepted and
+//! not answered. Tools (each description states its approximate token cost, so an agent can
+//! plan its context window):
+//!
+//! | tool | arguments | returns |
+//! |---|---|---|
+//! | `search` | `query`, `k`≤50, `mode`, `path_prefix`, `language` | ranked chunks cited `path:start-end` |
+//! | `get_context` | `query`, `budget`≤32000, `format` | a deduplicated context packed into the budget |
+//! | `search_symbols` | `name`, `prefix`, `kind`, `limit`≤100 | definitions: kind, qualified name, place, signature |
+//! | `get_symbol_source` | `name`, `path` | the definition's source lines from the index |
+//! | `get_repo_overview` | `max_tokens`≤8000 | languages, top folders, key types, under a token cap |
+//! | `check_index` | `refresh` | index version and age; files changed, new or gone since the last commit |
+//!
+//! Tool failures (unknown symbol, bad arguments) are tool results with `isError: true`, as
+//! the protocol asks; only malformed JSON-RPC gets a JSON-RPC error. Nothing here reads files
+//! from disk: sources come from the index, which only ever holds files under the configured
+//! roots (symlinks are not followed when scanning).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::context::{chunk_lines, Assembler, ContextRequest, Format};
+use crate::search::{Mode, SearchRequest};
+
+/// Protocol versions this server speaks (newest first).
+pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The staleness check behind `check_index`: given `refresh`, reports (and optionally
+/// re-indexes) what changed in the sources since the last commit. Supplied by the binary,
+/// which knows the source roots and the ingest pipeline.
+pub type CheckIndex = Arc<dyn Fn(bool) -> BoxFuture<'static, Result<Value, String>> + Send + Sync>;
+
+/// The MCP request handler (transport-independent).
+#[derive(Clone)]
+pub struct McpServer {
+    assembler: Arc<Assembler>,
+    check: Option<CheckIndex>,
+}
+
+fn tool(name: &str, description: &str, schema: Value) -> Value {
+    json!({ "name": name, "description": description, "inputSchema": schema })
+}
+
+/// The tool list (`tools/list`).
+pub fn tools() -> Vec<Value> {
+    vec![
+        tool(
+            "search",
+            "Hybrid code search (vectors + BM25 + symbols, routed by query shape): ranked chunks cited as \
+             path:start-end. Cost: about 120 tokens per result (k=10: ~1,200).",
+            json!({"type": "object", "properties": {
+                "query": {"type": "string", "description": "free text, a symbol, a path[:line] or an error message"},
+                "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
+                "mode": {"type": "string", "enum": ["routed", "hybrid", "vector", "bm25", "symbol"], "default": "routed"},
+                "path_prefix": {"type": "string"}, "language": {"type": "string"}},
+                "required": ["query"]}),
+        ),
+        tool(
+            "get_context",
+            "The code and docs that answer a question, deduplicated and packed into a token budget, each block \
+             cited. Cost: at most `budget` tokens (default 4,000).",
+            json!({"type": "object", "properties": {
+                "query": {"type": "string"},
+                "budget": {"type": "integer", "minimum": 64, "maximum": 32000, "default": 4000},
+                "format": {"type": "string", "enum": ["xml", "markdown", "plain"], "default": "markdown"}},
+                "required": ["query"]}),
+        ),
+        tool(
+            "search_symbols",
+            "Definitions by name (exact, or by prefix): kind, qualified name, path:lines, signature. Cost: about \
+             30 tokens per symbol (limit 20: ~600).",
+            json!({"type": "object", "properties": {
+                "name": {"type": "string"}, "prefix": {"type": "boolean", "default": false},
+                "kind": {"type": "string", "description": "function, method, struct, class, trait, interface, enum, …"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}},
+                "required": ["name"]}),
+        ),
+        tool(
+            "get_symbol_source",
+            "The full source of one definition (function, type, …) by name or qualified name, from the index. \
+             Cost: the definition's size (typically 100-1,500 tokens).",
+            json!({"type": "object", "properties": {
+                "name": {"type": "string"}, "path": {"type": "string", "description": "disambiguate by file"}},
+                "required": ["name"]}),
+        ),
+        tool(
+            "get_repo_overview",
+            "What is in the index: languages, top folders, key types and modules. Cost: at most `max_tokens` \
+             (default 1,500).",
+            json!({"type": "object", "properties": {
+                "max_tokens": {"type": "integer", "minimum": 100, "maximum": 8000, "default": 1500}}}),
+        ),
+        tool(
+            "check_index",
+            "Index freshness: version, last commit time, and the files modified, added or removed since; with \
+             refresh=true re-indexes them first. Cost: ~100 tokens plus ~15 per changed file listed (at most 50).",
+            json!({"type": "object", "properties": {"refresh": {"type": "boolean", "default": false}}}),
+        ),
+    ]
+}
+
+fn text_result(text: String, structured: Option<Value>) -> Value {
+    let mut r = json!({ "content": [{ "type": "text", "text": text }], "isError": false });
+    if let Some(s) = structured {
+        r["structuredContent"] = s;
+    }
+    r
+}
+
+fn tool_error(message: String) -> Value {
+    json!({ "content": [{ "type": "text", "text": message }], "isError": true })
+}
+
+fn rpc_error(id: Value, code: i64, message: impl Into<String>) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message.into() } })
+}
+
+fn arg_str<'a>(args: &'a Value, name: &str) -> Result<&'a str, String> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| format!("argument '{name}' (a non-empty string) is required"))
+}
+
+fn arg_usize(args: &Value, name: &str, default: usize, min: usize, max: usize) -> Result<usize, String> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => match v.as_u64() {
+            Some(n) if (min as u64..=max as u64).contains(&n) => Ok(n as usize),
+            _ => Err(format!("argument '{name}' must be an integer between {min} and {max}")),
+        },
+    }
+}
+
+/// Rough token estimate for caps (4 bytes a token, the usual figure for code and English).
+fn approx_tokens(s: &str) -> usize {
+    s.len().div_ceil(4)
+}
+
+impl McpServer {
+    pub fn new(assembler: Arc<Assembler>, check: Option<CheckIndex>) -> Self {
+        Self { assembler, check }
+    }
+
+    /// Answers one JSON-RPC message; `None` for notifications (and responses).
+    pub async fn handle(&self, msg: Value) -> Option<Value> {
+        let Some(method) = msg.get("method").and_then(Value::as_str) else {
+            // A response from the client, or garbage with an id.
+            return msg
+                .get("id")
+                .filter(|_| msg.get("result").is_none() && msg.get("error").is_none())
+                .map(|id| rpc_error(id.clone(), -32600, "invalid request: no method"));
+        };
+        let id = msg.get("id").cloned()?; // notifications get no answer
+        let params = msg.get("params").cloned().unwrap_or(Value::Null);
+        let result = match method {
+            "initialize" => {
+                let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or(PROTOCOL_VERSIONS[0]);
+                let version = PROTOCOL_VERSIONS.iter().find(|v| **v == asked).unwrap_or(&PROTOCOL_VERSIONS[0]);
+                json!({
+                    "protocolVersion": version,
+                    "capabilities": { "tools": { "listChanged": false } },
+                    "serverInfo": { "name": "ctxd", "version": env!("CARGO_PKG_VERSION") },
+                    "instructions": "ctxd indexes this codebase. Use get_context for questions, search for \
+                        ranked places, search_symbols/get_symbol_source for definitions, get_repo_overview to orient, \
+                        check_index when results look stale."
+                })
+            }
+            "ping" => json!({}),
+            "tools/list" => json!({ "tools": tools() }),
+            "tools/call" => {
+                let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+                let args = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+                match self.call(name, &args).await {
+                    Ok(r) => r,
+                    Err(CallError::Unknown) => return Some(rpc_error(id, -32602, format!("unknown tool '{name}'"))),
+                    Err(CallError::Failed(m)) => tool_error(m),
+                }
+            }
+            other => return Some(rpc_error(id, -32601, format!("method not found: {other}"))),
+        };
+        Some(json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+    }
+
+    async fn call(&self, name: &str, args: &Value) -> Result<Value, CallError> {
+        let started = std::time::Instant::now();
+        let out = match name {
+            "search" => self.search(args).await,
+            "get_context" => self.context(args).await,
+            "search_symbols" => self.symbols(args).await,
+            "get_symbol_source" => self.symbol_source(args).await,
+            "get_repo_overview" => self.overview(args).await,
+            "check_index" => match &self.check {
+                Some(check) => {
+                    let refresh = args.get("refresh").and_then(Value::as_bool).unwrap_or(false);
+                    check(refresh).await.map(|v| {
+                        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+                        text_result(text, Some(v))
+                    })
+                }
+                None => Err("check_index needs the source root (start ctxd mcp with --root or --config)".into()),
+            },
+            _ => return Err(CallError::Unknown),
+        };
+        let status = if out.is_ok() { "ok" } else { "error" };
+        metrics::histogram!(crate::metrics::QUERY_DURATION_SECONDS, "endpoint" => "mcp", "mode" => tool_label(name))
+            .record(started.elapsed().as_secs_f64());
+        metrics::counter!(crate::metrics::QUERY_REQUESTS_TOTAL, "endpoint" => "mcp", "mode" => tool_label(name), "status" => status)
+            .increment(1);
+        out.map_err(CallError::Failed)
+    }
+
+    async fn search(&self, args: &Value) -> Result<Value, String> {
+        let query = arg_str(args, "query")?;
+        let k = arg_usize(args, "k", 10, 1, 50)?;
+        let mode = match args.get("mode").and_then(Value::as_str) {
+            None => Mode::default(),
+            Some(m) => serde_json::from_value(json!(m)).map_err(|_| format!("unknown mode '{m}'"))?,
+        };
+        let mut req = SearchRequest::new(query).with(k, mode);
+        req.path_prefix = args.get("path_prefix").and_then(Value::as_str).map(str::to_string);
+        req.language = args.get("language").and_then(Value::as_str).map(str::to_string);
+        let resp = self.assembler.searcher().search(&req).await.map_err(|e| e.to_string())?;
+        let mut text = String::new();
+        for (i, r) in resp.results.iter().enumerate() {
+            let sym = r.symbol.as_deref().map(|s| format!(" {s}")).unwrap_or_default();
+            text.push_str(&format!(
+                "{}. {}:{}-{}{} (score {:.3})\n```{}\n{}\n```\n",
+                i + 1,
+                r.path,
+                r.start_line,
+                r.end_line,
+                sym,
+                r.score,
+                r.language,
+                r.content.trim_end()
+            ));
+        }
+        if text.is_empty() {
+            text = format!("no results for '{query}'");
+        }
+        Ok(text_result(text, Some(serde_json::to_value(&resp).unwrap_or_default())))
+    }
+
+    async fn context(&self, args: &Value) -> Result<Value, String> {
+        let query = arg_str(args, "query")?;
+        let mut req = ContextRequest::new(query, arg_usize(args, "budget", 4000, 64, 32000)?);
+        req.format = match args.get("format").and_then(Value::as_str) {
+            None => Format::Markdown,
+            Some(f) => serde_json::from_value(json!(f)).map_err(|_| format!("unknown format '{f}'"))?,
+        };
+        let resp = self.assembler.assemble(&req, |_| {}).await.map_err(|e| e.to_string())?;
+        let summary = json!({
+            "tokens_used": resp.tokens_used, "budget": resp.budget, "blocks": resp.blocks.len(),
+            "citations": resp.blocks.iter().map(|b| b.citation()).collect::<Vec<_>>(),
+            "route": resp.route, "intent": resp.intent,
+        });
+        let text =
+            if resp.blocks.is_empty() { format!("nothing relevant to '{query}' in the index") } else { resp.context };
+        Ok(text_result(text, Some(summary)))
+    }
+
+    async fn symbols(&self, args: &Value) -> Result<Value, String> {
+        let name = arg_str(args, "name")?;
+        let prefix = args.get("prefix").and_then(Value::as_bool).unwrap_or(false);
+        let limit = arg_usize(args, "limit", 20, 1, 100)?;
+        let kind = args.get("kind").and_then(Value::as_str);
+        let index = self.assembler.searcher().index();
+        let fetch = if kind.is_some() { limit * 5 } else { limit };
+        let rows = index.symbols_named(name, prefix, fetch).await.map_err(|e| e.to_string())?;
+        let rows: Vec<_> = rows.into_iter().filter(|r| kind.is_none_or(|k| r.kind == k)).take(limit).collect();
+        if rows.is_empty() {
+            return Ok(text_result(
+                format!("no symbol {}'{name}'", if prefix { "starting with " } else { "named " }),
+                None,
+            ));
+        }
+        let text = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} — {}:{}-{} — {}",
+                    r.kind, r.qualified_name, r.path, r.start_line, r.end_line, r.signature
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let structured = rows
+            .iter()
+            .map(|r| {
+                json!({"name": r.name, "qualified_name": r.qualified_name, "kind": r.kind, "language": r.language,
+                       "path": r.path, "start_line": r.start_line, "end_line": r.end_line, "signature": r.signature,
+                       "parent": r.parent, "doc": r.doc})
+            })
+            .collect::<Vec<_>>();
+        Ok(text_result(text, Some(json!({ "symbols": structured }))))
+    }
+
+    async fn symbol_source(&self, args: &Value) -> Result<Value, String> {
+        let name = arg_str(args, "name")?;
+        let path = args.get("path").and_then(Value::as_str);
+        let index = self.assembler.searcher().index();
+        let rows = index.symbols_named(name, false, 50).await.map_err(|e| e.to_string())?;
+        let Some(sym) = rows.iter().find(|r| path.is_none_or(|p| r.path == p)) else {
+            return Err(match path {
+                Some(p) => format!("no symbol named '{name}' in {p}"),
+                None => format!("no symbol named '{name}' (try search_symbols with prefix=true)"),
+            });
+        };
+        let chunks = index.chunks_of(&sym.path).await.map_err(|e| e.to_string())?;
+        let mut lines: BTreeMap<u32, String> = BTreeMap::new();
+        for c in chunks.iter().filter(|c| c.end_line >= sym.start_line && c.start_line <= sym.end_line) {
+            for (n, l) in chunk_lines(c.start_line, c.end_line, &c.content) {
+                if (sym.start_line..=sym.end_line).contains(&n) {
+                    lines.entry(n).or_insert(l);
+                }
+            }
+        }
+        if lines.is_empty() {
+            return Err(format!("the source of '{name}' ({}:{}) is not in the index", sym.path, sym.start_line));
+        }
+        let body = lines.values().cloned().collect::<Vec<_>>().join("\n");
+        let others = rows.len() - 1;
+        let more = if others > 0 && path.is_none() {
+            format!("\n({others} other definition(s) share this name: pass `path` to choose)")
+        } else {
+            String::new()
+        };
+        let text = format!(
+            "{} {} — {}:{}-{}\n```{}\n{}\n```{more}",
+            sym.kind, sym.qualified_name, sym.path, sym.start_line, sym.end_line, sym.language, body
+        );
+        let structured = json!({"path": sym.path, "start_line": sym.start_line, "end_line": sym.end_line,
+                                "kind": sym.kind, "qualified_name": sym.qualified_name, "source": body});
+        Ok(text_result(text, Some(structured)))
+    }
+
+    async fn overview(&self, args: &Value) -> Result<Value, String> {
+        let cap = arg_usize(args, "max_tokens", 1500, 100, 8000)?;
+        let index = self.assembler.searcher().index();
+        let files = index.files().await.map_err(|e| e.to_string())?;
+        let mut langs: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        let mut folders: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for (path, lang, chunks) in &files {
+            let e = langs.entry(lang.as_str()).or_default();
+            e.0 += 1;
+            e.1 += chunks;
+            let folder = match path.rsplit_once('/') {
+                Some((dir, _)) => dir.split('/').take(2).collect::<Vec<_>>().join("/") + "/",
+                None => "./".to_string(),
+            };
+            let f = folders.entry(folder).or_default();
+            f.0 += 1;
+            f.1 += chunks;
+        }
+        let mut langs: Vec<_> = langs.into_iter().collect();
+        langs.sort_by(|a, b| b.1 .1.cmp(&a.1 .1));
+        let mut folders: Vec<_> = folders.into_iter().collect();
+        folders.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(&b.0)));
+        let kinds = ["module", "struct", "class", "trait", "interface", "enum", "type"];
+        let mut key = index.top_level_symbols(&kinds, 2000).await.map_err(|e| e.to_string())?;
+        // Types of the biggest folders first, documented ones before the rest.
+        let rank: BTreeMap<&str, usize> = folders.iter().enumerate().map(|(i, f)| (f.0.as_str(), i)).collect();
+        let folder_rank = |p: &str| {
+            rank.iter().filter(|(f, _)| p.starts_with(*f) || *f == &"./").map(|(_, r)| *r).min().unwrap_or(usize::MAX)
+        };
+        key.sort_by_key(|s| (folder_rank(&s.path), s.doc.is_none(), s.path.clone(), s.start_line));
+        let total_chunks: usize = files.iter().map(|f| f.2).sum();
+        let mut text = format!("# Index overview\n{} files, {} chunks\n\n## Languages\n", files.len(), total_chunks);
+        for (l, (f, c)) in &langs {
+            text.push_str(&format!("- {l}: {f} files, {c} chunks\n"));
+        }
+        text.push_str("\n## Top folders\n");
+        for (f, (n, c)) in folders.iter().take(15) {
+            text.push_str(&format!("- {f} ({n} files, {c} chunks)\n"));
+        }
+        text.push_str("\n## Key types and modules\n");
+        let mut listed = 0;
+        for s in &key {
+            let doc = s.doc.as_deref().map(|d| format!(" — {}", d.lines().next().unwrap_or(""))).unwrap_or_default();
+            let line = format!("- {} {} ({}:{}){doc}\n", s.kind, s.qualified_name, s.path, s.start_line);
+            if approx_tokens(&text) + approx_tokens(&line) > cap {
+                break;
+            }
+            text.push_str(&line);
+            listed += 1;
+        }
+        if approx_tokens(&text) > cap {
+            let mut cut = cap * 4;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+        }
+        let structured = json!({
+            "files": files.len(), "chunks": total_chunks,
+            "languages": langs.iter().map(|(l, (f, c))| json!({"language": l, "files": f, "chunks": c})).collect::<Vec<_>>(),
+            "key_symbols_listed": listed, "approx_tokens": approx_tokens(&text),
+        });
+        Ok(text_result(text, Some(structured)))
+    }
+}
+
+enum CallError {
+    Unknown,
+    Failed(String),
+}
+
+fn tool_label(name: &str) -> &'static str {
+    match name {
+        "search" => "search",
+        "get_context" => "get_context",
+        "search_symbols" => "search_symbols",
+        "get_symbol_source" => "get_symbol_source",
+        "get_repo_overview" => "get_repo_overview",
+        "check_index" => "check_index",
+        _ => "unknown",
+    }
+}
+
+/// Serves MCP over a line-delimited JSON-RPC stream (stdio) until the input ends.
+pub async fn serve_lines<R, W>(server: McpServer, input: R, mut output: W) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut lines = input.lines();
+    while let Some(line) = lines.next_line().await? {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let reply = match serde_json::from_str::<Value>(&line) {
+            Ok(Value::Array(batch)) => {
+                let mut out = Vec::new();
+                for m in batch {
+                    out.extend(server.handle(m).await);
+                }
+                (!out.is_empty()).then(|| Value::Array(out))
+            }
+            Ok(msg) => server.handle(msg).await,
+            Err(e) => Some(rpc_error(Value::Null, -32700, format!("parse error: {e}"))),
+        };
+        if let Some(reply) = reply {
+            let mut text = serde_json::to_string(&reply).unwrap_or_default();
+            text.push('\n');
+            output.write_all(text.as_bytes()).await?;
+            output.flush().await?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_six_tools_state_their_token_cost_and_require_their_arguments() {
+        let names: Vec<String> = tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+        assert_eq!(
+            names,
+            ["search", "get_context", "search_symbols", "get_symbol_source", "get_repo_overview", "check_index"]
+        );
+        for t in tools() {
+            assert!(t["description"].as_str().unwrap().contains("Cost:"), "{t}");
+            assert_eq!(t["inputSchema"]["type"], "object");
+        }
+        assert!(arg_str(&json!({"query": "  "}), "query").is_err());
+        assert!(arg_usize(&json!({"k": 0}), "k", 10, 1, 50).is_err());
+        assert_eq!(arg_usize(&json!({}), "k", 10, 1, 50), Ok(10));
+    }
+}
