@@ -22,6 +22,8 @@ ENV CTXD_MODEL_DIR=/models CTXD_LIB_DIR=/opt/ctxd/lib HF_HUB_OFFLINE=1
 VOLUME ["/data", "/models"]
 USER ctxd
 EXPOSE 7700 7701
-HEALTHCHECK --interval=30s --timeout=5s --start-period=60s CMD curl -fsS http://127.0.0.1:7700/readyz || exit 1
+# /readyz needs the bearer token when one is set (CTXD_AUTH_TOKEN); /healthz never does.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
+    CMD curl -fsS ${CTXD_AUTH_TOKEN:+-H "Authorization: Bearer $CTXD_AUTH_TOKEN"} http://127.0.0.1:7700/readyz || exit 1
 ENTRYPOINT ["/usr/local/bin/ctxd"]
 CMD ["serve", "--watch", "/src", "--db", "/data/db", "--listen", "0.0.0.0:7700", "--flight-listen", "0.0.0.0:7701"]

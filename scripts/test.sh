@@ -18,5 +18,15 @@ if ! "$venv/bin/python" -c "import pyarrow.flight, lance, lancedb, moto.server, 
         'moto[server]==5.1.22' mcp==2.3.0
 fi
 export CTXD_TEST_PYTHON="$venv/bin/python"
+# promtool (Debian package `prometheus`) validates dashboards/ctxd-alerts.yml.
+if ! command -v promtool >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    sudo=""
+    [[ "$(id -u)" == 0 ]] || sudo="sudo"
+    echo "test: installing promtool (Debian package prometheus)" >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+        || { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+    pgrep -x prometheus >/dev/null && $sudo pkill -x prometheus || true
+fi
+command -v promtool >/dev/null 2>&1 && export CTXD_TEST_PROMTOOL="$(command -v promtool)"
 export CTXD_TEST_MOTO="$venv/bin/moto_server"
 exec cargo test --workspace "$@"

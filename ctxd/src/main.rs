@@ -8,6 +8,7 @@ mod bench;
 mod cli;
 mod commands;
 mod mcp;
+mod sdnotify;
 mod serve;
 
 use clap::Parser;

@@ -80,6 +80,10 @@ pub async fn serve(
         tracing::warn!("listening on a non-loopback address without a bearer token (set CTXD_AUTH_TOKEN)");
     }
     let prometheus = install_metrics()?;
+    // Series dashboards and alerts use exist from the start (at zero), not from the first event.
+    for transport in ["http", "flight"] {
+        metrics::counter!(ctxd_serve::metrics::AUTH_FAILURES_TOTAL, "transport" => transport).absolute(0);
+    }
     let listener = tokio::net::TcpListener::bind(&cfg.server.listen)
         .await
         .with_context(|| format!("binding {}", cfg.server.listen))?;
@@ -100,6 +104,7 @@ pub async fn serve(
             tracker.wait_ready().await;
             metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
             tracing::info!("ready: initial scan committed");
+            crate::sdnotify::notify("STATUS=ready: initial scan committed, watching for changes");
         });
     }
     let searcher = Arc::new(Searcher::new(engine.index(), engine.embedder()));
@@ -133,9 +138,12 @@ pub async fn serve(
     }));
     tracing::info!("listening on http://{addr} (root {}, db {})", cfg.source.root.display(), cfg.index.db.display());
     eprintln!("ctxd: listening on http://{addr}");
+    crate::sdnotify::notify("READY=1\nSTATUS=serving; initial scan in progress");
+    crate::sdnotify::spawn_watchdog();
 
     termination().await;
     tracing::info!("shutting down: stopping sources and draining the pipeline (up to {}s)", drain.as_secs());
+    crate::sdnotify::notify("STOPPING=1\nSTATUS=draining the pipeline");
     let _ = kill.send(true);
     match tokio::time::timeout(drain, running.join()).await {
         Ok(Ok(summary)) => tracing::info!(

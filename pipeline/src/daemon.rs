@@ -144,6 +144,7 @@ impl Engine {
         let index = Arc::new(Index::open_or_create(&db, &model_id, dim).await?);
         // Publishes the row and version gauges before the first commit (the sink refreshes them after each one).
         index.stats().await?;
+        index.layout().await?;
         let state = FileState::new(index.file_hashes().await?);
         Ok(Self { cfg, index, service, counter, state })
     }
