@@ -55,6 +55,14 @@ def main():
         summary = json.loads(out)
         print(f"indexed {summary['files_indexed']} files, {summary['index_rows']} chunks in {time.time() - t0:.0f}s")
 
+    # The steady state of a daemon that has been up for its first maintenance interval:
+    # fragments compacted, the ANN vector index and the symbol-name indexes built.
+    t0 = time.time()
+    report = json.loads(subprocess.run([args.ctxd, "compact", "--db", args.db, "--json"], check=True,
+                                       capture_output=True, text=True, env=dict(os.environ, CTXD_LOG="warn")).stdout)
+    print(f"maintenance pass in {time.time() - t0:.0f}s: fragments {report['fragments_before']} -> "
+          f"{report['fragments_after']}, vector index built: {report['vector_index_built']}")
+
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([args.ctxd, "serve", "--watch", args.src, "--db", args.db, "--listen", f"127.0.0.1:{port}",

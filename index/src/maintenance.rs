@@ -89,6 +89,47 @@ impl Index {
         Ok(true)
     }
 
+    /// The symbols table: compacted, old versions pruned, B-tree indexes on the three name
+    /// columns lookups filter on (`name`, `symbol`, `qualified_name`) built once it has rows
+    /// and kept current, so a symbol lookup does not scan every definition.
+    async fn maintain_symbols(&self, opts: &MaintenanceOptions) -> Result<(), IndexError> {
+        let Some(table) = &self.symbols else { return Ok(()) };
+        let lance = |e| self.lance(e);
+        if table.count_rows(None).await.map_err(lance)? == 0 {
+            return Ok(());
+        }
+        table
+            .optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None })
+            .await
+            .map_err(lance)?;
+        let older_than = chrono::Duration::from_std(opts.retain).unwrap_or(chrono::Duration::days(7));
+        table
+            .optimize(OptimizeAction::Prune {
+                older_than: Some(older_than),
+                delete_unverified: Some(opts.single_writer),
+                error_if_tagged_old_versions: Some(false),
+            })
+            .await
+            .map_err(lance)?;
+        let indexed: Vec<String> =
+            table.list_indices().await.map_err(lance)?.into_iter().flat_map(|i| i.columns).collect();
+        let mut built = false;
+        for column in ["name", "symbol", "qualified_name"] {
+            if !indexed.iter().any(|c| c == column) {
+                table
+                    .create_index(&[column], LanceIndex::BTree(Default::default()))
+                    .execute()
+                    .await
+                    .map_err(lance)?;
+                built = true;
+            }
+        }
+        if !built {
+            table.optimize(OptimizeAction::Index(Default::default())).await.map_err(lance)?;
+        }
+        Ok(())
+    }
+
     /// One maintenance pass: compaction, old-version cleanup, vector index.
     pub async fn maintain(&self, opts: &MaintenanceOptions) -> Result<MaintenanceReport, IndexError> {
         let (versions_before, fragments_before) = self.layout().await?;
@@ -121,6 +162,7 @@ impl Index {
         if self.stats().await?.rows > 0 {
             self.ensure_hash_index().await?;
         }
+        self.maintain_symbols(opts).await?;
         let (versions_after, fragments_after) = self.layout().await?;
         report.versions_after = versions_after;
         report.fragments_after = fragments_after;
@@ -169,6 +211,26 @@ mod tests {
             }
         }
         let kept = index.resolve(&crate::AsOf::Tag("keep-me".into())).await.unwrap();
+        let defs = (0..3)
+            .map(|i| crate::SymbolRow {
+                symbol_id: format!("f29.txt#parse_{i}"),
+                name: format!("parse_{i}"),
+                qualified_name: format!("f29::parse_{i}"),
+                symbol: format!("parse_{i}"),
+                kind: "function".into(),
+                language: "text".into(),
+                path: "f29.txt".into(),
+                start_line: 1,
+                end_line: 1,
+                signature: format!("fn parse_{i}()"),
+                parent: None,
+                doc: None,
+            })
+            .collect();
+        index
+            .commit(CommitBatch { rows: vec![row(29)], replace_paths: vec!["f29.txt".into()], symbols: defs, ..Default::default() })
+            .await
+            .unwrap();
         let opts = MaintenanceOptions { retain: Duration::ZERO, single_writer: true, vector_index_min_rows: 20 };
         let report = index.maintain(&opts).await.unwrap();
         assert!(report.fragments_before >= 30, "{report:?}");
@@ -176,6 +238,15 @@ mod tests {
         assert!(report.versions_after < report.versions_before / 4, "{report:?}");
         assert!(report.vector_index_built, "{report:?}");
         assert!(index.has_vector_index().await.unwrap());
+        // The symbol table gets its name indexes; lookups go through them.
+        let symbols = index.symbols.as_ref().unwrap();
+        let cols: Vec<String> = symbols.list_indices().await.unwrap().into_iter().flat_map(|i| i.columns).collect();
+        for c in ["name", "symbol", "qualified_name"] {
+            assert!(cols.iter().any(|x| x == c), "{cols:?}");
+        }
+        assert_eq!(index.symbols_named("parse_1", false, 10).await.unwrap().len(), 1);
+        assert_eq!(index.symbols_named("f29::parse_2", false, 10).await.unwrap()[0].name, "parse_2");
+        assert_eq!(index.symbols_named("parse_", true, 10).await.unwrap().len(), 3);
         // Every row survives; the tagged version is still on disk and queryable.
         assert_eq!(index.stats().await.unwrap().rows, 30);
         let versions: Vec<u64> = index.snapshots().await.unwrap().iter().map(|s| s.version).collect();

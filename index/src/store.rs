@@ -85,7 +85,7 @@ pub struct Index {
     pub(crate) uri: String,
     pub(crate) table: Table,
     /// The symbols table (absent in indexes written before it existed, when opened read-only).
-    symbols: Option<Table>,
+    pub(crate) symbols: Option<Table>,
     /// The streams table (see [`crate::streams`]; absent in older indexes opened read-only).
     streams: Option<Table>,
     dim: usize,
