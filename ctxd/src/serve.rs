@@ -124,6 +124,7 @@ pub async fn serve(
     let check = (!cfg.source.is_object_store())
         .then(|| crate::mcp::checker(searcher.index().clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
     let mcp = Arc::new(ctxd_serve::mcp::McpServer::new(assembler.clone(), check));
+    let aggregator = Arc::new(aggregator(&cfg, assembler.clone())?);
     let state = AppState {
         searcher,
         assembler,
@@ -131,6 +132,7 @@ pub async fn serve(
         prometheus: Some(prometheus),
         auth,
         mcp: Some(mcp),
+        aggregator: Some(aggregator),
     };
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {
@@ -166,4 +168,45 @@ pub async fn serve(
         f.await.context("flight server task")?.context("flight server")?;
     }
     Ok(())
+}
+
+/// The aggregate sources of the config (the local index alone when none are configured).
+fn aggregator(
+    cfg: &ctxd_pipeline::config::Config,
+    local: Arc<ctxd_serve::context::Assembler>,
+) -> Result<ctxd_serve::aggregate::Aggregator> {
+    use ctxd_serve::aggregate::{Aggregator, SourceKind, SourceSpec};
+    let mut sources = Vec::new();
+    for s in &cfg.aggregate.sources {
+        let kind = match s.kind.as_str() {
+            "local" => SourceKind::Local,
+            "ctxd" => SourceKind::Ctxd,
+            _ => SourceKind::Mcp,
+        };
+        let token = match &s.token_env {
+            Some(var) => {
+                Some(std::env::var(var).with_context(|| format!("aggregate source '{}': {var} is not set", s.name))?)
+            }
+            None => None,
+        };
+        sources.push(SourceSpec {
+            name: s.name.clone(),
+            kind,
+            url: s.url.clone(),
+            priority: s.priority,
+            timeout_ms: s.timeout_ms,
+            token,
+        });
+    }
+    if sources.is_empty() {
+        sources.push(SourceSpec {
+            name: "local".into(),
+            kind: SourceKind::Local,
+            url: None,
+            priority: 1,
+            timeout_ms: 5000,
+            token: None,
+        });
+    }
+    Aggregator::new(local, sources, cfg.aggregate.cache_entries).map_err(|e| anyhow::anyhow!(e))
 }

@@ -116,11 +116,7 @@ impl Index {
         let mut built = false;
         for column in ["name", "symbol", "qualified_name"] {
             if !indexed.iter().any(|c| c == column) {
-                table
-                    .create_index(&[column], LanceIndex::BTree(Default::default()))
-                    .execute()
-                    .await
-                    .map_err(lance)?;
+                table.create_index(&[column], LanceIndex::BTree(Default::default())).execute().await.map_err(lance)?;
                 built = true;
             }
         }
@@ -228,7 +224,12 @@ mod tests {
             })
             .collect();
         index
-            .commit(CommitBatch { rows: vec![row(29)], replace_paths: vec!["f29.txt".into()], symbols: defs, ..Default::default() })
+            .commit(CommitBatch {
+                rows: vec![row(29)],
+                replace_paths: vec!["f29.txt".into()],
+                symbols: defs,
+                ..Default::default()
+            })
             .await
             .unwrap();
         let opts = MaintenanceOptions { retain: Duration::ZERO, single_writer: true, vector_index_min_rows: 20 };

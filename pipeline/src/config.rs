@@ -35,6 +35,51 @@ pub struct Config {
     pub chunk: ChunkSection,
     pub pipeline: PipelineConfig,
     pub server: ServerConfig,
+    pub aggregate: AggregateConfig,
+}
+
+/// `[aggregate]`: the sources `POST /v1/aggregate` gathers context from.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AggregateConfig {
+    /// `[[aggregate.sources]]`: `{name, kind = "local"|"ctxd"|"mcp", url, priority, timeout_ms,
+    /// token_env}`. Empty: the daemon's own index only.
+    pub sources: Vec<AggregateSourceConfig>,
+    /// Source answers cached (keyed by source index version); 0 turns the cache off.
+    pub cache_entries: usize,
+}
+
+impl Default for AggregateConfig {
+    fn default() -> Self {
+        Self { sources: Vec::new(), cache_entries: 256 }
+    }
+}
+
+/// One aggregate source.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AggregateSourceConfig {
+    pub name: String,
+    /// `local` (this index), `ctxd` (another daemon's base URL), `mcp` (a streamable-HTTP MCP
+    /// endpoint with a `get_context` tool).
+    pub kind: String,
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Relative share of the token budget.
+    #[serde(default = "one")]
+    pub priority: u32,
+    #[serde(default = "two_seconds")]
+    pub timeout_ms: u64,
+    /// Environment variable holding the bearer token to send (never the token itself).
+    #[serde(default)]
+    pub token_env: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn two_seconds() -> u64 {
+    2000
 }
 
 /// `[source]`: what to index.
@@ -363,7 +408,7 @@ fn seed_stage_defaults(table: &mut toml::Table, path: &[String]) {
 }
 
 /// The sections environment overrides may address (`CTXD_<SECTION>_<KEY>`).
-const SECTIONS: &[&str] = &["source", "index", "model", "chunk", "pipeline", "server"];
+const SECTIONS: &[&str] = &["source", "index", "model", "chunk", "pipeline", "server", "aggregate"];
 
 /// The overrides found in `vars`: `CTXD_<SECTION>_<KEY>=value` sets `<section>.<key>`
 /// (`__` inside the key nests deeper: `CTXD_PIPELINE_EMBED__WORKERS=2` sets
@@ -508,6 +553,23 @@ impl Config {
                 "server.flight_listen '{}' is not an address like 127.0.0.1:7701 (or empty for none)",
                 self.server.flight_listen
             ));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, src) in self.aggregate.sources.iter().enumerate() {
+            if !names.insert(src.name.as_str()) {
+                errs.push(format!("aggregate.sources[{i}].name '{}' is used twice", src.name));
+            }
+            if !["local", "ctxd", "mcp"].contains(&src.kind.as_str()) {
+                errs.push(format!("aggregate.sources[{i}].kind '{}' is not local, ctxd or mcp", src.kind));
+            }
+            if src.kind != "local"
+                && !src.url.as_deref().is_some_and(|u| u.starts_with("http://") || u.starts_with("https://"))
+            {
+                errs.push(format!("aggregate.sources[{i}].url must be an http(s) URL for kind '{}'", src.kind));
+            }
+            if src.priority == 0 || src.timeout_ms == 0 {
+                errs.push(format!("aggregate.sources[{i}].priority and timeout_ms must be at least 1"));
+            }
         }
         if errs.is_empty() {
             Ok(())

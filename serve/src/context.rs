@@ -263,6 +263,11 @@ impl Assembler {
         Self { searcher, tokens }
     }
 
+    /// The token counter budgets are measured with.
+    pub fn tokens(&self) -> &TokenCounter {
+        &self.tokens
+    }
+
     /// The searcher used.
     pub fn searcher(&self) -> &Searcher {
         &self.searcher

@@ -6,6 +6,8 @@
 //! | `POST /v1/context` | `{"query","budget","reserve"?,"format"?,…}` → `{"blocks":[…],"tokens_used","budget","utilization","dedup_rate","route","intent","context"}` |
 //! | `POST /v1/context/stream` | the same, as NDJSON: one `{"block":{…}}` line per block as it is chosen (relevance order), then `{"done":{…summary…}}` |
 //! | `POST /v1/completion-context` | `{uri,language?,prefix,suffix?,line,max_chunks?,min_score?,strategy?}` → `{"snippets":[{uri,line_start,line_end,symbol_name,value,importance}]}` (empty until ready) |
+//! | `POST /v1/aggregate` | `{query, budget, sources?, format?}` → blocks from several sources ([`crate::aggregate`]) |
+//! | `GET /v1/status` | `{"version","ready","model"}` |
 //! | `POST /mcp` | Model Context Protocol (JSON-RPC; see [`crate::mcp`]) |
 //! | `GET /healthz` | 200 while the process serves requests |
 //! | `GET /readyz` | 200 once the initial scan is committed, 503 before |
@@ -46,6 +48,8 @@ pub struct AppState {
     pub auth: Option<crate::auth::Token>,
     /// The MCP handler behind `POST /mcp` (none: the route answers 404).
     pub mcp: Option<Arc<crate::mcp::McpServer>>,
+    /// The sources behind `POST /v1/aggregate` (none: 404).
+    pub aggregator: Option<Arc<crate::aggregate::Aggregator>>,
 }
 
 /// 413 for a body over [`MAX_BODY_BYTES`], 400 for any other unreadable body.
@@ -204,6 +208,41 @@ async fn prometheus(State(state): State<AppState>) -> Response {
     }
 }
 
+async fn aggregate(
+    State(state): State<AppState>,
+    body: Result<Json<crate::aggregate::AggregateRequest>, JsonRejection>,
+) -> Response {
+    let started = Instant::now();
+    let Some(agg) = &state.aggregator else {
+        return error(StatusCode::NOT_FOUND, "no aggregate sources configured".into());
+    };
+    let req = match body {
+        Ok(Json(r)) => r,
+        Err(rej) => return body_error(&rej),
+    };
+    let res = agg.aggregate(&req).await;
+    outcome("aggregate", "routed", started, res.as_ref().err());
+    match res {
+        Ok(r) => Json(r).into_response(),
+        Err(e) if e.is_client_error() => error(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// `{"version","rows","ready"}`: what an aggregator keys its cache on.
+async fn status(State(state): State<AppState>) -> Response {
+    let index = state.searcher.index();
+    match index.version().await {
+        Ok(version) => Json(serde_json::json!({
+            "version": version,
+            "ready": (state.ready)(),
+            "model": index.model_id(),
+        }))
+        .into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
 /// MCP's streamable HTTP transport, answering each JSON-RPC message (or batch) with
 /// `application/json`; notifications get 202.
 async fn mcp(State(state): State<AppState>, body: Result<Json<serde_json::Value>, JsonRejection>) -> Response {
@@ -245,6 +284,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/context", post(context))
         .route("/v1/context/stream", post(context_stream))
         .route("/v1/completion-context", post(completion_context))
+        .route("/v1/aggregate", post(aggregate))
+        .route("/v1/status", get(status))
         .route("/mcp", post(mcp).get(mcp_get))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

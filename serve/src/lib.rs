@@ -11,8 +11,11 @@
 //! * [`http`] is the axum API: `POST /v1/search`, `GET /healthz`, `GET /readyz`, `GET /metrics`.
 //! * [`mcp`] is the Model Context Protocol server (stdio and `POST /mcp`) exposing search,
 //!   context, symbols, a repository overview and an index freshness check as tools.
+//! * [`aggregate`] gathers one budgeted context from several sources (this index, other ctxd
+//!   daemons, MCP servers) with timeouts, priorities, dedup and a version-keyed cache.
 //! * [`auth`] is the optional bearer token every endpoint but `/healthz` requires.
 
+pub mod aggregate;
 pub mod auth;
 pub mod completion;
 pub mod context;

@@ -8,3 +8,11 @@ pub const QUERY_REQUESTS_TOTAL: &str = "ctxd_query_requests_total";
 pub const ROUTE_QUERIES_TOTAL: &str = "ctxd_query_routed_total";
 /// Counter: requests refused for a missing or wrong bearer token, label `transport` (http|flight).
 pub const AUTH_FAILURES_TOTAL: &str = "ctxd_auth_failures_total";
+/// Histogram: seconds one aggregate source took, label `source` (its configured name).
+pub const AGGREGATE_SOURCE_SECONDS: &str = "ctxd_aggregate_source_duration_seconds";
+/// Counter: aggregate source calls, labels `source` and `status` (ok|timeout|error).
+pub const AGGREGATE_SOURCE_REQUESTS_TOTAL: &str = "ctxd_aggregate_source_requests_total";
+/// Counter: tokens of a source's blocks that made it into aggregated contexts, label `source`.
+pub const AGGREGATE_SOURCE_TOKENS_TOTAL: &str = "ctxd_aggregate_source_tokens_total";
+/// Counter: aggregate source answers served from the cache, label `source`.
+pub const AGGREGATE_CACHE_HITS_TOTAL: &str = "ctxd_aggregate_cache_hits_total";

@@ -1,0 +1,467 @@
+//! `POST /v1/aggregate`: one context gathered from several sources in parallel.
+//!
+//! Sources are configured (`[[aggregate.sources]]`; a request may pick a subset by name, never
+//! add a URL — the daemon does not fetch arbitrary addresses for its callers):
+//!
+//! * `local` — this daemon's own index,
+//! * `ctxd` — another ctxd over HTTP (`POST <url>/v1/context`; its index version from
+//!   `GET <url>/v1/status`),
+//! * `mcp` — an MCP server over streamable HTTP whose `get_context` tool takes
+//!   `{query, budget}` (ctxd's does): `initialize`, then `tools/call`.
+//!
+//! Each source gets a share of the token budget proportional to its `priority` and its own
+//! timeout; a source that fails or is slow is reported (`status: "timeout" | "error"`) and
+//! its share is simply missing — never an error of the whole request. Blocks are then
+//! deduplicated across sources (same text, or one text inside another, whitespace-insensitive;
+//! the higher-priority source keeps it), re-counted with this daemon's tokenizer and packed into the budget by priority,
+//! then relevance. Answers of `local` and `ctxd` sources are cached under
+//! `(source, index version, query, share)`: a new commit changes the version, so the cache
+//! never serves stale context and needs no TTL. MCP sources expose no version and are not
+//! cached. Per-source latency, tokens, blocks and cache hits are in the response and in
+//! `ctxd_aggregate_*` metrics (label `source` = the configured name).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::context::{Assembler, Block, ContextRequest, Format};
+use crate::error::SearchError;
+use crate::metrics as m;
+
+/// Where a source's context comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    Local,
+    Ctxd,
+    Mcp,
+}
+
+/// One configured source.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSpec {
+    pub name: String,
+    pub kind: SourceKind,
+    /// Base URL of a `ctxd` source (`http://host:7700`), endpoint of an `mcp` source.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Share of the budget, relative to the other sources.
+    #[serde(default = "default_priority")]
+    pub priority: u32,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Bearer token sent to the source.
+    #[serde(default, skip_serializing)]
+    pub token: Option<String>,
+}
+
+fn default_priority() -> u32 {
+    1
+}
+fn default_timeout_ms() -> u64 {
+    2000
+}
+
+/// The body of `POST /v1/aggregate`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AggregateRequest {
+    pub query: String,
+    pub budget: usize,
+    /// Names of configured sources to ask (default: all).
+    #[serde(default)]
+    pub sources: Option<Vec<String>>,
+    #[serde(default)]
+    pub format: Format,
+}
+
+/// One block of the aggregated context.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SourcedBlock {
+    pub source: String,
+    #[serde(flatten)]
+    pub block: Block,
+}
+
+/// What one source did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceReport {
+    pub name: String,
+    pub kind: SourceKind,
+    /// `ok`, `timeout` or `error`.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub latency_ms: f64,
+    pub budget: usize,
+    /// Blocks and tokens of this source in the final context.
+    pub blocks: usize,
+    pub tokens: usize,
+    pub cache_hit: bool,
+    pub version: Option<u64>,
+}
+
+/// The answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct AggregateResponse {
+    pub blocks: Vec<SourcedBlock>,
+    pub tokens_used: usize,
+    pub budget: usize,
+    pub duplicates_dropped: usize,
+    pub sources: Vec<SourceReport>,
+    pub context: String,
+}
+
+/// Cache of source answers keyed by (source, version, query, share).
+struct Cache {
+    cap: usize,
+    map: HashMap<(String, u64, String, usize), Vec<Block>>,
+    order: VecDeque<(String, u64, String, usize)>,
+}
+
+impl Cache {
+    fn get(&self, key: &(String, u64, String, usize)) -> Option<Vec<Block>> {
+        self.map.get(key).cloned()
+    }
+    fn put(&mut self, key: (String, u64, String, usize), blocks: Vec<Block>) {
+        if self.cap == 0 {
+            return;
+        }
+        if self.map.insert(key.clone(), blocks).is_none() {
+            self.order.push_back(key);
+        }
+        while self.order.len() > self.cap {
+            if let Some(old) = self.order.pop_front() {
+                self.map.remove(&old);
+            }
+        }
+    }
+}
+
+/// Gathers context from the configured sources.
+pub struct Aggregator {
+    local: Arc<Assembler>,
+    sources: Vec<SourceSpec>,
+    http: reqwest::Client,
+    cache: Mutex<Cache>,
+}
+
+fn normalized(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+impl Aggregator {
+    /// `sources` must have unique names; `cache_entries` 0 disables the cache.
+    pub fn new(local: Arc<Assembler>, sources: Vec<SourceSpec>, cache_entries: usize) -> Result<Self, String> {
+        let mut names = HashSet::new();
+        for s in &sources {
+            if !names.insert(s.name.as_str()) {
+                return Err(format!("aggregate source '{}' is configured twice", s.name));
+            }
+            if s.kind != SourceKind::Local && s.url.is_none() {
+                return Err(format!("aggregate source '{}' ({:?}) needs a url", s.name, s.kind));
+            }
+            if s.priority == 0 || s.timeout_ms == 0 {
+                return Err(format!("aggregate source '{}': priority and timeout_ms must be at least 1", s.name));
+            }
+        }
+        let http = reqwest::Client::builder().build().map_err(|e| format!("http client: {e}"))?;
+        Ok(Self {
+            local,
+            sources,
+            http,
+            cache: Mutex::new(Cache { cap: cache_entries, map: HashMap::new(), order: VecDeque::new() }),
+        })
+    }
+
+    /// The configured sources.
+    pub fn sources(&self) -> &[SourceSpec] {
+        &self.sources
+    }
+
+    pub async fn aggregate(&self, req: &AggregateRequest) -> Result<AggregateResponse, SearchError> {
+        if req.query.trim().is_empty() {
+            return Err(SearchError::BadRequest("query is empty".into()));
+        }
+        if req.budget < 16 || req.budget > crate::context::MAX_BUDGET {
+            return Err(SearchError::BadRequest(format!(
+                "budget must be between 16 and {} tokens",
+                crate::context::MAX_BUDGET
+            )));
+        }
+        let chosen: Vec<&SourceSpec> = match &req.sources {
+            None => self.sources.iter().collect(),
+            Some(names) => {
+                let mut out = Vec::new();
+                for n in names {
+                    match self.sources.iter().find(|s| &s.name == n) {
+                        Some(s) => out.push(s),
+                        None => return Err(SearchError::BadRequest(format!("unknown aggregate source '{n}'"))),
+                    }
+                }
+                out
+            }
+        };
+        if chosen.is_empty() {
+            return Err(SearchError::BadRequest("no aggregate sources configured".into()));
+        }
+        let total: u64 = chosen.iter().map(|s| s.priority as u64).sum();
+        let shares: Vec<usize> =
+            chosen.iter().map(|s| ((req.budget as u64 * s.priority as u64) / total).max(16) as usize).collect();
+        let runs = chosen.iter().zip(&shares).map(|(s, share)| self.ask(s, &req.query, *share));
+        let answers = futures::future::join_all(runs).await;
+
+        // Priority order (then configuration order): the first source to bring a text keeps it.
+        let mut order: Vec<usize> = (0..chosen.len()).collect();
+        order.sort_by_key(|i| std::cmp::Reverse(chosen[*i].priority));
+        let counter = self.local.tokens();
+        let mut kept: Vec<String> = Vec::new();
+        let mut duplicates = 0;
+        let mut candidates: Vec<(usize, SourcedBlock)> = Vec::new();
+        for &i in &order {
+            if let Ok(blocks) = &answers[i].0 {
+                let mut ranked = blocks.clone();
+                ranked.sort_by_key(|b| b.relevance_rank);
+                for mut b in ranked {
+                    // The same text (or one inside the other: an MCP answer rendering a block
+                    // another source returned raw) is kept once.
+                    let text = normalized(&b.content);
+                    let dup = kept.iter().any(|k| {
+                        *k == text
+                            || (k.len().min(text.len()) >= 40 && (k.contains(&text) || text.contains(k.as_str())))
+                    });
+                    if dup {
+                        duplicates += 1;
+                        continue;
+                    }
+                    kept.push(text);
+                    b.tokens = counter.count(&b.render(req.format));
+                    candidates.push((i, SourcedBlock { source: chosen[i].name.clone(), block: b }));
+                }
+            }
+        }
+        // Pack: each source up to its share first, then leftovers in the same order.
+        let mut used = 0;
+        let mut per_source_used = vec![0usize; chosen.len()];
+        let mut picked: Vec<bool> = vec![false; candidates.len()];
+        for pass in 0..2 {
+            for (j, (i, b)) in candidates.iter().enumerate() {
+                if picked[j] || used + b.block.tokens > req.budget {
+                    continue;
+                }
+                if pass == 0 && per_source_used[*i] + b.block.tokens > shares[*i] {
+                    continue;
+                }
+                picked[j] = true;
+                used += b.block.tokens;
+                per_source_used[*i] += b.block.tokens;
+            }
+        }
+        let blocks: Vec<SourcedBlock> =
+            candidates.into_iter().zip(picked).filter(|(_, p)| *p).map(|((_, b), _)| b).collect();
+        let mut reports = Vec::new();
+        for (i, s) in chosen.iter().enumerate() {
+            let (res, latency, cache_hit, version) = &answers[i];
+            let (status, error) = match res {
+                Ok(_) => ("ok", None),
+                Err(e) if e == "timeout" => ("timeout", Some(format!("no answer within {} ms", s.timeout_ms))),
+                Err(e) => ("error", Some(e.clone())),
+            };
+            let mine: Vec<&SourcedBlock> = blocks.iter().filter(|b| b.source == s.name).collect();
+            let tokens = mine.iter().map(|b| b.block.tokens).sum();
+            metrics::histogram!(m::AGGREGATE_SOURCE_SECONDS, "source" => s.name.clone()).record(latency / 1000.0);
+            metrics::counter!(m::AGGREGATE_SOURCE_REQUESTS_TOTAL, "source" => s.name.clone(), "status" => status)
+                .increment(1);
+            metrics::counter!(m::AGGREGATE_SOURCE_TOKENS_TOTAL, "source" => s.name.clone()).increment(tokens as u64);
+            if *cache_hit {
+                metrics::counter!(m::AGGREGATE_CACHE_HITS_TOTAL, "source" => s.name.clone()).increment(1);
+            }
+            reports.push(SourceReport {
+                name: s.name.clone(),
+                kind: s.kind,
+                status,
+                error,
+                latency_ms: *latency,
+                budget: shares[i],
+                blocks: mine.len(),
+                tokens,
+                cache_hit: *cache_hit,
+                version: *version,
+            });
+        }
+        let context = blocks
+            .iter()
+            .map(|b| {
+                let mut text = b.block.render(req.format);
+                if req.format == Format::Xml {
+                    text = text.replacen("<block ", &format!("<block origin=\"{}\" ", b.source), 1);
+                }
+                text
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        Ok(AggregateResponse {
+            blocks,
+            tokens_used: used,
+            budget: req.budget,
+            duplicates_dropped: duplicates,
+            sources: reports,
+            context,
+        })
+    }
+
+    /// Asks one source within its timeout: (blocks or error, latency ms, cache hit, version).
+    async fn ask(
+        &self,
+        s: &SourceSpec,
+        query: &str,
+        share: usize,
+    ) -> (Result<Vec<Block>, String>, f64, bool, Option<u64>) {
+        let started = Instant::now();
+        let limit = Duration::from_millis(s.timeout_ms);
+        let run = async {
+            let version = match s.kind {
+                SourceKind::Local => Some(self.local.searcher().index().version().await.map_err(|e| e.to_string())?),
+                SourceKind::Ctxd => Some(self.remote_version(s).await?),
+                SourceKind::Mcp => None,
+            };
+            let key = version.map(|v| (s.name.clone(), v, query.to_string(), share));
+            if let Some(hit) = key.as_ref().and_then(|k| self.cache.lock().unwrap().get(k)) {
+                return Ok((hit, true, version));
+            }
+            let blocks = match s.kind {
+                SourceKind::Local => {
+                    let req = ContextRequest::new(query, share);
+                    self.local.assemble(&req, |_| {}).await.map_err(|e| e.to_string())?.blocks
+                }
+                SourceKind::Ctxd => self.remote_context(s, query, share).await?,
+                SourceKind::Mcp => self.mcp_context(s, query, share).await?,
+            };
+            if let Some(k) = key {
+                self.cache.lock().unwrap().put(k, blocks.clone());
+            }
+            Ok::<_, String>((blocks, false, version))
+        };
+        let out = match tokio::time::timeout(limit, run).await {
+            Ok(Ok((blocks, hit, version))) => (Ok(blocks), hit, version),
+            Ok(Err(e)) => (Err(e), false, None),
+            Err(_) => (Err("timeout".to_string()), false, None),
+        };
+        (out.0, started.elapsed().as_secs_f64() * 1000.0, out.1, out.2)
+    }
+
+    fn post(&self, s: &SourceSpec, url: String) -> reqwest::RequestBuilder {
+        let req = self.http.post(url);
+        match &s.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+    }
+
+    async fn remote_version(&self, s: &SourceSpec) -> Result<u64, String> {
+        let base = s.url.as_deref().unwrap_or_default().trim_end_matches('/');
+        let mut req = self.http.get(format!("{base}/v1/status"));
+        if let Some(t) = &s.token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.map_err(|e| format!("{base}: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("{base}/v1/status: http {}", resp.status()));
+        }
+        let v: Value = resp.json().await.map_err(|e| format!("{base}/v1/status: {e}"))?;
+        v["version"].as_u64().ok_or_else(|| format!("{base}/v1/status: no version"))
+    }
+
+    async fn remote_context(&self, s: &SourceSpec, query: &str, share: usize) -> Result<Vec<Block>, String> {
+        let base = s.url.as_deref().unwrap_or_default().trim_end_matches('/');
+        let resp = self
+            .post(s, format!("{base}/v1/context"))
+            .json(&json!({ "query": query, "budget": share }))
+            .send()
+            .await
+            .map_err(|e| format!("{base}: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("{base}/v1/context: http {}", resp.status()));
+        }
+        let v: Value = resp.json().await.map_err(|e| format!("{base}/v1/context: {e}"))?;
+        serde_json::from_value(v["blocks"].clone()).map_err(|e| format!("{base}/v1/context: {e}"))
+    }
+
+    async fn mcp_context(&self, s: &SourceSpec, query: &str, share: usize) -> Result<Vec<Block>, String> {
+        let url = s.url.clone().unwrap_or_default();
+        let rpc = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let init = rpc(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "ctxd-aggregator", "version": env!("CARGO_PKG_VERSION")}}),
+        );
+        let accept = "application/json, text/event-stream";
+        let resp = self
+            .post(s, url.clone())
+            .header("accept", accept)
+            .json(&init)
+            .send()
+            .await
+            .map_err(|e| format!("{url}: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("{url}: initialize: http {}", resp.status()));
+        }
+        let session = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let with_session = |r: reqwest::RequestBuilder| match &session {
+            Some(id) => r.header("mcp-session-id", id),
+            None => r,
+        };
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let _ = with_session(self.post(s, url.clone()).header("accept", accept)).json(&note).send().await;
+        let call = rpc(2, "tools/call", json!({"name": "get_context", "arguments": {"query": query, "budget": share}}));
+        let resp = with_session(self.post(s, url.clone()).header("accept", accept))
+            .json(&call)
+            .send()
+            .await
+            .map_err(|e| format!("{url}: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("{url}: tools/call: http {}", resp.status()));
+        }
+        let text = resp.text().await.map_err(|e| format!("{url}: {e}"))?;
+        // JSON, or an SSE stream whose data lines carry the JSON-RPC response.
+        let v: Value = serde_json::from_str(&text)
+            .or_else(|_| {
+                text.lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                    .find(|v| v.get("id") == Some(&json!(2)))
+                    .ok_or(())
+            })
+            .map_err(|_| format!("{url}: unreadable tools/call answer"))?;
+        let result = &v["result"];
+        if result["isError"] == json!(true) || v.get("error").is_some() {
+            return Err(format!("{url}: get_context failed: {}", v));
+        }
+        // ctxd's structured answer carries citations; any server's text content becomes one block.
+        let content: String = result["content"]
+            .as_array()
+            .map(|c| c.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default();
+        if content.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let citation = result["structuredContent"]["citations"][0].as_str().unwrap_or("").to_string();
+        Ok(vec![Block {
+            path: if citation.is_empty() { format!("mcp:{}", s.name) } else { citation },
+            start_line: 0,
+            end_line: 0,
+            symbol: None,
+            language: "text".into(),
+            content,
+            score: 1.0,
+            tokens: 0,
+            relevance_rank: 0,
+        }])
+    }
+}
