@@ -385,18 +385,22 @@ impl Index {
         self.ensure_hash_index().await
     }
 
-    /// A B-tree index on `content_hash`, so the embedding-cache lookups of
-    /// [`Index::vectors_for`] do not scan the table (kept current by the index folds).
+    /// B-tree indexes on `content_hash` (the embedding-cache lookups of
+    /// [`Index::vectors_for`]) and `path` (a file's chunks: symbol and path routes, completion,
+    /// replacements), so neither scans the table; kept current by the index folds.
     pub async fn ensure_hash_index(&self) -> Result<(), IndexError> {
         let indices = self.table.list_indices().await.map_err(|e| self.lance(e))?;
-        if indices.iter().any(|i| i.columns.iter().any(|c| c == "content_hash")) {
-            return Ok(());
+        for column in ["content_hash", "path"] {
+            if indices.iter().any(|i| i.columns.iter().any(|c| c == column)) {
+                continue;
+            }
+            self.table
+                .create_index(&[column], LanceIndex::BTree(Default::default()))
+                .execute()
+                .await
+                .map_err(|e| self.lance(e))?;
         }
-        self.table
-            .create_index(&["content_hash"], LanceIndex::BTree(Default::default()))
-            .execute()
-            .await
-            .map_err(|e| self.lance(e))
+        Ok(())
     }
 
     /// Completes a file committed in parts: deletes the rows of its previous version (any
@@ -556,6 +560,35 @@ impl Index {
     }
 
     /// All chunks of one file, in line order (used by tests and tooling).
+    /// The chunks of several files in one query, by path (each sorted by line).
+    pub async fn chunks_of_paths(&self, paths: &[String]) -> Result<HashMap<String, Vec<Hit>>, IndexError> {
+        let mut out: HashMap<String, Vec<Hit>> = HashMap::new();
+        if paths.is_empty() {
+            return Ok(out);
+        }
+        let batches = self
+            .collect(self.table.query().only_if(in_list("path", paths)).select(Select::columns(&HIT_COLUMNS)))
+            .await?;
+        for h in self.hits(&batches, "", |s| s)? {
+            out.entry(h.path.clone()).or_default().push(h);
+        }
+        for hits in out.values_mut() {
+            hits.sort_by_key(|h| h.start_line);
+        }
+        Ok(out)
+    }
+
+    /// Definitions whose name, symbol or qualified name is any of `names`, in one query.
+    pub async fn symbols_named_any(&self, names: &[String], limit: usize) -> Result<Vec<SymbolRow>, IndexError> {
+        let Some(table) = &self.symbols else { return Ok(Vec::new()) };
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let filter = ["name", "symbol", "qualified_name"].map(|c| in_list(c, names)).join(" OR ");
+        let batches = self.collect(table.query().only_if(filter).limit(limit)).await?;
+        Ok(batches.iter().flat_map(batch_to_symbols).collect())
+    }
+
     pub async fn chunks_of(&self, path: &str) -> Result<Vec<Hit>, IndexError> {
         let batches = self
             .collect(

@@ -179,31 +179,57 @@ impl Searcher {
 
     /// Definitions named by the query's identifiers, as chunks (exact names first).
     async fn symbol_hits(&self, index: &Index, symbols: &[String], limit: usize) -> Result<Vec<Hit>, SearchError> {
-        let mut rows = Vec::new();
-        for s in symbols.iter().take(6) {
+        // Every spelling of every identifier in one exact lookup (`a.b` as `a::b`, and the
+        // last segment alone), then one prefix lookup only when nothing matched exactly:
+        // two queries at most, whatever the number of identifiers (completion asks with many).
+        let symbols: Vec<&String> = symbols.iter().take(6).collect();
+        // (spelling, identifier, 0 = as written / `a::b`, 1 = last segment alone)
+        let mut variants: Vec<(String, usize, u8)> = Vec::new();
+        for (i, s) in symbols.iter().enumerate() {
+            variants.push((s.to_string(), i, 0));
             let normalized = s.replace('.', "::");
-            let last = s.rsplit(['.', ':']).next().unwrap_or(s).to_string();
-            let mut found = index.symbols_named(s, false, limit).await?;
-            if found.is_empty() && normalized != *s {
-                found = index.symbols_named(&normalized, false, limit).await?;
+            if normalized != **s {
+                variants.push((normalized, i, 0));
             }
-            if found.is_empty() && last != *s && last.len() >= 3 {
-                found = index.symbols_named(&last, false, limit).await?;
+            let last = s.rsplit(['.', ':']).next().unwrap_or(s);
+            if last != s.as_str() && last.len() >= 3 {
+                variants.push((last.to_string(), i, 1));
             }
-            if found.is_empty() && s.len() >= 4 {
-                found = index.symbols_named(s, true, limit).await?;
-            }
-            rows.extend(found);
         }
-        let mut hits = Vec::new();
-        let mut by_path: HashMap<String, Vec<Hit>> = HashMap::new();
-        for row in rows.into_iter().take(limit) {
-            if !by_path.contains_key(&row.path) {
-                by_path.insert(row.path.clone(), index.chunks_of(&row.path).await?);
-            }
-            // The chunk holding the definition's first line (a merged or split one included).
-            if let Some(c) = by_path[&row.path]
+        let names: Vec<String> = variants.iter().map(|v| v.0.clone()).collect();
+        let rows = index.symbols_named_any(&names, limit * 4).await?;
+        // Rank by the identifier (in query order) and spelling that matched; the last segment
+        // alone counts only for identifiers with no match as written.
+        let best = |r: &ctxd_index::SymbolRow| {
+            variants
                 .iter()
+                .position(|v| v.0 == r.qualified_name || v.0 == r.symbol || v.0 == r.name)
+                .unwrap_or(usize::MAX)
+        };
+        let exact: HashSet<usize> =
+            rows.iter().filter_map(|r| variants.get(best(r))).filter(|v| v.2 == 0).map(|v| v.1).collect();
+        let mut rows: Vec<_> = rows
+            .into_iter()
+            .filter(|r| variants.get(best(r)).is_some_and(|v| v.2 == 0 || !exact.contains(&v.1)))
+            .collect();
+        rows.sort_by_key(|r| (best(r), r.path.clone(), r.start_line));
+        if rows.is_empty() {
+            if let Some(s) = symbols.iter().find(|s| s.len() >= 4) {
+                rows = index.symbols_named(s, true, limit).await?;
+            }
+        }
+        rows.truncate(limit);
+        let mut paths: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
+        paths.sort();
+        paths.dedup();
+        let by_path = index.chunks_of_paths(&paths).await?;
+        let mut hits = Vec::new();
+        for row in &rows {
+            // The chunk holding the definition's first line (a merged or split one included).
+            if let Some(c) = by_path
+                .get(&row.path)
+                .into_iter()
+                .flatten()
                 .filter(|c| c.start_line <= row.start_line && row.start_line <= c.end_line)
                 .min_by_key(|c| c.end_line - c.start_line)
             {
