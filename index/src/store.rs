@@ -530,7 +530,11 @@ impl Index {
                     .nearest_to(vector)
                     .map_err(|e| self.lance(e))?
                     .distance_type(DistanceType::Cosine)
+                    // After the search, not before: a pre-filter reads the `model` column of
+                    // every row on each query (rows stored without a vector are zeros, which
+                    // never rank near a real query anyway).
                     .only_if(format!("model != {}", sql_str(NO_MODEL)))
+                    .postfilter()
                     .select(Select::columns(&with_score("_distance")))
                     .limit(k),
             )

@@ -78,6 +78,12 @@ pub struct CompletionResponse {
     pub snippets: Vec<CodeSnippet>,
 }
 
+/// Lines before the cursor the multi-line strategy searches with: enough for the statement
+/// being written and its neighbours; each more line costs embedding time on every keystroke.
+const MULTI_LINE_PREFIX_LINES: usize = 6;
+/// Lines after the cursor it adds.
+const MULTI_LINE_SUFFIX_LINES: usize = 2;
+
 /// The query for a cursor context, or `None` when there is too little to search for.
 pub fn build_query(req: &CompletionRequest) -> Option<String> {
     let prefix_lines: Vec<&str> = req.prefix.lines().collect();
@@ -92,9 +98,9 @@ pub fn build_query(req: &CompletionRequest) -> Option<String> {
             t
         }
         Strategy::MultiLine => {
-            let from = prefix_lines.len().saturating_sub(12);
+            let from = prefix_lines.len().saturating_sub(MULTI_LINE_PREFIX_LINES);
             let mut t = prefix_lines[from..].join("\n");
-            for l in suffix.lines().take(3) {
+            for l in suffix.lines().take(MULTI_LINE_SUFFIX_LINES) {
                 t.push('\n');
                 t.push_str(l);
             }

@@ -135,6 +135,37 @@ fn bm25_text(query: &str, a: &Analysis) -> String {
     text
 }
 
+/// Terms a lean (completion) query keeps for BM25.
+const LEAN_BM25_TERMS: usize = 10;
+
+/// Words every language's code is full of: no signal for BM25.
+const CODE_STOP_WORDS: &[&str] = &[
+    "the", "and", "for", "let", "mut", "pub", "self", "return", "true", "false", "none", "some", "const",
+    "static", "impl", "use", "this", "def", "function", "var", "new", "int", "str", "string", "not", "else",
+    "elif", "while", "with", "from", "import", "null", "void", "public", "private", "class", "struct", "enum",
+];
+
+/// The last `max` distinct words of `text` (3+ characters, not all digits, not
+/// [`CODE_STOP_WORDS`]), in text order.
+fn last_distinct_terms(text: &str, max: usize) -> String {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for w in text.split(|c: char| !c.is_alphanumeric() && c != '_').rev() {
+        let lower = w.to_lowercase();
+        if w.len() < 3 || w.chars().all(|c| c.is_ascii_digit()) || CODE_STOP_WORDS.contains(&lower.as_str()) {
+            continue;
+        }
+        if seen.insert(lower) {
+            out.push(w);
+            if out.len() >= max {
+                break;
+            }
+        }
+    }
+    out.reverse();
+    out.join(" ")
+}
+
 /// Weighted fusion of min-max normalised scores (CombSUM): within each list the best hit
 /// scores 1 and the last 0, so a list's confidence gaps count, not only its order. Lists
 /// without meaningful scores (symbol and path lookups) are scored by rank.
@@ -306,7 +337,12 @@ impl Searcher {
         let w = a.intent.weights();
         let k = req.k;
         let depth = (k * 4).max(50);
-        let text = bm25_text(&req.query, &a);
+        let mut text = bm25_text(&req.query, &a);
+        if req.lean {
+            // A window of code has dozens of terms; BM25 cost grows with each one. The
+            // distinct words nearest the end (the cursor) carry the intent.
+            text = last_distinct_terms(&text, LEAN_BM25_TERMS);
+        }
         let (vec_hits, fts_hits) = tokio::join!(
             async {
                 match vector {
@@ -442,6 +478,13 @@ mod tests {
         let a = analyze(q, |_| false);
         let t = bm25_text(q, &a);
         assert!(t.contains("KeyError") && !t.contains("a.py"), "{t}");
+    }
+
+    #[test]
+    fn lean_queries_keep_the_last_distinct_informative_terms() {
+        let t = last_distinct_terms("let total = self.price * qty;\nreturn apply_discount(total, 10, self.price)", 3);
+        assert_eq!(t, "apply_discount total price");
+        assert_eq!(last_distinct_terms("fn a() { 1 }", 5), "");
     }
 
     #[test]
