@@ -135,6 +135,17 @@ fn bm25_text(query: &str, a: &Analysis) -> String {
     text
 }
 
+/// Where the routed search's query vector comes from.
+#[derive(Clone, Copy)]
+pub enum QueryVector<'a> {
+    /// No vector signal (no model, or BM25-only rows).
+    None,
+    /// Computed by the caller (evaluation embeds queries in batches).
+    Ready(&'a [f32]),
+    /// Embedded by the search, concurrently with the full-text search.
+    Embed(&'a ctxd_models::EmbedService),
+}
+
 /// Terms a lean (completion) query keeps for BM25.
 const LEAN_BM25_TERMS: usize = 10;
 
@@ -328,7 +339,7 @@ impl Searcher {
     pub async fn routed_search(
         &self,
         req: &SearchRequest,
-        vector: Option<&[f32]>,
+        vector: QueryVector<'_>,
     ) -> Result<SearchResponse, SearchError> {
         Self::validate(req)?;
         let (index, version) = self.index_as_of(req.as_of.as_deref()).await?;
@@ -343,11 +354,16 @@ impl Searcher {
             // distinct words nearest the end (the cursor) carry the intent.
             text = last_distinct_terms(&text, LEAN_BM25_TERMS);
         }
+        // The full-text search runs while the query is being embedded, not after.
         let (vec_hits, fts_hits) = tokio::join!(
             async {
                 match vector {
-                    Some(v) => index.vector_search(v, depth).await,
-                    None => Ok(Vec::new()),
+                    QueryVector::Ready(v) => Ok(index.vector_search(v, depth).await?),
+                    QueryVector::Embed(embed) => {
+                        let v = embed.embed(vec![req.query.clone()]).await?;
+                        Ok(index.vector_search(&v[0], depth).await?)
+                    }
+                    QueryVector::None => Ok::<_, SearchError>(Vec::new()),
                 }
             },
             index.fts_search(&text, depth)

@@ -292,6 +292,9 @@ impl Searcher {
     /// Answers a request.
     pub async fn search(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
         Self::validate(req)?;
+        if let (Mode::Routed, Some(embed)) = (req.mode, &self.embed) {
+            return self.routed_search(req, crate::routed::QueryVector::Embed(embed)).await;
+        }
         let vector = match (req.mode, &self.embed) {
             (Mode::Bm25 | Mode::Symbol, _) | (Mode::Hybrid | Mode::Routed, None) => None,
             (Mode::Vector, None) => return Err(SearchError::NoModel("vector")),
@@ -308,7 +311,10 @@ impl Searcher {
     ) -> Result<SearchResponse, SearchError> {
         Self::validate(req)?;
         match req.mode {
-            Mode::Routed => return self.routed_search(req, vector).await,
+            Mode::Routed => {
+                let v = vector.map_or(crate::routed::QueryVector::None, crate::routed::QueryVector::Ready);
+                return self.routed_search(req, v).await;
+            }
             Mode::Symbol => return self.symbol_search(req).await,
             _ => {}
         }
