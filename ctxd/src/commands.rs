@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use ctxd_index::Index;
-use ctxd_models::EmbedServiceConfig;
-pub use ctxd_models::DEFAULT_MODEL;
+use ctxd_models::{EmbedServiceConfig, DEFAULT_MODEL};
 use ctxd_pipeline::{Config, Engine};
 use ctxd_serve::context::{Assembler, ContextRequest};
 use ctxd_serve::eval::{evaluate, evaluate_context, read_queries};
@@ -242,9 +241,10 @@ pub async fn open_searcher(db: &Path, model: &ModelArgs, need_model: bool) -> Re
     Ok(Searcher::new(Arc::new(index), Some(service)))
 }
 
-async fn assemble_context(req: &ContextRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
-    Assembler::validate(req)?;
-    let searcher = open_searcher(db, model, !matches!(req.mode, Mode::Bm25 | Mode::Symbol)).await?;
+/// A context assembler on an existing index: its searcher (the model loaded when
+/// `need_model`) and the tokenizer of the index's model (or `--model`), which budgets count in.
+pub async fn open_assembler(db: &Path, model: &ModelArgs, need_model: bool) -> Result<Assembler> {
+    let searcher = open_searcher(db, model, need_model).await?;
     let spec = model.model.clone().unwrap_or_else(|| {
         let id = searcher.index().model_id();
         if id.is_empty() || id == "none" {
@@ -256,7 +256,13 @@ async fn assemble_context(req: &ContextRequest, db: &Path, model: &ModelArgs, js
     let (tokens, _, _) = tokio::task::spawn_blocking(move || ctxd_models::tokenizer_only(&spec))
         .await
         .expect("tokenizer loading thread panicked")?;
-    let resp = Assembler::new(searcher, tokens).assemble(req, |_| {}).await?;
+    Ok(Assembler::new(searcher, tokens))
+}
+
+async fn assemble_context(req: &ContextRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
+    Assembler::validate(req)?;
+    let assembler = open_assembler(db, model, !matches!(req.mode, Mode::Bm25 | Mode::Symbol)).await?;
+    let resp = assembler.assemble(req, |_| {}).await?;
     if json {
         println!("{}", serde_json::to_string(&resp)?);
     } else {

@@ -9,13 +9,12 @@ use anyhow::Result;
 use ctxd_index::Index;
 use ctxd_pipeline::config::Config;
 use ctxd_pipeline::daemon::Engine;
-use ctxd_serve::context::Assembler;
 use ctxd_serve::mcp::{CheckIndex, McpServer};
 use ctxd_stages::watch::Scanner;
 use serde_json::{json, Value};
 
 use crate::cli::ModelArgs;
-use crate::commands::{build_config, open_searcher, DEFAULT_MODEL};
+use crate::commands::{build_config, open_assembler};
 
 /// Changed files listed at most (the counts are always complete).
 const MAX_LISTED: usize = 50;
@@ -105,18 +104,8 @@ pub fn checker(index: Arc<Index>, root: PathBuf, db: PathBuf, refresh_with: Opti
 
 /// `ctxd mcp`: serves MCP on stdin/stdout until stdin closes.
 pub async fn run(db: PathBuf, root: Option<PathBuf>, config: Option<PathBuf>, model: ModelArgs) -> Result<()> {
-    let searcher = open_searcher(&db, &model, true).await?;
-    let spec = model.model.clone().unwrap_or_else(|| {
-        let id = searcher.index().model_id();
-        if id.is_empty() || id == "none" {
-            DEFAULT_MODEL.to_string()
-        } else {
-            id.to_string()
-        }
-    });
-    let (tokens, _, _) = tokio::task::spawn_blocking(move || ctxd_models::tokenizer_only(&spec)).await??;
-    let index = searcher.index().clone();
-    let assembler = Arc::new(Assembler::new(searcher, tokens));
+    let assembler = Arc::new(open_assembler(&db, &model, true).await?);
+    let index = assembler.searcher().index().clone();
     let check = match (root, config) {
         (None, None) => None,
         (root, config) => {

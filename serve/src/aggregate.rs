@@ -363,33 +363,33 @@ impl Aggregator {
         }
     }
 
-    async fn remote_version(&self, s: &SourceSpec) -> Result<u64, String> {
+    /// JSON from `<base><path>` (GET without a body, POST with one), any failure as a message.
+    async fn remote_json(&self, s: &SourceSpec, path: &str, body: Option<Value>) -> Result<Value, String> {
         let base = s.url.as_deref().unwrap_or_default().trim_end_matches('/');
-        let mut req = self.http.get(format!("{base}/v1/status"));
+        let url = format!("{base}{path}");
+        let mut req = match body {
+            Some(b) => self.http.post(&url).json(&b),
+            None => self.http.get(&url),
+        };
         if let Some(t) = &s.token {
             req = req.bearer_auth(t);
         }
-        let resp = req.send().await.map_err(|e| format!("{base}: {e}"))?;
+        let resp = req.send().await.map_err(|e| format!("{url}: {e}"))?;
         if !resp.status().is_success() {
-            return Err(format!("{base}/v1/status: http {}", resp.status()));
+            return Err(format!("{url}: http {}", resp.status()));
         }
-        let v: Value = resp.json().await.map_err(|e| format!("{base}/v1/status: {e}"))?;
-        v["version"].as_u64().ok_or_else(|| format!("{base}/v1/status: no version"))
+        resp.json().await.map_err(|e| format!("{url}: {e}"))
+    }
+
+    async fn remote_version(&self, s: &SourceSpec) -> Result<u64, String> {
+        let v = self.remote_json(s, "/v1/status", None).await?;
+        v["version"].as_u64().ok_or_else(|| format!("{}/v1/status: no version", s.url.as_deref().unwrap_or_default()))
     }
 
     async fn remote_context(&self, s: &SourceSpec, query: &str, share: usize) -> Result<Vec<Block>, String> {
-        let base = s.url.as_deref().unwrap_or_default().trim_end_matches('/');
-        let resp = self
-            .post(s, format!("{base}/v1/context"))
-            .json(&json!({ "query": query, "budget": share }))
-            .send()
-            .await
-            .map_err(|e| format!("{base}: {e}"))?;
-        if !resp.status().is_success() {
-            return Err(format!("{base}/v1/context: http {}", resp.status()));
-        }
-        let v: Value = resp.json().await.map_err(|e| format!("{base}/v1/context: {e}"))?;
-        serde_json::from_value(v["blocks"].clone()).map_err(|e| format!("{base}/v1/context: {e}"))
+        let v = self.remote_json(s, "/v1/context", Some(json!({ "query": query, "budget": share }))).await?;
+        serde_json::from_value(v["blocks"].clone())
+            .map_err(|e| format!("{}/v1/context: {e}", s.url.as_deref().unwrap_or_default()))
     }
 
     async fn mcp_context(&self, s: &SourceSpec, query: &str, share: usize) -> Result<Vec<Block>, String> {

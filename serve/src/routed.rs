@@ -151,9 +151,9 @@ const LEAN_BM25_TERMS: usize = 10;
 
 /// Words every language's code is full of: no signal for BM25.
 const CODE_STOP_WORDS: &[&str] = &[
-    "the", "and", "for", "let", "mut", "pub", "self", "return", "true", "false", "none", "some", "const",
-    "static", "impl", "use", "this", "def", "function", "var", "new", "int", "str", "string", "not", "else",
-    "elif", "while", "with", "from", "import", "null", "void", "public", "private", "class", "struct", "enum",
+    "the", "and", "for", "let", "mut", "pub", "self", "return", "true", "false", "none", "some", "const", "static",
+    "impl", "use", "this", "def", "function", "var", "new", "int", "str", "string", "not", "else", "elif", "while",
+    "with", "from", "import", "null", "void", "public", "private", "class", "struct", "enum",
 ];
 
 /// The last `max` distinct words of `text` (3+ characters, not all digits, not
