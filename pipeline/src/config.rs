@@ -407,6 +407,89 @@ fn seed_stage_defaults(table: &mut toml::Table, path: &[String]) {
     }
 }
 
+/// The key a deserialization error is about: `unknown field `x` … in `a.b`` → `a.b.x`;
+/// `invalid type … in `a.b`` → `a.b`. None for errors no single key causes (missing fields).
+fn offending_key(message: &str) -> Option<Vec<String>> {
+    let quoted = |s: &str| -> Option<String> {
+        let start = s.find('`')? + 1;
+        let end = start + s[start..].find('`')?;
+        Some(s[start..end].to_string())
+    };
+    let first = message.lines().next()?;
+    let within: Vec<String> = message
+        .lines()
+        .find_map(|l| l.strip_prefix("in "))
+        .and_then(quoted)
+        .map(|p| p.split('.').map(str::to_string).collect())
+        .unwrap_or_default();
+    if first.starts_with("unknown field") {
+        let mut path = within;
+        path.push(quoted(first)?);
+        Some(path)
+    } else if first.starts_with("invalid type") || first.starts_with("invalid value") {
+        (!within.is_empty()).then_some(within)
+    } else {
+        None
+    }
+}
+
+/// Removes `path` from `table` (inside arrays of tables: from the elements holding it).
+fn remove_key(table: &mut toml::Table, path: &[String]) -> bool {
+    let Some((last, parents)) = path.split_last() else { return false };
+    fn walk(v: &mut toml::Table, parents: &[String], last: &str) -> bool {
+        match parents.split_first() {
+            None => v.remove(last).is_some(),
+            Some((head, rest)) => match v.get_mut(head) {
+                Some(toml::Value::Table(t)) => walk(t, rest, last),
+                Some(toml::Value::Array(items)) => {
+                    let mut any = false;
+                    for item in items.iter_mut() {
+                        if let toml::Value::Table(t) = item {
+                            any |= walk(t, rest, last);
+                        }
+                    }
+                    any
+                }
+                _ => false,
+            },
+        }
+    }
+    walk(table, parents, last)
+}
+
+/// The 1-based line of `path`'s key in `text`: under its `[section]` / `[[section]]` header
+/// (or an inline table on a line of that section), else `None`.
+fn key_line(text: &str, path: &[String]) -> Option<usize> {
+    let (key, parents) = path.split_last()?;
+    let is_key = |line: &str, k: &str| {
+        let l = line.trim_start();
+        l.strip_prefix(k).is_some_and(|r| r.trim_start().starts_with('='))
+    };
+    let mut section: Vec<String> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            section = t.trim_matches(|c| c == '[' || c == ']').split('.').map(|s| s.trim().to_string()).collect();
+            if parents.is_empty() && section.first() == Some(key) {
+                return Some(i + 1);
+            }
+            continue;
+        }
+        if section == parents && is_key(line, key) {
+            return Some(i + 1);
+        }
+        // `load = { capacity = 1, x = 2 }` inside `[pipeline]`.
+        if parents.len() == section.len() + 1
+            && parents.starts_with(&section)
+            && is_key(line, &parents[parents.len() - 1])
+            && line.contains(key.as_str())
+        {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
 /// The sections environment overrides may address (`CTXD_<SECTION>_<KEY>`).
 const SECTIONS: &[&str] = &["source", "index", "model", "chunk", "pipeline", "server", "aggregate"];
 
@@ -452,27 +535,56 @@ impl Config {
         overrides: Vec<(String, Vec<String>, toml::Value)>,
     ) -> Result<Self, PipelineError> {
         let err = |message: String| PipelineError::Config { path: origin.to_path_buf(), message };
-        let mut cfg: Config = if overrides.is_empty() {
-            // Straight from the text: errors carry the line and column.
-            toml::from_str(text).map_err(|e| err(e.to_string()))?
-        } else {
-            let mut table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
-            let names: Vec<String> = overrides.iter().map(|o| o.0.clone()).collect();
-            for (name, path, value) in overrides {
-                seed_stage_defaults(&mut table, &path);
-                let mut at = &mut table;
-                for part in &path[..path.len() - 1] {
-                    let entry = at.entry(part.clone()).or_insert_with(|| toml::Value::Table(Default::default()));
-                    at = match entry {
-                        toml::Value::Table(t) => t,
-                        _ => return Err(err(format!("{name}: {} is not a table", path.join(".")))),
-                    };
-                }
-                at.insert(path[path.len() - 1].clone(), value);
+        // Syntax errors stop the parser (one at a time, with line and column).
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        let mut from_env: Vec<(Vec<String>, String)> = Vec::new();
+        for (name, path, value) in overrides {
+            seed_stage_defaults(&mut table, &path);
+            let mut at = &mut table;
+            for part in &path[..path.len() - 1] {
+                let entry = at.entry(part.clone()).or_insert_with(|| toml::Value::Table(Default::default()));
+                at = match entry {
+                    toml::Value::Table(t) => t,
+                    _ => return Err(err(format!("{name}: {} is not a table", path.join(".")))),
+                };
             }
-            toml::Value::Table(table)
-                .try_into()
-                .map_err(|e| err(format!("{e} (with environment overrides {})", names.join(", "))))?
+            at.insert(path[path.len() - 1].clone(), value);
+            from_env.push((path, name));
+        }
+        // Unknown keys and wrong types: every one is reported, each with its line (or the
+        // environment variable that set it), by dropping it and deserializing again.
+        let mut problems = Vec::new();
+        let mut cfg: Option<Config> = None;
+        for _ in 0..64 {
+            match toml::Value::Table(table.clone()).try_into::<Config>() {
+                Ok(c) => {
+                    cfg = Some(c);
+                    break;
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    let Some(path) = offending_key(&message) else {
+                        problems.push(message.replace('\n', " "));
+                        break;
+                    };
+                    let what = message.lines().next().unwrap_or("").to_string();
+                    let place = match from_env.iter().find(|(p, _)| *p == path) {
+                        Some((_, var)) => var.clone(),
+                        None => match key_line(text, &path) {
+                            Some(n) => format!("line {n}"),
+                            None => "here".to_string(),
+                        },
+                    };
+                    problems.push(format!("{place}: {}: {what}", path.join(".")));
+                    if !remove_key(&mut table, &path) {
+                        break;
+                    }
+                }
+            }
+        }
+        let mut cfg = match (cfg, problems.is_empty()) {
+            (Some(c), true) => c,
+            _ => return Err(err(problems.join("; "))),
         };
         let base = origin.parent().unwrap_or(Path::new("."));
         if cfg.source.root.is_relative() && !cfg.source.is_object_store() {
@@ -637,6 +749,25 @@ mod tests {
         let err =
             Config::from_toml("[index]\ndb = \"d\"\nbogus_key = 1\n", Path::new("c.toml")).unwrap_err().to_string();
         assert!(err.contains("bogus_key") && err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn every_unknown_key_and_wrong_type_is_reported_at_once_with_its_line() {
+        let text = "[index]\ndb = \"d\"\nbogus = 1\n\n[server]\nlisten = 5\nlisen = \"x\"\n\n[pipeline]\nload = { capacity = 1, workers = 1, extra = 2 }\n\n[[aggregate.sources]]\nname = \"a\"\nkind = \"local\"\nfoo = 1\n\n[typo]\nx = 1\n";
+        let err = Config::from_toml(text, Path::new("c.toml")).unwrap_err().to_string();
+        for want in [
+            "line 3: index.bogus",
+            "line 6: server.listen: invalid type",
+            "line 7: server.lisen",
+            "line 10: pipeline.load.extra",
+            "line 15: aggregate.sources.foo",
+            "line 17: typo",
+        ] {
+            assert!(err.contains(want), "missing '{want}' in: {err}");
+        }
+        let env = env_overrides(vars(&[("CTXD_SERVER_LISTN", "127.0.0.1:1")]));
+        let err = Config::from_toml_with("", Path::new("c.toml"), env).unwrap_err().to_string();
+        assert!(err.contains("CTXD_SERVER_LISTN: server.listn"), "{err}");
     }
 
     #[test]
