@@ -520,15 +520,28 @@ impl Index {
 
     /// Nearest chunks to `vector` by cosine similarity.
     pub async fn vector_search(&self, vector: &[f32], k: usize) -> Result<Vec<Hit>, IndexError> {
+        self.vector_search_probes(vector, k, None).await
+    }
+
+    /// [`Index::vector_search`] visiting `nprobes` IVF partitions (LanceDB's default, 20, when
+    /// `None`): fewer is faster and may miss a few neighbours (latency-bound callers).
+    pub async fn vector_search_probes(
+        &self,
+        vector: &[f32],
+        k: usize,
+        nprobes: Option<usize>,
+    ) -> Result<Vec<Hit>, IndexError> {
         if vector.len() != self.dim {
             return Err(IndexError::Dimension { expected: self.dim, got: vector.len() });
         }
+        let mut query = self.table.query().nearest_to(vector).map_err(|e| self.lance(e))?;
+        if let Some(n) = nprobes {
+            query = query.minimum_nprobes(n).map_err(|e| self.lance(e))?;
+            query = query.maximum_nprobes(Some(n)).map_err(|e| self.lance(e))?;
+        }
         let batches = self
             .collect(
-                self.table
-                    .query()
-                    .nearest_to(vector)
-                    .map_err(|e| self.lance(e))?
+                query
                     .distance_type(DistanceType::Cosine)
                     // After the search, not before: a pre-filter reads the `model` column of
                     // every row on each query (rows stored without a vector are zeros, which

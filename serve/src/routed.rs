@@ -146,6 +146,9 @@ pub enum QueryVector<'a> {
     Embed(&'a ctxd_models::EmbedService),
 }
 
+/// IVF partitions a lean query's vector search visits (LanceDB's default is 20).
+const LEAN_NPROBES: usize = 6;
+
 /// Terms a lean (completion) query keeps for BM25.
 const LEAN_BM25_TERMS: usize = 10;
 
@@ -354,14 +357,16 @@ impl Searcher {
             // distinct words nearest the end (the cursor) carry the intent.
             text = last_distinct_terms(&text, LEAN_BM25_TERMS);
         }
+        // Lean (completion) queries visit fewer IVF partitions: latency over the last neighbours.
+        let probes = req.lean.then_some(LEAN_NPROBES);
         // The full-text search runs while the query is being embedded, not after.
         let (vec_hits, fts_hits) = tokio::join!(
             async {
                 match vector {
-                    QueryVector::Ready(v) => Ok(index.vector_search(v, depth).await?),
+                    QueryVector::Ready(v) => Ok(index.vector_search_probes(v, depth, probes).await?),
                     QueryVector::Embed(embed) => {
                         let v = embed.embed(vec![req.query.clone()]).await?;
-                        Ok(index.vector_search(&v[0], depth).await?)
+                        Ok(index.vector_search_probes(&v[0], depth, probes).await?)
                     }
                     QueryVector::None => Ok::<_, SearchError>(Vec::new()),
                 }
