@@ -9,25 +9,14 @@ editor would) and prints latency percentiles, measured at the client over HTTP o
 
     python3 benches/completion_latency.py [--ctxd BIN] [--db DIR] [--requests 500]
 """
-import argparse, glob, json, os, random, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+import argparse, glob, json, os, random, shutil, statistics, subprocess, time, urllib.request
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def post(base, path, body):
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.load(r)
+from ctxd_daemon import default_ctxd, post, start_daemon
 
 
 def main():
     ap = argparse.ArgumentParser()
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/ctxd-target"))
-    ap.add_argument("--ctxd", default=os.path.join(target, "release", "ctxd"))
+    ap.add_argument("--ctxd", default=default_ctxd())
     ap.add_argument("--db", default=os.path.expanduser("~/.cache/ctxd/bench-completion/db"))
     ap.add_argument("--src", default=os.path.expanduser("~/.cache/ctxd/bench-completion/src"))
     ap.add_argument("--min-chunks", type=int, default=50000)
@@ -63,22 +52,8 @@ def main():
     print(f"maintenance pass in {time.time() - t0:.0f}s: fragments {report['fragments_before']} -> "
           f"{report['fragments_after']}, vector index built: {report['vector_index_built']}")
 
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([args.ctxd, "serve", "--watch", args.src, "--db", args.db, "--listen", f"127.0.0.1:{port}",
-                             "--flight-listen", ""], env=dict(os.environ, CTXD_LOG="warn"))
+    proc, base, _ = start_daemon(args.ctxd, args.src, args.db, ready_within=3600)
     try:
-        t0 = time.time()
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except Exception:
-                pass
-            if proc.poll() is not None or time.time() - t0 > 3600:
-                sys.exit("daemon did not become ready")
-            time.sleep(0.5)
         rows = None
         with urllib.request.urlopen(base + "/metrics") as r:
             for line in r.read().decode().splitlines():

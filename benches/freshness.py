@@ -9,22 +9,13 @@ the write → searchable latency and the daemon's own ctxd_pipeline_freshness_se
 
     python3 benches/freshness.py [--ctxd BIN] [--edits 30] [--corpus DIR]
 """
-import argparse, glob, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+import argparse, glob, os, shutil, statistics, sys, tempfile, time, urllib.request
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-def post(base, body):
-    req = urllib.request.Request(base + "/v1/search", data=json.dumps(body).encode(), headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.load(r)
+from ctxd_daemon import default_ctxd, post, start_daemon
 
 def main():
     ap = argparse.ArgumentParser()
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/ctxd-target"))
-    ap.add_argument("--ctxd", default=os.path.join(target, "release", "ctxd"))
+    ap.add_argument("--ctxd", default=default_ctxd())
     ap.add_argument("--edits", type=int, default=30)
     ap.add_argument("--corpus")
     args = ap.parse_args()
@@ -33,23 +24,13 @@ def main():
     root, db = os.path.join(work, "src"), os.path.join(work, "db")
     shutil.copytree(corpus, root)
     files = sorted(f for f in glob.glob(os.path.join(root, "src", "**", "*.rs"), recursive=True) if os.path.getsize(f) < 20000)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, CTXD_LOG=os.environ.get("CTXD_LOG", "warn"))
-    proc = subprocess.Popen([args.ctxd, "serve", "--watch", root, "--db", db, "--listen", f"127.0.0.1:{port}", "--flight-listen", ""], env=env)
     try:
-        t0 = time.time()
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except Exception:
-                pass
-            if proc.poll() is not None or time.time() - t0 > 1800:
-                sys.exit("daemon did not become ready")
-            time.sleep(0.2)
-        print(f"corpus {corpus}: ready after {time.time() - t0:.1f}s")
+        proc, base, ready = start_daemon(args.ctxd, root, db, ready_within=1800, poll=0.2)
+    except SystemExit:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    try:
+        print(f"corpus {corpus}: ready after {ready:.1f}s")
         time.sleep(1.0)
         lat, polls = [], []
         for i in range(args.edits):
@@ -60,7 +41,7 @@ def main():
             start = time.time()
             while True:
                 q0 = time.time()
-                hits = post(base, {"query": name, "k": 5, "mode": "bm25"})["results"]
+                hits = post(base, "/v1/search", {"query": name, "k": 5, "mode": "bm25"}, timeout=10)["results"]
                 polls.append(time.time() - q0)
                 if any(name in h["content"] for h in hits):
                     break

@@ -18,7 +18,7 @@ use lancedb::table::{CompactionOptions, OptimizeAction};
 use lancedb::DistanceType;
 
 use crate::metrics as m;
-use crate::store::sql_str;
+use crate::store::{ensure_btree, sql_str};
 use crate::{Index, IndexError, NO_MODEL};
 
 /// What a maintenance pass should do.
@@ -31,6 +31,17 @@ pub struct MaintenanceOptions {
     pub single_writer: bool,
     /// Build the vector index once this many embedded rows exist (0: never).
     pub vector_index_min_rows: usize,
+}
+
+impl MaintenanceOptions {
+    /// The cleanup of untagged versions older than `retain` (tagged ones are kept).
+    fn prune(&self) -> OptimizeAction {
+        OptimizeAction::Prune {
+            older_than: Some(chrono::Duration::from_std(self.retain).unwrap_or(chrono::Duration::days(7))),
+            delete_unverified: Some(self.single_writer),
+            error_if_tagged_old_versions: Some(false),
+        }
+    }
 }
 
 /// What a maintenance pass did.
@@ -102,25 +113,8 @@ impl Index {
             .optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None })
             .await
             .map_err(lance)?;
-        let older_than = chrono::Duration::from_std(opts.retain).unwrap_or(chrono::Duration::days(7));
-        table
-            .optimize(OptimizeAction::Prune {
-                older_than: Some(older_than),
-                delete_unverified: Some(opts.single_writer),
-                error_if_tagged_old_versions: Some(false),
-            })
-            .await
-            .map_err(lance)?;
-        let indexed: Vec<String> =
-            table.list_indices().await.map_err(lance)?.into_iter().flat_map(|i| i.columns).collect();
-        let mut built = false;
-        for column in ["name", "symbol", "qualified_name"] {
-            if !indexed.iter().any(|c| c == column) {
-                table.create_index(&[column], LanceIndex::BTree(Default::default())).execute().await.map_err(lance)?;
-                built = true;
-            }
-        }
-        if !built {
+        table.optimize(opts.prune()).await.map_err(lance)?;
+        if !ensure_btree(table, &["name", "symbol", "qualified_name"]).await.map_err(lance)? {
             table.optimize(OptimizeAction::Index(Default::default())).await.map_err(lance)?;
         }
         Ok(())
@@ -140,16 +134,7 @@ impl Index {
             report.fragments_removed = c.fragments_removed;
             report.fragments_added = c.fragments_added;
         }
-        let older_than = chrono::Duration::from_std(opts.retain).unwrap_or(chrono::Duration::days(7));
-        let stats = self
-            .table
-            .optimize(OptimizeAction::Prune {
-                older_than: Some(older_than),
-                delete_unverified: Some(opts.single_writer),
-                error_if_tagged_old_versions: Some(false),
-            })
-            .await
-            .map_err(|e| self.lance(e))?;
+        let stats = self.table.optimize(opts.prune()).await.map_err(|e| self.lance(e))?;
         if let Some(p) = stats.prune {
             report.versions_removed = p.old_versions;
             report.bytes_removed = p.bytes_removed;

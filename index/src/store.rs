@@ -135,6 +135,19 @@ fn fts_params() -> FtsIndexBuilder {
         .remove_stop_words(true)
 }
 
+/// Builds a B-tree index on each of `columns` of `table` that has none; true if any was built.
+pub(crate) async fn ensure_btree(table: &Table, columns: &[&str]) -> lancedb::Result<bool> {
+    let indexed: Vec<String> = table.list_indices().await?.into_iter().flat_map(|i| i.columns).collect();
+    let mut built = false;
+    for column in columns {
+        if !indexed.iter().any(|c| c == column) {
+            table.create_index(&[*column], LanceIndex::BTree(Default::default())).execute().await?;
+            built = true;
+        }
+    }
+    Ok(built)
+}
+
 /// Opens table `name` of `conn` (whose tables are `names`), creating it empty with `schema`
 /// when missing; if another writer creates it in the meantime, that one is opened.
 async fn open_or_create_table(
@@ -389,20 +402,9 @@ impl Index {
     /// [`Index::vectors_for`]) and `path` (a file's chunks: symbol and path routes, completion,
     /// replacements), so neither scans the table; kept current by the index folds.
     pub async fn ensure_hash_index(&self) -> Result<(), IndexError> {
-        let indices = self.table.list_indices().await.map_err(|e| self.lance(e))?;
-        for column in ["content_hash", "path"] {
-            if indices.iter().any(|i| i.columns.iter().any(|c| c == column)) {
-                continue;
-            }
-            self.table
-                .create_index(&[column], LanceIndex::BTree(Default::default()))
-                .execute()
-                .await
-                .map_err(|e| self.lance(e))?;
-        }
+        ensure_btree(&self.table, &["content_hash", "path"]).await.map_err(|e| self.lance(e))?;
         Ok(())
     }
-
     /// Completes a file committed in parts: deletes the rows of its previous version (any
     /// `file_hash` other than `partial:<hash>`), then records `(path, hash)` in the streams
     /// table, so the file counts as indexed only once every part is in. Both are cheap (a
@@ -447,14 +449,12 @@ impl Index {
     /// Definitions whose name, symbol or qualified name is `name` (exact), or, with
     /// `prefix`, starts with it. At most `limit` rows.
     pub async fn symbols_named(&self, name: &str, prefix: bool, limit: usize) -> Result<Vec<SymbolRow>, IndexError> {
+        if !prefix {
+            return self.symbols_named_any(&[name.to_string()], limit).await;
+        }
         let Some(table) = &self.symbols else { return Ok(Vec::new()) };
-        let filter = if prefix {
-            let like = sql_str(&format!("{}%", name.replace('%', "")));
-            format!("name LIKE {like} OR symbol LIKE {like} OR qualified_name LIKE {like}")
-        } else {
-            let v = sql_str(name);
-            format!("name = {v} OR symbol = {v} OR qualified_name = {v}")
-        };
+        let like = sql_str(&format!("{}%", name.replace('%', "")));
+        let filter = format!("name LIKE {like} OR symbol LIKE {like} OR qualified_name LIKE {like}");
         let batches = self.collect(table.query().only_if(filter).limit(limit)).await?;
         Ok(batches.iter().flat_map(batch_to_symbols).collect())
     }
@@ -576,7 +576,6 @@ impl Index {
         Ok(hits)
     }
 
-    /// All chunks of one file, in line order (used by tests and tooling).
     /// The chunks of several files in one query, by path (each sorted by line).
     pub async fn chunks_of_paths(&self, paths: &[String]) -> Result<HashMap<String, Vec<Hit>>, IndexError> {
         let mut out: HashMap<String, Vec<Hit>> = HashMap::new();
@@ -606,15 +605,9 @@ impl Index {
         Ok(batches.iter().flat_map(batch_to_symbols).collect())
     }
 
+    /// All chunks of one file, in line order.
     pub async fn chunks_of(&self, path: &str) -> Result<Vec<Hit>, IndexError> {
-        let batches = self
-            .collect(
-                self.table.query().only_if(format!("path = {}", sql_str(path))).select(Select::columns(&HIT_COLUMNS)),
-            )
-            .await?;
-        let mut hits = self.hits(&batches, "", |s| s)?;
-        hits.sort_by_key(|h| h.start_line);
-        Ok(hits)
+        Ok(self.chunks_of_paths(&[path.to_string()]).await?.remove(path).unwrap_or_default())
     }
 
     /// Every indexed file with its language and number of chunks, sorted by path (for

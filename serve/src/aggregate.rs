@@ -151,6 +151,15 @@ pub struct Aggregator {
     cache: Mutex<Cache>,
 }
 
+/// Sends `req`; a transport failure or a non-2xx status is an error message naming `what`.
+async fn send(req: reqwest::RequestBuilder, what: &str) -> Result<reqwest::Response, String> {
+    let resp = req.send().await.map_err(|e| format!("{what}: {e}"))?;
+    if !resp.status().is_success() {
+        return Err(format!("{what}: http {}", resp.status()));
+    }
+    Ok(resp)
+}
+
 fn normalized(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -355,8 +364,8 @@ impl Aggregator {
         (out.0, started.elapsed().as_secs_f64() * 1000.0, out.1, out.2)
     }
 
-    fn post(&self, s: &SourceSpec, url: String) -> reqwest::RequestBuilder {
-        let req = self.http.post(url);
+    /// `req` carrying the source's bearer token, if it has one.
+    fn authed(&self, s: &SourceSpec, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match &s.token {
             Some(t) => req.bearer_auth(t),
             None => req,
@@ -367,17 +376,11 @@ impl Aggregator {
     async fn remote_json(&self, s: &SourceSpec, path: &str, body: Option<Value>) -> Result<Value, String> {
         let base = s.url.as_deref().unwrap_or_default().trim_end_matches('/');
         let url = format!("{base}{path}");
-        let mut req = match body {
+        let req = match body {
             Some(b) => self.http.post(&url).json(&b),
             None => self.http.get(&url),
         };
-        if let Some(t) = &s.token {
-            req = req.bearer_auth(t);
-        }
-        let resp = req.send().await.map_err(|e| format!("{url}: {e}"))?;
-        if !resp.status().is_success() {
-            return Err(format!("{url}: http {}", resp.status()));
-        }
+        let resp = send(self.authed(s, req), &url).await?;
         resp.json().await.map_err(|e| format!("{url}: {e}"))
     }
 
@@ -401,33 +404,20 @@ impl Aggregator {
             json!({"protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "ctxd-aggregator", "version": env!("CARGO_PKG_VERSION")}}),
         );
-        let accept = "application/json, text/event-stream";
-        let resp = self
-            .post(s, url.clone())
-            .header("accept", accept)
-            .json(&init)
-            .send()
-            .await
-            .map_err(|e| format!("{url}: {e}"))?;
-        if !resp.status().is_success() {
-            return Err(format!("{url}: initialize: http {}", resp.status()));
-        }
-        let session = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
-        let with_session = |r: reqwest::RequestBuilder| match &session {
-            Some(id) => r.header("mcp-session-id", id),
-            None => r,
+        let post = |body: &Value, session: Option<&str>| {
+            let req = self.authed(s, self.http.post(&url)).header("accept", "application/json, text/event-stream");
+            match session {
+                Some(id) => req.header("mcp-session-id", id),
+                None => req,
+            }
+            .json(body)
         };
+        let resp = send(post(&init, None), &format!("{url}: initialize")).await?;
+        let session = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let _ = with_session(self.post(s, url.clone()).header("accept", accept)).json(&note).send().await;
+        let _ = post(&note, session.as_deref()).send().await;
         let call = rpc(2, "tools/call", json!({"name": "get_context", "arguments": {"query": query, "budget": share}}));
-        let resp = with_session(self.post(s, url.clone()).header("accept", accept))
-            .json(&call)
-            .send()
-            .await
-            .map_err(|e| format!("{url}: {e}"))?;
-        if !resp.status().is_success() {
-            return Err(format!("{url}: tools/call: http {}", resp.status()));
-        }
+        let resp = send(post(&call, session.as_deref()), &format!("{url}: tools/call")).await?;
         let text = resp.text().await.map_err(|e| format!("{url}: {e}"))?;
         // JSON, or an SSE stream whose data lines carry the JSON-RPC response.
         let v: Value = serde_json::from_str(&text)

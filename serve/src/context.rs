@@ -236,6 +236,23 @@ pub(crate) fn chunk_lines(start_line: u32, end_line: u32, content: &str) -> BTre
     lines[skip..].iter().enumerate().map(|(i, l)| (start_line + i as u32, l.to_string())).collect()
 }
 
+/// The exact file lines covered by `chunks` (each line once, from the first chunk holding it),
+/// restricted to `range`: a file's text rebuilt from the index.
+pub(crate) fn indexed_lines<'a>(
+    chunks: impl IntoIterator<Item = &'a ctxd_index::Hit>,
+    range: std::ops::RangeInclusive<u32>,
+) -> BTreeMap<u32, String> {
+    let mut lines = BTreeMap::new();
+    for c in chunks.into_iter().filter(|c| c.end_line >= *range.start() && c.start_line <= *range.end()) {
+        for (n, l) in chunk_lines(c.start_line, c.end_line, &c.content) {
+            if range.contains(&n) {
+                lines.entry(n).or_insert(l);
+            }
+        }
+    }
+    lines
+}
+
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
     for (x, y) in a.iter().zip(b) {

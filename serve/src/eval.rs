@@ -242,12 +242,8 @@ pub async fn evaluate_context(
             let mut used = 0;
             for f in &top {
                 if !file_tokens.contains_key(*f) {
-                    let mut lines = std::collections::BTreeMap::new();
-                    for c in searcher.index().chunks_of(f).await? {
-                        for (n, l) in crate::context::chunk_lines(c.start_line, c.end_line, &c.content) {
-                            lines.entry(n).or_insert(l);
-                        }
-                    }
+                    let chunks = searcher.index().chunks_of(f).await?;
+                    let lines = crate::context::indexed_lines(&chunks, 0..=u32::MAX);
                     let text = lines.into_values().collect::<Vec<_>>().join("\n");
                     file_tokens.insert((*f).clone(), tokens.count(&text));
                 }

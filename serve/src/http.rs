@@ -229,7 +229,7 @@ async fn aggregate(
     }
 }
 
-/// `{"version","rows","ready"}`: what an aggregator keys its cache on.
+/// `{"version","ready","model"}`: what an aggregator keys its cache on.
 async fn status(State(state): State<AppState>) -> Response {
     let index = state.searcher.index();
     match index.version().await {
@@ -249,23 +249,9 @@ async fn mcp(State(state): State<AppState>, body: Result<Json<serde_json::Value>
     let Some(server) = &state.mcp else { return error(StatusCode::NOT_FOUND, "mcp is not enabled".into()) };
     let msg = match body {
         Ok(Json(v)) => v,
-        Err(rej) => {
-            let e = serde_json::json!({"jsonrpc": "2.0", "id": null,
-                "error": {"code": -32700, "message": format!("parse error: {}", rej.body_text())}});
-            return (StatusCode::BAD_REQUEST, Json(e)).into_response();
-        }
+        Err(rej) => return (StatusCode::BAD_REQUEST, Json(crate::mcp::parse_error(rej.body_text()))).into_response(),
     };
-    let reply = match msg {
-        serde_json::Value::Array(batch) => {
-            let mut out = Vec::new();
-            for m in batch {
-                out.extend(server.handle(m).await);
-            }
-            (!out.is_empty()).then_some(serde_json::Value::Array(out))
-        }
-        m => server.handle(m).await,
-    };
-    match reply {
+    match server.handle_message(msg).await {
         Some(r) => Json(r).into_response(),
         None => StatusCode::ACCEPTED.into_response(),
     }

@@ -27,7 +27,7 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::context::{chunk_lines, Assembler, ContextRequest, Format};
+use crate::context::{indexed_lines, Assembler, ContextRequest, Format};
 use crate::search::{Mode, SearchRequest};
 
 /// Protocol versions this server speaks (newest first).
@@ -119,6 +119,11 @@ fn tool_error(message: String) -> Value {
     json!({ "content": [{ "type": "text", "text": message }], "isError": true })
 }
 
+/// The JSON-RPC answer to a message that is not JSON.
+pub fn parse_error(e: impl std::fmt::Display) -> Value {
+    rpc_error(Value::Null, -32700, format!("parse error: {e}"))
+}
+
 fn rpc_error(id: Value, code: i64, message: impl Into<String>) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message.into() } })
 }
@@ -140,6 +145,15 @@ fn arg_usize(args: &Value, name: &str, default: usize, min: usize, max: usize) -
     }
 }
 
+/// The folder an overview files `path` under: its first two directory levels (`src/index/`),
+/// `./` for files at the root.
+fn top_folder(path: &str) -> String {
+    match path.rsplit_once('/') {
+        Some((dir, _)) => dir.split('/').take(2).collect::<Vec<_>>().join("/") + "/",
+        None => "./".to_string(),
+    }
+}
+
 /// Rough token estimate for caps (4 bytes a token, the usual figure for code and English).
 fn approx_tokens(s: &str) -> usize {
     s.len().div_ceil(4)
@@ -148,6 +162,17 @@ fn approx_tokens(s: &str) -> usize {
 impl McpServer {
     pub fn new(assembler: Arc<Assembler>, check: Option<CheckIndex>) -> Self {
         Self { assembler, check }
+    }
+
+    /// Answers a JSON-RPC message or batch (an array of messages, answered by an array of
+    /// the replies); `None` when nothing calls for an answer (notifications).
+    pub async fn handle_message(&self, msg: Value) -> Option<Value> {
+        let Value::Array(batch) = msg else { return self.handle(msg).await };
+        let mut out = Vec::new();
+        for m in batch {
+            out.extend(self.handle(m).await);
+        }
+        (!out.is_empty()).then_some(Value::Array(out))
     }
 
     /// Answers one JSON-RPC message; `None` for notifications (and responses).
@@ -316,14 +341,7 @@ impl McpServer {
             });
         };
         let chunks = index.chunks_of(&sym.path).await.map_err(|e| e.to_string())?;
-        let mut lines: BTreeMap<u32, String> = BTreeMap::new();
-        for c in chunks.iter().filter(|c| c.end_line >= sym.start_line && c.start_line <= sym.end_line) {
-            for (n, l) in chunk_lines(c.start_line, c.end_line, &c.content) {
-                if (sym.start_line..=sym.end_line).contains(&n) {
-                    lines.entry(n).or_insert(l);
-                }
-            }
-        }
+        let lines = indexed_lines(&chunks, sym.start_line..=sym.end_line);
         if lines.is_empty() {
             return Err(format!("the source of '{name}' ({}:{}) is not in the index", sym.path, sym.start_line));
         }
@@ -353,11 +371,7 @@ impl McpServer {
             let e = langs.entry(lang.as_str()).or_default();
             e.0 += 1;
             e.1 += chunks;
-            let folder = match path.rsplit_once('/') {
-                Some((dir, _)) => dir.split('/').take(2).collect::<Vec<_>>().join("/") + "/",
-                None => "./".to_string(),
-            };
-            let f = folders.entry(folder).or_default();
+            let f = folders.entry(top_folder(path)).or_default();
             f.0 += 1;
             f.1 += chunks;
         }
@@ -438,15 +452,8 @@ where
             continue;
         }
         let reply = match serde_json::from_str::<Value>(&line) {
-            Ok(Value::Array(batch)) => {
-                let mut out = Vec::new();
-                for m in batch {
-                    out.extend(server.handle(m).await);
-                }
-                (!out.is_empty()).then(|| Value::Array(out))
-            }
-            Ok(msg) => server.handle(msg).await,
-            Err(e) => Some(rpc_error(Value::Null, -32700, format!("parse error: {e}"))),
+            Ok(msg) => server.handle_message(msg).await,
+            Err(e) => Some(parse_error(e)),
         };
         if let Some(reply) = reply {
             let mut text = serde_json::to_string(&reply).unwrap_or_default();

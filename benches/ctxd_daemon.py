@@ -1,0 +1,44 @@
+"""What the Python benches share: a free port, a JSON POST, and a `ctxd serve` started and
+waited for until /readyz answers 200."""
+import json, os, socket, subprocess, sys, time, urllib.request
+
+
+def default_ctxd():
+    """The release binary in the build cache (`$CARGO_TARGET_DIR`, default ~/.cache/ctxd-target)."""
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/ctxd-target"))
+    return os.path.join(target, "release", "ctxd")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(base, path, body, timeout=30):
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.load(r)
+
+
+def start_daemon(ctxd, root, db, ready_within, poll=0.5):
+    """Starts `ctxd serve` watching `root` into `db` (HTTP on a free port, no Flight) and waits
+    for readiness; returns (process, base URL, seconds to ready). Exits if it dies or is not
+    ready within `ready_within` seconds."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, CTXD_LOG=os.environ.get("CTXD_LOG", "warn"))
+    proc = subprocess.Popen([ctxd, "serve", "--watch", root, "--db", db, "--listen", f"127.0.0.1:{port}",
+                             "--flight-listen", ""], env=env)
+    t0 = time.time()
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/readyz", timeout=2) as r:
+                if r.status == 200:
+                    return proc, base, time.time() - t0
+        except Exception:
+            pass
+        if proc.poll() is not None or time.time() - t0 > ready_within:
+            proc.terminate()
+            sys.exit("daemon did not become ready")
+        time.sleep(poll)
