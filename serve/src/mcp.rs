@@ -383,9 +383,7 @@ impl McpServer {
         let mut key = index.top_level_symbols(&kinds, 2000).await.map_err(|e| e.to_string())?;
         // Types of the biggest folders first, documented ones before the rest.
         let rank: BTreeMap<&str, usize> = folders.iter().enumerate().map(|(i, f)| (f.0.as_str(), i)).collect();
-        let folder_rank = |p: &str| {
-            rank.iter().filter(|(f, _)| p.starts_with(*f) || *f == &"./").map(|(_, r)| *r).min().unwrap_or(usize::MAX)
-        };
+        let folder_rank = |p: &str| rank.get(top_folder(p).as_str()).copied().unwrap_or(usize::MAX);
         key.sort_by_key(|s| (folder_rank(&s.path), s.doc.is_none(), s.path.clone(), s.start_line));
         let total_chunks: usize = files.iter().map(|f| f.2).sum();
         let mut text = format!("# Index overview\n{} files, {} chunks\n\n## Languages\n", files.len(), total_chunks);
@@ -483,5 +481,8 @@ mod tests {
         assert!(arg_str(&json!({"query": "  "}), "query").is_err());
         assert!(arg_usize(&json!({"k": 0}), "k", 10, 1, 50).is_err());
         assert_eq!(arg_usize(&json!({}), "k", 10, 1, 50), Ok(10));
+        assert_eq!(top_folder("src/index/store/a.rs"), "src/index/");
+        assert_eq!(top_folder("src/a.rs"), "src/");
+        assert_eq!(top_folder("README.md"), "./");
     }
 }
