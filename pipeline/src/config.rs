@@ -605,16 +605,20 @@ impl Config {
 
     /// Reads and parses a config file.
     pub fn load(path: &Path) -> Result<Self, PipelineError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| PipelineError::Config { path: path.to_path_buf(), message: e.to_string() })?;
-        Self::from_toml(&text, path)
+        Self::load_from(Some(path), Vec::new())
     }
 
     /// The configuration a run uses: `file` (or the defaults) with the process's `CTXD_*`
     /// overrides on top. Relative paths resolve against the file's directory (the working
     /// directory without a file).
     pub fn load_with_env(file: Option<&Path>) -> Result<Self, PipelineError> {
-        let overrides = env_overrides(std::env::vars());
+        Self::load_from(file, env_overrides(std::env::vars()))
+    }
+
+    fn load_from(
+        file: Option<&Path>,
+        overrides: Vec<(String, Vec<String>, toml::Value)>,
+    ) -> Result<Self, PipelineError> {
         match file {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
