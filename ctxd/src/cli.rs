@@ -193,6 +193,29 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Re-embed every chunk with another model (or model version) into a new table while
+    /// searches keep using the current one, then switch queries to it atomically. Resumable:
+    /// run it again after an interruption and it continues. A running daemon on the same
+    /// --db follows the switch by itself.
+    Reembed {
+        #[arg(long)]
+        db: PathBuf,
+        /// Rows per embed request and per commit to the new table.
+        #[arg(long, default_value_t = 256)]
+        block_rows: usize,
+        /// Fill the new table but leave queries on the current one (run again to switch).
+        #[arg(long)]
+        no_switch: bool,
+        /// Build the vector index of the new table from this many rows (0: never).
+        #[arg(long, default_value_t = 100_000)]
+        vector_index_min_rows: usize,
+        /// No progress bar; print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The new model (--model is required).
+        #[command(flatten)]
+        model: ModelArgs,
+    },
     /// Name or unname a snapshot.
     Snapshot {
         #[command(subcommand)]

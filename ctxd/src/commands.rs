@@ -47,6 +47,9 @@ pub async fn run(cli: Cli) -> Result<()> {
             assemble_context(&req, &db, &model, json).await
         }
         Command::Snapshots { db, json } => snapshots(&db, json).await,
+        Command::Reembed { db, block_rows, no_switch, vector_index_min_rows, json, model } => {
+            crate::reembed::run(&db, &model, block_rows, !no_switch, vector_index_min_rows, json).await
+        }
         Command::Compact { db, retain_secs, vector_index_min_rows, json } => {
             let index = open_index(&db).await?;
             let opts = ctxd_index::MaintenanceOptions {
@@ -217,13 +220,10 @@ pub async fn open_searcher(db: &Path, model: &ModelArgs, need_model: bool) -> Re
     if !need_model {
         return Ok(Searcher::new(Arc::new(index), None));
     }
-    let spec = model.model.clone().unwrap_or_else(|| {
-        if index.model_id().is_empty() {
-            DEFAULT_MODEL.to_string()
-        } else {
-            index.model_id().to_string()
-        }
-    });
+    let spec = match model.model.clone() {
+        Some(spec) => spec,
+        None => model_spec(&index).await?,
+    };
     let runtime = model.runtime()?;
     let (service, _) =
         tokio::task::spawn_blocking(move || ctxd_models::start(&spec, EmbedServiceConfig::default(), &runtime))
@@ -241,18 +241,28 @@ pub async fn open_searcher(db: &Path, model: &ModelArgs, need_model: bool) -> Re
     Ok(Searcher::new(Arc::new(index), Some(service)))
 }
 
+/// What to load the index's model from: the spec `ctxd reembed` recorded for it (a directory
+/// or hub id), else the model id stored in the table (the default model for a text-only index).
+pub async fn model_spec(index: &ctxd_index::Index) -> Result<String> {
+    let id = index.model_id();
+    if id.is_empty() || id == ctxd_index::NO_MODEL {
+        return Ok(DEFAULT_MODEL.to_string());
+    }
+    let active = ctxd_index::active::current(index.uri()).await?;
+    Ok(match active {
+        Some(a) if a.model_id == id && a.table_name == index.table_name() && !a.model_spec.is_empty() => a.model_spec,
+        _ => id.to_string(),
+    })
+}
+
 /// A context assembler on an existing index: its searcher (the model loaded when
 /// `need_model`) and the tokenizer of the index's model (or `--model`), which budgets count in.
 pub async fn open_assembler(db: &Path, model: &ModelArgs, need_model: bool) -> Result<Assembler> {
     let searcher = open_searcher(db, model, need_model).await?;
-    let spec = model.model.clone().unwrap_or_else(|| {
-        let id = searcher.index().model_id();
-        if id.is_empty() || id == "none" {
-            DEFAULT_MODEL.to_string()
-        } else {
-            id.to_string()
-        }
-    });
+    let spec = match model.model.clone() {
+        Some(spec) => spec,
+        None => model_spec(&searcher.index()).await?,
+    };
     let (tokens, _, _) = tokio::task::spawn_blocking(move || ctxd_models::tokenizer_only(&spec))
         .await
         .expect("tokenizer loading thread panicked")?;
@@ -340,7 +350,10 @@ async fn eval(
     }
     let mut context_reports = Vec::new();
     if !context_budgets.is_empty() {
-        let spec = model.model.clone().unwrap_or_else(|| searcher.index().model_id().to_string());
+        let spec = match model.model.clone() {
+            Some(spec) => spec,
+            None => model_spec(&searcher.index()).await?,
+        };
         let (tokens, _, _) = tokio::task::spawn_blocking(move || ctxd_models::tokenizer_only(&spec))
             .await
             .expect("tokenizer loading thread panicked")?;

@@ -8,6 +8,7 @@ mod bench;
 mod cli;
 mod commands;
 mod mcp;
+mod reembed;
 mod sdnotify;
 mod serve;
 

@@ -10,6 +10,7 @@ use ctxd_index::Index;
 use ctxd_pipeline::config::Config;
 use ctxd_pipeline::daemon::Engine;
 use ctxd_serve::mcp::{CheckIndex, McpServer};
+use ctxd_serve::Searcher;
 use ctxd_stages::watch::Scanner;
 use serde_json::{json, Value};
 
@@ -70,9 +71,10 @@ fn listed(v: &[String]) -> Value {
 
 /// The `check_index` tool. `refresh` re-indexes the root once (one-shot pipeline) when
 /// `cfg` is given; a daemon passes `None` (its watcher is already indexing every change).
-pub fn checker(index: Arc<Index>, root: PathBuf, db: PathBuf, refresh_with: Option<Config>) -> CheckIndex {
+pub fn checker(searcher: Searcher, root: PathBuf, db: PathBuf, refresh_with: Option<Config>) -> CheckIndex {
     Arc::new(move |refresh: bool| {
-        let (index, root, db, cfg) = (index.clone(), root.clone(), db.clone(), refresh_with.clone());
+        // The latest index each time (a daemon may have switched models since).
+        let (index, root, db, cfg) = (searcher.index(), root.clone(), db.clone(), refresh_with.clone());
         Box::pin(async move {
             let run = async {
                 let (modified, added, removed, head) = stale_files(&index, &root, &db).await?;
@@ -105,13 +107,13 @@ pub fn checker(index: Arc<Index>, root: PathBuf, db: PathBuf, refresh_with: Opti
 /// `ctxd mcp`: serves MCP on stdin/stdout until stdin closes.
 pub async fn run(db: PathBuf, root: Option<PathBuf>, config: Option<PathBuf>, model: ModelArgs) -> Result<()> {
     let assembler = Arc::new(open_assembler(&db, &model, true).await?);
-    let index = assembler.searcher().index().clone();
+    let searcher = assembler.searcher().clone();
     let check = match (root, config) {
         (None, None) => None,
         (root, config) => {
             let cfg = build_config(config.as_deref(), root.as_deref(), Some(&db), &model)?;
             let root = cfg.source.root.clone();
-            (!cfg.source.is_object_store()).then(|| checker(index, root, db.clone(), Some(cfg)))
+            (!cfg.source.is_object_store()).then(|| checker(searcher, root, db.clone(), Some(cfg)))
         }
     };
     let server = McpServer::new(assembler, check);

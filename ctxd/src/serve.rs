@@ -95,9 +95,11 @@ pub async fn serve(
     let drain = Duration::from_secs(cfg.pipeline.drain_timeout_secs);
     let engine =
         Engine::open(cfg.clone()).await.with_context(|| format!("opening index {}", cfg.index.db.display()))?;
-    let (kill, shutdown) = tokio::sync::watch::channel(false);
-    let running = engine.run(true, shutdown)?;
-    let tracker = running.tracker();
+    // Context budgets keep counting with this tokenizer after a model switch (a restart picks
+    // up the new model's).
+    let token_counter = engine.token_counter();
+    let generation = Generation::start(engine)?;
+    let tracker = generation.running.tracker();
     {
         let tracker = tracker.clone();
         tokio::spawn(async move {
@@ -107,7 +109,9 @@ pub async fn serve(
             crate::sdnotify::notify("STATUS=ready: initial scan committed, watching for changes");
         });
     }
-    let searcher = Arc::new(Searcher::new(engine.index(), engine.embedder()));
+    let searcher = Arc::new(Searcher::new(generation.engine.index(), generation.engine.embedder()));
+    let (stop_follow, follow_stopped) = tokio::sync::oneshot::channel::<()>();
+    let follower = tokio::spawn(follow_switches(cfg.clone(), generation, (*searcher).clone(), drain, follow_stopped));
     let (stop_flight, flight_stopped) = tokio::sync::oneshot::channel::<()>();
     let flight = match flight_listener {
         Some(l) => {
@@ -120,9 +124,9 @@ pub async fn serve(
         }
         None => None,
     };
-    let assembler = Arc::new(ctxd_serve::context::Assembler::new((*searcher).clone(), engine.token_counter()));
+    let assembler = Arc::new(ctxd_serve::context::Assembler::new((*searcher).clone(), token_counter));
     let check = (!cfg.source.is_object_store())
-        .then(|| crate::mcp::checker(searcher.index().clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
+        .then(|| crate::mcp::checker((*searcher).clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
     let mcp = Arc::new(ctxd_serve::mcp::McpServer::new(assembler.clone(), check));
     let aggregator = Arc::new(aggregator(&cfg, assembler.clone())?);
     let state = AppState {
@@ -146,21 +150,9 @@ pub async fn serve(
     termination().await;
     tracing::info!("shutting down: stopping sources and draining the pipeline (up to {}s)", drain.as_secs());
     crate::sdnotify::notify("STOPPING=1\nSTATUS=draining the pipeline");
-    let _ = kill.send(true);
-    match tokio::time::timeout(drain, running.join()).await {
-        Ok(Ok(summary)) => tracing::info!(
-            "drained: {} files indexed, {} removed, {} commits; index at version {}",
-            summary.files_indexed,
-            summary.files_removed,
-            summary.commits,
-            summary.index_version
-        ),
-        Ok(Err(e)) => tracing::error!("pipeline ended with an error: {e:#}"),
-        Err(_) => tracing::warn!(
-            "drain did not finish within {}s; exiting with work in flight (it is re-done at the next start)",
-            drain.as_secs()
-        ),
-    }
+    let _ = stop_follow.send(());
+    let generation = follower.await.context("model switch follower task")?;
+    generation.stop(drain).await;
     let _ = stop_http.send(());
     let _ = stop_flight.send(());
     http.await.context("http server task")?.context("http server")?;
@@ -168,6 +160,109 @@ pub async fn serve(
         f.await.context("flight server task")?.context("flight server")?;
     }
     Ok(())
+}
+
+/// One engine (model + active chunks table) and its running pipeline.
+struct Generation {
+    engine: Engine,
+    kill: tokio::sync::watch::Sender<bool>,
+    running: ctxd_pipeline::Running,
+}
+
+impl Generation {
+    fn start(engine: Engine) -> Result<Self> {
+        let (kill, shutdown) = tokio::sync::watch::channel(false);
+        let running = engine.run(true, shutdown)?;
+        Ok(Self { engine, kill, running })
+    }
+
+    /// Stops the source and drains the pipeline (up to `drain`).
+    async fn stop(self, drain: Duration) {
+        let _ = self.kill.send(true);
+        match tokio::time::timeout(drain, self.running.join()).await {
+            Ok(Ok(summary)) => tracing::info!(
+                "drained: {} files indexed, {} removed, {} commits; index at version {}",
+                summary.files_indexed,
+                summary.files_removed,
+                summary.commits,
+                summary.index_version
+            ),
+            Ok(Err(e)) => tracing::error!("pipeline ended with an error: {e:#}"),
+            Err(_) => tracing::warn!(
+                "drain did not finish within {}s; exiting with work in flight (it is re-done at the next start)",
+                drain.as_secs()
+            ),
+        }
+    }
+}
+
+/// How often the daemon checks whether `ctxd reembed` switched the active chunks table.
+const SWITCH_POLL: Duration = Duration::from_secs(2);
+
+/// Follows model switches until `stop` fires; returns the generation then in force.
+///
+/// When the active table changes (`ctxd reembed` committed a switch), a new generation is
+/// started on it — the new model loaded, the pipeline's start-up reconciliation indexing
+/// whatever changed since the job's last catch-up — and once its initial scan is committed
+/// the searcher is switched and the old generation drained. Queries are answered by the old
+/// table and model until that moment. A failing start keeps the old generation and is retried.
+async fn follow_switches(
+    cfg: ctxd_pipeline::config::Config,
+    mut current: Generation,
+    searcher: Searcher,
+    drain: Duration,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) -> Generation {
+    let db = cfg.index.db.to_string_lossy().into_owned();
+    loop {
+        tokio::select! {
+            _ = &mut stop => return current,
+            _ = tokio::time::sleep(SWITCH_POLL) => {}
+        }
+        let active = match ctxd_index::active::current(&db).await {
+            Ok(Some(a)) if a.table_name != current.engine.index().table_name() => a,
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::warn!("checking the active model of {db}: {e}");
+                continue;
+            }
+        };
+        tracing::info!(table = %active.table_name, model = %active.model_id, "model switch: opening the new table");
+        let next = async {
+            let engine = Engine::open(cfg.clone()).await?;
+            anyhow::ensure!(
+                engine.index().table_name() == active.table_name,
+                "the active table changed again while opening (now {})",
+                engine.index().table_name()
+            );
+            Generation::start(engine)
+        };
+        let next = tokio::select! {
+            _ = &mut stop => return current,
+            next = next => next,
+        };
+        let next = match next {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::error!("model switch to {} failed, still serving the old table: {e:#}", active.table_name);
+                continue;
+            }
+        };
+        let tracker = next.running.tracker();
+        tokio::select! {
+            _ = &mut stop => {
+                next.stop(drain).await;
+                return current;
+            }
+            _ = tracker.wait_ready() => {}
+        }
+        searcher.switch(next.engine.index(), next.engine.embedder());
+        metrics::counter!(ctxd_pipeline::metrics::MODEL_SWITCHES_TOTAL).increment(1);
+        tracing::info!(table = %active.table_name, model = %active.model_id, "model switch: queries use the new table");
+        crate::sdnotify::notify(&format!("STATUS=serving model {}", active.model_id));
+        let old = std::mem::replace(&mut current, next);
+        old.stop(drain).await;
+    }
 }
 
 /// The aggregate sources of the config (the local index alone when none are configured).

@@ -2,6 +2,7 @@
 //! `symbols` table ([`symbols`]: one row per definition, written with the chunks) and a
 //! `streams` table ([`streams`]: which files committed in parts are complete).
 //!
+//! * [`active`] names the chunks table in use (a re-embedding job switches it atomically).
 //! * [`schema`] defines the Arrow schema of a chunk row (the on-disk format is part of the API:
 //!   pyarrow/pylance can read it directly).
 //! * [`store::Index`] opens or creates the table, tells which files are indexed with which
@@ -12,6 +13,7 @@
 //!
 //! Every commit is a LanceDB version; nothing here ever rewrites a chunk row in place.
 
+pub mod active;
 pub mod error;
 pub mod maintenance;
 pub mod metrics;

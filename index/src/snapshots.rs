@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use lancedb::Table;
 
-use crate::{Index, IndexError, CHUNKS_TABLE};
+use crate::{Index, IndexError};
 
 /// One version of the chunks table.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -64,7 +64,7 @@ impl Index {
     /// A second handle on the chunks table (checking it out leaves the writer's alone).
     async fn view(&self) -> Result<Table, IndexError> {
         let conn = Self::connect(&self.uri).await?;
-        conn.open_table(CHUNKS_TABLE).execute().await.map_err(|e| self.lance(e))
+        conn.open_table(&self.table_name).execute().await.map_err(|e| self.lance(e))
     }
 
     /// `version → tags` of the chunks table.
@@ -155,7 +155,7 @@ impl Index {
         self.check_version(version).await?;
         let table = self.view().await?;
         table.checkout(version).await.map_err(|e| self.lance(e))?;
-        let mut index = Index::from_table(&self.uri, table).await?;
+        let mut index = Index::from_table(&self.uri, &self.table_name, table).await?;
         index.model_id = self.model_id.clone();
         Ok(index)
     }

@@ -19,7 +19,7 @@ use crate::metrics as m;
 use crate::schema::{chunks_schema, rows_to_batch, ChunkRow};
 use crate::streams::{self, stream_batch, streams_schema, PARTIAL_PREFIX, STREAMS_TABLE};
 use crate::symbols::{batch_to_symbols, symbols_schema, symbols_to_batch, SymbolRow, SYMBOLS_TABLE};
-use crate::{IndexError, CHUNKS_TABLE, NO_MODEL};
+use crate::{IndexError, NO_MODEL};
 
 /// One atomic change to the index: the complete new chunk set of some files, and files that
 /// are gone. Applied as a single LanceDB commit.
@@ -83,6 +83,8 @@ pub struct IndexStats {
 /// The chunks table of one database directory.
 pub struct Index {
     pub(crate) uri: String,
+    /// The chunks table in use (see [`crate::active`]: `chunks` until a re-embedding switched).
+    pub(crate) table_name: String,
     pub(crate) table: Table,
     /// The symbols table (absent in indexes written before it existed, when opened read-only).
     pub(crate) symbols: Option<Table>,
@@ -179,15 +181,28 @@ impl Index {
     }
 
     /// Opens the index at `uri` for writing with `model_id`/`dim`, creating it when missing.
-    /// Fails when the existing table was built with another model or dimension.
+    /// The chunks table is the active one ([`crate::active`]). Fails when it was built with
+    /// another model or dimension.
     pub async fn open_or_create(uri: &str, model_id: &str, dim: usize) -> Result<Self, IndexError> {
+        let table = crate::active::current_table(uri).await?;
+        Self::open_or_create_table(uri, &table, model_id, dim).await
+    }
+
+    /// [`Index::open_or_create`] on the chunks table `table_name`, active or not (a
+    /// re-embedding job fills a table before it becomes the active one).
+    pub async fn open_or_create_table(
+        uri: &str,
+        table_name: &str,
+        model_id: &str,
+        dim: usize,
+    ) -> Result<Self, IndexError> {
         let conn = Self::connect(uri).await?;
         let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
         let names = conn.table_names().execute().await.map_err(lance)?;
-        let table = open_or_create_table(&conn, &names, CHUNKS_TABLE, chunks_schema(dim)).await.map_err(lance)?;
+        let table = open_or_create_table(&conn, &names, table_name, chunks_schema(dim)).await.map_err(lance)?;
         let symbols = open_or_create_table(&conn, &names, SYMBOLS_TABLE, symbols_schema()).await.map_err(lance)?;
         let streams = open_or_create_table(&conn, &names, STREAMS_TABLE, streams_schema()).await.map_err(lance)?;
-        let mut index = Self::from_table(uri, table).await?;
+        let mut index = Self::from_table(uri, table_name, table).await?;
         index.symbols = Some(symbols);
         index.streams = Some(streams);
         let indexed_model = index.stored_model().await?;
@@ -203,16 +218,23 @@ impl Index {
         Ok(Self { model_id: model_id.to_string(), ..index })
     }
 
-    /// Opens an existing index for reading (model id and dimension are read from it).
+    /// Opens an existing index for reading (model id and dimension are read from it); the
+    /// active chunks table ([`crate::active`]).
     pub async fn open(uri: &str) -> Result<Self, IndexError> {
+        let table = crate::active::current_table(uri).await?;
+        Self::open_table(uri, &table).await
+    }
+
+    /// [`Index::open`] on the chunks table `table_name`.
+    pub async fn open_table(uri: &str, table_name: &str) -> Result<Self, IndexError> {
         let conn = Self::connect(uri).await?;
         let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
         let names = conn.table_names().execute().await.map_err(lance)?;
-        if !names.iter().any(|n| n == CHUNKS_TABLE) {
+        if !names.iter().any(|n| n == table_name) {
             return Err(IndexError::Missing { uri: uri.to_string() });
         }
-        let table = conn.open_table(CHUNKS_TABLE).execute().await.map_err(lance)?;
-        let mut index = Self::from_table(uri, table).await?;
+        let table = conn.open_table(table_name).execute().await.map_err(lance)?;
+        let mut index = Self::from_table(uri, table_name, table).await?;
         if names.iter().any(|n| n == SYMBOLS_TABLE) {
             index.symbols = Some(conn.open_table(SYMBOLS_TABLE).execute().await.map_err(lance)?);
         }
@@ -223,7 +245,7 @@ impl Index {
         Ok(index)
     }
 
-    pub(crate) async fn from_table(uri: &str, table: Table) -> Result<Self, IndexError> {
+    pub(crate) async fn from_table(uri: &str, table_name: &str, table: Table) -> Result<Self, IndexError> {
         let schema = table.schema().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
         let dim = match schema.field_with_name("vector").map(|f| f.data_type().clone()) {
             Ok(DataType::FixedSizeList(_, n)) => n as usize,
@@ -234,6 +256,7 @@ impl Index {
         let fts_ready = indices.iter().any(|i| i.columns.iter().any(|c| c == "content"));
         Ok(Self {
             uri: uri.to_string(),
+            table_name: table_name.to_string(),
             table,
             symbols: None,
             streams: None,
@@ -256,6 +279,60 @@ impl Index {
     /// The database URI.
     pub fn uri(&self) -> &str {
         &self.uri
+    }
+
+    /// The chunks table in use (`chunks`, or `chunks__<model>` after a re-embedding).
+    pub fn table_name(&self) -> &str {
+        &self.table_name
+    }
+
+    /// Every `chunk_id` in the table (at its version). One column is read.
+    pub async fn chunk_ids(&self) -> Result<std::collections::HashSet<String>, IndexError> {
+        let stream =
+            self.table.query().select(Select::columns(&["chunk_id"])).execute().await.map_err(|e| self.lance(e))?;
+        let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| self.lance(e))?;
+        let mut ids = std::collections::HashSet::new();
+        for b in &batches {
+            let col = str_col(b, "chunk_id", &self.uri)?;
+            ids.extend(col.iter().flatten().map(str::to_string));
+        }
+        Ok(ids)
+    }
+
+    /// Every row without its vector (the columns of `chunks_schema` but `vector`), as a stream
+    /// of record batches; only rows whose id is in `only` when given.
+    pub async fn scan_without_vectors(
+        &self,
+        only: Option<&[String]>,
+    ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch, IndexError>>, IndexError> {
+        let columns: Vec<String> =
+            self.schema().await?.fields().iter().map(|f| f.name().clone()).filter(|n| n != "vector").collect();
+        let mut query = self.table.query().select(Select::columns(&columns));
+        if let Some(ids) = only {
+            query = query.only_if(in_list("chunk_id", ids));
+        }
+        let stream = query.execute().await.map_err(|e| self.lance(e))?;
+        let uri = self.uri.clone();
+        Ok(stream.map_err(move |source| IndexError::Lance { uri: uri.clone(), source }).boxed())
+    }
+
+    /// Appends rows (a batch of `chunks_schema(dim)`) as one commit; no dedup, no deletes.
+    pub async fn append(&self, batch: RecordBatch) -> Result<(), IndexError> {
+        self.table.add(batch).execute().await.map_err(|e| self.lance(e))?;
+        Ok(())
+    }
+
+    /// Deletes the rows with these ids (one commit per 1,000 ids).
+    pub async fn delete_chunk_ids(&self, ids: &[String]) -> Result<(), IndexError> {
+        for part in ids.chunks(1000) {
+            self.table.delete(&in_list("chunk_id", part)).await.map_err(|e| self.lance(e))?;
+        }
+        Ok(())
+    }
+
+    /// Moves this handle to the table's latest version (other processes may have committed).
+    pub async fn refresh(&self) -> Result<(), IndexError> {
+        self.table.checkout_latest().await.map_err(|e| self.lance(e))
     }
 
     /// Vector dimension of the table.
@@ -386,7 +463,8 @@ impl Index {
         Ok(CommitStats { version, ..stats })
     }
 
-    async fn build_fts(&self) -> Result<(), IndexError> {
+    /// (Re)builds the full-text index on `content` (and the B-tree indexes), covering every row.
+    pub async fn build_fts(&self) -> Result<(), IndexError> {
         self.table
             .create_index(&["content"], LanceIndex::FTS(fts_params()))
             .replace(true)

@@ -114,6 +114,25 @@ impl Engine {
             max_batch_texts: cfg.model.max_batch_texts,
             queue: 4,
         };
+        let db = cfg.index.db.to_string_lossy().into_owned();
+        if !db.contains("://") {
+            std::fs::create_dir_all(&cfg.index.db).map_err(|e| PipelineError::Config {
+                path: cfg.index.db.clone(),
+                message: format!("creating db dir: {e}"),
+            })?;
+        }
+        let mut cfg = cfg;
+        // After `ctxd reembed` switched the index to another model, that model is the one to load.
+        if let Some(active) = ctxd_index::active::current(&db).await? {
+            let spec = &active.model_spec;
+            if !spec.is_empty() && cfg.model.name != *spec && cfg.model.name != active.model_id {
+                tracing::warn!(
+                    configured = %cfg.model.name, active = %active.model_id,
+                    "the index was switched to another model by `ctxd reembed`; using it (update [model] name)"
+                );
+                cfg.model.name = active.model_spec.clone();
+            }
+        }
         let name = cfg.model.name.clone();
         let runtime = cfg.model.runtime();
         let embed = cfg.source.embed;
@@ -133,13 +152,6 @@ impl Engine {
         match &service {
             Some(s) => tracing::info!(model = %model_id, backend = %s.backend(), "embedding model ready"),
             None => tracing::info!(model = %model_id, "full-text only: tokenizer loaded, embedding model not loaded"),
-        }
-        let db = cfg.index.db.to_string_lossy().into_owned();
-        if !db.contains("://") {
-            std::fs::create_dir_all(&cfg.index.db).map_err(|e| PipelineError::Config {
-                path: cfg.index.db.clone(),
-                message: format!("creating db dir: {e}"),
-            })?;
         }
         let index = Arc::new(Index::open_or_create(&db, &model_id, dim).await?);
         // Publishes the row and version gauges before the first commit (the sink refreshes them after each one).

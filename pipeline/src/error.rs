@@ -9,6 +9,8 @@ pub enum PipelineError {
     Config { path: PathBuf, message: String },
     #[error("source root {path} is not a readable directory: {message}")]
     Root { path: PathBuf, message: String },
+    #[error("re-embedding {db}: {message}")]
+    Reembed { db: String, message: String },
     #[error(transparent)]
     Model(#[from] ctxd_models::ModelError),
     #[error(transparent)]

@@ -14,6 +14,8 @@
 //! * a [`graph::Tracker`] counts files in flight so callers can wait until everything the
 //!   source emitted has been committed or skipped (readiness, one-shot indexing).
 //!
+//! [`reembed`] re-embeds an index with another model into a second table and switches to it.
+//!
 //! [`daemon`] builds the ctxd graph `watch → load → chunk → embed → upsert` from a
 //! [`config::Config`] and runs it one-shot (`ctxd index`) or as a daemon (`ctxd serve`).
 
@@ -22,6 +24,7 @@ pub mod daemon;
 pub mod error;
 pub mod graph;
 pub mod metrics;
+pub mod reembed;
 
 pub use config::Config;
 pub use daemon::{Engine, Running, Summary};

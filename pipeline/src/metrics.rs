@@ -26,6 +26,10 @@ pub const PIPELINE_IN_FLIGHT: &str = "ctxd_pipeline_in_flight_files";
 pub const PIPELINE_FRESHNESS_SECONDS: &str = "ctxd_pipeline_freshness_seconds";
 /// Gauge: the freshness of the last change committed, in seconds.
 pub const PIPELINE_FRESHNESS_LAG_SECONDS: &str = "ctxd_pipeline_freshness_lag_seconds";
+/// Counter: rows a re-embedding job wrote to its target table.
+pub const REEMBED_ROWS_TOTAL: &str = "ctxd_reembed_rows_total";
+/// Counter: switches of the active chunks table a running daemon followed.
+pub const MODEL_SWITCHES_TOTAL: &str = "ctxd_pipeline_model_switches_total";
 /// Gauge: 1 once the initial scan is committed.
 pub const PIPELINE_READY: &str = "ctxd_pipeline_ready_bool";
 

@@ -237,6 +237,7 @@ async fn status(State(state): State<AppState>) -> Response {
             "version": version,
             "ready": (state.ready)(),
             "model": index.model_id(),
+            "table": index.table_name(),
         }))
         .into_response(),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

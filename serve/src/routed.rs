@@ -198,7 +198,7 @@ fn fuse(lists: &[(f32, Vec<Hit>)]) -> Vec<Hit> {
 impl Searcher {
     /// Indexed paths and folder names of the latest version (cached for a few seconds).
     pub(crate) async fn latest_vocab(&self) -> Result<Arc<Vocab>, SearchError> {
-        let index = self.index().clone();
+        let index = self.index.clone();
         self.vocab(&index, true).await
     }
 

@@ -215,14 +215,31 @@ pub(crate) fn combine<'a>(contributions: impl IntoIterator<Item = (f32, &'a Hit)
 }
 
 /// Answers queries against one index.
+///
+/// A searcher is a *pinned* pair of index and query model plus a shared cell holding the
+/// latest pair: [`Searcher::switch`] (a daemon following a model switch, see
+/// `ctxd_index::active`) replaces the latest pair for every clone, and each request pins the
+/// pair in force when it starts ([`Searcher::search`]), so a query vector is never searched
+/// in a table of another model.
 #[derive(Clone)]
 pub struct Searcher {
-    index: Arc<Index>,
+    pub(crate) index: Arc<Index>,
     embed: Option<EmbedService>,
     /// Read-only views of past versions, by version (a few, most recently used last).
     views: Arc<tokio::sync::Mutex<Views>>,
     /// Indexed paths and folder names of the latest version (routed mode).
     pub(crate) vocab: crate::routed::VocabCache,
+    /// The latest pair, shared by every clone.
+    live: Arc<std::sync::RwLock<Backend>>,
+}
+
+/// What a searcher searches with; replaced whole on a model switch.
+#[derive(Clone)]
+struct Backend {
+    index: Arc<Index>,
+    embed: Option<EmbedService>,
+    views: Arc<tokio::sync::Mutex<Views>>,
+    vocab: crate::routed::VocabCache,
 }
 
 /// Open views of past versions: `(version, view)`, most recently used last.
@@ -236,7 +253,22 @@ impl Searcher {
     /// Without a model (a full-text-only index, or a bm25-only caller) `hybrid` falls back to
     /// bm25 and `vector` is refused.
     pub fn new(index: Arc<Index>, embed: Option<EmbedService>) -> Self {
-        Self { index, embed, views: Arc::default(), vocab: Arc::default() }
+        let backend = Backend { index, embed, views: Arc::default(), vocab: Arc::default() };
+        let live = Arc::new(std::sync::RwLock::new(backend.clone()));
+        Self { index: backend.index, embed: backend.embed, views: backend.views, vocab: backend.vocab, live }
+    }
+
+    /// This searcher pinned to the latest index and model.
+    pub fn current(&self) -> Self {
+        let b = self.live.read().unwrap_or_else(|e| e.into_inner()).clone();
+        Self { index: b.index, embed: b.embed, views: b.views, vocab: b.vocab, live: self.live.clone() }
+    }
+
+    /// Makes `index` and `embed` (a table of another model and that model) the ones every clone
+    /// of this searcher uses from its next request on; requests in flight finish on the old pair.
+    pub fn switch(&self, index: Arc<Index>, embed: Option<EmbedService>) {
+        let backend = Backend { index, embed, views: Arc::default(), vocab: Arc::default() };
+        *self.live.write().unwrap_or_else(|e| e.into_inner()) = backend;
     }
 
     /// The index to search for `as_of` (the latest when `None`) and the version it is at.
@@ -264,9 +296,9 @@ impl Searcher {
         self.embed.is_some()
     }
 
-    /// The index searched.
-    pub fn index(&self) -> &Arc<Index> {
-        &self.index
+    /// The latest index (after a model switch: the new table).
+    pub fn index(&self) -> Arc<Index> {
+        self.live.read().unwrap_or_else(|e| e.into_inner()).index.clone()
     }
 
     /// Checks a request's query and k.
@@ -292,6 +324,12 @@ impl Searcher {
     /// Answers a request.
     pub async fn search(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
         Self::validate(req)?;
+        // One index and model for the whole request, even if a model switch lands meanwhile.
+        let pinned = self.current();
+        pinned.search_pinned(req).await
+    }
+
+    async fn search_pinned(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
         if let (Mode::Routed, Some(embed)) = (req.mode, &self.embed) {
             return self.routed_search(req, crate::routed::QueryVector::Embed(embed)).await;
         }

@@ -1,0 +1,493 @@
+//! Re-embedding jobs: every chunk of an index embedded again by another model, written to a
+//! second chunks table while the first keeps serving, then an atomic switch.
+//!
+//! `ctxd reembed --db DIR --model MODEL` runs [`reembed`]:
+//!
+//! 1. **Target table.** The active table ([`ctxd_index::active`]) is the source. The target is
+//!    `chunks__<model-slug>`, or the table an earlier switch used for the same model (switching
+//!    back re-uses it and only catches up). The first job records the current table in the
+//!    pointer's history (seq 0), so every model the index ever had is found again.
+//! 2. **Streaming pass.** A three-task graph with bounded edges (`reembed_read →
+//!    reembed_embed → reembed_write`, the generic stage metrics and back-pressure of
+//!    [`crate::graph`]): the reader streams the source rows *without* their vectors in blocks,
+//!    the embedder sends each block's texts to the model thread (batched by tokens there,
+//!    identical texts embedded once), the writer appends each block to the target as one
+//!    commit. Memory is a few blocks whatever the table's size.
+//! 3. **Resumable.** Chunk ids are stable (blake3 of path, line range and content hash), so a job
+//!    that was interrupted skips every id the target already holds: `ctxd reembed` again
+//!    continues where it stopped (lost work: at most the blocks in flight). Ids in the target
+//!    that are gone from the source are deleted.
+//! 4. **Catch-up.** A daemon keeps committing to the source during the job; the job repeats the
+//!    id diff until it is empty (or `max_catch_up_rounds`), then builds the target's indexes
+//!    (full-text, B-trees, the vector index once large enough).
+//! 5. **Switch.** One commit to the pointer table. Readers opening the index afterwards use the
+//!    new table and model; a running daemon notices within seconds, loads the new model,
+//!    re-opens its writer on the new table (its start-up reconciliation indexes whatever
+//!    changed between the last catch-up and the switch) and then swaps its searcher — queries
+//!    are answered by the old table and model until that moment, never by a half-filled table.
+//!
+//! The source table is left as it is (the rollback: `ctxd reembed` back to the old model
+//! only catches up). Rows stored without a vector (`model = "none"`, full-text-only sources)
+//! are copied with a zero vector of the new dimension.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use ctxd_index::{active, Index, IndexError, MaintenanceOptions, NO_MODEL};
+use ctxd_models::EmbedService;
+use futures::StreamExt;
+
+use crate::graph::{edge, Input, Output};
+use crate::metrics as m;
+use crate::PipelineError;
+
+/// How a job runs.
+#[derive(Debug, Clone)]
+pub struct ReembedOptions {
+    /// Rows per block (one embed request, one commit to the target).
+    pub rows_per_block: usize,
+    /// Switch queries to the new table when done (false: prepare only; run again to switch).
+    pub switch: bool,
+    /// Catch-up rounds before giving up on a source that keeps changing.
+    pub max_catch_up_rounds: usize,
+    /// Maintenance of the finished target (vector index threshold, version retention).
+    pub maintenance: MaintenanceOptions,
+}
+
+impl Default for ReembedOptions {
+    fn default() -> Self {
+        Self {
+            rows_per_block: 256,
+            switch: true,
+            max_catch_up_rounds: 5,
+            maintenance: MaintenanceOptions {
+                retain: std::time::Duration::from_secs(3600),
+                single_writer: false,
+                vector_index_min_rows: 100_000,
+            },
+        }
+    }
+}
+
+/// Progress callbacks (the CLI drives an indicatif bar with them).
+pub trait Progress: Send + Sync {
+    /// A pass over `total` rows starts, `done` of them already in the target.
+    fn start(&self, phase: &str, total: u64, done: u64);
+    /// `n` more rows are in the target.
+    fn advance(&self, n: u64);
+}
+
+/// No progress output.
+pub struct Quiet;
+
+impl Progress for Quiet {
+    fn start(&self, _: &str, _: u64, _: u64) {}
+    fn advance(&self, _: u64) {}
+}
+
+/// What a job did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReembedReport {
+    pub from_table: String,
+    pub from_model: String,
+    pub to_table: String,
+    pub to_model: String,
+    /// Rows of the source at the end.
+    pub rows: usize,
+    /// Rows embedded and written by this run.
+    pub embedded: u64,
+    /// Rows found already done (an earlier, interrupted run).
+    pub resumed: usize,
+    /// Target rows deleted because the source no longer has them.
+    pub removed: usize,
+    /// Diff rounds after the first pass.
+    pub catch_up_rounds: usize,
+    pub seconds: f64,
+    pub rows_per_second: f64,
+    /// Whether queries now use the target.
+    pub switched: bool,
+    /// The target's LanceDB version at the end.
+    pub version: u64,
+}
+
+fn job_error(db: &str, message: impl Into<String>) -> PipelineError {
+    PipelineError::Reembed { db: db.to_string(), message: message.into() }
+}
+
+/// Re-embeds the index at `db` with `service` (its model loaded from `model_spec`) into the
+/// model's own table and, with `opts.switch`, makes that table the active one.
+pub async fn reembed(
+    db: &str,
+    service: EmbedService,
+    model_spec: &str,
+    opts: &ReembedOptions,
+    progress: &dyn Progress,
+) -> Result<ReembedReport, PipelineError> {
+    let started = Instant::now();
+    let source = Index::open(db).await?;
+    let to_model = service.model_id().to_string();
+    let dim = service.dim();
+    let mut history = active::history(db).await?;
+    if history.is_empty() {
+        // Record what is in force now, so switching back finds this table again (with no spec:
+        // whatever built the index is configured already).
+        history.push(active::switch(db, source.table_name(), source.model_id(), "", source.dim()).await?);
+    }
+    let to_table = history
+        .iter()
+        .rev()
+        .find(|r| r.model_id == to_model && r.dim == dim)
+        .map(|r| r.table_name.clone())
+        .unwrap_or_else(|| active::table_for_model(&to_model));
+    if to_table == source.table_name() {
+        return Err(job_error(
+            db,
+            format!("the index already uses model '{to_model}' (table {to_table}); nothing to re-embed"),
+        ));
+    }
+    let target = Index::open_or_create_table(db, &to_table, &to_model, dim).await.map_err(|e| match e {
+        IndexError::ModelMismatch { indexed, indexed_dim, .. } => job_error(
+            db,
+            format!(
+                "table {to_table} holds vectors of '{indexed}' (dim {indexed_dim}), not '{to_model}' (dim {dim}); drop it or pick another model"
+            ),
+        ),
+        e => e.into(),
+    })?;
+    let mut report = ReembedReport {
+        from_table: source.table_name().to_string(),
+        from_model: source.model_id().to_string(),
+        to_table: to_table.clone(),
+        to_model: to_model.clone(),
+        ..Default::default()
+    };
+    tracing::info!(
+        from = %report.from_table, to = %to_table, model = %to_model,
+        "re-embedding: streaming the source into the target"
+    );
+    let mut round = 0;
+    loop {
+        source.refresh().await?;
+        target.refresh().await?;
+        let src = source.chunk_ids().await?;
+        let done = target.chunk_ids().await?;
+        let extra: Vec<String> = done.difference(&src).cloned().collect();
+        let mut todo: Vec<String> = src.difference(&done).cloned().collect();
+        todo.sort_unstable();
+        report.rows = src.len();
+        if round == 0 {
+            report.resumed = src.len() - todo.len();
+        }
+        if !extra.is_empty() {
+            target.delete_chunk_ids(&extra).await?;
+            report.removed += extra.len();
+        }
+        if todo.is_empty() {
+            break;
+        }
+        if round > opts.max_catch_up_rounds {
+            return Err(job_error(
+                db,
+                format!(
+                    "the source still differs by {} rows after {} catch-up rounds; run `ctxd reembed` again when writes slow down",
+                    todo.len(),
+                    opts.max_catch_up_rounds
+                ),
+            ));
+        }
+        let phase = if round == 0 { "re-embedding" } else { "catching up" };
+        progress.start(phase, src.len() as u64, (src.len() - todo.len()) as u64);
+        // A first pass with most rows to do scans the table; small sets are fetched by id.
+        let only = if todo.len() * 2 > src.len() { None } else { Some(todo) };
+        let keep = if only.is_none() { Some(Arc::new(src.difference(&done).cloned().collect())) } else { None };
+        report.embedded += pass(&source, &target, &service, only, keep, opts.rows_per_block, progress).await?;
+        if round > 0 {
+            report.catch_up_rounds = round;
+        }
+        round += 1;
+    }
+    target.build_fts().await?;
+    target.maintain(&opts.maintenance).await?;
+    report.version = target.version().await?;
+    if opts.switch {
+        active::switch(db, &to_table, &to_model, model_spec, dim).await?;
+        report.switched = true;
+        tracing::info!(table = %to_table, model = %to_model, "re-embedding: switched queries to the new table");
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    report.rows_per_second = report.embedded as f64 / report.seconds.max(1e-9);
+    Ok(report)
+}
+
+/// One pass: the rows of `only` (or every row whose id is in `keep`) from `source` into `target`.
+/// Returns the rows written.
+async fn pass(
+    source: &Index,
+    target: &Index,
+    service: &EmbedService,
+    only: Option<Vec<String>>,
+    keep: Option<Arc<HashSet<String>>>,
+    rows_per_block: usize,
+    progress: &dyn Progress,
+) -> Result<u64, PipelineError> {
+    let (to_embed, embed_in) = edge::<RecordBatch>("reembed_read", "reembed_embed", 2);
+    let (to_write, write_in) = edge::<RecordBatch>("reembed_embed", "reembed_write", 2);
+    let rows_per_block = rows_per_block.max(1);
+    let read = read(source, only, keep, rows_per_block, to_embed);
+    let embed = embed(service, target.dim(), embed_in, to_write);
+    let write = write(target, write_in, progress);
+    let (r, e, w) = tokio::join!(read, embed, write);
+    r?;
+    e?;
+    w
+}
+
+async fn read(
+    source: &Index,
+    only: Option<Vec<String>>,
+    keep: Option<Arc<HashSet<String>>>,
+    rows_per_block: usize,
+    out: Output<RecordBatch>,
+) -> Result<(), PipelineError> {
+    let mut parts: Vec<Option<Vec<String>>> = match only {
+        Some(ids) => ids.chunks(500).map(|c| Some(c.to_vec())).collect(),
+        None => vec![None],
+    };
+    for part in parts.drain(..) {
+        let mut stream = source.scan_without_vectors(part.as_deref()).await?;
+        while let Some(batch) = stream.next().await {
+            let mut batch = batch?;
+            if let Some(keep) = &keep {
+                let ids = id_column(&batch, source.uri())?;
+                let mask: arrow_array::BooleanArray =
+                    ids.iter().map(|id| Some(id.is_some_and(|id| keep.contains(id)))).collect();
+                batch = arrow_select::filter::filter_record_batch(&batch, &mask).map_err(IndexError::from)?;
+            }
+            let mut offset = 0;
+            while offset < batch.num_rows() {
+                let len = rows_per_block.min(batch.num_rows() - offset);
+                if out.send(batch.slice(offset, len)).await.is_err() {
+                    return Ok(()); // the embedder failed; its error is reported
+                }
+                offset += len;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn embed(
+    service: &EmbedService,
+    dim: usize,
+    input: Input<RecordBatch>,
+    out: Output<RecordBatch>,
+) -> Result<(), PipelineError> {
+    while let Some(block) = input.recv().await {
+        let started = Instant::now();
+        let contents = block
+            .column_by_name("content")
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(|| IndexError::Column { uri: String::new(), column: "content".into() })?;
+        let models = block.column_by_name("model").and_then(|c| c.as_any().downcast_ref::<StringArray>());
+        // Identical texts are embedded once; rows without a vector are not embedded.
+        let mut slot_of: HashMap<&str, usize> = HashMap::new();
+        let mut texts = Vec::new();
+        let mut slots = Vec::with_capacity(block.num_rows());
+        for i in 0..block.num_rows() {
+            if models.is_some_and(|m| m.value(i) == NO_MODEL) {
+                slots.push(None);
+                continue;
+            }
+            let text = contents.value(i);
+            let slot = *slot_of.entry(text).or_insert_with(|| {
+                texts.push(text.to_string());
+                texts.len() - 1
+            });
+            slots.push(Some(slot));
+        }
+        let vectors = service.embed(texts).await?;
+        let mut list = FixedSizeListBuilder::with_capacity(
+            Float32Builder::with_capacity(block.num_rows() * dim),
+            dim as i32,
+            block.num_rows(),
+        );
+        let zero = vec![0.0f32; dim];
+        for slot in &slots {
+            let v = slot.map_or(&zero, |s| &vectors[s]);
+            if v.len() != dim {
+                return Err(IndexError::Dimension { expected: dim, got: v.len() }.into());
+            }
+            list.values().append_slice(v);
+            list.append(true);
+        }
+        let model_id = service.model_id();
+        let model: StringArray = slots.iter().map(|s| Some(if s.is_some() { model_id } else { NO_MODEL })).collect();
+        let batch = with_vectors(&block, Arc::new(list.finish()), Arc::new(model), dim)?;
+        metrics::histogram!(m::STAGE_PROCESSING_SECONDS, "stage" => "reembed_embed")
+            .record(started.elapsed().as_secs_f64());
+        if out.send(batch).await.is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+async fn write(target: &Index, input: Input<RecordBatch>, progress: &dyn Progress) -> Result<u64, PipelineError> {
+    let mut written = 0u64;
+    while let Some(batch) = input.recv().await {
+        let n = batch.num_rows() as u64;
+        target.append(batch).await?;
+        written += n;
+        metrics::counter!(m::REEMBED_ROWS_TOTAL).increment(n);
+        progress.advance(n);
+    }
+    Ok(written)
+}
+
+fn id_column<'a>(batch: &'a RecordBatch, uri: &str) -> Result<&'a StringArray, IndexError> {
+    batch
+        .column_by_name("chunk_id")
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| IndexError::Column { uri: uri.to_string(), column: "chunk_id".into() })
+}
+
+/// The source block in the target's schema: every column as it was, `vector` and `model` new.
+fn with_vectors(block: &RecordBatch, vector: ArrayRef, model: ArrayRef, dim: usize) -> Result<RecordBatch, IndexError> {
+    let schema = ctxd_index::schema::chunks_schema(dim);
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        columns.push(match field.name().as_str() {
+            "vector" => vector.clone(),
+            "model" => model.clone(),
+            name => block
+                .column_by_name(name)
+                .cloned()
+                .ok_or_else(|| IndexError::Column { uri: String::new(), column: name.into() })?,
+        });
+    }
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctxd_index::{ChunkRow, CommitBatch};
+    use ctxd_models::{EmbedServiceConfig, Embedder, ModelError};
+
+    /// A stand-in model (the job's logic is under test here; the end-to-end test uses two real
+    /// checkpoints): dimension 6, the vector counts letters by `text.len() % 6` and is
+    /// normalized, so each text's vector is fixed and rows can be checked.
+    struct Letters;
+
+    impl Embedder for Letters {
+        fn model_id(&self) -> &str {
+            "test/letters"
+        }
+        fn dim(&self) -> usize {
+            6
+        }
+        fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ModelError> {
+            Ok(texts.iter().map(|t| t.bytes().map(u32::from).collect()).collect())
+        }
+        fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+            Ok(ids.iter().map(|t| letters(t.len())).collect())
+        }
+    }
+
+    fn letters(len: usize) -> Vec<f32> {
+        let mut v = vec![0.1f32; 6];
+        v[len % 6] = 1.0;
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter().map(|x| x / n).collect()
+    }
+
+    fn row(i: usize, model: &str) -> ChunkRow {
+        let content = format!("fn item_{i}() {{ {} }}", "x".repeat(i % 7));
+        ChunkRow {
+            chunk_id: format!("c{i:03}"),
+            path: format!("src/f{}.rs", i / 4),
+            language: "rust".into(),
+            symbol: Some(format!("item_{i}")),
+            kind: Some("function".into()),
+            start_line: 1,
+            end_line: 1,
+            content,
+            content_hash: format!("h{i}"),
+            file_hash: format!("fh{}", i / 4),
+            token_count: 4,
+            vector: vec![0.5; 4],
+            model: model.into(),
+        }
+    }
+
+    struct Count(std::sync::atomic::AtomicU64);
+    impl Progress for Count {
+        fn start(&self, _: &str, _: u64, _: u64) {}
+        fn advance(&self, n: u64) {
+            self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_job_resumes_catches_up_switches_and_refuses_the_same_model() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("db").to_string_lossy().into_owned();
+        let old = Index::open_or_create(&db, "test/old", 4).await.unwrap();
+        let mut rows: Vec<ChunkRow> = (0..40).map(|i| row(i, "test/old")).collect();
+        rows[5].model = NO_MODEL.into(); // a text-only row
+        rows[5].vector = vec![0.0; 4];
+        old.commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
+        let service = || EmbedService::spawn(Letters, EmbedServiceConfig::default());
+        let opts = ReembedOptions { rows_per_block: 7, switch: false, ..Default::default() };
+
+        // An interrupted earlier run: some rows done, one of them for a chunk gone since.
+        let target = Index::open_or_create_table(&db, "chunks__test-letters", "test/letters", 6).await.unwrap();
+        let mut done: Vec<ChunkRow> = (10..20)
+            .map(|i| ChunkRow { vector: letters(row(i, "").content.len()), ..row(i, "test/letters") })
+            .collect();
+        done.push(ChunkRow { chunk_id: "gone".into(), ..done[0].clone() });
+        target.commit(CommitBatch { rows: done, ..Default::default() }).await.unwrap();
+
+        let count = Count(Default::default());
+        let report = reembed(&db, service(), "test/letters", &opts, &count).await.unwrap();
+        assert_eq!(report.to_table, "chunks__test-letters");
+        assert_eq!((report.rows, report.resumed, report.embedded, report.removed), (40, 10, 30, 1));
+        assert_eq!(count.0.load(std::sync::atomic::Ordering::Relaxed), 30);
+        assert!(!report.switched);
+        assert_eq!(Index::open(&db).await.unwrap().table_name(), "chunks", "not switched");
+
+        // The source changed since (a daemon's commit): the next run only catches up, and switches.
+        let mut changed = row(41, "test/old");
+        changed.path = "src/f0.rs".into();
+        old.commit(CommitBatch { rows: vec![changed], replace_paths: vec!["src/f0.rs".into()], ..Default::default() })
+            .await
+            .unwrap();
+        let report = reembed(&db, service(), "test/letters", &ReembedOptions { switch: true, ..opts.clone() }, &Count(Default::default()))
+            .await
+            .unwrap();
+        assert_eq!((report.rows, report.embedded, report.removed), (37, 1, 4));
+        assert!(report.switched);
+
+        let now = Index::open(&db).await.unwrap();
+        assert_eq!((now.table_name(), now.model_id(), now.dim()), ("chunks__test-letters", "test/letters", 6));
+        assert_eq!(now.chunk_ids().await.unwrap(), old.chunk_ids().await.unwrap());
+        let ids: Vec<String> = vec!["c007".into(), "c005".into()];
+        let vectors = now.vectors_of_chunks(&ids).await.unwrap();
+        assert_eq!(vectors["c007"], letters(row(7, "").content.len()));
+        assert!(!vectors.contains_key("c005"), "the text-only row stays without a vector (model none)");
+        let hits = now.vector_search(&letters(row(9, "").content.len()), 3).await.unwrap();
+        assert!(hits.iter().all(|h| h.chunk_id != "c005"));
+        assert!(hits[0].score > 0.99, "{hits:?}");
+        // Full-text search works on the new table.
+        assert!(!now.fts_search("item_12", 3).await.unwrap().is_empty());
+        let history = ctxd_index::active::history(&db).await.unwrap();
+        assert_eq!(history.len(), 2);
+        assert_eq!((history[0].table_name.as_str(), history[0].model_spec.as_str()), ("chunks", ""));
+
+        let err = reembed(&db, service(), "test/letters", &opts, &Quiet).await.unwrap_err().to_string();
+        assert!(err.contains("already uses model 'test/letters'"), "{err}");
+    }
+}
