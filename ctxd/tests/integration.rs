@@ -17,7 +17,7 @@ fn ctxd() -> Command {
 }
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(&manifest_dir()).parent().unwrap().to_path_buf()
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -1410,4 +1410,12 @@ fn reembed_with_a_second_model_is_resumable_and_a_serving_daemon_follows_the_swi
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The package's directory: cargo's run-time `CARGO_MANIFEST_DIR` (right even when a cached test
+/// binary built from another checkout of the same sources is reused), else the build-time one.
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
 }

@@ -697,6 +697,15 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+
+    /// The package's directory: cargo's run-time `CARGO_MANIFEST_DIR` (right even when a cached test
+    /// binary built from another checkout of the same sources is reused), else the build-time one.
+    fn manifest_dir() -> std::path::PathBuf {
+        std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+    }
+
     use super::*;
 
     #[test]
@@ -776,7 +785,7 @@ mod tests {
 
     #[test]
     fn every_shipped_config_parses() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+        let dir = Path::new(&manifest_dir()).join("../configs");
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -790,7 +799,7 @@ mod tests {
 
     #[test]
     fn documented_default_matches_code_defaults() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/ctxd.toml");
+        let path = Path::new(&manifest_dir()).join("../configs/ctxd.toml");
         let file = Config::load(&path).unwrap();
         let code = Config::default();
         assert_eq!(format!("{:?}", file.pipeline), format!("{:?}", code.pipeline));

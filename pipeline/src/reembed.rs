@@ -465,9 +465,15 @@ mod tests {
         old.commit(CommitBatch { rows: vec![changed], replace_paths: vec!["src/f0.rs".into()], ..Default::default() })
             .await
             .unwrap();
-        let report = reembed(&db, service(), "test/letters", &ReembedOptions { switch: true, ..opts.clone() }, &Count(Default::default()))
-            .await
-            .unwrap();
+        let report = reembed(
+            &db,
+            service(),
+            "test/letters",
+            &ReembedOptions { switch: true, ..opts.clone() },
+            &Count(Default::default()),
+        )
+        .await
+        .unwrap();
         assert_eq!((report.rows, report.embedded, report.removed), (37, 1, 4));
         assert!(report.switched);
 
