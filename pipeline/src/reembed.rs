@@ -26,7 +26,8 @@
 //!    changed between the last catch-up and the switch) and then swaps its searcher — queries
 //!    are answered by the old table and model until that moment, never by a half-filled table.
 //!
-//! The source table is left as it is (the rollback: `ctxd reembed` back to the old model
+//! While a pass reads, the source version it reads is tagged `ctxd-reembed-source` so that no cleanup
+//! removes it under a long job; the tag is dropped at the end. The source table is left as it is (the rollback: `ctxd reembed` back to the old model
 //! only catches up). Rows stored without a vector (`model = "none"`, full-text-only sources)
 //! are copied with a zero vector of the new dimension.
 
@@ -113,6 +114,9 @@ pub struct ReembedReport {
     pub version: u64,
 }
 
+/// Tag on the source version a pass reads (removed when the job is done).
+pub const SOURCE_TAG: &str = "ctxd-reembed-source";
+
 fn job_error(db: &str, message: impl Into<String>) -> PipelineError {
     PipelineError::Reembed { db: db.to_string(), message: message.into() }
 }
@@ -171,6 +175,9 @@ pub async fn reembed(
     let mut round = 0;
     loop {
         source.refresh().await?;
+        // The version this pass reads stays on disk while it reads, however long that takes
+        // (a daemon's cleanup removes untagged versions older than `retain_versions_secs`).
+        source.tag(SOURCE_TAG, None).await?;
         target.refresh().await?;
         let src = source.chunk_ids().await?;
         let done = target.chunk_ids().await?;
@@ -209,6 +216,7 @@ pub async fn reembed(
         }
         round += 1;
     }
+    source.untag(SOURCE_TAG).await?;
     target.build_fts().await?;
     target.maintain(&opts.maintenance).await?;
     report.version = target.version().await?;
@@ -491,6 +499,8 @@ mod tests {
         assert!(!now.fts_search("item_12", 3).await.unwrap().is_empty());
         let history = ctxd_index::active::history(&db).await.unwrap();
         assert_eq!(history.len(), 2);
+        let tagged = old.snapshots().await.unwrap().into_iter().any(|s| s.tags.iter().any(|t| t == SOURCE_TAG));
+        assert!(!tagged, "the source version tag is dropped when the job is done");
         assert_eq!((history[0].table_name.as_str(), history[0].model_spec.as_str()), ("chunks", ""));
 
         let err = reembed(&db, service(), "test/letters", &opts, &Quiet).await.unwrap_err().to_string();
