@@ -6,8 +6,10 @@ holds --min-chunks chunks, 50,000 by default) unless --db already holds one, sta
 on it, then sends --requests completion requests built from random cursor positions in the
 indexed files (prefix = the file up to the cursor, suffix = the rest; multi_line strategy, as an
 editor would) and prints latency percentiles, measured at the client over HTTP on 127.0.0.1.
+With --keystrokes K each place gets K requests, one more character of the real line typed each
+time (an editor asks on every keystroke); the first request at each place is reported apart.
 
-    python3 benches/completion_latency.py [--ctxd BIN] [--db DIR] [--requests 500]
+    python3 benches/completion_latency.py [--ctxd BIN] [--db DIR] [--requests 500] [--keystrokes 1]
 """
 import argparse, glob, json, os, random, shutil, statistics, subprocess, time, urllib.request
 
@@ -21,6 +23,8 @@ def main():
     ap.add_argument("--src", default=os.path.expanduser("~/.cache/ctxd/bench-completion/src"))
     ap.add_argument("--min-chunks", type=int, default=50000)
     ap.add_argument("--requests", type=int, default=500)
+    ap.add_argument("--keystrokes", type=int, default=1,
+                    help="requests per place, one more typed character each (1: a new place every request)")
     args = ap.parse_args()
     random.seed(11)
 
@@ -61,28 +65,47 @@ def main():
                     rows = int(float(line.split()[1]))
         print(f"index rows: {rows}")
         files = [f for f in glob.glob(os.path.join(args.src, "**", "*.rs"), recursive=True) if 2000 < os.path.getsize(f) < 200000]
-        bodies = []
-        for _ in range(args.requests):
+        def body(path, lines, line, col):
+            cur = lines[line - 1]
+            prefix = "\n".join(lines[: line - 1]) + "\n" + cur[:col]
+            suffix = cur[col:] + "\n" + "\n".join(lines[line:line + 20])
+            return {"uri": "file://" + path, "language": "rust", "prefix": prefix[-8000:], "suffix": suffix,
+                    "line": line, "max_chunks": 3, "strategy": "multi_line"}
+
+        def place():
             path = random.choice(files)
-            text = open(path, encoding="utf-8", errors="replace").read()
-            lines = text.split("\n")
+            lines = open(path, encoding="utf-8", errors="replace").read().split("\n")
             line = random.randint(5, max(6, len(lines) - 1))
-            prefix = "\n".join(lines[: line - 1]) + "\n" + lines[line - 1][: len(lines[line - 1]) // 2]
-            suffix = lines[line - 1][len(lines[line - 1]) // 2:] + "\n" + "\n".join(lines[line:line + 20])
-            bodies.append({"uri": "file://" + path, "language": "rust", "prefix": prefix[-8000:], "suffix": suffix,
-                           "line": line, "max_chunks": 3, "strategy": "multi_line"})
-        for b in bodies[:20]:  # warm-up
-            post(base, "/v1/completion-context", b)
-        lat, empty = [], 0
-        for b in bodies:
-            t = time.perf_counter()
-            r = post(base, "/v1/completion-context", b)
-            lat.append((time.perf_counter() - t) * 1000)
-            empty += not r["snippets"]
-        lat.sort()
-        pct = lambda p: lat[min(len(lat) - 1, int(p / 100 * len(lat)))]
-        print(f"{len(lat)} requests: p50 {pct(50):.1f} ms, p90 {pct(90):.1f} ms, p99 {pct(99):.1f} ms, "
-              f"mean {statistics.mean(lat):.1f} ms; {empty} empty answers")
+            return path, lines, line, len(lines[line - 1]) // 2
+
+        # Sessions: a place in a file, then --keystrokes characters of the real line typed there
+        # (1 = every request at a new place: nothing can be reused between requests).
+        sessions = []
+        for _ in range(max(1, args.requests // args.keystrokes)):
+            path, lines, line, col = place()
+            typed = [body(path, lines, line, min(col + k, len(lines[line - 1]))) for k in range(args.keystrokes)]
+            sessions.append(typed)
+        for _ in range(20):  # warm-up at other places
+            post(base, "/v1/completion-context", body(*place()))
+        lat, first, empty = [], [], 0
+        for typed in sessions:
+            for k, b in enumerate(typed):
+                t = time.perf_counter()
+                r = post(base, "/v1/completion-context", b)
+                ms = (time.perf_counter() - t) * 1000
+                lat.append(ms)
+                if k == 0:
+                    first.append(ms)
+                empty += not r["snippets"]
+        def report(name, xs):
+            xs = sorted(xs)
+            pct = lambda p: xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+            print(f"{name}: {len(xs)} requests: p50 {pct(50):.1f} ms, p90 {pct(90):.1f} ms, p99 {pct(99):.1f} ms, "
+                  f"mean {statistics.mean(xs):.1f} ms")
+        report(f"all ({args.keystrokes} keystrokes per place)", lat)
+        if args.keystrokes > 1:
+            report("first keystroke at each place", first)
+        print(f"{empty} empty answers")
     finally:
         proc.terminate()
         proc.wait()

@@ -896,6 +896,25 @@ fn routed_search_context_assembly_and_completion_context() {
     }
     let imps: Vec<u64> = snippets.iter().map(|s| s["importance"].as_u64().unwrap()).collect();
     assert!(imps.windows(2).all(|w| w[0] >= w[1]), "importance decays with rank: {v}");
+    // The next keystrokes inside a word at the same place are answered from the cache…
+    let counter = |name: &str| d.metric(name).unwrap_or(0.0);
+    let (hits, misses) =
+        (counter("ctxd_query_completion_cache_hits_total"), counter("ctxd_query_completion_cache_misses_total"));
+    let mut typed = body.clone();
+    typed["prefix"] = json!(format!("{prefix}val"));
+    let again: Value =
+        d.client.post(format!("{}/v1/completion-context", d.base)).json(&typed).send().unwrap().json().unwrap();
+    assert_eq!(again, v, "same place, same completed words: same answer");
+    assert_eq!(counter("ctxd_query_completion_cache_hits_total"), hits + 1.0);
+    // …until the next commit.
+    let version = d.get("/v1/status").json::<Value>().unwrap()["version"].as_u64().unwrap();
+    std::fs::write(root.join("pkg3/fresh.py"), "def freshly_written_helper(step):\n    return step * 2\n").unwrap();
+    wait_for("commit", Duration::from_secs(60), || {
+        d.get("/v1/status").json::<Value>().unwrap()["version"].as_u64().unwrap() > version
+    });
+    let _: Value =
+        d.client.post(format!("{}/v1/completion-context", d.base)).json(&typed).send().unwrap().json().unwrap();
+    assert_eq!(counter("ctxd_query_completion_cache_misses_total"), misses + 1.0, "a new version is searched again");
     let empty = json!({"uri": "a.py", "prefix": "x = (", "line": 1});
     let v: Value =
         d.client.post(format!("{}/v1/completion-context", d.base)).json(&empty).send().unwrap().json().unwrap();

@@ -29,7 +29,7 @@ pub use maintenance::{MaintenanceOptions, MaintenanceReport};
 pub use schema::ChunkRow;
 pub use session::{set_cache_limits, CacheLimits};
 pub use snapshots::{AsOf, Snapshot};
-pub use store::{CommitBatch, CommitStats, Hit, Index, IndexStats};
+pub use store::{ChunkVector, CommitBatch, CommitStats, Hit, Index, IndexStats};
 pub use streams::{PARTIAL_PREFIX, STREAMS_TABLE};
 pub use symbols::{SymbolRow, SYMBOLS_TABLE};
 

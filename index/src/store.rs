@@ -73,6 +73,15 @@ pub struct Hit {
     pub score: f32,
 }
 
+/// A chunk's place and stored vector ([`Index::chunk_vectors_of`]).
+#[derive(Debug, Clone)]
+pub struct ChunkVector {
+    pub chunk_id: String,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub vector: Vec<f32>,
+}
+
 /// Size facts about the table.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct IndexStats {
@@ -669,6 +678,43 @@ impl Index {
         for hits in out.values_mut() {
             hits.sort_by_key(|h| h.start_line);
         }
+        Ok(out)
+    }
+
+    /// Line ranges, ids and vectors of the chunks of `path` that have a vector (one query
+    /// through the `path` B-tree), by start line.
+    pub async fn chunk_vectors_of(&self, path: &str) -> Result<Vec<ChunkVector>, IndexError> {
+        let filter = format!("path = {} AND model != {}", sql_str(path), sql_str(NO_MODEL));
+        let query = self.table.query().only_if(filter).select(Select::columns(&[
+            "chunk_id",
+            "start_line",
+            "end_line",
+            "vector",
+        ]));
+        let mut out = Vec::new();
+        for batch in &self.collect(query).await? {
+            let ids = str_col(batch, "chunk_id", &self.uri)?;
+            let bad = |c: &str| IndexError::Column { uri: self.uri.clone(), column: c.into() };
+            let u32s = |c: &str| {
+                batch.column_by_name(c).and_then(|a| a.as_any().downcast_ref::<UInt32Array>()).ok_or_else(|| bad(c))
+            };
+            let (starts, ends) = (u32s("start_line")?, u32s("end_line")?);
+            let vectors = batch
+                .column_by_name("vector")
+                .and_then(|c| c.as_any().downcast_ref::<FixedSizeListArray>())
+                .ok_or_else(|| bad("vector"))?;
+            for i in 0..batch.num_rows() {
+                let v = vectors.value(i);
+                let floats = v.as_any().downcast_ref::<Float32Array>().ok_or_else(|| bad("vector"))?;
+                out.push(ChunkVector {
+                    chunk_id: ids.value(i).to_string(),
+                    start_line: starts.value(i),
+                    end_line: ends.value(i),
+                    vector: floats.values().to_vec(),
+                });
+            }
+        }
+        out.sort_by_key(|c| c.start_line);
         Ok(out)
     }
 

@@ -4,7 +4,7 @@
 //! The query is built from the cursor's surroundings by `strategy`:
 //!
 //! * `current_line` — the line being typed (the prefix's last line);
-//! * `multi_line` (default) — the last 12 lines of the prefix and the first 3 of the suffix;
+//! * `multi_line` (default) — the last 6 lines of the prefix and the first 2 of the suffix;
 //! * `symbol` — the identifiers nearest the cursor (the prefix's last 8), looked up in the
 //!   symbol table first.
 //!
@@ -13,17 +13,32 @@
 //! `max_chunks` snippets whose importance reaches `min_score`, and returns an empty list — not
 //! an error — when the index is not ready or the cursor context holds too little to search for.
 //! `importance` is 0–100: the score relative to the best result, decayed by 15% per rank.
+//!
+//! **The keystroke path.** An editor asks on every keystroke, mostly from the same place. For
+//! `current_line` and `multi_line`, the vector signal is the *stored* vector of the indexed chunk
+//! around the cursor (its neighbours are the code most like the function being edited; no
+//! embedding on the keystroke path), and the identifier being typed and the rest of the cursor's
+//! line are left out of the query (a partial word matches nothing yet; the rest of the line
+//! changes with every keystroke). The answer is then the same for every keystroke inside
+//! one word at one place, and is cached per (index version, file, chunk around the cursor, query
+//! text, options): the next keystrokes are answered from memory until the next commit. The file's
+//! chunk ranges and vectors are cached per version too (one B-tree lookup per file and commit).
+//! Outside any indexed chunk (a new file, new code) the cursor window is embedded as before.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use ctxd_index::ChunkVector;
 
 use serde::{Deserialize, Serialize};
 
 use crate::route::identifier_words;
+use crate::routed::QueryVector;
 use crate::search::{Mode, SearchRequest, Searcher};
 use crate::SearchError;
 
 /// How the query is built from the cursor context.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     CurrentLine,
@@ -146,6 +161,78 @@ fn relative_path(uri: &str, indexed: &[String]) -> String {
     path.trim_start_matches("./").to_string()
 }
 
+/// Files whose chunk vectors are kept, and answers kept (per searcher, for the latest version).
+const CACHED_FILES: usize = 64;
+const CACHED_ANSWERS: usize = 1024;
+
+/// What an answer depends on (besides the index version, which empties the cache).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct AnswerKey {
+    path: String,
+    /// The chunk around the cursor (its vector is the vector signal), or "" outside chunks.
+    anchor: String,
+    query: String,
+    max_chunks: usize,
+    min_score: u32,
+    strategy: Strategy,
+}
+
+/// The completion caches of one index version.
+#[derive(Default)]
+pub(crate) struct CompletionCache {
+    version: Option<u64>,
+    files: VecDeque<(String, Arc<Vec<ChunkVector>>)>,
+    answers: HashMap<AnswerKey, CompletionResponse>,
+    order: VecDeque<AnswerKey>,
+}
+
+/// Shared by a searcher's clones; replaced on a model switch.
+pub(crate) type Cache = Arc<tokio::sync::Mutex<CompletionCache>>;
+
+impl CompletionCache {
+    /// Empties the cache when the index moved to another version.
+    fn at_version(&mut self, version: u64) {
+        if self.version != Some(version) {
+            *self = Self { version: Some(version), ..Self::default() };
+        }
+    }
+
+    fn file(&mut self, path: &str) -> Option<Arc<Vec<ChunkVector>>> {
+        let i = self.files.iter().position(|(p, _)| p == path)?;
+        let entry = self.files.remove(i)?;
+        let chunks = entry.1.clone();
+        self.files.push_back(entry);
+        Some(chunks)
+    }
+
+    fn keep_file(&mut self, path: String, chunks: Arc<Vec<ChunkVector>>) {
+        if self.files.len() >= CACHED_FILES {
+            self.files.pop_front();
+        }
+        self.files.push_back((path, chunks));
+    }
+
+    fn keep_answer(&mut self, key: AnswerKey, answer: CompletionResponse) {
+        if self.answers.len() >= CACHED_ANSWERS {
+            if let Some(old) = self.order.pop_front() {
+                self.answers.remove(&old);
+            }
+        }
+        self.order.push_back(key.clone());
+        self.answers.insert(key, answer);
+    }
+}
+
+/// `prefix` without the identifier being typed at its end (nothing to match yet).
+fn without_partial_word(prefix: &str) -> &str {
+    let end = prefix.trim_end_matches(|c: char| c.is_alphanumeric() || c == '_');
+    if end.len() == prefix.len() {
+        prefix
+    } else {
+        end
+    }
+}
+
 /// Answers a completion-context request.
 pub async fn completion_context(
     searcher: &Searcher,
@@ -157,22 +244,99 @@ pub async fn completion_context(
     if req.prefix.len() + req.suffix.as_ref().map_or(0, String::len) > 1 << 20 {
         return Err(SearchError::BadRequest("prefix and suffix must be under 1 MiB together".into()));
     }
-    let Some(query) = build_query(req) else { return Ok(CompletionResponse::default()) };
-    let vocab = searcher.latest_vocab().await?;
-    let current = relative_path(&req.uri, &vocab.paths);
-    let mode = Mode::Routed;
-    let mut search = SearchRequest::new(query).with((req.max_chunks * 4).clamp(8, 40), mode);
-    search.current_file = Some(current.clone());
-    search.max_per_file = Some(2);
     // Lines of code name identifiers and paths all the time: looking each up would cost more
     // than the editor can wait. The symbol strategy is the one that asks for them.
-    search.lean = req.strategy != Strategy::Symbol;
-    let found = match searcher.search(&search).await {
+    let lean = req.strategy != Strategy::Symbol;
+    let query = if lean {
+        // Stable while a word is typed: the partial word and the rest of the cursor's line
+        // (which loses a character to the prefix at every keystroke) are left out.
+        let suffix = req.suffix.as_deref().unwrap_or("");
+        let after_line = match req.strategy {
+            Strategy::CurrentLine => "",
+            _ => suffix.split_once('\n').map_or("", |(_, rest)| rest),
+        };
+        let stable = CompletionRequest {
+            prefix: without_partial_word(&req.prefix).to_string(),
+            suffix: Some(after_line.to_string()),
+            ..req.clone()
+        };
+        build_query(&stable).or_else(|| build_query(req))
+    } else {
+        build_query(req)
+    };
+    let Some(query) = query else { return Ok(CompletionResponse::default()) };
+    // One index and model for the whole request.
+    let searcher = searcher.current();
+    let vocab = searcher.latest_vocab().await?;
+    let current = relative_path(&req.uri, &vocab.paths);
+    let mut search = SearchRequest::new(query).with((req.max_chunks * 4).clamp(8, 40), Mode::Routed);
+    search.current_file = Some(current.clone());
+    search.max_per_file = Some(2);
+    search.lean = lean;
+    if !lean {
+        let found = match searcher.search(&search).await {
+            Ok(f) => f,
+            // A query the search cannot take (e.g. only punctuation after analysis) is no context.
+            Err(e) if e.is_client_error() => return Ok(CompletionResponse::default()),
+            Err(e) => return Err(e),
+        };
+        return Ok(snippets(req, &current, found));
+    }
+    Searcher::validate(&search)?;
+    let version = searcher.index.version().await?;
+    let chunks = {
+        let mut cache = searcher.completion.lock().await;
+        cache.at_version(version);
+        cache.file(&current)
+    };
+    let chunks = match chunks {
+        Some(c) => c,
+        None => {
+            let c = Arc::new(searcher.index.chunk_vectors_of(&current).await?);
+            let mut cache = searcher.completion.lock().await;
+            cache.at_version(version);
+            cache.keep_file(current.clone(), c.clone());
+            c
+        }
+    };
+    // The innermost indexed chunk around the cursor.
+    let around = chunks
+        .iter()
+        .filter(|c| c.start_line <= req.line && req.line <= c.end_line)
+        .min_by_key(|c| c.end_line - c.start_line);
+    let key = AnswerKey {
+        path: current.clone(),
+        anchor: around.map(|c| c.chunk_id.clone()).unwrap_or_default(),
+        query: search.query.clone(),
+        max_chunks: req.max_chunks,
+        min_score: req.min_score.to_bits(),
+        strategy: req.strategy,
+    };
+    if let Some(answer) = searcher.completion.lock().await.answers.get(&key).cloned() {
+        metrics::counter!(crate::metrics::COMPLETION_CACHE_HITS_TOTAL).increment(1);
+        return Ok(answer);
+    }
+    metrics::counter!(crate::metrics::COMPLETION_CACHE_MISSES_TOTAL).increment(1);
+    let vector = match (around, &searcher.embed) {
+        (Some(c), _) => QueryVector::Ready(&c.vector),
+        (None, Some(embed)) => QueryVector::Embed(embed),
+        (None, None) => QueryVector::None,
+    };
+    let found = match searcher.routed_search(&search, vector).await {
         Ok(f) => f,
-        // A query the search cannot take (e.g. only punctuation after analysis) is no context.
         Err(e) if e.is_client_error() => return Ok(CompletionResponse::default()),
         Err(e) => return Err(e),
     };
+    let answer = snippets(req, &current, found);
+    let mut cache = searcher.completion.lock().await;
+    cache.at_version(version);
+    cache.keep_answer(key, answer.clone());
+    Ok(answer)
+}
+
+/// The snippets of a search's results: never the chunk at the cursor, no duplicate texts,
+/// importance from the score with a rank decay.
+fn snippets(req: &CompletionRequest, current: &str, found: crate::search::SearchResponse) -> CompletionResponse {
     let top = found.results.first().map(|r| r.score).filter(|s| *s > 0.0).unwrap_or(1.0);
     let mut seen: HashSet<String> = HashSet::new();
     let mut snippets = Vec::new();
@@ -201,7 +365,7 @@ pub async fn completion_context(
             break;
         }
     }
-    Ok(CompletionResponse { snippets })
+    CompletionResponse { snippets }
 }
 
 #[cfg(test)]
@@ -229,6 +393,38 @@ mod tests {
         assert_eq!(build_query(&req(prefix, Strategy::Symbol)).unwrap(), "use crate cache warm mut Cache evict_lru");
         assert_eq!(build_query(&req("  x = (", Strategy::CurrentLine)), None, "too short to search");
         assert_eq!(build_query(&req("", Strategy::MultiLine)), None);
+    }
+
+    #[test]
+    fn the_word_being_typed_is_left_out() {
+        assert_eq!(without_partial_word("    self.cache.evi"), "    self.cache.");
+        assert_eq!(without_partial_word("x = foo("), "x = foo(");
+        assert_eq!(without_partial_word("total_count"), "");
+    }
+
+    #[test]
+    fn the_cache_keeps_one_version_and_a_bounded_number_of_answers() {
+        let key = |i: usize| AnswerKey {
+            path: "a.rs".into(),
+            anchor: format!("c{i}"),
+            query: "q".into(),
+            max_chunks: 3,
+            min_score: 0,
+            strategy: Strategy::MultiLine,
+        };
+        let mut cache = CompletionCache::default();
+        cache.at_version(1);
+        for i in 0..CACHED_ANSWERS + 5 {
+            cache.keep_answer(key(i), CompletionResponse::default());
+        }
+        assert_eq!(cache.answers.len(), CACHED_ANSWERS);
+        assert!(!cache.answers.contains_key(&key(0)) && cache.answers.contains_key(&key(CACHED_ANSWERS + 4)));
+        cache.keep_file("a.rs".into(), Arc::new(Vec::new()));
+        assert!(cache.file("a.rs").is_some());
+        cache.at_version(1);
+        assert!(cache.file("a.rs").is_some(), "same version: kept");
+        cache.at_version(2);
+        assert!(cache.answers.is_empty() && cache.file("a.rs").is_none(), "a commit empties it");
     }
 
     #[test]

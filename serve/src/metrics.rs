@@ -16,3 +16,7 @@ pub const AGGREGATE_SOURCE_REQUESTS_TOTAL: &str = "ctxd_aggregate_source_request
 pub const AGGREGATE_SOURCE_TOKENS_TOTAL: &str = "ctxd_aggregate_source_tokens_total";
 /// Counter: aggregate source answers served from the cache, label `source`.
 pub const AGGREGATE_CACHE_HITS_TOTAL: &str = "ctxd_aggregate_cache_hits_total";
+/// Counter: completion-context requests answered from the per-location cache.
+pub const COMPLETION_CACHE_HITS_TOTAL: &str = "ctxd_query_completion_cache_hits_total";
+/// Counter: completion-context requests that searched (cache misses).
+pub const COMPLETION_CACHE_MISSES_TOTAL: &str = "ctxd_query_completion_cache_misses_total";

@@ -224,11 +224,13 @@ pub(crate) fn combine<'a>(contributions: impl IntoIterator<Item = (f32, &'a Hit)
 #[derive(Clone)]
 pub struct Searcher {
     pub(crate) index: Arc<Index>,
-    embed: Option<EmbedService>,
+    pub(crate) embed: Option<EmbedService>,
     /// Read-only views of past versions, by version (a few, most recently used last).
     views: Arc<tokio::sync::Mutex<Views>>,
     /// Indexed paths and folder names of the latest version (routed mode).
     pub(crate) vocab: crate::routed::VocabCache,
+    /// Completion-context caches (file chunk vectors, answers) of the latest version.
+    pub(crate) completion: crate::completion::Cache,
     /// The latest pair, shared by every clone.
     live: Arc<std::sync::RwLock<Backend>>,
 }
@@ -240,6 +242,13 @@ struct Backend {
     embed: Option<EmbedService>,
     views: Arc<tokio::sync::Mutex<Views>>,
     vocab: crate::routed::VocabCache,
+    completion: crate::completion::Cache,
+}
+
+impl Backend {
+    fn new(index: Arc<Index>, embed: Option<EmbedService>) -> Self {
+        Self { index, embed, views: Arc::default(), vocab: Arc::default(), completion: Arc::default() }
+    }
 }
 
 /// Open views of past versions: `(version, view)`, most recently used last.
@@ -253,21 +262,25 @@ impl Searcher {
     /// Without a model (a full-text-only index, or a bm25-only caller) `hybrid` falls back to
     /// bm25 and `vector` is refused.
     pub fn new(index: Arc<Index>, embed: Option<EmbedService>) -> Self {
-        let backend = Backend { index, embed, views: Arc::default(), vocab: Arc::default() };
+        let backend = Backend::new(index, embed);
         let live = Arc::new(std::sync::RwLock::new(backend.clone()));
-        Self { index: backend.index, embed: backend.embed, views: backend.views, vocab: backend.vocab, live }
+        Self::pinned(backend, live)
+    }
+
+    fn pinned(b: Backend, live: Arc<std::sync::RwLock<Backend>>) -> Self {
+        Self { index: b.index, embed: b.embed, views: b.views, vocab: b.vocab, completion: b.completion, live }
     }
 
     /// This searcher pinned to the latest index and model.
     pub fn current(&self) -> Self {
         let b = self.live.read().unwrap_or_else(|e| e.into_inner()).clone();
-        Self { index: b.index, embed: b.embed, views: b.views, vocab: b.vocab, live: self.live.clone() }
+        Self::pinned(b, self.live.clone())
     }
 
     /// Makes `index` and `embed` (a table of another model and that model) the ones every clone
     /// of this searcher uses from its next request on; requests in flight finish on the old pair.
     pub fn switch(&self, index: Arc<Index>, embed: Option<EmbedService>) {
-        let backend = Backend { index, embed, views: Arc::default(), vocab: Arc::default() };
+        let backend = Backend::new(index, embed);
         *self.live.write().unwrap_or_else(|e| e.into_inner()) = backend;
     }
 
