@@ -113,6 +113,8 @@ async fn open_index(db: &Path) -> Result<Index> {
     if !uri.contains("://") && !db.is_dir() {
         bail!("no index at {}: run `ctxd index <PATH> --db {}` first", db.display(), db.display());
     }
+    // The auto-sized index cache (see `IndexConfig::index_cache_bytes`) for readers too.
+    ctxd_pipeline::config::IndexConfig { db: db.to_path_buf(), ..Default::default() }.apply_cache_limits();
     Ok(Index::open(&uri).await?)
 }
 

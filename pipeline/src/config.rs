@@ -170,7 +170,8 @@ pub struct IndexConfig {
     /// vector search is exact).
     pub vector_index_min_rows: usize,
     /// Budget of LanceDB's cache of opened index structures (vector partitions, posting
-    /// lists), shared by every table of the process.
+    /// lists), shared by every table of the process; 0 = sized from the index on disk
+    /// ([`IndexConfig::index_cache_bytes`]).
     pub index_cache_mb: usize,
     /// Budget of LanceDB's metadata cache (manifests, fragment and file footers).
     pub metadata_cache_mb: usize,
@@ -185,7 +186,7 @@ impl Default for IndexConfig {
             maintenance_interval_secs: 600,
             retain_versions_secs: 3600,
             vector_index_min_rows: 100_000,
-            index_cache_mb: 64,
+            index_cache_mb: 0,
             metadata_cache_mb: 32,
         }
     }
@@ -194,10 +195,48 @@ impl Default for IndexConfig {
 impl IndexConfig {
     /// Applies the cache budgets to the process (before the first index is opened).
     pub fn apply_cache_limits(&self) {
+        let index_bytes = self.index_cache_bytes();
+        if self.index_cache_mb == 0 {
+            tracing::debug!(mb = index_bytes >> 20, "lancedb index cache sized from the index on disk");
+        }
         ctxd_index::set_cache_limits(ctxd_index::CacheLimits {
-            index_bytes: self.index_cache_mb << 20,
+            index_bytes,
             metadata_bytes: self.metadata_cache_mb << 20,
         });
+    }
+
+    /// The index cache budget: `index_cache_mb`, or for 0 (auto) 1.5 × the bytes of the index
+    /// files (`*.lance/_indices`) in the database directory, clamped to 64 MiB..=1 GiB (64 MiB
+    /// for an `s3://` or a new index). Queries on a large index read the same posting lists and
+    /// vector partitions again and again: too small a cache re-reads them every time (255k
+    /// chunks, ~150 MB of index files: completion p50 42 ms with 64 MiB, 27 ms with 256 MiB),
+    /// while a fresh ingest keeps the small budget that holds its memory flat.
+    pub fn index_cache_bytes(&self) -> usize {
+        const MIN: usize = 64 << 20;
+        const MAX: usize = 1 << 30;
+        if self.index_cache_mb > 0 {
+            return self.index_cache_mb << 20;
+        }
+        if self.db.to_string_lossy().contains("://") {
+            return MIN;
+        }
+        fn size(dir: &std::path::Path) -> u64 {
+            let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+            entries
+                .flatten()
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => size(&e.path()),
+                    Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+                    _ => 0,
+                })
+                .sum()
+        }
+        let tables = std::fs::read_dir(&self.db).into_iter().flatten().flatten();
+        let index_files: u64 = tables
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".lance"))
+            .map(|e| size(&e.path().join("_indices")))
+            .sum();
+        ((index_files as usize).saturating_mul(3) / 2).clamp(MIN, MAX)
     }
 
     /// The maintenance pass these settings ask for (the daemon is its table's one writer).
@@ -781,6 +820,27 @@ mod tests {
         let env = env_overrides(vars(&[("CTXD_SERVER_LISTN", "127.0.0.1:1")]));
         let err = Config::from_toml_with("", Path::new("c.toml"), env).unwrap_err().to_string();
         assert!(err.contains("CTXD_SERVER_LISTN: server.listn"), "{err}");
+    }
+
+    #[test]
+    fn the_index_cache_is_sized_from_the_index_files_unless_set() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut cfg = IndexConfig { db: tmp.path().join("db"), ..Default::default() };
+        assert_eq!(cfg.index_cache_bytes(), 64 << 20, "no index yet: the floor");
+        let seg = cfg.db.join("chunks.lance/_indices/abc");
+        std::fs::create_dir_all(&seg).unwrap();
+        // Sparse files: sizes without the bytes.
+        std::fs::File::create(seg.join("part.lance")).unwrap().set_len(200 << 20).unwrap();
+        std::fs::create_dir_all(cfg.db.join("chunks.lance/data")).unwrap();
+        std::fs::File::create(cfg.db.join("chunks.lance/data/x.lance")).unwrap().set_len(900 << 20).unwrap();
+        assert_eq!(cfg.index_cache_bytes(), 300 << 20, "1.5 x the index files, data files not counted");
+        std::fs::File::create(seg.join("more.lance")).unwrap().set_len(2 << 30).unwrap();
+        assert_eq!(cfg.index_cache_bytes(), 1 << 30, "capped");
+        cfg.index_cache_mb = 128;
+        assert_eq!(cfg.index_cache_bytes(), 128 << 20, "a number is kept");
+        cfg.index_cache_mb = 0;
+        cfg.db = "s3://bucket/db".into();
+        assert_eq!(cfg.index_cache_bytes(), 64 << 20);
     }
 
     #[test]
