@@ -22,13 +22,15 @@
 //! changes with every keystroke). The answer is then the same for every keystroke inside
 //! one word at one place, and is cached per (index version, file, chunk around the cursor, query
 //! text, options): the next keystrokes are answered from memory until the next commit. The file's
-//! chunk ranges and vectors are cached per version too (one B-tree lookup per file and commit).
+//! chunk ranges and vectors and each place's vector-search hits are cached per version too (one
+//! B-tree lookup per file and one ANN search per place and commit): when a completed word changes
+//! the query, only the full-text search runs again.
 //! Outside any indexed chunk (a new file, new code) the cursor window is embedded as before.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
-use ctxd_index::ChunkVector;
+use ctxd_index::{ChunkVector, Hit};
 
 use serde::{Deserialize, Serialize};
 
@@ -182,6 +184,10 @@ struct AnswerKey {
 pub(crate) struct CompletionCache {
     version: Option<u64>,
     files: VecDeque<(String, Arc<Vec<ChunkVector>>)>,
+    /// Vector-search hits of a chunk's stored vector, by chunk id (a place's vector signal,
+    /// whatever words are typed there).
+    neighbours: HashMap<String, Vec<Hit>>,
+    neighbour_order: VecDeque<String>,
     answers: HashMap<AnswerKey, CompletionResponse>,
     order: VecDeque<AnswerKey>,
 }
@@ -210,6 +216,16 @@ impl CompletionCache {
             self.files.pop_front();
         }
         self.files.push_back((path, chunks));
+    }
+
+    fn keep_neighbours(&mut self, chunk_id: String, hits: Vec<Hit>) {
+        if self.neighbours.len() >= CACHED_ANSWERS {
+            if let Some(old) = self.neighbour_order.pop_front() {
+                self.neighbours.remove(&old);
+            }
+        }
+        self.neighbour_order.push_back(chunk_id.clone());
+        self.neighbours.insert(chunk_id, hits);
     }
 
     fn keep_answer(&mut self, key: AnswerKey, answer: CompletionResponse) {
@@ -317,8 +333,29 @@ pub async fn completion_context(
         return Ok(answer);
     }
     metrics::counter!(crate::metrics::COMPLETION_CACHE_MISSES_TOTAL).increment(1);
+    let neighbours: Vec<Hit>;
     let vector = match (around, &searcher.embed) {
-        (Some(c), _) => QueryVector::Ready(&c.vector),
+        (Some(c), _) => {
+            // The place's neighbours are searched once per version; later misses at the same
+            // place (a word completed) only run the full-text search.
+            let cached = searcher.completion.lock().await.neighbours.get(&c.chunk_id).cloned();
+            let hits = match cached {
+                Some(h) => h,
+                None => {
+                    let depth = crate::routed::search_depth(search.k);
+                    let h = searcher
+                        .index
+                        .vector_search_probes(&c.vector, depth, Some(crate::routed::LEAN_NPROBES))
+                        .await?;
+                    let mut cache = searcher.completion.lock().await;
+                    cache.at_version(version);
+                    cache.keep_neighbours(c.chunk_id.clone(), h.clone());
+                    h
+                }
+            };
+            neighbours = hits;
+            QueryVector::Hits(&neighbours)
+        }
         (None, Some(embed)) => QueryVector::Embed(embed),
         (None, None) => QueryVector::None,
     };
