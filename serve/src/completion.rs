@@ -166,6 +166,8 @@ fn relative_path(uri: &str, indexed: &[String]) -> String {
 /// Files whose chunk vectors are kept, and answers kept (per searcher, for the latest version).
 const CACHED_FILES: usize = 64;
 const CACHED_ANSWERS: usize = 1024;
+/// Places whose vector-search hits are kept (each ~50 hits with their text: ~50 KB).
+const CACHED_PLACES: usize = 256;
 
 /// What an answer depends on (besides the index version, which empties the cache).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -219,7 +221,7 @@ impl CompletionCache {
     }
 
     fn keep_neighbours(&mut self, chunk_id: String, hits: Vec<Hit>) {
-        if self.neighbours.len() >= CACHED_ANSWERS {
+        if self.neighbours.len() >= CACHED_PLACES {
             if let Some(old) = self.neighbour_order.pop_front() {
                 self.neighbours.remove(&old);
             }
