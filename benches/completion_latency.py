@@ -13,14 +13,12 @@ time (an editor asks on every keystroke); the first request at each place is rep
 """
 import argparse, glob, json, os, random, shutil, statistics, subprocess, time, urllib.request
 
-from ctxd_daemon import default_ctxd, post, start_daemon
+from ctxd_daemon import completion_bench_args, post, start_daemon
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ctxd", default=default_ctxd())
-    ap.add_argument("--db", default=os.path.expanduser("~/.cache/ctxd/bench-completion/db"))
-    ap.add_argument("--src", default=os.path.expanduser("~/.cache/ctxd/bench-completion/src"))
+    completion_bench_args(ap)
     ap.add_argument("--min-chunks", type=int, default=50000)
     ap.add_argument("--requests", type=int, default=500)
     ap.add_argument("--keystrokes", type=int, default=1,

@@ -11,7 +11,7 @@ Places whose next lines use nothing defined elsewhere are skipped. Seeded; nothi
 """
 import argparse, glob, os, random, re, statistics, time
 
-from ctxd_daemon import default_ctxd, post, start_daemon
+from ctxd_daemon import completion_bench_args, post, start_daemon
 
 KEYWORDS = set("""as async await break const continue crate dyn else enum extern false fn for if impl in let loop
 match mod move mut pub ref return self Self static struct super trait true type unsafe use where while Some None Ok
@@ -21,9 +21,7 @@ into clone len iter map unwrap expect push insert get""".split())
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ctxd", default=default_ctxd())
-    ap.add_argument("--db", default=os.path.expanduser("~/.cache/ctxd/bench-completion/db"))
-    ap.add_argument("--src", default=os.path.expanduser("~/.cache/ctxd/bench-completion/src"))
+    completion_bench_args(ap)
     ap.add_argument("--places", type=int, default=200)
     args = ap.parse_args()
     random.seed(23)

@@ -9,6 +9,14 @@ def default_ctxd():
     return os.path.join(target, "release", "ctxd")
 
 
+def completion_bench_args(ap):
+    """The options of the completion benches: the binary and the crate-source corpus and index
+    `completion_latency.py` builds in ~/.cache/ctxd/bench-completion (shared by both)."""
+    ap.add_argument("--ctxd", default=default_ctxd())
+    ap.add_argument("--db", default=os.path.expanduser("~/.cache/ctxd/bench-completion/db"))
+    ap.add_argument("--src", default=os.path.expanduser("~/.cache/ctxd/bench-completion/src"))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
