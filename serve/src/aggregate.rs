@@ -20,7 +20,7 @@
 //! cached. Per-source latency, tokens, blocks and cache hits are in the response and in
 //! `ctxd_aggregate_*` metrics (label `source` = the configured name).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashSet;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::bounded::Bounded;
 use crate::context::{Assembler, Block, ContextRequest, Format};
 use crate::error::SearchError;
 use crate::metrics as m;
@@ -118,30 +119,7 @@ pub struct AggregateResponse {
 }
 
 /// Cache of source answers keyed by (source, version, query, share).
-struct Cache {
-    cap: usize,
-    map: HashMap<(String, u64, String, usize), Vec<Block>>,
-    order: VecDeque<(String, u64, String, usize)>,
-}
-
-impl Cache {
-    fn get(&self, key: &(String, u64, String, usize)) -> Option<Vec<Block>> {
-        self.map.get(key).cloned()
-    }
-    fn put(&mut self, key: (String, u64, String, usize), blocks: Vec<Block>) {
-        if self.cap == 0 {
-            return;
-        }
-        if self.map.insert(key.clone(), blocks).is_none() {
-            self.order.push_back(key);
-        }
-        while self.order.len() > self.cap {
-            if let Some(old) = self.order.pop_front() {
-                self.map.remove(&old);
-            }
-        }
-    }
-}
+type Cache = Bounded<(String, u64, String, usize), Vec<Block>>;
 
 /// Gathers context from the configured sources.
 pub struct Aggregator {
@@ -180,12 +158,7 @@ impl Aggregator {
             }
         }
         let http = reqwest::Client::builder().build().map_err(|e| format!("http client: {e}"))?;
-        Ok(Self {
-            local,
-            sources,
-            http,
-            cache: Mutex::new(Cache { cap: cache_entries, map: HashMap::new(), order: VecDeque::new() }),
-        })
+        Ok(Self { local, sources, http, cache: Mutex::new(Cache::new(cache_entries)) })
     }
 
     /// The configured sources.
@@ -340,7 +313,7 @@ impl Aggregator {
                 SourceKind::Mcp => None,
             };
             let key = version.map(|v| (s.name.clone(), v, query.to_string(), share));
-            if let Some(hit) = key.as_ref().and_then(|k| self.cache.lock().unwrap().get(k)) {
+            if let Some(hit) = key.as_ref().and_then(|k| self.cache.lock().unwrap().get(k).cloned()) {
                 return Ok((hit, true, version));
             }
             let blocks = match s.kind {

@@ -27,16 +27,17 @@
 //! the query, only the full-text search runs again.
 //! Outside any indexed chunk (a new file, new code) the cursor window is embedded as before.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use ctxd_index::{ChunkVector, Hit};
 
 use serde::{Deserialize, Serialize};
 
+use crate::bounded::Bounded;
 use crate::route::identifier_words;
 use crate::routed::QueryVector;
-use crate::search::{Mode, SearchRequest, Searcher};
+use crate::search::{Mode, SearchRequest, SearchResponse, Searcher};
 use crate::SearchError;
 
 /// How the query is built from the cursor context.
@@ -182,29 +183,40 @@ struct AnswerKey {
 }
 
 /// The completion caches of one index version.
-#[derive(Default)]
 pub(crate) struct CompletionCache {
     version: Option<u64>,
+    /// Chunk ranges and vectors of recently asked-about files, most recently used last.
     files: VecDeque<(String, Arc<Vec<ChunkVector>>)>,
     /// Vector-search hits of a chunk's stored vector, by chunk id (a place's vector signal,
     /// whatever words are typed there).
-    neighbours: HashMap<String, Vec<Hit>>,
-    neighbour_order: VecDeque<String>,
-    answers: HashMap<AnswerKey, CompletionResponse>,
-    order: VecDeque<AnswerKey>,
+    neighbours: Bounded<String, Vec<Hit>>,
+    answers: Bounded<AnswerKey, CompletionResponse>,
+}
+
+impl Default for CompletionCache {
+    fn default() -> Self {
+        Self {
+            version: None,
+            files: VecDeque::new(),
+            neighbours: Bounded::new(CACHED_PLACES),
+            answers: Bounded::new(CACHED_ANSWERS),
+        }
+    }
 }
 
 /// Shared by a searcher's clones; replaced on a model switch.
 pub(crate) type Cache = Arc<tokio::sync::Mutex<CompletionCache>>;
 
-impl CompletionCache {
-    /// Empties the cache when the index moved to another version.
-    fn at_version(&mut self, version: u64) {
-        if self.version != Some(version) {
-            *self = Self { version: Some(version), ..Self::default() };
-        }
+/// The cache, locked and emptied first if the index moved on from `version`.
+async fn cache_at(cache: &Cache, version: u64) -> tokio::sync::MutexGuard<'_, CompletionCache> {
+    let mut c = cache.lock().await;
+    if c.version != Some(version) {
+        *c = CompletionCache { version: Some(version), ..CompletionCache::default() };
     }
+    c
+}
 
+impl CompletionCache {
     fn file(&mut self, path: &str) -> Option<Arc<Vec<ChunkVector>>> {
         let i = self.files.iter().position(|(p, _)| p == path)?;
         let entry = self.files.remove(i)?;
@@ -219,25 +231,15 @@ impl CompletionCache {
         }
         self.files.push_back((path, chunks));
     }
+}
 
-    fn keep_neighbours(&mut self, chunk_id: String, hits: Vec<Hit>) {
-        if self.neighbours.len() >= CACHED_PLACES {
-            if let Some(old) = self.neighbour_order.pop_front() {
-                self.neighbours.remove(&old);
-            }
-        }
-        self.neighbour_order.push_back(chunk_id.clone());
-        self.neighbours.insert(chunk_id, hits);
-    }
-
-    fn keep_answer(&mut self, key: AnswerKey, answer: CompletionResponse) {
-        if self.answers.len() >= CACHED_ANSWERS {
-            if let Some(old) = self.order.pop_front() {
-                self.answers.remove(&old);
-            }
-        }
-        self.order.push_back(key.clone());
-        self.answers.insert(key, answer);
+/// A search failure the request caused (e.g. only punctuation left after analysis) is no
+/// context, not an error.
+fn or_no_context(found: Result<SearchResponse, SearchError>) -> Result<Option<SearchResponse>, SearchError> {
+    match found {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.is_client_error() => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -292,28 +294,19 @@ pub async fn completion_context(
     search.max_per_file = Some(2);
     search.lean = lean;
     if !lean {
-        let found = match searcher.search(&search).await {
-            Ok(f) => f,
-            // A query the search cannot take (e.g. only punctuation after analysis) is no context.
-            Err(e) if e.is_client_error() => return Ok(CompletionResponse::default()),
-            Err(e) => return Err(e),
+        let Some(found) = or_no_context(searcher.search(&search).await)? else {
+            return Ok(CompletionResponse::default());
         };
         return Ok(snippets(req, &current, found));
     }
-    Searcher::validate(&search)?;
-    let version = searcher.index.version().await?;
-    let chunks = {
-        let mut cache = searcher.completion.lock().await;
-        cache.at_version(version);
-        cache.file(&current)
-    };
-    let chunks = match chunks {
+    let (index, cache) = (&searcher.pinned.index, &searcher.pinned.completion);
+    let version = index.version().await?;
+    let cached = cache_at(cache, version).await.file(&current);
+    let chunks = match cached {
         Some(c) => c,
         None => {
-            let c = Arc::new(searcher.index.chunk_vectors_of(&current).await?);
-            let mut cache = searcher.completion.lock().await;
-            cache.at_version(version);
-            cache.keep_file(current.clone(), c.clone());
+            let c = Arc::new(index.chunk_vectors_of(&current).await?);
+            cache_at(cache, version).await.keep_file(current.clone(), c.clone());
             c
         }
     };
@@ -330,52 +323,42 @@ pub async fn completion_context(
         min_score: req.min_score.to_bits(),
         strategy: req.strategy,
     };
-    if let Some(answer) = searcher.completion.lock().await.answers.get(&key).cloned() {
+    if let Some(answer) = cache_at(cache, version).await.answers.get(&key).cloned() {
         metrics::counter!(crate::metrics::COMPLETION_CACHE_HITS_TOTAL).increment(1);
         return Ok(answer);
     }
     metrics::counter!(crate::metrics::COMPLETION_CACHE_MISSES_TOTAL).increment(1);
     let neighbours: Vec<Hit>;
-    let vector = match (around, &searcher.embed) {
+    let vector = match (around, &searcher.pinned.embed) {
         (Some(c), _) => {
             // The place's neighbours are searched once per version; later misses at the same
             // place (a word completed) only run the full-text search.
-            let cached = searcher.completion.lock().await.neighbours.get(&c.chunk_id).cloned();
-            let hits = match cached {
+            let cached = cache_at(cache, version).await.neighbours.get(&c.chunk_id).cloned();
+            neighbours = match cached {
                 Some(h) => h,
                 None => {
                     let depth = crate::routed::search_depth(search.k);
-                    let h = searcher
-                        .index
-                        .vector_search_probes(&c.vector, depth, Some(crate::routed::LEAN_NPROBES))
-                        .await?;
-                    let mut cache = searcher.completion.lock().await;
-                    cache.at_version(version);
-                    cache.keep_neighbours(c.chunk_id.clone(), h.clone());
+                    let h = index.vector_search_probes(&c.vector, depth, Some(crate::routed::LEAN_NPROBES)).await?;
+                    cache_at(cache, version).await.neighbours.put(c.chunk_id.clone(), h.clone());
                     h
                 }
             };
-            neighbours = hits;
             QueryVector::Hits(&neighbours)
         }
         (None, Some(embed)) => QueryVector::Embed(embed),
         (None, None) => QueryVector::None,
     };
-    let found = match searcher.routed_search(&search, vector).await {
-        Ok(f) => f,
-        Err(e) if e.is_client_error() => return Ok(CompletionResponse::default()),
-        Err(e) => return Err(e),
+    let Some(found) = or_no_context(searcher.routed_search(&search, vector).await)? else {
+        return Ok(CompletionResponse::default());
     };
     let answer = snippets(req, &current, found);
-    let mut cache = searcher.completion.lock().await;
-    cache.at_version(version);
-    cache.keep_answer(key, answer.clone());
+    cache_at(cache, version).await.answers.put(key, answer.clone());
     Ok(answer)
 }
 
 /// The snippets of a search's results: never the chunk at the cursor, no duplicate texts,
 /// importance from the score with a rank decay.
-fn snippets(req: &CompletionRequest, current: &str, found: crate::search::SearchResponse) -> CompletionResponse {
+fn snippets(req: &CompletionRequest, current: &str, found: SearchResponse) -> CompletionResponse {
     let top = found.results.first().map(|r| r.score).filter(|s| *s > 0.0).unwrap_or(1.0);
     let mut seen: HashSet<String> = HashSet::new();
     let mut snippets = Vec::new();
@@ -441,8 +424,8 @@ mod tests {
         assert_eq!(without_partial_word("total_count"), "");
     }
 
-    #[test]
-    fn the_cache_keeps_one_version_and_a_bounded_number_of_answers() {
+    #[tokio::test]
+    async fn the_cache_keeps_one_version_and_a_bounded_number_of_answers() {
         let key = |i: usize| AnswerKey {
             path: "a.rs".into(),
             anchor: format!("c{i}"),
@@ -451,19 +434,20 @@ mod tests {
             min_score: 0,
             strategy: Strategy::MultiLine,
         };
-        let mut cache = CompletionCache::default();
-        cache.at_version(1);
-        for i in 0..CACHED_ANSWERS + 5 {
-            cache.keep_answer(key(i), CompletionResponse::default());
+        let cache: Cache = Arc::default();
+        {
+            let mut c = cache_at(&cache, 1).await;
+            for i in 0..CACHED_ANSWERS + 5 {
+                c.answers.put(key(i), CompletionResponse::default());
+            }
+            assert_eq!(c.answers.len(), CACHED_ANSWERS);
+            assert!(c.answers.get(&key(0)).is_none() && c.answers.get(&key(CACHED_ANSWERS + 4)).is_some());
+            c.keep_file("a.rs".into(), Arc::new(Vec::new()));
+            assert!(c.file("a.rs").is_some());
         }
-        assert_eq!(cache.answers.len(), CACHED_ANSWERS);
-        assert!(!cache.answers.contains_key(&key(0)) && cache.answers.contains_key(&key(CACHED_ANSWERS + 4)));
-        cache.keep_file("a.rs".into(), Arc::new(Vec::new()));
-        assert!(cache.file("a.rs").is_some());
-        cache.at_version(1);
-        assert!(cache.file("a.rs").is_some(), "same version: kept");
-        cache.at_version(2);
-        assert!(cache.answers.is_empty() && cache.file("a.rs").is_none(), "a commit empties it");
+        assert!(cache_at(&cache, 1).await.file("a.rs").is_some(), "same version: kept");
+        let mut c = cache_at(&cache, 2).await;
+        assert!(c.answers.len() == 0 && c.file("a.rs").is_none(), "a commit empties it");
     }
 
     #[test]

@@ -17,6 +17,7 @@
 
 pub mod aggregate;
 pub mod auth;
+mod bounded;
 pub mod completion;
 pub mod context;
 pub mod error;

@@ -209,7 +209,7 @@ fn fuse(lists: &[(f32, Vec<Hit>)]) -> Vec<Hit> {
 impl Searcher {
     /// Indexed paths and folder names of the latest version (cached for a few seconds).
     pub(crate) async fn latest_vocab(&self) -> Result<Arc<Vocab>, SearchError> {
-        let index = self.index.clone();
+        let index = self.pinned.index.clone();
         self.vocab(&index, true).await
     }
 
@@ -218,7 +218,7 @@ impl Searcher {
             // A snapshot: its own vocabulary, not cached.
             return Ok(Arc::new(Vocab::build(index).await?));
         }
-        let mut cache = self.vocab.lock().await;
+        let mut cache = self.pinned.vocab.lock().await;
         if let Some((checked, v)) = cache.as_mut() {
             if checked.elapsed() < VOCAB_TTL {
                 return Ok(v.clone());

@@ -223,26 +223,23 @@ pub(crate) fn combine<'a>(contributions: impl IntoIterator<Item = (f32, &'a Hit)
 /// in a table of another model.
 #[derive(Clone)]
 pub struct Searcher {
+    /// The pair this searcher answers with.
+    pub(crate) pinned: Backend,
+    /// The latest pair, shared by every clone.
+    live: Arc<std::sync::RwLock<Backend>>,
+}
+
+/// What a searcher searches with and its caches; replaced whole on a model switch.
+#[derive(Clone)]
+pub(crate) struct Backend {
     pub(crate) index: Arc<Index>,
     pub(crate) embed: Option<EmbedService>,
     /// Read-only views of past versions, by version (a few, most recently used last).
     views: Arc<tokio::sync::Mutex<Views>>,
     /// Indexed paths and folder names of the latest version (routed mode).
     pub(crate) vocab: crate::routed::VocabCache,
-    /// Completion-context caches (file chunk vectors, answers) of the latest version.
+    /// Completion-context caches (file chunk vectors, neighbours, answers) of the latest version.
     pub(crate) completion: crate::completion::Cache,
-    /// The latest pair, shared by every clone.
-    live: Arc<std::sync::RwLock<Backend>>,
-}
-
-/// What a searcher searches with; replaced whole on a model switch.
-#[derive(Clone)]
-struct Backend {
-    index: Arc<Index>,
-    embed: Option<EmbedService>,
-    views: Arc<tokio::sync::Mutex<Views>>,
-    vocab: crate::routed::VocabCache,
-    completion: crate::completion::Cache,
 }
 
 impl Backend {
@@ -262,19 +259,14 @@ impl Searcher {
     /// Without a model (a full-text-only index, or a bm25-only caller) `hybrid` falls back to
     /// bm25 and `vector` is refused.
     pub fn new(index: Arc<Index>, embed: Option<EmbedService>) -> Self {
-        let backend = Backend::new(index, embed);
-        let live = Arc::new(std::sync::RwLock::new(backend.clone()));
-        Self::pinned(backend, live)
-    }
-
-    fn pinned(b: Backend, live: Arc<std::sync::RwLock<Backend>>) -> Self {
-        Self { index: b.index, embed: b.embed, views: b.views, vocab: b.vocab, completion: b.completion, live }
+        let pinned = Backend::new(index, embed);
+        Self { live: Arc::new(std::sync::RwLock::new(pinned.clone())), pinned }
     }
 
     /// This searcher pinned to the latest index and model.
     pub fn current(&self) -> Self {
-        let b = self.live.read().unwrap_or_else(|e| e.into_inner()).clone();
-        Self::pinned(b, self.live.clone())
+        let pinned = self.live.read().unwrap_or_else(|e| e.into_inner()).clone();
+        Self { pinned, live: self.live.clone() }
     }
 
     /// Makes `index` and `embed` (a table of another model and that model) the ones every clone
@@ -286,17 +278,17 @@ impl Searcher {
 
     /// The index to search for `as_of` (the latest when `None`) and the version it is at.
     pub(crate) async fn index_as_of(&self, as_of: Option<&str>) -> Result<(Arc<Index>, Option<u64>), SearchError> {
-        let Some(spec) = as_of else { return Ok((self.index.clone(), None)) };
+        let Some(spec) = as_of else { return Ok((self.pinned.index.clone(), None)) };
         let as_of: AsOf = spec.parse().map_err(|e: ctxd_index::IndexError| SearchError::BadSnapshot(e.to_string()))?;
-        let version = self.index.resolve(&as_of).await.map_err(snapshot_error)?;
-        let mut views = self.views.lock().await;
+        let version = self.pinned.index.resolve(&as_of).await.map_err(snapshot_error)?;
+        let mut views = self.pinned.views.lock().await;
         if let Some(i) = views.iter().position(|(v, _)| *v == version) {
             let entry = views.remove(i);
             let index = entry.1.clone();
             views.push(entry);
             return Ok((index, Some(version)));
         }
-        let index = Arc::new(self.index.at(version).await.map_err(snapshot_error)?);
+        let index = Arc::new(self.pinned.index.at(version).await.map_err(snapshot_error)?);
         if views.len() >= OPEN_VIEWS {
             views.remove(0);
         }
@@ -306,7 +298,7 @@ impl Searcher {
 
     /// True when queries can be embedded.
     pub fn has_model(&self) -> bool {
-        self.embed.is_some()
+        self.pinned.embed.is_some()
     }
 
     /// The latest index (after a model switch: the new table).
@@ -330,7 +322,7 @@ impl Searcher {
 
     /// Embeds queries in one request to the model thread.
     pub async fn embed_queries(&self, queries: Vec<String>) -> Result<Vec<Vec<f32>>, SearchError> {
-        let embed = self.embed.as_ref().ok_or(SearchError::NoModel("vector"))?;
+        let embed = self.pinned.embed.as_ref().ok_or(SearchError::NoModel("vector"))?;
         Ok(embed.embed(queries).await?)
     }
 
@@ -343,10 +335,10 @@ impl Searcher {
     }
 
     async fn search_pinned(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
-        if let (Mode::Routed, Some(embed)) = (req.mode, &self.embed) {
+        if let (Mode::Routed, Some(embed)) = (req.mode, &self.pinned.embed) {
             return self.routed_search(req, crate::routed::QueryVector::Embed(embed)).await;
         }
-        let vector = match (req.mode, &self.embed) {
+        let vector = match (req.mode, &self.pinned.embed) {
             (Mode::Bm25 | Mode::Symbol, _) | (Mode::Hybrid | Mode::Routed, None) => None,
             (Mode::Vector, None) => return Err(SearchError::NoModel("vector")),
             (_, Some(embed)) => embed.embed(vec![req.query.clone()]).await?.into_iter().next(),
