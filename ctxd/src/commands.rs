@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use ctxd_index::Index;
-use ctxd_models::{EmbedServiceConfig, DEFAULT_MODEL};
+use ctxd_models::{EmbedServiceConfig, TokenCounter, DEFAULT_MODEL};
 use ctxd_pipeline::{Config, Engine};
 use ctxd_serve::context::{Assembler, ContextRequest};
 use ctxd_serve::eval::{evaluate, evaluate_context, read_queries};
@@ -218,17 +218,28 @@ async fn index(
 /// Opens an index read-only with a searcher using its model (or `--model`); the model is
 /// loaded only when `need_model` (bm25 never embeds the query).
 pub async fn open_searcher(db: &Path, model: &ModelArgs, need_model: bool) -> Result<Searcher> {
-    let index = open_index(db).await?;
     if !need_model {
-        return Ok(Searcher::new(Arc::new(index), None));
+        return Ok(Searcher::new(Arc::new(open_index(db).await?), None));
     }
-    let spec = match model.model.clone() {
-        Some(spec) => spec,
-        None => model_spec(&index).await?,
+    Ok(searcher_and_spec(db, model, true).await?.0)
+}
+
+/// [`open_searcher`], and what the model is loaded from (`--model`, else the index's model:
+/// the spec `ctxd reembed` recorded for it, a directory or hub id, else the model id stored
+/// in the table, the default model for a text-only index).
+async fn searcher_and_spec(db: &Path, model: &ModelArgs, need_model: bool) -> Result<(Searcher, String)> {
+    let index = open_index(db).await?;
+    let spec = match &model.model {
+        Some(spec) => spec.clone(),
+        None => index_model_spec(&index).await?,
     };
+    if !need_model {
+        return Ok((Searcher::new(Arc::new(index), None), spec));
+    }
     let runtime = model.runtime()?;
+    let load = spec.clone();
     let (service, _) =
-        tokio::task::spawn_blocking(move || ctxd_models::start(&spec, EmbedServiceConfig::default(), &runtime))
+        tokio::task::spawn_blocking(move || ctxd_models::start(&load, EmbedServiceConfig::default(), &runtime))
             .await
             .expect("model loading thread panicked")?;
     if service.dim() != index.dim() {
@@ -240,12 +251,10 @@ pub async fn open_searcher(db: &Path, model: &ModelArgs, need_model: bool) -> Re
             index.dim()
         );
     }
-    Ok(Searcher::new(Arc::new(index), Some(service)))
+    Ok((Searcher::new(Arc::new(index), Some(service)), spec))
 }
 
-/// What to load the index's model from: the spec `ctxd reembed` recorded for it (a directory
-/// or hub id), else the model id stored in the table (the default model for a text-only index).
-pub async fn model_spec(index: &ctxd_index::Index) -> Result<String> {
+async fn index_model_spec(index: &ctxd_index::Index) -> Result<String> {
     let id = index.model_id();
     if id.is_empty() || id == ctxd_index::NO_MODEL {
         return Ok(DEFAULT_MODEL.to_string());
@@ -257,18 +266,19 @@ pub async fn model_spec(index: &ctxd_index::Index) -> Result<String> {
     })
 }
 
-/// A context assembler on an existing index: its searcher (the model loaded when
-/// `need_model`) and the tokenizer of the index's model (or `--model`), which budgets count in.
-pub async fn open_assembler(db: &Path, model: &ModelArgs, need_model: bool) -> Result<Assembler> {
-    let searcher = open_searcher(db, model, need_model).await?;
-    let spec = match model.model.clone() {
-        Some(spec) => spec,
-        None => model_spec(&searcher.index()).await?,
-    };
+/// The tokenizer of the model `spec` (context budgets count in it).
+async fn tokenizer(spec: String) -> Result<TokenCounter> {
     let (tokens, _, _) = tokio::task::spawn_blocking(move || ctxd_models::tokenizer_only(&spec))
         .await
         .expect("tokenizer loading thread panicked")?;
-    Ok(Assembler::new(searcher, tokens))
+    Ok(tokens)
+}
+
+/// A context assembler on an existing index: its searcher (the model loaded when
+/// `need_model`) and the tokenizer of the index's model (or `--model`), which budgets count in.
+pub async fn open_assembler(db: &Path, model: &ModelArgs, need_model: bool) -> Result<Assembler> {
+    let (searcher, spec) = searcher_and_spec(db, model, need_model).await?;
+    Ok(Assembler::new(searcher, tokenizer(spec).await?))
 }
 
 async fn assemble_context(req: &ContextRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
@@ -345,20 +355,14 @@ async fn eval(
         bail!("no queries in {}", queries.display());
     }
     let need_model = !context_budgets.is_empty() || modes.iter().any(|m| !matches!(m, Mode::Bm25 | Mode::Symbol));
-    let searcher = open_searcher(db, model, need_model).await?;
+    let (searcher, spec) = searcher_and_spec(db, model, need_model).await?;
     let mut reports = Vec::new();
     for m in modes {
         reports.push(evaluate(&searcher, &qs, m, k).await?);
     }
     let mut context_reports = Vec::new();
     if !context_budgets.is_empty() {
-        let spec = match model.model.clone() {
-            Some(spec) => spec,
-            None => model_spec(&searcher.index()).await?,
-        };
-        let (tokens, _, _) = tokio::task::spawn_blocking(move || ctxd_models::tokenizer_only(&spec))
-            .await
-            .expect("tokenizer loading thread panicked")?;
+        let tokens = tokenizer(spec).await?;
         let assembler = Assembler::new(searcher.clone(), tokens.clone());
         context_reports = evaluate_context(&assembler, &tokens, &qs, context_budgets, &[1, 3, 5]).await?;
     }

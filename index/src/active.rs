@@ -21,11 +21,12 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array, UInt64Array};
+use arrow_array::{RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use futures::TryStreamExt;
 use lancedb::query::ExecutableQuery;
 
+use crate::store::typed_col;
 use crate::{Index, IndexError, CHUNKS_TABLE};
 
 /// Name of the pointer table inside the database directory.
@@ -80,19 +81,11 @@ pub async fn history(uri: &str) -> Result<Vec<ActiveTable>, IndexError> {
     let batches: Vec<RecordBatch> = table.query().execute().await.map_err(lance)?.try_collect().await.map_err(lance)?;
     let mut rows = Vec::new();
     for b in &batches {
-        let col = |name: &str| {
-            b.column_by_name(name).ok_or_else(|| IndexError::Column { uri: uri.to_string(), column: name.into() })
-        };
-        let bad = |name: &str| IndexError::Column { uri: uri.to_string(), column: name.into() };
-        let seq = col("seq")?.as_any().downcast_ref::<UInt64Array>().ok_or_else(|| bad("seq"))?;
-        let table_name = col("table_name")?.as_any().downcast_ref::<StringArray>().ok_or_else(|| bad("table_name"))?;
-        let model_id = col("model_id")?.as_any().downcast_ref::<StringArray>().ok_or_else(|| bad("model_id"))?;
-        let model_spec = col("model_spec")?.as_any().downcast_ref::<StringArray>().ok_or_else(|| bad("model_spec"))?;
-        let dim = col("dim")?.as_any().downcast_ref::<UInt32Array>().ok_or_else(|| bad("dim"))?;
-        let at = col("switched_at")?
-            .as_any()
-            .downcast_ref::<TimestampMicrosecondArray>()
-            .ok_or_else(|| bad("switched_at"))?;
+        let strings = |name: &str| typed_col::<StringArray>(b, name, uri);
+        let (table_name, model_id, model_spec) = (strings("table_name")?, strings("model_id")?, strings("model_spec")?);
+        let seq = typed_col::<UInt64Array>(b, "seq", uri)?;
+        let dim = typed_col::<UInt32Array>(b, "dim", uri)?;
+        let at = typed_col::<TimestampMicrosecondArray>(b, "switched_at", uri)?;
         for i in 0..b.num_rows() {
             rows.push(ActiveTable {
                 seq: seq.value(i),

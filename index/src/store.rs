@@ -694,23 +694,15 @@ impl Index {
         let mut out = Vec::new();
         for batch in &self.collect(query).await? {
             let ids = str_col(batch, "chunk_id", &self.uri)?;
-            let bad = |c: &str| IndexError::Column { uri: self.uri.clone(), column: c.into() };
-            let u32s = |c: &str| {
-                batch.column_by_name(c).and_then(|a| a.as_any().downcast_ref::<UInt32Array>()).ok_or_else(|| bad(c))
-            };
-            let (starts, ends) = (u32s("start_line")?, u32s("end_line")?);
-            let vectors = batch
-                .column_by_name("vector")
-                .and_then(|c| c.as_any().downcast_ref::<FixedSizeListArray>())
-                .ok_or_else(|| bad("vector"))?;
+            let starts = typed_col::<UInt32Array>(batch, "start_line", &self.uri)?;
+            let ends = typed_col::<UInt32Array>(batch, "end_line", &self.uri)?;
+            let vectors = typed_col::<FixedSizeListArray>(batch, "vector", &self.uri)?;
             for i in 0..batch.num_rows() {
-                let v = vectors.value(i);
-                let floats = v.as_any().downcast_ref::<Float32Array>().ok_or_else(|| bad("vector"))?;
                 out.push(ChunkVector {
                     chunk_id: ids.value(i).to_string(),
                     start_line: starts.value(i),
                     end_line: ends.value(i),
-                    vector: floats.values().to_vec(),
+                    vector: vector_at(vectors, i, &self.uri)?,
                 });
             }
         }
@@ -809,17 +801,11 @@ impl Index {
             let query = self.table.query().only_if(filter).select(Select::columns(&[key, "vector"]));
             for batch in &self.collect(query).await? {
                 let keys = str_col(batch, key, &self.uri)?;
-                let vectors = batch
-                    .column_by_name("vector")
-                    .and_then(|c| c.as_any().downcast_ref::<FixedSizeListArray>())
-                    .ok_or_else(|| IndexError::Column { uri: self.uri.clone(), column: "vector".into() })?;
+                let vectors = typed_col::<FixedSizeListArray>(batch, "vector", &self.uri)?;
                 for i in 0..batch.num_rows() {
-                    let v = vectors.value(i);
-                    let floats = v
-                        .as_any()
-                        .downcast_ref::<Float32Array>()
-                        .ok_or_else(|| IndexError::Column { uri: self.uri.clone(), column: "vector".into() })?;
-                    out.entry(keys.value(i).to_string()).or_insert_with(|| floats.values().to_vec());
+                    if !out.contains_key(keys.value(i)) {
+                        out.insert(keys.value(i).to_string(), vector_at(vectors, i, &self.uri)?);
+                    }
                 }
             }
         }
@@ -836,13 +822,8 @@ impl Index {
             let col = |name: &str| str_col(batch, name, &self.uri);
             let (ids, paths, langs, syms, kinds, contents) =
                 (col("chunk_id")?, col("path")?, col("language")?, col("symbol")?, col("kind")?, col("content")?);
-            let u32col = |name: &str| {
-                batch
-                    .column_by_name(name)
-                    .and_then(|c| c.as_any().downcast_ref::<UInt32Array>())
-                    .ok_or_else(|| IndexError::Column { uri: self.uri.clone(), column: name.into() })
-            };
-            let (starts, ends) = (u32col("start_line")?, u32col("end_line")?);
+            let starts = typed_col::<UInt32Array>(batch, "start_line", &self.uri)?;
+            let ends = typed_col::<UInt32Array>(batch, "end_line", &self.uri)?;
             let scores = batch.column_by_name(score_col).and_then(|c| c.as_any().downcast_ref::<Float32Array>());
             for i in 0..batch.num_rows() {
                 let opt = |a: &StringArray| (!a.is_null(i)).then(|| a.value(i).to_string());
@@ -863,11 +844,26 @@ impl Index {
     }
 }
 
-fn str_col<'a>(batch: &'a RecordBatch, name: &str, uri: &str) -> Result<&'a StringArray, IndexError> {
+/// Column `name` of `batch` as an array of type `T`, or a clear error naming it.
+pub fn typed_col<'a, T: Array + 'static>(batch: &'a RecordBatch, name: &str, uri: &str) -> Result<&'a T, IndexError> {
     batch
         .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .and_then(|c| c.as_any().downcast_ref::<T>())
         .ok_or_else(|| IndexError::Column { uri: uri.to_string(), column: name.into() })
+}
+
+fn str_col<'a>(batch: &'a RecordBatch, name: &str, uri: &str) -> Result<&'a StringArray, IndexError> {
+    typed_col(batch, name, uri)
+}
+
+/// Row `i` of a `vector` column.
+fn vector_at(vectors: &FixedSizeListArray, i: usize, uri: &str) -> Result<Vec<f32>, IndexError> {
+    let row = vectors.value(i);
+    let floats = row
+        .as_any()
+        .downcast_ref::<Float32Array>()
+        .ok_or_else(|| IndexError::Column { uri: uri.to_string(), column: "vector".into() })?;
+    Ok(floats.values().to_vec())
 }
 
 #[cfg(test)]

@@ -36,7 +36,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use ctxd_index::store::typed_col;
 use ctxd_index::{active, Index, IndexError, MaintenanceOptions, NO_MODEL};
 use ctxd_models::EmbedService;
 use futures::StreamExt;
@@ -245,7 +246,7 @@ async fn pass(
     let (to_write, write_in) = edge::<RecordBatch>("reembed_embed", "reembed_write", 2);
     let rows_per_block = rows_per_block.max(1);
     let read = read(source, only, keep, rows_per_block, to_embed);
-    let embed = embed(service, target.dim(), embed_in, to_write);
+    let embed = embed(service, source.uri(), target.dim(), embed_in, to_write);
     let write = write(target, write_in, progress);
     let (r, e, w) = tokio::join!(read, embed, write);
     r?;
@@ -269,7 +270,7 @@ async fn read(
         while let Some(batch) = stream.next().await {
             let mut batch = batch?;
             if let Some(keep) = &keep {
-                let ids = id_column(&batch, source.uri())?;
+                let ids = typed_col::<StringArray>(&batch, "chunk_id", source.uri())?;
                 let mask: arrow_array::BooleanArray =
                     ids.iter().map(|id| Some(id.is_some_and(|id| keep.contains(id)))).collect();
                 batch = arrow_select::filter::filter_record_batch(&batch, &mask).map_err(IndexError::from)?;
@@ -289,17 +290,15 @@ async fn read(
 
 async fn embed(
     service: &EmbedService,
+    uri: &str,
     dim: usize,
     input: Input<RecordBatch>,
     out: Output<RecordBatch>,
 ) -> Result<(), PipelineError> {
     while let Some(block) = input.recv().await {
         let started = Instant::now();
-        let contents = block
-            .column_by_name("content")
-            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .ok_or_else(|| IndexError::Column { uri: String::new(), column: "content".into() })?;
-        let models = block.column_by_name("model").and_then(|c| c.as_any().downcast_ref::<StringArray>());
+        let contents = typed_col::<StringArray>(&block, "content", uri)?;
+        let models = typed_col::<StringArray>(&block, "model", uri).ok();
         // Identical texts are embedded once; rows without a vector are not embedded.
         let mut slot_of: HashMap<&str, usize> = HashMap::new();
         let mut texts = Vec::new();
@@ -333,7 +332,7 @@ async fn embed(
         }
         let model_id = service.model_id();
         let model: StringArray = slots.iter().map(|s| Some(if s.is_some() { model_id } else { NO_MODEL })).collect();
-        let batch = with_vectors(&block, Arc::new(list.finish()), Arc::new(model), dim)?;
+        let batch = with_vectors(&block, Arc::new(list.finish()), Arc::new(model), dim, uri)?;
         metrics::histogram!(m::STAGE_PROCESSING_SECONDS, "stage" => "reembed_embed")
             .record(started.elapsed().as_secs_f64());
         if out.send(batch).await.is_err() {
@@ -355,15 +354,14 @@ async fn write(target: &Index, input: Input<RecordBatch>, progress: &dyn Progres
     Ok(written)
 }
 
-fn id_column<'a>(batch: &'a RecordBatch, uri: &str) -> Result<&'a StringArray, IndexError> {
-    batch
-        .column_by_name("chunk_id")
-        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        .ok_or_else(|| IndexError::Column { uri: uri.to_string(), column: "chunk_id".into() })
-}
-
 /// The source block in the target's schema: every column as it was, `vector` and `model` new.
-fn with_vectors(block: &RecordBatch, vector: ArrayRef, model: ArrayRef, dim: usize) -> Result<RecordBatch, IndexError> {
+fn with_vectors(
+    block: &RecordBatch,
+    vector: ArrayRef,
+    model: ArrayRef,
+    dim: usize,
+    uri: &str,
+) -> Result<RecordBatch, IndexError> {
     let schema = ctxd_index::schema::chunks_schema(dim);
     let mut columns = Vec::with_capacity(schema.fields().len());
     for field in schema.fields() {
@@ -373,7 +371,7 @@ fn with_vectors(block: &RecordBatch, vector: ArrayRef, model: ArrayRef, dim: usi
             name => block
                 .column_by_name(name)
                 .cloned()
-                .ok_or_else(|| IndexError::Column { uri: String::new(), column: name.into() })?,
+                .ok_or_else(|| IndexError::Column { uri: uri.to_string(), column: name.into() })?,
         });
     }
     Ok(RecordBatch::try_new(schema, columns)?)
