@@ -183,8 +183,7 @@ pub async fn reembed(
         let src = source.chunk_ids().await?;
         let done = target.chunk_ids().await?;
         let extra: Vec<String> = done.difference(&src).cloned().collect();
-        let mut todo: Vec<String> = src.difference(&done).cloned().collect();
-        todo.sort_unstable();
+        let todo: HashSet<String> = src.difference(&done).cloned().collect();
         report.rows = src.len();
         if round == 0 {
             report.resumed = src.len() - todo.len();
@@ -209,9 +208,14 @@ pub async fn reembed(
         let phase = if round == 0 { "re-embedding" } else { "catching up" };
         progress.start(phase, src.len() as u64, (src.len() - todo.len()) as u64);
         // A first pass with most rows to do scans the table; small sets are fetched by id.
-        let only = if todo.len() * 2 > src.len() { None } else { Some(todo) };
-        let keep = if only.is_none() { Some(Arc::new(src.difference(&done).cloned().collect())) } else { None };
-        report.embedded += pass(&source, &target, &service, only, keep, opts.rows_per_block, progress).await?;
+        let rows = if todo.len() * 2 > src.len() {
+            Rows::Scan(todo)
+        } else {
+            let mut ids: Vec<String> = todo.into_iter().collect();
+            ids.sort_unstable();
+            Rows::ById(ids)
+        };
+        report.embedded += pass(&source, &target, &service, rows, opts.rows_per_block, progress).await?;
         if round > 0 {
             report.catch_up_rounds = round;
         }
@@ -231,21 +235,27 @@ pub async fn reembed(
     Ok(report)
 }
 
-/// One pass: the rows of `only` (or every row whose id is in `keep`) from `source` into `target`.
-/// Returns the rows written.
+/// The source rows a pass copies.
+enum Rows {
+    /// These ids, fetched by id (a few).
+    ById(Vec<String>),
+    /// The rows with these ids, found by scanning the table (most of it).
+    Scan(HashSet<String>),
+}
+
+/// One pass: `rows` from `source` into `target`. Returns the rows written.
 async fn pass(
     source: &Index,
     target: &Index,
     service: &EmbedService,
-    only: Option<Vec<String>>,
-    keep: Option<Arc<HashSet<String>>>,
+    rows: Rows,
     rows_per_block: usize,
     progress: &dyn Progress,
 ) -> Result<u64, PipelineError> {
     let (to_embed, embed_in) = edge::<RecordBatch>("reembed_read", "reembed_embed", 2);
     let (to_write, write_in) = edge::<RecordBatch>("reembed_embed", "reembed_write", 2);
     let rows_per_block = rows_per_block.max(1);
-    let read = read(source, only, keep, rows_per_block, to_embed);
+    let read = read(source, rows, rows_per_block, to_embed);
     let embed = embed(service, source.uri(), target.dim(), embed_in, to_write);
     let write = write(target, write_in, progress);
     let (r, e, w) = tokio::join!(read, embed, write);
@@ -256,20 +266,19 @@ async fn pass(
 
 async fn read(
     source: &Index,
-    only: Option<Vec<String>>,
-    keep: Option<Arc<HashSet<String>>>,
+    rows: Rows,
     rows_per_block: usize,
     out: Output<RecordBatch>,
 ) -> Result<(), PipelineError> {
-    let mut parts: Vec<Option<Vec<String>>> = match only {
-        Some(ids) => ids.chunks(500).map(|c| Some(c.to_vec())).collect(),
-        None => vec![None],
+    let (parts, keep): (Vec<Option<&[String]>>, _) = match &rows {
+        Rows::ById(ids) => (ids.chunks(500).map(Some).collect(), None),
+        Rows::Scan(keep) => (vec![None], Some(keep)),
     };
-    for part in parts.drain(..) {
-        let mut stream = source.scan_without_vectors(part.as_deref()).await?;
+    for part in parts {
+        let mut stream = source.scan_without_vectors(part).await?;
         while let Some(batch) = stream.next().await {
             let mut batch = batch?;
-            if let Some(keep) = &keep {
+            if let Some(keep) = keep {
                 let ids = typed_col::<StringArray>(&batch, "chunk_id", source.uri())?;
                 let mask: arrow_array::BooleanArray =
                     ids.iter().map(|id| Some(id.is_some_and(|id| keep.contains(id)))).collect();
