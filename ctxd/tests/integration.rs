@@ -110,8 +110,13 @@ impl Daemon {
         self.client.get(format!("{}{path}", self.base)).send().unwrap()
     }
 
+    /// POSTs `body` as JSON to `path` (no token).
+    fn post(&self, path: &str, body: &Value) -> reqwest::blocking::Response {
+        self.client.post(format!("{}{path}", self.base)).json(body).send().unwrap()
+    }
+
     fn search(&self, body: Value) -> (u16, Value) {
-        let resp = self.client.post(format!("{}/v1/search", self.base)).json(&body).send().unwrap();
+        let resp = self.post("/v1/search", &body);
         let status = resp.status().as_u16();
         (status, resp.json().unwrap_or(Value::Null))
     }
@@ -855,25 +860,13 @@ fn routed_search_context_assembly_and_completion_context() {
     // The daemon: context over HTTP (plain and streamed) and completion context.
     let d = Daemon::start(&root, &db);
     d.wait_ready();
-    let resp = d
-        .client
-        .post(format!("{}/v1/context", d.base))
-        .json(&json!({"query": "scale the ledger", "budget": 300, "format": "markdown"}))
-        .send()
-        .unwrap();
+    let resp = d.post("/v1/context", &json!({"query": "scale the ledger", "budget": 300, "format": "markdown"}));
     assert_eq!(resp.status().as_u16(), 200);
     let v: Value = resp.json().unwrap();
     assert!(v["tokens_used"].as_u64().unwrap() <= 300 && v["context"].as_str().unwrap().starts_with("### "), "{v}");
-    let bad = d.client.post(format!("{}/v1/context", d.base)).json(&json!({"query": "x", "budget": 0})).send().unwrap();
+    let bad = d.post("/v1/context", &json!({"query": "x", "budget": 0}));
     assert_eq!(bad.status().as_u16(), 400);
-    let text = d
-        .client
-        .post(format!("{}/v1/context/stream", d.base))
-        .json(&json!({"query": "scale the ledger", "budget": 300}))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    let text = d.post("/v1/context/stream", &json!({"query": "scale the ledger", "budget": 300})).text().unwrap();
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert!(lines.len() >= 2 && lines[..lines.len() - 1].iter().all(|l| l["block"].is_object()), "{text}");
     assert_eq!(lines.last().unwrap()["done"]["blocks"].as_array().unwrap().len(), lines.len() - 1, "{text}");
@@ -882,7 +875,7 @@ fn routed_search_context_assembly_and_completion_context() {
     let prefix: String = cursor.lines().take(10).collect::<Vec<_>>().join("\n") + "\n        return self.step(";
     let body = json!({"uri": format!("file://{}", root.join("pkg2/m2.py").display()), "language": "python",
         "prefix": prefix, "line": 11, "max_chunks": 3, "strategy": "multi_line"});
-    let resp = d.client.post(format!("{}/v1/completion-context", d.base)).json(&body).send().unwrap();
+    let resp = d.post("/v1/completion-context", &body);
     assert_eq!(resp.status().as_u16(), 200);
     let v: Value = resp.json().unwrap();
     let snippets = v["snippets"].as_array().unwrap();
@@ -902,8 +895,7 @@ fn routed_search_context_assembly_and_completion_context() {
         (counter("ctxd_query_completion_cache_hits_total"), counter("ctxd_query_completion_cache_misses_total"));
     let mut typed = body.clone();
     typed["prefix"] = json!(format!("{prefix}val"));
-    let again: Value =
-        d.client.post(format!("{}/v1/completion-context", d.base)).json(&typed).send().unwrap().json().unwrap();
+    let again: Value = d.post("/v1/completion-context", &typed).json().unwrap();
     assert_eq!(again, v, "same place, same completed words: same answer");
     assert_eq!(counter("ctxd_query_completion_cache_hits_total"), hits + 1.0);
     // …until the next commit.
@@ -912,12 +904,10 @@ fn routed_search_context_assembly_and_completion_context() {
     wait_for("commit", Duration::from_secs(60), || {
         d.get("/v1/status").json::<Value>().unwrap()["version"].as_u64().unwrap() > version
     });
-    let _: Value =
-        d.client.post(format!("{}/v1/completion-context", d.base)).json(&typed).send().unwrap().json().unwrap();
+    let _: Value = d.post("/v1/completion-context", &typed).json().unwrap();
     assert_eq!(counter("ctxd_query_completion_cache_misses_total"), misses + 1.0, "a new version is searched again");
     let empty = json!({"uri": "a.py", "prefix": "x = (", "line": 1});
-    let v: Value =
-        d.client.post(format!("{}/v1/completion-context", d.base)).json(&empty).send().unwrap().json().unwrap();
+    let v: Value = d.post("/v1/completion-context", &empty).json().unwrap();
     assert_eq!(v["snippets"], json!([]), "too short to search: empty, not an error");
 }
 
@@ -1029,12 +1019,7 @@ fn mcp_tools_over_stdio_and_http_behind_a_bearer_token_never_leak_outside_the_ro
     let v: Value = serde_json::from_slice(out.stdout.rsplit(|b| *b == b'\n').find(|l| !l.is_empty()).unwrap()).unwrap();
     assert_eq!(v["search_top"], "src/auth.rs", "{v}");
     assert_eq!(v["check"]["stale"], false, "{v}");
-    let resp = d
-        .client
-        .post(format!("{}/mcp", d.base))
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
-        .send()
-        .unwrap();
+    let resp = d.post("/mcp", &json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}));
     assert_eq!(resp.status().as_u16(), 401, "MCP over HTTP needs the token too");
     assert!(d
         .client
@@ -1215,7 +1200,7 @@ timeout_ms = 300
     d.wait_ready();
 
     let ask = |body: Value| -> Value {
-        let resp = d.client.post(format!("{}/v1/aggregate", d.base)).json(&body).send().unwrap();
+        let resp = d.post("/v1/aggregate", &body);
         assert_eq!(resp.status().as_u16(), 200);
         resp.json().unwrap()
     };
@@ -1271,12 +1256,7 @@ timeout_ms = 300
     // Picking sources by name; unknown names are a client error.
     let only = ask(json!({"query": "password", "budget": 300, "sources": ["here"]}));
     assert_eq!(only["sources"].as_array().unwrap().len(), 1);
-    let resp = d
-        .client
-        .post(format!("{}/v1/aggregate", d.base))
-        .json(&json!({"query": "x", "budget": 300, "sources": ["nope"]}))
-        .send()
-        .unwrap();
+    let resp = d.post("/v1/aggregate", &json!({"query": "x", "budget": 300, "sources": ["nope"]}));
     assert_eq!(resp.status().as_u16(), 400);
     let text = d.get("/metrics").text().unwrap();
     assert!(text.contains("ctxd_aggregate_source_requests_total{source=\"slow\",status=\"timeout\"}"), "metrics");
