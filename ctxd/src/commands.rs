@@ -108,11 +108,17 @@ pub async fn run(cli: Cli) -> Result<()> {
 }
 
 /// Opens an existing index (read side).
-async fn open_index(db: &Path) -> Result<Index> {
+/// The URI of an existing index at `db` (a local directory must exist).
+pub fn existing_db(db: &Path) -> Result<String> {
     let uri = db.to_string_lossy().into_owned();
     if !uri.contains("://") && !db.is_dir() {
         bail!("no index at {}: run `ctxd index <PATH> --db {}` first", db.display(), db.display());
     }
+    Ok(uri)
+}
+
+async fn open_index(db: &Path) -> Result<Index> {
+    let uri = existing_db(db)?;
     // The auto-sized index cache (see `IndexConfig::index_cache_bytes`) for readers too.
     ctxd_pipeline::config::IndexConfig { db: db.to_path_buf(), ..Default::default() }.apply_cache_limits();
     Ok(Index::open(&uri).await?)

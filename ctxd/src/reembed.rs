@@ -50,10 +50,7 @@ pub async fn run(
     let Some(spec) = model.model.clone() else {
         bail!("--model is required: the model to re-embed with (a Hugging Face id or a directory)");
     };
-    let uri = db.to_string_lossy().into_owned();
-    if !uri.contains("://") && !db.is_dir() {
-        bail!("no index at {}: run `ctxd index <PATH> --db {}` first", db.display(), db.display());
-    }
+    let uri = crate::commands::existing_db(db)?;
     let runtime = model.runtime()?;
     let load_spec = spec.clone();
     let (service, _) =

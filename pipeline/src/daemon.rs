@@ -123,7 +123,8 @@ impl Engine {
         }
         let mut cfg = cfg;
         // After `ctxd reembed` switched the index to another model, that model is the one to load.
-        if let Some(active) = ctxd_index::active::current(&db).await? {
+        let active = ctxd_index::active::current(&db).await?;
+        if let Some(active) = &active {
             let spec = &active.model_spec;
             if !spec.is_empty() && cfg.model.name != *spec && cfg.model.name != active.model_id {
                 tracing::warn!(
@@ -153,7 +154,8 @@ impl Engine {
             Some(s) => tracing::info!(model = %model_id, backend = %s.backend(), "embedding model ready"),
             None => tracing::info!(model = %model_id, "full-text only: tokenizer loaded, embedding model not loaded"),
         }
-        let index = Arc::new(Index::open_or_create(&db, &model_id, dim).await?);
+        let table = active.map_or_else(|| ctxd_index::CHUNKS_TABLE.to_string(), |a| a.table_name);
+        let index = Arc::new(Index::open_or_create_table(&db, &table, &model_id, dim).await?);
         // Publishes the row and version gauges before the first commit (the sink refreshes them after each one).
         index.stats().await?;
         index.layout().await?;
