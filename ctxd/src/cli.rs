@@ -126,6 +126,10 @@ pub enum Command {
         /// Search this snapshot: a version number (see `ctxd snapshots`) or a tag.
         #[arg(long)]
         as_of: Option<String>,
+        /// Routed mode: skip rescoring the best candidates by late interaction (faster, less
+        /// precise).
+        #[arg(long)]
+        no_rerank: bool,
         #[command(flatten)]
         model: ModelArgs,
         /// Print `{"results":[...]}`.
@@ -281,7 +285,8 @@ pub enum Command {
         /// Cut-off for file-level metrics.
         #[arg(long, default_value_t = 10)]
         k: usize,
-        /// routed, hybrid, vector, bm25, symbol, or all.
+        /// routed, routed-no-rerank (without late-interaction rescoring), hybrid, vector, bm25,
+        /// symbol, or all.
         #[arg(long, default_value = "all")]
         mode: String,
         /// Also evaluate context assembly at these token budgets (comma-separated) against

@@ -19,8 +19,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Index { path, db, config, no_embed, model, json } => {
             index(&path, &db, config.as_deref(), no_embed, &model, json).await
         }
-        Command::Search { query, db, k, mode, as_of, model, json } => {
-            search(&query, &db, k, &mode, as_of, &model, json).await
+        Command::Search { query, db, k, mode, as_of, no_rerank, model, json } => {
+            search(&query, &db, k, &mode, as_of, !no_rerank, &model, json).await
         }
         Command::Context {
             query,
@@ -316,12 +316,14 @@ async fn search(
     k: usize,
     mode: &str,
     as_of: Option<String>,
+    rerank: bool,
     model: &ModelArgs,
     json: bool,
 ) -> Result<()> {
     let mode: Mode = mode.parse()?;
     let mut req = SearchRequest::new(query).with(k, mode);
     req.as_of = as_of;
+    req.rerank = Some(rerank);
     Searcher::validate(&req)?;
     let searcher = open_searcher(db, model, !matches!(mode, Mode::Bm25 | Mode::Symbol)).await?;
     let resp = searcher.search(&req).await?;
@@ -351,20 +353,29 @@ async fn eval(
     model: &ModelArgs,
     json: bool,
 ) -> Result<()> {
-    let modes: Vec<Mode> = match mode {
-        "all" => vec![Mode::Bm25, Mode::Vector, Mode::Symbol, Mode::Hybrid, Mode::Routed],
+    // (mode, late-interaction rescoring)
+    let modes: Vec<(Mode, bool)> = match mode {
+        "all" => vec![
+            (Mode::Bm25, true),
+            (Mode::Vector, true),
+            (Mode::Symbol, true),
+            (Mode::Hybrid, true),
+            (Mode::Routed, false),
+            (Mode::Routed, true),
+        ],
         "none" => Vec::new(),
-        m => vec![m.parse()?],
+        "routed-no-rerank" => vec![(Mode::Routed, false)],
+        m => vec![(m.parse()?, true)],
     };
     let qs = read_queries(queries)?;
     if qs.is_empty() {
         bail!("no queries in {}", queries.display());
     }
-    let need_model = !context_budgets.is_empty() || modes.iter().any(|m| !matches!(m, Mode::Bm25 | Mode::Symbol));
+    let need_model = !context_budgets.is_empty() || modes.iter().any(|(m, _)| !matches!(m, Mode::Bm25 | Mode::Symbol));
     let (searcher, spec) = searcher_and_spec(db, model, need_model).await?;
     let mut reports = Vec::new();
-    for m in modes {
-        reports.push(evaluate(&searcher, &qs, m, k).await?);
+    for (m, rerank) in modes {
+        reports.push(evaluate(&searcher, &qs, m, k, rerank).await?);
     }
     let mut context_reports = Vec::new();
     if !context_budgets.is_empty() {

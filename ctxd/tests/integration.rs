@@ -871,6 +871,20 @@ fn routed_search_context_assembly_and_completion_context() {
     assert!(lines.len() >= 2 && lines[..lines.len() - 1].iter().all(|l| l["block"].is_object()), "{text}");
     assert_eq!(lines.last().unwrap()["done"]["blocks"].as_array().unwrap().len(), lines.len() - 1, "{text}");
 
+    // Late-interaction rescoring: on by default (its histogram counts each query), off on request.
+    let rescored = || d.metric("ctxd_query_rerank_duration_seconds_count").unwrap_or(0.0);
+    let before = rescored();
+    let on: Value = d.post("/v1/search", &json!({"query": "sort every invoice by factor"})).json().unwrap();
+    assert_eq!(rescored(), before + 1.0, "{on}");
+    let off: Value =
+        d.post("/v1/search", &json!({"query": "sort every invoice by factor", "rerank": false})).json().unwrap();
+    assert_eq!(rescored(), before + 1.0, "rerank: false skips rescoring");
+    for v in [&on, &off] {
+        assert!(matches!(paths_of(v)[0].as_str(), "pkg3/m3.py" | "vendor/m3_copy.py"), "{v}");
+    }
+    let top = on["results"][0]["score"].as_f64().unwrap();
+    assert!((1.0..=2.0).contains(&top), "rescored candidates score 1..2: {on}");
+
     let cursor = std::fs::read_to_string(root.join("pkg2/m2.py")).unwrap();
     let prefix: String = cursor.lines().take(10).collect::<Vec<_>>().join("\n") + "\n        return self.step(";
     let body = json!({"uri": format!("file://{}", root.join("pkg2/m2.py").display()), "language": "python",

@@ -85,7 +85,7 @@ impl BertEmbedder {
         self.max_seq_len
     }
 
-    fn run(&self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+    fn run(&self, ids: &[Vec<u32>], tokens: bool) -> Result<Vec<Vec<f32>>, ModelError> {
         let batch = ids.len();
         let max_len = ids.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let mut flat_ids = Vec::with_capacity(batch * max_len);
@@ -100,6 +100,14 @@ impl BertEmbedder {
         let mask = Tensor::from_vec(flat_mask, (batch, max_len), &self.device)?;
         let token_type_ids = input_ids.zeros_like()?;
         let hidden = self.model.forward(&input_ids, &token_type_ids, Some(&mask))?.to_dtype(DType::F32)?;
+        if tokens {
+            let states = hidden.to_vec3::<f32>()?;
+            return Ok(ids
+                .iter()
+                .zip(states)
+                .map(|(row, state)| crate::unit_token_rows(&state[..row.len()].concat(), self.dim))
+                .collect());
+        }
         // Mean pooling over real tokens only.
         let mask_f = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
         let summed = hidden.broadcast_mul(&mask_f)?.sum(1)?;
@@ -129,6 +137,13 @@ impl Embedder for BertEmbedder {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        self.run(ids)
+        self.run(ids, false)
+    }
+
+    fn forward_tokens(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.run(ids, true)
     }
 }

@@ -376,8 +376,10 @@ impl Worker {
         }
     }
 
-    /// Embeds token id sequences (each non-empty, within the position table).
-    fn forward(&mut self, seqs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+    /// Embeds token id sequences (each non-empty, within the position table): one pooled
+    /// vector per sequence, or with `tokens` its token embeddings
+    /// ([`crate::Embedder::forward_tokens`]).
+    fn forward(&mut self, seqs: &[Vec<u32>], tokens_out: bool) -> Result<Vec<Vec<f32>>, ModelError> {
         let d = self.model.dims;
         let (h, inter, nh) = (d.hidden, d.inter, d.heads);
         let es = self.dt.size();
@@ -442,6 +444,11 @@ impl Worker {
         let mut out = Vec::with_capacity(seqs.len());
         let mut start = 0;
         for seq in seqs {
+            if tokens_out {
+                out.push(crate::unit_token_rows(&self.x[start * h..(start + seq.len()) * h], h));
+                start += seq.len();
+                continue;
+            }
             let mut v = vec![0.0f32; h];
             kernels::mean_pool_normalize(self.avx2, &self.x[start * h..(start + seq.len()) * h], h, &mut v);
             out.push(v);
@@ -514,6 +521,8 @@ struct Job {
     part: usize,
     seqs: Vec<Vec<u32>>,
     reply: Reply,
+    /// Token embeddings instead of pooled vectors.
+    tokens: bool,
 }
 
 /// The fast CPU embedder (see the module docs).
@@ -563,7 +572,7 @@ impl FastBert {
                         }
                     };
                     // Warm-up: creates the primitives and reorders the weights for a typical shape.
-                    let warm = worker.forward(&[vec![101; 40], vec![101; 7]]).map(|_| ());
+                    let warm = worker.forward(&[vec![101; 40], vec![101; 7]], false).map(|_| ());
                     let failed = warm.is_err();
                     let _ = ready.send(warm);
                     if failed {
@@ -575,9 +584,10 @@ impl FastBert {
                             Err(_) => return,
                         };
                         let Ok(job) = job else { return };
-                        let result =
-                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.forward(&job.seqs)))
-                                .unwrap_or_else(|_| Err(ModelError::Backend("embedding worker panicked".into())));
+                        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            worker.forward(&job.seqs, job.tokens)
+                        }))
+                        .unwrap_or_else(|_| Err(ModelError::Backend("embedding worker panicked".into())));
                         let _ = job.reply.send((job.part, result));
                     }
                 })
@@ -632,6 +642,21 @@ impl Embedder for FastBert {
     }
 
     fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.run(ids, false)
+    }
+
+    fn forward_tokens(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.run(ids, true)
+    }
+
+    fn padded_tokens(&self, lens: &[usize]) -> usize {
+        lens.iter().sum()
+    }
+}
+
+impl FastBert {
+    /// Splits `ids` over the workers and gathers their outputs in order.
+    fn run(&mut self, ids: &[Vec<u32>], tokens: bool) -> Result<Vec<Vec<f32>>, ModelError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -639,7 +664,7 @@ impl Embedder for FastBert {
         let ranges = split_balanced(&lens, self.workers);
         let (reply, results) = mpsc::channel();
         for (part, r) in ranges.iter().enumerate() {
-            let job = Job { part, seqs: ids[r.clone()].to_vec(), reply: reply.clone() };
+            let job = Job { part, seqs: ids[r.clone()].to_vec(), tokens, reply: reply.clone() };
             self.jobs.send(job).map_err(|_| ModelError::ServiceClosed)?;
         }
         drop(reply);
@@ -649,10 +674,6 @@ impl Embedder for FastBert {
             parts[part] = Some(result?);
         }
         Ok(parts.into_iter().flatten().flatten().collect())
-    }
-
-    fn padded_tokens(&self, lens: &[usize]) -> usize {
-        lens.iter().sum()
     }
 }
 

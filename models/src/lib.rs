@@ -18,6 +18,11 @@
 //!   code never blocks on matrix multiplications; batches are sorted by length and capped by
 //!   padded tokens so padding waste stays small.
 //!
+//! Besides one pooled vector per text, the BERT embedders return **token embeddings** (one
+//! unit vector per token, [`Embedder::forward_tokens`]): retrieval uses them to rescore its best
+//! candidates by late interaction (each query token's best match in the candidate, averaged —
+//! ColBERT's MaxSim, here with the sentence model's own token states).
+//!
 //! The [`Embedder`] trait is the seam other crates use; unit tests of other stages may plug a
 //! fake implementation, end-to-end tests always use [`bert::BertEmbedder`].
 
@@ -54,6 +59,13 @@ pub trait Embedder: Send + 'static {
     /// Embeds token id sequences; returns one unit vector of length [`Embedder::dim`] per
     /// sequence, in order.
     fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError>;
+    /// Token embeddings: for each sequence, every token's final hidden state scaled to unit
+    /// length, the first and last ([CLS] and [SEP]) left out when there is anything between
+    /// them, as one row-major `tokens × dim` matrix. Embedders without them refuse.
+    fn forward_tokens(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+        let _ = ids;
+        Err(ModelError::Backend(format!("model {} has no token embeddings", self.model_id())))
+    }
     /// Positions a forward pass over sequences of these lengths computes (tokens plus
     /// padding); padded batches by default.
     fn padded_tokens(&self, lens: &[usize]) -> usize {
@@ -68,6 +80,47 @@ pub trait Embedder: Send + 'static {
         }
         Ok(vectors)
     }
+}
+
+/// The text the model sees for a chunk: a short header (path and symbol) and the content.
+/// Indexing embeds it; rescoring a stored chunk must see the same text.
+pub fn chunk_text(path: &str, symbol: Option<&str>, content: &str) -> String {
+    match symbol {
+        Some(sym) => format!("{path} {sym}\n{content}"),
+        None => format!("{path}\n{content}"),
+    }
+}
+
+/// The rows of `hidden` (`tokens × width`, one sequence) without the first and last token when
+/// there is anything between them, each scaled to unit length: [`Embedder::forward_tokens`]'s
+/// output for one sequence.
+pub fn unit_token_rows(hidden: &[f32], width: usize) -> Vec<f32> {
+    let rows = hidden.len() / width.max(1);
+    let inner = if rows > 2 { &hidden[width..(rows - 1) * width] } else { hidden };
+    let mut out = inner.to_vec();
+    for row in out.chunks_exact_mut(width.max(1)) {
+        let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+        row.iter_mut().for_each(|v| *v /= norm);
+    }
+    out
+}
+
+/// Late-interaction score of a query against a document, both as [`unit_token_rows`]: the
+/// mean over query tokens of the best cosine with any document token (ColBERT's MaxSim,
+/// averaged so scores compare across queries of different lengths). 0 when either is empty.
+pub fn max_sim(query: &[f32], doc: &[f32], width: usize) -> f32 {
+    if query.is_empty() || doc.is_empty() || width == 0 {
+        return 0.0;
+    }
+    let mut total = 0.0;
+    let mut n = 0;
+    for q in query.chunks_exact(width) {
+        let best =
+            doc.chunks_exact(width).map(|d| q.iter().zip(d).map(|(a, b)| a * b).sum::<f32>()).fold(f32::MIN, f32::max);
+        total += best;
+        n += 1;
+    }
+    total / n as f32
 }
 
 /// Resolves `spec` and reads its tokenizer, id and embedding dimension without loading the
@@ -89,4 +142,28 @@ pub fn start(
     let files = resolve_model(spec)?;
     let counter = TokenCounter::from_model(&files)?;
     Ok((runtime.spawn(&files, cfg)?, counter))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_rows_drop_the_ends_and_are_unit_length() {
+        // Four 2-d tokens: [CLS], two words, [SEP].
+        let rows = unit_token_rows(&[9.0, 9.0, 3.0, 4.0, 0.0, 2.0, 9.0, 9.0], 2);
+        assert_eq!(rows, vec![0.6, 0.8, 0.0, 1.0]);
+        // Nothing between the ends: kept as they are, normalised.
+        assert_eq!(unit_token_rows(&[0.0, 5.0], 2), vec![0.0, 1.0]);
+    }
+
+    #[test]
+    fn max_sim_averages_each_query_tokens_best_match() {
+        let query = [1.0, 0.0, 0.0, 1.0];
+        // The first query token matches exactly, the second at best with cosine 0.6.
+        let doc = [1.0, 0.0, 0.8, 0.6, -1.0, 0.0];
+        assert!((max_sim(&query, &doc, 2) - 0.8).abs() < 1e-6);
+        assert_eq!(max_sim(&[], &doc, 2), 0.0);
+        assert_eq!(chunk_text("a.rs", Some("f"), "fn f() {}"), "a.rs f\nfn f() {}");
+    }
 }

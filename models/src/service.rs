@@ -33,6 +33,8 @@ type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, ModelError>>;
 
 struct Job {
     texts: Vec<String>,
+    /// Token embeddings ([`Embedder::forward_tokens`]) instead of pooled vectors.
+    tokens: bool,
     reply: Reply,
 }
 
@@ -69,6 +71,7 @@ fn run_job<E: Embedder>(
     embedder: &mut E,
     cfg: &EmbedServiceConfig,
     texts: Vec<String>,
+    tokens: bool,
 ) -> Result<Vec<Vec<f32>>, ModelError> {
     let ids = embedder.encode(&texts)?;
     let lens: Vec<usize> = ids.iter().map(Vec::len).collect();
@@ -80,7 +83,7 @@ fn run_job<E: Embedder>(
         let idx = &order[range.clone()];
         let batch: Vec<Vec<u32>> = idx.iter().map(|&i| ids[i].clone()).collect();
         let started = Instant::now();
-        let vectors = embedder.forward(&batch)?;
+        let vectors = if tokens { embedder.forward_tokens(&batch)? } else { embedder.forward(&batch)? };
         if vectors.len() != batch.len() {
             return Err(ModelError::Count { expected: batch.len(), got: vectors.len() });
         }
@@ -113,7 +116,7 @@ impl EmbedService {
             .name("ctxd-embed".into())
             .spawn(move || {
                 while let Some(job) = rx.blocking_recv() {
-                    let result = run_job(&mut embedder, &cfg, job.texts);
+                    let result = run_job(&mut embedder, &cfg, job.texts, job.tokens);
                     let _ = job.reply.send(result);
                 }
             })
@@ -144,11 +147,21 @@ impl EmbedService {
 
     /// Embeds `texts` on the model thread; waits (asynchronously) when the queue is full.
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.request(texts, false).await
+    }
+
+    /// Token embeddings of `texts` ([`Embedder::forward_tokens`]: one `tokens × dim` matrix
+    /// of unit rows per text), on the model thread like [`EmbedService::embed`].
+    pub async fn embed_tokens(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.request(texts, true).await
+    }
+
+    async fn request(&self, texts: Vec<String>, tokens: bool) -> Result<Vec<Vec<f32>>, ModelError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
         let (reply, rx) = oneshot::channel();
-        self.tx.send(Job { texts, reply }).await.map_err(|_| ModelError::ServiceClosed)?;
+        self.tx.send(Job { texts, tokens, reply }).await.map_err(|_| ModelError::ServiceClosed)?;
         rx.await.map_err(|_| ModelError::ServiceClosed)?
     }
 
@@ -159,7 +172,7 @@ impl EmbedService {
             return Ok(Vec::new());
         }
         let (reply, rx) = oneshot::channel();
-        self.tx.blocking_send(Job { texts, reply }).map_err(|_| ModelError::ServiceClosed)?;
+        self.tx.blocking_send(Job { texts, tokens: false, reply }).map_err(|_| ModelError::ServiceClosed)?;
         rx.blocking_recv().map_err(|_| ModelError::ServiceClosed)?
     }
 }

@@ -3,8 +3,8 @@
 //! Needs the default model installed (`scripts/fetch-model.sh`).
 
 use ctxd_models::{
-    resolve_model, BertEmbedder, EmbedService, EmbedServiceConfig, Embedder, FastBert, Precision, TokenCounter,
-    DEFAULT_MODEL,
+    max_sim, resolve_model, BertEmbedder, EmbedService, EmbedServiceConfig, Embedder, FastBert, Precision,
+    TokenCounter, DEFAULT_MODEL,
 };
 
 #[derive(serde::Deserialize)]
@@ -83,6 +83,40 @@ fn fast_cpu_path_matches_sentence_transformers() {
             assert!(cosine(want, &single[0]) >= floor);
         }
     }
+}
+
+/// Token embeddings: one unit row per token between [CLS] and [SEP], the same from candle
+/// and from the fast path (f32), the same through the service, and MaxSim prefers the text
+/// that answers the query over one that shares only its topic.
+#[test]
+fn token_embeddings_agree_across_backends_and_score_by_late_interaction() {
+    let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
+    let mut candle = BertEmbedder::load(&files, candle_core::Device::Cpu).unwrap();
+    let mut fast = FastBert::load(&files, Some(Precision::F32), 2).expect("onednn installed (scripts/fetch-onednn.sh)");
+    let texts: Vec<String> = vec![
+        "check if a variable is iterable".into(),
+        "utils.py is_iterable\ndef is_iterable(obj):\n    return hasattr(obj, '__iter__')".into(),
+        "utils.py read_config\ndef read_config(path):\n    with open(path) as f:\n        return json.load(f)".into(),
+    ];
+    let ids = candle.encode(&texts).unwrap();
+    let (a, b) = (candle.forward_tokens(&ids).unwrap(), fast.forward_tokens(&ids).unwrap());
+    for ((seq, a), b) in ids.iter().zip(&a).zip(&b) {
+        assert_eq!(a.len(), (seq.len() - 2) * 384, "one row per token between [CLS] and [SEP]");
+        assert_eq!(a.len(), b.len());
+        for (ra, rb) in a.chunks_exact(384).zip(b.chunks_exact(384)) {
+            let norm: f32 = ra.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-4, "row not unit length: {norm}");
+            assert!(cosine(ra, rb) >= 0.999, "candle and fast path disagree on a token");
+        }
+    }
+    let svc = EmbedService::spawn(candle, EmbedServiceConfig::default());
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let via_service = runtime.block_on(svc.embed_tokens(texts.clone())).unwrap();
+    assert_eq!(via_service.len(), 3);
+    assert!(cosine(&via_service[1], &a[1]) >= 0.9999);
+    let (answer, other) = (max_sim(&a[0], &a[1], 384), max_sim(&a[0], &a[2], 384));
+    assert!(answer > other + 0.05, "maxsim {answer} vs {other}");
+    assert!(answer <= 1.0 + 1e-4 && other > 0.0);
 }
 
 /// The direct WordPiece count equals the `tokenizers` count on real code and prose (every line

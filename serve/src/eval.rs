@@ -85,12 +85,14 @@ pub fn unique_files(paths: impl IntoIterator<Item = String>) -> Vec<String> {
     paths.into_iter().filter(|p| seen.insert(p.clone())).collect()
 }
 
-/// Runs every query in `mode` and averages the scores.
+/// Runs every query in `mode` and averages the scores. `rerank` false turns routed mode's
+/// late-interaction rescoring off (reported as mode `routed-no-rerank`).
 pub async fn evaluate(
     searcher: &Searcher,
     queries: &[EvalQuery],
     mode: Mode,
     k: usize,
+    rerank: bool,
 ) -> Result<EvalReport, SearchError> {
     let started = std::time::Instant::now();
     // Embed all queries up front, in batches, on the model thread.
@@ -113,7 +115,8 @@ pub async fn evaluate(
         if q.query.trim().is_empty() {
             continue;
         }
-        let req = SearchRequest::new(q.query.clone()).with(depth, mode);
+        let mut req = SearchRequest::new(q.query.clone()).with(depth, mode);
+        req.rerank = Some(rerank);
         let res = searcher.search_with_vector(&req, v.as_deref()).await?;
         let files = unique_files(res.results.into_iter().map(|r| r.path));
         let s = score(&files, &q.gold);
@@ -125,7 +128,7 @@ pub async fn evaluate(
     }
     let n = queries.len().max(1) as f64;
     Ok(EvalReport {
-        mode: mode.as_str().to_string(),
+        mode: if mode == Mode::Routed && !rerank { "routed-no-rerank".into() } else { mode.as_str().to_string() },
         queries: queries.len(),
         recall_at_1: total.recall_at_1 / n,
         recall_at_5: total.recall_at_5 / n,

@@ -26,6 +26,7 @@ pub mod flight;
 pub mod http;
 pub mod mcp;
 pub mod metrics;
+pub mod rerank;
 pub mod route;
 pub mod routed;
 pub mod search;

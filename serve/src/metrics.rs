@@ -4,6 +4,8 @@
 pub const QUERY_DURATION_SECONDS: &str = "ctxd_query_duration_seconds";
 /// Counter: queries answered, labels `endpoint`, `mode` and `status` (ok|client_error|error).
 pub const QUERY_REQUESTS_TOTAL: &str = "ctxd_query_requests_total";
+/// Histogram: seconds spent rescoring a routed query's best candidates by late interaction.
+pub const RERANK_SECONDS: &str = "ctxd_query_rerank_duration_seconds";
 /// Counter: routed queries, labels `route` (path|symbol|error|module|hybrid) and `intent`.
 pub const ROUTE_QUERIES_TOTAL: &str = "ctxd_query_routed_total";
 /// Counter: requests refused for a missing or wrong bearer token, label `transport` (http|flight).

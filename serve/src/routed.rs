@@ -58,7 +58,7 @@ pub(crate) struct Vocab {
 pub(crate) type VocabCache = Arc<tokio::sync::Mutex<Option<(Instant, Arc<Vocab>)>>>;
 
 impl Vocab {
-    async fn build(index: &Index) -> Result<Self, SearchError> {
+    pub(crate) async fn build(index: &Index) -> Result<Self, SearchError> {
         let version = index.version().await?;
         let mut paths: Vec<String> = index.file_hashes().await?.into_keys().collect();
         paths.sort();
@@ -209,15 +209,7 @@ fn fuse(lists: &[(f32, Vec<Hit>)]) -> Vec<Hit> {
 impl Searcher {
     /// Indexed paths and folder names of the latest version (cached for a few seconds).
     pub(crate) async fn latest_vocab(&self) -> Result<Arc<Vocab>, SearchError> {
-        let index = self.pinned.index.clone();
-        self.vocab(&index, true).await
-    }
-
-    async fn vocab(&self, index: &Arc<Index>, latest: bool) -> Result<Arc<Vocab>, SearchError> {
-        if !latest {
-            // A snapshot: its own vocabulary, not cached.
-            return Ok(Arc::new(Vocab::build(index).await?));
-        }
+        let index = &self.pinned.index;
         let mut cache = self.pinned.vocab.lock().await;
         if let Some((checked, v)) = cache.as_mut() {
             if checked.elapsed() < VOCAB_TTL {
@@ -356,8 +348,7 @@ impl Searcher {
         vector: QueryVector<'_>,
     ) -> Result<SearchResponse, SearchError> {
         Self::validate(req)?;
-        let (index, version) = self.index_as_of(req.as_of.as_deref()).await?;
-        let vocab = self.vocab(&index, version.is_none()).await?;
+        let (index, version, vocab) = self.index_and_vocab(req.as_of.as_deref()).await?;
         let a = analyze(&req.query, |w| vocab.modules.contains(&w.to_lowercase()));
         let w = a.intent.weights();
         let k = req.k;
@@ -431,6 +422,26 @@ impl Searcher {
             h.score *= m;
         }
         fused.sort_by(|x, y| y.score.total_cmp(&x.score));
+        let passes = |h: &Hit| {
+            if req.path_prefix.as_ref().is_some_and(|p| !h.path.starts_with(p.trim_start_matches("./"))) {
+                return false;
+            }
+            if req.language.as_ref().is_some_and(|l| !h.language.eq_ignore_ascii_case(l)) {
+                return false;
+            }
+            match req.scope {
+                None => true,
+                Some(Scope::File) => current == Some(h.path.as_str()),
+                Some(Scope::Module) => current_dir.is_some_and(|d| h.path.starts_with(d)),
+                Some(Scope::Project) => !in_dependency(&h.path),
+                Some(Scope::Dependencies) => in_dependency(&h.path),
+            }
+        };
+        if !req.lean && req.rerank != Some(false) && w.vector > 0.0 {
+            if let Some(embed) = &self.pinned.embed {
+                rescore(embed, &req.query, &mut fused, &passes).await;
+            }
+        }
         // The files a path route names are not capped.
         let named: HashSet<String> = pinned.iter().map(|h| h.path.clone()).collect();
         if !pinned.is_empty() {
@@ -449,24 +460,7 @@ impl Searcher {
         let mut per_file: HashMap<String, usize> = HashMap::new();
         let mut results = Vec::with_capacity(k);
         for h in fused {
-            if let Some(prefix) = &req.path_prefix {
-                if !h.path.starts_with(prefix.trim_start_matches("./")) {
-                    continue;
-                }
-            }
-            if let Some(lang) = &req.language {
-                if !h.language.eq_ignore_ascii_case(lang) {
-                    continue;
-                }
-            }
-            let keep = match req.scope {
-                None => true,
-                Some(Scope::File) => current == Some(h.path.as_str()),
-                Some(Scope::Module) => current_dir.is_some_and(|d| h.path.starts_with(d)),
-                Some(Scope::Project) => !in_dependency(&h.path),
-                Some(Scope::Dependencies) => in_dependency(&h.path),
-            };
-            if !keep {
+            if !passes(&h) {
                 continue;
             }
             let n = per_file.entry(h.path.clone()).or_default();
@@ -488,6 +482,41 @@ impl Searcher {
             intent: Some(a.intent.as_str().to_string()),
         })
     }
+}
+
+/// Rescores the best [`RERANK_DEPTH`](crate::rerank::RERANK_DEPTH) hits that pass the
+/// filters by late interaction ([`crate::rerank`]) and re-sorts `fused` (sorted by score on
+/// entry). On a model error the first-stage order stays, with a warning: rescoring refines an
+/// answer, it never costs one.
+async fn rescore(embed: &ctxd_models::EmbedService, query: &str, fused: &mut [Hit], passes: &impl Fn(&Hit) -> bool) {
+    let chosen: Vec<usize> =
+        (0..fused.len()).filter(|&i| passes(&fused[i])).take(crate::rerank::RERANK_DEPTH).collect();
+    if chosen.len() < 2 {
+        return;
+    }
+    let started = Instant::now();
+    let candidates: Vec<&Hit> = chosen.iter().map(|&i| &fused[i]).collect();
+    let second = match crate::rerank::late_interaction(embed, query, &candidates).await {
+        Ok(s) if s.len() == chosen.len() => s,
+        Ok(s) => {
+            tracing::warn!(expected = chosen.len(), got = s.len(), "rescoring returned the wrong number of scores");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!("rescoring by late interaction failed, keeping the first-stage order: {e}");
+            return;
+        }
+    };
+    let first: Vec<f32> = candidates.iter().map(|h| h.score).collect();
+    let top = fused.first().map_or(1.0, |h| h.score.max(1e-6));
+    for h in fused.iter_mut() {
+        h.score /= top;
+    }
+    for (&i, s) in chosen.iter().zip(crate::rerank::combine(&first, &second)) {
+        fused[i].score = s;
+    }
+    fused.sort_by(|x, y| y.score.total_cmp(&x.score));
+    metrics::histogram!(crate::metrics::RERANK_SECONDS).record(started.elapsed().as_secs_f64());
 }
 
 #[cfg(test)]

@@ -90,6 +90,10 @@ pub struct SearchRequest {
     /// At most this many chunks per file (routed mode; default 3).
     #[serde(default)]
     pub max_per_file: Option<usize>,
+    /// Rescore the best candidates by late interaction (routed mode, see [`crate::rerank`]);
+    /// on by default when the index has a model.
+    #[serde(default)]
+    pub rerank: Option<bool>,
     /// Routed mode without symbol-table and path lookups (vector + BM25 + boosts only): for
     /// latency-bound callers such as completion context. Not part of the JSON API.
     #[serde(skip)]
@@ -109,6 +113,7 @@ impl SearchRequest {
             language: None,
             scope: None,
             max_per_file: None,
+            rerank: None,
             lean: false,
         }
     }
@@ -248,8 +253,16 @@ impl Backend {
     }
 }
 
-/// Open views of past versions: `(version, view)`, most recently used last.
-type Views = Vec<(u64, Arc<Index>)>;
+/// Open views of past versions, most recently used last.
+type Views = Vec<View>;
+
+/// A past version kept open, with its path vocabulary once a routed query needed it (a
+/// snapshot never changes, so neither does its vocabulary).
+struct View {
+    version: u64,
+    index: Arc<Index>,
+    vocab: Arc<tokio::sync::OnceCell<Arc<crate::routed::Vocab>>>,
+}
 
 /// Past versions kept open for `as_of` queries.
 const OPEN_VIEWS: usize = 8;
@@ -279,21 +292,43 @@ impl Searcher {
     /// The index to search for `as_of` (the latest when `None`) and the version it is at.
     pub(crate) async fn index_as_of(&self, as_of: Option<&str>) -> Result<(Arc<Index>, Option<u64>), SearchError> {
         let Some(spec) = as_of else { return Ok((self.pinned.index.clone(), None)) };
+        let view = self.view(spec).await?;
+        Ok((view.index, Some(view.version)))
+    }
+
+    /// The open view of the version `spec` names (opened, and the oldest view closed, when
+    /// it is not open yet).
+    async fn view(&self, spec: &str) -> Result<View, SearchError> {
         let as_of: AsOf = spec.parse().map_err(|e: ctxd_index::IndexError| SearchError::BadSnapshot(e.to_string()))?;
         let version = self.pinned.index.resolve(&as_of).await.map_err(snapshot_error)?;
         let mut views = self.pinned.views.lock().await;
-        if let Some(i) = views.iter().position(|(v, _)| *v == version) {
-            let entry = views.remove(i);
-            let index = entry.1.clone();
-            views.push(entry);
-            return Ok((index, Some(version)));
+        if let Some(i) = views.iter().position(|v| v.version == version) {
+            let view = views.remove(i);
+            views.push(view);
+        } else {
+            let index = Arc::new(self.pinned.index.at(version).await.map_err(snapshot_error)?);
+            if views.len() >= OPEN_VIEWS {
+                views.remove(0);
+            }
+            views.push(View { version, index, vocab: Arc::default() });
         }
-        let index = Arc::new(self.pinned.index.at(version).await.map_err(snapshot_error)?);
-        if views.len() >= OPEN_VIEWS {
-            views.remove(0);
-        }
-        views.push((version, index.clone()));
-        Ok((index, Some(version)))
+        let last = views.last().expect("just pushed");
+        Ok(View { version, index: last.index.clone(), vocab: last.vocab.clone() })
+    }
+
+    /// The index for `as_of` with its path vocabulary (the latest one's is refreshed every few
+    /// seconds, a snapshot's built once per open view).
+    pub(crate) async fn index_and_vocab(
+        &self,
+        as_of: Option<&str>,
+    ) -> Result<(Arc<Index>, Option<u64>, Arc<crate::routed::Vocab>), SearchError> {
+        let Some(spec) = as_of else {
+            return Ok((self.pinned.index.clone(), None, self.latest_vocab().await?));
+        };
+        let view = self.view(spec).await?;
+        let build = || async { Ok::<_, SearchError>(Arc::new(crate::routed::Vocab::build(&view.index).await?)) };
+        let vocab = view.vocab.get_or_try_init(build).await?.clone();
+        Ok((view.index, Some(view.version), vocab))
     }
 
     /// True when queries can be embedded.

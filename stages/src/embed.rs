@@ -32,10 +32,7 @@ pub struct EmbeddedFile {
 
 /// The text the model sees for a chunk: a short header (path and symbol) and the content.
 pub fn embedding_text(path: &str, chunk: &Chunk) -> String {
-    match &chunk.symbol {
-        Some(sym) => format!("{path} {sym}\n{}", chunk.content),
-        None => format!("{path}\n{}", chunk.content),
-    }
+    ctxd_models::chunk_text(path, chunk.symbol.as_deref(), &chunk.content)
 }
 
 /// Embeds chunked files.
