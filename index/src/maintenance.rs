@@ -6,7 +6,8 @@
 //! (materialising deletions), then removes versions older than the retention (tagged versions
 //! are always kept, so named snapshots stay queryable), and builds the ANN vector index
 //! (IVF-HNSW-SQ, cosine) once the table has enough embedded rows; later commits are folded
-//! into it with the full-text index by [`Index::optimize_indices`]. The daemon runs it on a
+//! into it with the full-text index by [`Index::optimize_indices`]; the pass merges the
+//! full-text segments those folds leave back into one (every query visits every segment). The daemon runs it on a
 //! schedule; `ctxd compact` runs it once. The figures it returns (versions and fragments
 //! before and after) also go to the `ctxd_index_*` gauges.
 
@@ -56,6 +57,8 @@ pub struct MaintenanceReport {
     pub versions_removed: u64,
     pub bytes_removed: u64,
     pub vector_index_built: bool,
+    /// Full-text index segments merged into one (0: one already, or too many rows).
+    pub fts_segments_merged: usize,
 }
 
 /// Name LanceDB gives the index on `vector`.
@@ -140,6 +143,7 @@ impl Index {
             report.bytes_removed = p.bytes_removed;
         }
         report.vector_index_built = self.ensure_vector_index(opts.vector_index_min_rows).await?;
+        report.fts_segments_merged = self.merge_fts_segments().await?;
         if self.stats().await?.rows > 0 {
             self.ensure_hash_index().await?;
         }
@@ -249,8 +253,19 @@ mod tests {
         let hits = index.fts_search("topic0", 50).await.unwrap();
         assert!(hits.iter().take(7).all(|h| h.content.ends_with("topic0")), "{hits:?}");
         assert!(hits.iter().skip(7).all(|h| !h.content.ends_with("topic0")), "{hits:?}");
-        // A second pass right away has little left to do.
+        // The fold left a second full-text segment; the next pass merges them, and search
+        // answers the same.
+        assert!(index.fts_segments().await.unwrap() >= 2);
         let again = index.maintain(&opts).await.unwrap();
+        assert!(again.fts_segments_merged >= 2, "{again:?}");
+        assert_eq!(index.fts_segments().await.unwrap(), 1);
+        let merged = index.fts_search("topic0", 50).await.unwrap();
+        let exact = |hits: &[crate::Hit]| -> std::collections::BTreeSet<String> {
+            hits.iter().take(7).map(|h| h.chunk_id.clone()).collect()
+        };
+        assert_eq!(exact(&merged), exact(&hits));
+        assert_eq!(merged.len(), hits.len());
+        // A second pass right away has little left to do.
         assert!(!again.vector_index_built);
         assert!(again.fragments_after <= report.fragments_after + 2, "{again:?}");
     }

@@ -293,6 +293,8 @@ pub async fn completion_context(
     search.current_file = Some(current.clone());
     search.max_per_file = Some(2);
     search.lean = lean;
+    // An editor cannot wait for a second forward pass over the candidates.
+    search.rerank = Some(false);
     if !lean {
         let Some(found) = or_no_context(searcher.search(&search).await)? else {
             return Ok(CompletionResponse::default());
