@@ -12,6 +12,8 @@
 //! * chunks in the caller's `current_file` (and its folder) or in a module the query names are
 //!   boosted;
 //! * `path_prefix`, `language` and `scope` (`file|module|project|dependencies`) filter;
+//! * the best 30 candidates that pass the filters are rescored by late interaction with the
+//!   model's token embeddings ([`crate::rerank`]; not for lean requests or `rerank: false`);
 //! * at most `max_per_file` chunks per file (default 3), so one file cannot take every slot.
 
 use std::collections::{HashMap, HashSet};
