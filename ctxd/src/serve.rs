@@ -109,7 +109,10 @@ pub async fn serve(
             crate::sdnotify::notify("STATUS=ready: initial scan committed, watching for changes");
         });
     }
-    let searcher = Arc::new(Searcher::new(generation.engine.index(), generation.engine.embedder()));
+    let searcher = Arc::new(
+        Searcher::new(generation.engine.index(), generation.engine.embedder())
+            .with_rerank_depth(cfg.server.rerank_depth),
+    );
     let (stop_follow, follow_stopped) = tokio::sync::oneshot::channel::<()>();
     let follower = tokio::spawn(follow_switches(cfg.clone(), generation, (*searcher).clone(), drain, follow_stopped));
     let (stop_flight, flight_stopped) = tokio::sync::oneshot::channel::<()>();

@@ -923,6 +923,18 @@ fn routed_search_context_assembly_and_completion_context() {
     let empty = json!({"uri": "a.py", "prefix": "x = (", "line": 1});
     let v: Value = d.post("/v1/completion-context", &empty).json().unwrap();
     assert_eq!(v["snippets"], json!([]), "too short to search: empty, not an error");
+
+    // `[server] rerank_depth = 0` (here through the environment) turns rescoring off for every
+    // request; its default is the searcher's.
+    assert_eq!(ctxd_pipeline::config::ServerConfig::default().rerank_depth, ctxd_serve::rerank::RERANK_DEPTH);
+    drop(d);
+    let mut cmd = ctxd();
+    cmd.env("CTXD_SERVER_RERANK_DEPTH", "0").arg("serve");
+    let d = Daemon::spawn(cmd, &root, &db);
+    d.wait_ready();
+    let v: Value = d.post("/v1/search", &json!({"query": "sort every invoice by factor"})).json().unwrap();
+    assert!(matches!(paths_of(&v)[0].as_str(), "pkg3/m3.py" | "vendor/m3_copy.py"), "{v}");
+    assert_eq!(d.metric("ctxd_query_rerank_duration_seconds_count").unwrap_or(0.0), 0.0, "nothing rescored");
 }
 
 #[test]

@@ -383,11 +383,23 @@ pub struct ServerConfig {
     /// File holding the bearer token every endpoint but `/healthz` requires
     /// (`CTXD_AUTH_TOKEN` in the environment wins). None: no authentication.
     pub auth_token_file: Option<PathBuf>,
+    /// Routed searches (and contexts) rescore this many best candidates by late interaction
+    /// (`ctxd_serve::rerank`, same default); 0 turns it off for every request. A request can
+    /// still skip it with `"rerank": false`.
+    pub rerank_depth: usize,
 }
+
+/// Most candidates `server.rerank_depth` may ask to rescore (one forward pass over them per query).
+pub const MAX_RERANK_DEPTH: usize = 200;
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { listen: "127.0.0.1:7700".into(), flight_listen: "127.0.0.1:7701".into(), auth_token_file: None }
+        Self {
+            listen: "127.0.0.1:7700".into(),
+            flight_listen: "127.0.0.1:7701".into(),
+            auth_token_file: None,
+            rerank_depth: 30,
+        }
     }
 }
 
@@ -709,6 +721,9 @@ impl Config {
                 self.server.flight_listen
             ));
         }
+        if self.server.rerank_depth > MAX_RERANK_DEPTH {
+            errs.push(format!("server.rerank_depth must be at most {MAX_RERANK_DEPTH} (0 turns rescoring off)"));
+        }
         let mut names = std::collections::HashSet::new();
         for (i, src) in self.aggregate.sources.iter().enumerate() {
             if !names.insert(src.name.as_str()) {
@@ -755,11 +770,13 @@ mod tests {
 
     #[test]
     fn all_semantic_errors_reported_together() {
-        let text = "[pipeline]\nload = { capacity = 0, workers = 0 }\n[server]\nlisten = \"nope\"\n";
+        let text =
+            "[pipeline]\nload = { capacity = 0, workers = 0 }\n[server]\nlisten = \"nope\"\nrerank_depth = 500\n";
         let err = Config::from_toml(text, Path::new("c.toml")).unwrap_err().to_string();
         assert!(err.contains("pipeline.load.capacity"), "{err}");
         assert!(err.contains("pipeline.load.workers"), "{err}");
         assert!(err.contains("server.listen"), "{err}");
+        assert!(err.contains("server.rerank_depth must be at most 200"), "{err}");
     }
 
     fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -22,7 +22,7 @@ use ctxd_models::{chunk_text, max_sim, EmbedService};
 
 use crate::SearchError;
 
-/// Candidates rescored per query.
+/// Candidates rescored per query by default (the daemon's `[server] rerank_depth`).
 pub const RERANK_DEPTH: usize = 30;
 
 /// MaxSim scores of `candidates` (in order) against `query`: one forward pass over the query

@@ -12,7 +12,7 @@
 //! * chunks in the caller's `current_file` (and its folder) or in a module the query names are
 //!   boosted;
 //! * `path_prefix`, `language` and `scope` (`file|module|project|dependencies`) filter;
-//! * the best 30 candidates that pass the filters are rescored by late interaction with the
+//! * the best 30 candidates (`[server] rerank_depth`) that pass the filters are rescored by late interaction with the
 //!   model's token embeddings ([`crate::rerank`]; not for lean requests or `rerank: false`);
 //! * at most `max_per_file` chunks per file (default 3), so one file cannot take every slot.
 
@@ -439,9 +439,9 @@ impl Searcher {
                 Some(Scope::Dependencies) => in_dependency(&h.path),
             }
         };
-        if !req.lean && req.rerank != Some(false) && w.vector > 0.0 {
+        if !req.lean && req.rerank != Some(false) && self.rerank_depth > 0 && w.vector > 0.0 {
             if let Some(embed) = &self.pinned.embed {
-                rescore(embed, &req.query, &mut fused, &passes).await;
+                rescore(embed, &req.query, &mut fused, &passes, self.rerank_depth).await;
             }
         }
         // The files a path route names are not capped.
@@ -486,13 +486,17 @@ impl Searcher {
     }
 }
 
-/// Rescores the best [`RERANK_DEPTH`](crate::rerank::RERANK_DEPTH) hits that pass the
-/// filters by late interaction ([`crate::rerank`]) and re-sorts `fused` (sorted by score on
-/// entry). On a model error the first-stage order stays, with a warning: rescoring refines an
-/// answer, it never costs one.
-async fn rescore(embed: &ctxd_models::EmbedService, query: &str, fused: &mut [Hit], passes: &impl Fn(&Hit) -> bool) {
-    let chosen: Vec<usize> =
-        (0..fused.len()).filter(|&i| passes(&fused[i])).take(crate::rerank::RERANK_DEPTH).collect();
+/// Rescores the best `depth` hits that pass the filters by late interaction
+/// ([`crate::rerank`]) and re-sorts `fused` (sorted by score on entry). On a model error the
+/// first-stage order stays, with a warning: rescoring refines an answer, it never costs one.
+async fn rescore(
+    embed: &ctxd_models::EmbedService,
+    query: &str,
+    fused: &mut [Hit],
+    passes: &impl Fn(&Hit) -> bool,
+    depth: usize,
+) {
+    let chosen: Vec<usize> = (0..fused.len()).filter(|&i| passes(&fused[i])).take(depth).collect();
     if chosen.len() < 2 {
         return;
     }

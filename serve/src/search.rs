@@ -232,6 +232,8 @@ pub struct Searcher {
     pub(crate) pinned: Backend,
     /// The latest pair, shared by every clone.
     live: Arc<std::sync::RwLock<Backend>>,
+    /// Candidates routed searches rescore by late interaction (0: none).
+    pub(crate) rerank_depth: usize,
 }
 
 /// What a searcher searches with and its caches; replaced whole on a model switch.
@@ -273,13 +275,24 @@ impl Searcher {
     /// bm25 and `vector` is refused.
     pub fn new(index: Arc<Index>, embed: Option<EmbedService>) -> Self {
         let pinned = Backend::new(index, embed);
-        Self { live: Arc::new(std::sync::RwLock::new(pinned.clone())), pinned }
+        Self {
+            live: Arc::new(std::sync::RwLock::new(pinned.clone())),
+            pinned,
+            rerank_depth: crate::rerank::RERANK_DEPTH,
+        }
+    }
+
+    /// The same searcher rescoring `depth` candidates per routed search (0: never; see
+    /// [`crate::rerank`]).
+    pub fn with_rerank_depth(mut self, depth: usize) -> Self {
+        self.rerank_depth = depth;
+        self
     }
 
     /// This searcher pinned to the latest index and model.
     pub fn current(&self) -> Self {
         let pinned = self.live.read().unwrap_or_else(|e| e.into_inner()).clone();
-        Self { pinned, live: self.live.clone() }
+        Self { pinned, live: self.live.clone(), rerank_depth: self.rerank_depth }
     }
 
     /// Makes `index` and `embed` (a table of another model and that model) the ones every clone
