@@ -62,14 +62,16 @@ pub async fn run(cli: Cli) -> Result<()> {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 println!(
-                    "versions {} -> {} ({} removed, {} bytes), fragments {} -> {}, vector index {}",
+                    "versions {} -> {} ({} removed, {} bytes), fragments {} -> {}, vector index {}, \
+                     full-text segments merged {}",
                     r.versions_before,
                     r.versions_after,
                     r.versions_removed,
                     r.bytes_removed,
                     r.fragments_before,
                     r.fragments_after,
-                    if r.vector_index_built { "built" } else { "unchanged" }
+                    if r.vector_index_built { "built" } else { "unchanged" },
+                    r.fts_segments_merged
                 );
             }
             Ok(())

@@ -342,6 +342,7 @@ async fn maintain_every(
                 versions = format!("{} -> {}", r.versions_before, r.versions_after),
                 fragments = format!("{} -> {}", r.fragments_before, r.fragments_after),
                 vector_index_built = r.vector_index_built,
+                fts_segments_merged = r.fts_segments_merged,
                 "index maintenance"
             ),
             Err(e) => tracing::warn!("index maintenance failed: {e}"),
