@@ -876,9 +876,17 @@ fn routed_search_context_assembly_and_completion_context() {
     let before = rescored();
     let on: Value = d.post("/v1/search", &json!({"query": "sort every invoice by factor"})).json().unwrap();
     assert_eq!(rescored(), before + 1.0, "{on}");
+    // The same question again: the candidates' token embeddings come from the cache.
+    let cached = |name: &str| d.metric(name).unwrap_or(0.0);
+    let (hits, misses) = (cached("ctxd_query_rerank_cache_hits_total"), cached("ctxd_query_rerank_cache_misses_total"));
+    assert!(misses >= 2.0, "the first query encoded its candidates: {misses}");
+    let again: Value = d.post("/v1/search", &json!({"query": "sort every invoice by factor"})).json().unwrap();
+    assert_eq!(again["results"], on["results"]);
+    assert_eq!(cached("ctxd_query_rerank_cache_misses_total"), misses, "nothing encoded again");
+    assert!(cached("ctxd_query_rerank_cache_hits_total") >= hits + 2.0);
     let off: Value =
         d.post("/v1/search", &json!({"query": "sort every invoice by factor", "rerank": false})).json().unwrap();
-    assert_eq!(rescored(), before + 1.0, "rerank: false skips rescoring");
+    assert_eq!(rescored(), before + 2.0, "rerank: false skips rescoring");
     for v in [&on, &off] {
         assert!(matches!(paths_of(v)[0].as_str(), "pkg3/m3.py" | "vendor/m3_copy.py"), "{v}");
     }

@@ -6,6 +6,10 @@ pub const QUERY_DURATION_SECONDS: &str = "ctxd_query_duration_seconds";
 pub const QUERY_REQUESTS_TOTAL: &str = "ctxd_query_requests_total";
 /// Histogram: seconds spent rescoring a routed query's best candidates by late interaction.
 pub const RERANK_SECONDS: &str = "ctxd_query_rerank_duration_seconds";
+/// Counter: rescored candidates whose token embeddings came from the cache.
+pub const RERANK_CACHE_HITS_TOTAL: &str = "ctxd_query_rerank_cache_hits_total";
+/// Counter: rescored candidates encoded by the model.
+pub const RERANK_CACHE_MISSES_TOTAL: &str = "ctxd_query_rerank_cache_misses_total";
 /// Counter: routed queries, labels `route` (path|symbol|error|module|hybrid) and `intent`.
 pub const ROUTE_QUERIES_TOTAL: &str = "ctxd_query_routed_total";
 /// Counter: requests refused for a missing or wrong bearer token, label `transport` (http|flight).

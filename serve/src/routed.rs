@@ -441,7 +441,7 @@ impl Searcher {
         };
         if !req.lean && req.rerank != Some(false) && self.rerank_depth > 0 && w.vector > 0.0 {
             if let Some(embed) = &self.pinned.embed {
-                rescore(embed, &req.query, &mut fused, &passes, self.rerank_depth).await;
+                rescore(embed, &self.pinned.tokens, &req.query, &mut fused, &passes, self.rerank_depth).await;
             }
         }
         // The files a path route names are not capped.
@@ -491,6 +491,7 @@ impl Searcher {
 /// first-stage order stays, with a warning: rescoring refines an answer, it never costs one.
 async fn rescore(
     embed: &ctxd_models::EmbedService,
+    cache: &crate::rerank::TokenCache,
     query: &str,
     fused: &mut [Hit],
     passes: &impl Fn(&Hit) -> bool,
@@ -502,7 +503,7 @@ async fn rescore(
     }
     let started = Instant::now();
     let candidates: Vec<&Hit> = chosen.iter().map(|&i| &fused[i]).collect();
-    let second = match crate::rerank::late_interaction(embed, query, &candidates).await {
+    let second = match crate::rerank::late_interaction(embed, cache, query, &candidates).await {
         Ok(s) if s.len() == chosen.len() => s,
         Ok(s) => {
             tracing::warn!(expected = chosen.len(), got = s.len(), "rescoring returned the wrong number of scores");

@@ -247,11 +247,20 @@ pub(crate) struct Backend {
     pub(crate) vocab: crate::routed::VocabCache,
     /// Completion-context caches (file chunk vectors, neighbours, answers) of the latest version.
     pub(crate) completion: crate::completion::Cache,
+    /// Token embeddings of recently rescored chunks (this model's).
+    pub(crate) tokens: crate::rerank::TokenCache,
 }
 
 impl Backend {
     fn new(index: Arc<Index>, embed: Option<EmbedService>) -> Self {
-        Self { index, embed, views: Arc::default(), vocab: Arc::default(), completion: Arc::default() }
+        Self {
+            index,
+            embed,
+            views: Arc::default(),
+            vocab: Arc::default(),
+            completion: Arc::default(),
+            tokens: crate::rerank::token_cache(),
+        }
     }
 }
 
