@@ -5,7 +5,7 @@
 //! names identifiers adds the **symbol** signal (symbol table: exact, then prefix, then the
 //! last path segment — `Type::method` → `method`); a query that names a file adds that file's
 //! chunks, nearest the given line first; a stack trace adds the files of its frames. The lists
-//! are fused by weighted reciprocal rank (weights from the intent), then:
+//! are fused by a weighted sum of min-max-normalised scores (weights from the intent), then:
 //!
 //! * whole definitions are boosted over mentions, documents up or down by intent;
 //! * chunks in dependency folders (`vendor/`, `node_modules/`, …) are ranked slightly lower;
