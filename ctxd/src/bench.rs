@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use ctxd_models::{EmbedServiceConfig, DEFAULT_MODEL};
+use ctxd_models::DEFAULT_MODEL;
 use ctxd_pipeline::Engine;
 use ctxd_stages::chunk::{ChunkConfig, Chunker};
 use ctxd_stages::embed::embedding_text;
@@ -35,12 +35,7 @@ pub async fn run(
         anyhow::bail!("corpus {} is not a directory", corpus.display());
     }
     let spec = model.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string());
-    let runtime = model.runtime()?;
-    let (service, counter) = {
-        let spec = spec.clone();
-        tokio::task::spawn_blocking(move || ctxd_models::start(&spec, EmbedServiceConfig::default(), &runtime))
-            .await??
-    };
+    let (service, counter) = crate::commands::start_model(&spec, model).await?;
     println!(
         "ctxd bench on {} (model {}, {} cores, embedder: {})",
         corpus.display(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use ctxd_index::Index;
-use ctxd_models::{EmbedServiceConfig, TokenCounter, DEFAULT_MODEL};
+use ctxd_models::{EmbedService, EmbedServiceConfig, TokenCounter, DEFAULT_MODEL};
 use ctxd_pipeline::{Config, Engine};
 use ctxd_serve::context::{Assembler, ContextRequest};
 use ctxd_serve::eval::{evaluate, evaluate_context, read_queries};
@@ -244,12 +244,7 @@ async fn searcher_and_spec(db: &Path, model: &ModelArgs, need_model: bool) -> Re
     if !need_model {
         return Ok((Searcher::new(Arc::new(index), None), spec));
     }
-    let runtime = model.runtime()?;
-    let load = spec.clone();
-    let (service, _) =
-        tokio::task::spawn_blocking(move || ctxd_models::start(&load, EmbedServiceConfig::default(), &runtime))
-            .await
-            .expect("model loading thread panicked")?;
+    let (service, _) = start_model(&spec, model).await?;
     if service.dim() != index.dim() {
         bail!(
             "model {} has dimension {} but the index at {} has {}",
@@ -260,6 +255,18 @@ async fn searcher_and_spec(db: &Path, model: &ModelArgs, need_model: bool) -> Re
         );
     }
     Ok((Searcher::new(Arc::new(index), Some(service)), spec))
+}
+
+/// Loads the model `spec` with the runtime `model` asks for (device, precision, backend,
+/// threads) on a blocking thread, and starts its service.
+pub(crate) async fn start_model(spec: &str, model: &ModelArgs) -> Result<(EmbedService, TokenCounter)> {
+    let runtime = model.runtime()?;
+    let spec = spec.to_string();
+    let started =
+        tokio::task::spawn_blocking(move || ctxd_models::start(&spec, EmbedServiceConfig::default(), &runtime))
+            .await
+            .map_err(|e| anyhow::anyhow!("model loading thread failed: {e}"))??;
+    Ok(started)
 }
 
 async fn index_model_spec(index: &ctxd_index::Index) -> Result<String> {

@@ -4,7 +4,6 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use anyhow::{bail, Result};
-use ctxd_models::EmbedServiceConfig;
 use ctxd_pipeline::reembed::{reembed, Progress, Quiet, ReembedOptions};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -51,12 +50,7 @@ pub async fn run(
         bail!("--model is required: the model to re-embed with (a Hugging Face id or a directory)");
     };
     let uri = crate::commands::existing_db(db)?;
-    let runtime = model.runtime()?;
-    let load_spec = spec.clone();
-    let (service, _) =
-        tokio::task::spawn_blocking(move || ctxd_models::start(&load_spec, EmbedServiceConfig::default(), &runtime))
-            .await
-            .expect("model loading thread panicked")?;
+    let (service, _) = crate::commands::start_model(&spec, model).await?;
     // A directory is recorded absolute, so a daemon started elsewhere loads the same files.
     let spec = match Path::new(&spec).canonicalize() {
         Ok(p) if p.is_dir() => p.to_string_lossy().into_owned(),
