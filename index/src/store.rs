@@ -563,10 +563,7 @@ impl Index {
         if !self.fts_ready.load(Ordering::Acquire) {
             return Ok(());
         }
-        let (segments, rows) = match self.table.index_stats(FTS_INDEX).await {
-            Ok(Some(s)) => (s.num_indices.unwrap_or(1) as usize, s.num_indexed_rows),
-            _ => (1, 0),
-        };
+        let (segments, rows) = self.fts_layout().await.ok().flatten().unwrap_or((1, 0));
         // A merge holds the merged segments' postings in memory: only small segments are
         // merged (the many little ones a daemon's folds leave), never the big ones a huge
         // streamed file leaves — there, more segments beat memory growing with the file.
@@ -581,10 +578,15 @@ impl Index {
         Ok(())
     }
 
+    /// Segments and indexed rows of the full-text index (`None` before it exists).
+    async fn fts_layout(&self) -> Result<Option<(usize, usize)>, IndexError> {
+        let stats = self.table.index_stats(FTS_INDEX).await.map_err(|e| self.lance(e))?;
+        Ok(stats.map(|s| (s.num_indices.unwrap_or(1) as usize, s.num_indexed_rows)))
+    }
+
     /// Segments of the full-text index (0 before it exists).
     pub async fn fts_segments(&self) -> Result<usize, IndexError> {
-        let stats = self.table.index_stats(FTS_INDEX).await.map_err(|e| self.lance(e))?;
-        Ok(stats.map_or(0, |s| s.num_indices.unwrap_or(1) as usize))
+        Ok(self.fts_layout().await?.map_or(0, |(segments, _)| segments))
     }
 
     /// Merges every full-text segment (and rows not yet indexed) into one when there are
@@ -594,11 +596,8 @@ impl Index {
         if !self.fts_ready.load(Ordering::Acquire) {
             return Ok(0);
         }
-        let Some(stats) = self.table.index_stats(FTS_INDEX).await.map_err(|e| self.lance(e))? else {
-            return Ok(0);
-        };
-        let segments = stats.num_indices.unwrap_or(1) as usize;
-        if segments < 2 || stats.num_indexed_rows > MAX_FTS_FULL_MERGE_ROWS {
+        let Some((segments, rows)) = self.fts_layout().await? else { return Ok(0) };
+        if segments < 2 || rows > MAX_FTS_FULL_MERGE_ROWS {
             return Ok(0);
         }
         self.table

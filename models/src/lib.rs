@@ -109,18 +109,23 @@ pub fn unit_token_rows(hidden: &[f32], width: usize) -> Vec<f32> {
 /// mean over query tokens of the best cosine with any document token (ColBERT's MaxSim,
 /// averaged so scores compare across queries of different lengths). 0 when either is empty.
 pub fn max_sim(query: &[f32], doc: &[f32], width: usize) -> f32 {
-    if query.is_empty() || doc.is_empty() || width == 0 {
+    if doc.is_empty() || width == 0 {
         return 0.0;
     }
-    let mut total = 0.0;
-    let mut n = 0;
-    for q in query.chunks_exact(width) {
-        let best =
-            doc.chunks_exact(width).map(|d| q.iter().zip(d).map(|(a, b)| a * b).sum::<f32>()).fold(f32::MIN, f32::max);
-        total += best;
-        n += 1;
+    max_sim_by(query, width, |q| {
+        doc.chunks_exact(width).map(|d| q.iter().zip(d).map(|(a, b)| a * b).sum::<f32>()).fold(f32::MIN, f32::max)
+    })
+}
+
+/// [`max_sim`] with the document kept in another form: `best` gives a query token's best
+/// cosine with any document token. The mean over the query's tokens (0 for an empty query).
+pub fn max_sim_by(query: &[f32], width: usize, best: impl Fn(&[f32]) -> f32) -> f32 {
+    if query.is_empty() || width == 0 {
+        return 0.0;
     }
-    total / n as f32
+    let rows = query.chunks_exact(width);
+    let n = rows.len();
+    rows.map(best).sum::<f32>() / n as f32
 }
 
 /// Resolves `spec` and reads its tokenizer, id and embedding dimension without loading the

@@ -64,22 +64,16 @@ fn quantize(rows: &[f32], dim: usize) -> QuantRows {
 
 /// [`ctxd_models::max_sim`] against 8-bit document rows.
 fn max_sim_q(query: &[f32], doc: &QuantRows, dim: usize) -> f32 {
-    if query.is_empty() || doc.scales.is_empty() || dim == 0 {
+    if doc.scales.is_empty() || dim == 0 {
         return 0.0;
     }
-    let mut total = 0.0;
-    let mut n = 0;
-    for q in query.chunks_exact(dim) {
-        let best = doc
-            .data
+    ctxd_models::max_sim_by(query, dim, |q| {
+        doc.data
             .chunks_exact(dim)
             .zip(&doc.scales)
             .map(|(d, s)| q.iter().zip(d).map(|(a, &b)| a * f32::from(b)).sum::<f32>() * s)
-            .fold(f32::MIN, f32::max);
-        total += best;
-        n += 1;
-    }
-    total / n as f32
+            .fold(f32::MIN, f32::max)
+    })
 }
 
 fn text_key(text: &str) -> u64 {
@@ -88,8 +82,8 @@ fn text_key(text: &str) -> u64 {
     h.finish()
 }
 
-/// MaxSim scores of `candidates` (in order) against `query`: one forward pass over the query
-/// and the candidates' indexed texts that are not in `cache`.
+/// MaxSim scores of `candidates` (one each, in order) against `query`: one forward pass over
+/// the query and the candidates' indexed texts that are not in `cache`.
 pub(crate) async fn late_interaction(
     embed: &EmbedService,
     cache: &TokenCache,
@@ -110,10 +104,13 @@ pub(crate) async fn late_interaction(
     batch.extend(missing.iter().map(|&i| texts[i].clone()));
     let tokens = embed.embed_tokens(batch).await?;
     let dim = embed.dim();
-    let Some((q, encoded)) = tokens.split_first() else { return Ok(Vec::new()) };
-    if encoded.len() != missing.len() {
-        return Err(SearchError::Embed(ctxd_models::ModelError::Count { expected: missing.len(), got: encoded.len() }));
-    }
+    let (q, encoded) = match tokens.split_first() {
+        Some((q, encoded)) if encoded.len() == missing.len() => (q, encoded),
+        _ => {
+            let count = ctxd_models::ModelError::Count { expected: missing.len() + 1, got: tokens.len() };
+            return Err(SearchError::Embed(count));
+        }
+    };
     {
         let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
         for (&i, rows) in missing.iter().zip(encoded) {

@@ -12,8 +12,9 @@
 //! * chunks in the caller's `current_file` (and its folder) or in a module the query names are
 //!   boosted;
 //! * `path_prefix`, `language` and `scope` (`file|module|project|dependencies`) filter;
-//! * the best 30 candidates (`[server] rerank_depth`) that pass the filters are rescored by late interaction with the
-//!   model's token embeddings ([`crate::rerank`]; not for lean requests or `rerank: false`);
+//! * the best 30 candidates (`[server] rerank_depth`) that pass the filters are rescored by
+//!   late interaction with the model's token embeddings ([`crate::rerank`]; not for lean
+//!   requests or `rerank: false`);
 //! * at most `max_per_file` chunks per file (default 3), so one file cannot take every slot.
 
 use std::collections::{HashMap, HashSet};
@@ -504,11 +505,7 @@ async fn rescore(
     let started = Instant::now();
     let candidates: Vec<&Hit> = chosen.iter().map(|&i| &fused[i]).collect();
     let second = match crate::rerank::late_interaction(embed, cache, query, &candidates).await {
-        Ok(s) if s.len() == chosen.len() => s,
-        Ok(s) => {
-            tracing::warn!(expected = chosen.len(), got = s.len(), "rescoring returned the wrong number of scores");
-            return;
-        }
+        Ok(s) => s,
         Err(e) => {
             tracing::warn!("rescoring by late interaction failed, keeping the first-stage order: {e}");
             return;

@@ -269,6 +269,7 @@ type Views = Vec<View>;
 
 /// A past version kept open, with its path vocabulary once a routed query needed it (a
 /// snapshot never changes, so neither does its vocabulary).
+#[derive(Clone)]
 struct View {
     version: u64,
     index: Arc<Index>,
@@ -334,8 +335,7 @@ impl Searcher {
             }
             views.push(View { version, index, vocab: Arc::default() });
         }
-        let last = views.last().expect("just pushed");
-        Ok(View { version, index: last.index.clone(), vocab: last.vocab.clone() })
+        Ok(views.last().expect("just pushed").clone())
     }
 
     /// The index for `as_of` with its path vocabulary (the latest one's is refreshed every few
