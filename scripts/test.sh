@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace (unit tests, the model reference test, the end-to-end
 # integration tests with the real model, LanceDB, HTTP and Arrow Flight servers, and the real
-# pyarrow / pylance / lancedb Python clients). Installs what it needs first.
+# pyarrow / pylance / lancedb Python clients), then the model tests and a smoke on the AVX2 path
+# (scripts/avx2-smoke.sh). Installs what it needs first.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cache="${XDG_CACHE_HOME:-$HOME/.cache}"
@@ -31,4 +32,8 @@ if ! command -v promtool >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
 fi
 command -v promtool >/dev/null 2>&1 && export CTXD_TEST_PROMTOOL="$(command -v promtool)"
 export CTXD_TEST_MOTO="$venv/bin/moto_server"
-exec cargo test --workspace "$@"
+cargo test --workspace "$@"
+# The machines that run this vary: some CPUs have AVX-512 with bf16, some only AVX2 (where
+# oneDNN has no bf16 matmul). The model tests and an index + search smoke run again with
+# oneDNN capped at AVX2, so the AVX2 path is exercised on every machine.
+scripts/avx2-smoke.sh "$CARGO_TARGET_DIR/debug/ctxd"

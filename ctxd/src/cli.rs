@@ -22,10 +22,12 @@ pub struct ModelArgs {
     /// else sentence-transformers/all-MiniLM-L6-v2).
     #[arg(long, env = "CTXD_MODEL")]
     pub model: Option<String>,
-    /// Where the model runs: cpu or cuda:N (default cpu; cuda needs a --features cuda build).
+    /// Where the model runs: auto (the GPU when this binary has cuda and one answers, else the
+    /// cpu; the default), cpu or cuda:N (cuda needs a scripts/build-cuda.sh build).
     #[arg(long, env = "CTXD_DEVICE")]
     pub device: Option<String>,
-    /// Matmul precision: auto (bf16 where the CPU has it natively), f32, bf16 (f16 on cuda).
+    /// Matmul precision: auto (bf16 where the CPU has it natively, else f32; f16 on a GPU), f32,
+    /// bf16 (refused on a CPU without native bf16), f16 (cuda only).
     #[arg(long, env = "CTXD_PRECISION")]
     pub precision: Option<String>,
     /// Embedding backend: auto, onednn (fast CPU path) or candle.

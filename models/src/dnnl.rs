@@ -153,6 +153,23 @@ pub struct Dnnl {
 unsafe impl Send for Dnnl {}
 unsafe impl Sync for Dnnl {}
 
+/// Name of a oneDNN `dnnl_cpu_isa_t` value. The values are bit sets (each ISA includes the
+/// bits of those it extends), so the largest known set contained in `isa` names it.
+fn isa_name(isa: u32) -> &'static str {
+    const NAMES: [(u32, &str); 9] = [
+        (ISA_AVX512_CORE_BF16, "avx512_core_bf16"),
+        (ISA_AVX2_VNNI_2, "avx2_vnni_2"),
+        (0x67, "avx512_core_vnni"),
+        (0x27, "avx512_core"),
+        (0x0f, "avx2_vnni"),
+        (0x07, "avx2"),
+        (0x03, "avx"),
+        (0x01, "sse41"),
+        (0x00, "baseline"),
+    ];
+    NAMES.iter().find(|(bits, _)| isa & bits == *bits).map_or("baseline", |(_, name)| name)
+}
+
 /// Candidate paths for `libdnnl.so.3`, in search order.
 pub fn library_candidates() -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -212,6 +229,28 @@ impl Dnnl {
     /// Whether the CPU runs bf16 matmuls natively (AVX512-BF16, AMX or AVX2-VNNI-2).
     pub fn native_bf16(&self) -> bool {
         self.isa & ISA_AVX512_CORE_BF16 == ISA_AVX512_CORE_BF16 || self.isa & ISA_AVX2_VNNI_2 == ISA_AVX2_VNNI_2
+    }
+
+    /// The instruction set oneDNN runs its kernels with here, by name (`avx2`,
+    /// `avx512_core_bf16`, …): the CPU's best, or less when `ONEDNN_MAX_CPU_ISA` caps it.
+    pub fn isa_name(&self) -> &'static str {
+        isa_name(self.isa)
+    }
+
+    /// Why bf16 does or does not run natively here, in words for a log line or an error:
+    /// the instruction set found and, when bf16 is missing, what it would need.
+    pub fn bf16_reason(&self) -> String {
+        let capped = std::env::var("ONEDNN_MAX_CPU_ISA")
+            .map(|v| format!(", capped by ONEDNN_MAX_CPU_ISA={v}"))
+            .unwrap_or_default();
+        if self.native_bf16() {
+            format!("oneDNN runs {} here{capped}, which has native bf16", self.isa_name())
+        } else {
+            format!(
+                "oneDNN runs {} here{capped}: the CPU lacks native bf16 (AVX512-BF16, AMX or AVX2-VNNI-2)",
+                self.isa_name()
+            )
+        }
     }
 
     /// Makes the calling thread run oneDNN kernels on itself only.
@@ -551,5 +590,20 @@ impl Weights {
         let buf = engine.reorder(&self.source, &self.source_md, &md)?;
         self.layouts.push((md, buf));
         Ok(self.layouts.last().expect("just pushed").1.as_ptr().cast())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn isa_names_follow_the_bit_sets() {
+        assert_eq!(super::isa_name(0x07), "avx2");
+        assert_eq!(super::isa_name(0x0f), "avx2_vnni");
+        assert_eq!(super::isa_name(0x1f), "avx2_vnni_2");
+        assert_eq!(super::isa_name(0x27), "avx512_core");
+        assert_eq!(super::isa_name(0xe7), "avx512_core_bf16");
+        // avx512_core_fp16 / AMX extend avx512_core_bf16.
+        assert_eq!(super::isa_name(0x1ef), "avx512_core_bf16");
+        assert_eq!(super::isa_name(0x00), "baseline");
     }
 }

@@ -25,6 +25,11 @@ pub enum ModelError {
     Download { spec: String, message: String },
     #[error("embedding backend: {0}")]
     Backend(String),
+    #[error(
+        "precision bf16 cannot run on this CPU: {reason}; use --precision f32 (or auto, which picks bf16 only \
+         where it is native), or precision = \"f32\" / \"auto\" in [model]"
+    )]
+    Bf16Unsupported { reason: String },
     #[error("invalid model runtime setting: {0}")]
     Runtime(String),
     #[error("embedding service is shut down")]

@@ -535,6 +535,21 @@ pub struct FastBert {
     jobs: mpsc::Sender<Job>,
     /// Where oneDNN was loaded from and its version, for logs.
     pub backend: String,
+    reason: String,
+    isa: &'static str,
+}
+
+/// The precision to run with and why: `requested` when given (bf16 only where the CPU runs
+/// it natively: oneDNN has no bf16 matmul for plain AVX2, and emulated bf16 would be slower
+/// than f32), else bf16 where native and f32 elsewhere.
+fn choose_precision(dnnl: &Dnnl, requested: Option<Precision>) -> Result<(Precision, String), ModelError> {
+    let why = dnnl.bf16_reason();
+    match requested {
+        Some(Precision::Bf16) if !dnnl.native_bf16() => Err(ModelError::Bf16Unsupported { reason: why }),
+        Some(p) => Ok((p, format!("{} as configured ({why})", p.name()))),
+        None if dnnl.native_bf16() => Ok((Precision::Bf16, format!("auto picked bf16: {why}"))),
+        None => Ok((Precision::F32, format!("auto picked f32: {why}"))),
+    }
 }
 
 impl FastBert {
@@ -543,7 +558,7 @@ impl FastBert {
     /// or the model is not a plain BERT encoder.
     pub fn load(files: &ModelFiles, precision: Option<Precision>, workers: usize) -> Result<Self, ModelError> {
         let dnnl = Dnnl::load()?;
-        let precision = precision.unwrap_or(if dnnl.native_bf16() { Precision::Bf16 } else { Precision::F32 });
+        let (precision, reason) = choose_precision(&dnnl, precision)?;
         let (max_seq_len, _) = window(files)?;
         let tokenizer = load_tokenizer(&files.tokenizer, Some(max_seq_len))?;
         let model = Arc::new(Model::load(files)?);
@@ -598,7 +613,28 @@ impl FastBert {
             ready_rx.recv().map_err(|_| ModelError::Backend("embedding worker died during start-up".into()))??;
         }
         let backend = format!("onednn {} ({}), {} workers, {}", dnnl.version, dnnl.path, workers, precision.name());
-        Ok(Self { tokenizer, model_id: files.model_id(), dim: model.dims.hidden, workers, precision, jobs, backend })
+        let isa = dnnl.isa_name();
+        Ok(Self {
+            tokenizer,
+            model_id: files.model_id(),
+            dim: model.dims.hidden,
+            workers,
+            precision,
+            jobs,
+            backend,
+            reason,
+            isa,
+        })
+    }
+
+    /// Why this precision: configured, or what `auto` found on the CPU (for the log line).
+    pub fn precision_reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The instruction set oneDNN runs here (`avx2`, `avx512_core_bf16`, …).
+    pub fn isa(&self) -> &'static str {
+        self.isa
     }
 
     /// The matmul precision in use.

@@ -13,6 +13,7 @@ pub const EMBED_BATCH_SIZE: &str = "ctxd_embed_batch_size_texts";
 /// Gauge: model tokens per second of the last forward pass (throughput while busy, unlike
 /// `rate(ctxd_embed_tokens_total)`, which includes idle time).
 pub const EMBED_THROUGHPUT: &str = "ctxd_embed_throughput_tokens_per_second";
-/// Gauge: 1, labelled with what runs the model: `backend` = onednn|candle, `device`,
-/// `precision`.
+/// Gauge: 1, labelled with what runs the model and why: `backend` = onednn|candle, `device`
+/// (`cpu` | `cuda:N`, what `auto` resolved to), `precision`, `isa` (the instruction set oneDNN
+/// runs, e.g. `avx2` or `avx512_core_bf16`, which decides bf16; `cuda` on a GPU).
 pub const EMBED_BACKEND_INFO: &str = "ctxd_embed_backend_info";

@@ -2,12 +2,17 @@
 //!
 //! | `device`  | `backend` | `precision` | what runs                                              |
 //! |-----------|-----------|-------------|--------------------------------------------------------|
+//! | `auto` (default) | any | any | `cuda:0` below when the binary has the `cuda` feature and a GPU answers, else `cpu` |
 //! | `cpu`     | `auto`    | `auto`      | [`FastBert`] in bf16 if the CPU has native bf16, else f32; candle f32 if oneDNN is missing |
-//! | `cpu`     | `onednn`  | `bf16`/`f32`| [`FastBert`]; an error if oneDNN cannot be loaded       |
+//! | `cpu`     | `onednn`  | `bf16`/`f32`| [`FastBert`]; an error if oneDNN cannot be loaded, or bf16 is asked for on a CPU without native bf16 |
 //! | `cpu`     | `candle`  | `f32`       | candle's `BertModel` (padded batches)                   |
-//! | `cuda:N`  | `auto`/`candle` | `auto`/`f32`/`f16`/`bf16` | candle's `BertModel` on GPU N (needs `--features cuda`) |
+//! | `cuda:N`  | `auto`/`candle` | `auto` (= f16)/`f32`/`f16`/`bf16` | candle's `BertModel` on GPU N (needs `--features cuda`) |
 //!
 //! `threads` (0 = one per core) sets the fast path's worker count; candle uses its own pool.
+//!
+//! What was picked, and why, is said once: [`Runtime::spawn`] logs one line (device, backend,
+//! precision and the reason: the instruction set oneDNN found, whether bf16 is native, whether
+//! a GPU answered) and publishes `ctxd_embed_backend_info` with the same facts as labels.
 
 use candle_core::{DType, Device};
 
@@ -29,7 +34,7 @@ pub enum Backend {
 /// How to run the model (the `[model]` runtime keys of the config).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Runtime {
-    /// `cpu` or `cuda:N`.
+    /// `auto`, `cpu` or `cuda:N`.
     pub device: String,
     /// `auto`, `f32`, `bf16` (and `f16` on CUDA).
     pub precision: String,
@@ -41,25 +46,45 @@ pub struct Runtime {
 
 impl Default for Runtime {
     fn default() -> Self {
-        Self { device: "cpu".into(), precision: "auto".into(), backend: "auto".into(), threads: 0 }
+        Self { device: "auto".into(), precision: "auto".into(), backend: "auto".into(), threads: 0 }
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum DeviceSpec {
+    Auto,
     Cpu,
     Cuda(usize),
 }
 
+/// What [`Runtime::spawn`] started: the facts behind its log line and metric.
+struct Picked {
+    service: EmbedService,
+    /// `onednn` | `candle`.
+    backend: &'static str,
+    /// `cpu` | `cuda:N`.
+    device: String,
+    precision: String,
+    /// The instruction set oneDNN runs (`avx2`, …), `cuda` on a GPU, `-` on candle's CPU path.
+    isa: String,
+    /// Why this device and precision, in words.
+    reason: String,
+}
+
+/// Whether this binary was built with candle's CUDA backend.
+pub const CUDA_BUILT: bool = cfg!(feature = "cuda");
+
 impl Runtime {
     fn device_spec(&self) -> Result<DeviceSpec, ModelError> {
         match self.device.as_str() {
+            "auto" => Ok(DeviceSpec::Auto),
             "cpu" => Ok(DeviceSpec::Cpu),
             "cuda" => Ok(DeviceSpec::Cuda(0)),
             d => d
                 .strip_prefix("cuda:")
                 .and_then(|n| n.parse().ok())
                 .map(DeviceSpec::Cuda)
-                .ok_or_else(|| ModelError::Runtime(format!("device '{d}' is not 'cpu' or 'cuda:N'"))),
+                .ok_or_else(|| ModelError::Runtime(format!("device '{d}' is not 'auto', 'cpu' or 'cuda:N'"))),
         }
     }
 
@@ -83,12 +108,12 @@ impl Runtime {
         if let Err(e) = &backend {
             errs.push(e.to_string());
         }
-        let cuda = matches!(device, Ok(DeviceSpec::Cuda(_)));
-        match (self.precision.as_str(), cuda) {
+        let (cuda, auto) = (matches!(device, Ok(DeviceSpec::Cuda(_))), matches!(device, Ok(DeviceSpec::Auto)));
+        match (self.precision.as_str(), cuda || auto) {
             ("auto" | "f32" | "bf16", _) | ("f16", true) => {}
-            (p, _) => errs.push(format!(
+            (p, gpu) => errs.push(format!(
                 "precision '{p}' is not auto, f32 or bf16{}",
-                if cuda { " or f16" } else { " (f16 is for cuda devices)" }
+                if gpu { " or f16" } else { " (f16 is for cuda devices)" }
             )),
         }
         if cuda && matches!(backend, Ok(Backend::Onednn)) {
@@ -100,61 +125,112 @@ impl Runtime {
         errs
     }
 
-    /// Loads the model as configured and starts the embedding service; publishes
-    /// `ctxd_embed_backend_info`.
+    /// Loads the model as configured and starts the embedding service; logs what runs it and
+    /// why, and publishes `ctxd_embed_backend_info`.
     pub fn spawn(&self, files: &ModelFiles, cfg: EmbedServiceConfig) -> Result<EmbedService, ModelError> {
-        let (service, backend, precision) = self.spawn_inner(files, cfg)?;
-        metrics::gauge!(crate::metrics::EMBED_BACKEND_INFO, "backend" => backend, "device" => self.device.clone(),
-            "precision" => precision)
+        let p = self.spawn_inner(files, cfg)?;
+        tracing::info!(
+            device = %p.device, backend = p.backend, precision = %p.precision, isa = %p.isa,
+            "embedding on {} with {} {}: {}", p.device, p.backend, p.precision, p.reason
+        );
+        metrics::gauge!(crate::metrics::EMBED_BACKEND_INFO, "backend" => p.backend, "device" => p.device,
+            "precision" => p.precision, "isa" => p.isa)
         .set(1.0);
-        Ok(service)
+        Ok(p.service)
     }
 
-    /// The service, the backend that runs it (`onednn` | `candle`) and its precision.
-    fn spawn_inner(
-        &self,
-        files: &ModelFiles,
-        cfg: EmbedServiceConfig,
-    ) -> Result<(EmbedService, &'static str, String), ModelError> {
+    /// The device `auto` resolves to (and why), or the configured one.
+    fn resolve_device(&self) -> Result<(DeviceSpec, String), ModelError> {
+        let spec = self.device_spec()?;
+        if spec != DeviceSpec::Auto {
+            return Ok((spec, format!("device {} as configured", self.device)));
+        }
+        if self.backend_kind()? == Backend::Onednn {
+            return Ok((DeviceSpec::Cpu, "device auto with backend onednn: the cpu".into()));
+        }
+        if !CUDA_BUILT {
+            return Ok((
+                DeviceSpec::Cpu,
+                "device auto: this binary has no cuda support (scripts/build-cuda.sh builds one)".into(),
+            ));
+        }
+        match Device::new_cuda(0) {
+            Ok(_) => Ok((DeviceSpec::Cuda(0), "device auto: cuda:0 answered".into())),
+            Err(e) => Ok((DeviceSpec::Cpu, format!("device auto: no GPU answered ({e}); using the cpu"))),
+        }
+    }
+
+    fn spawn_inner(&self, files: &ModelFiles, cfg: EmbedServiceConfig) -> Result<Picked, ModelError> {
         if let Some(first) = self.validate().into_iter().next() {
             return Err(ModelError::Runtime(first));
         }
-        match self.device_spec()? {
+        let (device, why_device) = self.resolve_device()?;
+        match device {
             DeviceSpec::Cuda(n) => {
                 let device = Device::new_cuda(n).map_err(|e| {
                     ModelError::Backend(format!(
-                        "cuda:{n}: {e} (build ctxd with `--features cuda` on a machine with the cuda toolkit)"
+                        "cuda:{n}: {e} (a cuda device needs a binary built with `--features cuda`: \
+                         scripts/fetch-cuda.sh && scripts/build-cuda.sh; or use device = \"cpu\" / \"auto\")"
                     ))
                 })?;
                 let (dtype, precision) = match self.precision.as_str() {
-                    "f16" => (DType::F16, "f16"),
+                    "f32" => (DType::F32, "f32"),
                     "bf16" => (DType::BF16, "bf16"),
-                    _ => (DType::F32, "f32"),
+                    _ => (DType::F16, "f16"),
                 };
                 let model = BertEmbedder::load_as(files, device, dtype)?;
                 let desc = format!("candle cuda:{n} {precision}");
-                Ok((EmbedService::spawn(model, cfg).with_backend(desc), "candle", precision.into()))
+                let how = if self.precision == "auto" { "auto picks f16 on a GPU" } else { "as configured" };
+                Ok(Picked {
+                    service: EmbedService::spawn(model, cfg).with_backend(desc),
+                    backend: "candle",
+                    device: format!("cuda:{n}"),
+                    precision: precision.into(),
+                    isa: "cuda".into(),
+                    reason: format!("{why_device}; {precision} {how}"),
+                })
             }
-            DeviceSpec::Cpu => {
+            DeviceSpec::Cpu | DeviceSpec::Auto => {
+                if self.precision == "f16" {
+                    return Err(ModelError::Runtime(format!(
+                        "precision 'f16' runs on cuda devices only, and {why_device}; use precision = 'auto'"
+                    )));
+                }
                 let backend = self.backend_kind()?;
-                let candle = |cfg| -> Result<_, ModelError> {
+                let candle = |cfg, reason: String| -> Result<Picked, ModelError> {
                     let model = BertEmbedder::load(files, Device::Cpu)?;
-                    Ok((EmbedService::spawn(model, cfg).with_backend("candle cpu f32".into()), "candle", "f32".into()))
+                    Ok(Picked {
+                        service: EmbedService::spawn(model, cfg).with_backend("candle cpu f32".into()),
+                        backend: "candle",
+                        device: "cpu".into(),
+                        precision: "f32".into(),
+                        isa: "-".into(),
+                        reason,
+                    })
                 };
                 if backend == Backend::Candle {
-                    return candle(cfg);
+                    return candle(cfg, format!("{why_device}; backend candle as configured"));
                 }
                 match self.fast(files) {
                     Ok(model) => {
-                        let (desc, precision) = (model.backend.clone(), model.precision().name().to_string());
-                        Ok((EmbedService::spawn(model, cfg).with_backend(desc), "onednn", precision))
+                        let reason = format!("{why_device}; {}", model.precision_reason());
+                        let (desc, precision, isa) =
+                            (model.backend.clone(), model.precision().name().to_string(), model.isa().to_string());
+                        Ok(Picked {
+                            service: EmbedService::spawn(model, cfg).with_backend(desc),
+                            backend: "onednn",
+                            device: "cpu".into(),
+                            precision,
+                            isa,
+                            reason,
+                        })
                     }
                     Err(e) if backend == Backend::Auto && self.precision != "bf16" => {
                         tracing::warn!(
                             "fast cpu embedder unavailable ({e}); using candle f32, which is several times slower \
                              (scripts/fetch-onednn.sh installs onednn)"
                         );
-                        candle(cfg)
+                        candle(cfg, format!("{why_device}; oneDNN unavailable, candle f32"))
                     }
                     Err(e) => Err(e),
                 }
@@ -183,13 +259,29 @@ mod tests {
     #[test]
     fn validation_reports_every_problem() {
         assert!(Runtime::default().validate().is_empty());
+        assert_eq!(Runtime::default().device, "auto");
+        assert!(rt("auto", "f16", "auto").validate().is_empty(), "f16 is checked once the device is known");
         assert!(rt("cuda:1", "f16", "auto").validate().is_empty());
         assert!(rt("cpu", "f32", "candle").validate().is_empty());
         let errs = rt("tpu", "int4", "magic").validate();
         assert_eq!(errs.len(), 3, "{errs:?}");
-        assert!(errs[0].contains("tpu"));
+        assert!(errs[0].contains("tpu") && errs[0].contains("'auto'"));
         assert!(rt("cpu", "f16", "auto").validate()[0].contains("f16 is for cuda"));
         assert_eq!(rt("cuda:0", "f32", "onednn").validate().len(), 1);
         assert_eq!(rt("cpu", "bf16", "candle").validate().len(), 1);
+    }
+}
+
+#[cfg(all(test, not(feature = "cuda")))]
+mod auto_tests {
+    use super::{DeviceSpec, Runtime};
+
+    #[test]
+    fn auto_device_is_the_cpu_without_the_cuda_feature() {
+        let (spec, why) = Runtime::default().resolve_device().unwrap();
+        assert_eq!(spec, DeviceSpec::Cpu);
+        assert!(why.contains("no cuda support") && why.contains("build-cuda.sh"), "{why}");
+        let pinned = Runtime { device: "cpu".into(), ..Runtime::default() };
+        assert_eq!(pinned.resolve_device().unwrap().0, DeviceSpec::Cpu);
     }
 }

@@ -62,11 +62,24 @@ fn service_batches_by_tokens_and_keeps_order() {
 
 /// The fast CPU path (oneDNN, no padding) against the same reference, at both precisions:
 /// f32 must agree to 0.999 like candle; bf16 to 0.995 (in practice ≥ 0.999, see the benchmark).
+/// bf16 needs native bf16 (AVX512-BF16, AMX or AVX2-VNNI-2): on a CPU without it (or with
+/// `ONEDNN_MAX_CPU_ISA=AVX2`) the bf16 check is skipped, saying so, and the refusal is checked
+/// instead.
 #[test]
 fn fast_cpu_path_matches_sentence_transformers() {
     let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
     let reference = reference();
+    let dnnl = ctxd_models::dnnl::Dnnl::load().expect("onednn installed (scripts/fetch-onednn.sh)");
     for (precision, floor) in [(Precision::F32, 0.999), (Precision::Bf16, 0.995)] {
+        if precision == Precision::Bf16 && !dnnl.native_bf16() {
+            let err = match FastBert::load(&files, Some(precision), 2) {
+                Ok(_) => panic!("bf16 was accepted on a CPU without native bf16 ({})", dnnl.bf16_reason()),
+                Err(e) => e.to_string(),
+            };
+            assert_clear_bf16_refusal(&err);
+            eprintln!("skipped: the bf16 reference check ({}); checked the refusal instead", dnnl.bf16_reason());
+            continue;
+        }
         let mut model = FastBert::load(&files, Some(precision), 2).expect("onednn installed (scripts/fetch-onednn.sh)");
         assert_eq!(model.dim(), 384);
         let got = model.embed(&reference.texts).unwrap();
@@ -82,6 +95,41 @@ fn fast_cpu_path_matches_sentence_transformers() {
             let single = model.embed(std::slice::from_ref(text)).unwrap();
             assert!(cosine(want, &single[0]) >= floor);
         }
+    }
+}
+
+/// The one sentence a forced bf16 gets where bf16 is not native: it names bf16, what the CPU
+/// lacks and the way out, and no oneDNN status code.
+fn assert_clear_bf16_refusal(err: &str) {
+    assert!(err.contains("precision bf16 cannot run on this CPU"), "{err}");
+    assert!(err.contains("lacks native bf16") && err.contains("AVX512-BF16"), "{err}");
+    assert!(err.contains("--precision f32") && err.contains("auto"), "{err}");
+    assert!(!err.contains("status"), "a library status code reached the user: {err}");
+}
+
+/// `precision = "auto"` picks bf16 exactly where it is native and says why; a forced bf16 on a
+/// CPU without it fails at start-up with the one clear sentence.
+#[test]
+fn runtime_picks_precision_by_the_cpu_and_refuses_forced_bf16_without_it() {
+    let dnnl = ctxd_models::dnnl::Dnnl::load().expect("onednn installed (scripts/fetch-onednn.sh)");
+    let runtime = |precision: &str| ctxd_models::Runtime {
+        device: "cpu".into(),
+        precision: precision.into(),
+        backend: "onednn".into(),
+        threads: 1,
+    };
+    let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
+    let auto = FastBert::load(&files, None, 1).unwrap();
+    let want = if dnnl.native_bf16() { Precision::Bf16 } else { Precision::F32 };
+    assert_eq!(auto.precision(), want, "{}", auto.precision_reason());
+    assert!(auto.precision_reason().contains(dnnl.isa_name()), "{}", auto.precision_reason());
+    let forced = ctxd_models::start(DEFAULT_MODEL, EmbedServiceConfig::default(), &runtime("bf16"));
+    if dnnl.native_bf16() {
+        assert!(forced.is_ok(), "bf16 is native here ({})", dnnl.bf16_reason());
+        eprintln!("skipped: the forced-bf16 refusal (this CPU has native bf16: {})", dnnl.bf16_reason());
+    } else {
+        let err = forced.err().map(|e| e.to_string()).unwrap_or_default();
+        assert_clear_bf16_refusal(&err);
     }
 }
 

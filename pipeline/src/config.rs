@@ -259,7 +259,8 @@ pub struct ModelConfig {
     pub max_batch_tokens: usize,
     /// Cap on texts per forward pass.
     pub max_batch_texts: usize,
-    /// `cpu` or `cuda:N` (CUDA needs a `--features cuda` build).
+    /// `auto` (the GPU when the binary has CUDA and one answers, else the CPU), `cpu` or
+    /// `cuda:N` (CUDA needs a `--features cuda` build: scripts/build-cuda.sh).
     pub device: String,
     /// `auto` (bf16 where the CPU runs it natively, else f32), `f32`, `bf16`; `f16` on CUDA.
     pub precision: String,
