@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side-by-side embedding benchmark: ctxd's embedders vs sentence-transformers on PyTorch (CPU).
+"""Side-by-side embedding benchmark: ctxd's embedders vs sentence-transformers on PyTorch (CPU or GPU).
 
 Both embed the same real chunks (ctxd's own chunks of each corpus, with the header ctxd embeds) with the same model
 weights and the same thread count. For each ctxd mode (default: the fast oneDNN path at bf16 and at f32, and candle at
@@ -7,6 +7,13 @@ f32) prints chunks/s, tokens/s, the ctxd/PyTorch ratio and the cosine agreement 
 
     python3 benches/embed_vs_pytorch.py                      # CoSQA corpus + a crate from ~/.cargo/registry/src
     python3 benches/embed_vs_pytorch.py --corpus DIR --chunks 512 --threads 2 --modes bf16,f32
+    python3 benches/embed_vs_pytorch.py --device cuda --ctxd DIR/ctxd --chunks 4096   # GPU: a --features cuda build
+
+With --device cuda both sides run on GPU 0: ctxd in f16 and f32 (modes cuda-f16, cuda-f32), PyTorch in fp16
+(sentence-transformers' encode end to end, and the model's forward alone on pre-tokenized batches of 512, the
+figure to hold ctxd's forward against); the cosine column compares with PyTorch's fp16 vectors, and
+--cpu-reference also embeds the same chunks with ctxd's CPU f32 path and prints the cosine of each GPU mode to it.
+A Python that already has sentence-transformers and a CUDA torch (the GPU machine's python3) is used as it is.
 
 The first run creates a venv (default ~/.cache/ctxd/bench-venv) and installs sentence-transformers (and torch) from PyPI.
 ctxd is built in the dev profile (candle optimised) unless --ctxd points at another binary.
@@ -29,6 +36,9 @@ MODEL_DIR = os.path.join(os.environ.get("CTXD_MODEL_DIR", os.path.join(CACHE, "c
 
 
 def ensure_venv(venv):
+    here_ok = subprocess.run([sys.executable, "-c", "import sentence_transformers, torch"], capture_output=True)
+    if here_ok.returncode == 0:
+        return sys.executable
     py = os.path.join(venv, "bin", "python")
     probe = [py, "-c", "import sentence_transformers, torch"]
     if os.path.exists(py) and subprocess.run(probe, capture_output=True).returncode == 0:
@@ -60,12 +70,33 @@ def torch_side(args):
     from sentence_transformers import SentenceTransformer
     torch.set_num_threads(args.threads)
     texts = [json.loads(l) for l in open(os.path.join(args.torch_side, "texts.jsonl"))]
-    model = SentenceTransformer(MODEL_DIR, device="cpu")
-    model.encode(texts[:8], batch_size=32)
+    gpu = args.device == "cuda"
+    model = SentenceTransformer(MODEL_DIR, device=args.device)
+    if gpu:
+        model = model.half()
+    batch = 256 if gpu else 32
+    model.encode(texts[:batch], batch_size=batch)
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+    sync()
     start = time.perf_counter()
-    vectors = model.encode(texts, batch_size=32, convert_to_numpy=True, normalize_embeddings=True)
+    vectors = model.encode(texts, batch_size=batch, convert_to_numpy=True, normalize_embeddings=True)
+    sync()
     seconds = time.perf_counter() - start
-    json.dump({"seconds": seconds, "vectors": vectors.tolist(), "torch": torch.__version__}, sys.stdout)
+    out = {"seconds": seconds, "vectors": vectors.astype("float32").tolist(), "torch": torch.__version__}
+    if gpu:
+        # The forward pass alone: the texts tokenized beforehand into padded batches of 512.
+        features = [model.tokenize(texts[i:i + 512]) for i in range(0, len(texts), 512)]
+        features = [{k: v.to("cuda") for k, v in f.items()} for f in features]
+        with torch.inference_mode():
+            model.forward(features[0])
+            sync()
+            start = time.perf_counter()
+            for f in features:
+                model.forward(f)
+            sync()
+        out["forward_seconds"] = time.perf_counter() - start
+        out["device_name"] = torch.cuda.get_device_name(0)
+    json.dump(out, sys.stdout)
 
 
 def cosine(a, b):
@@ -78,8 +109,12 @@ def main():
     p.add_argument("--corpus", action="append", help="folder to take chunks from (repeatable)")
     p.add_argument("--chunks", type=int, default=256, help="chunks per corpus")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--modes", default="bf16,f32,candle",
-                   help="ctxd modes: bf16 / f32 (fast oneDNN path), candle (candle f32), auto (the default config)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--modes", help="ctxd modes: bf16 / f32 (fast oneDNN path), candle (candle f32), auto (the "
+                   "default config); cuda-f16 / cuda-f32 (GPU 0). Default: bf16,f32,candle on the cpu, "
+                   "cuda-f16,cuda-f32 with --device cuda")
+    p.add_argument("--cpu-reference", action="store_true",
+                   help="with --device cuda: also print each GPU mode's cosine to ctxd's CPU f32 vectors")
     p.add_argument("--venv", default=os.path.join(CACHE, "ctxd", "bench-venv"))
     p.add_argument("--ctxd", help="ctxd binary (default: build the dev profile)")
     p.add_argument("--torch-side", help=argparse.SUPPRESS)
@@ -92,29 +127,38 @@ def main():
     corpora = args.corpus or default_corpora()
     env = {**os.environ, "RAYON_NUM_THREADS": str(args.threads), "OMP_NUM_THREADS": str(args.threads),
            "CTXD_LOG": "warn"}
-    flags = {"bf16": ["--backend", "onednn", "--precision", "bf16"],
-             "f32": ["--backend", "onednn", "--precision", "f32"],
-             "candle": ["--backend", "candle", "--precision", "f32"],
+    flags = {"bf16": ["--device", "cpu", "--backend", "onednn", "--precision", "bf16"],
+             "f32": ["--device", "cpu", "--backend", "onednn", "--precision", "f32"],
+             "candle": ["--device", "cpu", "--backend", "candle", "--precision", "f32"],
+             "cuda-f16": ["--device", "cuda:0", "--precision", "f16"],
+             "cuda-f32": ["--device", "cuda:0", "--precision", "f32"],
              "auto": []}
-    modes = [m for m in args.modes.split(",") if m]
+    default_modes = "cuda-f16,cuda-f32" if args.device == "cuda" else "bf16,f32,candle"
+    modes = [m for m in (args.modes or default_modes).split(",") if m]
     for m in modes:
         if m not in flags:
             sys.exit(f"unknown mode {m!r}: use {', '.join(flags)}")
     env["CTXD_EMBED_THREADS"] = str(args.threads)
     print(f"{'corpus':<24} {'mode':<7} {'chunks':>6} {'mean tok':>8} {'ctxd c/s':>9} {'torch c/s':>9} {'ratio':>6} "
           f"{'ctxd tok/s':>10} {'torch tok/s':>11} {'min cos':>8} {'mean cos':>8}")
+    def run_ctxd(corpus, mode, out):
+        subprocess.run([ctxd, "bench", "--corpus", corpus, "--embed-chunks", str(args.chunks), "--skip-e2e",
+                        "--export", out] + flags[mode], check=True, env=env, stdout=subprocess.DEVNULL)
+        timing = json.load(open(os.path.join(out, "ctxd-timing.json")))
+        return timing, [json.loads(l) for l in open(os.path.join(out, "ctxd-vectors.jsonl"))]
+
     for corpus in corpora:
-        theirs = None
+        theirs, reference = None, None
         name = os.path.basename(os.path.normpath(corpus if not corpus.endswith("src") else os.path.dirname(corpus)))
+        if args.device == "cuda" and args.cpu_reference:
+            with tempfile.TemporaryDirectory() as out:
+                reference = run_ctxd(corpus, "f32", out)[1]
         for mode in modes:
             with tempfile.TemporaryDirectory() as out:
-                subprocess.run([ctxd, "bench", "--corpus", corpus, "--embed-chunks", str(args.chunks), "--skip-e2e",
-                                "--export", out] + flags[mode], check=True, env=env, stdout=subprocess.DEVNULL)
-                timing = json.load(open(os.path.join(out, "ctxd-timing.json")))
-                ours = [json.loads(l) for l in open(os.path.join(out, "ctxd-vectors.jsonl"))]
+                timing, ours = run_ctxd(corpus, mode, out)
                 if theirs is None:
-                    res = subprocess.run([py, __file__, "--torch-side", out, "--threads", str(args.threads)],
-                                         check=True, env=env, capture_output=True, text=True)
+                    res = subprocess.run([py, __file__, "--torch-side", out, "--threads", str(args.threads),
+                                          "--device", args.device], check=True, env=env, capture_output=True, text=True)
                     theirs = json.loads(res.stdout)
             cos = [cosine(a, b) for a, b in zip(ours, theirs["vectors"])]
             n, tokens = timing["chunks"], timing["tokens"]
@@ -122,7 +166,14 @@ def main():
             print(f"{name[:24]:<24} {mode:<7} {n:>6} {tokens / n:>8.0f} {c_cps:>9.1f} {t_cps:>9.1f} "
                   f"{c_cps / t_cps:>6.2f} {tokens / timing['seconds']:>10.0f} {tokens / theirs['seconds']:>11.0f} "
                   f"{min(cos):>8.5f} {sum(cos) / len(cos):>8.5f}", flush=True)
-    print(f"(threads={args.threads}, torch {theirs['torch']}, model {MODEL_DIR})")
+            if reference is not None:
+                ref = [cosine(a, b) for a, b in zip(ours, reference)]
+                print(f"{'':<24} {mode:<7} cosine to ctxd's CPU f32 vectors: min {min(ref):.5f}, "
+                      f"mean {sum(ref) / len(ref):.5f}", flush=True)
+        if "forward_seconds" in theirs:
+            print(f"{name[:24]:<24} torch fp16 forward alone (padded batches of 512): "
+                  f"{n / theirs['forward_seconds']:.0f} sequences/s on {theirs['device_name']}", flush=True)
+    print(f"(threads={args.threads}, device {args.device}, torch {theirs['torch']}, model {MODEL_DIR})")
 
 
 if __name__ == "__main__":

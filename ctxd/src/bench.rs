@@ -75,8 +75,11 @@ pub async fn run(
     );
 
     // Embedding: a warm-up batch, then the sample.
-    let sample: Vec<(String, u32)> =
-        chunks.iter().take(embed_chunks).map(|(p, c)| (embedding_text(p, c), c.token_count)).collect();
+    let sample: Vec<(String, u32)> = chunks
+        .iter()
+        .take(embed_chunks)
+        .map(|(p, c)| (embedding_text(p, c, service.model_id()).0, c.token_count))
+        .collect();
     if !sample.is_empty() {
         service.embed(sample.iter().take(8).map(|s| s.0.clone()).collect()).await?;
         let tokens: u64 = sample.iter().map(|s| s.1 as u64).sum();

@@ -409,6 +409,42 @@ fn write_corpus(root: &Path, files: usize) {
     }
 }
 
+/// Every stored vector of the index at `db`, by chunk id.
+fn vectors_by_chunk(db: &Path) -> std::collections::HashMap<String, Vec<f32>> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let index = ctxd_index::Index::open(&db.to_string_lossy()).await.unwrap();
+        let ids: Vec<String> = index.chunk_ids().await.unwrap().into_iter().collect();
+        index.vectors_of_chunks(&ids).await.unwrap()
+    })
+}
+
+/// Both indexes hold the same chunks, with vectors at cosine ≥ 0.9999 chunk by chunk.
+fn assert_same_vectors(
+    a: &std::collections::HashMap<String, Vec<f32>>,
+    b: &std::collections::HashMap<String, Vec<f32>>,
+    what: &str,
+) {
+    assert!(!a.is_empty(), "{what}: no vectors");
+    let mut ids_a: Vec<&String> = a.keys().collect();
+    let mut ids_b: Vec<&String> = b.keys().collect();
+    ids_a.sort();
+    ids_b.sort();
+    assert_eq!(ids_a, ids_b, "{what}: other chunks");
+    let mut worst = (f32::INFINITY, "");
+    for (id, va) in a {
+        let vb = &b[id];
+        let dot: f32 = va.iter().zip(vb).map(|(x, y)| x * y).sum();
+        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let cos = dot / (norm(va) * norm(vb)).max(1e-12);
+        if cos < worst.0 {
+            worst = (cos, id);
+        }
+    }
+    eprintln!("{what}: {} chunks, lowest cosine {:.6} ({})", a.len(), worst.0, worst.1);
+    assert!(worst.0 >= 0.9999, "{what}: chunk {} differs, cosine {}", worst.1, worst.0);
+}
+
 fn fingerprint(db: &Path) -> Vec<(String, String, String)> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
@@ -621,7 +657,12 @@ fn unchanged_chunks_are_never_embedded_twice() {
     let computed = first["chunks_embedded"].as_u64().unwrap();
     assert!(computed >= 20, "{first}");
     assert_eq!(first["chunks_reused"], 0, "{first}");
-    // A rename, a copy and a one-function edit: only the edited chunk is new content.
+    // Every file of the corpus has the same shape, so the same number of chunks.
+    assert_eq!(computed % 20, 0, "{first}");
+    let per_file = computed / 20;
+    // A rename, a copy and a one-function edit. The path is part of the embedded text, so the
+    // moved and the copied file are embedded again (a vector of the old path's text would not
+    // be the vector of the new one); of the edited file only the edited chunk is.
     std::fs::rename(root.join("pkg3/m3.py"), root.join("pkg3/moved_m3.py")).unwrap();
     std::fs::copy(root.join("pkg4/m4.py"), root.join("pkg4/copy_of_m4.py")).unwrap();
     let edited = std::fs::read_to_string(root.join("pkg5/m5.py")).unwrap();
@@ -629,8 +670,12 @@ fn unchanged_chunks_are_never_embedded_twice() {
     let second = index_json(&root, &db);
     assert_eq!(second["files_indexed"], 3, "{second}");
     assert_eq!(second["files_removed"], 1, "{second}");
-    assert_eq!(second["chunks_embedded"], 1, "only the edited chunk: {second}");
-    assert!(second["chunks_reused"].as_u64().unwrap() >= 3, "{second}");
+    assert_eq!(second["chunks_embedded"], 2 * per_file + 1, "moved + copied file, one edited chunk: {second}");
+    assert_eq!(second["chunks_reused"], per_file - 1, "the edited file's other chunks: {second}");
+    // Incremental equals fresh: every chunk holds the vector a fresh index of the tree holds.
+    let fresh = tmp.path().join("fresh");
+    index_json(&root, &fresh);
+    assert_same_vectors(&vectors_by_chunk(&db), &vectors_by_chunk(&fresh), "incremental vs fresh index");
     // The moved file is found at its new path, by meaning (its reused vectors are in place).
     let out = run_ok(
         ctxd().args(["search", "sort every invoice in items by factor", "--mode", "vector", "--json", "--db"]).arg(&db),
@@ -1454,6 +1499,60 @@ fn reembed_with_a_second_model_is_resumable_and_a_serving_daemon_follows_the_swi
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `ctxd index --model B` and `ctxd index` then `ctxd reembed --model B` hold the same vectors:
+/// a re-embedding job embeds the text the indexer embeds.
+#[test]
+fn reembed_holds_the_vectors_a_fresh_index_of_the_new_model_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("repo");
+    copy_dir(&repo_root().join("examples/demo"), &root);
+    write_corpus(&root.join("corpus"), 12);
+    let fresh = tmp.path().join("fresh");
+    run_ok(ctxd().arg("index").arg(&root).arg("--db").arg(&fresh).args(["--model", SECOND_MODEL]));
+    let moved = tmp.path().join("moved");
+    index_json(&root, &moved);
+    let report = reembed_json(&moved, SECOND_MODEL);
+    assert_eq!(report["switched"], true, "{report}");
+    assert_same_vectors(
+        &vectors_by_chunk(&fresh),
+        &vectors_by_chunk(&moved),
+        "fresh index of B vs index re-embedded to B",
+    );
+}
+
+/// An index written by an older ctxd (no `embed_key` column; vectors cached by content alone)
+/// is re-embedded once when a writer opens it, says so, and then equals a fresh index.
+#[test]
+fn an_index_of_an_older_ctxd_is_reembedded_once_on_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("repo");
+    copy_dir(&repo_root().join("examples/demo"), &root);
+    let db = tmp.path().join("db");
+    index_json(&root, &db);
+    // What an older ctxd left: the same table without the key column.
+    let script = "import lance, sys\nds = lance.dataset(sys.argv[1])\nds.drop_columns(['embed_key'])\n\
+                  assert 'embed_key' not in lance.dataset(sys.argv[1]).schema.names";
+    let out = python().arg("-c").arg(script).arg(db.join("chunks.lance")).output().unwrap();
+    assert!(out.status.success(), "pylance: {}", String::from_utf8_lossy(&out.stderr));
+    // Readers still search it.
+    let v: Value = serde_json::from_str(&run_ok(
+        ctxd().args(["search", "check whether a password matches the stored hash", "--json", "--db"]).arg(&db),
+    ))
+    .unwrap();
+    assert_eq!(v["results"][0]["path"], "src/auth.rs", "{v}");
+    // A writer migrates it, with a log line saying so.
+    let out = ctxd().arg("index").arg(&root).arg("--db").arg(&db).arg("--json").output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("written by an older ctxd") && log.contains("index migrated"), "{log}");
+    let fresh = tmp.path().join("fresh");
+    index_json(&root, &fresh);
+    assert_same_vectors(&vectors_by_chunk(&fresh), &vectors_by_chunk(&db), "migrated vs fresh index");
+    // Once: the next writer finds a keyed table.
+    let out = ctxd().arg("index").arg(&root).arg("--db").arg(&db).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("written by an older ctxd"));
 }
 
 /// The package's directory: cargo's run-time `CARGO_MANIFEST_DIR` (right even when a cached test

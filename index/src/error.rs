@@ -21,6 +21,12 @@ pub enum IndexError {
     Dimension { expected: usize, got: usize },
     #[error("snapshot of {uri}: {message}")]
     Snapshot { uri: String, message: String },
+    #[error(
+        "table {table} of {uri} was written by an older ctxd: its vectors are keyed by content alone, so some may \
+         be of another text than their row's; it can be searched but not written — open it with `ctxd index` or \
+         `ctxd serve`, which re-embed it once into a keyed table"
+    )]
+    Unkeyed { uri: String, table: String },
     #[error("unexpected column '{column}' type in {uri}")]
     Column { uri: String, column: String },
 }

@@ -177,6 +177,7 @@ mod tests {
             end_line: 1,
             content: format!("file number {i} about topic{}", i % 5),
             content_hash: format!("h{i}"),
+            embed_key: format!("k{i}"),
             file_hash: format!("fh{i}"),
             token_count: 5,
             vector,

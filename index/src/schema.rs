@@ -10,6 +10,7 @@
 //! | start_line, end_line | uint32 | 1-based inclusive line range |
 //! | content | utf8 | the chunk's text (full-text indexed) |
 //! | content_hash | utf8 | blake3 of `content` |
+//! | embed_key | utf8 | the vector cache's key: blake3 of the model id and the exact text embedded (`ctxd_models::embed_key`) |
 //! | file_hash | utf8 | blake3 of the whole file's bytes (the incremental state) |
 //! | token_count | uint32 | tokens of `content` by the model's tokenizer |
 //! | vector | fixed_size_list<float32, dim> | unit-length embedding |
@@ -24,6 +25,11 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
+/// The column that keys vectors. Tables written before it existed lack it: their vectors were
+/// cached by content alone, so a writer re-embeds such a table once before using it
+/// ([`crate::Index::embed_keyed`]).
+pub const EMBED_KEY: &str = "embed_key";
+
 /// One chunk as stored in the index.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkRow {
@@ -36,6 +42,8 @@ pub struct ChunkRow {
     pub end_line: u32,
     pub content: String,
     pub content_hash: String,
+    /// Key of the vector: the model and the text it embedded (see the module docs).
+    pub embed_key: String,
     pub file_hash: String,
     pub token_count: u32,
     pub vector: Vec<f32>,
@@ -54,6 +62,7 @@ pub fn chunks_schema(dim: usize) -> SchemaRef {
         Field::new("end_line", DataType::UInt32, false),
         Field::new("content", DataType::Utf8, false),
         Field::new("content_hash", DataType::Utf8, false),
+        Field::new(EMBED_KEY, DataType::Utf8, false),
         Field::new("file_hash", DataType::Utf8, false),
         Field::new("token_count", DataType::UInt32, false),
         Field::new(
@@ -101,6 +110,7 @@ pub fn rows_to_batch(rows: &[ChunkRow], dim: usize) -> Result<RecordBatch, arrow
             u(|r| r.end_line),
             s(|r| &r.content),
             s(|r| &r.content_hash),
+            s(|r| &r.embed_key),
             s(|r| &r.file_hash),
             u(|r| r.token_count),
             Arc::new(vectors.finish()),

@@ -177,6 +177,7 @@ mod tests {
             end_line: 1,
             content: content.into(),
             content_hash: content.into(),
+            embed_key: format!("k-{content}"),
             file_hash: format!("f-{content}"),
             token_count: 2,
             vector: vec![1.0, 0.0, 0.0, 0.0],

@@ -16,7 +16,7 @@ use lancedb::table::{OptimizeAction, OptimizeOptions};
 use lancedb::{Connection, DistanceType, Table};
 
 use crate::metrics as m;
-use crate::schema::{chunks_schema, rows_to_batch, ChunkRow};
+use crate::schema::{chunks_schema, rows_to_batch, ChunkRow, EMBED_KEY};
 use crate::streams::{self, stream_batch, streams_schema, PARTIAL_PREFIX, STREAMS_TABLE};
 use crate::symbols::{batch_to_symbols, symbols_schema, symbols_to_batch, SymbolRow, SYMBOLS_TABLE};
 use crate::{IndexError, NO_MODEL};
@@ -102,6 +102,8 @@ pub struct Index {
     dim: usize,
     pub(crate) model_id: String,
     fts_ready: AtomicBool,
+    /// Whether the table has the `embed_key` column (tables of older ctxd versions do not).
+    keyed: bool,
 }
 
 const HIT_COLUMNS: [&str; 8] = ["chunk_id", "path", "language", "symbol", "kind", "start_line", "end_line", "content"];
@@ -268,6 +270,7 @@ impl Index {
         let indices =
             table.list_indices().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
         let fts_ready = indices.iter().any(|i| i.columns.iter().any(|c| c == "content"));
+        let keyed = schema.field_with_name(EMBED_KEY).is_ok();
         Ok(Self {
             uri: uri.to_string(),
             table_name: table_name.to_string(),
@@ -277,6 +280,7 @@ impl Index {
             dim,
             model_id: String::new(),
             fts_ready: AtomicBool::new(fts_ready),
+            keyed,
         })
     }
 
@@ -298,6 +302,15 @@ impl Index {
     /// The chunks table in use (`chunks`, or `chunks__<model>` after a re-embedding).
     pub fn table_name(&self) -> &str {
         &self.table_name
+    }
+
+    /// Whether the table keys its vectors by the embedded text (`embed_key`). A table written
+    /// by an older ctxd does not: its vectors were cached by content alone, so some may be of
+    /// another text than their row's (a moved file, a re-embedding of bare content). Such a
+    /// table can be read and searched, but not written: a writer re-embeds it once first
+    /// (`ctxd_pipeline::reembed::migrate`).
+    pub fn embed_keyed(&self) -> bool {
+        self.keyed
     }
 
     /// Every `chunk_id` in the table (at its version). One column is read.
@@ -420,6 +433,9 @@ impl Index {
         if batch.is_empty() {
             return Ok(CommitStats { version: self.version().await?, ..Default::default() });
         }
+        if !self.keyed {
+            return Err(IndexError::Unkeyed { uri: self.uri.clone(), table: self.table_name.clone() });
+        }
         let started = Instant::now();
         let mut touched: Vec<String> = batch.replace_paths.iter().chain(&batch.delete_paths).cloned().collect();
         touched.sort();
@@ -490,11 +506,12 @@ impl Index {
         self.ensure_hash_index().await
     }
 
-    /// B-tree indexes on `content_hash` (the embedding-cache lookups of
-    /// [`Index::vectors_for`]) and `path` (a file's chunks: symbol and path routes, completion,
-    /// replacements), so neither scans the table; kept current by the index folds.
+    /// B-tree indexes on `embed_key` (the embedding-cache lookups of [`Index::vectors_for`])
+    /// and `path` (a file's chunks: symbol and path routes, completion, replacements), so
+    /// neither scans the table; kept current by the index folds.
     pub async fn ensure_hash_index(&self) -> Result<(), IndexError> {
-        ensure_btree(&self.table, &["content_hash", "path"]).await.map_err(|e| self.lance(e))?;
+        let columns: &[&str] = if self.keyed { &[EMBED_KEY, "path"] } else { &["path"] };
+        ensure_btree(&self.table, columns).await.map_err(|e| self.lance(e))?;
         Ok(())
     }
     /// Completes a file committed in parts: deletes the rows of its previous version (any
@@ -809,11 +826,15 @@ impl Index {
         self.vectors_keyed_by("chunk_id", &format!("model != {}", sql_str(NO_MODEL)), ids).await
     }
 
-    /// Stored vectors of chunks with these content hashes, computed by this index's model,
-    /// wherever they are (another file, a moved or renamed file, an older version of the same
-    /// file): the embedding cache. `content_hash → vector`.
-    pub async fn vectors_for(&self, hashes: &[String]) -> Result<HashMap<String, Vec<f32>>, IndexError> {
-        self.vectors_keyed_by("content_hash", &format!("model = {}", sql_str(&self.model_id)), hashes).await
+    /// Stored vectors under these embedding keys (`ctxd_models::embed_key`: the model and the
+    /// exact text embedded), wherever they are (an older version of the same file, the same
+    /// file on another branch): the embedding cache. `embed_key → vector`; empty for a table
+    /// without keys.
+    pub async fn vectors_for(&self, keys: &[String]) -> Result<HashMap<String, Vec<f32>>, IndexError> {
+        if !self.keyed {
+            return Ok(HashMap::new());
+        }
+        self.vectors_keyed_by(EMBED_KEY, &format!("model = {}", sql_str(&self.model_id)), keys).await
     }
 
     /// `key → vector` of the rows matching `filter` whose string column `key` is one of `keys`
@@ -913,6 +934,7 @@ mod tests {
             start_line: n * 10 + 1,
             end_line: n * 10 + 5,
             content: content.into(),
+            embed_key: format!("k-{content_hash}"),
             content_hash,
             file_hash: format!("file-{path}-{content}"),
             token_count: 3,

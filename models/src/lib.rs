@@ -83,12 +83,25 @@ pub trait Embedder: Send + 'static {
 }
 
 /// The text the model sees for a chunk: a short header (path and symbol) and the content.
-/// Indexing embeds it; rescoring a stored chunk must see the same text.
+/// The one definition: the indexer, re-embedding jobs, rescoring and the vector cache's key
+/// ([`embed_key`]) all go through it, so a stored vector is always the model's vector of
+/// exactly this text.
 pub fn chunk_text(path: &str, symbol: Option<&str>, content: &str) -> String {
     match symbol {
         Some(sym) => format!("{path} {sym}\n{content}"),
         None => format!("{path}\n{content}"),
     }
+}
+
+/// The vector cache's key for `text` embedded by `model_id`: blake3 of both (hex). Equal keys
+/// mean equal vectors — the same chunk text under the same model, whichever file, branch or
+/// commit it came from; a moved file or another model gets another key.
+pub fn embed_key(model_id: &str, text: &str) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(model_id.as_bytes());
+    h.update(&[0]);
+    h.update(text.as_bytes());
+    h.finalize().to_hex().to_string()
 }
 
 /// The rows of `hidden` (`tokens × width`, one sequence) without the first and last token when
@@ -170,5 +183,15 @@ mod tests {
         assert!((max_sim(&query, &doc, 2) - 0.8).abs() < 1e-6);
         assert_eq!(max_sim(&[], &doc, 2), 0.0);
         assert_eq!(chunk_text("a.rs", Some("f"), "fn f() {}"), "a.rs f\nfn f() {}");
+    }
+
+    #[test]
+    fn embed_key_covers_the_model_and_the_whole_text() {
+        let text = chunk_text("a.rs", Some("f"), "fn f() {}");
+        assert_eq!(embed_key("m", &text), embed_key("m", &text));
+        assert_ne!(embed_key("m", &text), embed_key("other", &text));
+        assert_ne!(embed_key("m", &text), embed_key("m", &chunk_text("b.rs", Some("f"), "fn f() {}")));
+        // The separator keeps (model, text) pairs apart.
+        assert_ne!(embed_key("ab", "c"), embed_key("a", "bc"));
     }
 }

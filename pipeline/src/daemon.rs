@@ -155,7 +155,14 @@ impl Engine {
             None => tracing::info!(model = %model_id, "full-text only: tokenizer loaded, embedding model not loaded"),
         }
         let table = active.map_or_else(|| ctxd_index::CHUNKS_TABLE.to_string(), |a| a.table_name);
-        let index = Arc::new(Index::open_or_create_table(&db, &table, &model_id, dim).await?);
+        let mut index = Index::open_or_create_table(&db, &table, &model_id, dim).await?;
+        if !index.embed_keyed() {
+            // Written by an older ctxd: re-embedded once into a keyed table (logged), then used.
+            let model = crate::reembed::JobModel { id: model_id.clone(), dim, service: service.clone() };
+            crate::reembed::migrate(&db, model, &cfg.model.name).await?;
+            index = Index::open_or_create(&db, &model_id, dim).await?;
+        }
+        let index = Arc::new(index);
         // Publishes the row and version gauges before the first commit (the sink refreshes them after each one).
         index.stats().await?;
         index.layout().await?;

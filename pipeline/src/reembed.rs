@@ -26,6 +26,16 @@
 //!    changed between the last catch-up and the switch) and then swaps its searcher — queries
 //!    are answered by the old table and model until that moment, never by a half-filled table.
 //!
+//! Every row is embedded from [`ctxd_models::chunk_text`] (path, symbol and content: the text the
+//! indexer embeds) and stored with its [`ctxd_models::embed_key`], so an index moved to model B
+//! holds the vectors a fresh index built with B would hold.
+//!
+//! **Migration** ([`migrate`]): a table written by an older ctxd has no `embed_key` column and
+//! vectors cached by content alone (some may be of another text than their row's). A writer
+//! ([`crate::daemon::Engine::open`]) re-embeds such a table once with its own model, by the
+//! same job into a new keyed table and the same switch, with a log line saying so; queries keep
+//! using the old table until the switch, so old and new vectors are never mixed.
+//!
 //! While a pass reads, the source version it reads is tagged `ctxd-reembed-source` so that no cleanup
 //! removes it under a long job; the tag is dropped at the end. The source table is left as it is (the rollback: `ctxd reembed` back to the old model
 //! only catches up). Rows stored without a vector (`model = "none"`, full-text-only sources)
@@ -36,7 +46,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
-use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use ctxd_index::store::typed_col;
 use ctxd_index::{active, Index, IndexError, MaintenanceOptions, NO_MODEL};
 use ctxd_models::EmbedService;
@@ -122,6 +132,21 @@ fn job_error(db: &str, message: impl Into<String>) -> PipelineError {
     PipelineError::Reembed { db: db.to_string(), message: message.into() }
 }
 
+/// The model a job embeds with: its id and dimension, and the service (`None` for a
+/// full-text-only index, whose rows have no vectors to compute).
+#[derive(Clone)]
+pub struct JobModel {
+    pub id: String,
+    pub dim: usize,
+    pub service: Option<EmbedService>,
+}
+
+impl From<EmbedService> for JobModel {
+    fn from(service: EmbedService) -> Self {
+        Self { id: service.model_id().to_string(), dim: service.dim(), service: Some(service) }
+    }
+}
+
 /// Re-embeds the index at `db` with `service` (its model loaded from `model_spec`) into the
 /// model's own table and, with `opts.switch`, makes that table the active one.
 pub async fn reembed(
@@ -131,28 +156,82 @@ pub async fn reembed(
     opts: &ReembedOptions,
     progress: &dyn Progress,
 ) -> Result<ReembedReport, PipelineError> {
+    run(db, service.into(), model_spec, opts, progress).await
+}
+
+/// Re-embeds the active table at `db` once with `model` when it was written by an older ctxd
+/// (no `embed_key` column, see the module docs) and switches to the result; `None` when the
+/// table is keyed already. Logs what it does.
+pub async fn migrate(db: &str, model: JobModel, model_spec: &str) -> Result<Option<ReembedReport>, PipelineError> {
+    let source = Index::open(db).await?;
+    if source.embed_keyed() {
+        return Ok(None);
+    }
+    let rows = source.stats().await?.rows;
+    tracing::warn!(
+        db, table = %source.table_name(), rows, model = %model.id,
+        "the index was written by an older ctxd: its vectors are keyed by content alone, so a moved file or an \
+         earlier re-embedding may hold vectors of another text; re-embedding all {rows} chunks once into a keyed \
+         table (queries keep using the old table until the switch)"
+    );
+    let report = run(db, model, model_spec, &ReembedOptions::default(), &Quiet).await?;
+    tracing::info!(
+        db, from = %report.from_table, to = %report.to_table, rows = report.rows, seconds = report.seconds,
+        "index migrated: every vector is now the model's vector of its row's text"
+    );
+    Ok(Some(report))
+}
+
+/// The table a job for `model` (dimension `dim`) writes: the one an earlier switch used for
+/// it, else `chunks__<model-slug>` (`-2`, `-3`, … when that name is taken by the source or by a
+/// table of an older ctxd). Never the source, never a table without `embed_key`.
+async fn target_table(
+    db: &str,
+    history: &[active::ActiveTable],
+    source: &str,
+    model: &str,
+    dim: usize,
+) -> Result<String, PipelineError> {
+    let base = active::table_for_model(model);
+    let earlier = history.iter().rev().filter(|r| r.model_id == model && r.dim == dim).map(|r| r.table_name.clone());
+    let fresh = std::iter::once(base.clone()).chain((2..10).map(|n| format!("{base}-{n}")));
+    for name in earlier.chain(fresh) {
+        if name == source {
+            continue;
+        }
+        match Index::open_table(db, &name).await {
+            Err(IndexError::Missing { .. }) => return Ok(name),
+            Ok(table) if table.embed_keyed() => return Ok(name),
+            Ok(_) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(job_error(db, format!("no free table name for model '{model}' ({base}, {base}-2 … {base}-9 are taken)")))
+}
+
+async fn run(
+    db: &str,
+    model: JobModel,
+    model_spec: &str,
+    opts: &ReembedOptions,
+    progress: &dyn Progress,
+) -> Result<ReembedReport, PipelineError> {
     let started = Instant::now();
     let source = Index::open(db).await?;
-    let to_model = service.model_id().to_string();
-    let dim = service.dim();
+    let (to_model, dim) = (model.id.clone(), model.dim);
+    if source.model_id() == to_model && source.embed_keyed() {
+        return Err(job_error(
+            db,
+            format!("the index already uses model '{to_model}' (table {}); nothing to re-embed", source.table_name()),
+        ));
+    }
     let mut history = active::history(db).await?;
     if history.is_empty() {
         // Record what is in force now, so switching back finds this table again (with no spec:
         // whatever built the index is configured already).
         history.push(active::switch(db, source.table_name(), source.model_id(), "", source.dim()).await?);
     }
-    let to_table = history
-        .iter()
-        .rev()
-        .find(|r| r.model_id == to_model && r.dim == dim)
-        .map(|r| r.table_name.clone())
-        .unwrap_or_else(|| active::table_for_model(&to_model));
-    if to_table == source.table_name() {
-        return Err(job_error(
-            db,
-            format!("the index already uses model '{to_model}' (table {to_table}); nothing to re-embed"),
-        ));
-    }
+    let to_table = target_table(db, &history, source.table_name(), &to_model, dim).await?;
     let target = Index::open_or_create_table(db, &to_table, &to_model, dim).await.map_err(|e| match e {
         IndexError::ModelMismatch { indexed, indexed_dim, .. } => job_error(
             db,
@@ -215,7 +294,7 @@ pub async fn reembed(
             ids.sort_unstable();
             Rows::ById(ids)
         };
-        report.embedded += pass(&source, &target, &service, rows, opts.rows_per_block, progress).await?;
+        report.embedded += pass(&source, &target, &model, rows, opts.rows_per_block, progress).await?;
         if round > 0 {
             report.catch_up_rounds = round;
         }
@@ -247,7 +326,7 @@ enum Rows {
 async fn pass(
     source: &Index,
     target: &Index,
-    service: &EmbedService,
+    model: &JobModel,
     rows: Rows,
     rows_per_block: usize,
     progress: &dyn Progress,
@@ -256,7 +335,7 @@ async fn pass(
     let (to_write, write_in) = edge::<RecordBatch>("reembed_embed", "reembed_write", 2);
     let rows_per_block = rows_per_block.max(1);
     let read = read(source, rows, rows_per_block, to_embed);
-    let embed = embed(service, source.uri(), target.dim(), embed_in, to_write);
+    let embed = embed(model, source.uri(), embed_in, to_write);
     let write = write(target, write_in, progress);
     let (r, e, w) = tokio::join!(read, embed, write);
     r?;
@@ -298,33 +377,52 @@ async fn read(
 }
 
 async fn embed(
-    service: &EmbedService,
+    model: &JobModel,
     uri: &str,
-    dim: usize,
     input: Input<RecordBatch>,
     out: Output<RecordBatch>,
 ) -> Result<(), PipelineError> {
+    let dim = model.dim;
     while let Some(block) = input.recv().await {
         let started = Instant::now();
-        let contents = typed_col::<StringArray>(&block, "content", uri)?;
-        let models = typed_col::<StringArray>(&block, "model", uri).ok();
+        let col = |name| typed_col::<StringArray>(&block, name, uri);
+        let (paths, symbols, contents) = (col("path")?, col("symbol")?, col("content")?);
+        let models = col("model").ok();
         // Identical texts are embedded once; rows without a vector are not embedded.
-        let mut slot_of: HashMap<&str, usize> = HashMap::new();
+        let mut slot_of: HashMap<String, usize> = HashMap::new();
         let mut texts = Vec::new();
         let mut slots = Vec::with_capacity(block.num_rows());
+        let mut keys = Vec::with_capacity(block.num_rows());
         for i in 0..block.num_rows() {
+            let symbol = (!symbols.is_null(i)).then(|| symbols.value(i));
+            let text = ctxd_models::chunk_text(paths.value(i), symbol, contents.value(i));
             if models.is_some_and(|m| m.value(i) == NO_MODEL) {
+                keys.push(ctxd_models::embed_key(NO_MODEL, &text));
                 slots.push(None);
                 continue;
             }
-            let text = contents.value(i);
-            let slot = *slot_of.entry(text).or_insert_with(|| {
-                texts.push(text.to_string());
-                texts.len() - 1
+            keys.push(ctxd_models::embed_key(&model.id, &text));
+            let next = texts.len();
+            let slot = *slot_of.entry(text).or_insert_with_key(|text| {
+                texts.push(text.clone());
+                next
             });
             slots.push(Some(slot));
         }
-        let vectors = service.embed(texts).await?;
+        let vectors = match (&model.service, texts.is_empty()) {
+            (_, true) => Vec::new(),
+            (Some(service), false) => service.embed(texts).await?,
+            (None, false) => {
+                return Err(job_error(
+                    uri,
+                    format!(
+                        "{} rows hold vectors but no embedding model is loaded (a full-text-only source); \
+                         run once with embedding on ([source] embed = true) to re-embed them",
+                        texts.len()
+                    ),
+                ))
+            }
+        };
         let mut list = FixedSizeListBuilder::with_capacity(
             Float32Builder::with_capacity(block.num_rows() * dim),
             dim as i32,
@@ -339,9 +437,10 @@ async fn embed(
             list.values().append_slice(v);
             list.append(true);
         }
-        let model_id = service.model_id();
-        let model: StringArray = slots.iter().map(|s| Some(if s.is_some() { model_id } else { NO_MODEL })).collect();
-        let batch = with_vectors(&block, Arc::new(list.finish()), Arc::new(model), dim, uri)?;
+        let model_col: StringArray =
+            slots.iter().map(|s| Some(if s.is_some() { model.id.as_str() } else { NO_MODEL })).collect();
+        let keys = StringArray::from(keys);
+        let batch = with_vectors(&block, Arc::new(list.finish()), Arc::new(model_col), Arc::new(keys), dim, uri)?;
         metrics::histogram!(m::STAGE_PROCESSING_SECONDS, "stage" => "reembed_embed")
             .record(started.elapsed().as_secs_f64());
         if out.send(batch).await.is_err() {
@@ -363,11 +462,13 @@ async fn write(target: &Index, input: Input<RecordBatch>, progress: &dyn Progres
     Ok(written)
 }
 
-/// The source block in the target's schema: every column as it was, `vector` and `model` new.
+/// The source block in the target's schema: every column as it was, `vector`, `model` and
+/// `embed_key` new.
 fn with_vectors(
     block: &RecordBatch,
     vector: ArrayRef,
     model: ArrayRef,
+    key: ArrayRef,
     dim: usize,
     uri: &str,
 ) -> Result<RecordBatch, IndexError> {
@@ -377,6 +478,7 @@ fn with_vectors(
         columns.push(match field.name().as_str() {
             "vector" => vector.clone(),
             "model" => model.clone(),
+            ctxd_index::schema::EMBED_KEY => key.clone(),
             name => block
                 .column_by_name(name)
                 .cloned()
@@ -431,11 +533,18 @@ mod tests {
             end_line: 1,
             content,
             content_hash: format!("h{i}"),
+            embed_key: format!("k{i}-{model}"),
             file_hash: format!("fh{}", i / 4),
             token_count: 4,
             vector: vec![0.5; 4],
             model: model.into(),
         }
+    }
+
+    /// Length of the text the job embeds for `row(i, _)`.
+    fn text_len(i: usize) -> usize {
+        let r = row(i, "");
+        ctxd_models::chunk_text(&r.path, r.symbol.as_deref(), &r.content).len()
     }
 
     struct Count(std::sync::atomic::AtomicU64);
@@ -497,9 +606,9 @@ mod tests {
         assert_eq!(now.chunk_ids().await.unwrap(), old.chunk_ids().await.unwrap());
         let ids: Vec<String> = vec!["c007".into(), "c005".into()];
         let vectors = now.vectors_of_chunks(&ids).await.unwrap();
-        assert_eq!(vectors["c007"], letters(row(7, "").content.len()));
+        assert_eq!(vectors["c007"], letters(text_len(7)), "embedded from chunk_text, not the bare content");
         assert!(!vectors.contains_key("c005"), "the text-only row stays without a vector (model none)");
-        let hits = now.vector_search(&letters(row(9, "").content.len()), 3).await.unwrap();
+        let hits = now.vector_search(&letters(text_len(9)), 3).await.unwrap();
         assert!(hits.iter().all(|h| h.chunk_id != "c005"));
         assert!(hits[0].score > 0.99, "{hits:?}");
         // Full-text search works on the new table.
@@ -512,5 +621,52 @@ mod tests {
 
         let err = reembed(&db, service(), "test/letters", &opts, &Quiet).await.unwrap_err().to_string();
         assert!(err.contains("already uses model 'test/letters'"), "{err}");
+    }
+
+    /// A table as an older ctxd wrote it: the chunks schema without `embed_key`.
+    async fn legacy_table(db: &str, rows: &[ChunkRow], dim: usize) {
+        let batch = ctxd_index::schema::rows_to_batch(rows, dim).unwrap();
+        let keep: Vec<usize> = (0..batch.num_columns())
+            .filter(|&i| batch.schema().field(i).name() != ctxd_index::schema::EMBED_KEY)
+            .collect();
+        let batch = batch.project(&keep).unwrap();
+        let conn = lancedb::connect(db).execute().await.unwrap();
+        conn.create_table(ctxd_index::CHUNKS_TABLE, batch).execute().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_unkeyed_table_is_migrated_once_and_refuses_writes_before() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("db").to_string_lossy().into_owned();
+        // Vectors as an older ctxd left them: the content's, whatever the path.
+        let rows: Vec<ChunkRow> =
+            (0..12).map(|i| ChunkRow { vector: letters(row(i, "").content.len()), ..row(i, "test/letters") }).collect();
+        legacy_table(&db, &rows, 6).await;
+        let old = Index::open(&db).await.unwrap();
+        assert!(!old.embed_keyed());
+        assert_eq!(old.fts_search("item_3", 2).await.unwrap().len(), 0, "searchable, no full-text index yet");
+        assert!(old.vector_search(&letters(3), 2).await.is_ok(), "an old table still answers queries");
+        let err = old.commit(CommitBatch { rows: vec![row(50, "test/letters")], ..Default::default() }).await;
+        assert!(err.unwrap_err().to_string().contains("re-embed it once"), "writes are refused before migrating");
+
+        let model = JobModel::from(EmbedService::spawn(Letters, EmbedServiceConfig::default()));
+        let report = migrate(&db, model.clone(), "test/letters").await.unwrap().expect("migrated");
+        assert_eq!((report.from_table.as_str(), report.to_table.as_str()), ("chunks", "chunks__test-letters"));
+        assert_eq!((report.rows, report.embedded), (12, 12));
+        let now = Index::open(&db).await.unwrap();
+        assert!(now.embed_keyed());
+        assert_eq!(now.table_name(), "chunks__test-letters");
+        let ids: Vec<String> = (0..12).map(|i| format!("c{i:03}")).collect();
+        let vectors = now.vectors_of_chunks(&ids).await.unwrap();
+        for i in 0..12 {
+            assert_eq!(vectors[&ids[i]], letters(text_len(i)), "row {i} holds the vector of its own text");
+        }
+        // The key is the model and the text: the indexer's cache finds these rows.
+        let r = row(4, "");
+        let key =
+            ctxd_models::embed_key("test/letters", &ctxd_models::chunk_text(&r.path, r.symbol.as_deref(), &r.content));
+        assert_eq!(now.vectors_for(&[key.clone()]).await.unwrap()[&key], letters(text_len(4)));
+        // Once is enough.
+        assert!(migrate(&db, model, "test/letters").await.unwrap().is_none());
     }
 }

@@ -1,12 +1,15 @@
 //! The embed stage: chunks → vectors, through the model thread of [`EmbedService`].
 //!
 //! Many files are embedded in one request (the runtime hands this stage a batch capped by
-//! chunk tokens), so short files share forward passes. The index is the embedding cache: before
-//! embedding, the stored vectors of every chunk in the batch whose content hash is already in
-//! the index (under the same model, in any file) are read back and reused, so editing one
-//! function re-embeds that function, a moved or renamed file re-embeds nothing, and switching
-//! the source to another git commit re-embeds only the chunks that differ. Reused and computed
-//! chunks are counted (`ctxd_embed_cache_hits_total` / `_misses_total`).
+//! chunk tokens), so short files share forward passes. The index is the embedding cache: every
+//! chunk's vector is stored under its **embedding key**, the hash of the model id and the exact
+//! text embedded ([`ctxd_models::chunk_text`]: path, symbol and content; [`ctxd_models::embed_key`]).
+//! Before embedding, the stored vectors of every chunk in the batch whose key is already in the
+//! index are read back and reused, so editing one function re-embeds that function, switching
+//! the source to another git commit or branch re-embeds only the chunks that differ, and a
+//! moved or renamed file is embedded again (its path is part of the text, so the old vector is
+//! not the vector of the new text). Reused and computed chunks are counted
+//! (`ctxd_embed_cache_hits_total` / `_misses_total`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,9 +33,12 @@ pub struct EmbeddedFile {
     pub part: Option<crate::chunk::Part>,
 }
 
-/// The text the model sees for a chunk: a short header (path and symbol) and the content.
-pub fn embedding_text(path: &str, chunk: &Chunk) -> String {
-    ctxd_models::chunk_text(path, chunk.symbol.as_deref(), &chunk.content)
+/// The text the model sees for a chunk ([`ctxd_models::chunk_text`]) and its key under
+/// `model` ([`ctxd_models::embed_key`]).
+pub fn embedding_text(path: &str, chunk: &Chunk, model: &str) -> (String, String) {
+    let text = ctxd_models::chunk_text(path, chunk.symbol.as_deref(), &chunk.content);
+    let key = ctxd_models::embed_key(model, &text);
+    (text, key)
 }
 
 /// Embeds chunked files.
@@ -81,7 +87,11 @@ impl Embed {
         files
             .into_iter()
             .map(|mut file| {
-                let rows = file.chunks.iter().map(|c| row(&file, c, vec![0.0; dim], NO_MODEL)).collect();
+                let rows = file
+                    .chunks
+                    .iter()
+                    .map(|c| row(&file, c, embedding_text(&file.rel, c, NO_MODEL).1, vec![0.0; dim], NO_MODEL))
+                    .collect();
                 Ok(EmbeddedFile {
                     rel: file.rel,
                     file_hash: file.file_hash,
@@ -98,14 +108,20 @@ impl Embed {
         file.chunks.iter().map(|c| c.token_count as usize).sum::<usize>().max(1)
     }
 
-    /// Stored vectors for the chunks of `files`, by content hash, wherever in the index they
-    /// are (so moved, renamed and reverted files re-use them). Parts of streamed files are not
-    /// looked up: logs and dumps are rarely re-embedded, and the lookups would dominate.
-    async fn cached_vectors(&self, files: &[ChunkedFile]) -> HashMap<String, Vec<f32>> {
+    /// Stored vectors for the embedding keys of `keyed` (one list per file), wherever in the
+    /// index they are (so reverted files and other branches re-use them). Parts of streamed
+    /// files are not looked up: logs and dumps are rarely re-embedded, and the lookups would
+    /// dominate.
+    async fn cached_vectors(
+        &self,
+        files: &[ChunkedFile],
+        keyed: &[Vec<(String, String)>],
+    ) -> HashMap<String, Vec<f32>> {
         let mut hashes: Vec<String> = files
             .iter()
-            .filter(|f| f.part.is_none())
-            .flat_map(|f| f.chunks.iter().map(|c| c.content_hash.clone()))
+            .zip(keyed)
+            .filter(|(f, _)| f.part.is_none())
+            .flat_map(|(_, keys)| keys.iter().map(|(_, key)| key.clone()))
             .collect();
         hashes.sort_unstable();
         hashes.dedup();
@@ -123,23 +139,25 @@ impl Embed {
     }
 
     /// Embeds a batch of files in one model request; returns one result per file, in order.
-    /// Chunks whose content is already embedded (anywhere in the index, or twice in this
-    /// batch) are not embedded again.
+    /// Chunks whose text is already embedded by this model (anywhere in the index, or twice in
+    /// this batch) are not embedded again.
     pub async fn embed_files(&self, files: Vec<ChunkedFile>) -> Vec<Result<EmbeddedFile, StageError>> {
         let Some(service) = self.service.as_ref().filter(|_| self.vectors) else {
             return self.without_vectors(files);
         };
-        let mut cache = self.cached_vectors(&files).await;
-        // Each missing content hash is embedded once.
+        let model = service.model_id().to_string();
+        // (text, key) of every chunk, per file.
+        let keyed: Vec<Vec<(String, String)>> =
+            files.iter().map(|f| f.chunks.iter().map(|c| embedding_text(&f.rel, c, &model)).collect()).collect();
+        let mut cache = self.cached_vectors(&files, &keyed).await;
+        // Each missing key is embedded once.
         let mut texts = Vec::new();
         let mut missing: Vec<String> = Vec::new();
         let mut queued: std::collections::HashSet<&str> = std::collections::HashSet::new();
-        for file in &files {
-            for chunk in &file.chunks {
-                if !cache.contains_key(&chunk.content_hash) && queued.insert(&chunk.content_hash) {
-                    missing.push(chunk.content_hash.clone());
-                    texts.push(embedding_text(&file.rel, chunk));
-                }
+        for (text, key) in keyed.iter().flatten() {
+            if !cache.contains_key(key) && queued.insert(key) {
+                missing.push(key.clone());
+                texts.push(text.clone());
             }
         }
         let total: usize = files.iter().map(|f| f.chunks.len()).sum();
@@ -162,14 +180,18 @@ impl Embed {
         };
         metrics::counter!(m::EMBED_CHUNKS_TOTAL).increment(count as u64);
         cache.extend(missing.into_iter().zip(vectors));
-        let model = service.model_id().to_string();
         files
             .into_iter()
-            .map(|file| {
+            .zip(keyed)
+            .map(|(file, keys)| {
                 let rows = file
                     .chunks
                     .iter()
-                    .map(|c| row(&file, c, cache.get(&c.content_hash).cloned().unwrap_or_default(), &model))
+                    .zip(keys)
+                    .map(|(c, (_, key))| {
+                        let vector = cache.get(&key).cloned().unwrap_or_default();
+                        row(&file, c, key, vector, &model)
+                    })
                     .collect();
                 Ok(EmbeddedFile {
                     rel: file.rel,
@@ -183,7 +205,7 @@ impl Embed {
     }
 }
 
-fn row(file: &ChunkedFile, c: &Chunk, vector: Vec<f32>, model: &str) -> ChunkRow {
+fn row(file: &ChunkedFile, c: &Chunk, embed_key: String, vector: Vec<f32>, model: &str) -> ChunkRow {
     ChunkRow {
         chunk_id: chunk_id(&file.rel, c),
         path: file.rel.clone(),
@@ -194,6 +216,7 @@ fn row(file: &ChunkedFile, c: &Chunk, vector: Vec<f32>, model: &str) -> ChunkRow
         end_line: c.end_line,
         content: c.content.clone(),
         content_hash: c.content_hash.clone(),
+        embed_key,
         file_hash: file.file_hash.clone(),
         token_count: c.token_count,
         vector,
