@@ -26,7 +26,7 @@ pub struct ModelArgs {
     /// cpu; the default), cpu or cuda:N (cuda needs a scripts/build-cuda.sh build).
     #[arg(long, env = "CTXD_DEVICE")]
     pub device: Option<String>,
-    /// Matmul precision: auto (bf16 where the CPU has it natively, else f32; f16 on a GPU), f32,
+    /// Matmul precision: auto (bf16 where native and faster, else f32; f16 on a GPU), f32,
     /// bf16 (refused on a CPU without native bf16), f16 (cuda only).
     #[arg(long, env = "CTXD_PRECISION")]
     pub precision: Option<String>,

@@ -541,14 +541,15 @@ pub struct FastBert {
 
 /// The precision to run with and why: `requested` when given (bf16 only where the CPU runs
 /// it natively: oneDNN has no bf16 matmul for plain AVX2, and emulated bf16 would be slower
-/// than f32), else bf16 where native and f32 elsewhere.
+/// than f32), else bf16 where it is native and faster than f32 ([`Dnnl::auto_bf16`]).
 fn choose_precision(dnnl: &Dnnl, requested: Option<Precision>) -> Result<(Precision, String), ModelError> {
-    let why = dnnl.bf16_reason();
     match requested {
-        Some(Precision::Bf16) if !dnnl.native_bf16() => Err(ModelError::Bf16Unsupported { reason: why }),
-        Some(p) => Ok((p, format!("{} as configured ({why})", p.name()))),
-        None if dnnl.native_bf16() => Ok((Precision::Bf16, format!("auto picked bf16: {why}"))),
-        None => Ok((Precision::F32, format!("auto picked f32: {why}"))),
+        Some(Precision::Bf16) if !dnnl.native_bf16() => Err(ModelError::Bf16Unsupported { reason: dnnl.bf16_reason() }),
+        Some(p) => Ok((p, format!("{} as configured ({})", p.name(), dnnl.bf16_reason()))),
+        None => match dnnl.auto_bf16() {
+            (true, why) => Ok((Precision::Bf16, format!("auto picked bf16: {why}"))),
+            (false, why) => Ok((Precision::F32, format!("auto picked f32: {why}"))),
+        },
     }
 }
 

@@ -3,7 +3,7 @@
 //! | `device`  | `backend` | `precision` | what runs                                              |
 //! |-----------|-----------|-------------|--------------------------------------------------------|
 //! | `auto` (default) | any | any | `cuda:0` below when the binary has the `cuda` feature and a GPU answers, else `cpu` |
-//! | `cpu`     | `auto`    | `auto`      | [`FastBert`] in bf16 if the CPU has native bf16, else f32; candle f32 if oneDNN is missing |
+//! | `cpu`     | `auto`    | `auto`      | [`FastBert`] in bf16 where native bf16 pays (AMX, or AMD's AVX512-BF16: [`crate::dnnl::Dnnl::auto_bf16`]), else f32; candle f32 if oneDNN is missing |
 //! | `cpu`     | `onednn`  | `bf16`/`f32`| [`FastBert`]; an error if oneDNN cannot be loaded, or bf16 is asked for on a CPU without native bf16 |
 //! | `cpu`     | `candle`  | `f32`       | candle's `BertModel` (padded batches)                   |
 //! | `cuda:N`  | `auto`/`candle` | `auto` (= f16)/`f32`/`f16`/`bf16` | candle's `BertModel` on GPU N (needs `--features cuda`) |

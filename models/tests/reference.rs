@@ -107,8 +107,9 @@ fn assert_clear_bf16_refusal(err: &str) {
     assert!(!err.contains("status"), "a library status code reached the user: {err}");
 }
 
-/// `precision = "auto"` picks bf16 exactly where it is native and says why; a forced bf16 on a
-/// CPU without it fails at start-up with the one clear sentence.
+/// `precision = "auto"` picks bf16 only where it is native and pays (AMX, or AMD's AVX512-BF16)
+/// and says why; a forced bf16 on a CPU without native bf16 fails at start-up with the one
+/// clear sentence.
 #[test]
 fn runtime_picks_precision_by_the_cpu_and_refuses_forced_bf16_without_it() {
     let dnnl = ctxd_models::dnnl::Dnnl::load().expect("onednn installed (scripts/fetch-onednn.sh)");
@@ -120,9 +121,22 @@ fn runtime_picks_precision_by_the_cpu_and_refuses_forced_bf16_without_it() {
     };
     let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
     let auto = FastBert::load(&files, None, 1).unwrap();
-    let want = if dnnl.native_bf16() { Precision::Bf16 } else { Precision::F32 };
+    let (bf16, why) = dnnl.auto_bf16();
+    let want = if bf16 { Precision::Bf16 } else { Precision::F32 };
     assert_eq!(auto.precision(), want, "{}", auto.precision_reason());
-    assert!(auto.precision_reason().contains(dnnl.isa_name()), "{}", auto.precision_reason());
+    let reason = auto.precision_reason();
+    assert!(reason.contains(dnnl.isa_name()) && reason.contains(&why), "{reason}");
+    eprintln!("auto on this CPU: {reason}");
+    if bf16 {
+        assert!(dnnl.native_bf16(), "bf16 only where native");
+    }
+    if dnnl.native_bf16() {
+        // Native bf16: the choice rests on the implementation oneDNN picks, which is named.
+        let imp = dnnl.bf16_matmul_impl().unwrap();
+        assert!(reason.contains(&imp), "{reason} does not name {imp}");
+    } else {
+        assert!(reason.contains("lacks native bf16"), "{reason}");
+    }
     let forced = ctxd_models::start(DEFAULT_MODEL, EmbedServiceConfig::default(), &runtime("bf16"));
     if dnnl.native_bf16() {
         assert!(forced.is_ok(), "bf16 is native here ({})", dnnl.bf16_reason());

@@ -262,7 +262,8 @@ pub struct ModelConfig {
     /// `auto` (the GPU when the binary has CUDA and one answers, else the CPU), `cpu` or
     /// `cuda:N` (CUDA needs a `--features cuda` build: scripts/build-cuda.sh).
     pub device: String,
-    /// `auto` (bf16 where the CPU runs it natively, else f32), `f32`, `bf16`; `f16` on CUDA.
+    /// `auto` (bf16 where native and faster than f32, else f32; f16 on a GPU), `f32`, `bf16`;
+    /// `f16` on CUDA.
     pub precision: String,
     /// `auto` (the fast oneDNN CPU path when installed, else candle), `onednn` or `candle`.
     pub backend: String,
