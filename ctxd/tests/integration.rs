@@ -526,6 +526,14 @@ fn bad_arguments_fail_clearly_without_side_effects() {
     let out = ctxd().args(["config", "validate"]).arg(&bad).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
+    // A GPU asked for by a binary built without CUDA: one sentence saying how to build one.
+    if !cfg!(feature = "cuda") {
+        let root = repo_root().join("examples/demo");
+        let out = ctxd().arg("index").arg(&root).arg("--db").arg(&db).args(["--device", "cuda:0"]).output().unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("cuda:0") && err.contains("scripts/build-cuda.sh") && err.contains("\"auto\""), "{err}");
+    }
 }
 
 #[test]
