@@ -17,20 +17,22 @@ fail() { echo "avx2-smoke: FAILED: $*" >&2; exit 1; }
 echo "avx2-smoke: ctxd-models tests with ONEDNN_MAX_CPU_ISA=AVX2" >&2
 # The test binaries `cargo test --workspace` built (`cargo test -p ctxd-models` would build the
 # package again with other features: minutes for nothing).
-mapfile -t tests < <(cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cargo test --workspace --no-run --message-format=json >"$work/artifacts.json" 2>"$work/build.log" \
+    || { cat "$work/build.log" >&2; fail "building the test binaries (cargo test --workspace --no-run)"; }
+mapfile -t tests < <(python3 -c '
 import json, sys
-for line in sys.stdin:
+for line in open(sys.argv[1]):
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and "ctxd-models@" in m["package_id"]:
-        print(m["executable"])')
+        print(m["executable"])' "$work/artifacts.json")
 (( ${#tests[@]} >= 2 )) || fail "the ctxd-models test binaries were not found (cargo test --workspace --no-run)"
 for t in "${tests[@]}"; do
     CARGO_MANIFEST_DIR="$PWD/models" "$t" --nocapture || fail "$t with ONEDNN_MAX_CPU_ISA=AVX2"
 done
 
 [[ -x "$bin" ]] || fail "$bin is missing (cargo build -p ctxd builds it)"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
 "$bin" index examples/demo --db "$work/db" --json >"$work/summary.json" 2>"$work/index.log" \
     || { cat "$work/index.log" >&2; fail "ctxd index on the AVX2 path"; }
 grep -q "auto picked f32: oneDNN runs avx2 here, capped by ONEDNN_MAX_CPU_ISA=AVX2: the CPU lacks native bf16" \

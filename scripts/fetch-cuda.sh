@@ -103,12 +103,13 @@ PY
     # name (cuMemAlloc_v2, what cudarc's bindings call) and its legacy one. Never called: at run time
     # the loader finds the driver's libcuda.so.1 instead.
     mkdir -p "$root/lib/stubs"
+    # (A failing preprocessor or an empty match is caught by the count below, with a message.)
     {
-        gcc -E -P -x c -I "$root/include" "$root/include/cuda.h"
-        gcc -E -P -x c -D__CUDA_API_VERSION_INTERNAL -I "$root/include" "$root/include/cuda.h"
+        gcc -E -P -x c -I "$root/include" "$root/include/cuda.h" || true
+        gcc -E -P -x c -D__CUDA_API_VERSION_INTERNAL -I "$root/include" "$root/include/cuda.h" || true
         # cudaProfiler.h (not in these wheels) declares three more that libcuda exports.
         printf '%s(\n' cuProfilerInitialize cuProfilerStart cuProfilerStop
-    } | grep -oE '\bcu[A-Z][A-Za-z0-9_]*[[:space:]]*\(' | tr -d '( \t' | sort -u \
+    } | { grep -oE '\bcu[A-Z][A-Za-z0-9_]*[[:space:]]*\(' || true; } | tr -d '( \t' | sort -u \
         | awk '{ printf "int %s(void) { return 34; /* CUDA_ERROR_STUB_LIBRARY */ }\n", $1 }' >"$tmp/libcuda_stub.c"
     if [[ "$(wc -l <"$tmp/libcuda_stub.c")" -lt 300 ]]; then
         log "found too few driver API functions in cuda.h for the libcuda stub"

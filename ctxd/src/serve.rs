@@ -93,8 +93,20 @@ pub async fn serve(
         a => Some(tokio::net::TcpListener::bind(a).await.with_context(|| format!("binding {a} (flight)"))?),
     };
     let drain = Duration::from_secs(cfg.pipeline.drain_timeout_secs);
-    let engine =
-        Engine::open(cfg.clone()).await.with_context(|| format!("opening index {}", cfg.index.db.display()))?;
+    // Opening can take long: the model loads, and an index of an older ctxd is re-embedded once
+    // (`ctxd_pipeline::reembed::migrate`). systemd's start timeout is extended meanwhile.
+    let extend = tokio::spawn(async {
+        loop {
+            crate::sdnotify::notify(
+                "EXTEND_TIMEOUT_USEC=90000000\nSTATUS=opening the index: loading the model \
+                 (an index of an older ctxd is re-embedded once first)",
+            );
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        }
+    });
+    let engine = Engine::open(cfg.clone()).await;
+    extend.abort();
+    let engine = engine.with_context(|| format!("opening index {}", cfg.index.db.display()))?;
     // Context budgets keep counting with this tokenizer after a model switch (a restart picks
     // up the new model's).
     let token_counter = engine.token_counter();

@@ -326,6 +326,23 @@ impl Index {
         Ok(ids)
     }
 
+    /// The chunk ids held by more than one row (none, unless two jobs appended the same rows).
+    pub async fn duplicate_chunk_ids(&self) -> Result<Vec<String>, IndexError> {
+        let stream =
+            self.table.query().select(Select::columns(&["chunk_id"])).execute().await.map_err(|e| self.lance(e))?;
+        let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| self.lance(e))?;
+        let mut seen = std::collections::HashSet::new();
+        let mut twice = std::collections::BTreeSet::new();
+        for b in &batches {
+            for id in str_col(b, "chunk_id", &self.uri)?.iter().flatten() {
+                if !seen.insert(id) {
+                    twice.insert(id.to_string());
+                }
+            }
+        }
+        Ok(twice.into_iter().collect())
+    }
+
     /// Every row without its vector (the columns of `chunks_schema` but `vector`), as a stream
     /// of record batches; only rows whose id is in `only` when given.
     pub async fn scan_without_vectors(

@@ -159,7 +159,10 @@ unsafe impl Sync for Dnnl {}
 /// Name of a oneDNN `dnnl_cpu_isa_t` value. The values are bit sets (each ISA includes the
 /// bits of those it extends), so the largest known set contained in `isa` names it.
 fn isa_name(isa: u32) -> &'static str {
-    const NAMES: [(u32, &str); 9] = [
+    const NAMES: [(u32, &str); 12] = [
+        (0x1fef, "avx512_core_amx_fp16"),
+        (0xfef, "avx512_core_amx"),
+        (0x1ef, "avx512_core_fp16"),
         (ISA_AVX512_CORE_BF16, "avx512_core_bf16"),
         (ISA_AVX2_VNNI_2, "avx2_vnni_2"),
         (0x67, "avx512_core_vnni"),
@@ -284,7 +287,9 @@ impl Dnnl {
         if !self.native_bf16() {
             return (false, why);
         }
-        let imp = self.bf16_matmul_impl().unwrap_or_else(|e| format!("unknown ({e})"));
+        let Ok(imp) = self.bf16_matmul_impl() else {
+            return (false, format!("{why}, but oneDNN could not build a bf16 matmul here: f32"));
+        };
         if imp.contains("amx") {
             (true, format!("{why}; bf16 matmuls run on AMX ({imp})"))
         } else if cpu_vendor() == "AuthenticAMD" {
@@ -688,8 +693,10 @@ mod tests {
         assert_eq!(super::isa_name(0x1f), "avx2_vnni_2");
         assert_eq!(super::isa_name(0x27), "avx512_core");
         assert_eq!(super::isa_name(0xe7), "avx512_core_bf16");
-        // avx512_core_fp16 / AMX extend avx512_core_bf16.
-        assert_eq!(super::isa_name(0x1ef), "avx512_core_bf16");
+        // avx512_core_fp16 and AMX extend avx512_core_bf16 (oneDNN 3.x values).
+        assert_eq!(super::isa_name(0x1ef), "avx512_core_fp16");
+        assert_eq!(super::isa_name(0xfef), "avx512_core_amx");
+        assert_eq!(super::isa_name(0x1fef), "avx512_core_amx_fp16");
         assert_eq!(super::isa_name(0x00), "baseline");
     }
 }

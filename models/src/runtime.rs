@@ -119,7 +119,7 @@ impl Runtime {
         if cuda && matches!(backend, Ok(Backend::Onednn)) {
             errs.push("backend 'onednn' runs on the cpu only; use backend = 'auto' or 'candle' with cuda".into());
         }
-        if !cuda && matches!(backend, Ok(Backend::Candle)) && self.precision == "bf16" {
+        if !cuda && !auto && matches!(backend, Ok(Backend::Candle)) && self.precision == "bf16" {
             errs.push("precision 'bf16' on the cpu needs backend 'onednn' or 'auto'".into());
         }
         errs
@@ -209,6 +209,11 @@ impl Runtime {
                     })
                 };
                 if backend == Backend::Candle {
+                    if self.precision == "bf16" {
+                        return Err(ModelError::Runtime(format!(
+                            "precision 'bf16' on the cpu needs backend 'onednn' or 'auto', and {why_device}"
+                        )));
+                    }
                     return candle(cfg, format!("{why_device}; backend candle as configured"));
                 }
                 match self.fast(files) {

@@ -159,7 +159,8 @@ impl Engine {
         if !index.embed_keyed() {
             // Written by an older ctxd: re-embedded once into a keyed table (logged), then used.
             let model = crate::reembed::JobModel { id: model_id.clone(), dim, service: service.clone() };
-            crate::reembed::migrate(&db, model, &cfg.model.name).await?;
+            // No model spec recorded: whatever built the index stays configured (as for seq 0).
+            crate::reembed::migrate(&db, model, "").await?;
             index = Index::open_or_create(&db, &model_id, dim).await?;
         }
         let index = Arc::new(index);

@@ -174,7 +174,14 @@ pub async fn migrate(db: &str, model: JobModel, model_spec: &str) -> Result<Opti
          earlier re-embedding may hold vectors of another text; re-embedding all {rows} chunks once into a keyed \
          table (queries keep using the old table until the switch)"
     );
-    let report = run(db, model, model_spec, &ReembedOptions::default(), &Quiet).await?;
+    let report = match run(db, model.clone(), model_spec, &ReembedOptions::default(), &Quiet).await {
+        Ok(report) => report,
+        // Another writer migrated it meanwhile (the pointer now names a keyed table).
+        Err(_) if Index::open(db).await.is_ok_and(|now| now.embed_keyed() && now.model_id() == model.id) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
     tracing::info!(
         db, from = %report.from_table, to = %report.to_table, rows = report.rows, seconds = report.seconds,
         "index migrated: every vector is now the model's vector of its row's text"
@@ -259,6 +266,14 @@ async fn run(
         // (a daemon's cleanup removes untagged versions older than `retain_versions_secs`).
         source.tag(SOURCE_TAG, None).await?;
         target.refresh().await?;
+        // Two jobs on one target (two writers migrating the same old index at once) both append
+        // what neither had: such ids are held twice. They are deleted and done again, once.
+        let twice = target.duplicate_chunk_ids().await?;
+        if !twice.is_empty() {
+            tracing::warn!(table = %to_table, rows = twice.len(), "re-embedding: chunks written twice by concurrent jobs; redoing them");
+            target.delete_chunk_ids(&twice).await?;
+            target.refresh().await?;
+        }
         let src = source.chunk_ids().await?;
         let done = target.chunk_ids().await?;
         let extra: Vec<String> = done.difference(&src).cloned().collect();
@@ -649,6 +664,14 @@ mod tests {
         let err = old.commit(CommitBatch { rows: vec![row(50, "test/letters")], ..Default::default() }).await;
         assert!(err.unwrap_err().to_string().contains("re-embed it once"), "writes are refused before migrating");
 
+        // A concurrent job got there first and wrote rows 0..3 twice: they are redone, once.
+        let early = Index::open_or_create_table(&db, "chunks__test-letters", "test/letters", 6).await.unwrap();
+        for _ in 0..2 {
+            let rows: Vec<ChunkRow> =
+                (0..3).map(|i| ChunkRow { vector: letters(0), ..row(i, "test/letters") }).collect();
+            early.commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
+        }
+        assert_eq!(early.duplicate_chunk_ids().await.unwrap().len(), 3);
         let model = JobModel::from(EmbedService::spawn(Letters, EmbedServiceConfig::default()));
         let report = migrate(&db, model.clone(), "test/letters").await.unwrap().expect("migrated");
         assert_eq!((report.from_table.as_str(), report.to_table.as_str()), ("chunks", "chunks__test-letters"));
@@ -656,6 +679,8 @@ mod tests {
         let now = Index::open(&db).await.unwrap();
         assert!(now.embed_keyed());
         assert_eq!(now.table_name(), "chunks__test-letters");
+        assert!(now.duplicate_chunk_ids().await.unwrap().is_empty());
+        assert_eq!(now.stats().await.unwrap().rows, 12);
         let ids: Vec<String> = (0..12).map(|i| format!("c{i:03}")).collect();
         let vectors = now.vectors_of_chunks(&ids).await.unwrap();
         for i in 0..12 {
