@@ -315,32 +315,27 @@ impl Index {
 
     /// Every `chunk_id` in the table (at its version). One column is read.
     pub async fn chunk_ids(&self) -> Result<std::collections::HashSet<String>, IndexError> {
+        Ok(self.chunk_ids_and_duplicates().await?.0)
+    }
+
+    /// Every `chunk_id` in the table, and those held by more than one row (none, unless two
+    /// jobs appended the same rows), sorted. One scan of one column.
+    pub async fn chunk_ids_and_duplicates(
+        &self,
+    ) -> Result<(std::collections::HashSet<String>, Vec<String>), IndexError> {
         let stream =
             self.table.query().select(Select::columns(&["chunk_id"])).execute().await.map_err(|e| self.lance(e))?;
         let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| self.lance(e))?;
         let mut ids = std::collections::HashSet::new();
-        for b in &batches {
-            let col = str_col(b, "chunk_id", &self.uri)?;
-            ids.extend(col.iter().flatten().map(str::to_string));
-        }
-        Ok(ids)
-    }
-
-    /// The chunk ids held by more than one row (none, unless two jobs appended the same rows).
-    pub async fn duplicate_chunk_ids(&self) -> Result<Vec<String>, IndexError> {
-        let stream =
-            self.table.query().select(Select::columns(&["chunk_id"])).execute().await.map_err(|e| self.lance(e))?;
-        let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| self.lance(e))?;
-        let mut seen = std::collections::HashSet::new();
         let mut twice = std::collections::BTreeSet::new();
         for b in &batches {
             for id in str_col(b, "chunk_id", &self.uri)?.iter().flatten() {
-                if !seen.insert(id) {
+                if !ids.insert(id.to_string()) {
                     twice.insert(id.to_string());
                 }
             }
         }
-        Ok(twice.into_iter().collect())
+        Ok((ids, twice.into_iter().collect()))
     }
 
     /// Every row without its vector (the columns of `chunks_schema` but `vector`), as a stream

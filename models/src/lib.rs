@@ -27,6 +27,7 @@
 //! fake implementation, end-to-end tests always use [`bert::BertEmbedder`].
 
 pub mod bert;
+pub mod cpu;
 pub mod dnnl;
 pub mod error;
 pub mod fast;
@@ -139,6 +140,14 @@ pub fn max_sim_by(query: &[f32], width: usize, best: impl Fn(&[f32]) -> f32) -> 
     let rows = query.chunks_exact(width);
     let n = rows.len();
     rows.map(best).sum::<f32>() / n as f32
+}
+
+/// [`chunk_text`] and its [`embed_key`] under `model_id`: what the indexer and a re-embedding
+/// job store for a chunk.
+pub fn keyed_chunk_text(model_id: &str, path: &str, symbol: Option<&str>, content: &str) -> (String, String) {
+    let text = chunk_text(path, symbol, content);
+    let key = embed_key(model_id, &text);
+    (text, key)
 }
 
 /// Resolves `spec` and reads its tokenizer, id and embedding dimension without loading the

@@ -268,14 +268,15 @@ async fn run(
         target.refresh().await?;
         // Two jobs on one target (two writers migrating the same old index at once) both append
         // what neither had: such ids are held twice. They are deleted and done again, once.
-        let twice = target.duplicate_chunk_ids().await?;
+        let (mut done, twice) = target.chunk_ids_and_duplicates().await?;
         if !twice.is_empty() {
             tracing::warn!(table = %to_table, rows = twice.len(), "re-embedding: chunks written twice by concurrent jobs; redoing them");
             target.delete_chunk_ids(&twice).await?;
-            target.refresh().await?;
+            twice.iter().for_each(|id| {
+                done.remove(id);
+            });
         }
         let src = source.chunk_ids().await?;
-        let done = target.chunk_ids().await?;
         let extra: Vec<String> = done.difference(&src).cloned().collect();
         let todo: HashSet<String> = src.difference(&done).cloned().collect();
         report.rows = src.len();
@@ -410,13 +411,14 @@ async fn embed(
         let mut keys = Vec::with_capacity(block.num_rows());
         for i in 0..block.num_rows() {
             let symbol = (!symbols.is_null(i)).then(|| symbols.value(i));
-            let text = ctxd_models::chunk_text(paths.value(i), symbol, contents.value(i));
-            if models.is_some_and(|m| m.value(i) == NO_MODEL) {
-                keys.push(ctxd_models::embed_key(NO_MODEL, &text));
+            let vectorless = models.is_some_and(|m| m.value(i) == NO_MODEL);
+            let model_id = if vectorless { NO_MODEL } else { model.id.as_str() };
+            let (text, key) = ctxd_models::keyed_chunk_text(model_id, paths.value(i), symbol, contents.value(i));
+            keys.push(key);
+            if vectorless {
                 slots.push(None);
                 continue;
             }
-            keys.push(ctxd_models::embed_key(&model.id, &text));
             let next = texts.len();
             let slot = *slot_of.entry(text).or_insert_with_key(|text| {
                 texts.push(text.clone());
@@ -671,7 +673,7 @@ mod tests {
                 (0..3).map(|i| ChunkRow { vector: letters(0), ..row(i, "test/letters") }).collect();
             early.commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
         }
-        assert_eq!(early.duplicate_chunk_ids().await.unwrap().len(), 3);
+        assert_eq!(early.chunk_ids_and_duplicates().await.unwrap().1.len(), 3);
         let model = JobModel::from(EmbedService::spawn(Letters, EmbedServiceConfig::default()));
         let report = migrate(&db, model.clone(), "test/letters").await.unwrap().expect("migrated");
         assert_eq!((report.from_table.as_str(), report.to_table.as_str()), ("chunks", "chunks__test-letters"));
@@ -679,7 +681,7 @@ mod tests {
         let now = Index::open(&db).await.unwrap();
         assert!(now.embed_keyed());
         assert_eq!(now.table_name(), "chunks__test-letters");
-        assert!(now.duplicate_chunk_ids().await.unwrap().is_empty());
+        assert!(now.chunk_ids_and_duplicates().await.unwrap().1.is_empty());
         assert_eq!(now.stats().await.unwrap().rows, 12);
         let ids: Vec<String> = (0..12).map(|i| format!("c{i:03}")).collect();
         let vectors = now.vectors_of_chunks(&ids).await.unwrap();

@@ -36,9 +36,7 @@ pub struct EmbeddedFile {
 /// The text the model sees for a chunk ([`ctxd_models::chunk_text`]) and its key under
 /// `model` ([`ctxd_models::embed_key`]).
 pub fn embedding_text(path: &str, chunk: &Chunk, model: &str) -> (String, String) {
-    let text = ctxd_models::chunk_text(path, chunk.symbol.as_deref(), &chunk.content);
-    let key = ctxd_models::embed_key(model, &text);
-    (text, key)
+    ctxd_models::keyed_chunk_text(model, path, chunk.symbol.as_deref(), &chunk.content)
 }
 
 /// Embeds chunked files.
