@@ -26,8 +26,9 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use futures::TryStreamExt;
 use lancedb::query::ExecutableQuery;
 
-use crate::store::typed_col;
-use crate::{Index, IndexError, CHUNKS_TABLE};
+use crate::columns::typed_col;
+use crate::session::connect;
+use crate::{IndexError, CHUNKS_TABLE};
 
 /// Name of the pointer table inside the database directory.
 pub const ACTIVE_TABLE: &str = "active_model";
@@ -71,7 +72,7 @@ pub fn table_for_model(model_id: &str) -> String {
 
 /// Every switch recorded at `uri`, oldest first (empty when the index was never re-embedded).
 pub async fn history(uri: &str) -> Result<Vec<ActiveTable>, IndexError> {
-    let conn = Index::connect(uri).await?;
+    let conn = connect(uri).await?;
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
     let names = conn.table_names().execute().await.map_err(lance)?;
     if !names.iter().any(|n| n == ACTIVE_TABLE) {
@@ -140,7 +141,7 @@ pub async fn switch(
             Arc::new(TimestampMicrosecondArray::from(vec![row.switched_at]).with_timezone("UTC")),
         ],
     )?;
-    let conn = Index::connect(uri).await?;
+    let conn = connect(uri).await?;
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
     let names = conn.table_names().execute().await.map_err(lance)?;
     if names.iter().any(|n| n == ACTIVE_TABLE) {

@@ -5,33 +5,48 @@
 //! * [`active`] names the chunks table in use (a re-embedding job switches it atomically).
 //! * [`schema`] defines the Arrow schema of a chunk row (the on-disk format is part of the API:
 //!   pyarrow/pylance can read it directly).
-//! * [`store::Index`] opens or creates the table, tells which files are indexed with which
-//!   content hash (the incremental state lives here, not in memory), applies a
-//!   [`CommitBatch`] as **one** LanceDB commit (`merge_insert` that inserts the new chunks and
-//!   deletes the stale chunks of the same files in a single version), keeps a full-text index
-//!   on `content` and answers vector and BM25 queries.
+//! * [`store::Index`] opens or creates the table and checks the model it was built with.
+//! * [`writer`] applies a [`CommitBatch`] as **one** LanceDB commit (`merge_insert` that inserts
+//!   the new chunks and deletes the stale chunks of the same files in a single version).
+//! * [`reader`] tells which files are indexed with which content hash (the incremental state
+//!   lives here, not in memory) and looks chunks and symbols up; [`search`] answers vector and
+//!   BM25 queries; [`vectors`] reads stored vectors (the embedding cache).
+//! * [`indices`] keeps a full-text index on `content` and B-tree indexes; [`maintenance`]
+//!   compacts and prunes; [`snapshots`] tags and reads past versions.
+//! * [`columns`] and [`sql`] are the leaf helpers: typed columns of a batch, filter text.
 //!
 //! Every commit is a LanceDB version; nothing here ever rewrites a chunk row in place.
 
 pub mod active;
+pub mod columns;
 pub mod error;
+pub mod indices;
 pub mod maintenance;
 pub mod metrics;
+pub mod reader;
 pub mod schema;
+pub mod search;
 pub mod session;
 pub mod snapshots;
+pub mod sql;
 pub mod store;
 pub mod streams;
 pub mod symbols;
+pub mod vectors;
+pub mod writer;
 
 pub use error::IndexError;
 pub use maintenance::{MaintenanceOptions, MaintenanceReport};
+pub use reader::IndexStats;
 pub use schema::ChunkRow;
+pub use search::Hit;
 pub use session::{set_cache_limits, CacheLimits};
 pub use snapshots::{AsOf, Snapshot};
-pub use store::{ChunkVector, CommitBatch, CommitStats, Hit, Index, IndexStats};
+pub use store::Index;
 pub use streams::{PARTIAL_PREFIX, STREAMS_TABLE};
 pub use symbols::{SymbolRow, SYMBOLS_TABLE};
+pub use vectors::ChunkVector;
+pub use writer::{CommitBatch, CommitStats};
 
 /// `model` of rows stored without a vector (full-text-only sources): zero vectors that vector
 /// search skips and the model check ignores.

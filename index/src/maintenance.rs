@@ -18,8 +18,9 @@ use lancedb::index::Index as LanceIndex;
 use lancedb::table::{CompactionOptions, OptimizeAction};
 use lancedb::DistanceType;
 
+use crate::indices::ensure_btree;
 use crate::metrics as m;
-use crate::store::{ensure_btree, sql_str};
+use crate::sql::sql_str;
 use crate::{Index, IndexError, NO_MODEL};
 
 /// What a maintenance pass should do.

@@ -57,6 +57,15 @@ pub(crate) fn session() -> Arc<Session> {
         .clone()
 }
 
+/// A connection to the database at `uri`, opened with the shared session.
+pub(crate) async fn connect(uri: &str) -> Result<lancedb::Connection, crate::IndexError> {
+    lancedb::connect(uri)
+        .session(session())
+        .execute()
+        .await
+        .map_err(|source| crate::IndexError::Lance { uri: uri.to_string(), source })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

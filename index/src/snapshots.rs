@@ -63,7 +63,7 @@ impl Index {
 
     /// A second handle on the chunks table (checking it out leaves the writer's alone).
     async fn view(&self) -> Result<Table, IndexError> {
-        let conn = Self::connect(&self.uri).await?;
+        let conn = crate::session::connect(&self.uri).await?;
         conn.open_table(&self.table_name).execute().await.map_err(|e| self.lance(e))
     }
 

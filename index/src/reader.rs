@@ -1,0 +1,207 @@
+//! Reads of the chunks and symbols tables other than search: the incremental state (which
+//! files are indexed with which hash, streamed files included), chunk ids and duplicates,
+//! whole-table scans, file overviews and fingerprints, row counts, and symbol definitions by
+//! name or kind.
+
+use std::collections::HashMap;
+
+use arrow_array::RecordBatch;
+use futures::{StreamExt, TryStreamExt};
+use lancedb::query::{ExecutableQuery, QueryBase, Select};
+
+use crate::columns::str_col;
+use crate::metrics as m;
+use crate::sql::{in_list, sql_str};
+use crate::streams::{self, PARTIAL_PREFIX};
+use crate::symbols::{batch_to_symbols, SymbolRow};
+use crate::{Index, IndexError};
+
+/// Size facts about the table.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct IndexStats {
+    pub rows: usize,
+    pub version: u64,
+}
+
+impl Index {
+    /// `path → file_hash` of every indexed file: the incremental state, read from the index.
+    /// A streamed file whose rows are all `partial:<hash>` maps to `<hash>` when the streams
+    /// table says it is complete, else to `partial:<hash>` (never equal to a real hash, so it
+    /// is indexed again).
+    pub async fn file_hashes(&self) -> Result<HashMap<String, String>, IndexError> {
+        let complete = self.complete_streams().await?;
+        let mut stream = self
+            .table
+            .query()
+            .select(Select::columns(&["path", "file_hash"]))
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))?;
+        let mut out: HashMap<String, String> = HashMap::new();
+        while let Some(batch) = stream.try_next().await.map_err(|e| self.lance(e))? {
+            let paths = str_col(&batch, "path", &self.uri)?;
+            let hashes = str_col(&batch, "file_hash", &self.uri)?;
+            for i in 0..batch.num_rows() {
+                let path = paths.value(i);
+                let hash = streams::resolve(hashes.value(i), complete.get(path).map(String::as_str));
+                // A complete version wins over leftovers of an interrupted newer stream.
+                match out.get_mut(path) {
+                    Some(h) if h.starts_with(PARTIAL_PREFIX) && !hash.starts_with(PARTIAL_PREFIX) => {
+                        *h = hash.to_string()
+                    }
+                    Some(_) => {}
+                    None => {
+                        out.insert(path.to_string(), hash.to_string());
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `path → hash` of the streamed files recorded complete.
+    pub(crate) async fn complete_streams(&self) -> Result<HashMap<String, String>, IndexError> {
+        let Some(table) = &self.streams else { return Ok(HashMap::new()) };
+        let batches = self.collect(table.query()).await?;
+        let mut out = HashMap::new();
+        for batch in &batches {
+            let paths = str_col(batch, "path", &self.uri)?;
+            let hashes = str_col(batch, "file_hash", &self.uri)?;
+            for i in 0..batch.num_rows() {
+                out.insert(paths.value(i).to_string(), hashes.value(i).to_string());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every `chunk_id` in the table (at its version). One column is read.
+    pub async fn chunk_ids(&self) -> Result<std::collections::HashSet<String>, IndexError> {
+        Ok(self.chunk_ids_and_duplicates().await?.0)
+    }
+
+    /// Every `chunk_id` in the table, and those held by more than one row (none, unless two
+    /// jobs appended the same rows), sorted. One scan of one column.
+    pub async fn chunk_ids_and_duplicates(
+        &self,
+    ) -> Result<(std::collections::HashSet<String>, Vec<String>), IndexError> {
+        let stream =
+            self.table.query().select(Select::columns(&["chunk_id"])).execute().await.map_err(|e| self.lance(e))?;
+        let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| self.lance(e))?;
+        let mut ids = std::collections::HashSet::new();
+        let mut twice = std::collections::BTreeSet::new();
+        for b in &batches {
+            for id in str_col(b, "chunk_id", &self.uri)?.iter().flatten() {
+                if !ids.insert(id.to_string()) {
+                    twice.insert(id.to_string());
+                }
+            }
+        }
+        Ok((ids, twice.into_iter().collect()))
+    }
+
+    /// Every row without its vector (the columns of `chunks_schema` but `vector`), as a stream
+    /// of record batches; only rows whose id is in `only` when given.
+    pub async fn scan_without_vectors(
+        &self,
+        only: Option<&[String]>,
+    ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch, IndexError>>, IndexError> {
+        let columns: Vec<String> =
+            self.schema().await?.fields().iter().map(|f| f.name().clone()).filter(|n| n != "vector").collect();
+        let mut query = self.table.query().select(Select::columns(&columns));
+        if let Some(ids) = only {
+            query = query.only_if(in_list("chunk_id", ids));
+        }
+        let stream = query.execute().await.map_err(|e| self.lance(e))?;
+        let uri = self.uri.clone();
+        Ok(stream.map_err(move |source| IndexError::Lance { uri: uri.clone(), source }).boxed())
+    }
+
+    /// Every row of the table (at its version), as a stream of record batches; `vector`
+    /// included. For Arrow Flight and exports.
+    pub async fn scan(
+        &self,
+    ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch, IndexError>>, IndexError> {
+        let stream = self.table.query().execute().await.map_err(|e| self.lance(e))?;
+        let uri = self.uri.clone();
+        Ok(stream.map_err(move |source| IndexError::Lance { uri: uri.clone(), source }).boxed())
+    }
+
+    /// Row count and version.
+    pub async fn stats(&self) -> Result<IndexStats, IndexError> {
+        let rows = self.table.count_rows(None).await.map_err(|e| self.lance(e))?;
+        let version = self.version().await?;
+        metrics::gauge!(m::INDEX_ROWS).set(rows as f64);
+        metrics::gauge!(m::INDEX_VERSION).set(version as f64);
+        Ok(IndexStats { rows, version })
+    }
+
+    /// Every indexed file with its language and number of chunks, sorted by path (for
+    /// overviews; reads two string columns only).
+    pub async fn files(&self) -> Result<Vec<(String, String, usize)>, IndexError> {
+        let batches = self.collect(self.table.query().select(Select::columns(&["path", "language"]))).await?;
+        let mut files: std::collections::BTreeMap<String, (String, usize)> = std::collections::BTreeMap::new();
+        for batch in &batches {
+            let (paths, langs) = (str_col(batch, "path", &self.uri)?, str_col(batch, "language", &self.uri)?);
+            for i in 0..batch.num_rows() {
+                let e = files.entry(paths.value(i).to_string()).or_insert_with(|| (langs.value(i).to_string(), 0));
+                e.1 += 1;
+            }
+        }
+        Ok(files.into_iter().map(|(p, (l, n))| (p, l, n)).collect())
+    }
+
+    /// Every `(path, chunk_id, content_hash)` in the table, sorted (for comparing two indexes).
+    pub async fn fingerprint(&self) -> Result<Vec<(String, String, String)>, IndexError> {
+        let mut stream = self
+            .table
+            .query()
+            .select(Select::columns(&["path", "chunk_id", "content_hash"]))
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))?;
+        let mut out = Vec::new();
+        while let Some(batch) = stream.try_next().await.map_err(|e| self.lance(e))? {
+            let p = str_col(&batch, "path", &self.uri)?;
+            let c = str_col(&batch, "chunk_id", &self.uri)?;
+            let h = str_col(&batch, "content_hash", &self.uri)?;
+            for i in 0..batch.num_rows() {
+                out.push((p.value(i).to_string(), c.value(i).to_string(), h.value(i).to_string()));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Definitions whose name, symbol or qualified name is `name` (exact), or, with
+    /// `prefix`, starts with it. At most `limit` rows.
+    pub async fn symbols_named(&self, name: &str, prefix: bool, limit: usize) -> Result<Vec<SymbolRow>, IndexError> {
+        if !prefix {
+            return self.symbols_named_any(&[name.to_string()], limit).await;
+        }
+        let Some(table) = &self.symbols else { return Ok(Vec::new()) };
+        let like = sql_str(&format!("{}%", name.replace('%', "")));
+        let filter = format!("name LIKE {like} OR symbol LIKE {like} OR qualified_name LIKE {like}");
+        let batches = self.collect(table.query().only_if(filter).limit(limit)).await?;
+        Ok(batches.iter().flat_map(batch_to_symbols).collect())
+    }
+
+    /// Definitions whose name, symbol or qualified name is any of `names`, in one query.
+    pub async fn symbols_named_any(&self, names: &[String], limit: usize) -> Result<Vec<SymbolRow>, IndexError> {
+        let Some(table) = &self.symbols else { return Ok(Vec::new()) };
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let filter = ["name", "symbol", "qualified_name"].map(|c| in_list(c, names)).join(" OR ");
+        let batches = self.collect(table.query().only_if(filter).limit(limit)).await?;
+        Ok(batches.iter().flat_map(batch_to_symbols).collect())
+    }
+
+    /// Up to `limit` top-level definitions (no parent) of the given kinds.
+    pub async fn top_level_symbols(&self, kinds: &[&str], limit: usize) -> Result<Vec<SymbolRow>, IndexError> {
+        let Some(table) = &self.symbols else { return Ok(Vec::new()) };
+        let kinds = kinds.iter().map(|k| sql_str(k)).collect::<Vec<_>>().join(", ");
+        let filter = format!("parent IS NULL AND kind IN ({kinds})");
+        let batches = self.collect(table.query().only_if(filter).limit(limit)).await?;
+        Ok(batches.iter().flat_map(batch_to_symbols).collect())
+    }
+}

@@ -1,0 +1,150 @@
+//! Queries that answer with [`Hit`]s: nearest chunks to a vector (cosine), best BM25 matches
+//! in chunk contents, and the chunks of given files.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use arrow_array::{Array, Float32Array, RecordBatch, StringArray, UInt32Array};
+use lancedb::index::scalar::FullTextSearchQuery;
+use lancedb::query::{QueryBase, Select};
+use lancedb::DistanceType;
+
+use crate::columns::{str_col, typed_col};
+use crate::sql::{in_list, sql_str};
+use crate::{Index, IndexError, NO_MODEL};
+
+/// One search result row.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Hit {
+    pub chunk_id: String,
+    pub path: String,
+    pub language: String,
+    pub symbol: Option<String>,
+    pub kind: Option<String>,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub content: String,
+    /// Similarity for vector hits (1 − cosine distance), BM25 score for full-text hits.
+    pub score: f32,
+}
+
+const HIT_COLUMNS: [&str; 8] = ["chunk_id", "path", "language", "symbol", "kind", "start_line", "end_line", "content"];
+
+/// The hit columns plus the score column of a search (selected explicitly so LanceDB does not
+/// have to auto-project it).
+fn with_score(score: &'static str) -> Vec<&'static str> {
+    let mut cols = HIT_COLUMNS.to_vec();
+    cols.push(score);
+    cols
+}
+
+impl Index {
+    /// Nearest chunks to `vector` by cosine similarity.
+    pub async fn vector_search(&self, vector: &[f32], k: usize) -> Result<Vec<Hit>, IndexError> {
+        self.vector_search_probes(vector, k, None).await
+    }
+
+    /// [`Index::vector_search`] visiting `nprobes` IVF partitions (LanceDB's default, 20, when
+    /// `None`): fewer is faster and may miss a few neighbours (latency-bound callers).
+    pub async fn vector_search_probes(
+        &self,
+        vector: &[f32],
+        k: usize,
+        nprobes: Option<usize>,
+    ) -> Result<Vec<Hit>, IndexError> {
+        if vector.len() != self.dim {
+            return Err(IndexError::Dimension { expected: self.dim, got: vector.len() });
+        }
+        let mut query = self.table.query().nearest_to(vector).map_err(|e| self.lance(e))?;
+        if let Some(n) = nprobes {
+            query = query.minimum_nprobes(n).map_err(|e| self.lance(e))?;
+            query = query.maximum_nprobes(Some(n)).map_err(|e| self.lance(e))?;
+        }
+        let batches = self
+            .collect(
+                query
+                    .distance_type(DistanceType::Cosine)
+                    // After the search, not before: a pre-filter reads the `model` column of
+                    // every row on each query (rows stored without a vector are zeros, which
+                    // never rank near a real query anyway).
+                    .only_if(format!("model != {}", sql_str(NO_MODEL)))
+                    .postfilter()
+                    .select(Select::columns(&with_score("_distance")))
+                    .limit(k),
+            )
+            .await?;
+        let mut hits = self.hits(&batches, "_distance", |d| 1.0 - d)?;
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok(hits)
+    }
+
+    /// Best BM25 matches of `query` in chunk contents.
+    pub async fn fts_search(&self, query: &str, k: usize) -> Result<Vec<Hit>, IndexError> {
+        if !self.fts_ready.load(Ordering::Acquire) || query.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let batches = self
+            .collect(
+                self.table
+                    .query()
+                    .full_text_search(FullTextSearchQuery::new(query.to_string()))
+                    .select(Select::columns(&with_score("_score")))
+                    .limit(k),
+            )
+            .await?;
+        let mut hits = self.hits(&batches, "_score", |s| s)?;
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok(hits)
+    }
+
+    /// The chunks of several files in one query, by path (each sorted by line).
+    pub async fn chunks_of_paths(&self, paths: &[String]) -> Result<HashMap<String, Vec<Hit>>, IndexError> {
+        let mut out: HashMap<String, Vec<Hit>> = HashMap::new();
+        if paths.is_empty() {
+            return Ok(out);
+        }
+        let batches = self
+            .collect(self.table.query().only_if(in_list("path", paths)).select(Select::columns(&HIT_COLUMNS)))
+            .await?;
+        for h in self.hits(&batches, "", |s| s)? {
+            out.entry(h.path.clone()).or_default().push(h);
+        }
+        for hits in out.values_mut() {
+            hits.sort_by_key(|h| h.start_line);
+        }
+        Ok(out)
+    }
+
+    /// All chunks of one file, in line order.
+    pub async fn chunks_of(&self, path: &str) -> Result<Vec<Hit>, IndexError> {
+        Ok(self.chunks_of_paths(&[path.to_string()]).await?.remove(path).unwrap_or_default())
+    }
+
+    /// The rows of `batches` as hits, scored by `f` of column `score_col` (0 without it).
+    fn hits(&self, batches: &[RecordBatch], score_col: &str, f: impl Fn(f32) -> f32) -> Result<Vec<Hit>, IndexError> {
+        let mut out = Vec::new();
+        for batch in batches {
+            let col = |name: &str| str_col(batch, name, &self.uri);
+            let (ids, paths, langs, syms, kinds, contents) =
+                (col("chunk_id")?, col("path")?, col("language")?, col("symbol")?, col("kind")?, col("content")?);
+            let starts = typed_col::<UInt32Array>(batch, "start_line", &self.uri)?;
+            let ends = typed_col::<UInt32Array>(batch, "end_line", &self.uri)?;
+            let scores = batch.column_by_name(score_col).and_then(|c| c.as_any().downcast_ref::<Float32Array>());
+            for i in 0..batch.num_rows() {
+                let opt = |a: &StringArray| (!a.is_null(i)).then(|| a.value(i).to_string());
+                out.push(Hit {
+                    chunk_id: ids.value(i).to_string(),
+                    path: paths.value(i).to_string(),
+                    language: langs.value(i).to_string(),
+                    symbol: opt(syms),
+                    kind: opt(kinds),
+                    start_line: starts.value(i),
+                    end_line: ends.value(i),
+                    content: contents.value(i).to_string(),
+                    score: scores.map(|s| f(s.value(i))).unwrap_or(0.0),
+                });
+            }
+        }
+        Ok(out)
+    }
+}
