@@ -22,7 +22,7 @@ use ctxd_stages::watch::Scanner;
 use ctxd_stages::FileState;
 
 use crate::cli::ModelArgs;
-use crate::commands::build_config;
+use crate::open::{build_config, start_model};
 
 pub async fn run(
     corpus: &Path,
@@ -35,7 +35,7 @@ pub async fn run(
         anyhow::bail!("corpus {} is not a directory", corpus.display());
     }
     let spec = model.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string());
-    let (service, counter) = crate::commands::start_model(&spec, model).await?;
+    let (service, counter) = start_model(&spec, model).await?;
     println!(
         "ctxd bench on {} (model {}, {} cores, embedder: {})",
         corpus.display(),

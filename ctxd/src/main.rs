@@ -1,18 +1,27 @@
 //! `ctxd`: the context-indexing daemon's command-line entry point.
 //!
-//! A thin binary: argument parsing ([`cli`]) and one module per command family; all the work
-//! happens in the library crates (`ctxd-pipeline`, `ctxd-stages`, `ctxd-models`,
-//! `ctxd-index`, `ctxd-serve`). Errors are printed with their whole cause chain (`{:#}`).
+//! A thin binary: argument parsing ([`cli`]), one call per subcommand ([`run`], below), one
+//! module per command ([`cmd`], [`serve`], [`mcp`], [`reembed`], [`bench`]); what they share is
+//! how an index, its model and the configuration are opened ([`open`], which imports no
+//! command). All the work happens in the library crates (`ctxd-pipeline`, `ctxd-stages`,
+//! `ctxd-models`, `ctxd-index`, `ctxd-query`, `ctxd-serve`). Errors are printed with their whole
+//! cause chain (`{:#}`).
 
 mod bench;
 mod cli;
-mod commands;
+mod cmd;
 mod mcp;
+mod open;
 mod reembed;
 mod sdnotify;
 mod serve;
+mod staleness;
 
+use anyhow::Result;
 use clap::Parser;
+use ctxd_serve::context::ContextRequest;
+
+use crate::cli::{Cli, Command, ConfigAction, SnapshotAction};
 
 /// jemalloc instead of glibc malloc: LanceDB/Arrow writes from many threads fragment glibc's
 /// per-thread arenas and RSS creeps up; jemalloc's decay returns freed pages to the system
@@ -28,9 +37,73 @@ fn main() {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("building the tokio runtime");
-    let result = runtime.block_on(commands::run(cli));
+    let result = runtime.block_on(run(cli));
     if let Err(err) = result {
         eprintln!("ctxd: error: {err:#}");
         std::process::exit(1);
+    }
+}
+
+/// Dispatches a parsed command line.
+async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Index { path, db, config, no_embed, model, json } => {
+            cmd::index::run(&path, &db, config.as_deref(), no_embed, &model, json).await
+        }
+        Command::Search { query, db, k, mode, as_of, no_rerank, model, json } => {
+            cmd::query::search(&query, &db, k, &mode, as_of, !no_rerank, &model, json).await
+        }
+        Command::Context {
+            query,
+            db,
+            budget,
+            reserve,
+            format,
+            candidates,
+            max_per_file,
+            mode,
+            current_file,
+            as_of,
+            model,
+            json,
+        } => {
+            let mut req = ContextRequest::new(query, budget);
+            req.reserve = reserve;
+            req.format = format.parse()?;
+            req.candidates = candidates;
+            req.max_per_file = max_per_file;
+            req.mode = mode.parse()?;
+            req.current_file = current_file;
+            req.as_of = as_of;
+            cmd::query::context(&req, &db, &model, json).await
+        }
+        Command::Snapshots { db, json } => cmd::admin::snapshots(&db, json).await,
+        Command::Reembed { db, block_rows, no_switch, vector_index_min_rows, json, model } => {
+            reembed::run(&db, &model, block_rows, !no_switch, vector_index_min_rows, json).await
+        }
+        Command::Compact { db, retain_secs, vector_index_min_rows, json } => {
+            cmd::admin::compact(&db, retain_secs, vector_index_min_rows, json).await
+        }
+        Command::Snapshot { action: SnapshotAction::Tag { name, version, db } } => {
+            cmd::admin::tag(&db, &name, version).await
+        }
+        Command::Snapshot { action: SnapshotAction::Untag { name, db } } => cmd::admin::untag(&db, &name).await,
+        Command::Mcp { db, root, config, model } => mcp::run(db, root, config, model).await,
+        Command::Symbols { name, db, prefix, limit, json } => {
+            cmd::query::symbols(&name, &db, prefix, limit, json).await
+        }
+        Command::Serve { config, watch, db, listen, flight_listen, model } => {
+            serve::serve(config, watch, db, listen, flight_listen, model).await
+        }
+        Command::Eval { db, queries, k, mode, context_budgets, model, json } => {
+            cmd::eval::run(&db, &queries, k, &mode, &context_budgets, &model, json).await
+        }
+        Command::Config { action: ConfigAction::Validate { file } } => cmd::admin::validate_config(&file),
+        Command::Bench { integrity, max_files, model, .. } if !integrity.is_empty() => {
+            bench::integrity(&integrity, max_files, &model)
+        }
+        Command::Bench { corpus, embed_chunks, skip_e2e, export, model, .. } => {
+            bench::run(&corpus, embed_chunks, skip_e2e, export.as_deref(), &model).await
+        }
     }
 }

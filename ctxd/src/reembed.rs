@@ -49,8 +49,8 @@ pub async fn run(
     let Some(spec) = model.model.clone() else {
         bail!("--model is required: the model to re-embed with (a Hugging Face id or a directory)");
     };
-    let uri = crate::commands::existing_db(db)?;
-    let (service, _) = crate::commands::start_model(&spec, model).await?;
+    let uri = crate::open::existing_db(db)?;
+    let (service, _) = crate::open::start_model(&spec, model).await?;
     // A directory is recorded absolute, so a daemon started elsewhere loads the same files.
     let spec = match Path::new(&spec).canonicalize() {
         Ok(p) if p.is_dir() => p.to_string_lossy().into_owned(),

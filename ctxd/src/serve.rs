@@ -11,24 +11,7 @@ use ctxd_serve::Searcher;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::cli::ModelArgs;
-use crate::commands::build_config;
-
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn termination() {
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing the SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
+use crate::open::{build_config, termination};
 
 /// Installs the Prometheus recorder (histograms with buckets for every `*_seconds` metric).
 pub fn install_metrics() -> Result<PrometheusHandle> {
@@ -141,7 +124,7 @@ pub async fn serve(
     };
     let assembler = Arc::new(ctxd_serve::context::Assembler::new((*searcher).clone(), token_counter));
     let check = (!cfg.source.is_object_store())
-        .then(|| crate::mcp::checker((*searcher).clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
+        .then(|| crate::staleness::checker((*searcher).clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
     let mcp = Arc::new(ctxd_serve::mcp::McpServer::new(assembler.clone(), check));
     let aggregator = Arc::new(aggregator(&cfg, assembler.clone())?);
     let state = AppState {

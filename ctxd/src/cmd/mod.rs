@@ -1,0 +1,7 @@
+//! The one-shot commands, one module each (the daemon, MCP, re-embedding and benchmarks have
+//! their own modules at the crate root).
+
+pub mod admin;
+pub mod eval;
+pub mod index;
+pub mod query;

@@ -1,0 +1,93 @@
+//! `ctxd search`, `ctxd context` and `ctxd symbols`: one query against an existing index,
+//! printed for a person or as JSON.
+
+use std::path::Path;
+
+use anyhow::Result;
+use ctxd_serve::context::{Assembler, ContextRequest};
+use ctxd_serve::{Mode, SearchRequest, Searcher};
+
+use crate::cli::ModelArgs;
+use crate::open::{open_assembler, open_index, open_searcher};
+
+pub async fn search(
+    query: &str,
+    db: &Path,
+    k: usize,
+    mode: &str,
+    as_of: Option<String>,
+    rerank: bool,
+    model: &ModelArgs,
+    json: bool,
+) -> Result<()> {
+    let mode: Mode = mode.parse()?;
+    let mut req = SearchRequest::new(query).with(k, mode);
+    req.as_of = as_of;
+    req.rerank = Some(rerank);
+    Searcher::validate(&req)?;
+    let searcher = open_searcher(db, model, !matches!(mode, Mode::Bm25 | Mode::Symbol)).await?;
+    let resp = searcher.search(&req).await?;
+    if json {
+        println!("{}", serde_json::to_string(&resp)?);
+        return Ok(());
+    }
+    if resp.results.is_empty() {
+        println!("no results");
+    }
+    for (i, r) in resp.results.iter().enumerate() {
+        let sym = r.symbol.as_deref().map(|s| format!("  {s}")).unwrap_or_default();
+        println!("{:>2}. {}:{}-{}{}  (score {:.4})", i + 1, r.path, r.start_line, r.end_line, sym, r.score);
+        for line in r.content.lines().take(3) {
+            println!("      {line}");
+        }
+    }
+    Ok(())
+}
+
+pub async fn context(req: &ContextRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
+    Assembler::validate(req)?;
+    let assembler = open_assembler(db, model, !matches!(req.mode, Mode::Bm25 | Mode::Symbol)).await?;
+    let resp = assembler.assemble(req, |_| {}).await?;
+    if json {
+        println!("{}", serde_json::to_string(&resp)?);
+    } else {
+        print!("{}", resp.context);
+        eprintln!(
+            "{} blocks, {} of {} tokens ({:.0}%), {} candidates, dedup {:.0}%, route {}, intent {}",
+            resp.blocks.len(),
+            resp.tokens_used,
+            resp.budget - resp.reserve,
+            resp.utilization * 100.0,
+            resp.candidates,
+            resp.dedup_rate * 100.0,
+            resp.route.as_deref().unwrap_or("-"),
+            resp.intent.as_deref().unwrap_or("-")
+        );
+    }
+    Ok(())
+}
+
+pub async fn symbols(name: &str, db: &Path, prefix: bool, limit: usize, json: bool) -> Result<()> {
+    let index = open_index(db).await?;
+    let rows = index.symbols_named(name, prefix, limit.max(1)).await?;
+    if json {
+        let out: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "name": r.name, "qualified_name": r.qualified_name, "symbol": r.symbol, "kind": r.kind,
+                    "language": r.language, "path": r.path, "start_line": r.start_line, "end_line": r.end_line,
+                    "signature": r.signature, "parent": r.parent, "doc": r.doc,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::json!({ "symbols": out }));
+    } else if rows.is_empty() {
+        println!("no symbol {}{name}", if prefix { "starting with " } else { "named " });
+    } else {
+        for r in rows {
+            println!("{}:{}-{}  {} {}  {}", r.path, r.start_line, r.end_line, r.kind, r.qualified_name, r.signature);
+        }
+    }
+    Ok(())
+}

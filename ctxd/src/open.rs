@@ -1,0 +1,155 @@
+//! Opening what a command works on: the configuration (file, environment, flags), an existing
+//! index, its model and tokenizer, and the searcher or context assembler on top of them.
+//!
+//! The one module the commands share; it imports no command module. Every failure names the
+//! index or the model and what to run instead.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use ctxd_index::Index;
+use ctxd_models::{EmbedService, EmbedServiceConfig, TokenCounter, DEFAULT_MODEL};
+use ctxd_pipeline::Config;
+use ctxd_serve::context::Assembler;
+use ctxd_serve::Searcher;
+
+use crate::cli::ModelArgs;
+
+/// The URI of an existing index at `db` (a local directory must exist).
+pub fn existing_db(db: &Path) -> Result<String> {
+    let uri = db.to_string_lossy().into_owned();
+    if !uri.contains("://") && !db.is_dir() {
+        bail!("no index at {}: run `ctxd index <PATH> --db {}` first", db.display(), db.display());
+    }
+    Ok(uri)
+}
+
+pub async fn open_index(db: &Path) -> Result<Index> {
+    let uri = existing_db(db)?;
+    // The auto-sized index cache (see `IndexConfig::index_cache_bytes`) for readers too.
+    ctxd_pipeline::config::IndexConfig { db: db.to_path_buf(), ..Default::default() }.apply_cache_limits();
+    Ok(Index::open(&uri).await?)
+}
+
+/// Builds the config of a one-shot or daemon run from an optional file plus overrides.
+pub fn build_config(file: Option<&Path>, root: Option<&Path>, db: Option<&Path>, model: &ModelArgs) -> Result<Config> {
+    let mut cfg = Config::load_with_env(file)?;
+    if let Some(root) = root {
+        cfg.source.root = root.to_path_buf();
+    }
+    if let Some(db) = db {
+        cfg.index.db = db.to_path_buf();
+    }
+    model.apply(&mut cfg.model);
+    cfg.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    cfg.index.apply_cache_limits();
+    Ok(cfg)
+}
+
+/// Opens an index read-only with a searcher using its model (or `--model`); the model is
+/// loaded only when `need_model` (bm25 never embeds the query).
+pub async fn open_searcher(db: &Path, model: &ModelArgs, need_model: bool) -> Result<Searcher> {
+    Ok(open_read(db, model, need_model).await?.searcher)
+}
+
+/// An existing index opened for reading: its searcher, and the model it is searched with.
+pub struct Opened {
+    pub searcher: Searcher,
+    /// What the model is loaded from: `--model`, else the spec `ctxd reembed` recorded for the
+    /// index, a directory or hub id, else the model id stored in the table (the default model
+    /// for a text-only index).
+    pub spec: String,
+    /// The model's tokenizer, when the model was loaded (it comes with the model, read once).
+    pub tokens: Option<TokenCounter>,
+}
+
+impl Opened {
+    /// The tokenizer of the index's model: the loaded model's, else read from its files.
+    pub async fn tokenizer(&self) -> Result<TokenCounter> {
+        match &self.tokens {
+            Some(t) => Ok(t.clone()),
+            None => tokenizer(self.spec.clone()).await,
+        }
+    }
+}
+
+/// Opens the index at `db` and, when `need_model`, loads its model (see [`Opened::spec`]).
+pub async fn open_read(db: &Path, model: &ModelArgs, need_model: bool) -> Result<Opened> {
+    let index = open_index(db).await?;
+    let spec = match &model.model {
+        Some(spec) => spec.clone(),
+        None => index_model_spec(&index).await?,
+    };
+    if !need_model {
+        return Ok(Opened { searcher: Searcher::new(Arc::new(index), None), spec, tokens: None });
+    }
+    let (service, tokens) = start_model(&spec, model).await?;
+    if service.dim() != index.dim() {
+        bail!(
+            "model {} has dimension {} but the index at {} has {}",
+            service.model_id(),
+            service.dim(),
+            db.display(),
+            index.dim()
+        );
+    }
+    Ok(Opened { searcher: Searcher::new(Arc::new(index), Some(service)), spec, tokens: Some(tokens) })
+}
+
+/// Loads the model `spec` with the runtime `model` asks for (device, precision, backend,
+/// threads) on a blocking thread, and starts its service.
+pub async fn start_model(spec: &str, model: &ModelArgs) -> Result<(EmbedService, TokenCounter)> {
+    let runtime = model.runtime()?;
+    let spec = spec.to_string();
+    let started =
+        tokio::task::spawn_blocking(move || ctxd_models::start(&spec, EmbedServiceConfig::default(), &runtime))
+            .await
+            .map_err(|e| anyhow::anyhow!("model loading thread failed: {e}"))??;
+    Ok(started)
+}
+
+async fn index_model_spec(index: &ctxd_index::Index) -> Result<String> {
+    let id = index.model_id();
+    if id.is_empty() || id == ctxd_index::NO_MODEL {
+        return Ok(DEFAULT_MODEL.to_string());
+    }
+    let active = ctxd_index::active::current(index.uri()).await?;
+    Ok(match active {
+        Some(a) if a.model_id == id && a.table_name == index.table_name() && !a.model_spec.is_empty() => a.model_spec,
+        _ => id.to_string(),
+    })
+}
+
+/// The tokenizer of the model `spec` (context budgets count in it).
+pub async fn tokenizer(spec: String) -> Result<TokenCounter> {
+    let (tokens, _, _) = tokio::task::spawn_blocking(move || ctxd_models::tokenizer_only(&spec))
+        .await
+        .expect("tokenizer loading thread panicked")?;
+    Ok(tokens)
+}
+
+/// A context assembler on an existing index: its searcher (the model loaded when
+/// `need_model`) and the tokenizer of the index's model (or `--model`), which budgets count in.
+pub async fn open_assembler(db: &Path, model: &ModelArgs, need_model: bool) -> Result<Assembler> {
+    let opened = open_read(db, model, need_model).await?;
+    let tokens = opened.tokenizer().await?;
+    Ok(Assembler::new(opened.searcher, tokens))
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn termination() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
