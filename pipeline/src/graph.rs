@@ -1,10 +1,13 @@
 //! The typed stage-graph runtime: bounded edges, workers, batching, metrics, drain.
+//!
+//! The component traits it runs ([`Stage`], [`BatchStage`], [`Sink`]) live in
+//! [`ctxd_stages::stage`], next to the stages that implement them; they are re-exported here.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_channel::{Receiver, Sender, TrySendError};
+pub use ctxd_stages::stage::{BatchStage, Sink, Stage};
 use ctxd_stages::StageError;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -230,40 +233,6 @@ impl Tracker {
         let mut n = self.in_flight.subscribe();
         let _ = n.wait_for(|v| *v <= 0).await;
     }
-}
-
-/// A stage that maps one item to zero or one item.
-pub trait Stage: Send + Sync + 'static {
-    type In: Send + 'static;
-    type Out: Send + 'static;
-    /// Stage name (metric label).
-    const NAME: &'static str;
-    /// Processes one item: `Ok(None)` drops it on purpose (counted as dropped).
-    fn process(&self, item: Self::In) -> impl Future<Output = Result<Option<Self::Out>, StageError>> + Send;
-}
-
-/// A stage that processes batches (e.g. one model request for many files).
-pub trait BatchStage: Send + Sync + 'static {
-    type In: Send + 'static;
-    type Out: Send + 'static;
-    const NAME: &'static str;
-    /// Weight of an item towards the batch cap (e.g. tokens).
-    fn weight(&self, item: &Self::In) -> usize;
-    /// Processes a batch; one result per input, in order.
-    fn process_batch(
-        &self,
-        items: Vec<Self::In>,
-    ) -> impl Future<Output = Vec<Result<Option<Self::Out>, StageError>>> + Send;
-}
-
-/// The last stage: consumes batches (one commit per batch).
-pub trait Sink: Send + Sync + 'static {
-    type In: Send + 'static;
-    const NAME: &'static str;
-    /// Weight of an item towards the batch cap (e.g. rows).
-    fn weight(&self, item: &Self::In) -> usize;
-    /// Writes a batch.
-    fn write(&self, items: Vec<Self::In>) -> impl Future<Output = Result<(), StageError>> + Send;
 }
 
 /// Batch caps of a batching stage or sink.

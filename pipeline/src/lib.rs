@@ -6,7 +6,8 @@
 //!   and the time spent blocked is counted per stage (`ctxd_stage_blocked_seconds_total`);
 //! * a stage runs `workers` copies; a [`graph::Stage`] maps one item to zero or one item, a
 //!   [`graph::BatchStage`] takes batches capped by a weight (e.g. tokens) and a wait, and a
-//!   [`graph::Sink`] consumes batches (commits);
+//!   [`graph::Sink`] consumes batches (commits); the traits and each stage's impl live in
+//!   `ctxd-stages` ([`ctxd_stages::stage`]);
 //! * a failing item is counted by error kind and skipped: it never ends the graph;
 //! * drain is ordered by construction: when the source stops, it drops its sender, each stage
 //!   finishes what is queued and in flight and then drops its own sender, down to the sink,
@@ -14,18 +15,32 @@
 //! * a [`graph::Tracker`] counts files in flight so callers can wait until everything the
 //!   source emitted has been committed or skipped (readiness, one-shot indexing).
 //!
-//! [`reembed`] re-embeds an index with another model into a second table and switches to it.
+//! The daemon: [`engine`] opens model, index and state; [`daemon`] builds the ctxd graph
+//! `watch → load → chunk → embed → upsert` from a [`config::Config`] and runs it one-shot
+//! (`ctxd index`) or as a daemon (`ctxd serve`); `source` drives the watcher or the object
+//! listing, `reconcile` removes what a completed start-up scan did not find.
 //!
-//! [`daemon`] builds the ctxd graph `watch → load → chunk → embed → upsert` from a
-//! [`config::Config`] and runs it one-shot (`ctxd index`) or as a daemon (`ctxd serve`).
+//! [`reembed`] re-embeds an index with another model into a second table and switches to it;
+//! [`migrate`] does so once for a table an older ctxd wrote.
 
 pub mod config;
 pub mod daemon;
+mod emit;
+pub mod engine;
 pub mod error;
+mod freshness;
 pub mod graph;
+pub mod job;
 pub mod metrics;
+pub mod migrate;
+mod pass;
+mod reconcile;
 pub mod reembed;
+mod source;
+#[cfg(test)]
+mod testkit;
 
 pub use config::Config;
-pub use daemon::{Engine, Running, Summary};
+pub use daemon::{Running, Summary};
+pub use engine::Engine;
 pub use error::PipelineError;

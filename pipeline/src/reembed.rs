@@ -30,122 +30,23 @@
 //! indexer embeds) and stored with its [`ctxd_models::embed_key`], so an index moved to model B
 //! holds the vectors a fresh index built with B would hold.
 //!
-//! **Migration** ([`migrate`]): a table written by an older ctxd has no `embed_key` column and
-//! vectors cached by content alone (some may be of another text than their row's). A writer
-//! ([`crate::daemon::Engine::open`]) re-embeds such a table once with its own model, by the
-//! same job into a new keyed table and the same switch, with a log line saying so; queries keep
-//! using the old table until the switch, so old and new vectors are never mixed.
+//! **Migration** (the `migrate` module) of a table an older ctxd wrote uses the same job.
 //!
 //! While a pass reads, the source version it reads is tagged `ctxd-reembed-source` so that no cleanup
 //! removes it under a long job; the tag is dropped at the end. The source table is left as it is (the rollback: `ctxd reembed` back to the old model
 //! only catches up). Rows stored without a vector (`model = "none"`, full-text-only sources)
 //! are copied with a zero vector of the new dimension.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::time::Instant;
 
-use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
-use ctxd_index::store::typed_col;
-use ctxd_index::{active, Index, IndexError, MaintenanceOptions, NO_MODEL};
+use ctxd_index::{active, Index, IndexError};
 use ctxd_models::EmbedService;
-use futures::StreamExt;
 
-use crate::graph::{edge, Input, Output};
-use crate::metrics as m;
+use crate::job::job_error;
+pub use crate::job::{JobModel, Progress, Quiet, ReembedOptions, ReembedReport, SOURCE_TAG};
+use crate::pass::{pass, Rows};
 use crate::PipelineError;
-
-/// How a job runs.
-#[derive(Debug, Clone)]
-pub struct ReembedOptions {
-    /// Rows per block (one embed request, one commit to the target).
-    pub rows_per_block: usize,
-    /// Switch queries to the new table when done (false: prepare only; run again to switch).
-    pub switch: bool,
-    /// Catch-up rounds before giving up on a source that keeps changing.
-    pub max_catch_up_rounds: usize,
-    /// Maintenance of the finished target (vector index threshold, version retention).
-    pub maintenance: MaintenanceOptions,
-}
-
-impl Default for ReembedOptions {
-    fn default() -> Self {
-        Self {
-            rows_per_block: 256,
-            switch: true,
-            max_catch_up_rounds: 5,
-            maintenance: MaintenanceOptions {
-                retain: std::time::Duration::from_secs(3600),
-                single_writer: false,
-                vector_index_min_rows: 100_000,
-            },
-        }
-    }
-}
-
-/// Progress callbacks (the CLI drives an indicatif bar with them).
-pub trait Progress: Send + Sync {
-    /// A pass over `total` rows starts, `done` of them already in the target.
-    fn start(&self, phase: &str, total: u64, done: u64);
-    /// `n` more rows are in the target.
-    fn advance(&self, n: u64);
-}
-
-/// No progress output.
-pub struct Quiet;
-
-impl Progress for Quiet {
-    fn start(&self, _: &str, _: u64, _: u64) {}
-    fn advance(&self, _: u64) {}
-}
-
-/// What a job did.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct ReembedReport {
-    pub from_table: String,
-    pub from_model: String,
-    pub to_table: String,
-    pub to_model: String,
-    /// Rows of the source at the end.
-    pub rows: usize,
-    /// Rows embedded and written by this run.
-    pub embedded: u64,
-    /// Rows found already done (an earlier, interrupted run).
-    pub resumed: usize,
-    /// Target rows deleted because the source no longer has them.
-    pub removed: usize,
-    /// Diff rounds after the first pass.
-    pub catch_up_rounds: usize,
-    pub seconds: f64,
-    pub rows_per_second: f64,
-    /// Whether queries now use the target.
-    pub switched: bool,
-    /// The target's LanceDB version at the end.
-    pub version: u64,
-}
-
-/// Tag on the source version a pass reads (removed when the job is done).
-pub const SOURCE_TAG: &str = "ctxd-reembed-source";
-
-fn job_error(db: &str, message: impl Into<String>) -> PipelineError {
-    PipelineError::Reembed { db: db.to_string(), message: message.into() }
-}
-
-/// The model a job embeds with: its id and dimension, and the service (`None` for a
-/// full-text-only index, whose rows have no vectors to compute).
-#[derive(Clone)]
-pub struct JobModel {
-    pub id: String,
-    pub dim: usize,
-    pub service: Option<EmbedService>,
-}
-
-impl From<EmbedService> for JobModel {
-    fn from(service: EmbedService) -> Self {
-        Self { id: service.model_id().to_string(), dim: service.dim(), service: Some(service) }
-    }
-}
 
 /// Re-embeds the index at `db` with `service` (its model loaded from `model_spec`) into the
 /// model's own table and, with `opts.switch`, makes that table the active one.
@@ -157,36 +58,6 @@ pub async fn reembed(
     progress: &dyn Progress,
 ) -> Result<ReembedReport, PipelineError> {
     run(db, service.into(), model_spec, opts, progress).await
-}
-
-/// Re-embeds the active table at `db` once with `model` when it was written by an older ctxd
-/// (no `embed_key` column, see the module docs) and switches to the result; `None` when the
-/// table is keyed already. Logs what it does.
-pub async fn migrate(db: &str, model: JobModel, model_spec: &str) -> Result<Option<ReembedReport>, PipelineError> {
-    let source = Index::open(db).await?;
-    if source.embed_keyed() {
-        return Ok(None);
-    }
-    let rows = source.stats().await?.rows;
-    tracing::warn!(
-        db, table = %source.table_name(), rows, model = %model.id,
-        "the index was written by an older ctxd: its vectors are keyed by content alone, so a moved file or an \
-         earlier re-embedding may hold vectors of another text; re-embedding all {rows} chunks once into a keyed \
-         table (queries keep using the old table until the switch)"
-    );
-    let report = match run(db, model.clone(), model_spec, &ReembedOptions::default(), &Quiet).await {
-        Ok(report) => report,
-        // Another writer migrated it meanwhile (the pointer now names a keyed table).
-        Err(_) if Index::open(db).await.is_ok_and(|now| now.embed_keyed() && now.model_id() == model.id) => {
-            return Ok(None)
-        }
-        Err(e) => return Err(e),
-    };
-    tracing::info!(
-        db, from = %report.from_table, to = %report.to_table, rows = report.rows, seconds = report.seconds,
-        "index migrated: every vector is now the model's vector of its row's text"
-    );
-    Ok(Some(report))
 }
 
 /// The table a job for `model` (dimension `dim`) writes: the one an earlier switch used for
@@ -216,7 +87,9 @@ async fn target_table(
     Err(job_error(db, format!("no free table name for model '{model}' ({base}, {base}-2 … {base}-9 are taken)")))
 }
 
-async fn run(
+/// The job: passes until the target holds every source row, then indexes and, with
+/// `opts.switch`, the switch.
+pub(crate) async fn run(
     db: &str,
     model: JobModel,
     model_spec: &str,
@@ -330,239 +203,12 @@ async fn run(
     Ok(report)
 }
 
-/// The source rows a pass copies.
-enum Rows {
-    /// These ids, fetched by id (a few).
-    ById(Vec<String>),
-    /// The rows with these ids, found by scanning the table (most of it).
-    Scan(HashSet<String>),
-}
-
-/// One pass: `rows` from `source` into `target`. Returns the rows written.
-async fn pass(
-    source: &Index,
-    target: &Index,
-    model: &JobModel,
-    rows: Rows,
-    rows_per_block: usize,
-    progress: &dyn Progress,
-) -> Result<u64, PipelineError> {
-    let (to_embed, embed_in) = edge::<RecordBatch>("reembed_read", "reembed_embed", 2);
-    let (to_write, write_in) = edge::<RecordBatch>("reembed_embed", "reembed_write", 2);
-    let rows_per_block = rows_per_block.max(1);
-    let read = read(source, rows, rows_per_block, to_embed);
-    let embed = embed(model, source.uri(), embed_in, to_write);
-    let write = write(target, write_in, progress);
-    let (r, e, w) = tokio::join!(read, embed, write);
-    r?;
-    e?;
-    w
-}
-
-async fn read(
-    source: &Index,
-    rows: Rows,
-    rows_per_block: usize,
-    out: Output<RecordBatch>,
-) -> Result<(), PipelineError> {
-    let (parts, keep): (Vec<Option<&[String]>>, _) = match &rows {
-        Rows::ById(ids) => (ids.chunks(500).map(Some).collect(), None),
-        Rows::Scan(keep) => (vec![None], Some(keep)),
-    };
-    for part in parts {
-        let mut stream = source.scan_without_vectors(part).await?;
-        while let Some(batch) = stream.next().await {
-            let mut batch = batch?;
-            if let Some(keep) = keep {
-                let ids = typed_col::<StringArray>(&batch, "chunk_id", source.uri())?;
-                let mask: arrow_array::BooleanArray =
-                    ids.iter().map(|id| Some(id.is_some_and(|id| keep.contains(id)))).collect();
-                batch = arrow_select::filter::filter_record_batch(&batch, &mask).map_err(IndexError::from)?;
-            }
-            let mut offset = 0;
-            while offset < batch.num_rows() {
-                let len = rows_per_block.min(batch.num_rows() - offset);
-                if out.send(batch.slice(offset, len)).await.is_err() {
-                    return Ok(()); // the embedder failed; its error is reported
-                }
-                offset += len;
-            }
-        }
-    }
-    Ok(())
-}
-
-async fn embed(
-    model: &JobModel,
-    uri: &str,
-    input: Input<RecordBatch>,
-    out: Output<RecordBatch>,
-) -> Result<(), PipelineError> {
-    let dim = model.dim;
-    while let Some(block) = input.recv().await {
-        let started = Instant::now();
-        let col = |name| typed_col::<StringArray>(&block, name, uri);
-        let (paths, symbols, contents) = (col("path")?, col("symbol")?, col("content")?);
-        let models = col("model").ok();
-        // Identical texts are embedded once; rows without a vector are not embedded.
-        let mut slot_of: HashMap<String, usize> = HashMap::new();
-        let mut texts = Vec::new();
-        let mut slots = Vec::with_capacity(block.num_rows());
-        let mut keys = Vec::with_capacity(block.num_rows());
-        for i in 0..block.num_rows() {
-            let symbol = (!symbols.is_null(i)).then(|| symbols.value(i));
-            let vectorless = models.is_some_and(|m| m.value(i) == NO_MODEL);
-            let model_id = if vectorless { NO_MODEL } else { model.id.as_str() };
-            let (text, key) = ctxd_models::keyed_chunk_text(model_id, paths.value(i), symbol, contents.value(i));
-            keys.push(key);
-            if vectorless {
-                slots.push(None);
-                continue;
-            }
-            let next = texts.len();
-            let slot = *slot_of.entry(text).or_insert_with_key(|text| {
-                texts.push(text.clone());
-                next
-            });
-            slots.push(Some(slot));
-        }
-        let vectors = match (&model.service, texts.is_empty()) {
-            (_, true) => Vec::new(),
-            (Some(service), false) => service.embed(texts).await?,
-            (None, false) => {
-                return Err(job_error(
-                    uri,
-                    format!(
-                        "{} rows hold vectors but no embedding model is loaded (a full-text-only source); \
-                         run once with embedding on ([source] embed = true) to re-embed them",
-                        texts.len()
-                    ),
-                ))
-            }
-        };
-        let mut list = FixedSizeListBuilder::with_capacity(
-            Float32Builder::with_capacity(block.num_rows() * dim),
-            dim as i32,
-            block.num_rows(),
-        );
-        let zero = vec![0.0f32; dim];
-        for slot in &slots {
-            let v = slot.map_or(&zero, |s| &vectors[s]);
-            if v.len() != dim {
-                return Err(IndexError::Dimension { expected: dim, got: v.len() }.into());
-            }
-            list.values().append_slice(v);
-            list.append(true);
-        }
-        let model_col: StringArray =
-            slots.iter().map(|s| Some(if s.is_some() { model.id.as_str() } else { NO_MODEL })).collect();
-        let keys = StringArray::from(keys);
-        let batch = with_vectors(&block, Arc::new(list.finish()), Arc::new(model_col), Arc::new(keys), dim, uri)?;
-        metrics::histogram!(m::STAGE_PROCESSING_SECONDS, "stage" => "reembed_embed")
-            .record(started.elapsed().as_secs_f64());
-        if out.send(batch).await.is_err() {
-            return Ok(());
-        }
-    }
-    Ok(())
-}
-
-async fn write(target: &Index, input: Input<RecordBatch>, progress: &dyn Progress) -> Result<u64, PipelineError> {
-    let mut written = 0u64;
-    while let Some(batch) = input.recv().await {
-        let n = batch.num_rows() as u64;
-        target.append(batch).await?;
-        written += n;
-        metrics::counter!(m::REEMBED_ROWS_TOTAL).increment(n);
-        progress.advance(n);
-    }
-    Ok(written)
-}
-
-/// The source block in the target's schema: every column as it was, `vector`, `model` and
-/// `embed_key` new.
-fn with_vectors(
-    block: &RecordBatch,
-    vector: ArrayRef,
-    model: ArrayRef,
-    key: ArrayRef,
-    dim: usize,
-    uri: &str,
-) -> Result<RecordBatch, IndexError> {
-    let schema = ctxd_index::schema::chunks_schema(dim);
-    let mut columns = Vec::with_capacity(schema.fields().len());
-    for field in schema.fields() {
-        columns.push(match field.name().as_str() {
-            "vector" => vector.clone(),
-            "model" => model.clone(),
-            ctxd_index::schema::EMBED_KEY => key.clone(),
-            name => block
-                .column_by_name(name)
-                .cloned()
-                .ok_or_else(|| IndexError::Column { uri: uri.to_string(), column: name.into() })?,
-        });
-    }
-    Ok(RecordBatch::try_new(schema, columns)?)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctxd_index::{ChunkRow, CommitBatch};
-    use ctxd_models::{EmbedServiceConfig, Embedder, ModelError};
-
-    /// A stand-in model (the job's logic is under test here; the end-to-end test uses two real
-    /// checkpoints): dimension 6, the vector counts letters by `text.len() % 6` and is
-    /// normalized, so each text's vector is fixed and rows can be checked.
-    struct Letters;
-
-    impl Embedder for Letters {
-        fn model_id(&self) -> &str {
-            "test/letters"
-        }
-        fn dim(&self) -> usize {
-            6
-        }
-        fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ModelError> {
-            Ok(texts.iter().map(|t| t.bytes().map(u32::from).collect()).collect())
-        }
-        fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
-            Ok(ids.iter().map(|t| letters(t.len())).collect())
-        }
-    }
-
-    fn letters(len: usize) -> Vec<f32> {
-        let mut v = vec![0.1f32; 6];
-        v[len % 6] = 1.0;
-        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.iter().map(|x| x / n).collect()
-    }
-
-    fn row(i: usize, model: &str) -> ChunkRow {
-        let content = format!("fn item_{i}() {{ {} }}", "x".repeat(i % 7));
-        ChunkRow {
-            chunk_id: format!("c{i:03}"),
-            path: format!("src/f{}.rs", i / 4),
-            language: "rust".into(),
-            symbol: Some(format!("item_{i}")),
-            kind: Some("function".into()),
-            start_line: 1,
-            end_line: 1,
-            content,
-            content_hash: format!("h{i}"),
-            embed_key: format!("k{i}-{model}"),
-            file_hash: format!("fh{}", i / 4),
-            token_count: 4,
-            vector: vec![0.5; 4],
-            model: model.into(),
-        }
-    }
-
-    /// Length of the text the job embeds for `row(i, _)`.
-    fn text_len(i: usize) -> usize {
-        let r = row(i, "");
-        ctxd_models::chunk_text(&r.path, r.symbol.as_deref(), &r.content).len()
-    }
+    use crate::testkit::{letters, row, text_len, Letters};
+    use ctxd_index::{ChunkRow, CommitBatch, NO_MODEL};
+    use ctxd_models::EmbedServiceConfig;
 
     struct Count(std::sync::atomic::AtomicU64);
     impl Progress for Count {
@@ -638,62 +284,5 @@ mod tests {
 
         let err = reembed(&db, service(), "test/letters", &opts, &Quiet).await.unwrap_err().to_string();
         assert!(err.contains("already uses model 'test/letters'"), "{err}");
-    }
-
-    /// A table as an older ctxd wrote it: the chunks schema without `embed_key`.
-    async fn legacy_table(db: &str, rows: &[ChunkRow], dim: usize) {
-        let batch = ctxd_index::schema::rows_to_batch(rows, dim).unwrap();
-        let keep: Vec<usize> = (0..batch.num_columns())
-            .filter(|&i| batch.schema().field(i).name() != ctxd_index::schema::EMBED_KEY)
-            .collect();
-        let batch = batch.project(&keep).unwrap();
-        let conn = lancedb::connect(db).execute().await.unwrap();
-        conn.create_table(ctxd_index::CHUNKS_TABLE, batch).execute().await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn an_unkeyed_table_is_migrated_once_and_refuses_writes_before() {
-        let tmp = tempfile::tempdir().unwrap();
-        let db = tmp.path().join("db").to_string_lossy().into_owned();
-        // Vectors as an older ctxd left them: the content's, whatever the path.
-        let rows: Vec<ChunkRow> =
-            (0..12).map(|i| ChunkRow { vector: letters(row(i, "").content.len()), ..row(i, "test/letters") }).collect();
-        legacy_table(&db, &rows, 6).await;
-        let old = Index::open(&db).await.unwrap();
-        assert!(!old.embed_keyed());
-        assert_eq!(old.fts_search("item_3", 2).await.unwrap().len(), 0, "searchable, no full-text index yet");
-        assert!(old.vector_search(&letters(3), 2).await.is_ok(), "an old table still answers queries");
-        let err = old.commit(CommitBatch { rows: vec![row(50, "test/letters")], ..Default::default() }).await;
-        assert!(err.unwrap_err().to_string().contains("re-embed it once"), "writes are refused before migrating");
-
-        // A concurrent job got there first and wrote rows 0..3 twice: they are redone, once.
-        let early = Index::open_or_create_table(&db, "chunks__test-letters", "test/letters", 6).await.unwrap();
-        for _ in 0..2 {
-            let rows: Vec<ChunkRow> =
-                (0..3).map(|i| ChunkRow { vector: letters(0), ..row(i, "test/letters") }).collect();
-            early.commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
-        }
-        assert_eq!(early.chunk_ids_and_duplicates().await.unwrap().1.len(), 3);
-        let model = JobModel::from(EmbedService::spawn(Letters, EmbedServiceConfig::default()));
-        let report = migrate(&db, model.clone(), "test/letters").await.unwrap().expect("migrated");
-        assert_eq!((report.from_table.as_str(), report.to_table.as_str()), ("chunks", "chunks__test-letters"));
-        assert_eq!((report.rows, report.embedded), (12, 12));
-        let now = Index::open(&db).await.unwrap();
-        assert!(now.embed_keyed());
-        assert_eq!(now.table_name(), "chunks__test-letters");
-        assert!(now.chunk_ids_and_duplicates().await.unwrap().1.is_empty());
-        assert_eq!(now.stats().await.unwrap().rows, 12);
-        let ids: Vec<String> = (0..12).map(|i| format!("c{i:03}")).collect();
-        let vectors = now.vectors_of_chunks(&ids).await.unwrap();
-        for i in 0..12 {
-            assert_eq!(vectors[&ids[i]], letters(text_len(i)), "row {i} holds the vector of its own text");
-        }
-        // The key is the model and the text: the indexer's cache finds these rows.
-        let r = row(4, "");
-        let key =
-            ctxd_models::embed_key("test/letters", &ctxd_models::chunk_text(&r.path, r.symbol.as_deref(), &r.content));
-        assert_eq!(now.vectors_for(&[key.clone()]).await.unwrap()[&key], letters(text_len(4)));
-        // Once is enough.
-        assert!(migrate(&db, model, "test/letters").await.unwrap().is_none());
     }
 }

@@ -26,6 +26,7 @@
 //!
 //! Token counts come from the embedding model's tokenizer (any `Fn(&str) -> usize` in tests).
 
+pub mod stage;
 use std::sync::Arc;
 
 use tree_sitter::{Language, Node, Parser};

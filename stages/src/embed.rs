@@ -11,6 +11,7 @@
 //! not the vector of the new text). Reused and computed chunks are counted
 //! (`ctxd_embed_cache_hits_total` / `_misses_total`).
 
+pub mod stage;
 use std::collections::HashMap;
 use std::sync::Arc;
 

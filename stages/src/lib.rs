@@ -20,6 +20,7 @@
 //! * [`upsert`] — groups files into commits and applies them to the LanceDB index.
 
 pub mod chunk;
+pub mod counters;
 pub mod embed;
 pub mod error;
 pub mod formats;
@@ -27,6 +28,7 @@ pub mod lang;
 pub mod load;
 pub mod metrics;
 pub mod object;
+pub mod stage;
 pub mod state;
 pub mod symbols;
 pub mod upsert;

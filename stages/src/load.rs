@@ -6,6 +6,7 @@
 //! first 8 KiB → skip). Invalid UTF-8 is decoded lossily and counted. A file that used to be
 //! indexed and is now binary or too large is reported as removed so its stale chunks go.
 
+pub mod stage;
 use crate::metrics as m;
 use crate::{formats, lang, FileState, SourceFile, StageError};
 

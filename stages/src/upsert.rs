@@ -5,6 +5,7 @@
 //! with back-off on failure, and only then recorded in the shared [`FileState`]. A batch that
 //! cannot be committed leaves the index exactly as it was: nothing already indexed is lost.
 
+pub mod stage;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;

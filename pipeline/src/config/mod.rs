@@ -1,0 +1,281 @@
+//! The daemon configuration: strict TOML (unknown keys are errors), defaults for everything,
+//! every problem reported together.
+//!
+//! Two steps: `raw` reads the TOML as written (every key optional, wrong types and unknown
+//! keys kept, not raised), `validate` builds the [`Config`] from it with the defaults
+//! ([`sections`]) and checks the values; every problem (unknown key, wrong type, missing
+//! key, bad value) goes into one [`ConfigErrors`], each with its key path and where it was set
+//! (its line in the file, or the `CTXD_*` variable of an override, [`env`]).
+//!
+//! ```toml
+//! [source]
+//! root = "examples/demo"      # folder to index and watch
+//! debounce_ms = 200
+//! max_file_bytes = 10485760
+//!
+//! [index]
+//! db = ".ctxd/db"             # LanceDB directory
+//!
+//! [model]
+//! name = "sentence-transformers/all-MiniLM-L6-v2"   # hub id or local directory
+//!
+//! [server]
+//! listen = "127.0.0.1:7700"
+//! ```
+//! See `configs/ctxd.toml` for every key with its default.
+
+use std::path::Path;
+
+pub use crate::error::{ConfigErrors, Problem};
+use crate::PipelineError;
+
+pub mod env;
+mod raw;
+pub mod sections;
+mod validate;
+
+pub use env::{env_overrides, Override};
+pub use sections::*;
+
+impl Config {
+    /// Parses TOML text; `origin` names the file in errors. Relative paths in the file are
+    /// resolved against the file's directory.
+    pub fn from_toml(text: &str, origin: &Path) -> Result<Self, PipelineError> {
+        Self::from_toml_with(text, origin, Vec::new())
+    }
+
+    /// [`Config::from_toml`] with environment overrides applied on top of the file (see
+    /// [`env_overrides`]); errors name the variable that set a bad key.
+    pub fn from_toml_with(text: &str, origin: &Path, overrides: Vec<Override>) -> Result<Self, PipelineError> {
+        let err = |message: String| PipelineError::Config { path: origin.to_path_buf(), message };
+        // Syntax errors stop the parser (one at a time, with line and column).
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        let from_env = env::apply(&mut table, overrides).map_err(err)?;
+        let raw = raw::RawConfig::from_table(table).map_err(err)?;
+        let (mut cfg, mut problems) = validate::build(raw, text, &from_env);
+        cfg.resolve_paths(origin.parent().unwrap_or(Path::new(".")));
+        if let Err(ConfigErrors(more)) = cfg.validate() {
+            problems.extend(more);
+        }
+        if problems.is_empty() {
+            Ok(cfg)
+        } else {
+            Err(PipelineError::Invalid { path: origin.to_path_buf(), errors: ConfigErrors(problems) })
+        }
+    }
+
+    /// Relative paths (not `s3://` ones) resolve against `base`, the file's directory.
+    fn resolve_paths(&mut self, base: &Path) {
+        if self.source.root.is_relative() && !self.source.is_object_store() {
+            self.source.root = base.join(&self.source.root);
+        }
+        if let Some(dir) = self.source.mirror_dir.as_mut().filter(|d| d.is_relative()) {
+            *dir = base.join(&*dir);
+        }
+        if let Some(file) = self.server.auth_token_file.as_mut().filter(|d| d.is_relative()) {
+            *file = base.join(&*file);
+        }
+        if self.index.db.is_relative() && !self.index.db.to_string_lossy().contains("://") {
+            self.index.db = base.join(&self.index.db);
+        }
+    }
+
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<Self, PipelineError> {
+        Self::load_from(Some(path), Vec::new())
+    }
+
+    /// The configuration a run uses: `file` (or the defaults) with the process's `CTXD_*`
+    /// overrides on top. Relative paths resolve against the file's directory (the working
+    /// directory without a file).
+    pub fn load_with_env(file: Option<&Path>) -> Result<Self, PipelineError> {
+        Self::load_from(file, env_overrides(std::env::vars()))
+    }
+
+    fn load_from(file: Option<&Path>, overrides: Vec<Override>) -> Result<Self, PipelineError> {
+        match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| PipelineError::Config { path: path.to_path_buf(), message: e.to_string() })?;
+                Self::from_toml_with(&text, path, overrides)
+            }
+            None if overrides.is_empty() => Ok(Self::default()),
+            None => Self::from_toml_with("", Path::new("./(environment)"), overrides),
+        }
+    }
+
+    /// Checks of the values (after command-line overrides, say); every problem is reported.
+    pub fn validate(&self) -> Result<(), ConfigErrors> {
+        validate::check(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    /// The package's directory: cargo's run-time `CARGO_MANIFEST_DIR` (right even when a cached test
+    /// binary built from another checkout of the same sources is reused), else the build-time one.
+    fn manifest_dir() -> std::path::PathBuf {
+        std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+    }
+
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let err = Config::from_toml("[source]\nroot = \"x\"\nbogus = 1\n", Path::new("c.toml")).unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn all_semantic_errors_reported_together() {
+        let text =
+            "[pipeline]\nload = { capacity = 0, workers = 0 }\n[server]\nlisten = \"nope\"\nrerank_depth = 500\n";
+        let err = Config::from_toml(text, Path::new("c.toml")).unwrap_err().to_string();
+        assert!(err.contains("pipeline.load.capacity"), "{err}");
+        assert!(err.contains("pipeline.load.workers"), "{err}");
+        assert!(err.contains("server.listen"), "{err}");
+        assert!(err.contains("server.rerank_depth must be at most 200"), "{err}");
+    }
+
+    fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn environment_overrides_win_over_the_file_and_bad_ones_are_named() {
+        let file = "[index]\ndb = \"db\"\noptimize_every_rows = 10\n[server]\nlisten = \"127.0.0.1:1\"\n";
+        let env = env_overrides(vars(&[
+            ("CTXD_INDEX_OPTIMIZE_EVERY_ROWS", "99"),
+            ("CTXD_SERVER_LISTEN", "127.0.0.1:7799"),
+            ("CTXD_PIPELINE_EMBED__WORKERS", "3"),
+            ("CTXD_SOURCE_EMBED", "false"),
+            ("CTXD_MODEL_NAME", "sentence-transformers/all-MiniLM-L6-v2"),
+            ("CTXD_LOG", "debug"),
+            ("CTXD_AUTH_TOKEN", "x"),
+            ("HOME", "/root"),
+        ]));
+        assert_eq!(env.len(), 5, "{env:?}");
+        let cfg = Config::from_toml_with(file, Path::new("/etc/ctxd/c.toml"), env).unwrap();
+        assert_eq!(cfg.index.optimize_every_rows, 99);
+        assert_eq!(cfg.index.db, Path::new("/etc/ctxd/db"));
+        assert_eq!(cfg.server.listen, "127.0.0.1:7799");
+        assert_eq!(cfg.pipeline.embed.workers, 3);
+        assert!(!cfg.source.embed);
+        assert_eq!(cfg.model.name, "sentence-transformers/all-MiniLM-L6-v2");
+
+        let env = env_overrides(vars(&[("CTXD_INDEX_OPTIMISE_EVERY_ROWS", "1")]));
+        let err = Config::from_toml_with(file, Path::new("c.toml"), env).unwrap_err().to_string();
+        assert!(err.contains("optimise_every_rows") && err.contains("CTXD_INDEX_OPTIMISE_EVERY_ROWS"), "{err}");
+        let env = env_overrides(vars(&[("CTXD_PIPELINE_LOAD__CAPACITY", "0")]));
+        let err = Config::from_toml_with(file, Path::new("c.toml"), env).unwrap_err().to_string();
+        assert!(err.contains("pipeline.load.capacity"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_file_names_the_key_and_line() {
+        let err =
+            Config::from_toml("[index]\ndb = \"d\"\nbogus_key = 1\n", Path::new("c.toml")).unwrap_err().to_string();
+        assert!(err.contains("bogus_key") && err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn every_unknown_key_and_wrong_type_is_reported_at_once_with_its_line() {
+        let text = "[index]\ndb = \"d\"\nbogus = 1\n\n[server]\nlisten = 5\nlisen = \"x\"\n\n[pipeline]\nload = { capacity = 1, workers = 1, extra = 2 }\n\n[[aggregate.sources]]\nname = \"a\"\nkind = \"local\"\nfoo = 1\n\n[typo]\nx = 1\n";
+        let err = Config::from_toml(text, Path::new("c.toml")).unwrap_err().to_string();
+        for want in [
+            "line 3: index.bogus",
+            "line 6: server.listen: invalid type",
+            "line 7: server.lisen",
+            "line 10: pipeline.load.extra",
+            "line 15: aggregate.sources.foo",
+            "line 17: typo",
+        ] {
+            assert!(err.contains(want), "missing '{want}' in: {err}");
+        }
+        let env = env_overrides(vars(&[("CTXD_SERVER_LISTN", "127.0.0.1:1")]));
+        let err = Config::from_toml_with("", Path::new("c.toml"), env).unwrap_err().to_string();
+        assert!(err.contains("CTXD_SERVER_LISTN: server.listn"), "{err}");
+    }
+
+    #[test]
+    fn type_errors_missing_keys_and_bad_values_make_one_report_with_key_paths() {
+        let text = "[chunk]\nmax_tokens = 8\n[pipeline]\nload = { capacity = 2 }\n[server]\nlisten = 5\n";
+        let Err(PipelineError::Invalid { errors, .. }) = Config::from_toml(text, Path::new("c.toml")) else {
+            panic!("an invalid config is reported as one ConfigErrors")
+        };
+        let keys: Vec<&str> = errors.0.iter().map(|p| p.key.as_str()).collect();
+        for want in ["pipeline.load", "server.listen", "chunk.max_tokens"] {
+            assert!(keys.contains(&want), "{want} missing in {keys:?}");
+        }
+        let missing = errors.0.iter().find(|p| p.key == "pipeline.load").unwrap();
+        assert_eq!(missing.to_string(), "line 4: pipeline.load: missing field `workers`");
+        let range = errors.0.iter().find(|p| p.key == "chunk.max_tokens").unwrap();
+        assert_eq!(
+            (range.place.as_deref(), range.to_string().as_str()),
+            (None, "chunk.max_tokens must be at least 16")
+        );
+    }
+
+    #[test]
+    fn the_index_cache_is_sized_from_the_index_files_unless_set() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut cfg = IndexConfig { db: tmp.path().join("db"), ..Default::default() };
+        assert_eq!(cfg.index_cache_bytes(), 64 << 20, "no index yet: the floor");
+        let seg = cfg.db.join("chunks.lance/_indices/abc");
+        std::fs::create_dir_all(&seg).unwrap();
+        // Sparse files: sizes without the bytes.
+        std::fs::File::create(seg.join("part.lance")).unwrap().set_len(200 << 20).unwrap();
+        std::fs::create_dir_all(cfg.db.join("chunks.lance/data")).unwrap();
+        std::fs::File::create(cfg.db.join("chunks.lance/data/x.lance")).unwrap().set_len(900 << 20).unwrap();
+        assert_eq!(cfg.index_cache_bytes(), 300 << 20, "1.5 x the index files, data files not counted");
+        std::fs::File::create(seg.join("more.lance")).unwrap().set_len(2 << 30).unwrap();
+        assert_eq!(cfg.index_cache_bytes(), 1 << 30, "capped");
+        cfg.index_cache_mb = 128;
+        assert_eq!(cfg.index_cache_bytes(), 128 << 20, "a number is kept");
+        cfg.index_cache_mb = 0;
+        cfg.db = "s3://bucket/db".into();
+        assert_eq!(cfg.index_cache_bytes(), 64 << 20);
+    }
+
+    #[test]
+    fn every_shipped_config_parses() {
+        let dir = Path::new(&manifest_dir()).join("../configs");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Config::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 3, "configs/ holds the documented default and examples");
+    }
+
+    #[test]
+    fn documented_default_matches_code_defaults() {
+        let path = Path::new(&manifest_dir()).join("../configs/ctxd.toml");
+        let file = Config::load(&path).unwrap();
+        let code = Config::default();
+        assert_eq!(format!("{:?}", file.pipeline), format!("{:?}", code.pipeline));
+        assert_eq!(format!("{:?}", file.model), format!("{:?}", code.model));
+        assert_eq!(format!("{:?}", file.chunk), format!("{:?}", code.chunk));
+        assert_eq!(file.source.debounce_ms, code.source.debounce_ms);
+        assert_eq!(file.index.index_cache_mb, code.index.index_cache_mb);
+        assert_eq!(file.index.metadata_cache_mb, code.index.metadata_cache_mb);
+        assert_eq!(file.index.optimize_every_rows, code.index.optimize_every_rows);
+        assert_eq!(file.source.max_file_bytes, code.source.max_file_bytes);
+        assert_eq!(file.server.listen, code.server.listen);
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_file() {
+        let cfg = Config::from_toml("[source]\nroot = \"src\"\n[index]\ndb = \"db\"\n", Path::new("/etc/ctxd/c.toml"))
+            .unwrap();
+        assert_eq!(cfg.source.root, PathBuf::from("/etc/ctxd/src"));
+        assert_eq!(cfg.index.db, PathBuf::from("/etc/ctxd/db"));
+    }
+}

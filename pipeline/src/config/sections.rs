@@ -1,0 +1,404 @@
+//! The validated configuration: one type per section, with the defaults of every key and the
+//! helpers the daemon uses (object-store roots, cache budgets, the auth token). Built from the
+//! TOML by `config::validate`; `Default` is the configuration without a file.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::PipelineError;
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    pub source: SourceConfig,
+    pub index: IndexConfig,
+    pub model: ModelConfig,
+    pub chunk: ChunkSection,
+    pub pipeline: PipelineConfig,
+    pub server: ServerConfig,
+    pub aggregate: AggregateConfig,
+}
+
+/// `[aggregate]`: the sources `POST /v1/aggregate` gathers context from.
+#[derive(Debug, Clone)]
+pub struct AggregateConfig {
+    /// `[[aggregate.sources]]`: `{name, kind = "local"|"ctxd"|"mcp", url, priority, timeout_ms,
+    /// token_env}`. Empty: the daemon's own index only.
+    pub sources: Vec<AggregateSourceConfig>,
+    /// Source answers cached (keyed by source index version); 0 turns the cache off.
+    pub cache_entries: usize,
+}
+
+impl Default for AggregateConfig {
+    fn default() -> Self {
+        Self { sources: Vec::new(), cache_entries: 256 }
+    }
+}
+
+/// One aggregate source.
+#[derive(Debug, Clone)]
+pub struct AggregateSourceConfig {
+    pub name: String,
+    /// `local` (this index), `ctxd` (another daemon's base URL), `mcp` (a streamable-HTTP MCP
+    /// endpoint with a `get_context` tool).
+    pub kind: String,
+    pub url: Option<String>,
+    /// Relative share of the token budget (default 1).
+    pub priority: u32,
+    /// Default 2000.
+    pub timeout_ms: u64,
+    /// Environment variable holding the bearer token to send (never the token itself).
+    pub token_env: Option<String>,
+}
+
+impl AggregateSourceConfig {
+    /// `priority` when not set.
+    pub const DEFAULT_PRIORITY: u32 = 1;
+    /// `timeout_ms` when not set.
+    pub const DEFAULT_TIMEOUT_MS: u64 = 2000;
+}
+
+/// `[source]`: what to index.
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    /// A local directory, or an object-storage prefix `s3://bucket/prefix` (credentials and
+    /// endpoint from the `AWS_*` environment variables).
+    pub root: PathBuf,
+    /// For an `s3://` root: seconds between two listings of the prefix.
+    pub poll_interval_secs: u64,
+    /// For an `s3://` root: where objects are mirrored locally (default:
+    /// `$XDG_CACHE_HOME/ctxd/objects/<bucket>/<prefix>`).
+    pub mirror_dir: Option<PathBuf>,
+    /// Quiet time before a changed file is processed.
+    pub debounce_ms: u64,
+    /// Larger files are skipped and counted.
+    pub max_file_bytes: u64,
+    /// Larger files are streamed: hashed in one pass, chunked and committed in parts of
+    /// `stream_block_bytes`, never held in memory whole.
+    pub stream_threshold_bytes: u64,
+    /// Bytes of whole lines read per part of a streamed file.
+    pub stream_block_bytes: u64,
+    /// Embed chunks (`false`: full-text only — chunks are stored without vectors and found by
+    /// BM25; for logs and data dumps).
+    pub embed: bool,
+}
+
+impl SourceConfig {
+    /// True when the root is an `s3://` prefix.
+    pub fn is_object_store(&self) -> bool {
+        ctxd_stages::object::ObjectUri::is_object_uri(&self.root.to_string_lossy())
+    }
+
+    /// The mirror directory of an `s3://` root.
+    pub fn mirror(&self) -> PathBuf {
+        if let Some(dir) = &self.mirror_dir {
+            return dir.clone();
+        }
+        let uri = ctxd_stages::object::ObjectUri::parse(&self.root.to_string_lossy());
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir);
+        let mut dir = cache.join("ctxd").join("objects");
+        if let Some(u) = uri {
+            dir.push(u.bucket);
+            if !u.prefix.is_empty() {
+                dir.push(u.prefix);
+            }
+        }
+        dir
+    }
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        Self {
+            root: PathBuf::from("."),
+            poll_interval_secs: 10,
+            mirror_dir: None,
+            debounce_ms: 200,
+            max_file_bytes: 4 << 30,
+            stream_threshold_bytes: 10 * 1024 * 1024,
+            stream_block_bytes: 1024 * 1024,
+            embed: true,
+        }
+    }
+}
+
+/// `[index]`: where the index lives.
+#[derive(Debug, Clone)]
+pub struct IndexConfig {
+    /// LanceDB database directory.
+    pub db: PathBuf,
+    /// Fold new rows into the full-text index after this many commits…
+    pub optimize_every_commits: u64,
+    /// …or once this many rows were written since the last fold (the fold's memory grows
+    /// with the rows it indexes, so big streamed files are folded in slices).
+    pub optimize_every_rows: u64,
+    /// The daemon compacts fragments, removes old versions and builds the vector index every
+    /// this many seconds (0: never; `ctxd compact` runs it once).
+    pub maintenance_interval_secs: u64,
+    /// Versions younger than this are kept by cleanup (tagged versions are always kept).
+    pub retain_versions_secs: u64,
+    /// Build the ANN vector index once this many embedded rows exist (0: never; below it
+    /// vector search is exact).
+    pub vector_index_min_rows: usize,
+    /// Budget of LanceDB's cache of opened index structures (vector partitions, posting
+    /// lists), shared by every table of the process; 0 = sized from the index on disk
+    /// ([`IndexConfig::index_cache_bytes`]).
+    pub index_cache_mb: usize,
+    /// Budget of LanceDB's metadata cache (manifests, fragment and file footers).
+    pub metadata_cache_mb: usize,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        Self {
+            db: PathBuf::from(".ctxd/db"),
+            optimize_every_commits: 50,
+            optimize_every_rows: 50_000,
+            maintenance_interval_secs: 600,
+            retain_versions_secs: 3600,
+            vector_index_min_rows: 100_000,
+            index_cache_mb: 0,
+            metadata_cache_mb: 32,
+        }
+    }
+}
+
+impl IndexConfig {
+    /// Applies the cache budgets to the process (before the first index is opened).
+    pub fn apply_cache_limits(&self) {
+        let index_bytes = self.index_cache_bytes();
+        if self.index_cache_mb == 0 {
+            tracing::debug!(mb = index_bytes >> 20, "lancedb index cache sized from the index on disk");
+        }
+        ctxd_index::set_cache_limits(ctxd_index::CacheLimits {
+            index_bytes,
+            metadata_bytes: self.metadata_cache_mb << 20,
+        });
+    }
+
+    /// The index cache budget: `index_cache_mb`, or for 0 (auto) 1.5 × the bytes of the index
+    /// files (`*.lance/_indices`) in the database directory, clamped to 64 MiB..=1 GiB (64 MiB
+    /// for an `s3://` or a new index). Queries on a large index read the same posting lists and
+    /// vector partitions again and again: too small a cache re-reads them every time (255k
+    /// chunks, ~150 MB of index files: completion p50 42 ms with 64 MiB, 27 ms with 256 MiB),
+    /// while a fresh ingest keeps the small budget that holds its memory flat.
+    pub fn index_cache_bytes(&self) -> usize {
+        const MIN: usize = 64 << 20;
+        const MAX: usize = 1 << 30;
+        if self.index_cache_mb > 0 {
+            return self.index_cache_mb << 20;
+        }
+        if self.db.to_string_lossy().contains("://") {
+            return MIN;
+        }
+        fn size(dir: &std::path::Path) -> u64 {
+            let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+            entries
+                .flatten()
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => size(&e.path()),
+                    Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+                    _ => 0,
+                })
+                .sum()
+        }
+        let tables = std::fs::read_dir(&self.db).into_iter().flatten().flatten();
+        let index_files: u64 = tables
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".lance"))
+            .map(|e| size(&e.path().join("_indices")))
+            .sum();
+        ((index_files as usize).saturating_mul(3) / 2).clamp(MIN, MAX)
+    }
+
+    /// The maintenance pass these settings ask for (the daemon is its table's one writer).
+    pub fn maintenance(&self) -> ctxd_index::MaintenanceOptions {
+        ctxd_index::MaintenanceOptions {
+            retain: std::time::Duration::from_secs(self.retain_versions_secs),
+            single_writer: true,
+            vector_index_min_rows: self.vector_index_min_rows,
+        }
+    }
+}
+
+/// `[model]`: the embedding model.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    /// Hugging Face id or local directory.
+    pub name: String,
+    /// Cap on padded tokens per forward pass.
+    pub max_batch_tokens: usize,
+    /// Cap on texts per forward pass.
+    pub max_batch_texts: usize,
+    /// `auto` (the GPU when the binary has CUDA and one answers, else the CPU), `cpu` or
+    /// `cuda:N` (CUDA needs a `--features cuda` build: scripts/build-cuda.sh).
+    pub device: String,
+    /// `auto` (bf16 where native and faster than f32, else f32; f16 on a GPU), `f32`, `bf16`;
+    /// `f16` on CUDA.
+    pub precision: String,
+    /// `auto` (the fast oneDNN CPU path when installed, else candle), `onednn` or `candle`.
+    pub backend: String,
+    /// Embedding worker threads of the CPU path; 0 = one per core.
+    pub threads: usize,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        let rt = ctxd_models::Runtime::default();
+        Self {
+            name: ctxd_models::DEFAULT_MODEL.to_string(),
+            max_batch_tokens: 8192,
+            max_batch_texts: 64,
+            device: rt.device,
+            precision: rt.precision,
+            backend: rt.backend,
+            threads: rt.threads,
+        }
+    }
+}
+
+impl ModelConfig {
+    /// The runtime settings for `ctxd_models::start`.
+    pub fn runtime(&self) -> ctxd_models::Runtime {
+        ctxd_models::Runtime {
+            device: self.device.clone(),
+            precision: self.precision.clone(),
+            backend: self.backend.clone(),
+            threads: self.threads,
+        }
+    }
+}
+
+/// `[chunk]`: chunk sizes.
+#[derive(Debug, Clone)]
+pub struct ChunkSection {
+    pub max_tokens: usize,
+    pub overlap_tokens: usize,
+    /// Whole code definitions below this many tokens are merged with sibling definitions…
+    pub min_tokens: usize,
+    /// …up to this many tokens per merged chunk (0: never merge).
+    pub merge_tokens: usize,
+}
+
+impl Default for ChunkSection {
+    fn default() -> Self {
+        let d = ctxd_stages::chunk::ChunkConfig::default();
+        Self {
+            max_tokens: d.max_tokens,
+            overlap_tokens: d.overlap_tokens,
+            min_tokens: d.min_tokens,
+            merge_tokens: d.merge_tokens,
+        }
+    }
+}
+
+/// Queue capacity and workers of one stage.
+#[derive(Debug, Clone, Copy)]
+pub struct StageTuning {
+    /// Capacity of the stage's input queue.
+    pub capacity: usize,
+    /// Concurrent workers.
+    pub workers: usize,
+}
+
+/// `[pipeline]`: the stage graph.
+#[derive(Debug, Clone)]
+pub struct PipelineConfig {
+    pub load: StageTuning,
+    pub chunk: StageTuning,
+    pub embed: StageTuning,
+    pub upsert: StageTuning,
+    /// Chunk tokens per embed request.
+    pub embed_batch_tokens: usize,
+    /// Longest wait to fill an embed request.
+    pub embed_batch_wait_ms: u64,
+    /// Rows per commit.
+    pub commit_max_rows: usize,
+    /// Longest wait before a commit (bounds freshness).
+    pub commit_interval_ms: u64,
+    /// Time allowed to drain on SIGTERM before the process exits anyway.
+    pub drain_timeout_secs: u64,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self {
+            load: StageTuning { capacity: 64, workers: 2 },
+            chunk: StageTuning { capacity: 64, workers: 2 },
+            embed: StageTuning { capacity: 64, workers: 1 },
+            upsert: StageTuning { capacity: 64, workers: 1 },
+            embed_batch_tokens: 4096,
+            embed_batch_wait_ms: 20,
+            commit_max_rows: 4096,
+            commit_interval_ms: 1000,
+            drain_timeout_secs: 60,
+        }
+    }
+}
+
+impl PipelineConfig {
+    /// Commit interval as a duration.
+    pub fn commit_interval(&self) -> Duration {
+        Duration::from_millis(self.commit_interval_ms)
+    }
+}
+
+/// `[server]`: the HTTP API.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: String,
+    /// Arrow Flight (gRPC) address; empty: no Flight server.
+    pub flight_listen: String,
+    /// File holding the bearer token every endpoint but `/healthz` requires
+    /// (`CTXD_AUTH_TOKEN` in the environment wins). None: no authentication.
+    pub auth_token_file: Option<PathBuf>,
+    /// Routed searches (and contexts) rescore this many best candidates by late interaction
+    /// (`ctxd_serve::rerank`, same default); 0 turns it off for every request. A request can
+    /// still skip it with `"rerank": false`.
+    pub rerank_depth: usize,
+}
+
+/// Most candidates `server.rerank_depth` may ask to rescore (one forward pass over them per query).
+pub const MAX_RERANK_DEPTH: usize = 200;
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:7700".into(),
+            flight_listen: "127.0.0.1:7701".into(),
+            auth_token_file: None,
+            rerank_depth: 30,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The bearer token: `CTXD_AUTH_TOKEN`, else the contents of `auth_token_file`.
+    pub fn auth_token(&self) -> Result<Option<String>, PipelineError> {
+        if let Some(t) = std::env::var("CTXD_AUTH_TOKEN").ok().filter(|t| !t.trim().is_empty()) {
+            return Ok(Some(t));
+        }
+        let Some(file) = &self.auth_token_file else { return Ok(None) };
+        let text = std::fs::read_to_string(file).map_err(|e| PipelineError::Config {
+            path: file.clone(),
+            message: format!("reading server.auth_token_file: {e}"),
+        })?;
+        if text.trim().is_empty() {
+            return Err(PipelineError::Config {
+                path: file.clone(),
+                message: "server.auth_token_file is empty".into(),
+            });
+        }
+        Ok(Some(text))
+    }
+
+    /// True when a listen address is not a loopback address.
+    pub fn exposed(&self) -> bool {
+        [&self.listen, &self.flight_listen]
+            .iter()
+            .filter_map(|a| a.parse::<std::net::SocketAddr>().ok())
+            .any(|a| !a.ip().is_loopback())
+    }
+}

@@ -1,0 +1,318 @@
+//! The validation step: the raw layer ([`super::raw`]) → a [`Config`], every problem collected
+//! into one [`ConfigErrors`] instead of stopping at the first.
+//!
+//! [`build`] fills the defaults in with the keys as written and reports each unknown key,
+//! wrong type and missing required key with its path and where it was set (the file's line,
+//! or the `CTXD_*` variable that set it); a key with a problem keeps its default. [`check`]
+//! then checks the values (ranges, addresses, keys that must agree with each other).
+
+use crate::error::{ConfigErrors, Problem};
+
+use super::raw::{
+    Field, Key, RawAggregate, RawAggregateSource, RawChunk, RawConfig, RawIndex, RawModel, RawPipeline, RawServer,
+    RawSource, RawStageTuning, Unknown,
+};
+use super::sections::{AggregateSourceConfig, Config, StageTuning, MAX_RERANK_DEPTH};
+
+/// Collects the problems of one configuration while building it.
+struct Checker<'a> {
+    /// The file's text (problems name the line of their key).
+    text: &'a str,
+    /// Keys set by environment variables, with the variable's name.
+    from_env: &'a [(Vec<String>, String)],
+    problems: Vec<Problem>,
+}
+
+impl Checker<'_> {
+    /// Reports `message` about the key at `path`, placed where it was set.
+    fn problem(&mut self, path: &[&str], message: String) {
+        let place = match self.from_env.iter().find(|(p, _)| p.iter().eq(path)) {
+            Some((_, var)) => var.clone(),
+            None => match key_line(self.text, path) {
+                Some(n) => format!("line {n}"),
+                None => "here".to_string(),
+            },
+        };
+        self.problems.push(Problem { place: Some(place), key: path.join("."), message });
+    }
+
+    /// The value of `section.key`, if it is written with the right type.
+    fn value<T>(&mut self, section: &[&str], key: &str, field: Key<T>) -> Option<T> {
+        match field? {
+            Field::Ok(v) => Some(v),
+            Field::Bad(message) => {
+                self.problem(&[section, &[key]].concat(), message);
+                None
+            }
+        }
+    }
+
+    /// Overwrites `slot` (a default) with `section.key` when it is written with the right type.
+    fn set<T>(&mut self, slot: &mut T, section: &[&str], key: &str, field: Key<T>) {
+        if let Some(v) = self.value(section, key, field) {
+            *slot = v;
+        }
+    }
+
+    /// Reports every key of `section` the schema does not know.
+    fn unknown(&mut self, section: &[&str], unknown: Unknown) {
+        for key in unknown.keys() {
+            self.problem(&[section, &[key.as_str()]].concat(), "unknown key".into());
+        }
+    }
+
+    /// A required key: reported at its table when it is missing.
+    fn required<T>(&mut self, table: &[&str], key: &str, field: Key<T>) -> Option<T> {
+        if field.is_none() {
+            self.problem(table, format!("missing field `{key}`"));
+        }
+        self.value(table, key, field)
+    }
+}
+
+/// The configuration the raw layer describes (defaults for keys not written or written
+/// wrong), and every problem found on the way. `text` is the file (for line numbers),
+/// `from_env` the keys set by environment variables.
+pub(crate) fn build(raw: RawConfig, text: &str, from_env: &[(Vec<String>, String)]) -> (Config, Vec<Problem>) {
+    let mut c = Checker { text, from_env, problems: Vec::new() };
+    let mut cfg = Config::default();
+    c.unknown(&[], raw.unknown);
+    if let Some(s) = c.value(&[], "source", raw.source) {
+        source(&mut c, &mut cfg, s);
+    }
+    if let Some(s) = c.value(&[], "index", raw.index) {
+        index(&mut c, &mut cfg, s);
+    }
+    if let Some(s) = c.value(&[], "model", raw.model) {
+        model(&mut c, &mut cfg, s);
+    }
+    if let Some(s) = c.value(&[], "chunk", raw.chunk) {
+        chunk(&mut c, &mut cfg, s);
+    }
+    if let Some(s) = c.value(&[], "pipeline", raw.pipeline) {
+        pipeline(&mut c, &mut cfg, s);
+    }
+    if let Some(s) = c.value(&[], "server", raw.server) {
+        server(&mut c, &mut cfg, s);
+    }
+    if let Some(s) = c.value(&[], "aggregate", raw.aggregate) {
+        aggregate(&mut c, &mut cfg, s);
+    }
+    (cfg, c.problems)
+}
+
+fn source(c: &mut Checker, cfg: &mut Config, raw: RawSource) {
+    let (p, out) = (&["source"][..], &mut cfg.source);
+    c.set(&mut out.root, p, "root", raw.root);
+    c.set(&mut out.poll_interval_secs, p, "poll_interval_secs", raw.poll_interval_secs);
+    out.mirror_dir = c.value(p, "mirror_dir", raw.mirror_dir).or(out.mirror_dir.take());
+    c.set(&mut out.debounce_ms, p, "debounce_ms", raw.debounce_ms);
+    c.set(&mut out.max_file_bytes, p, "max_file_bytes", raw.max_file_bytes);
+    c.set(&mut out.stream_threshold_bytes, p, "stream_threshold_bytes", raw.stream_threshold_bytes);
+    c.set(&mut out.stream_block_bytes, p, "stream_block_bytes", raw.stream_block_bytes);
+    c.set(&mut out.embed, p, "embed", raw.embed);
+    c.unknown(p, raw.unknown);
+}
+
+fn index(c: &mut Checker, cfg: &mut Config, raw: RawIndex) {
+    let (p, out) = (&["index"][..], &mut cfg.index);
+    c.set(&mut out.db, p, "db", raw.db);
+    c.set(&mut out.optimize_every_commits, p, "optimize_every_commits", raw.optimize_every_commits);
+    c.set(&mut out.optimize_every_rows, p, "optimize_every_rows", raw.optimize_every_rows);
+    c.set(&mut out.maintenance_interval_secs, p, "maintenance_interval_secs", raw.maintenance_interval_secs);
+    c.set(&mut out.retain_versions_secs, p, "retain_versions_secs", raw.retain_versions_secs);
+    c.set(&mut out.vector_index_min_rows, p, "vector_index_min_rows", raw.vector_index_min_rows);
+    c.set(&mut out.index_cache_mb, p, "index_cache_mb", raw.index_cache_mb);
+    c.set(&mut out.metadata_cache_mb, p, "metadata_cache_mb", raw.metadata_cache_mb);
+    c.unknown(p, raw.unknown);
+}
+
+fn model(c: &mut Checker, cfg: &mut Config, raw: RawModel) {
+    let (p, out) = (&["model"][..], &mut cfg.model);
+    c.set(&mut out.name, p, "name", raw.name);
+    c.set(&mut out.max_batch_tokens, p, "max_batch_tokens", raw.max_batch_tokens);
+    c.set(&mut out.max_batch_texts, p, "max_batch_texts", raw.max_batch_texts);
+    c.set(&mut out.device, p, "device", raw.device);
+    c.set(&mut out.precision, p, "precision", raw.precision);
+    c.set(&mut out.backend, p, "backend", raw.backend);
+    c.set(&mut out.threads, p, "threads", raw.threads);
+    c.unknown(p, raw.unknown);
+}
+
+fn chunk(c: &mut Checker, cfg: &mut Config, raw: RawChunk) {
+    let (p, out) = (&["chunk"][..], &mut cfg.chunk);
+    c.set(&mut out.max_tokens, p, "max_tokens", raw.max_tokens);
+    c.set(&mut out.overlap_tokens, p, "overlap_tokens", raw.overlap_tokens);
+    c.set(&mut out.min_tokens, p, "min_tokens", raw.min_tokens);
+    c.set(&mut out.merge_tokens, p, "merge_tokens", raw.merge_tokens);
+    c.unknown(p, raw.unknown);
+}
+
+/// A stage's `{capacity, workers}`: once written, both keys are required (no per-key defaults).
+fn stage(c: &mut Checker, out: &mut StageTuning, name: &str, raw: Key<RawStageTuning>) {
+    let Some(raw) = c.value(&["pipeline"], name, raw) else { return };
+    let p = &["pipeline", name][..];
+    if let Some(v) = c.required(p, "capacity", raw.capacity) {
+        out.capacity = v;
+    }
+    if let Some(v) = c.required(p, "workers", raw.workers) {
+        out.workers = v;
+    }
+    c.unknown(p, raw.unknown);
+}
+
+fn pipeline(c: &mut Checker, cfg: &mut Config, raw: RawPipeline) {
+    let (p, out) = (&["pipeline"][..], &mut cfg.pipeline);
+    stage(c, &mut out.load, "load", raw.load);
+    stage(c, &mut out.chunk, "chunk", raw.chunk);
+    stage(c, &mut out.embed, "embed", raw.embed);
+    stage(c, &mut out.upsert, "upsert", raw.upsert);
+    c.set(&mut out.embed_batch_tokens, p, "embed_batch_tokens", raw.embed_batch_tokens);
+    c.set(&mut out.embed_batch_wait_ms, p, "embed_batch_wait_ms", raw.embed_batch_wait_ms);
+    c.set(&mut out.commit_max_rows, p, "commit_max_rows", raw.commit_max_rows);
+    c.set(&mut out.commit_interval_ms, p, "commit_interval_ms", raw.commit_interval_ms);
+    c.set(&mut out.drain_timeout_secs, p, "drain_timeout_secs", raw.drain_timeout_secs);
+    c.unknown(p, raw.unknown);
+}
+
+fn server(c: &mut Checker, cfg: &mut Config, raw: RawServer) {
+    let (p, out) = (&["server"][..], &mut cfg.server);
+    c.set(&mut out.listen, p, "listen", raw.listen);
+    c.set(&mut out.flight_listen, p, "flight_listen", raw.flight_listen);
+    out.auth_token_file = c.value(p, "auth_token_file", raw.auth_token_file).or(out.auth_token_file.take());
+    c.set(&mut out.rerank_depth, p, "rerank_depth", raw.rerank_depth);
+    c.unknown(p, raw.unknown);
+}
+
+fn aggregate(c: &mut Checker, cfg: &mut Config, raw: RawAggregate) {
+    let (p, out) = (&["aggregate"][..], &mut cfg.aggregate);
+    if let Some(sources) = c.value(p, "sources", raw.sources) {
+        out.sources = sources.into_iter().filter_map(|s| aggregate_source(c, s)).collect();
+    }
+    c.set(&mut out.cache_entries, p, "cache_entries", raw.cache_entries);
+    c.unknown(p, raw.unknown);
+}
+
+/// One `[[aggregate.sources]]`; `None` without a usable `name` and `kind`.
+fn aggregate_source(c: &mut Checker, raw: RawAggregateSource) -> Option<AggregateSourceConfig> {
+    // Keys inside an array of tables are named by the array's path (the line tells which).
+    let p = &["aggregate", "sources"][..];
+    let name = c.required(p, "name", raw.name);
+    let kind = c.required(p, "kind", raw.kind);
+    let url = c.value(p, "url", raw.url);
+    let priority = c.value(p, "priority", raw.priority).unwrap_or(AggregateSourceConfig::DEFAULT_PRIORITY);
+    let timeout_ms = c.value(p, "timeout_ms", raw.timeout_ms).unwrap_or(AggregateSourceConfig::DEFAULT_TIMEOUT_MS);
+    let token_env = c.value(p, "token_env", raw.token_env);
+    c.unknown(p, raw.unknown);
+    Some(AggregateSourceConfig { name: name?, kind: kind?, url, priority, timeout_ms, token_env })
+}
+
+/// The 1-based line of `path`'s key in `text`: its own `[section]` / `[[section]]` header, a
+/// `key =` line under its parent's header, or an inline table on a line of that section;
+/// `None` when not found.
+fn key_line(text: &str, path: &[&str]) -> Option<usize> {
+    let (key, parents) = path.split_last()?;
+    let is_key = |line: &str, k: &str| {
+        let l = line.trim_start();
+        l.strip_prefix(k).is_some_and(|r| r.trim_start().starts_with('='))
+    };
+    let mut section: Vec<&str> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            section = t.trim_matches(|c| c == '[' || c == ']').split('.').map(str::trim).collect();
+            if section == path || (parents.is_empty() && section.first() == Some(key)) {
+                return Some(i + 1);
+            }
+            continue;
+        }
+        if section == parents && is_key(line, key) {
+            return Some(i + 1);
+        }
+        // `load = { capacity = 1, x = 2 }` inside `[pipeline]`.
+        if parents.len() == section.len() + 1
+            && parents.starts_with(&section)
+            && is_key(line, parents[parents.len() - 1])
+            && line.contains(key)
+        {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+/// Checks of the values; every problem is reported (the message names its keys).
+pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {
+    let mut errs: Vec<Problem> = Vec::new();
+    let mut err = |key: &str, message: String| errs.push(Problem { place: None, key: key.into(), message });
+    let p = &cfg.pipeline;
+    for (name, t) in [("load", p.load), ("chunk", p.chunk), ("embed", p.embed), ("upsert", p.upsert)] {
+        if t.capacity == 0 {
+            err(&format!("pipeline.{name}.capacity"), format!("pipeline.{name}.capacity must be at least 1"));
+        }
+        if t.workers == 0 {
+            err(&format!("pipeline.{name}.workers"), format!("pipeline.{name}.workers must be at least 1"));
+        }
+    }
+    let src = &cfg.source;
+    if src.stream_block_bytes < 4096 || src.stream_block_bytes > 1 << 30 {
+        err("source.stream_block_bytes", "source.stream_block_bytes must be between 4096 and 1073741824".into());
+    }
+    if src.is_object_store() && src.poll_interval_secs == 0 {
+        err("source.poll_interval_secs", "source.poll_interval_secs must be at least 1".into());
+    }
+    let chunk = &cfg.chunk;
+    if chunk.max_tokens < 16 {
+        err("chunk.max_tokens", "chunk.max_tokens must be at least 16".into());
+    }
+    if chunk.overlap_tokens >= chunk.max_tokens {
+        err("chunk.overlap_tokens", "chunk.overlap_tokens must be below chunk.max_tokens".into());
+    }
+    if chunk.merge_tokens > chunk.max_tokens {
+        err("chunk.merge_tokens", "chunk.merge_tokens must not exceed chunk.max_tokens".into());
+    }
+    if cfg.model.max_batch_tokens == 0 || cfg.model.max_batch_texts == 0 {
+        let message = "model.max_batch_tokens and model.max_batch_texts must be at least 1";
+        err("model.max_batch_tokens", message.into());
+    }
+    for e in cfg.model.runtime().validate() {
+        err("model", format!("model: {e}"));
+    }
+    let server = &cfg.server;
+    if server.listen.parse::<std::net::SocketAddr>().is_err() {
+        err("server.listen", format!("server.listen '{}' is not an address like 127.0.0.1:7700", server.listen));
+    }
+    if !server.flight_listen.is_empty() && server.flight_listen.parse::<std::net::SocketAddr>().is_err() {
+        let message = format!(
+            "server.flight_listen '{}' is not an address like 127.0.0.1:7701 (or empty for none)",
+            server.flight_listen
+        );
+        err("server.flight_listen", message);
+    }
+    if server.rerank_depth > MAX_RERANK_DEPTH {
+        let message = format!("server.rerank_depth must be at most {MAX_RERANK_DEPTH} (0 turns rescoring off)");
+        err("server.rerank_depth", message);
+    }
+    let mut names = std::collections::HashSet::new();
+    for (i, s) in cfg.aggregate.sources.iter().enumerate() {
+        let key = |k: &str| format!("aggregate.sources[{i}].{k}");
+        if !names.insert(s.name.as_str()) {
+            err(&key("name"), format!("aggregate.sources[{i}].name '{}' is used twice", s.name));
+        }
+        if !["local", "ctxd", "mcp"].contains(&s.kind.as_str()) {
+            err(&key("kind"), format!("aggregate.sources[{i}].kind '{}' is not local, ctxd or mcp", s.kind));
+        }
+        if s.kind != "local" && !s.url.as_deref().is_some_and(|u| u.starts_with("http://") || u.starts_with("https://"))
+        {
+            err(&key("url"), format!("aggregate.sources[{i}].url must be an http(s) URL for kind '{}'", s.kind));
+        }
+        if s.priority == 0 || s.timeout_ms == 0 {
+            err(&key("priority"), format!("aggregate.sources[{i}].priority and timeout_ms must be at least 1"));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigErrors(errs))
+    }
+}

@@ -1,0 +1,118 @@
+//! The engine: model, index and incremental state, ready to run the graph or answer queries.
+//!
+//! [`Engine::open`] fails on a bad root before anything else, follows the model a `ctxd
+//! reembed` switched the index to, resolves and loads the model (on its own thread; only the
+//! tokenizer for a full-text-only source), opens or creates the index (migrating a table an
+//! older ctxd wrote, see [`crate::migrate`]) and reads the incremental state from it. The
+//! graph it runs is wired in the `daemon` module.
+
+use std::sync::Arc;
+
+use ctxd_index::Index;
+use ctxd_models::{EmbedService, EmbedServiceConfig, TokenCounter};
+use ctxd_stages::FileState;
+
+use crate::config::Config;
+use crate::job::JobModel;
+use crate::migrate::migrate;
+use crate::PipelineError;
+
+/// Model, index and state, ready to run the graph or answer queries.
+pub struct Engine {
+    pub(crate) cfg: Config,
+    pub(crate) index: Arc<Index>,
+    /// `None` for a full-text-only source (`source.embed = false`): the weights are not loaded.
+    pub(crate) service: Option<EmbedService>,
+    pub(crate) counter: TokenCounter,
+    pub(crate) state: FileState,
+}
+
+impl Engine {
+    /// Loads the model and opens (or creates) the index named by `cfg`.
+    pub async fn open(cfg: Config) -> Result<Self, PipelineError> {
+        // Fail on a bad root before loading the model or creating the index directory.
+        if !cfg.source.is_object_store() {
+            crate::source::check_root(&cfg.source.root)?;
+        }
+        let service_cfg = EmbedServiceConfig {
+            max_batch_tokens: cfg.model.max_batch_tokens,
+            max_batch_texts: cfg.model.max_batch_texts,
+            queue: 4,
+        };
+        let db = cfg.index.db.to_string_lossy().into_owned();
+        if !db.contains("://") {
+            std::fs::create_dir_all(&cfg.index.db).map_err(|e| PipelineError::Config {
+                path: cfg.index.db.clone(),
+                message: format!("creating db dir: {e}"),
+            })?;
+        }
+        let mut cfg = cfg;
+        // After `ctxd reembed` switched the index to another model, that model is the one to load.
+        let active = ctxd_index::active::current(&db).await?;
+        if let Some(active) = &active {
+            let spec = &active.model_spec;
+            if !spec.is_empty() && cfg.model.name != *spec && cfg.model.name != active.model_id {
+                tracing::warn!(
+                    configured = %cfg.model.name, active = %active.model_id,
+                    "the index was switched to another model by `ctxd reembed`; using it (update [model] name)"
+                );
+                cfg.model.name = active.model_spec.clone();
+            }
+        }
+        let name = cfg.model.name.clone();
+        let runtime = cfg.model.runtime();
+        let embed = cfg.source.embed;
+        let (service, counter, model_id, dim) = tokio::task::spawn_blocking(move || {
+            if embed {
+                let (service, counter) = ctxd_models::start(&name, service_cfg, &runtime)?;
+                let (id, dim) = (service.model_id().to_string(), service.dim());
+                Ok::<_, ctxd_models::ModelError>((Some(service), counter, id, dim))
+            } else {
+                // Full-text only: the tokenizer counts chunk tokens; no weights, no model thread.
+                let (counter, id, dim) = ctxd_models::tokenizer_only(&name)?;
+                Ok((None, counter, id, dim))
+            }
+        })
+        .await
+        .expect("model loading thread panicked")?;
+        match &service {
+            Some(s) => tracing::info!(model = %model_id, backend = %s.backend(), "embedding model ready"),
+            None => tracing::info!(model = %model_id, "full-text only: tokenizer loaded, embedding model not loaded"),
+        }
+        let table = active.map_or_else(|| ctxd_index::CHUNKS_TABLE.to_string(), |a| a.table_name);
+        let mut index = Index::open_or_create_table(&db, &table, &model_id, dim).await?;
+        if !index.embed_keyed() {
+            // Written by an older ctxd: re-embedded once into a keyed table (logged), then used.
+            let model = JobModel { id: model_id.clone(), dim, service: service.clone() };
+            // No model spec recorded: whatever built the index stays configured (as for seq 0).
+            migrate(&db, model, "").await?;
+            index = Index::open_or_create(&db, &model_id, dim).await?;
+        }
+        let index = Arc::new(index);
+        // Publishes the row and version gauges before the first commit (the sink refreshes them after each one).
+        index.stats().await?;
+        index.layout().await?;
+        let state = FileState::new(index.file_hashes().await?);
+        Ok(Self { cfg, index, service, counter, state })
+    }
+
+    /// The index.
+    pub fn index(&self) -> Arc<Index> {
+        self.index.clone()
+    }
+
+    /// The embedding service (queries use it too); `None` for a full-text-only source.
+    pub fn embedder(&self) -> Option<EmbedService> {
+        self.service.clone()
+    }
+
+    /// The tokenizer's counter (context budgets are counted with it).
+    pub fn token_counter(&self) -> TokenCounter {
+        self.counter.clone()
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+}

@@ -1,0 +1,209 @@
+//! The source: where files come from, and the task that drives it.
+//!
+//! * A local directory: the filesystem watcher starts first (so nothing changes unseen), then
+//!   the root is scanned and reconciled ([`crate::reconcile`]); in daemon mode debounced
+//!   events are followed until the kill switch flips.
+//! * An `s3://` prefix is listed instead ([`ctxd_stages::object`]): the first listing reports
+//!   every object (changed ones downloaded into the local mirror) and reconciles removals the
+//!   same way; later listings, every `source.poll_interval_secs`, report only the diff.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use ctxd_stages::object::{ObjectChange, ObjectSource, ObjectUri};
+use ctxd_stages::watch::{EventWatcher, Scanner, WatchEvent};
+use ctxd_stages::{FileState, FileWork, StageError};
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::emit::Emitter;
+use crate::freshness::Freshness;
+use crate::metrics as m;
+use crate::reconcile::{remove_gone, scan_and_reconcile, Pass};
+use crate::PipelineError;
+
+/// Fails unless `root` is a readable directory.
+pub(crate) fn check_root(root: &Path) -> Result<(), PipelineError> {
+    let meta = std::fs::metadata(root)
+        .map_err(|e| PipelineError::Root { path: root.to_path_buf(), message: e.to_string() })?;
+    if !meta.is_dir() {
+        return Err(PipelineError::Root { path: root.to_path_buf(), message: "not a directory".into() });
+    }
+    Ok(())
+}
+
+/// Where the source's files come from.
+pub(crate) enum Origin {
+    /// A local directory: scanned, then followed through `notify` events.
+    Local(Scanner),
+    /// An `s3://` prefix: listed every `every`, changed objects mirrored locally.
+    Objects { source: ObjectSource, every: Duration },
+}
+
+impl Origin {
+    /// A local directory (scan + events) or an `s3://` prefix (listing), as `cfg` says. The
+    /// index's own directory is excluded when it lies inside the source.
+    pub(crate) fn open(cfg: &Config) -> Result<Self, PipelineError> {
+        let src = &cfg.source;
+        let root = src.root.clone();
+        if src.is_object_store() {
+            let uri = root.to_string_lossy().into_owned();
+            let mut objects = ObjectSource::open(&uri, src.mirror(), src.max_file_bytes)?;
+            // An index inside the watched prefix must not index itself.
+            let db = cfg.index.db.to_string_lossy().into_owned();
+            if let (Some(u), Some(d)) = (ObjectUri::parse(&uri), ObjectUri::parse(&db)) {
+                if u.bucket == d.bucket {
+                    let inside = if u.prefix.is_empty() {
+                        Some(d.prefix.as_str())
+                    } else {
+                        d.prefix.strip_prefix(u.prefix.as_str()).and_then(|r| r.strip_prefix('/'))
+                    };
+                    if let Some(rel) = inside {
+                        objects = objects.exclude(rel);
+                    }
+                }
+            }
+            tracing::info!(source = %uri, mirror = %objects.mirror().display(), "watching object storage by listing");
+            return Ok(Origin::Objects { source: objects, every: Duration::from_secs(src.poll_interval_secs.max(1)) });
+        }
+        check_root(&root)?;
+        let mut excludes = vec![cfg.index.db.clone()];
+        if let Ok(db) = cfg.index.db.canonicalize() {
+            excludes.push(db);
+        }
+        Ok(Origin::Local(Scanner::new(root, excludes)))
+    }
+}
+
+/// The source task: emits the files of its [`Origin`] into the graph.
+pub(crate) struct Source {
+    pub(crate) state: FileState,
+    pub(crate) emitter: Emitter,
+    pub(crate) shutdown: watch::Receiver<bool>,
+    pub(crate) debounce: Duration,
+    pub(crate) freshness: Arc<Freshness>,
+}
+
+impl Source {
+    /// Runs until the initial pass is done (`follow` false) or `shutdown` (`follow` true).
+    pub(crate) async fn run(mut self, origin: Origin, follow: bool) -> Result<(), StageError> {
+        let scanner = match origin {
+            Origin::Local(scanner) => scanner,
+            Origin::Objects { source, every } => return self.run_objects(source, every, follow).await,
+        };
+        // Start watching before scanning: a change during the scan is not lost.
+        let mut watcher = if follow { Some(EventWatcher::start(&scanner, self.debounce)?) } else { None };
+        scan_and_reconcile(&scanner, &self.state, &self.emitter, &self.shutdown).await;
+        self.emitter.tracker.mark_scanned();
+        let Some(watcher) = watcher.as_mut() else { return Ok(()) };
+        loop {
+            tokio::select! {
+                _ = self.shutdown.changed() => {
+                    if *self.shutdown.borrow() { break; }
+                }
+                ev = watcher.next() => match ev {
+                    None => break,
+                    Some(WatchEvent::Changed(file)) => {
+                        let mtime = std::fs::metadata(&file.abs).and_then(|m| m.modified());
+                        self.freshness.changed(&file.rel, mtime.unwrap_or_else(|_| SystemTime::now()));
+                        if !self.emitter.emit(FileWork::Update(file)).await { break; }
+                    }
+                    Some(WatchEvent::Removed(rel)) => {
+                        let prefix = format!("{rel}/");
+                        let gone: Vec<String> =
+                            self.state.paths().into_iter().filter(|p| *p == rel || p.starts_with(&prefix)).collect();
+                        for p in gone {
+                            self.freshness.changed(&p, SystemTime::now());
+                            if !self.emitter.emit(FileWork::Remove(p)).await { return Ok(()); }
+                        }
+                    }
+                    Some(WatchEvent::Rescan) => {
+                        scan_and_reconcile(&scanner, &self.state, &self.emitter, &self.shutdown).await
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Lists the bucket prefix: once at start (every object reported, indexed paths missing
+    /// from the listing removed), then, when following, every `every` (only the diff).
+    async fn run_objects(mut self, mut objects: ObjectSource, every: Duration, follow: bool) -> Result<(), StageError> {
+        let mut first = true;
+        loop {
+            match objects.poll(first).await {
+                Ok(changes) => {
+                    let mut listed = Pass { completed: true, ..Pass::default() };
+                    for change in changes {
+                        if *self.shutdown.borrow() {
+                            objects.save_manifest();
+                            return Ok(());
+                        }
+                        let work = match change {
+                            ObjectChange::Unchanged(file) => {
+                                listed.seen.insert(file.rel.clone());
+                                FileWork::Update(file)
+                            }
+                            ObjectChange::Fetch(l) => {
+                                listed.seen.insert(l.rel.clone());
+                                match objects.fetch(&l).await {
+                                    Ok(Some(file)) => {
+                                        if !first {
+                                            self.freshness.changed(&file.rel, l.modified);
+                                        }
+                                        FileWork::Update(file)
+                                    }
+                                    Ok(None) => continue,
+                                    Err(e) => {
+                                        self.emitter.counters.failed.fetch_add(1, Ordering::Relaxed);
+                                        metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind())
+                                            .increment(1);
+                                        tracing::warn!("{e}; will retry at the next listing");
+                                        continue;
+                                    }
+                                }
+                            }
+                            ObjectChange::Removed(rel) => {
+                                // The first pass reconciles every indexed path below instead.
+                                if first || self.state.get(&rel).is_none() {
+                                    continue;
+                                }
+                                self.freshness.changed(&rel, SystemTime::now());
+                                FileWork::Remove(rel)
+                            }
+                        };
+                        if !self.emitter.emit(work).await {
+                            return Ok(());
+                        }
+                    }
+                    objects.save_manifest();
+                    if first {
+                        if !remove_gone(&self.state, &listed, &self.emitter).await {
+                            return Ok(());
+                        }
+                        self.emitter.tracker.mark_scanned();
+                        first = false;
+                        if !follow {
+                            return Ok(());
+                        }
+                    }
+                }
+                // Without a first listing a one-shot run has nothing to do: say why. A daemon
+                // stays up (not ready) and retries.
+                Err(e) if first && !follow => return Err(e),
+                Err(e) => {
+                    metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind()).increment(1);
+                    tracing::warn!("{e}; retrying in {}s", every.as_secs());
+                }
+            }
+            tokio::select! {
+                _ = self.shutdown.changed() => {
+                    if *self.shutdown.borrow() { return Ok(()); }
+                }
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+}

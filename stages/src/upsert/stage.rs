@@ -1,0 +1,113 @@
+//! The upsert stage as the graph's [`Sink`]: one [`Upsert::commit`] per batch, the run's
+//! [`Counters`] updated, streamed parts' [`PartBudget`] slots released, new rows folded into
+//! the full-text index every `optimize_every` commits or `optimize_every_rows` rows, and the
+//! committed paths reported to an [`OnCommit`] callback (the daemon's freshness metrics).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ctxd_index::Index;
+
+use super::Upsert;
+use crate::chunk::PartBudget;
+use crate::counters::Counters;
+use crate::embed::EmbeddedFile;
+use crate::stage::Sink;
+use crate::{FileWork, StageError};
+
+/// Told the paths of each successful commit (streamed files once, with their last part).
+pub type OnCommit = Arc<dyn Fn(&[String]) + Send + Sync>;
+
+/// When new rows are folded into the full-text index.
+#[derive(Debug, Clone, Copy)]
+pub struct FoldEvery {
+    /// After this many commits…
+    pub commits: u64,
+    /// …or once this many rows were written since the last fold.
+    pub rows: u64,
+}
+
+/// Commits batches of embedded files and removals.
+pub struct UpsertSink {
+    budget: PartBudget,
+    upsert: Upsert,
+    index: Arc<Index>,
+    counters: Arc<Counters>,
+    fold: FoldEvery,
+    /// Rows inserted since the last fold into the full-text index.
+    unfolded: AtomicU64,
+    on_commit: OnCommit,
+}
+
+impl UpsertSink {
+    /// A sink committing with `upsert` to `index`, releasing streamed parts from `budget`.
+    pub fn new(
+        upsert: Upsert,
+        index: Arc<Index>,
+        budget: PartBudget,
+        counters: Arc<Counters>,
+        fold: FoldEvery,
+        on_commit: OnCommit,
+    ) -> Self {
+        let fold = FoldEvery { commits: fold.commits.max(1), rows: fold.rows.max(1) };
+        Self { budget, upsert, index, counters, fold, unfolded: AtomicU64::new(0), on_commit }
+    }
+}
+
+impl Sink for UpsertSink {
+    type In = FileWork<EmbeddedFile>;
+    const NAME: &'static str = "upsert";
+
+    fn weight(&self, item: &Self::In) -> usize {
+        match item {
+            FileWork::Update(f) => f.rows.len().max(1),
+            FileWork::Remove(_) => 1,
+        }
+    }
+
+    async fn write(&self, items: Vec<Self::In>) -> Result<(), StageError> {
+        // A streamed file counts once, with its last part.
+        let updates =
+            items.iter().filter(|i| matches!(i, FileWork::Update(f) if f.part.as_ref().is_none_or(|p| p.last))).count()
+                as u64;
+        let removes = items.iter().filter(|i| matches!(i, FileWork::Remove(_))).count() as u64;
+        let parts = items.iter().filter(|i| matches!(i, FileWork::Update(f) if f.part.is_some())).count();
+        // Committed or failed, these parts no longer hold memory: let the reader go on.
+        struct Release<'a>(&'a PartBudget, usize);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.release(self.1);
+            }
+        }
+        let _release = Release(&self.budget, parts);
+        let n = items.len() as u64;
+        let paths: Vec<String> = items
+            .iter()
+            .filter(|i| !matches!(i, FileWork::Update(f) if f.part.as_ref().is_some_and(|p| !p.last)))
+            .map(|i| i.rel_path(|f| &f.rel).to_string())
+            .collect();
+        match self.upsert.commit(items).await {
+            Ok(stats) => {
+                (self.on_commit)(&paths);
+                let c = &self.counters;
+                c.indexed.fetch_add(updates, Ordering::Relaxed);
+                c.removed.fetch_add(removes, Ordering::Relaxed);
+                c.chunks.fetch_add(stats.inserted, Ordering::Relaxed);
+                let commits = c.commits.fetch_add(1, Ordering::Relaxed) + 1;
+                let unfolded = self.unfolded.fetch_add(stats.inserted, Ordering::Relaxed) + stats.inserted;
+                if commits.is_multiple_of(self.fold.commits) || unfolded >= self.fold.rows {
+                    self.unfolded.store(0, Ordering::Relaxed);
+                    if let Err(e) = self.index.optimize_indices().await {
+                        tracing::warn!("optimizing indices: {e}");
+                    }
+                }
+                let _ = self.index.stats().await;
+                Ok(())
+            }
+            Err(e) => {
+                self.counters.failed.fetch_add(n, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+}
