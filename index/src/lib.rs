@@ -44,7 +44,7 @@ pub use session::{set_cache_limits, CacheLimits};
 pub use snapshots::{AsOf, Snapshot};
 pub use store::Index;
 pub use streams::{PARTIAL_PREFIX, STREAMS_TABLE};
-pub use symbols::{SymbolRow, SYMBOLS_TABLE};
+pub use symbols::{is_definition, SymbolRow, SYMBOLS_TABLE};
 pub use vectors::ChunkVector;
 pub use writer::{CommitBatch, CommitStats};
 

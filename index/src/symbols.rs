@@ -23,6 +23,18 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch, StringArray, UInt32Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
+/// Chunk kinds that are places in a file, not definitions: a module's top, a document's
+/// section, a data file's key or table, a PDF page, a notebook cell, CSV rows, a YAML document.
+const NOT_DEFINITIONS: &[&str] = &["module", "section", "key", "table", "page", "cell", "rows", "document"];
+
+/// Whether a chunk of this kind holds a definition (a function, method, class, struct, impl, …):
+/// the one rule for the symbols table's rows and for routed search's definition boost. The
+/// pieces of a definition split across chunks (`function_part`) count as their definition.
+pub fn is_definition(kind: &str) -> bool {
+    let base = kind.strip_suffix("_part").unwrap_or(kind);
+    !base.is_empty() && !NOT_DEFINITIONS.contains(&base)
+}
+
 /// Name of the symbols table.
 pub const SYMBOLS_TABLE: &str = "symbols";
 
