@@ -9,13 +9,14 @@
 //! * [`object`] — an `s3://` prefix as a source: listing + ETag/size diff on an interval,
 //!   changed objects streamed into a local mirror.
 //! * [`load`] — reads a file, skips unchanged ones by content hash, decodes UTF-8 (lossy with
-//!   a counted warning), rejects binaries and oversized files with a counted reason.
-//! * [`formats`] — where documents split (Markdown/reST headings, JSON/YAML/TOML keys) and text
-//!   out of PDF, notebooks and HTML.
+//!   a counted warning) and UTF-16, rejects binaries and oversized files with a counted reason;
+//!   text out of PDF, notebooks and HTML (a format per file).
 //! * [`chunk`] — tree-sitter chunks on definition boundaries for 17 grammars (Rust, Python,
 //!   JavaScript, TypeScript/TSX, Go, Java, C, C++, C#, Ruby, PHP, Bash, Kotlin, Scala, Lua,
-//!   Swift); sections of documents; token windows with overlap for everything else.
-//! * [`symbols`] — the definitions of a file's chunks, for the index's symbol table.
+//!   Swift; a language per file under `chunk/lang/`); sections of documents (Markdown/reST
+//!   headings, JSON/YAML/TOML keys); token windows with overlap for everything else; the
+//!   definitions of a file's chunks, for the index's symbol table.
+//! * [`formats`] — the old path of the format functions, re-exported from `load` and `chunk`.
 //! * [`embed`] — turns chunks into vectors through the model service, batching by tokens.
 //! * [`upsert`] — groups files into commits and applies them to the LanceDB index.
 
@@ -30,9 +31,7 @@ pub mod metrics;
 pub mod object;
 pub mod stage;
 pub mod state;
-pub mod symbols;
 pub mod upsert;
-pub mod utf16;
 pub mod watch;
 
 pub use error::StageError;

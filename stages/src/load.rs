@@ -5,10 +5,32 @@
 //! (unchanged → skip, nothing downstream runs), and it must not look binary (a NUL byte in the
 //! first 8 KiB → skip). Invalid UTF-8 is decoded lossily and counted. A file that used to be
 //! indexed and is now binary or too large is reported as removed so its stale chunks go.
+//!
+//! Files that are not text are turned into text here, one format per file: PDF pages
+//! (`pdf.rs`), notebook cells (`notebook.rs`) and HTML sections (`html.rs`), each section
+//! citing a fixed position instead of source lines (see [`Section`]); [`sniff`] names the
+//! format of a file without a telling extension from its first bytes; UTF-16 with a byte-order
+//! mark is decoded ([`utf16`]). Malformed input never fails a file: a corrupt PDF or notebook is
+//! an error the loader counts and skips.
+
+mod html;
+mod notebook;
+mod pdf;
+mod section;
+mod sniff;
+pub mod utf16;
+
+pub use pdf::simple_pdf;
+#[cfg(test)]
+pub(crate) use section::labels;
+pub(crate) use section::{line_of_offset, line_starts};
+pub use section::{Extracted, FormatError, Section};
+pub use sniff::sniff;
+pub use utf16::{decode_utf16, Utf16Reader};
 
 pub mod stage;
 use crate::metrics as m;
-use crate::{formats, lang, FileState, SourceFile, StageError};
+use crate::{lang, FileState, SourceFile, StageError};
 
 /// How many leading bytes are inspected for NUL bytes.
 const SNIFF_BYTES: usize = 8192;
@@ -19,7 +41,7 @@ pub struct LoadConfig {
     /// Files above this size are skipped (counted as `too_large`).
     pub max_file_bytes: u64,
     /// Files above this size are not read whole: they are hashed in a streaming pass and
-    /// chunked in parts ([`crate::chunk::Chunker::stream`]).
+    /// chunked in parts (by the chunk stage's `Chunker::stream`).
     pub stream_threshold_bytes: u64,
 }
 
@@ -40,7 +62,7 @@ pub struct LoadedFile {
     /// True when invalid UTF-8 was replaced.
     pub lossy: bool,
     /// For PDF, notebook and HTML files: `text` is the extracted text and these its sections.
-    pub sections: Option<Vec<crate::formats::Section>>,
+    pub sections: Option<Vec<Section>>,
     /// For files over the streaming threshold: `text` is empty and the chunker reads this path.
     pub stream: Option<std::path::PathBuf>,
 }
@@ -61,6 +83,20 @@ fn skip(reason: &'static str, rel: &str, state: &FileState) -> LoadOutcome {
         LoadOutcome::Gone(reason)
     } else {
         LoadOutcome::Skipped(reason)
+    }
+}
+
+/// Formats handled by [`extract`].
+pub fn is_extracted(language: &str) -> bool {
+    matches!(language, "pdf" | "notebook" | "html")
+}
+
+/// Extracts text and sections from a PDF, notebook or HTML file.
+pub fn extract(language: &str, bytes: &[u8]) -> Result<Extracted, FormatError> {
+    match language {
+        "pdf" => pdf::pdf(bytes),
+        "notebook" => notebook::notebook(bytes),
+        _ => Ok(html::html(&String::from_utf8_lossy(bytes))),
     }
 }
 
@@ -98,10 +134,10 @@ pub fn load(file: &SourceFile, state: &FileState, cfg: &LoadConfig) -> Result<Lo
     }
     let mut language = lang::detect(&file.rel);
     if language == "text" && std::path::Path::new(&file.rel).extension().is_none() {
-        language = formats::sniff(&bytes).unwrap_or("text");
+        language = sniff(&bytes).unwrap_or("text");
     }
-    if formats::is_extracted(language) {
-        return Ok(match formats::extract(language, &bytes) {
+    if is_extracted(language) {
+        return Ok(match extract(language, &bytes) {
             Ok(e) => LoadOutcome::Loaded(LoadedFile {
                 rel: file.rel.clone(),
                 language,
@@ -200,23 +236,6 @@ fn load_streamed(file: &SourceFile, state: &FileState) -> Result<LoadOutcome, St
     }))
 }
 
-/// UTF-16 text with a byte-order mark, decoded (unpaired surrogates become U+FFFD).
-pub fn decode_utf16(bytes: &[u8]) -> Option<String> {
-    let le = match bytes {
-        [0xFF, 0xFE, ..] => true,
-        [0xFE, 0xFF, ..] => false,
-        _ => return None,
-    };
-    let units = bytes[2..].chunks_exact(2).map(|p| {
-        if le {
-            u16::from_le_bytes([p[0], p[1]])
-        } else {
-            u16::from_be_bytes([p[0], p[1]])
-        }
-    });
-    Some(char::decode_utf16(units).map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER)).collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,7 +285,7 @@ mod tests {
         let nb = src(dir.path(), "bad.ipynb", b"{\"cells\": [");
         assert!(matches!(load(&nb, &state, &LoadConfig::default()).unwrap(), LoadOutcome::Skipped("invalid")));
         // An extension-less PDF is sniffed, a good notebook is extracted into cells.
-        let good = src(dir.path(), "REPORT", &crate::formats::simple_pdf(&["annual figures"]));
+        let good = src(dir.path(), "REPORT", &simple_pdf(&["annual figures"]));
         let LoadOutcome::Loaded(f) = load(&good, &state, &LoadConfig::default()).unwrap() else { panic!("pdf") };
         assert_eq!(f.language, "pdf");
         assert!(f.text.contains("annual figures") && f.sections.is_some());

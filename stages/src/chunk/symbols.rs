@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use ctxd_index::SymbolRow;
 
-use crate::chunk::Chunk;
+use super::record::Chunk;
 
 /// Chunk kinds that are not definitions.
 const NOT_DEFINITIONS: &[&str] = &["module", "section", "key", "table", "page", "cell", "rows", "document"];

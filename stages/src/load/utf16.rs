@@ -1,6 +1,6 @@
 //! Reading UTF-16 text as UTF-8, incrementally.
 //!
-//! Small UTF-16 files are decoded whole ([`crate::load::decode_utf16`]); a file over the
+//! Small UTF-16 files are decoded whole ([`decode_utf16`]); a file over the
 //! streaming threshold is read through [`Utf16Reader`], which transcodes as it reads so the
 //! streaming chunker can cut lines and blocks exactly as it does for UTF-8. A code unit or a
 //! surrogate pair split across reads is carried over; unpaired surrogates and a dangling odd
@@ -92,6 +92,23 @@ impl<R: Read> Read for Utf16Reader<R> {
         self.pos += k;
         Ok(k)
     }
+}
+
+/// UTF-16 text with a byte-order mark, decoded (unpaired surrogates become U+FFFD).
+pub fn decode_utf16(bytes: &[u8]) -> Option<String> {
+    let le = match bytes {
+        [0xFF, 0xFE, ..] => true,
+        [0xFE, 0xFF, ..] => false,
+        _ => return None,
+    };
+    let units = bytes[2..].chunks_exact(2).map(|p| {
+        if le {
+            u16::from_le_bytes([p[0], p[1]])
+        } else {
+            u16::from_be_bytes([p[0], p[1]])
+        }
+    });
+    Some(char::decode_utf16(units).map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER)).collect())
 }
 
 #[cfg(test)]
