@@ -14,9 +14,6 @@ use ctxd_index::SymbolRow;
 
 use super::record::Chunk;
 
-/// Chunk kinds that are not definitions.
-const NOT_DEFINITIONS: &[&str] = &["module", "section", "key", "table", "page", "cell", "rows", "document"];
-
 fn is_comment(line: &str) -> bool {
     let t = line.trim_start();
     ["///", "//", "/*", "*", "#[", "#!", "@", "--", "\"\"\"", "'''"].iter().any(|p| t.starts_with(p))
@@ -99,7 +96,7 @@ pub fn extract(path: &str, language: &str, chunks: &[Chunk]) -> Vec<SymbolRow> {
     for row in chunks {
         let (Some(symbol), Some(kind)) = (row.symbol.as_deref(), row.kind.as_deref()) else { continue };
         let base = kind.strip_suffix("_part").unwrap_or(kind);
-        if NOT_DEFINITIONS.contains(&base) || symbol.is_empty() {
+        if !ctxd_index::is_definition(kind) || symbol.is_empty() {
             continue;
         }
         defs.entry((symbol.to_string(), base.to_string())).or_default().push(row);
