@@ -162,25 +162,27 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ChunkRow, CommitBatch};
+    use crate::{Chunk, ChunkRow, CommitBatch};
 
     fn row(i: usize) -> ChunkRow {
         let mut vector = vec![0.0f32; 8];
         vector[i % 8] = 1.0;
         vector[(i / 8) % 8] += 0.5;
         ChunkRow {
-            chunk_id: format!("c{i}"),
-            path: format!("f{i}.txt"),
-            language: "text".into(),
-            symbol: None,
-            kind: None,
-            start_line: 1,
-            end_line: 1,
-            content: format!("file number {i} about topic{}", i % 5),
-            content_hash: format!("h{i}"),
+            chunk: Chunk {
+                chunk_id: format!("c{i}"),
+                path: format!("f{i}.txt"),
+                language: "text".into(),
+                symbol: None,
+                kind: None,
+                start_line: 1,
+                end_line: 1,
+                content: format!("file number {i} about topic{}", i % 5),
+                content_hash: format!("h{i}"),
+                token_count: 5,
+            },
             embed_key: format!("k{i}"),
             file_hash: format!("fh{i}"),
-            token_count: 5,
             vector,
             model: "m".into(),
         }

@@ -25,29 +25,30 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
+use crate::record::Chunk;
+
 /// The column that keys vectors. Tables written before it existed lack it: their vectors were
 /// cached by content alone, so a writer re-embeds such a table once before using it
 /// ([`crate::Index::embed_keyed`]).
 pub const EMBED_KEY: &str = "embed_key";
 
-/// One chunk as stored in the index.
+/// One chunk as stored in the index: the [`Chunk`] plus what only storage holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkRow {
-    pub chunk_id: String,
-    pub path: String,
-    pub language: String,
-    pub symbol: Option<String>,
-    pub kind: Option<String>,
-    pub start_line: u32,
-    pub end_line: u32,
-    pub content: String,
-    pub content_hash: String,
+    pub chunk: Chunk,
     /// Key of the vector: the model and the text it embedded (see the module docs).
     pub embed_key: String,
+    /// blake3 of the whole file's bytes (the incremental state).
     pub file_hash: String,
-    pub token_count: u32,
     pub vector: Vec<f32>,
     pub model: String,
+}
+
+impl std::ops::Deref for ChunkRow {
+    type Target = Chunk;
+    fn deref(&self) -> &Chunk {
+        &self.chunk
+    }
 }
 
 /// Schema of the chunks table for vectors of `dim` dimensions.

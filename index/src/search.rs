@@ -11,22 +11,7 @@ use lancedb::DistanceType;
 
 use crate::columns::{str_col, typed_col};
 use crate::sql::{in_list, sql_str};
-use crate::{Index, IndexError, NO_MODEL};
-
-/// One search result row.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Hit {
-    pub chunk_id: String,
-    pub path: String,
-    pub language: String,
-    pub symbol: Option<String>,
-    pub kind: Option<String>,
-    pub start_line: u32,
-    pub end_line: u32,
-    pub content: String,
-    /// Similarity for vector hits (1 − cosine distance), BM25 score for full-text hits.
-    pub score: f32,
-}
+use crate::{Chunk, Hit, Index, IndexError, NO_MODEL};
 
 const HIT_COLUMNS: [&str; 8] = ["chunk_id", "path", "language", "symbol", "kind", "start_line", "end_line", "content"];
 
@@ -132,7 +117,7 @@ impl Index {
             let scores = batch.column_by_name(score_col).and_then(|c| c.as_any().downcast_ref::<Float32Array>());
             for i in 0..batch.num_rows() {
                 let opt = |a: &StringArray| (!a.is_null(i)).then(|| a.value(i).to_string());
-                out.push(Hit {
+                let chunk = Chunk {
                     chunk_id: ids.value(i).to_string(),
                     path: paths.value(i).to_string(),
                     language: langs.value(i).to_string(),
@@ -141,8 +126,9 @@ impl Index {
                     start_line: starts.value(i),
                     end_line: ends.value(i),
                     content: contents.value(i).to_string(),
-                    score: scores.map(|s| f(s.value(i))).unwrap_or(0.0),
-                });
+                    ..Chunk::default()
+                };
+                out.push(Hit { chunk, score: scores.map(|s| f(s.value(i))).unwrap_or(0.0) });
             }
         }
         Ok(out)

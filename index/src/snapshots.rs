@@ -164,22 +164,24 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ChunkRow, CommitBatch};
+    use crate::{Chunk, ChunkRow, CommitBatch};
 
     fn row(path: &str, content: &str) -> ChunkRow {
         ChunkRow {
-            chunk_id: format!("{path}#{content}"),
-            path: path.into(),
-            language: "text".into(),
-            symbol: None,
-            kind: None,
-            start_line: 1,
-            end_line: 1,
-            content: content.into(),
-            content_hash: content.into(),
+            chunk: Chunk {
+                chunk_id: format!("{path}#{content}"),
+                path: path.into(),
+                language: "text".into(),
+                symbol: None,
+                kind: None,
+                start_line: 1,
+                end_line: 1,
+                content: content.into(),
+                content_hash: content.into(),
+                token_count: 2,
+            },
             embed_key: format!("k-{content}"),
             file_hash: format!("f-{content}"),
-            token_count: 2,
             vector: vec![1.0, 0.0, 0.0, 0.0],
             model: "m".into(),
         }

@@ -182,22 +182,26 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Chunk;
 
     fn row(path: &str, n: u32, content: &str, v: [f32; 4]) -> ChunkRow {
         let content_hash = format!("h-{content}");
+        let embed_key = format!("k-{content_hash}");
         ChunkRow {
-            chunk_id: format!("{path}#{n}#{content_hash}"),
-            path: path.into(),
-            language: "rust".into(),
-            symbol: Some(format!("f{n}")),
-            kind: Some("function".into()),
-            start_line: n * 10 + 1,
-            end_line: n * 10 + 5,
-            content: content.into(),
-            embed_key: format!("k-{content_hash}"),
-            content_hash,
+            chunk: Chunk {
+                chunk_id: format!("{path}#{n}#{content_hash}"),
+                path: path.into(),
+                language: "rust".into(),
+                symbol: Some(format!("f{n}")),
+                kind: Some("function".into()),
+                start_line: n * 10 + 1,
+                end_line: n * 10 + 5,
+                content: content.into(),
+                content_hash,
+                token_count: 3,
+            },
+            embed_key,
             file_hash: format!("file-{path}-{content}"),
-            token_count: 3,
             vector: v.to_vec(),
             model: "m".into(),
         }

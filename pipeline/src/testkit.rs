@@ -1,6 +1,6 @@
 //! Test pieces shared by the re-embedding and migration tests: a stand-in model and rows.
 
-use ctxd_index::ChunkRow;
+use ctxd_index::{Chunk, ChunkRow};
 use ctxd_models::{Embedder, ModelError};
 
 /// A stand-in model (the job's logic is under test here; the end-to-end test uses two real
@@ -33,18 +33,20 @@ pub(crate) fn letters(len: usize) -> Vec<f32> {
 pub(crate) fn row(i: usize, model: &str) -> ChunkRow {
     let content = format!("fn item_{i}() {{ {} }}", "x".repeat(i % 7));
     ChunkRow {
-        chunk_id: format!("c{i:03}"),
-        path: format!("src/f{}.rs", i / 4),
-        language: "rust".into(),
-        symbol: Some(format!("item_{i}")),
-        kind: Some("function".into()),
-        start_line: 1,
-        end_line: 1,
-        content,
-        content_hash: format!("h{i}"),
+        chunk: Chunk {
+            chunk_id: format!("c{i:03}"),
+            path: format!("src/f{}.rs", i / 4),
+            language: "rust".into(),
+            symbol: Some(format!("item_{i}")),
+            kind: Some("function".into()),
+            start_line: 1,
+            end_line: 1,
+            content,
+            content_hash: format!("h{i}"),
+            token_count: 4,
+        },
         embed_key: format!("k{i}-{model}"),
         file_hash: format!("fh{}", i / 4),
-        token_count: 4,
         vector: vec![0.5; 4],
         model: model.into(),
     }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use ctxd_index::{ChunkRow, Index};
 use ctxd_models::EmbedService;
 
-use crate::chunk::{chunk_id, Chunk, ChunkedFile};
+use crate::chunk::{Chunk, ChunkedFile};
 use crate::metrics as m;
 use crate::StageError;
 
@@ -205,20 +205,5 @@ impl Embed {
 }
 
 fn row(file: &ChunkedFile, c: &Chunk, embed_key: String, vector: Vec<f32>, model: &str) -> ChunkRow {
-    ChunkRow {
-        chunk_id: chunk_id(&file.rel, c),
-        path: file.rel.clone(),
-        language: file.language.to_string(),
-        symbol: c.symbol.clone(),
-        kind: c.kind.clone(),
-        start_line: c.start_line,
-        end_line: c.end_line,
-        content: c.content.clone(),
-        content_hash: c.content_hash.clone(),
-        embed_key,
-        file_hash: file.file_hash.clone(),
-        token_count: c.token_count,
-        vector,
-        model: model.to_string(),
-    }
+    ChunkRow { chunk: c.clone(), embed_key, file_hash: file.file_hash.clone(), vector, model: model.to_string() }
 }

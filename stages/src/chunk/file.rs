@@ -7,7 +7,7 @@ use tree_sitter::Parser;
 
 use super::chunker::{ChunkConfig, Chunker, Ctx};
 use super::lang::grammar;
-use super::record::{make_chunk, Chunk, ChunkedFile};
+use super::record::{self, make_chunk, Chunk, ChunkedFile};
 use super::sections::line_sections;
 use super::symbols;
 use crate::load::{LoadedFile, Section};
@@ -17,7 +17,7 @@ impl Chunker {
     /// Chunks a loaded file and lists its definitions. Symbols are taken before small
     /// definitions are merged, so every definition has its own symbol-table row.
     pub fn chunk_file(&self, file: &LoadedFile) -> ChunkedFile {
-        let (chunks, symbols) = match &file.sections {
+        let (mut chunks, symbols) = match &file.sections {
             Some(sections) => (self.chunk_sections(&file.text, sections), Vec::new()),
             None => {
                 let (raw, method) = self.chunk_unmerged(file.language, &file.text);
@@ -27,6 +27,7 @@ impl Chunker {
                 (chunks, symbols)
             }
         };
+        record::place(&file.rel, file.language, &mut chunks);
         ChunkedFile {
             rel: file.rel.clone(),
             language: file.language,

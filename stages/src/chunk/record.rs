@@ -3,19 +3,8 @@
 //! constructor every chunking method ends in (content hash, 1-based lines, empty symbols
 //! dropped).
 
-/// One chunk of a file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Chunk {
-    pub symbol: Option<String>,
-    pub kind: Option<String>,
-    /// 1-based, inclusive.
-    pub start_line: u32,
-    /// 1-based, inclusive.
-    pub end_line: u32,
-    pub content: String,
-    pub content_hash: String,
-    pub token_count: u32,
-}
+/// One chunk of a file: the one chunk record of ctxd (see [`ctxd_index::Chunk`]).
+pub use ctxd_index::Chunk;
 
 /// A file cut into chunks.
 #[derive(Debug, Clone)]
@@ -45,13 +34,17 @@ pub struct Part {
 
 /// Stable id of a chunk: path, line range and content.
 pub fn chunk_id(path: &str, chunk: &Chunk) -> String {
-    let mut h = blake3::Hasher::new();
-    h.update(path.as_bytes());
-    h.update(&[0]);
-    h.update(&chunk.start_line.to_le_bytes());
-    h.update(&chunk.end_line.to_le_bytes());
-    h.update(chunk.content_hash.as_bytes());
-    h.finalize().to_hex()[..32].to_string()
+    ctxd_index::chunk_id(path, chunk.start_line, chunk.end_line, &chunk.content_hash)
+}
+
+/// Places a file's chunks: their path, language and stable id (chunking methods make chunks
+/// of text; the file they belong to is set once, here).
+pub(super) fn place(rel: &str, language: &str, chunks: &mut [Chunk]) {
+    for c in chunks {
+        c.path = rel.to_string();
+        c.language = language.to_string();
+        c.chunk_id = chunk_id(rel, c);
+    }
 }
 
 pub(super) fn make_chunk(
@@ -71,5 +64,6 @@ pub(super) fn make_chunk(
         content,
         content_hash,
         token_count: tokens as u32,
+        ..Chunk::default()
     }
 }

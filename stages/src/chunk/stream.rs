@@ -3,7 +3,7 @@
 //! [`Part`]; [`PartBudget`] bounds the parts read but not yet committed.
 
 use super::chunker::Chunker;
-use super::record::{ChunkedFile, Part};
+use super::record::{self, ChunkedFile, Part};
 use super::PARTIAL_PREFIX;
 use crate::load::{LoadedFile, Utf16Reader};
 use crate::metrics as m;
@@ -109,6 +109,7 @@ impl Chunker {
                 c.end_line += first_line as u32;
             }
             first_line += lines;
+            record::place(&file.rel, file.language, &mut chunks);
             let part = ChunkedFile {
                 rel: file.rel.clone(),
                 language: file.language,

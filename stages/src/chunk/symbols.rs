@@ -151,6 +151,7 @@ mod tests {
             content: content.into(),
             content_hash: String::new(),
             token_count: 1,
+            ..Chunk::default()
         }
     }
 
