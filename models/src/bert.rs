@@ -1,17 +1,12 @@
 //! A BERT-family sentence embedder on candle: mean pooling over the attention mask, then L2
 //! normalisation — the same computation as sentence-transformers' `Pooling(mean) + Normalize`.
 
-use std::path::Path;
-
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
-use tokenizers::{Tokenizer, TruncationParams};
+use tokenizers::Tokenizer;
 
-use crate::{resolve::ModelFiles, Embedder, ModelError};
-
-/// Default window when the model ships no `sentence_bert_config.json`.
-const DEFAULT_MAX_SEQ_LEN: usize = 256;
+use crate::{loaded::LoadedModel, tokens, Embedder, ModelError};
 
 /// A loaded BERT sentence-embedding model.
 pub struct BertEmbedder {
@@ -23,61 +18,24 @@ pub struct BertEmbedder {
     max_seq_len: usize,
 }
 
-pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value, ModelError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-    serde_json::from_str(&text).map_err(|e| ModelError::Config { path: path.to_path_buf(), message: e.to_string() })
-}
-
-/// Loads the model's tokenizer with truncation to `max_len` tokens and no padding.
-pub fn load_tokenizer(path: &Path, max_len: Option<usize>) -> Result<Tokenizer, ModelError> {
-    let mut tokenizer = Tokenizer::from_file(path)
-        .map_err(|e| ModelError::Tokenizer { path: path.to_path_buf(), message: e.to_string() })?;
-    tokenizer.with_padding(None);
-    let trunc = max_len.map(|max_length| TruncationParams { max_length, ..Default::default() });
-    tokenizer
-        .with_truncation(trunc)
-        .map_err(|e| ModelError::Tokenizer { path: path.to_path_buf(), message: e.to_string() })?;
-    Ok(tokenizer)
-}
-
-/// The model's token window (sentence-transformers' `max_seq_length`, capped by the position
-/// table) and its parsed `config.json`.
-pub(crate) fn window(files: &ModelFiles) -> Result<(usize, serde_json::Value), ModelError> {
-    let config_json = read_json(&files.config)?;
-    let max_pos = config_json["max_position_embeddings"].as_u64().unwrap_or(512) as usize;
-    let st_config = files.dir.join("sentence_bert_config.json");
-    let max_seq_len =
-        if st_config.is_file() { read_json(&st_config)?["max_seq_length"].as_u64().map(|v| v as usize) } else { None }
-            .unwrap_or(DEFAULT_MAX_SEQ_LEN)
-            .min(max_pos);
-    Ok((max_seq_len, config_json))
-}
-
-/// Tokenizes `texts` in parallel (the tokenizer's thread pool); an empty encoding becomes one
-/// padding token so every text has at least one position.
-pub(crate) fn encode_with(tokenizer: &Tokenizer, texts: &[String]) -> Result<Vec<Vec<u32>>, ModelError> {
-    let encodings = tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| ModelError::Encode(e.to_string()))?;
-    Ok(encodings.into_iter().map(|e| if e.get_ids().is_empty() { vec![0] } else { e.get_ids().to_vec() }).collect())
-}
-
 impl BertEmbedder {
-    /// Loads a model from resolved files onto `device` in f32.
-    pub fn load(files: &ModelFiles, device: Device) -> Result<Self, ModelError> {
-        Self::load_as(files, device, DType::F32)
+    /// Loads a model's weights onto `device` in f32.
+    pub fn load(loaded: &LoadedModel, device: Device) -> Result<Self, ModelError> {
+        Self::load_as(loaded, device, DType::F32)
     }
 
     /// Loads a model onto `device` with weights and activations in `dtype` (pooling and
     /// normalisation always run in f32).
-    pub fn load_as(files: &ModelFiles, device: Device, dtype: DType) -> Result<Self, ModelError> {
-        let (max_seq_len, config_json) = window(files)?;
-        let config: Config = serde_json::from_value(config_json.clone())
-            .map_err(|e| ModelError::Config { path: files.config.clone(), message: e.to_string() })?;
-        let dim = config_json["hidden_size"].as_u64().unwrap_or(0) as usize;
-        let tokenizer = load_tokenizer(&files.tokenizer, Some(max_seq_len))?;
+    pub fn load_as(loaded: &LoadedModel, device: Device, dtype: DType) -> Result<Self, ModelError> {
+        let config: Config =
+            serde_json::from_value(loaded.config().clone()).map_err(|e| loaded.config_error(e.to_string()))?;
+        let dim = loaded.config()["hidden_size"].as_u64().unwrap_or(0) as usize;
+        let tokenizer = loaded.tokenizer()?;
+        let weights = std::slice::from_ref(&loaded.files().weights);
         // SAFETY: the safetensors file is memory-mapped read-only; ctxd never writes model files.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(std::slice::from_ref(&files.weights), dtype, &device)? };
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, dtype, &device)? };
         let model = BertModel::load(vb, &config)?;
-        Ok(Self { model, tokenizer, device, model_id: files.model_id(), dim, max_seq_len })
+        Ok(Self { model, tokenizer, device, model_id: loaded.model_id(), dim, max_seq_len: loaded.max_seq_len() })
     }
 
     /// The token window (inputs are truncated to it).
@@ -130,7 +88,7 @@ impl Embedder for BertEmbedder {
     }
 
     fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ModelError> {
-        encode_with(&self.tokenizer, texts)
+        tokens::encode(&self.tokenizer, texts)
     }
 
     fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {

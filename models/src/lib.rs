@@ -5,10 +5,13 @@
 //! * [`resolve`] finds a model's files: an explicit local directory, ctxd's own model cache
 //!   (`$CTXD_MODEL_DIR` or `~/.cache/ctxd/models/<org>/<name>`), the Hugging Face cache
 //!   (`$HF_HOME/hub`), and finally a real download through `hf-hub` unless `HF_HUB_OFFLINE=1`.
+//! * [`loaded`] reads a resolved model's configuration and tokenizer once into a
+//!   [`LoadedModel`], which every backend and the token counter take their parts from.
 //! * [`bert`] runs a BERT-family sentence-embedding model (default
 //!   `sentence-transformers/all-MiniLM-L6-v2`) with mean pooling over the attention mask and L2
 //!   normalisation, exactly as sentence-transformers does.
-//! * [`tokens`] counts tokens with the model's real tokenizer (used by the chunker for budgets).
+//! * [`tokens`] holds the model's tokenizer: encoding for the embedders, and counting tokens
+//!   (used by the chunker for budgets).
 //! * [`fast`] is the fast CPU path for BERT encoders: no padding, oneDNN matmuls with fused
 //!   epilogues ([`dnnl`], loaded at run time), bf16 where the CPU has it, one worker per core;
 //!   [`kernels`] holds its element-wise loops.
@@ -32,6 +35,7 @@ pub mod dnnl;
 pub mod error;
 pub mod fast;
 pub mod kernels;
+pub mod loaded;
 pub mod metrics;
 pub mod resolve;
 pub mod runtime;
@@ -41,6 +45,7 @@ pub mod tokens;
 pub use bert::BertEmbedder;
 pub use error::ModelError;
 pub use fast::{FastBert, Precision};
+pub use loaded::LoadedModel;
 pub use resolve::{resolve_model, ModelFiles, DEFAULT_MODEL};
 pub use runtime::{Backend, Runtime};
 pub use service::{EmbedService, EmbedServiceConfig};
@@ -153,22 +158,21 @@ pub fn keyed_chunk_text(model_id: &str, path: &str, symbol: Option<&str>, conten
 /// Resolves `spec` and reads its tokenizer, id and embedding dimension without loading the
 /// weights: for full-text-only indexing, which counts tokens but never embeds.
 pub fn tokenizer_only(spec: &str) -> Result<(TokenCounter, String, usize), ModelError> {
-    let files = resolve_model(spec)?;
-    let counter = TokenCounter::from_model(&files)?;
-    Ok((counter, files.model_id(), files.dim()?))
+    let model = LoadedModel::resolve(spec)?;
+    Ok((model.token_counter(), model.model_id(), model.dim()?))
 }
 
 /// Resolves `spec`, loads the model as `runtime` asks (see [`runtime`]) and starts its service
 /// thread; also returns a token counter with the same tokenizer. Blocking (reads the weights,
-/// warms the model up). [`EmbedService::backend`] says what was picked.
+/// warms the model up). [`EmbedService::backend`] says what was picked. A caller that already
+/// holds the [`LoadedModel`] uses [`Runtime::spawn`] and [`LoadedModel::token_counter`] instead.
 pub fn start(
     spec: &str,
     cfg: EmbedServiceConfig,
     runtime: &Runtime,
 ) -> Result<(EmbedService, TokenCounter), ModelError> {
-    let files = resolve_model(spec)?;
-    let counter = TokenCounter::from_model(&files)?;
-    Ok((runtime.spawn(&files, cfg)?, counter))
+    let model = LoadedModel::resolve(spec)?;
+    Ok((runtime.spawn(&model, cfg)?, model.token_counter()))
 }
 
 #[cfg(test)]

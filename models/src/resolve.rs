@@ -15,7 +15,7 @@ use crate::ModelError;
 /// The default embedding model.
 pub const DEFAULT_MODEL: &str = "sentence-transformers/all-MiniLM-L6-v2";
 
-/// The files of a resolved model.
+/// The files of a resolved model ([`crate::LoadedModel`] reads them).
 #[derive(Debug, Clone)]
 pub struct ModelFiles {
     /// The spec the user gave (kept as the model id when it is a hub id).
@@ -37,17 +37,6 @@ impl ModelFiles {
             tokenizer: dir.join("tokenizer.json"),
         };
         (files.config.is_file() && files.weights.is_file() && files.tokenizer.is_file()).then_some(files)
-    }
-
-    /// The embedding dimension (`hidden_size` in `config.json`).
-    pub fn dim(&self) -> Result<usize, ModelError> {
-        let bad = |message: String| ModelError::Config { path: self.config.clone(), message };
-        let text = std::fs::read_to_string(&self.config).map_err(|e| bad(e.to_string()))?;
-        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-        match json["hidden_size"].as_u64() {
-            Some(d) if d > 0 => Ok(d as usize),
-            _ => Err(bad("hidden_size missing".into())),
-        }
     }
 
     /// The model id stored in the index: the hub id, or the directory name for local models.

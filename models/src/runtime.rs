@@ -16,9 +16,11 @@
 
 use candle_core::{DType, Device};
 
+use crate::bert::BertEmbedder;
 use crate::fast::{FastBert, Precision};
+use crate::loaded::LoadedModel;
 use crate::service::{EmbedService, EmbedServiceConfig};
-use crate::{BertEmbedder, ModelError, ModelFiles};
+use crate::ModelError;
 
 /// Backend choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,8 +129,8 @@ impl Runtime {
 
     /// Loads the model as configured and starts the embedding service; logs what runs it and
     /// why, and publishes `ctxd_embed_backend_info`.
-    pub fn spawn(&self, files: &ModelFiles, cfg: EmbedServiceConfig) -> Result<EmbedService, ModelError> {
-        let p = self.spawn_inner(files, cfg)?;
+    pub fn spawn(&self, model: &LoadedModel, cfg: EmbedServiceConfig) -> Result<EmbedService, ModelError> {
+        let p = self.spawn_inner(model, cfg)?;
         tracing::info!(
             device = %p.device, backend = p.backend, precision = %p.precision, isa = %p.isa,
             "embedding on {} with {} {}: {}", p.device, p.backend, p.precision, p.reason
@@ -160,7 +162,7 @@ impl Runtime {
         }
     }
 
-    fn spawn_inner(&self, files: &ModelFiles, cfg: EmbedServiceConfig) -> Result<Picked, ModelError> {
+    fn spawn_inner(&self, loaded: &LoadedModel, cfg: EmbedServiceConfig) -> Result<Picked, ModelError> {
         if let Some(first) = self.validate().into_iter().next() {
             return Err(ModelError::Runtime(first));
         }
@@ -178,7 +180,7 @@ impl Runtime {
                     "bf16" => (DType::BF16, "bf16"),
                     _ => (DType::F16, "f16"),
                 };
-                let model = BertEmbedder::load_as(files, device, dtype)?;
+                let model = BertEmbedder::load_as(loaded, device, dtype)?;
                 let desc = format!("candle cuda:{n} {precision}");
                 let how = if self.precision == "auto" { "auto picks f16 on a GPU" } else { "as configured" };
                 Ok(Picked {
@@ -198,7 +200,7 @@ impl Runtime {
                 }
                 let backend = self.backend_kind()?;
                 let candle = |cfg, reason: String| -> Result<Picked, ModelError> {
-                    let model = BertEmbedder::load(files, Device::Cpu)?;
+                    let model = BertEmbedder::load(loaded, Device::Cpu)?;
                     Ok(Picked {
                         service: EmbedService::spawn(model, cfg).with_backend("candle cpu f32".into()),
                         backend: "candle",
@@ -216,7 +218,7 @@ impl Runtime {
                     }
                     return candle(cfg, format!("{why_device}; backend candle as configured"));
                 }
-                match self.fast(files) {
+                match self.fast(loaded) {
                     Ok(model) => {
                         let reason = format!("{why_device}; {}", model.precision_reason());
                         let (desc, precision, isa) =
@@ -243,13 +245,13 @@ impl Runtime {
         }
     }
 
-    fn fast(&self, files: &ModelFiles) -> Result<FastBert, ModelError> {
+    fn fast(&self, loaded: &LoadedModel) -> Result<FastBert, ModelError> {
         let precision = match self.precision.as_str() {
             "f32" => Some(Precision::F32),
             "bf16" => Some(Precision::Bf16),
             _ => None,
         };
-        FastBert::load(files, precision, self.threads)
+        FastBert::load(loaded, precision, self.threads)
     }
 }
 

@@ -1,4 +1,5 @@
-//! Token counting with a model's real tokenizer (no truncation, no special tokens).
+//! The model's tokenizer: reading `tokenizer.json`, encoding texts for the embedders, and
+//! token counting (no truncation, no special tokens).
 //!
 //! The chunker counts the tokens of every line it packs into windows, so counting speed is
 //! chunking speed. For BERT WordPiece tokenizers (BertNormalizer with lowercasing,
@@ -10,11 +11,13 @@
 //! non-ASCII text and other tokenizer types go through `tokenizers`.
 
 use std::collections::HashSet;
+use std::path::Path;
+use std::str::FromStr;
 use std::sync::Arc;
 
-use tokenizers::Tokenizer;
+use tokenizers::{Tokenizer, TruncationParams};
 
-use crate::{bert::load_tokenizer, resolve::ModelFiles, ModelError};
+use crate::{resolve::ModelFiles, ModelError};
 
 /// Counts tokens the way the embedding model sees them. Cheap to clone.
 #[derive(Clone)]
@@ -119,16 +122,46 @@ impl AsciiWordPiece {
     }
 }
 
+/// `tokenizer` with truncation to `max_len` tokens (none for `None`) and no padding.
+pub(crate) fn with_window(
+    mut tokenizer: Tokenizer,
+    max_len: Option<usize>,
+    path: &Path,
+) -> Result<Tokenizer, ModelError> {
+    tokenizer.with_padding(None);
+    let trunc = max_len.map(|max_length| TruncationParams { max_length, ..Default::default() });
+    tokenizer
+        .with_truncation(trunc)
+        .map_err(|e| ModelError::Tokenizer { path: path.to_path_buf(), message: e.to_string() })?;
+    Ok(tokenizer)
+}
+
+/// Tokenizes `texts` in parallel (the tokenizer's thread pool); an empty encoding becomes one
+/// padding token so every text has at least one position.
+pub(crate) fn encode(tokenizer: &Tokenizer, texts: &[String]) -> Result<Vec<Vec<u32>>, ModelError> {
+    let encodings = tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| ModelError::Encode(e.to_string()))?;
+    Ok(encodings.into_iter().map(|e| if e.get_ids().is_empty() { vec![0] } else { e.get_ids().to_vec() }).collect())
+}
+
 impl TokenCounter {
-    /// Loads the tokenizer of a resolved model.
+    /// Loads the tokenizer of a resolved model, reading `tokenizer.json` once (the
+    /// [`crate::LoadedModel`] of a model holds one).
     pub fn from_model(files: &ModelFiles) -> Result<Self, ModelError> {
-        let tokenizer = Arc::new(load_tokenizer(&files.tokenizer, None)?);
-        let fast = std::fs::read_to_string(&files.tokenizer)
+        let path = &files.tokenizer;
+        let bad = |message: String| ModelError::Tokenizer { path: path.to_path_buf(), message };
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let tokenizer = Tokenizer::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let tokenizer = Arc::new(with_window(tokenizer, None, path)?);
+        let fast = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|json| AsciiWordPiece::from_json(&json))
             .map(Arc::new);
         Ok(Self { tokenizer, fast })
+    }
+
+    /// The tokenizer itself (no truncation, no padding).
+    pub(crate) fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
     }
 
     /// Number of tokens in `text`, without special tokens.

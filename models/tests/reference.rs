@@ -3,7 +3,7 @@
 //! Needs the default model installed (`scripts/fetch-model.sh`).
 
 use ctxd_models::{
-    max_sim, resolve_model, BertEmbedder, EmbedService, EmbedServiceConfig, Embedder, FastBert, Precision,
+    max_sim, resolve_model, BertEmbedder, EmbedService, EmbedServiceConfig, Embedder, FastBert, LoadedModel, Precision,
     TokenCounter, DEFAULT_MODEL,
 };
 
@@ -26,8 +26,8 @@ fn reference() -> Reference {
 
 #[test]
 fn bert_matches_sentence_transformers() {
-    let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
-    let mut model = BertEmbedder::load(&files, candle_core::Device::Cpu).unwrap();
+    let loaded = LoadedModel::resolve(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
+    let mut model = BertEmbedder::load(&loaded, candle_core::Device::Cpu).unwrap();
     assert_eq!(model.dim(), 384);
     assert_eq!(model.max_seq_len(), 256);
     let reference = reference();
@@ -48,8 +48,8 @@ fn bert_matches_sentence_transformers() {
 
 #[test]
 fn service_batches_by_tokens_and_keeps_order() {
-    let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
-    let model = BertEmbedder::load(&files, candle_core::Device::Cpu).unwrap();
+    let loaded = LoadedModel::resolve(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
+    let model = BertEmbedder::load(&loaded, candle_core::Device::Cpu).unwrap();
     // A small token cap forces several forward passes of length-sorted texts.
     let svc = EmbedService::spawn(model, EmbedServiceConfig { max_batch_tokens: 300, max_batch_texts: 4, queue: 1 });
     let reference = reference();
@@ -67,12 +67,12 @@ fn service_batches_by_tokens_and_keeps_order() {
 /// instead.
 #[test]
 fn fast_cpu_path_matches_sentence_transformers() {
-    let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
+    let loaded = LoadedModel::resolve(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
     let reference = reference();
     let dnnl = ctxd_models::dnnl::Dnnl::load().expect("onednn installed (scripts/fetch-onednn.sh)");
     for (precision, floor) in [(Precision::F32, 0.999), (Precision::Bf16, 0.995)] {
         if precision == Precision::Bf16 && !dnnl.native_bf16() {
-            let err = match FastBert::load(&files, Some(precision), 2) {
+            let err = match FastBert::load(&loaded, Some(precision), 2) {
                 Ok(_) => panic!("bf16 was accepted on a CPU without native bf16 ({})", dnnl.bf16_reason()),
                 Err(e) => e.to_string(),
             };
@@ -80,7 +80,8 @@ fn fast_cpu_path_matches_sentence_transformers() {
             eprintln!("skipped: the bf16 reference check ({}); checked the refusal instead", dnnl.bf16_reason());
             continue;
         }
-        let mut model = FastBert::load(&files, Some(precision), 2).expect("onednn installed (scripts/fetch-onednn.sh)");
+        let mut model =
+            FastBert::load(&loaded, Some(precision), 2).expect("onednn installed (scripts/fetch-onednn.sh)");
         assert_eq!(model.dim(), 384);
         let got = model.embed(&reference.texts).unwrap();
         assert_eq!(got.len(), reference.texts.len());
@@ -119,8 +120,8 @@ fn runtime_picks_precision_by_the_cpu_and_refuses_forced_bf16_without_it() {
         backend: "onednn".into(),
         threads: 1,
     };
-    let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
-    let auto = FastBert::load(&files, None, 1).unwrap();
+    let loaded = LoadedModel::resolve(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
+    let auto = FastBert::load(&loaded, None, 1).unwrap();
     let (bf16, why) = dnnl.auto_bf16();
     let want = if bf16 { Precision::Bf16 } else { Precision::F32 };
     assert_eq!(auto.precision(), want, "{}", auto.precision_reason());
@@ -152,9 +153,10 @@ fn runtime_picks_precision_by_the_cpu_and_refuses_forced_bf16_without_it() {
 /// that answers the query over one that shares only its topic.
 #[test]
 fn token_embeddings_agree_across_backends_and_score_by_late_interaction() {
-    let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
-    let mut candle = BertEmbedder::load(&files, candle_core::Device::Cpu).unwrap();
-    let mut fast = FastBert::load(&files, Some(Precision::F32), 2).expect("onednn installed (scripts/fetch-onednn.sh)");
+    let loaded = LoadedModel::resolve(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
+    let mut candle = BertEmbedder::load(&loaded, candle_core::Device::Cpu).unwrap();
+    let mut fast =
+        FastBert::load(&loaded, Some(Precision::F32), 2).expect("onednn installed (scripts/fetch-onednn.sh)");
     let texts: Vec<String> = vec![
         "check if a variable is iterable".into(),
         "utils.py is_iterable\ndef is_iterable(obj):\n    return hasattr(obj, '__iter__')".into(),

@@ -1,0 +1,152 @@
+//! The loaded model: a resolved model's small files, each read and parsed once.
+//!
+//! Loading a model needs `config.json` (the encoder's shape), `sentence_bert_config.json` (the
+//! token window, optional) and `tokenizer.json`. [`LoadedModel::load`] reads each of them exactly
+//! once; the candle embedder (`bert`, on the CPU and on a GPU), the fast CPU embedder (`fast`)
+//! and the token counter (`tokens`) all take what they need from the one value. The weights are not part of it: each backend maps or reads `model.safetensors`
+//! into its own layout.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tokenizers::Tokenizer;
+
+use crate::resolve::{resolve_model, ModelFiles};
+use crate::tokens::{with_window, TokenCounter};
+use crate::ModelError;
+
+/// Default window when the model ships no `sentence_bert_config.json`.
+const DEFAULT_MAX_SEQ_LEN: usize = 256;
+
+/// A resolved model with its configuration and tokenizer loaded (see the module docs). Cheap to
+/// clone (shared).
+#[derive(Clone)]
+pub struct LoadedModel {
+    files: ModelFiles,
+    /// `config.json`, parsed.
+    config: Arc<serde_json::Value>,
+    /// The token window: sentence-transformers' `max_seq_length`, capped by the position table.
+    max_seq_len: usize,
+    /// The tokenizer (no truncation, no padding) and its counting fast path.
+    tokens: TokenCounter,
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value, ModelError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+    serde_json::from_str(&text).map_err(|e| ModelError::Config { path: path.to_path_buf(), message: e.to_string() })
+}
+
+impl LoadedModel {
+    /// Resolves `spec` ([`resolve_model`]) and loads it.
+    pub fn resolve(spec: &str) -> Result<Self, ModelError> {
+        Self::load(resolve_model(spec)?)
+    }
+
+    /// Reads the configuration and the tokenizer of resolved model files.
+    pub fn load(files: ModelFiles) -> Result<Self, ModelError> {
+        let config = read_json(&files.config)?;
+        let max_pos = config["max_position_embeddings"].as_u64().unwrap_or(512) as usize;
+        let st_config = files.dir.join("sentence_bert_config.json");
+        let max_seq_len = if st_config.is_file() {
+            read_json(&st_config)?["max_seq_length"].as_u64().map(|v| v as usize)
+        } else {
+            None
+        }
+        .unwrap_or(DEFAULT_MAX_SEQ_LEN)
+        .min(max_pos);
+        let tokens = TokenCounter::from_model(&files)?;
+        Ok(Self { files, config: Arc::new(config), max_seq_len, tokens })
+    }
+
+    /// Where the files are.
+    pub fn files(&self) -> &ModelFiles {
+        &self.files
+    }
+
+    /// The model id stored in the index ([`ModelFiles::model_id`]).
+    pub fn model_id(&self) -> String {
+        self.files.model_id()
+    }
+
+    /// The parsed `config.json`.
+    pub fn config(&self) -> &serde_json::Value {
+        &self.config
+    }
+
+    /// An error about `config.json`.
+    pub(crate) fn config_error(&self, message: impl Into<String>) -> ModelError {
+        ModelError::Config { path: self.files.config.clone(), message: message.into() }
+    }
+
+    /// The embedding dimension (`hidden_size` in `config.json`).
+    pub fn dim(&self) -> Result<usize, ModelError> {
+        match self.config["hidden_size"].as_u64() {
+            Some(d) if d > 0 => Ok(d as usize),
+            _ => Err(self.config_error("hidden_size missing")),
+        }
+    }
+
+    /// The token window (embedders truncate their inputs to it).
+    pub fn max_seq_len(&self) -> usize {
+        self.max_seq_len
+    }
+
+    /// A token counter with the model's tokenizer (shares it; cheap).
+    pub fn token_counter(&self) -> TokenCounter {
+        self.tokens.clone()
+    }
+
+    /// The tokenizer as the embedders use it: truncated to [`LoadedModel::max_seq_len`], no
+    /// padding.
+    pub fn tokenizer(&self) -> Result<Tokenizer, ModelError> {
+        with_window(self.tokens.tokenizer().clone(), Some(self.max_seq_len), &self.files.tokenizer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model_dir(name: &str, config: &str, sentence_bert: Option<&str>) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("ctxd-loaded-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), config).unwrap();
+        std::fs::write(dir.join("model.safetensors"), b"").unwrap();
+        let tokenizer = r#"{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null,
+            "model": {"type": "WordLevel", "vocab": {"a": 0, "b": 1, "[UNK]": 2}, "unk_token": "[UNK]"}}"#;
+        std::fs::write(dir.join("tokenizer.json"), tokenizer).unwrap();
+        if let Some(st) = sentence_bert {
+            std::fs::write(dir.join("sentence_bert_config.json"), st).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn window_dim_and_tokenizer_come_from_one_load() {
+        let dir = model_dir(
+            "ok",
+            r#"{"hidden_size": 8, "max_position_embeddings": 128}"#,
+            Some(r#"{"max_seq_length": 512}"#),
+        );
+        let model = LoadedModel::resolve(dir.to_str().unwrap()).unwrap();
+        assert_eq!(model.dim().unwrap(), 8);
+        assert_eq!(model.max_seq_len(), 128, "the window is capped by the position table");
+        assert_eq!(model.token_counter().count("a b a c"), 4);
+        let tokenizer = model.tokenizer().unwrap();
+        assert_eq!(tokenizer.get_truncation().map(|t| t.max_length), Some(128));
+        assert!(tokenizer.get_padding().is_none());
+        assert!(model.token_counter().tokenizer().get_truncation().is_none(), "counting never truncates");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn default_window_and_missing_hidden_size() {
+        let dir = model_dir("nodim", r#"{"max_position_embeddings": 512}"#, None);
+        let model = LoadedModel::resolve(dir.to_str().unwrap()).unwrap();
+        assert_eq!(model.max_seq_len(), DEFAULT_MAX_SEQ_LEN);
+        let err = model.dim().unwrap_err().to_string();
+        assert!(err.contains("hidden_size missing") && err.contains("config.json"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
