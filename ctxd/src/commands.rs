@@ -312,8 +312,8 @@ async fn assemble_context(req: &ContextRequest, db: &Path, model: &ModelArgs, js
             resp.utilization * 100.0,
             resp.candidates,
             resp.dedup_rate * 100.0,
-            resp.route.as_deref().unwrap_or("-"),
-            resp.intent.as_deref().unwrap_or("-")
+            resp.route.map_or("-", |r| r.as_str()),
+            resp.intent.map_or("-", |i| i.as_str())
         );
     }
     Ok(())
