@@ -28,10 +28,10 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::bounded::Bounded;
 use crate::context::{Assembler, Block, ContextRequest, Format};
 use crate::error::SearchError;
 use crate::metrics as m;
+use ctxd_query::bounded::Bounded;
 
 /// Where a source's context comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

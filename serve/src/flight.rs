@@ -28,8 +28,9 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::search::{SearchRequest, SearchResponse, Searcher};
+use crate::search::{SearchRequest, SearchResponse};
 use crate::SearchError;
+use crate::Searcher;
 
 type Stream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 'static>>;
 

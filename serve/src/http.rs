@@ -23,16 +23,18 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, FromRef, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::completion::{Completer, CompletionRequest, CompletionResponse};
 use crate::context::{Assembler, ContextRequest};
 use crate::metrics as m;
-use crate::search::{SearchRequest, Searcher};
+use crate::search::SearchRequest;
+use crate::Searcher;
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -50,6 +52,26 @@ pub struct AppState {
     pub mcp: Option<Arc<crate::mcp::McpServer>>,
     /// The sources behind `POST /v1/aggregate` (none: 404).
     pub aggregator: Option<Arc<crate::aggregate::Aggregator>>,
+}
+
+/// What the router's handlers extract: the caller's [`AppState`] and what the wire keeps
+/// beside it (the completion-context caches, one [`Completer`] per router).
+#[derive(Clone)]
+struct Wire {
+    app: AppState,
+    completer: Arc<Completer>,
+}
+
+impl FromRef<Wire> for AppState {
+    fn from_ref(wire: &Wire) -> Self {
+        wire.app.clone()
+    }
+}
+
+impl FromRef<Wire> for Arc<Completer> {
+    fn from_ref(wire: &Wire) -> Self {
+        wire.completer.clone()
+    }
 }
 
 /// 413 for a body over [`MAX_BODY_BYTES`], 400 for any other unreadable body.
@@ -164,7 +186,8 @@ async fn context_stream(State(state): State<AppState>, body: Result<Json<Context
 
 async fn completion_context(
     State(state): State<AppState>,
-    body: Result<Json<crate::completion::CompletionRequest>, JsonRejection>,
+    State(completer): State<Arc<Completer>>,
+    body: Result<Json<CompletionRequest>, JsonRejection>,
 ) -> Response {
     let started = Instant::now();
     let req = match body {
@@ -174,9 +197,9 @@ async fn completion_context(
     // Not ready yet: no context rather than an error (the editor keeps completing).
     if !(state.ready)() {
         outcome("completion_context", "routed", started, None);
-        return Json(crate::completion::CompletionResponse::default()).into_response();
+        return Json(CompletionResponse::default()).into_response();
     }
-    let res = crate::completion::completion_context(&state.searcher, &req).await;
+    let res = completer.complete(&req).await;
     outcome("completion_context", "routed", started, res.as_ref().err());
     match res {
         Ok(resp) => Json(resp).into_response(),
@@ -266,6 +289,8 @@ async fn mcp_get() -> Response {
 /// The router with every route.
 pub fn router(state: AppState) -> Router {
     let auth = state.auth.clone();
+    let completer = Arc::new(Completer::new((*state.searcher).clone()));
+    let wire = Wire { app: state, completer };
     Router::new()
         .route("/v1/search", post(search))
         .route("/v1/context", post(context))
@@ -278,7 +303,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(state)
+        .with_state(wire)
         .layer(axum::middleware::from_fn_with_state(auth, crate::auth::require_bearer))
 }
 

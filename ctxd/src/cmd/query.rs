@@ -60,8 +60,8 @@ pub async fn context(req: &ContextRequest, db: &Path, model: &ModelArgs, json: b
             resp.utilization * 100.0,
             resp.candidates,
             resp.dedup_rate * 100.0,
-            resp.route.as_deref().unwrap_or("-"),
-            resp.intent.as_deref().unwrap_or("-")
+            resp.route.map_or("-", |r| r.as_str()),
+            resp.intent.map_or("-", |r| r.as_str())
         );
     }
     Ok(())

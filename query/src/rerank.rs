@@ -21,6 +21,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use ctxd_index::Hit;
 use ctxd_models::{chunk_text, EmbedService};
@@ -37,11 +38,14 @@ pub const RERANK_DEPTH: usize = 30;
 pub const TOKEN_CACHE_ENTRIES: usize = 512;
 
 /// Token embeddings of recently rescored chunk texts, by a hash of the exact text encoded:
-/// valid across versions and snapshots, and replaced with the model on a switch.
-pub(crate) type TokenCache = Arc<Mutex<Bounded<u64, Arc<QuantRows>>>>;
+/// valid across versions and snapshots, and replaced with the model on a switch (the router
+/// keeps one per (index, model) pair).
+pub(crate) struct TokenCache(Mutex<Bounded<u64, Arc<QuantRows>>>);
 
-pub(crate) fn token_cache() -> TokenCache {
-    Arc::new(Mutex::new(Bounded::new(TOKEN_CACHE_ENTRIES)))
+impl Default for TokenCache {
+    fn default() -> Self {
+        Self(Mutex::new(Bounded::new(TOKEN_CACHE_ENTRIES)))
+    }
 }
 
 /// Unit token rows at 8 bits: each row scaled so its largest value is ±127.
@@ -84,7 +88,7 @@ fn text_key(text: &str) -> u64 {
 
 /// MaxSim scores of `candidates` (one each, in order) against `query`: one forward pass over
 /// the query and the candidates' indexed texts that are not in `cache`.
-pub(crate) async fn late_interaction(
+async fn late_interaction(
     embed: &EmbedService,
     cache: &TokenCache,
     query: &str,
@@ -93,7 +97,7 @@ pub(crate) async fn late_interaction(
     let texts: Vec<String> = candidates.iter().map(|h| chunk_text(&h.path, h.symbol.as_deref(), &h.content)).collect();
     let keys: Vec<u64> = texts.iter().map(|t| text_key(t)).collect();
     let mut docs: Vec<Option<Arc<QuantRows>>> = {
-        let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+        let cache = cache.0.lock().unwrap_or_else(|e| e.into_inner());
         keys.iter().map(|k| cache.get(k).cloned()).collect()
     };
     let missing: Vec<usize> = (0..docs.len()).filter(|&i| docs[i].is_none()).collect();
@@ -112,7 +116,7 @@ pub(crate) async fn late_interaction(
         }
     };
     {
-        let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = cache.0.lock().unwrap_or_else(|e| e.into_inner());
         for (&i, rows) in missing.iter().zip(encoded) {
             let rows = Arc::new(quantize(rows, dim));
             cache.put(keys[i], rows.clone());
@@ -120,6 +124,42 @@ pub(crate) async fn late_interaction(
         }
     }
     Ok(docs.iter().map(|d| d.as_ref().map_or(0.0, |d| max_sim_q(q, d, dim))).collect())
+}
+
+/// Rescores the best `depth` hits that pass the filters by late interaction
+/// and re-sorts `fused` (sorted by score on entry). On a model error the
+/// first-stage order stays, with a warning: rescoring refines an answer, it never costs one.
+pub(crate) async fn rescore(
+    embed: &ctxd_models::EmbedService,
+    cache: &TokenCache,
+    query: &str,
+    fused: &mut [Hit],
+    passes: &impl Fn(&Hit) -> bool,
+    depth: usize,
+) {
+    let chosen: Vec<usize> = (0..fused.len()).filter(|&i| passes(&fused[i])).take(depth).collect();
+    if chosen.len() < 2 {
+        return;
+    }
+    let started = Instant::now();
+    let candidates: Vec<&Hit> = chosen.iter().map(|&i| &fused[i]).collect();
+    let second = match late_interaction(embed, cache, query, &candidates).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("rescoring by late interaction failed, keeping the first-stage order: {e}");
+            return;
+        }
+    };
+    let first: Vec<f32> = candidates.iter().map(|h| h.score).collect();
+    let top = fused.first().map_or(1.0, |h| h.score.max(1e-6));
+    for h in fused.iter_mut() {
+        h.score /= top;
+    }
+    for (&i, s) in chosen.iter().zip(combine(&first, &second)) {
+        fused[i].score = s;
+    }
+    fused.sort_by(|x, y| y.score.total_cmp(&x.score));
+    metrics::histogram!(crate::metrics::RERANK_SECONDS).record(started.elapsed().as_secs_f64());
 }
 
 /// New scores for rescored candidates: `1 + (first + second) / 2` with both stages min-max

@@ -24,8 +24,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use ctxd_models::TokenCounter;
 use serde::{Deserialize, Serialize};
 
-use crate::routed::Scope;
-use crate::search::{Mode, SearchRequest, SearchResult, Searcher};
+use crate::route::{Intent, Route};
+use crate::search::{Mode, Scope, SearchRequest, SearchResult};
+use crate::searcher::Searcher;
 use crate::SearchError;
 
 /// Largest budget accepted, in tokens.
@@ -193,8 +194,8 @@ pub struct ContextResponse {
     pub near_duplicates: usize,
     /// Candidates merged into a neighbouring block of the same file.
     pub merged: usize,
-    pub route: Option<String>,
-    pub intent: Option<String>,
+    pub route: Option<Route>,
+    pub intent: Option<Intent>,
     /// The blocks rendered in `format`, concatenated.
     pub context: String,
 }
@@ -238,7 +239,7 @@ pub(crate) fn chunk_lines(start_line: u32, end_line: u32, content: &str) -> BTre
 
 /// The exact file lines covered by `chunks` (each line once, from the first chunk holding it),
 /// restricted to `range`: a file's text rebuilt from the index.
-pub(crate) fn indexed_lines<'a>(
+pub fn indexed_lines<'a>(
     chunks: impl IntoIterator<Item = &'a ctxd_index::Hit>,
     range: std::ops::RangeInclusive<u32>,
 ) -> BTreeMap<u32, String> {

@@ -26,6 +26,7 @@
 //! B-tree lookup per file and one ANN search per place and commit): when a completed word changes
 //! the query, only the full-text search runs again.
 //! Outside any indexed chunk (a new file, new code) the cursor window is embedded as before.
+//! The caches are the [`Completer`]'s, per (index, model) pair of its searcher.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -35,9 +36,11 @@ use ctxd_index::{ChunkVector, Hit};
 use serde::{Deserialize, Serialize};
 
 use crate::bounded::Bounded;
+use crate::retriever::PerBackend;
 use crate::route::identifier_words;
 use crate::routed::QueryVector;
-use crate::search::{Mode, SearchRequest, SearchResponse, Searcher};
+use crate::search::{Mode, SearchRequest, SearchResponse};
+use crate::searcher::Searcher;
 use crate::SearchError;
 
 /// How the query is built from the cursor context.
@@ -164,7 +167,7 @@ fn relative_path(uri: &str, indexed: &[String]) -> String {
     path.trim_start_matches("./").to_string()
 }
 
-/// Files whose chunk vectors are kept, and answers kept (per searcher, for the latest version).
+/// Files whose chunk vectors are kept, and answers kept (per completer, for the latest version).
 const CACHED_FILES: usize = 64;
 const CACHED_ANSWERS: usize = 1024;
 /// Places whose vector-search hits are kept (each ~50 hits with their text: ~50 KB).
@@ -204,7 +207,7 @@ impl Default for CompletionCache {
     }
 }
 
-/// Shared by a searcher's clones; replaced on a model switch.
+/// Shared by a completer's clones; replaced on a model switch.
 pub(crate) type Cache = Arc<tokio::sync::Mutex<CompletionCache>>;
 
 /// The cache, locked and emptied first if the index moved on from `version`.
@@ -253,9 +256,33 @@ fn without_partial_word(prefix: &str) -> &str {
     }
 }
 
-/// Answers a completion-context request.
-pub async fn completion_context(
+/// Answers completion-context requests with a searcher, keeping the keystroke path's caches
+/// (see the module docs). Clones share the caches.
+#[derive(Clone)]
+pub struct Completer {
+    searcher: Searcher,
+    caches: PerBackend<tokio::sync::Mutex<CompletionCache>>,
+}
+
+impl Completer {
+    /// A completer searching with `searcher`.
+    pub fn new(searcher: Searcher) -> Self {
+        Self { searcher, caches: PerBackend::default() }
+    }
+
+    /// Answers a completion-context request.
+    pub async fn complete(&self, req: &CompletionRequest) -> Result<CompletionResponse, SearchError> {
+        // One index and model for the whole request.
+        let searcher = self.searcher.current();
+        let cache = self.caches.of(searcher.retriever());
+        completion_context(&searcher, &cache, req).await
+    }
+}
+
+/// Answers a completion-context request with `searcher` (pinned) and the caches of its pair.
+async fn completion_context(
     searcher: &Searcher,
+    cache: &Cache,
     req: &CompletionRequest,
 ) -> Result<CompletionResponse, SearchError> {
     if req.max_chunks == 0 || req.max_chunks > 50 {
@@ -285,8 +312,6 @@ pub async fn completion_context(
         build_query(req)
     };
     let Some(query) = query else { return Ok(CompletionResponse::default()) };
-    // One index and model for the whole request.
-    let searcher = searcher.current();
     let vocab = searcher.latest_vocab().await?;
     let current = relative_path(&req.uri, &vocab.paths);
     let mut search = SearchRequest::new(query).with((req.max_chunks * 4).clamp(8, 40), Mode::Routed);
@@ -301,7 +326,7 @@ pub async fn completion_context(
         };
         return Ok(snippets(req, &current, found));
     }
-    let (index, cache) = (&searcher.pinned.index, &searcher.pinned.completion);
+    let index = searcher.retriever().pinned_index();
     let version = index.version().await?;
     let cached = cache_at(cache, version).await.file(&current);
     let chunks = match cached {
@@ -331,7 +356,7 @@ pub async fn completion_context(
     }
     metrics::counter!(crate::metrics::COMPLETION_CACHE_MISSES_TOTAL).increment(1);
     let neighbours: Vec<Hit>;
-    let vector = match (around, &searcher.pinned.embed) {
+    let vector = match (around, searcher.retriever().embed()) {
         (Some(c), _) => {
             // The place's neighbours are searched once per version; later misses at the same
             // place (a word completed) only run the full-text search.

@@ -7,18 +7,18 @@ use std::hash::Hash;
 
 /// At most `cap` entries; inserting a new key past that drops the oldest. `cap` 0 keeps nothing.
 #[derive(Debug)]
-pub(crate) struct Bounded<K, V> {
+pub struct Bounded<K, V> {
     cap: usize,
     map: HashMap<K, V>,
     order: VecDeque<K>,
 }
 
 impl<K: Hash + Eq + Clone, V> Bounded<K, V> {
-    pub(crate) fn new(cap: usize) -> Self {
+    pub fn new(cap: usize) -> Self {
         Self { cap, map: HashMap::new(), order: VecDeque::new() }
     }
 
-    pub(crate) fn get(&self, key: &K) -> Option<&V> {
+    pub fn get(&self, key: &K) -> Option<&V> {
         self.map.get(key)
     }
 
@@ -28,7 +28,7 @@ impl<K: Hash + Eq + Clone, V> Bounded<K, V> {
     }
 
     /// Inserts or replaces; a replaced key keeps its place in the order.
-    pub(crate) fn put(&mut self, key: K, value: V) {
+    pub fn put(&mut self, key: K, value: V) {
         if self.cap == 0 {
             return;
         }

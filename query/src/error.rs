@@ -1,4 +1,4 @@
-//! Errors of retrieval and serving.
+//! Errors of answering a query (retrieval, context assembly, completion, evaluation).
 
 /// A query could not be answered.
 #[derive(Debug, thiserror::Error)]
@@ -11,6 +11,9 @@ pub enum SearchError {
     BadK { got: usize, max: usize },
     #[error("unknown mode '{0}': use routed, hybrid, vector, bm25 or symbol")]
     BadMode(String),
+    /// A name (a route, an intent) that is not one of the accepted ones.
+    #[error("unknown {what} '{got}': use {accepted}")]
+    UnknownName { what: &'static str, got: String, accepted: String },
     #[error("{0}")]
     BadRequest(String),
     #[error(
@@ -36,9 +39,30 @@ impl SearchError {
                 | SearchError::QueryTooLong { .. }
                 | SearchError::BadK { .. }
                 | SearchError::BadMode(_)
+                | SearchError::UnknownName { .. }
                 | SearchError::BadRequest(_)
                 | SearchError::NoModel(_)
                 | SearchError::BadSnapshot(_)
         )
     }
+}
+
+/// The value of `all` that `name` calls `s` (any case), else [`SearchError::UnknownName`]
+/// listing the accepted names: the one way the enums of an answer are parsed at the edge.
+pub(crate) fn by_name<T: Copy>(
+    what: &'static str,
+    s: &str,
+    all: &[T],
+    name: impl Fn(T) -> &'static str,
+) -> Result<T, SearchError> {
+    if let Some(v) = all.iter().copied().find(|v| name(*v).eq_ignore_ascii_case(s)) {
+        return Ok(v);
+    }
+    let names: Vec<&str> = all.iter().map(|v| name(*v)).collect();
+    let accepted = match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    Err(SearchError::UnknownName { what, got: s.to_string(), accepted })
 }

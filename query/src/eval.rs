@@ -9,7 +9,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::search::{Mode, SearchRequest, Searcher};
+use crate::search::{Mode, SearchRequest};
+use crate::searcher::Searcher;
 use crate::SearchError;
 
 /// One evaluation query.
@@ -139,47 +140,6 @@ pub async fn evaluate(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| x.to_string()).collect()
-    }
-
-    #[test]
-    fn metrics_of_known_rankings() {
-        let perfect = score(&s(&["a", "b"]), &s(&["a"]));
-        assert_eq!(
-            perfect,
-            QueryScores { recall_at_1: 1.0, recall_at_5: 1.0, recall_at_10: 1.0, mrr_at_10: 1.0, ndcg_at_10: 1.0 }
-        );
-        let third = score(&s(&["x", "y", "a"]), &s(&["a"]));
-        assert_eq!(third.recall_at_1, 0.0);
-        assert_eq!(third.recall_at_5, 1.0);
-        assert!((third.mrr_at_10 - 1.0 / 3.0).abs() < 1e-9);
-        assert!((third.ndcg_at_10 - 0.5).abs() < 1e-9);
-        let miss = score(&s(&["x"]), &s(&["a"]));
-        assert_eq!(miss.mrr_at_10, 0.0);
-        let half = score(&s(&["a", "x"]), &s(&["a", "b"]));
-        assert_eq!(half.recall_at_10, 0.5);
-    }
-
-    #[test]
-    fn files_are_deduplicated_in_order() {
-        assert_eq!(unique_files(s(&["a", "b", "a", "c", "b"])), s(&["a", "b", "c"]));
-    }
-
-    #[test]
-    fn malformed_query_lines_are_reported_with_line_numbers() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("q.jsonl");
-        std::fs::write(&p, "{\"id\":\"1\",\"query\":\"a\",\"gold\":[\"x\"]}\n{not json}\n").unwrap();
-        let err = read_queries(&p).unwrap_err().to_string();
-        assert!(err.contains("line 2"), "{err}");
-    }
-}
-
 /// Context assembly against the naive baseline, averaged over queries.
 #[derive(Debug, Clone, Serialize, Default, PartialEq)]
 pub struct ContextEvalReport {
@@ -268,4 +228,45 @@ pub async fn evaluate_context(
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn metrics_of_known_rankings() {
+        let perfect = score(&s(&["a", "b"]), &s(&["a"]));
+        assert_eq!(
+            perfect,
+            QueryScores { recall_at_1: 1.0, recall_at_5: 1.0, recall_at_10: 1.0, mrr_at_10: 1.0, ndcg_at_10: 1.0 }
+        );
+        let third = score(&s(&["x", "y", "a"]), &s(&["a"]));
+        assert_eq!(third.recall_at_1, 0.0);
+        assert_eq!(third.recall_at_5, 1.0);
+        assert!((third.mrr_at_10 - 1.0 / 3.0).abs() < 1e-9);
+        assert!((third.ndcg_at_10 - 0.5).abs() < 1e-9);
+        let miss = score(&s(&["x"]), &s(&["a"]));
+        assert_eq!(miss.mrr_at_10, 0.0);
+        let half = score(&s(&["a", "x"]), &s(&["a", "b"]));
+        assert_eq!(half.recall_at_10, 0.5);
+    }
+
+    #[test]
+    fn files_are_deduplicated_in_order() {
+        assert_eq!(unique_files(s(&["a", "b", "a", "c", "b"])), s(&["a", "b", "c"]));
+    }
+
+    #[test]
+    fn malformed_query_lines_are_reported_with_line_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("q.jsonl");
+        std::fs::write(&p, "{\"id\":\"1\",\"query\":\"a\",\"gold\":[\"x\"]}\n{not json}\n").unwrap();
+        let err = read_queries(&p).unwrap_err().to_string();
+        assert!(err.contains("line 2"), "{err}");
+    }
 }

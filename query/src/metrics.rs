@@ -1,0 +1,16 @@
+//! Metric names of the query crate (all of them, in one place): routing, rescoring and the
+//! completion-context cache. The wire's (requests per endpoint, auth, aggregation) are in
+//! `ctxd_serve::metrics`.
+
+/// Histogram: seconds spent rescoring a routed query's best candidates by late interaction.
+pub const RERANK_SECONDS: &str = "ctxd_query_rerank_duration_seconds";
+/// Counter: rescored candidates whose token embeddings came from the cache.
+pub const RERANK_CACHE_HITS_TOTAL: &str = "ctxd_query_rerank_cache_hits_total";
+/// Counter: rescored candidates encoded by the model.
+pub const RERANK_CACHE_MISSES_TOTAL: &str = "ctxd_query_rerank_cache_misses_total";
+/// Counter: routed queries, labels `route` (path|symbol|error|module|hybrid) and `intent`.
+pub const ROUTE_QUERIES_TOTAL: &str = "ctxd_query_routed_total";
+/// Counter: completion-context requests answered from the per-location cache.
+pub const COMPLETION_CACHE_HITS_TOTAL: &str = "ctxd_query_completion_cache_hits_total";
+/// Counter: completion-context requests that searched (cache misses).
+pub const COMPLETION_CACHE_MISSES_TOTAL: &str = "ctxd_query_completion_cache_misses_total";

@@ -1,0 +1,134 @@
+//! The search handle every caller holds: one [`Searcher`] answers a [`SearchRequest`] in any
+//! mode — routed ([`Routing`], the default), symbol, or the plain vector, BM25 and hybrid
+//! modes ([`Retriever`]) — and follows model switches.
+//!
+//! It is the two layers side by side, nothing more: the core ([`Retriever`]: the pinned index
+//! and model, snapshot views, the plain modes) and the router's state ([`Routing`]: its
+//! vocabularies and the rescoring token cache, kept per (index, model) pair). Clones share
+//! both. Consumers above it keep their own state: completion context its cache (`Completer`),
+//! context assembly its tokenizer (`Assembler`).
+
+use std::sync::Arc;
+
+use ctxd_index::Index;
+use ctxd_models::EmbedService;
+
+use crate::retriever::Retriever;
+use crate::routed::{QueryVector, Routing, Vocab};
+use crate::search::{Mode, SearchRequest, SearchResponse};
+use crate::SearchError;
+
+/// Answers queries against one index (see the module docs).
+///
+/// Each request pins the (index, model) pair in force when it starts ([`Searcher::search`]),
+/// so a query vector is never searched in a table of another model; [`Searcher::switch`]
+/// replaces the pair for every clone.
+#[derive(Clone)]
+pub struct Searcher {
+    core: Retriever,
+    routing: Routing,
+}
+
+impl Searcher {
+    /// A searcher over `index`, embedding queries with `embed` (same model as the index).
+    /// Without a model (a full-text-only index, or a bm25-only caller) `hybrid` falls back to
+    /// bm25 and `vector` is refused.
+    pub fn new(index: Arc<Index>, embed: Option<EmbedService>) -> Self {
+        Self { core: Retriever::new(index, embed), routing: Routing::new(crate::rerank::RERANK_DEPTH) }
+    }
+
+    /// The same searcher rescoring `depth` candidates per routed search (0: never; see
+    /// [`crate::rerank`]).
+    pub fn with_rerank_depth(mut self, depth: usize) -> Self {
+        self.routing.rerank_depth = depth;
+        self
+    }
+
+    /// This searcher pinned to the latest index and model.
+    pub fn current(&self) -> Self {
+        Self { core: self.core.current(), routing: self.routing.clone() }
+    }
+
+    /// Makes `index` and `embed` (a table of another model and that model) the ones every clone
+    /// of this searcher uses from its next request on; requests in flight finish on the old pair.
+    pub fn switch(&self, index: Arc<Index>, embed: Option<EmbedService>) {
+        self.core.switch(index, embed);
+    }
+
+    /// The core: the pinned index and model.
+    pub fn retriever(&self) -> &Retriever {
+        &self.core
+    }
+
+    /// True when queries can be embedded.
+    pub fn has_model(&self) -> bool {
+        self.core.has_model()
+    }
+
+    /// The latest index (after a model switch: the new table).
+    pub fn index(&self) -> Arc<Index> {
+        self.core.index()
+    }
+
+    /// Checks a request's query and k.
+    pub fn validate(req: &SearchRequest) -> Result<(), SearchError> {
+        req.validate()
+    }
+
+    /// Embeds queries in one request to the model thread.
+    pub async fn embed_queries(&self, queries: Vec<String>) -> Result<Vec<Vec<f32>>, SearchError> {
+        self.core.embed_queries(queries).await
+    }
+
+    /// Answers a request.
+    pub async fn search(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
+        req.validate()?;
+        // One index and model for the whole request, even if a model switch lands meanwhile.
+        let pinned = self.current();
+        if let (Mode::Routed, Some(embed)) = (req.mode, pinned.core.embed()) {
+            return pinned.routed_search(req, QueryVector::Embed(embed)).await;
+        }
+        let vector = match (req.mode, pinned.core.embed()) {
+            (Mode::Bm25 | Mode::Symbol, _) | (Mode::Hybrid | Mode::Routed, None) => None,
+            (Mode::Vector, None) => return Err(SearchError::NoModel("vector")),
+            (_, Some(embed)) => embed.embed(vec![req.query.clone()]).await?.into_iter().next(),
+        };
+        pinned.search_with_vector(req, vector.as_deref()).await
+    }
+
+    /// Answers a request whose query vector is already computed (`None` for bm25).
+    pub async fn search_with_vector(
+        &self,
+        req: &SearchRequest,
+        vector: Option<&[f32]>,
+    ) -> Result<SearchResponse, SearchError> {
+        req.validate()?;
+        match req.mode {
+            Mode::Routed => {
+                let v = vector.map_or(QueryVector::None, QueryVector::Ready);
+                self.routed_search(req, v).await
+            }
+            Mode::Symbol => self.symbol_search(req).await,
+            _ => self.core.search_plain(req, vector).await,
+        }
+    }
+
+    /// Answers a request by routing it (see [`crate::routed`]).
+    pub async fn routed_search(
+        &self,
+        req: &SearchRequest,
+        vector: QueryVector<'_>,
+    ) -> Result<SearchResponse, SearchError> {
+        self.routing.search(&self.core, req, vector).await
+    }
+
+    /// The symbol table alone: the query's identifiers, or else its longer words, as names.
+    pub async fn symbol_search(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
+        crate::routed::symbol_search(&self.core, req).await
+    }
+
+    /// Indexed paths and folder names of the latest version (cached for a few seconds).
+    pub(crate) async fn latest_vocab(&self) -> Result<Arc<Vocab>, SearchError> {
+        self.routing.latest_vocab(&self.core).await
+    }
+}
