@@ -28,6 +28,13 @@ pub fn install_metrics() -> Result<PrometheusHandle> {
         .context("configuring metric buckets")?
         .install_recorder()
         .context("installing the metrics recorder")?;
+    // Every metric described (# HELP), and the series dashboards and alerts read present at zero.
+    ctxd_index::metrics::describe();
+    ctxd_models::metrics::describe();
+    ctxd_stages::metrics::describe();
+    ctxd_pipeline::metrics::describe();
+    ctxd_query::metrics::describe();
+    ctxd_serve::metrics::describe();
     let upkeep = handle.clone();
     tokio::spawn(async move {
         loop {

@@ -266,6 +266,24 @@ fn index_search_then_edit_and_delete_while_serving() {
     let daemon = Daemon::start(&root, &db);
     daemon.wait_ready();
     assert_eq!(daemon.get("/healthz").status().as_u16(), 200);
+    // The first scrape of a daemon that just became ready (nothing changed, no query yet) has
+    // every series the dashboards and alert rules read, and a description for every metric.
+    let first = daemon.get("/metrics").text().unwrap();
+    for entry in std::fs::read_dir(repo_root().join("dashboards")).unwrap() {
+        let used = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for name in metric_names(&used) {
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .fold(name.clone(), |n, s| n.strip_suffix(s).map(str::to_string).unwrap_or(n));
+            assert!(first.lines().any(|l| l.starts_with(&base)), "{base} is missing from the first scrape");
+        }
+    }
+    for name in metric_names(&first) {
+        let base = ["_bucket", "_sum", "_count"]
+            .iter()
+            .fold(name.clone(), |n, s| n.strip_suffix(s).map(str::to_string).unwrap_or(n));
+        assert!(first.contains(&format!("# HELP {base} ")), "{base} has no description");
+    }
     let mut cache = std::fs::read_to_string(root.join("lib/cache.py")).unwrap();
     cache.push_str("\n\ndef compute_fibonacci_numbers(count):\n    \"\"\"Returns the first `count` Fibonacci numbers.\"\"\"\n    numbers = [0, 1]\n    while len(numbers) < count:\n        numbers.append(numbers[-1] + numbers[-2])\n    return numbers[:count]\n");
     std::fs::write(root.join("lib/cache.py"), cache).unwrap();

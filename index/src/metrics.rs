@@ -22,3 +22,24 @@ pub const INDEX_FRAGMENTS: &str = "ctxd_index_fragments";
 pub const INDEX_LAST_COMPACTION: &str = "ctxd_index_last_compaction_timestamp_seconds";
 /// Counter: compaction + cleanup passes.
 pub const INDEX_COMPACTIONS_TOTAL: &str = "ctxd_index_compactions_total";
+
+/// Registers every metric of this crate with its description (the `# HELP` line of a scrape)
+/// and creates the series the dashboards read at zero (commits). Called by the binary once the recorder is installed.
+pub fn describe() {
+    // The series the dashboards read exist from the first scrape, at zero.
+    metrics::counter!(INDEX_COMMITS_TOTAL).increment(0);
+    metrics::describe_counter!(INDEX_COMMITS_TOTAL, "Commits written to the index.");
+    metrics::describe_counter!(INDEX_ROWS_INSERTED_TOTAL, "Rows inserted.");
+    metrics::describe_counter!(
+        INDEX_ROWS_DELETED_TOTAL,
+        "Rows deleted (stale chunks of changed files and chunks of removed files)."
+    );
+    metrics::describe_gauge!(INDEX_ROWS, "Rows in the chunks table.");
+    metrics::describe_gauge!(INDEX_VERSION, "Current LanceDB version of the chunks table.");
+    metrics::describe_histogram!(INDEX_COMMIT_SECONDS, "Seconds one commit took.");
+    metrics::describe_counter!(INDEX_FTS_UPDATES_TOTAL, "Full-text index (re)builds and optimisations.");
+    metrics::describe_gauge!(INDEX_VERSIONS, "Versions of the chunks table on disk.");
+    metrics::describe_gauge!(INDEX_FRAGMENTS, "Fragments (data files) of the current version.");
+    metrics::describe_gauge!(INDEX_LAST_COMPACTION, "Unix time of the last compaction + cleanup pass.");
+    metrics::describe_counter!(INDEX_COMPACTIONS_TOTAL, "Compaction + cleanup passes.");
+}

@@ -15,8 +15,9 @@ use serde::{Deserialize, Serialize};
 /// One chunk of a file.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Chunk {
-    /// Stable id: path, line range and content ([`chunk_id`]).
-    #[serde(default)]
+    /// Stable id: path, line range and content ([`chunk_id`]); empty (and not serialised) for
+    /// a context block that joins several chunks.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub chunk_id: String,
     /// Path relative to the indexed root, `/`-separated.
     pub path: String,

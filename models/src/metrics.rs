@@ -17,3 +17,21 @@ pub const EMBED_THROUGHPUT: &str = "ctxd_embed_throughput_tokens_per_second";
 /// (`cpu` | `cuda:N`, what `auto` resolved to), `precision`, `isa` (the instruction set oneDNN
 /// runs, e.g. `avx2` or `avx512_core_bf16`, which decides bf16; `cuda` on a GPU).
 pub const EMBED_BACKEND_INFO: &str = "ctxd_embed_backend_info";
+
+/// Registers every metric of this crate with its description (the `# HELP` line of a scrape)
+/// and creates the series the dashboards read at zero (texts and tokens embedded, throughput). Called by the binary once the recorder is installed.
+pub fn describe() {
+    // The series the dashboards read exist from the first scrape, at zero.
+    for name in [EMBED_TEXTS_TOTAL, EMBED_TOKENS_TOTAL, EMBED_PADDED_TOKENS_TOTAL] {
+        metrics::counter!(name).increment(0);
+    }
+    // No forward pass yet: no throughput.
+    metrics::gauge!(EMBED_THROUGHPUT).set(0.0);
+    metrics::describe_counter!(EMBED_TEXTS_TOTAL, "Texts embedded by the model.");
+    metrics::describe_counter!(EMBED_TOKENS_TOTAL, "Model tokens run through the model (padding excluded).");
+    metrics::describe_counter!(EMBED_PADDED_TOKENS_TOTAL, "Padded positions run through the model (tokens + padding).");
+    metrics::describe_histogram!(EMBED_BATCH_SECONDS, "Seconds one model forward pass took.");
+    metrics::describe_histogram!(EMBED_BATCH_SIZE, "Texts per model forward pass.");
+    metrics::describe_gauge!(EMBED_THROUGHPUT, "Model tokens per second of the last forward pass (throughput while busy, unlike rate(ctxd_embed_tokens_total), which includes idle time).");
+    metrics::describe_gauge!(EMBED_BACKEND_INFO, "1, labelled with what runs the model and why: backend = onednn|candle, device (cpu | cuda:N, what auto resolved to), precision, isa (the instruction set oneDNN runs, e.g. avx2 or avx512_core_bf16, which decides bf16; cuda on a GPU).");
+}

@@ -36,3 +36,41 @@ pub const PIPELINE_READY: &str = "ctxd_pipeline_ready_bool";
 /// Every generic per-stage metric name (used by the metrics-contract test).
 pub const PER_STAGE: &[&str] =
     &[STAGE_RECEIVED_TOTAL, STAGE_SENT_TOTAL, STAGE_QUEUE_DEPTH, STAGE_BLOCKED_SECONDS_TOTAL, STAGE_PROCESSING_SECONDS];
+
+/// Registers every metric of this crate with its description (the `# HELP` line of a scrape)
+/// and creates the series the dashboards and alert rules read at zero (per stage, freshness). Called by the binary once the recorder is installed.
+pub fn describe() {
+    // The series the dashboards and alert rules read exist from the first scrape, at zero.
+    for stage in ["watch", "load", "chunk", "embed", "upsert"] {
+        for name in [STAGE_RECEIVED_TOTAL, STAGE_SENT_TOTAL, STAGE_DROPPED_TOTAL] {
+            metrics::counter!(name, "stage" => stage).increment(0);
+        }
+        metrics::counter!(STAGE_BLOCKED_SECONDS_TOTAL, "stage" => stage).increment(0);
+    }
+    metrics::gauge!(PIPELINE_FRESHNESS_LAG_SECONDS).set(0.0);
+    let _ = metrics::histogram!(PIPELINE_FRESHNESS_SECONDS);
+    metrics::describe_counter!(STAGE_RECEIVED_TOTAL, "Items a stage received, label stage.");
+    metrics::describe_counter!(STAGE_SENT_TOTAL, "Items a stage sent downstream, label stage.");
+    metrics::describe_counter!(
+        STAGE_DROPPED_TOTAL,
+        "Items a stage dropped on purpose (unchanged, binary, …), label stage."
+    );
+    metrics::describe_counter!(
+        STAGE_ERRORS_TOTAL,
+        "Items that failed, labels stage and error (a short kind, never a path)."
+    );
+    metrics::describe_gauge!(STAGE_QUEUE_DEPTH, "Items waiting in a stage's input queue, label stage.");
+    metrics::describe_gauge!(STAGE_QUEUE_CAPACITY, "Capacity of a stage's input queue, label stage.");
+    metrics::describe_counter!(
+        STAGE_BLOCKED_SECONDS_TOTAL,
+        "Seconds a stage spent blocked on a full downstream queue, label stage."
+    );
+    metrics::describe_histogram!(STAGE_PROCESSING_SECONDS, "Seconds a stage spent on one item or batch, label stage.");
+    metrics::describe_histogram!(STAGE_BATCH_ITEMS, "Items per batch of a batching stage, label stage.");
+    metrics::describe_gauge!(PIPELINE_IN_FLIGHT, "Files emitted by the source and not yet committed or skipped.");
+    metrics::describe_histogram!(PIPELINE_FRESHNESS_SECONDS, "Seconds from a watched file's change (its mtime; the event for a removal) to the commit that makes it searchable.");
+    metrics::describe_gauge!(PIPELINE_FRESHNESS_LAG_SECONDS, "The freshness of the last change committed, in seconds.");
+    metrics::describe_counter!(REEMBED_ROWS_TOTAL, "Rows a re-embedding job wrote to its target table.");
+    metrics::describe_counter!(MODEL_SWITCHES_TOTAL, "Switches of the active chunks table a running daemon followed.");
+    metrics::describe_gauge!(PIPELINE_READY, "1 once the initial scan is committed.");
+}

@@ -235,7 +235,9 @@ mod tests {
         let mut done: Vec<ChunkRow> = (10..20)
             .map(|i| ChunkRow { vector: letters(row(i, "").content.len()), ..row(i, "test/letters") })
             .collect();
-        done.push(ChunkRow { chunk_id: "gone".into(), ..done[0].clone() });
+        let mut gone = done[0].clone();
+        gone.chunk.chunk_id = "gone".into();
+        done.push(gone);
         target.commit(CommitBatch { rows: done, ..Default::default() }).await.unwrap();
 
         let count = Count(Default::default());
@@ -248,7 +250,7 @@ mod tests {
 
         // The source changed since (a daemon's commit): the next run only catches up, and switches.
         let mut changed = row(41, "test/old");
-        changed.path = "src/f0.rs".into();
+        changed.chunk.path = "src/f0.rs".into();
         old.commit(CommitBatch { rows: vec![changed], replace_paths: vec!["src/f0.rs".into()], ..Default::default() })
             .await
             .unwrap();

@@ -403,11 +403,11 @@ fn snippets(req: &CompletionRequest, current: &str, found: SearchResponse) -> Co
             continue;
         }
         snippets.push(CodeSnippet {
-            uri: r.path,
             line_start: r.start_line,
             line_end: r.end_line,
-            symbol_name: r.symbol,
-            value: r.content,
+            uri: r.chunk.path,
+            symbol_name: r.chunk.symbol,
+            value: r.chunk.content,
             importance: importance as u32,
         });
         if snippets.len() >= req.max_chunks {

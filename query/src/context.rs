@@ -21,6 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use ctxd_index::{Chunk, Hit};
 use ctxd_models::TokenCounter;
 use serde::{Deserialize, Serialize};
 
@@ -120,28 +121,27 @@ impl ContextRequest {
     }
 }
 
-/// One cited block of context.
+/// One cited block of context: the lines of one or more neighbouring chunks of a file (a
+/// [`Hit`] whose content is what the block shows, without a chunk id when it joins several),
+/// with the tokens it takes and its relevance rank. Serialised flat.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Block {
-    pub path: String,
-    pub start_line: u32,
-    pub end_line: u32,
-    pub symbol: Option<String>,
-    pub language: String,
-    pub content: String,
-    pub score: f32,
+    #[serde(flatten)]
+    pub hit: Hit,
     /// Tokens of the rendered block.
     pub tokens: usize,
     /// Rank by relevance (0 = most relevant); blocks are listed in attention order.
     pub relevance_rank: usize,
 }
 
-impl Block {
-    /// `path:start-end`.
-    pub fn citation(&self) -> String {
-        format!("{}:{}-{}", self.path, self.start_line, self.end_line)
+impl std::ops::Deref for Block {
+    type Target = Hit;
+    fn deref(&self) -> &Hit {
+        &self.hit
     }
+}
 
+impl Block {
     /// The block as it appears in the context text.
     pub fn render(&self, format: Format) -> String {
         let symbol = self.symbol.as_deref().unwrap_or("");
@@ -417,17 +417,16 @@ impl Assembler {
                 continue;
             }
             let content = d.lines.values().cloned().collect::<Vec<_>>().join("\n");
-            let mut block = Block {
+            let chunk = Chunk {
                 start_line: d.start(),
                 end_line: d.end(),
                 path: d.path,
                 symbol: d.symbol,
                 language: d.language,
                 content,
-                score: d.score,
-                tokens: 0,
-                relevance_rank: chosen.len(),
+                ..Chunk::default()
             };
+            let mut block = Block { hit: Hit { chunk, score: d.score }, tokens: 0, relevance_rank: chosen.len() };
             block.tokens = self.tokens.count(&block.render(req.format));
             if used + block.tokens > limit {
                 continue;
@@ -482,7 +481,7 @@ mod tests {
 
     #[test]
     fn split_pieces_cite_only_their_own_lines() {
-        let r = SearchResult {
+        let chunk = Chunk {
             chunk_id: "c".into(),
             path: "a.rs".into(),
             start_line: 10,
@@ -490,9 +489,10 @@ mod tests {
             symbol: Some("f".into()),
             kind: Some("function_part".into()),
             language: "rust".into(),
-            score: 1.0,
             content: "fn f() {\n    let x = 1;\n    x\n".into(),
+            ..Chunk::default()
         };
+        let r = SearchResult { chunk, score: 1.0 };
         let lines = chunk_lines(r.start_line, r.end_line, &r.content);
         assert_eq!(lines.keys().copied().collect::<Vec<_>>(), [10, 11]);
         assert_eq!(lines[&10], "    let x = 1;");
@@ -500,17 +500,16 @@ mod tests {
 
     #[test]
     fn rendering_cites_every_block() {
-        let b = Block {
+        let chunk = Chunk {
             path: "src/a.rs".into(),
             start_line: 3,
             end_line: 9,
             symbol: Some("A::b".into()),
             language: "rust".into(),
             content: "fn b() {}".into(),
-            score: 1.0,
-            tokens: 0,
-            relevance_rank: 0,
+            ..Chunk::default()
         };
+        let b = Block { hit: Hit { chunk, score: 1.0 }, tokens: 0, relevance_rank: 0 };
         assert!(b.render(Format::Xml).starts_with("<block source=\"src/a.rs:3-9\" symbol=\"A::b\">"));
         assert!(b.render(Format::Markdown).starts_with("### src/a.rs:3-9 (A::b)\n```rust\n"));
         assert!(b.render(Format::Plain).starts_with("--- src/a.rs:3-9 A::b\n"));

@@ -119,7 +119,7 @@ pub async fn evaluate(
         let mut req = SearchRequest::new(q.query.clone()).with(depth, mode);
         req.rerank = Some(rerank);
         let res = searcher.search_with_vector(&req, v.as_deref()).await?;
-        let files = unique_files(res.results.into_iter().map(|r| r.path));
+        let files = unique_files(res.results.into_iter().map(|r| r.chunk.path));
         let s = score(&files, &q.gold);
         total.recall_at_1 += s.recall_at_1;
         total.recall_at_5 += s.recall_at_5;
@@ -199,7 +199,7 @@ pub async fn evaluate_context(
     for q in queries {
         let req = SearchRequest::new(q.query.clone()).with((max_k * 5).clamp(10, crate::search::MAX_K), Mode::Routed);
         let res = searcher.search(&req).await?;
-        let files = unique_files(res.results.into_iter().map(|r| r.path));
+        let files = unique_files(res.results.into_iter().map(|r| r.chunk.path));
         for (i, &k) in baseline_ks.iter().enumerate() {
             let top: Vec<&String> = files.iter().take(k).collect();
             let mut used = 0;

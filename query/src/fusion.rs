@@ -60,17 +60,15 @@ mod tests {
 
     /// A bare hit with this chunk id.
     fn hit(id: &str) -> Hit {
-        Hit {
+        let chunk = ctxd_index::Chunk {
             chunk_id: id.into(),
             path: format!("{id}.rs"),
             language: "rust".into(),
-            symbol: None,
-            kind: None,
             start_line: 1,
             end_line: 2,
-            content: String::new(),
-            score: 0.0,
-        }
+            ..Default::default()
+        };
+        Hit { chunk, score: 0.0 }
     }
 
     #[test]

@@ -14,3 +14,29 @@ pub const ROUTE_QUERIES_TOTAL: &str = "ctxd_query_routed_total";
 pub const COMPLETION_CACHE_HITS_TOTAL: &str = "ctxd_query_completion_cache_hits_total";
 /// Counter: completion-context requests that searched (cache misses).
 pub const COMPLETION_CACHE_MISSES_TOTAL: &str = "ctxd_query_completion_cache_misses_total";
+
+/// Registers every metric of this crate with its description (the `# HELP` line of a scrape).
+/// Called by the binary once the recorder is installed.
+pub fn describe() {
+    metrics::describe_histogram!(
+        RERANK_SECONDS,
+        "Seconds spent rescoring a routed query's best candidates by late interaction."
+    );
+    metrics::describe_counter!(
+        RERANK_CACHE_HITS_TOTAL,
+        "Rescored candidates whose token embeddings came from the cache."
+    );
+    metrics::describe_counter!(RERANK_CACHE_MISSES_TOTAL, "Rescored candidates encoded by the model.");
+    metrics::describe_counter!(
+        ROUTE_QUERIES_TOTAL,
+        "Routed queries, labels route (path|symbol|error|module|hybrid) and intent."
+    );
+    metrics::describe_counter!(
+        COMPLETION_CACHE_HITS_TOTAL,
+        "Completion-context requests answered from the per-location cache."
+    );
+    metrics::describe_counter!(
+        COMPLETION_CACHE_MISSES_TOTAL,
+        "Completion-context requests that searched (cache misses)."
+    );
+}

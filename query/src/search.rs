@@ -166,21 +166,9 @@ fn version_or_tag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::
     }))
 }
 
-/// One result.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct SearchResult {
-    /// Stable id of the chunk (path, range and content).
-    #[serde(default)]
-    pub chunk_id: String,
-    pub path: String,
-    pub start_line: u32,
-    pub end_line: u32,
-    pub symbol: Option<String>,
-    pub kind: Option<String>,
-    pub language: String,
-    pub score: f32,
-    pub content: String,
-}
+/// One result: a chunk and its score, the index's [`Hit`] (serialised flat, as the wire
+/// formats have always had it).
+pub type SearchResult = Hit;
 
 /// The answer: `{"results": [...]}` (plus `"version"` for an `as_of` query: the snapshot
 /// searched).
@@ -196,22 +184,6 @@ pub struct SearchResponse {
     /// The intent the router read from the query (routed and symbol modes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent: Option<Intent>,
-}
-
-impl From<Hit> for SearchResult {
-    fn from(h: Hit) -> Self {
-        Self {
-            chunk_id: h.chunk_id,
-            path: h.path,
-            start_line: h.start_line,
-            end_line: h.end_line,
-            symbol: h.symbol,
-            kind: h.kind,
-            language: h.language,
-            score: h.score,
-            content: h.content,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ use serde_json::{json, Value};
 use crate::context::{Assembler, Block, ContextRequest, Format};
 use crate::error::SearchError;
 use crate::metrics as m;
+use ctxd_index::{Chunk, Hit};
 use ctxd_query::bounded::Bounded;
 
 /// Where a source's context comes from.
@@ -415,16 +416,12 @@ impl Aggregator {
             return Ok(Vec::new());
         }
         let citation = result["structuredContent"]["citations"][0].as_str().unwrap_or("").to_string();
-        Ok(vec![Block {
+        let chunk = Chunk {
             path: if citation.is_empty() { format!("mcp:{}", s.name) } else { citation },
-            start_line: 0,
-            end_line: 0,
-            symbol: None,
             language: "text".into(),
             content,
-            score: 1.0,
-            tokens: 0,
-            relevance_rank: 0,
-        }])
+            ..Chunk::default()
+        };
+        Ok(vec![Block { hit: Hit { chunk, score: 1.0 }, tokens: 0, relevance_rank: 0 }])
     }
 }

@@ -44,3 +44,48 @@ pub const UPSERT_FILES_TOTAL: &str = "ctxd_upsert_files_total";
 pub const UPSERT_REMOVED_TOTAL: &str = "ctxd_upsert_removed_files_total";
 /// Counter: commit attempts that failed and were retried.
 pub const UPSERT_RETRIES_TOTAL: &str = "ctxd_upsert_retries_total";
+
+/// Registers every metric of this crate with its description (the `# HELP` line of a scrape)
+/// and creates the series the dashboards read at zero (commits, removals, embedding cache). Called by the binary once the recorder is installed.
+pub fn describe() {
+    // The series the dashboards read exist from the first scrape, at zero.
+    for name in [UPSERT_FILES_TOTAL, UPSERT_REMOVED_TOTAL, EMBED_CACHE_HITS_TOTAL, EMBED_CACHE_MISSES_TOTAL] {
+        metrics::counter!(name).increment(0);
+    }
+    metrics::describe_counter!(
+        WATCH_FILES_TOTAL,
+        "Files the watcher reported (scan and events), label origin = scan|event|listing."
+    );
+    metrics::describe_counter!(
+        WATCH_SKIPPED_TOTAL,
+        "Paths the watcher skipped, label reason = ignored|binary_ext|secret|not_file|unsafe_key|too_large."
+    );
+    metrics::describe_counter!(OBJECT_LISTINGS_TOTAL, "Listings of an object-storage source.");
+    metrics::describe_counter!(OBJECT_DOWNLOADS_TOTAL, "Objects downloaded into the mirror.");
+    metrics::describe_counter!(OBJECT_DOWNLOADED_BYTES_TOTAL, "Bytes downloaded from object storage.");
+    metrics::describe_counter!(OBJECT_VANISHED_TOTAL, "Objects deleted between their listing and their download.");
+    metrics::describe_counter!(
+        LOAD_SKIPPED_TOTAL,
+        "Files the loader skipped, label reason = unchanged|binary|too_large|vanished."
+    );
+    metrics::describe_counter!(LOAD_INVALID_TOTAL, "Files or parts of files that did not parse as their format, label format = json|toml|pdf|pdf_page|notebook (json/toml are then indexed as plain text).");
+    metrics::describe_counter!(LOAD_LOSSY_UTF8_TOTAL, "Files decoded lossily because they were not valid UTF-8.");
+    metrics::describe_counter!(LOAD_BYTES_TOTAL, "Bytes read by the loader.");
+    metrics::describe_counter!(CHUNK_CHUNKS_TOTAL, "Chunks produced, label method = tree_sitter|window.");
+    metrics::describe_counter!(
+        CHUNK_STREAM_BYTES_TOTAL,
+        "Bytes read from files streamed in parts (progress of huge files)."
+    );
+    metrics::describe_counter!(CHUNK_STREAM_PARTS_TOTAL, "Parts of streamed files produced.");
+    metrics::describe_counter!(CHUNK_TOKENS_TOTAL, "Chunk tokens produced.");
+    metrics::describe_counter!(EMBED_CHUNKS_TOTAL, "Chunks embedded by the model.");
+    metrics::describe_counter!(
+        EMBED_CACHE_HITS_TOTAL,
+        "Chunks whose vector was reused from the index (content unchanged)."
+    );
+    metrics::describe_counter!(EMBED_CACHE_MISSES_TOTAL, "Chunks that had to be embedded.");
+    metrics::describe_counter!(EMBED_SKIPPED_CHUNKS_TOTAL, "Chunks stored without a vector (full-text-only sources).");
+    metrics::describe_counter!(UPSERT_FILES_TOTAL, "Files committed to the index.");
+    metrics::describe_counter!(UPSERT_REMOVED_TOTAL, "Files removed from the index.");
+    metrics::describe_counter!(UPSERT_RETRIES_TOTAL, "Commit attempts that failed and were retried.");
+}

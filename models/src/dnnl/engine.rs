@@ -5,7 +5,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use super::{check, DataType, Dnnl, ExecArg, Handle, Md, ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS};
+use super::library::{check, DataType, Dnnl, ExecArg, Handle, Md, ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS};
 use crate::ModelError;
 
 const DNNL_CPU: i32 = 1;

@@ -48,11 +48,9 @@ use text::{bm25_text, last_distinct_terms};
 const DEPENDENCY_DIRS: &[&str] =
     &["node_modules", "vendor", "third_party", "third-party", "external", "site-packages", ".venv", "venv", "deps"];
 
+/// A chunk of a definition kind ([`ctxd_index::is_definition`], the symbols table's rule too).
 fn is_definition(kind: Option<&str>) -> bool {
-    match kind {
-        None => false,
-        Some(k) => !matches!(k, "module" | "section" | "key" | "table" | "page" | "cell" | "rows" | ""),
-    }
+    kind.is_some_and(ctxd_index::is_definition)
 }
 
 fn is_document(language: &str) -> bool {

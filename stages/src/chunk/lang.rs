@@ -10,8 +10,11 @@ mod c;
 mod generic;
 mod go;
 mod javascript;
+mod node;
 mod python;
 mod rust;
+
+pub(super) use node::DefInfo;
 
 /// The tree-sitter grammar for a language label, when ctxd has one.
 pub fn grammar(language: &str) -> Option<Language> {
@@ -35,14 +38,6 @@ pub fn grammar(language: &str) -> Option<Language> {
         "swift" => tree_sitter_swift::LANGUAGE.into(),
         _ => return None,
     })
-}
-
-/// What a definition node is.
-pub(super) struct DefInfo<'t> {
-    pub(super) name: Option<String>,
-    pub(super) kind: &'static str,
-    /// Node whose named children are members (class body, impl block, …).
-    pub(super) body: Option<Node<'t>>,
 }
 
 /// Classifies a node as a definition (with name, kind and member container) or not. A function
@@ -73,14 +68,6 @@ pub(super) fn is_comment_like(kind: &str) -> bool {
             | "decorator"
             | "annotation"
     )
-}
-
-fn text_of(node: Node, src: &[u8]) -> String {
-    node.utf8_text(src).unwrap_or("").to_string()
-}
-
-fn field_text(node: Node, field: &str, src: &[u8]) -> Option<String> {
-    node.child_by_field_name(field).map(|n| text_of(n, src))
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 
 use tree_sitter::Node;
 
-use super::{generic, DefInfo};
+use super::generic;
+use super::node::DefInfo;
 
 /// Classifies a C or C++ node (`lang` is `c` or `cpp`).
 pub(super) fn def_info<'t>(node: Node<'t>, lang: &str, src: &[u8], nested: bool) -> Option<DefInfo<'t>> {

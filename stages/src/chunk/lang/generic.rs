@@ -4,7 +4,7 @@
 
 use tree_sitter::Node;
 
-use super::{field_text, text_of, DefInfo};
+use super::node::{field_text, text_of, DefInfo};
 
 /// Classifies a node of a language of the table.
 pub(super) fn def_info<'t>(node: Node<'t>, lang: &str, src: &[u8], nested: bool) -> Option<DefInfo<'t>> {

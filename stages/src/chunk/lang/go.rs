@@ -3,7 +3,7 @@
 
 use tree_sitter::Node;
 
-use super::{field_text, text_of, DefInfo};
+use super::node::{field_text, text_of, DefInfo};
 
 /// Classifies a Go node.
 pub(super) fn def_info<'t>(node: Node<'t>, src: &[u8]) -> Option<DefInfo<'t>> {

@@ -5,7 +5,7 @@
 
 use tree_sitter::Node;
 
-use super::{field_text, DefInfo};
+use super::node::{field_text, DefInfo};
 
 /// Classifies a JavaScript/TypeScript/TSX node; `func` is the kind of a function here.
 pub(super) fn def_info<'t>(node: Node<'t>, src: &[u8], func: &'static str) -> Option<DefInfo<'t>> {

@@ -3,7 +3,7 @@
 
 use tree_sitter::Node;
 
-use super::{field_text, DefInfo};
+use super::node::{field_text, DefInfo};
 
 /// Classifies a Python node; `func` is the kind of a function here (`method` inside a class).
 pub(super) fn def_info<'t>(node: Node<'t>, src: &[u8], func: &'static str) -> Option<DefInfo<'t>> {
