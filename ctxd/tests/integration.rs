@@ -355,6 +355,13 @@ fn index_search_then_edit_and_delete_while_serving() {
     assert_eq!(resp.status().as_u16(), 400);
     let (status, _) = daemon.search(json!({"query": "password hash"}));
     assert_eq!(status, 200);
+    // A language filter is parsed at the edge: a misspelt one is refused with the labels.
+    let (status, v) = daemon.search(json!({"query": "password hash", "language": "pyhton"}));
+    assert_eq!(status, 400, "{v}");
+    let msg = v["error"].as_str().unwrap_or_default();
+    assert!(msg.contains("unknown language 'pyhton'") && msg.contains("python"), "{v}");
+    let (status, v) = daemon.search(json!({"query": "password hash", "language": "Python", "mode": "bm25"}));
+    assert_eq!(status, 200, "{v}");
 
     // Metrics: the per-stage contract and the index gauges.
     let text = daemon.get("/metrics").text().unwrap();

@@ -21,6 +21,7 @@ pub mod active;
 pub mod columns;
 pub mod error;
 pub mod indices;
+pub mod language;
 pub mod maintenance;
 pub mod metrics;
 pub mod reader;
@@ -37,6 +38,7 @@ pub mod vectors;
 pub mod writer;
 
 pub use error::IndexError;
+pub use language::{Language, UnknownLanguage};
 pub use maintenance::{MaintenanceOptions, MaintenanceReport};
 pub use reader::IndexStats;
 pub use record::{chunk_id, Chunk, Hit};

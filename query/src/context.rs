@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use ctxd_index::{Chunk, Hit};
+use ctxd_index::{Chunk, Hit, Language};
 use ctxd_models::TokenCounter;
 use serde::{Deserialize, Serialize};
 
@@ -95,7 +95,7 @@ pub struct ContextRequest {
     #[serde(default)]
     pub path_prefix: Option<String>,
     #[serde(default)]
-    pub language: Option<String>,
+    pub language: Option<Language>,
     #[serde(default)]
     pub scope: Option<Scope>,
 }
@@ -320,7 +320,7 @@ impl Assembler {
         search.as_of = req.as_of.clone();
         search.current_file = req.current_file.clone();
         search.path_prefix = req.path_prefix.clone();
-        search.language = req.language.clone();
+        search.language = req.language;
         search.scope = req.scope;
         search.max_per_file = Some(req.max_per_file.max(1) * 4);
         let found = self.searcher.search(&search).await?;

@@ -5,7 +5,7 @@
 
 use std::str::FromStr;
 
-use ctxd_index::Hit;
+use ctxd_index::{Hit, Language};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::route::{Intent, Route};
@@ -93,9 +93,10 @@ pub struct SearchRequest {
     /// Only paths under this prefix.
     #[serde(default)]
     pub path_prefix: Option<String>,
-    /// Only this language (`rust`, `python`, `markdown`, …).
+    /// Only this language (`rust`, `python`, `markdown`, …; one of [`Language::ALL`], parsed
+    /// here: another name is refused with the list).
     #[serde(default)]
-    pub language: Option<String>,
+    pub language: Option<Language>,
     /// `file`, `module` (both relative to `current_file`), `project` or `dependencies`.
     #[serde(default)]
     pub scope: Option<Scope>,

@@ -252,7 +252,12 @@ impl McpServer {
         };
         let mut req = SearchRequest::new(query).with(k, mode);
         req.path_prefix = args.get("path_prefix").and_then(Value::as_str).map(str::to_string);
-        req.language = args.get("language").and_then(Value::as_str).map(str::to_string);
+        req.language = args
+            .get("language")
+            .and_then(Value::as_str)
+            .map(str::parse::<ctxd_index::Language>)
+            .transpose()
+            .map_err(|e| e.to_string())?;
         let resp = self.assembler.searcher().search(&req).await.map_err(|e| e.to_string())?;
         let mut text = String::new();
         for (i, r) in resp.results.iter().enumerate() {

@@ -57,7 +57,10 @@ impl Checker<'_> {
     /// Reports every key of `section` the schema does not know.
     fn unknown(&mut self, section: &[&str], unknown: Unknown) {
         for key in unknown.keys() {
-            self.problem(&[section, &[key.as_str()]].concat(), "unknown key".into());
+            self.problem(
+                &[section, &[key.as_str()]].concat(),
+                "unknown key (configs/ctxd.toml lists every key)".into(),
+            );
         }
     }
 

@@ -214,7 +214,7 @@ impl Routing {
             if req.path_prefix.as_ref().is_some_and(|p| !h.path.starts_with(p.trim_start_matches("./"))) {
                 return false;
             }
-            if req.language.as_ref().is_some_and(|l| !h.language.eq_ignore_ascii_case(l)) {
+            if req.language.is_some_and(|l| !h.language.eq_ignore_ascii_case(l.as_str())) {
                 return false;
             }
             match req.scope {
