@@ -84,7 +84,7 @@ pub async fn serve(
     };
     let drain = Duration::from_secs(cfg.pipeline.drain_timeout_secs);
     // Opening can take long: the model loads, and an index of an older ctxd is re-embedded once
-    // (`ctxd_pipeline::reembed::migrate`). systemd's start timeout is extended meanwhile.
+    // (`ctxd_pipeline::migrate::migrate`). systemd's start timeout is extended meanwhile.
     let extend = tokio::spawn(async {
         loop {
             crate::sdnotify::notify(

@@ -176,7 +176,7 @@ impl Index {
     /// by an older ctxd does not: its vectors were cached by content alone, so some may be of
     /// another text than their row's (a moved file, a re-embedding of bare content). Such a
     /// table can be read and searched, but not written: a writer re-embeds it once first
-    /// (`ctxd_pipeline::reembed::migrate`).
+    /// (`ctxd_pipeline::migrate::migrate`).
     pub fn embed_keyed(&self) -> bool {
         self.keyed
     }
