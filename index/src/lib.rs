@@ -19,6 +19,7 @@
 
 pub mod active;
 pub mod columns;
+pub mod edges;
 pub mod error;
 pub mod indices;
 pub mod language;
@@ -37,6 +38,7 @@ pub mod symbols;
 pub mod vectors;
 pub mod writer;
 
+pub use edges::{EdgeKind, EdgeRow, EDGES_TABLE};
 pub use error::IndexError;
 pub use language::{Language, UnknownLanguage};
 pub use maintenance::{MaintenanceOptions, MaintenanceReport};

@@ -13,6 +13,7 @@ use crate::columns::str_col;
 use crate::metrics as m;
 use crate::sql::{in_list, sql_str};
 use crate::streams::{self, PARTIAL_PREFIX};
+use crate::edges::{batch_to_edges, EdgeRow};
 use crate::symbols::{batch_to_symbols, SymbolRow};
 use crate::{Index, IndexError};
 
@@ -203,5 +204,36 @@ impl Index {
         let filter = format!("parent IS NULL AND kind IN ({kinds})");
         let batches = self.collect(table.query().only_if(filter).limit(limit)).await?;
         Ok(batches.iter().flat_map(batch_to_symbols).collect())
+    }
+
+    /// Every definition in the index (the code graph's nodes; empty for an older index).
+    pub async fn all_symbols(&self) -> Result<Vec<SymbolRow>, IndexError> {
+        let Some(table) = &self.symbols else { return Ok(Vec::new()) };
+        let batches = self.collect(table.query()).await?;
+        Ok(batches.iter().flat_map(batch_to_symbols).collect())
+    }
+
+    /// Every stored edge of the code graph (empty for an index written before the graph).
+    pub async fn all_edges(&self) -> Result<Vec<EdgeRow>, IndexError> {
+        let Some(table) = &self.edges else { return Ok(Vec::new()) };
+        let batches = self.collect(table.query()).await?;
+        Ok(batches.iter().flat_map(batch_to_edges).collect())
+    }
+
+    /// Whether this index has an edges table (an index written before the graph has none
+    /// until it is opened by a writer).
+    pub fn has_graph(&self) -> bool {
+        self.edges.is_some()
+    }
+
+    /// `(chunks, symbols, edges)` versions of this handle: what a cache of the graph is keyed by.
+    pub async fn graph_versions(&self) -> Result<(u64, u64, u64), IndexError> {
+        let mut side = [0u64; 2];
+        for (slot, table) in side.iter_mut().zip([&self.symbols, &self.edges]) {
+            if let Some(t) = table {
+                *slot = t.version().await.map_err(|e| self.lance(e))?;
+            }
+        }
+        Ok((self.version().await?, side[0], side[1]))
     }
 }

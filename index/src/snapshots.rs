@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use lancedb::Table;
 
-use crate::{Index, IndexError};
+use crate::{Index, IndexError, EDGES_TABLE, SYMBOLS_TABLE};
 
 /// One version of the chunks table.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -157,6 +157,29 @@ impl Index {
         table.checkout(version).await.map_err(|e| self.lance(e))?;
         let mut index = Index::from_table(&self.uri, &self.table_name, table).await?;
         index.model_id = self.model_id.clone();
+        // The symbols and edges of the same commit: each side table's latest version written
+        // no later than this chunks version (a commit writes them just before its chunks).
+        let versions = self.table.list_versions().await.map_err(|e| self.lance(e))?;
+        if let Some(at) = versions.iter().find(|v| v.version == version).map(|v| v.timestamp) {
+            let conn = crate::session::connect(&self.uri).await?;
+            let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
+            for name in [SYMBOLS_TABLE, EDGES_TABLE] {
+                if !names.iter().any(|n| n == name) {
+                    continue;
+                }
+                let side = conn.open_table(name).execute().await.map_err(|e| self.lance(e))?;
+                let side_versions = side.list_versions().await.map_err(|e| self.lance(e))?;
+                // No version that old on disk (pruned): the view has no such table.
+                let Some(v) = side_versions.iter().filter(|v| v.timestamp <= at).map(|v| v.version).max() else {
+                    continue;
+                };
+                side.checkout(v).await.map_err(|e| self.lance(e))?;
+                match name {
+                    SYMBOLS_TABLE => index.symbols = Some(side),
+                    _ => index.edges = Some(side),
+                }
+            }
+        }
         Ok(index)
     }
 }

@@ -17,6 +17,7 @@ use lancedb::{Connection, Table};
 
 use crate::schema::{chunks_schema, EMBED_KEY};
 use crate::session::connect;
+use crate::edges::{edges_schema, EDGES_TABLE};
 use crate::streams::{streams_schema, STREAMS_TABLE};
 use crate::symbols::{symbols_schema, SYMBOLS_TABLE};
 use crate::{IndexError, NO_MODEL};
@@ -33,6 +34,9 @@ pub struct Index {
     pub(crate) table: Table,
     /// The symbols table (absent in indexes written before it existed, when opened read-only).
     pub(crate) symbols: Option<Table>,
+    /// The edges table of the code graph (see [`crate::edges`]; absent in older indexes
+    /// opened read-only).
+    pub(crate) edges: Option<Table>,
     /// The streams table (see [`crate::streams`]; absent in older indexes opened read-only).
     pub(crate) streams: Option<Table>,
     pub(crate) dim: usize,
@@ -86,8 +90,10 @@ impl Index {
         let table = open_or_create_table(&conn, &names, table_name, chunks_schema(dim)).await.map_err(lance)?;
         let symbols = open_or_create_table(&conn, &names, SYMBOLS_TABLE, symbols_schema()).await.map_err(lance)?;
         let streams = open_or_create_table(&conn, &names, STREAMS_TABLE, streams_schema()).await.map_err(lance)?;
+        let edges = open_or_create_table(&conn, &names, EDGES_TABLE, edges_schema()).await.map_err(lance)?;
         let mut index = Self::from_table(uri, table_name, table).await?;
         index.symbols = Some(symbols);
+        index.edges = Some(edges);
         index.streams = Some(streams);
         let indexed_model = index.stored_model().await?;
         if index.dim != dim || indexed_model.as_deref().is_some_and(|m| m != model_id) {
@@ -125,6 +131,9 @@ impl Index {
         if names.iter().any(|n| n == STREAMS_TABLE) {
             index.streams = Some(conn.open_table(STREAMS_TABLE).execute().await.map_err(lance)?);
         }
+        if names.iter().any(|n| n == EDGES_TABLE) {
+            index.edges = Some(conn.open_table(EDGES_TABLE).execute().await.map_err(lance)?);
+        }
         index.model_id = index.stored_model().await?.unwrap_or_default();
         Ok(index)
     }
@@ -144,6 +153,7 @@ impl Index {
             table_name: table_name.to_string(),
             table,
             symbols: None,
+            edges: None,
             streams: None,
             dim,
             model_id: String::new(),

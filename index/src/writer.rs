@@ -14,6 +14,7 @@ use crate::metrics as m;
 use crate::schema::{rows_to_batch, ChunkRow};
 use crate::sql::{in_list, sql_str};
 use crate::streams::{stream_batch, PARTIAL_PREFIX};
+use crate::edges::{edges_to_batch, EdgeRow};
 use crate::symbols::{symbols_to_batch, SymbolRow};
 use crate::{Index, IndexError};
 
@@ -30,6 +31,8 @@ pub struct CommitBatch {
     pub delete_paths: Vec<String>,
     /// The definitions of every file in `rows` (replacing those of replaced/deleted paths).
     pub symbols: Vec<SymbolRow>,
+    /// The code-graph edges of every file in `rows` (replacing those of replaced/deleted paths).
+    pub edges: Vec<EdgeRow>,
     /// `(path, hash)` of streamed files whose first part is in `rows`: rows `partial:<hash>`
     /// of the same path left by an interrupted earlier attempt are deleted first (the rows
     /// of the previous complete version stay searchable until [`Index::finish_stream`]).
@@ -68,9 +71,18 @@ impl Index {
         let mut touched: Vec<String> = batch.replace_paths.iter().chain(&batch.delete_paths).cloned().collect();
         touched.sort();
         touched.dedup();
-        // Symbols first: an idempotent merge, so when the chunk commit below fails and the
-        // batch is retried, nothing is duplicated.
-        self.commit_symbols(&batch.symbols, &touched).await?;
+        // Symbols and edges first: idempotent merges, so when the chunk commit below fails and
+        // the batch is retried, nothing is duplicated.
+        let symbols = match batch.symbols.is_empty() {
+            true => None,
+            false => Some(symbols_to_batch(&batch.symbols)?),
+        };
+        self.merge_by_path(self.symbols.as_ref(), "symbol_id", symbols, &touched).await?;
+        let edges = match batch.edges.is_empty() {
+            true => None,
+            false => Some(edges_to_batch(&batch.edges)?),
+        };
+        self.merge_by_path(self.edges.as_ref(), "edge_id", edges, &touched).await?;
         if let (Some(streams), false) = (&self.streams, touched.is_empty()) {
             // Replaced or deleted files are no longer streamed versions.
             streams.delete(&in_list("path", &touched)).await.map_err(|e| self.lance(e))?;
@@ -143,8 +155,8 @@ impl Index {
         let partial = format!("{PARTIAL_PREFIX}{hash}");
         let filter = format!("path = {} AND file_hash != {}", sql_str(path), sql_str(&partial));
         self.table.delete(&filter).await.map_err(|e| self.lance(e))?;
-        if let Some(symbols) = &self.symbols {
-            symbols.delete(&format!("path = {}", sql_str(path))).await.map_err(|e| self.lance(e))?;
+        for table in [&self.symbols, &self.edges].into_iter().flatten() {
+            table.delete(&format!("path = {}", sql_str(path))).await.map_err(|e| self.lance(e))?;
         }
         let Some(streams) = &self.streams else { return Ok(()) };
         let record = stream_batch(path, hash);
@@ -156,20 +168,26 @@ impl Index {
         Ok(())
     }
 
-    /// Merges `rows` into the symbols table, dropping the other symbols of `touched` paths
-    /// (idempotent: a retried batch duplicates nothing).
-    async fn commit_symbols(&self, rows: &[SymbolRow], touched: &[String]) -> Result<(), IndexError> {
-        let Some(table) = &self.symbols else { return Ok(()) };
-        if rows.is_empty() {
+    /// Merges `record` (rows keyed by `key`) into a per-file side table (symbols, edges),
+    /// dropping the other rows of `touched` paths (idempotent: a retried batch duplicates
+    /// nothing). A missing table (an older index) is skipped.
+    async fn merge_by_path(
+        &self,
+        table: Option<&lancedb::Table>,
+        key: &str,
+        record: Option<RecordBatch>,
+        touched: &[String],
+    ) -> Result<(), IndexError> {
+        let Some(table) = table else { return Ok(()) };
+        let Some(record) = record else {
             if !touched.is_empty() {
                 table.delete(in_list("path", touched).as_str()).await.map_err(|e| self.lance(e))?;
             }
             return Ok(());
-        }
-        let record = symbols_to_batch(rows)?;
+        };
         let schema = record.schema();
         let reader = RecordBatchIterator::new(vec![Ok(record)], schema);
-        let mut merge = table.merge_insert(&["symbol_id"]);
+        let mut merge = table.merge_insert(&[key]);
         merge.when_not_matched_insert_all();
         if !touched.is_empty() {
             merge.when_not_matched_by_source_delete(Some(in_list("path", touched)));

@@ -26,6 +26,7 @@ pub mod context;
 pub mod error;
 pub mod eval;
 pub mod fusion;
+pub mod graph;
 pub mod metrics;
 pub mod rerank;
 pub mod retriever;

@@ -1,0 +1,3 @@
+//! The code graph, read side.
+
+pub mod resolve;

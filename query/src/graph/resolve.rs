@@ -1,0 +1,1 @@
+//! Resolution of stored edge targets (module specs) to indexed paths. (Being written.)
