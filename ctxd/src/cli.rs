@@ -91,6 +91,86 @@ pub enum SnapshotAction {
     },
 }
 
+/// `ctxd graph ...`: the code graph's tools.
+#[derive(Debug, Subcommand)]
+pub enum GraphAction {
+    /// Every use of a definition (calls, references, inheritance, imports of the name).
+    References(SymbolArgs),
+    /// Who calls a definition.
+    Callers(SymbolArgs),
+    /// What a definition calls.
+    Callees(SymbolArgs),
+    /// The indexed files a file imports.
+    Imports(FileArgs),
+    /// The indexed files that import a file.
+    ImportedBy(FileArgs),
+    /// What a change likely affects: definitions and tests, ranked. Give changed paths, or a
+    /// unified diff with --diff FILE (`-` for stdin).
+    Impact {
+        /// Changed files (whole files).
+        paths: Vec<String>,
+        /// A unified diff (`git diff` output): the definitions its hunks touch.
+        #[arg(long)]
+        diff: Option<PathBuf>,
+        #[arg(long)]
+        db: PathBuf,
+        /// Definitions and tests listed at most (each).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// An aider-style map: the most relevant files (for --query, else the most central) with
+    /// the signatures of their most referenced definitions, within a token budget.
+    RepoMap {
+        /// Rank files for this task (as `ctxd locate`); without it, by the graph's centrality.
+        #[arg(long)]
+        query: Option<String>,
+        /// Tokens the map may use (estimated as bytes / 4).
+        #[arg(long, default_value_t = 1024)]
+        budget: usize,
+        #[arg(long)]
+        db: PathBuf,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Counts of the graph's nodes and edges by kind, and how long it took to build.
+    Stats {
+        #[arg(long)]
+        db: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A symbol tool's arguments.
+#[derive(Debug, Args)]
+pub struct SymbolArgs {
+    /// The definition: a name (`parse`), a symbol (`Class.method`, `Type::new`) or a qualified
+    /// name (`pkg.mod.func`).
+    pub symbol: String,
+    #[arg(long)]
+    pub db: PathBuf,
+    /// Uses listed at most.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A file tool's arguments.
+#[derive(Debug, Args)]
+pub struct FileArgs {
+    /// The file, relative to the indexed root.
+    pub path: String,
+    #[arg(long)]
+    pub db: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Index a folder once and exit when everything is committed.
@@ -112,6 +192,31 @@ pub enum Command {
         /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Rank the files an issue, a stack trace or a task description is about (the files a fix
+    /// would change), each with its likely definitions and why. TEXT `-` reads stdin; up to 1 MB.
+    Locate {
+        /// The issue text, or `-` for stdin.
+        text: String,
+        #[arg(long)]
+        db: PathBuf,
+        /// Files listed.
+        #[arg(long, default_value_t = 10)]
+        k: usize,
+        /// Signals to leave out, comma-separated: paths, frames, symbols, messages, bm25,
+        /// vector, graph, demote.
+        #[arg(long, value_delimiter = ',')]
+        without: Vec<String>,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Print `{"files":[{"path","score","why","definitions"}],...}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The code graph: references, callers, callees, imports, imported-by, impact, repo-map.
+    Graph {
+        #[command(subcommand)]
+        action: GraphAction,
     },
     /// Search an index.
     Search {

@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+#[path = "integration/graph.rs"]
+mod graph;
+
 fn ctxd() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ctxd"));
     c.env("CTXD_LOG", "info,lance=warn,lancedb=warn");

@@ -270,6 +270,8 @@ mod tests {
         assert!(index.complete_streams().await.unwrap().is_empty());
     }
 
+    use crate::{EdgeKind, EdgeRow};
+
     fn sym(path: &str, name: &str, line: u32) -> SymbolRow {
         SymbolRow {
             symbol_id: format!("{path}#{name}#{line}"),
@@ -295,9 +297,14 @@ mod tests {
         let first = CommitBatch {
             rows: vec![row("a.rs", 0, "parse", [1.0, 0.0, 0.0, 0.0]), row("b.rs", 0, "render", [0.0, 1.0, 0.0, 0.0])],
             symbols: vec![sym("a.rs", "parse_config", 1), sym("a.rs", "parse_args", 9), sym("b.rs", "render", 1)],
+            edges: vec![
+                EdgeRow::new("a.rs", "rust", Some("parse_config"), EdgeKind::Calls, "parse_args", None, 2),
+                EdgeRow::new("b.rs", "rust", None, EdgeKind::Imports, "crate::a", Some("parse_config"), 1),
+            ],
             ..Default::default()
         };
         index.commit(first.clone()).await.unwrap();
+        let v1 = index.version().await.unwrap();
         // A retried batch does not duplicate symbols.
         index.commit(CommitBatch { replace_paths: vec!["a.rs".into(), "b.rs".into()], ..first }).await.unwrap();
         let exact = index.symbols_named("parse_config", false, 10).await.unwrap();
@@ -318,9 +325,17 @@ mod tests {
         assert!(index.symbols_named("parse_args", false, 10).await.unwrap().is_empty());
         assert!(index.symbols_named("render", false, 10).await.unwrap().is_empty());
         assert_eq!(index.symbols_named("parse_config", false, 10).await.unwrap().len(), 1);
-        // A read-only open sees the same table.
+        // Edges went with their files: b.rs's are gone, a.rs has none left.
+        assert!(index.all_edges().await.unwrap().is_empty());
+        // A read-only open sees the same tables.
         let ro = Index::open(&uri).await.unwrap();
         assert_eq!(ro.symbols_named("parse", true, 10).await.unwrap().len(), 1);
+        // A snapshot sees the symbols and edges of its own version, not the latest.
+        let old = index.at(v1).await.unwrap();
+        assert_eq!(old.symbols_named("render", false, 10).await.unwrap().len(), 1);
+        assert_eq!(old.all_symbols().await.unwrap().len(), 3);
+        let edges = old.all_edges().await.unwrap();
+        assert_eq!(edges.len(), 2, "{edges:?}");
     }
 
     #[tokio::test]

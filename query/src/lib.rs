@@ -27,12 +27,14 @@ pub mod error;
 pub mod eval;
 pub mod fusion;
 pub mod graph;
+pub mod locate;
 pub mod metrics;
 pub mod rerank;
 pub mod retriever;
 pub mod route;
 pub mod routed;
 pub mod search;
+pub mod tools;
 mod searcher;
 
 pub use error::SearchError;

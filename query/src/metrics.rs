@@ -14,6 +14,10 @@ pub const ROUTE_QUERIES_TOTAL: &str = "ctxd_query_routed_total";
 pub const COMPLETION_CACHE_HITS_TOTAL: &str = "ctxd_query_completion_cache_hits_total";
 /// Counter: completion-context requests that searched (cache misses).
 pub const COMPLETION_CACHE_MISSES_TOTAL: &str = "ctxd_query_completion_cache_misses_total";
+/// Histogram: seconds spent loading and building the code graph of an index version.
+pub const GRAPH_BUILD_SECONDS: &str = "ctxd_query_graph_build_duration_seconds";
+/// Histogram: seconds spent answering a localization (`locate`) request.
+pub const LOCATE_SECONDS: &str = "ctxd_query_locate_duration_seconds";
 
 /// Registers every metric of this crate with its description (the `# HELP` line of a scrape).
 /// Called by the binary once the recorder is installed.
@@ -39,4 +43,9 @@ pub fn describe() {
         COMPLETION_CACHE_MISSES_TOTAL,
         "Completion-context requests that searched (cache misses)."
     );
+    metrics::describe_histogram!(
+        GRAPH_BUILD_SECONDS,
+        "Seconds spent loading and building the code graph of an index version (once per version)."
+    );
+    metrics::describe_histogram!(LOCATE_SECONDS, "Seconds spent answering a localization (locate) request.");
 }

@@ -7,6 +7,8 @@
 //! | `POST /v1/context/stream` | the same, as NDJSON: one `{"block":{…}}` line per block as it is chosen (relevance order), then `{"done":{…summary…}}` |
 //! | `POST /v1/completion-context` | `{uri,language?,prefix,suffix?,line,max_chunks?,min_score?,strategy?}` → `{"snippets":[{uri,line_start,line_end,symbol_name,value,importance}]}` (empty until ready) |
 //! | `POST /v1/aggregate` | `{query, budget, sources?, format?}` → blocks from several sources ([`crate::aggregate`]) |
+//! | `POST /v1/locate` | `{"text","k"?,"without"?}` (text ≤ 1 MB) → `{"files":[{path,score,why,definitions}]}` ([`ctxd_query::locate`]) |
+//! | `POST /v1/graph/<tool>` | `find_references`, `callers`, `callees`, `imports`, `imported_by`, `impact`, `repo_map` with the MCP tool's arguments ([`ctxd_query::tools`]) |
 //! | `GET /v1/status` | `{"version","ready","model"}` |
 //! | `POST /mcp` | Model Context Protocol (JSON-RPC; see [`crate::mcp`]) |
 //! | `GET /healthz` | 200 while the process serves requests |
@@ -14,7 +16,7 @@
 //! | `GET /metrics` | Prometheus text |
 //!
 //! With a bearer token configured ([`crate::auth`]) every route but `/healthz` answers 401
-//! without it. Bodies over 64 KiB are refused (413); `k` ≤ 200, budgets ≤ 1M tokens.
+//! without it. Bodies over 64 KiB are refused (413; 3 MiB for `/v1/locate` and `/v1/graph/*`, whose texts and diffs may be long); `k` ≤ 200, budgets ≤ 1M tokens.
 //!
 //! Client mistakes (bad JSON, empty query, k out of range, unknown mode) are answered with
 //! 400 and `{"error": "..."}`; server faults with 500 and the same shape.
@@ -60,6 +62,13 @@ pub struct AppState {
 struct Wire {
     app: AppState,
     completer: Arc<Completer>,
+    graph: Arc<crate::tools::GraphTools>,
+}
+
+impl FromRef<Wire> for Arc<crate::tools::GraphTools> {
+    fn from_ref(wire: &Wire) -> Self {
+        wire.graph.clone()
+    }
 }
 
 impl FromRef<Wire> for AppState {
@@ -75,12 +84,12 @@ impl FromRef<Wire> for Arc<Completer> {
 }
 
 /// 413 for a body over [`MAX_BODY_BYTES`], 400 for any other unreadable body.
-fn body_error(rej: &JsonRejection) -> Response {
+pub(crate) fn body_error(rej: &JsonRejection) -> Response {
     let status = if rej.status() == StatusCode::PAYLOAD_TOO_LARGE { rej.status() } else { StatusCode::BAD_REQUEST };
     error(status, format!("invalid request body: {}", rej.body_text()))
 }
 
-fn error(status: StatusCode, message: String) -> Response {
+pub(crate) fn error(status: StatusCode, message: String) -> Response {
     (status, Json(serde_json::json!({ "error": message }))).into_response()
 }
 
@@ -116,7 +125,7 @@ async fn search(State(state): State<AppState>, body: Result<Json<SearchRequest>,
     }
 }
 
-fn outcome(endpoint: &'static str, mode: &'static str, started: Instant, err: Option<&crate::SearchError>) {
+pub(crate) fn outcome(endpoint: &'static str, mode: &'static str, started: Instant, err: Option<&crate::SearchError>) {
     metrics::histogram!(m::QUERY_DURATION_SECONDS, "endpoint" => endpoint, "mode" => mode)
         .record(started.elapsed().as_secs_f64());
     let status = match err {
@@ -290,13 +299,17 @@ async fn mcp_get() -> Response {
 pub fn router(state: AppState) -> Router {
     let auth = state.auth.clone();
     let completer = Arc::new(Completer::new((*state.searcher).clone()));
-    let wire = Wire { app: state, completer };
+    let graph = Arc::new(crate::tools::GraphTools::new(state.searcher.retriever().clone()));
+    let wire = Wire { app: state, completer, graph };
+    let long_body = DefaultBodyLimit::max(crate::tools::MAX_TOOL_BODY_BYTES);
     Router::new()
         .route("/v1/search", post(search))
         .route("/v1/context", post(context))
         .route("/v1/context/stream", post(context_stream))
         .route("/v1/completion-context", post(completion_context))
         .route("/v1/aggregate", post(aggregate))
+        .route("/v1/locate", post(crate::graph_tools::locate_handler).layer(long_body))
+        .route("/v1/graph/{tool}", post(crate::graph_tools::graph_handler).layer(long_body))
         .route("/v1/status", get(status))
         .route("/mcp", post(mcp).get(mcp_get))
         .route("/healthz", get(healthz))

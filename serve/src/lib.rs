@@ -9,6 +9,7 @@
 //!   versions of the chunks table as record-batch streams.
 //! * [`aggregate`] gathers one budgeted context from several sources (this index, other ctxd
 //!   daemons, MCP servers) with timeouts, priorities, dedup and a version-keyed cache.
+//! * [`graph_tools`] is `locate` and the code-graph tools on HTTP and MCP.
 //! * [`auth`] is the optional bearer token every endpoint but `/healthz` requires.
 //! * [`metrics`] names the wire's metrics (and re-exports the query crate's).
 //!
@@ -18,9 +19,10 @@
 pub mod aggregate;
 pub mod auth;
 pub mod flight;
+pub mod graph_tools;
 pub mod http;
 pub mod mcp;
 pub mod metrics;
 
-pub use ctxd_query::{completion, context, error, eval, rerank, route, routed, search};
+pub use ctxd_query::{completion, context, error, eval, graph, locate, rerank, route, routed, search, tools};
 pub use ctxd_query::{Mode, SearchError, SearchRequest, SearchResponse, SearchResult, Searcher};

@@ -14,6 +14,7 @@
 //! | `get_symbol_source` | `name`, `path` | the definition's source lines from the index |
 //! | `get_repo_overview` | `max_tokens`≤8000 | languages, top folders, key types, under a token cap |
 //! | `check_index` | `refresh` | index version and age; files changed, new or gone since the last commit |
+//! | `locate`, `find_references`, `callers`, `callees`, `imports`, `imported_by`, `impact`, `repo_map` | see [`crate::graph_tools`] | files for an issue; the code graph |
 //!
 //! Tool failures (unknown symbol, bad arguments) are tool results with `isError: true`, as
 //! the protocol asks; only malformed JSON-RPC gets a JSON-RPC error. Nothing here reads files
@@ -29,6 +30,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::context::{indexed_lines, Assembler, ContextRequest, Format};
 use crate::search::{Mode, SearchRequest};
+use crate::tools::{GraphTool, GraphTools};
 
 /// Protocol versions this server speaks (newest first).
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -43,6 +45,7 @@ pub type CheckIndex = Arc<dyn Fn(bool) -> BoxFuture<'static, Result<Value, Strin
 pub struct McpServer {
     assembler: Arc<Assembler>,
     check: Option<CheckIndex>,
+    graph: GraphTools,
 }
 
 fn tool(name: &str, description: &str, schema: Value) -> Value {
@@ -51,7 +54,7 @@ fn tool(name: &str, description: &str, schema: Value) -> Value {
 
 /// The tool list (`tools/list`).
 pub fn tools() -> Vec<Value> {
-    vec![
+    let mut list = vec![
         tool(
             "search",
             "Hybrid code search (vectors + BM25 + symbols, routed by query shape): ranked chunks cited as \
@@ -104,7 +107,9 @@ pub fn tools() -> Vec<Value> {
              refresh=true re-indexes them first. Cost: ~100 tokens plus ~15 per changed file listed (at most 50).",
             json!({"type": "object", "properties": {"refresh": {"type": "boolean", "default": false}}}),
         ),
-    ]
+    ];
+    list.extend(crate::graph_tools::mcp_tools());
+    list
 }
 
 fn text_result(text: String, structured: Option<Value>) -> Value {
@@ -161,7 +166,8 @@ fn approx_tokens(s: &str) -> usize {
 
 impl McpServer {
     pub fn new(assembler: Arc<Assembler>, check: Option<CheckIndex>) -> Self {
-        Self { assembler, check }
+        let graph = GraphTools::new(assembler.searcher().retriever().clone());
+        Self { assembler, check, graph }
     }
 
     /// Answers a JSON-RPC message or batch (an array of messages, answered by an array of
@@ -233,7 +239,13 @@ impl McpServer {
                 }
                 None => Err("check_index needs the source root (start ctxd mcp with --root or --config)".into()),
             },
-            _ => return Err(CallError::Unknown),
+            other => match GraphTool::from_name(other) {
+                Some(tool) => self.graph.call(tool, args).await.map(|v| {
+                    let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+                    text_result(text, Some(v))
+                }).map_err(|e| e.to_string()),
+                None => return Err(CallError::Unknown),
+            },
         };
         let status = if out.is_ok() { "ok" } else { "error" };
         metrics::histogram!(crate::metrics::QUERY_DURATION_SECONDS, "endpoint" => "mcp", "mode" => tool_label(name))
@@ -439,7 +451,7 @@ fn tool_label(name: &str) -> &'static str {
         "get_symbol_source" => "get_symbol_source",
         "get_repo_overview" => "get_repo_overview",
         "check_index" => "check_index",
-        _ => "unknown",
+        other => GraphTool::from_name(other).map_or("unknown", GraphTool::name),
     }
 }
 
@@ -473,11 +485,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_six_tools_state_their_token_cost_and_require_their_arguments() {
+    fn the_tools_state_their_token_cost_and_require_their_arguments() {
         let names: Vec<String> = tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
         assert_eq!(
             names,
-            ["search", "get_context", "search_symbols", "get_symbol_source", "get_repo_overview", "check_index"]
+            [
+                "search",
+                "get_context",
+                "search_symbols",
+                "get_symbol_source",
+                "get_repo_overview",
+                "check_index",
+                "locate",
+                "find_references",
+                "callers",
+                "callees",
+                "imports",
+                "imported_by",
+                "impact",
+                "repo_map"
+            ]
         );
         for t in tools() {
             assert!(t["description"].as_str().unwrap().contains("Cost:"), "{t}");

@@ -3,5 +3,6 @@
 
 pub mod admin;
 pub mod eval;
+pub mod graph;
 pub mod index;
 pub mod query;

@@ -207,6 +207,12 @@ fn is_filler(w: &str) -> bool {
     FILLER.contains(&w.to_ascii_lowercase().as_str())
 }
 
+/// The frames `(file, line, function)` of the stack traces in `text` (Python, Java/JS, Rust,
+/// Go), in the order they appear.
+pub(crate) fn stack_trace_frames(text: &str) -> Vec<(Option<String>, Option<u32>, Option<String>)> {
+    stack_trace(text).frames
+}
+
 /// Analyses a query. `is_module` says whether a word names a top-level folder or module of
 /// the index (case-insensitive); pass `|_| false` when unknown.
 pub fn analyze(query: &str, is_module: impl Fn(&str) -> bool) -> Analysis {

@@ -15,6 +15,7 @@ pub(super) struct Trace {
 /// The frames and message lines of the stack trace in `q` (empty when it holds none).
 pub(super) fn stack_trace(q: &str) -> Trace {
     let mut t = Trace::default();
+    let mut prev = "";
     for line in q.lines().map(str::trim) {
         // Python: File "app/models.py", line 42, in save
         if let Some(rest) = line.strip_prefix("File \"") {
@@ -49,7 +50,17 @@ pub(super) fn stack_trace(q: &str) -> Trace {
             t.message = true;
             continue;
         }
-        // Go: main.go:12 +0x1d / goroutine 1 [running]:
+        // Go: `\t/src/app/server.go:42 +0x1d`, after the frame's function line `main.(*Server).Start(...)`.
+        if let Some(loc) = line.split_whitespace().next().filter(|w| w.contains(".go:")) {
+            let (file, ln) = split_line_suffix(loc);
+            if file.ends_with(".go") {
+                let func = prev.split('(').next().filter(|f| !f.is_empty() && !f.contains(' ')).map(str::to_string);
+                t.frames.push((Some(file.to_string()), ln, func));
+                prev = line;
+                continue;
+            }
+        }
+        // Go: goroutine 1 [running]:
         if line.starts_with("goroutine ") && line.ends_with("]:") {
             t.message = true;
         }
@@ -71,6 +82,7 @@ pub(super) fn stack_trace(q: &str) -> Trace {
                 t.message = true;
             }
         }
+        prev = line;
     }
     t
 }

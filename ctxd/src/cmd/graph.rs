@@ -1,0 +1,191 @@
+//! `ctxd locate` and `ctxd graph …`: localization and the code graph's tools against an
+//! existing index, printed for a person or as JSON.
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use ctxd_query::graph::impact::{impact, parse_diff, Change};
+use ctxd_query::graph::tools::{self, FileAnswer, SymbolAnswer};
+use ctxd_query::graph::GraphCache;
+use ctxd_query::locate::LocateRequest;
+use ctxd_query::tools::GraphTools;
+
+use crate::cli::{FileArgs, GraphAction, ModelArgs, SymbolArgs};
+use crate::open::{open_index, open_searcher};
+
+/// Reads `text`, or stdin when it is `-`.
+fn text_arg(text: &str) -> Result<String> {
+    if text != "-" {
+        return Ok(text.to_string());
+    }
+    let mut buf = Vec::new();
+    std::io::stdin().take(ctxd_query::locate::MAX_LOCATE_BYTES as u64 + 1).read_to_end(&mut buf)?;
+    String::from_utf8(buf).context("reading the text from stdin: it is not UTF-8 text")
+}
+
+pub async fn locate(
+    text: &str,
+    db: &Path,
+    k: usize,
+    without: Vec<String>,
+    model: &ModelArgs,
+    json: bool,
+) -> Result<()> {
+    let mut req = LocateRequest::new(text_arg(text)?);
+    req.k = k;
+    req.without = without;
+    let skip = req.validate()?;
+    let need_model = !skip.contains(&ctxd_query::locate::Signal::Vector);
+    let searcher = open_searcher(db, model, need_model).await?;
+    let answer = GraphTools::new(searcher.retriever().clone()).locate(&req).await?;
+    if json {
+        println!("{}", serde_json::to_string(&answer)?);
+        return Ok(());
+    }
+    if answer.files.is_empty() {
+        println!("no files");
+    }
+    for (i, f) in answer.files.iter().enumerate() {
+        println!("{:>2}. {}  (score {:.3})", i + 1, f.path, f.score);
+        for w in f.why.iter().take(3) {
+            println!("      {w}");
+        }
+        for d in &f.definitions {
+            println!("      → {}:{}-{} {}", d.path, d.start_line, d.end_line, d.symbol.as_deref().unwrap_or(""));
+        }
+    }
+    eprintln!("{} ms", answer.took_ms);
+    Ok(())
+}
+
+fn print_symbol_answer(a: &SymbolAnswer, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(a)?);
+        return Ok(());
+    }
+    for d in &a.definitions {
+        println!("{}:{}-{}  {}", d.path, d.start_line, d.end_line, d.signature.as_deref().unwrap_or(""));
+    }
+    if a.uses.is_empty() {
+        println!("  no resolved uses");
+    }
+    for u in a.uses.iter().chain(&a.unresolved) {
+        let resolved = if u.targets.is_empty() { "  (unresolved)" } else { "" };
+        let inside = u.in_symbol.as_deref().map(|s| format!(" in {s}")).unwrap_or_default();
+        println!("  {}:{}  {} {}{inside}{resolved}", u.path, u.line, u.kind, u.name);
+    }
+    Ok(())
+}
+
+fn print_file_answer(a: &FileAnswer, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(a)?);
+        return Ok(());
+    }
+    if a.files.is_empty() {
+        println!("no indexed files");
+    }
+    for f in &a.files {
+        let lines: Vec<String> = f.lines.iter().map(u32::to_string).collect();
+        let names = if f.names.is_empty() { String::new() } else { format!("  ({})", f.names.join(", ")) };
+        println!("{}  line {}{names}", f.path, lines.join(", "));
+    }
+    Ok(())
+}
+
+pub async fn graph(action: GraphAction) -> Result<()> {
+    let cache = GraphCache::default();
+    match action {
+        GraphAction::References(SymbolArgs { symbol, db, limit, json }) => {
+            let g = cache.get(&open_index(&db).await?).await?;
+            print_symbol_answer(&tools::references(&g.code, &symbol, &[], limit)?, json)
+        }
+        GraphAction::Callers(SymbolArgs { symbol, db, limit, json }) => {
+            let g = cache.get(&open_index(&db).await?).await?;
+            print_symbol_answer(&tools::callers(&g.code, &symbol, limit)?, json)
+        }
+        GraphAction::Callees(SymbolArgs { symbol, db, limit, json }) => {
+            let g = cache.get(&open_index(&db).await?).await?;
+            print_symbol_answer(&tools::callees(&g.code, &symbol, limit)?, json)
+        }
+        GraphAction::Imports(FileArgs { path, db, json }) => {
+            let g = cache.get(&open_index(&db).await?).await?;
+            print_file_answer(&tools::imports(&g.code, &path)?, json)
+        }
+        GraphAction::ImportedBy(FileArgs { path, db, json }) => {
+            let g = cache.get(&open_index(&db).await?).await?;
+            print_file_answer(&tools::imported_by(&g.code, &path)?, json)
+        }
+        GraphAction::Impact { paths, diff, db, limit, json } => {
+            let mut changes: Vec<Change> = paths.into_iter().map(|path| Change { path, lines: Vec::new() }).collect();
+            if let Some(d) = diff {
+                let text = if d.as_os_str() == "-" {
+                    text_arg("-")?
+                } else {
+                    let bytes = std::fs::read(&d).with_context(|| format!("reading the diff {}", d.display()))?;
+                    String::from_utf8(bytes).with_context(|| format!("the diff {} is not UTF-8 text", d.display()))?
+                };
+                changes.extend(parse_diff(&text)?);
+            }
+            anyhow::ensure!(!changes.is_empty(), "nothing changed: give paths or --diff FILE");
+            let g = cache.get(&open_index(&db).await?).await?;
+            let a = impact(&g.code, &changes, limit);
+            if json {
+                println!("{}", serde_json::to_string(&a)?);
+                return Ok(());
+            }
+            println!("changed: {} definitions", a.changed.len());
+            for (title, list) in [("affected", &a.affected), ("tests", &a.tests)] {
+                println!("{title}:");
+                for x in list {
+                    let sym = x.place.symbol.as_deref().unwrap_or("(file)");
+                    println!(
+                        "  {}:{}  {sym}  ({:.3}, {} via {})",
+                        x.place.path, x.place.start_line, x.score, x.depth, x.via
+                    );
+                }
+            }
+            for p in &a.unknown_paths {
+                println!("not in the index: {p}");
+            }
+            Ok(())
+        }
+        GraphAction::RepoMap { query, budget, db, model, json } => {
+            let started = std::time::Instant::now();
+            let searcher = open_searcher(&db, &model, query.is_some()).await?;
+            let map = GraphTools::new(searcher.retriever().clone()).repo_map(query.as_deref(), budget, None).await?;
+            let ms = started.elapsed().as_millis();
+            if json {
+                println!("{}", serde_json::to_string(&map)?);
+            } else {
+                print!("{}", map.text);
+                eprintln!(
+                    "{} files, ~{} of {} tokens, ranked by {} ({ms} ms)",
+                    map.files.len(),
+                    map.tokens,
+                    map.budget,
+                    map.ranked_by
+                );
+            }
+            Ok(())
+        }
+        GraphAction::Stats { db, json } => {
+            let g = cache.get(&open_index(&db).await?).await?;
+            let counts: Vec<(String, usize)> =
+                g.code.edge_counts().into_iter().map(|(k, n)| (k.as_str().to_string(), n)).collect();
+            let resolved = g.code.edges.iter().filter(|e| !e.to_symbols.is_empty() || !e.to_files.is_empty()).count();
+            let v = serde_json::json!({
+                "files": g.code.files.len(), "definitions": g.code.symbols.len(), "edges": g.code.edges.len(),
+                "resolved_edges": resolved, "by_kind": counts.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+                "build_ms": g.build_ms,
+            });
+            if json {
+                println!("{v}");
+            } else {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Localization: an issue, a stack trace or a task description → the **files** to change,
+//! ranked, each with the definitions most likely to change and `why` it is there.
+//!
+//! [`text`] reads the issue into weighted parts (title, frames, paths, identifiers, messages,
+//! cleaned prose); [`signals`] scores files by each signal; [`fuse`] combines them — a weighted
+//! sum of per-signal scores, personalised PageRank over the code graph from the best files,
+//! and the demotion of test, doc, example and vendored files unless the text asks for them.
+//! `without` turns signals off (the evaluation's ablation).
+//!
+//! Texts up to [`MAX_LOCATE_BYTES`] are accepted (real issues carry tracebacks, logs and
+//! package lists); only their informative parts reach BM25 and the model.
+
+pub mod fuse;
+pub mod signals;
+pub mod text;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::graph::cache::Graph;
+use crate::graph::{GraphCache, Place};
+use crate::retriever::Retriever;
+use crate::SearchError;
+pub use signals::Signal;
+
+/// Largest text `locate` accepts.
+pub const MAX_LOCATE_BYTES: usize = 1 << 20;
+/// Most files an answer lists.
+pub const MAX_LOCATE_K: usize = 100;
+/// Chunk hits read per retrieval signal.
+const DEPTH: usize = 200;
+
+/// A localization request (the JSON of `/v1/locate`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocateRequest {
+    /// The issue, trace or task text.
+    pub text: String,
+    #[serde(default = "default_k")]
+    pub k: usize,
+    /// Signals to leave out (see [`Signal`]).
+    #[serde(default)]
+    pub without: Vec<String>,
+    /// Definitions listed per file.
+    #[serde(default = "default_defs")]
+    pub definitions: usize,
+    /// Locate in this snapshot (a version number or a tag): its chunks, symbols and graph.
+    #[serde(default)]
+    pub as_of: Option<String>,
+}
+
+fn default_k() -> usize {
+    10
+}
+fn default_defs() -> usize {
+    3
+}
+
+impl LocateRequest {
+    pub fn new(text: impl Into<String>) -> Self {
+        Self { text: text.into(), k: default_k(), without: Vec::new(), definitions: default_defs(), as_of: None }
+    }
+
+    /// Checks the text and k; parses `without`.
+    pub fn validate(&self) -> Result<Vec<Signal>, SearchError> {
+        if self.text.trim().is_empty() {
+            return Err(SearchError::EmptyQuery);
+        }
+        if self.text.len() > MAX_LOCATE_BYTES {
+            return Err(SearchError::QueryTooLong { len: self.text.len(), limit: MAX_LOCATE_BYTES });
+        }
+        if self.text.contains('\0') {
+            return Err(SearchError::BadRequest(
+                "the text holds NUL bytes (binary data?): send the issue text, a trace or a diff as UTF-8 text".into(),
+            ));
+        }
+        if self.k == 0 || self.k > MAX_LOCATE_K {
+            return Err(SearchError::BadK { got: self.k, max: MAX_LOCATE_K });
+        }
+        self.without.iter().map(|s| s.parse()).collect()
+    }
+}
+
+/// One file of the answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct LocatedFile {
+    pub path: String,
+    pub score: f64,
+    /// The signals that put it there, strongest first (`signal: reason`).
+    pub why: Vec<String>,
+    /// The definitions in it most likely to change.
+    pub definitions: Vec<Place>,
+}
+
+/// The answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct LocateAnswer {
+    pub files: Vec<LocatedFile>,
+    /// Signals that contributed (after `without`).
+    pub signals: Vec<Signal>,
+    /// Milliseconds spent.
+    pub took_ms: u64,
+}
+
+/// Answers localization requests over one searcher's index (and its graph cache).
+#[derive(Clone)]
+pub struct Locator {
+    retriever: Retriever,
+    graphs: GraphCache,
+}
+
+impl Locator {
+    pub fn new(retriever: Retriever, graphs: GraphCache) -> Self {
+        Self { retriever, graphs }
+    }
+
+    /// The graph of the latest index version, or of the snapshot `as_of` names.
+    pub async fn graph(&self, as_of: Option<&str>) -> Result<Arc<Graph>, SearchError> {
+        let (index, _) = self.retriever.current().index_as_of(as_of).await?;
+        self.graphs.get(&index).await
+    }
+
+    /// Ranks the files `req.text` is about.
+    pub async fn locate(&self, req: &LocateRequest) -> Result<LocateAnswer, SearchError> {
+        let without = req.validate()?;
+        let started = Instant::now();
+        let pinned = self.retriever.current();
+        let (index, _) = pinned.index_as_of(req.as_of.as_deref()).await?;
+        let graph = self.graphs.get(&index).await?;
+        let issue = text::read(&req.text);
+        let on = |s: Signal| !without.contains(&s);
+        let bm25_query = fuse::bm25_text(&issue);
+        let vector = match (on(Signal::Vector), pinned.embed()) {
+            (true, Some(embed)) => embed.embed(vec![issue.summary.clone()]).await?.into_iter().next(),
+            _ => None,
+        };
+        let (bm25_hits, vector_hits) = tokio::join!(
+            async {
+                if on(Signal::Bm25) {
+                    index.fts_search(&bm25_query, DEPTH).await
+                } else {
+                    Ok(Vec::new())
+                }
+            },
+            async {
+                match &vector {
+                    Some(v) => index.vector_search(v, DEPTH).await,
+                    None => Ok(Vec::new()),
+                }
+            }
+        );
+        let (bm25_hits, vector_hits) = (bm25_hits?, vector_hits?);
+        let mut message_hits = Vec::new();
+        if on(Signal::Messages) {
+            for m in &issue.messages {
+                message_hits.push((m.clone(), index.fts_search(m, 30).await?));
+            }
+        }
+        let inputs = fuse::Inputs { issue: &issue, bm25: &bm25_hits, vector: &vector_hits, messages: &message_hits };
+        let files = fuse::rank(&graph, &inputs, &without, req.k, req.definitions);
+        metrics::histogram!(crate::metrics::LOCATE_SECONDS).record(started.elapsed().as_secs_f64());
+        Ok(LocateAnswer {
+            files,
+            signals: Signal::ALL.into_iter().filter(|s| on(*s)).collect(),
+            took_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+}
