@@ -207,6 +207,9 @@ pub enum Command {
         /// vector, graph, demote.
         #[arg(long, value_delimiter = ',')]
         without: Vec<String>,
+        /// Locate in this snapshot: a version number (see `ctxd snapshots`) or a tag.
+        #[arg(long)]
+        as_of: Option<String>,
         #[command(flatten)]
         model: ModelArgs,
         /// Print `{"files":[{"path","score","why","definitions"}],...}`.

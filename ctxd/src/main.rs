@@ -50,8 +50,8 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Index { path, db, config, no_embed, model, json } => {
             cmd::index::run(&path, &db, config.as_deref(), no_embed, &model, json).await
         }
-        Command::Locate { text, db, k, without, model, json } => {
-            cmd::graph::locate(&text, &db, k, without, &model, json).await
+        Command::Locate { text, db, k, without, as_of, model, json } => {
+            cmd::graph::locate(&text, &db, k, without, as_of, &model, json).await
         }
         Command::Graph { action } => cmd::graph::graph(action).await,
         Command::Search { query, db, k, mode, as_of, no_rerank, model, json } => {

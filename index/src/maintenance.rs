@@ -104,11 +104,17 @@ impl Index {
         Ok(true)
     }
 
-    /// The symbols table: compacted, old versions pruned, B-tree indexes on the three name
-    /// columns lookups filter on (`name`, `symbol`, `qualified_name`) built once it has rows
-    /// and kept current, so a symbol lookup does not scan every definition.
-    async fn maintain_symbols(&self, opts: &MaintenanceOptions) -> Result<(), IndexError> {
-        let Some(table) = &self.symbols else { return Ok(()) };
+    /// A side table (symbols, edges): compacted, old untagged versions pruned, B-tree indexes
+    /// on the columns lookups filter on (symbols: `name`, `symbol`, `qualified_name`; edges:
+    /// `path`, which every commit's replacement of a file's edges filters on) built once it has
+    /// rows and kept current.
+    async fn maintain_side(
+        &self,
+        table: Option<&lancedb::Table>,
+        columns: &[&str],
+        opts: &MaintenanceOptions,
+    ) -> Result<(), IndexError> {
+        let Some(table) = table else { return Ok(()) };
         let lance = |e| self.lance(e);
         if table.count_rows(None).await.map_err(lance)? == 0 {
             return Ok(());
@@ -118,7 +124,7 @@ impl Index {
             .await
             .map_err(lance)?;
         table.optimize(opts.prune()).await.map_err(lance)?;
-        if !ensure_btree(table, &["name", "symbol", "qualified_name"]).await.map_err(lance)? {
+        if !ensure_btree(table, columns).await.map_err(lance)? {
             table.optimize(OptimizeAction::Index(Default::default())).await.map_err(lance)?;
         }
         Ok(())
@@ -148,7 +154,8 @@ impl Index {
         if self.stats().await?.rows > 0 {
             self.ensure_hash_index().await?;
         }
-        self.maintain_symbols(opts).await?;
+        self.maintain_side(self.symbols.as_ref(), &["name", "symbol", "qualified_name"], opts).await?;
+        self.maintain_side(self.edges.as_ref(), &["path"], opts).await?;
         let (versions_after, fragments_after) = self.layout().await?;
         report.versions_after = versions_after;
         report.fragments_after = fragments_after;

@@ -112,6 +112,14 @@ impl Index {
         let exists = tags.list().await.map_err(|e| self.lance(e))?.contains_key(name);
         let res = if exists { tags.update(name, version).await } else { tags.create(name, version).await };
         res.map_err(|e| self.lance(e))?;
+        // The same tag on the symbols and edges of that version, so cleanup keeps them too.
+        for (_, side, side_version) in self.side_tables_at(version).await? {
+            let mut side_tags = side.tags().await.map_err(|e| self.lance(e))?;
+            let exists = side_tags.list().await.map_err(|e| self.lance(e))?.contains_key(name);
+            let res =
+                if exists { side_tags.update(name, side_version).await } else { side_tags.create(name, side_version).await };
+            res.map_err(|e| self.lance(e))?;
+        }
         Ok(version)
     }
 
@@ -121,7 +129,19 @@ impl Index {
         if !tags.list().await.map_err(|e| self.lance(e))?.contains_key(name) {
             return Err(self.snapshot_error(format!("no tag '{name}'")));
         }
-        tags.delete(name).await.map_err(|e| self.lance(e))
+        tags.delete(name).await.map_err(|e| self.lance(e))?;
+        let conn = crate::session::connect(&self.uri).await?;
+        let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
+        for side in [SYMBOLS_TABLE, EDGES_TABLE] {
+            if names.iter().any(|n| n == side) {
+                let table = conn.open_table(side).execute().await.map_err(|e| self.lance(e))?;
+                let mut side_tags = table.tags().await.map_err(|e| self.lance(e))?;
+                if side_tags.list().await.map_err(|e| self.lance(e))?.contains_key(name) {
+                    side_tags.delete(name).await.map_err(|e| self.lance(e))?;
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn check_version(&self, version: u64) -> Result<(), IndexError> {
@@ -150,6 +170,33 @@ impl Index {
         }
     }
 
+    /// The symbols and edges tables as they were when chunks `version` was committed, checked
+    /// out: each side table's latest version written no later than it (a commit writes them
+    /// just before its chunks). A side table missing, or with no version that old left on disk,
+    /// is left out. Returns (table name, handle, side version).
+    async fn side_tables_at(&self, version: u64) -> Result<Vec<(&'static str, Table, u64)>, IndexError> {
+        let versions = self.table.list_versions().await.map_err(|e| self.lance(e))?;
+        let Some(at) = versions.iter().find(|v| v.version == version).map(|v| v.timestamp) else {
+            return Ok(Vec::new());
+        };
+        let conn = crate::session::connect(&self.uri).await?;
+        let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
+        let mut out = Vec::new();
+        for name in [SYMBOLS_TABLE, EDGES_TABLE] {
+            if !names.iter().any(|n| n == name) {
+                continue;
+            }
+            let side = conn.open_table(name).execute().await.map_err(|e| self.lance(e))?;
+            let side_versions = side.list_versions().await.map_err(|e| self.lance(e))?;
+            let Some(v) = side_versions.iter().filter(|v| v.timestamp <= at).map(|v| v.version).max() else {
+                continue;
+            };
+            side.checkout(v).await.map_err(|e| self.lance(e))?;
+            out.push((name, side, v));
+        }
+        Ok(out)
+    }
+
     /// A read-only view of the index at `version` (same model and dimension).
     pub async fn at(&self, version: u64) -> Result<Index, IndexError> {
         self.check_version(version).await?;
@@ -157,27 +204,10 @@ impl Index {
         table.checkout(version).await.map_err(|e| self.lance(e))?;
         let mut index = Index::from_table(&self.uri, &self.table_name, table).await?;
         index.model_id = self.model_id.clone();
-        // The symbols and edges of the same commit: each side table's latest version written
-        // no later than this chunks version (a commit writes them just before its chunks).
-        let versions = self.table.list_versions().await.map_err(|e| self.lance(e))?;
-        if let Some(at) = versions.iter().find(|v| v.version == version).map(|v| v.timestamp) {
-            let conn = crate::session::connect(&self.uri).await?;
-            let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
-            for name in [SYMBOLS_TABLE, EDGES_TABLE] {
-                if !names.iter().any(|n| n == name) {
-                    continue;
-                }
-                let side = conn.open_table(name).execute().await.map_err(|e| self.lance(e))?;
-                let side_versions = side.list_versions().await.map_err(|e| self.lance(e))?;
-                // No version that old on disk (pruned): the view has no such table.
-                let Some(v) = side_versions.iter().filter(|v| v.timestamp <= at).map(|v| v.version).max() else {
-                    continue;
-                };
-                side.checkout(v).await.map_err(|e| self.lance(e))?;
-                match name {
-                    SYMBOLS_TABLE => index.symbols = Some(side),
-                    _ => index.edges = Some(side),
-                }
+        for (name, side, _) in self.side_tables_at(version).await? {
+            match name {
+                SYMBOLS_TABLE => index.symbols = Some(side),
+                _ => index.edges = Some(side),
             }
         }
         Ok(index)

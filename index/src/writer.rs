@@ -336,6 +336,18 @@ mod tests {
         assert_eq!(old.all_symbols().await.unwrap().len(), 3);
         let edges = old.all_edges().await.unwrap();
         assert_eq!(edges.len(), 2, "{edges:?}");
+        // A tag keeps the symbols and edges of its version through cleanup, too.
+        index.tag("first", Some(v1)).await.unwrap();
+        let opts = crate::MaintenanceOptions {
+            retain: std::time::Duration::ZERO,
+            single_writer: true,
+            vector_index_min_rows: 0,
+        };
+        index.maintain(&opts).await.unwrap();
+        let old = index.at(v1).await.unwrap();
+        assert_eq!(old.all_symbols().await.unwrap().len(), 3);
+        assert_eq!(old.all_edges().await.unwrap().len(), 2);
+        index.untag("first").await.unwrap();
     }
 
     #[tokio::test]

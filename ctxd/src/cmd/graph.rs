@@ -29,12 +29,14 @@ pub async fn locate(
     db: &Path,
     k: usize,
     without: Vec<String>,
+    as_of: Option<String>,
     model: &ModelArgs,
     json: bool,
 ) -> Result<()> {
     let mut req = LocateRequest::new(text_arg(text)?);
     req.k = k;
     req.without = without;
+    req.as_of = as_of;
     let skip = req.validate()?;
     let need_model = !skip.contains(&ctxd_query::locate::Signal::Vector);
     let searcher = open_searcher(db, model, need_model).await?;

@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Localization: from an issue's raw text, does ctxd rank the files its fix edits first?
+
+Data: /work/shared/eval/localization/dev.jsonl (45 GitHub issues on six Python repositories,
+`{"id","repo","base_commit","query","gold_files"}`; see /work/shared/eval/README.md). Each repository
+comes from a bare mirror `<mirrors>/<owner+name>/repo` (the search tool's `fetch`).
+
+How: issues are grouped by repository and their base commits ordered by commit date. Each repository
+keeps ONE work tree `<work>/<owner+name>/tree` and ONE index `<work>/<owner+name>/db`. For each base
+commit the tree is made equal to the commit restricted to the indexed file set (only new or changed
+blobs are written, via one `git ls-tree -r` and one `git cat-file --batch`; `state.json` remembers
+path -> blob id; files gone are deleted, empty folders removed; blobs absent from the mirror are
+skipped and counted), then `ctxd index <tree> --db <db>` updates the index incrementally. Then, at
+that commit, every issue is queried once per variant (the full run, then one per `--ablate` signal),
+so the index is built once and no query runs against a later commit's tree.
+
+Indexed file set: every `*.py` and `*.pyi` file, plus `*.toml`, `*.cfg`, `*.ini`, `*.yaml`, `*.yml`
+at the top level of the repository only; paths with a hidden (dot-named) part are skipped (ctxd
+skips them anyway), so a gold file such as `.pre-commit-config.yaml` can never be found.
+
+Each indexed base commit is tagged `c-<sha12>` (`ctxd snapshot tag`) and every query runs `--as-of` that
+tag; with `--reuse` a commit whose tag the index has is not synced or indexed again (the snapshot has its
+chunks, symbols and graph), so tuning runs and ablations cost queries only.
+
+Queries: `--mode locate` (default): `ctxd locate - --db DB --k K --json [--without a,b]`, issue text
+on stdin, ranking = `files[].path`. `--mode search` (baseline): `ctxd search -- TEXT --db DB --k 50
+--json` with the text cut to 8000 bytes, ranking = files in order of their best chunk. A query that
+fails or times out (120 s) counts as an empty ranking.
+
+Metrics: Acc@1/5/10 (ALL gold files within the top k), Recall@5/10 (mean fraction of gold files in
+the top k), MRR@10 (1/rank of the first gold file within 10, else 0), per-repo Acc@5.
+
+    python3 benches/localization.py --ctxd BIN [--mode locate|search] [--ablate sig1,sig2]
+        [--without sig] [--repo owner/name] [--limit N] [--fresh] [--reuse] [--json OUT]
+"""
+import argparse, collections, json, os, shutil, subprocess, sys, time
+
+TOP_EXT = (".toml", ".cfg", ".ini", ".yaml", ".yml")
+
+
+def indexed(path):
+    if any(p.startswith(".") for p in path.split("/")):
+        return False
+    return path.endswith((".py", ".pyi")) or ("/" not in path and path.endswith(TOP_EXT))
+
+
+def git(gitdir, *args, **kw):
+    return subprocess.run(["git", "--git-dir", gitdir, *args], check=True, capture_output=True, **kw).stdout
+
+
+def sync_tree(gitdir, commit, tree, state_path):
+    """Make `tree` equal to `commit` restricted to the indexed set; return (written, deleted, absent)."""
+    state = json.load(open(state_path)) if os.path.exists(state_path) else {}
+    want = {}
+    for rec in git(gitdir, "ls-tree", "-r", "-z", commit).split(b"\0"):
+        if not rec:
+            continue
+        meta, path = rec.split(b"\t", 1)
+        mode, kind, sha = meta.decode().split()
+        path = path.decode("utf-8", "surrogateescape")
+        if kind == "blob" and mode != "120000" and indexed(path):
+            want[path] = sha
+    todo = [p for p, s in want.items() if state.get(p) != s or not os.path.exists(os.path.join(tree, p))]
+    written = absent = 0
+    if todo:
+        out = git(gitdir, "cat-file", "--batch", input="".join(want[p] + "\n" for p in todo).encode())
+        pos = 0
+        for p in todo:
+            nl = out.index(b"\n", pos)
+            header = out[pos:nl].split()
+            pos = nl + 1
+            dest = os.path.join(tree, p)
+            if header[1] == b"missing":
+                absent += 1
+                state.pop(p, None)
+                if os.path.exists(dest):
+                    os.remove(dest)
+                continue
+            size = int(header[2])
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as f:
+                f.write(out[pos:pos + size])
+            pos += size + 1
+            state[p] = want[p]
+            written += 1
+    gone = [p for p in state if p not in want]
+    for p in gone:
+        dest = os.path.join(tree, p)
+        if os.path.exists(dest):
+            os.remove(dest)
+        del state[p]
+        d = os.path.dirname(dest)
+        while d.startswith(tree + os.sep) and os.path.isdir(d) and not os.listdir(d):
+            os.rmdir(d)
+            d = os.path.dirname(d)
+    tmp = state_path + ".tmp"
+    json.dump(state, open(tmp, "w"))
+    os.replace(tmp, state_path)
+    return written, len(gone), absent
+
+
+def norm(path, tree):
+    if os.path.isabs(path):
+        path = os.path.relpath(path, tree)
+    return path[2:] if path.startswith("./") else path
+
+
+def dedup(paths):
+    seen, out = set(), []
+    for p in paths:
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def tag_of(commit):
+    return "c-" + commit[:12]
+
+
+def query(args, db, tree, text, without, commit):
+    """Return (ranking, error)."""
+    text = text.replace("\0", "")
+    if args.mode == "locate":
+        cmd = [args.ctxd, "locate", "-", "--db", db, "--k", str(args.k), "--json", "--as-of", tag_of(commit)]
+        if without:
+            cmd += ["--without", ",".join(without)]
+        stdin = text
+    else:
+        cut = text.encode()[:8000].decode("utf-8", "ignore")
+        cmd = [args.ctxd, "search", "--db", db, "--k", str(max(50, args.k)), "--json", "--as-of", tag_of(commit), "--", cut]
+        stdin = None
+    try:
+        r = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return [], "timeout after 120 s"
+    if r.returncode != 0:
+        lines = r.stderr.strip().splitlines() or ["(no stderr)"]
+        errs = [l for l in lines if "error" in l.lower()]  # clap's last line is only "try '--help'"
+        return [], f"rc {r.returncode}: {(errs or lines)[-1].strip()}"
+    try:
+        out = json.loads(r.stdout)
+        items = out["files"] if args.mode == "locate" else out["results"]
+        ranking = dedup(norm(x["path"], tree) for x in items)
+    except (ValueError, KeyError, TypeError) as e:
+        return [], f"bad output ({e}): {r.stdout[:200]!r}"
+    return ranking, None if ranking else "empty ranking"
+
+
+def run_queries(args, repo, db, tree, c, issues, variants, results):
+    for x in issues:
+        for label, without in variants:
+            t0 = time.time()
+            ranking, error = query(args, db, tree, x["query"], without, c)
+            row = {"id": x["id"], "repo": repo, "commit": c, "gold": x["gold_files"],
+                   "ranking": ranking, "error": error, "query_s": round(time.time() - t0, 1)}
+            results[label].append(row)
+            hit = next((i + 1 for i, p in enumerate(ranking) if p in x["gold_files"]), None)
+            msg = f"  FAIL {error}" if error and not ranking else ""
+            print(f"  {x['id']} [{label}] first gold at {hit} ({row['query_s']}s){msg}", flush=True)
+
+
+def metrics(rows):
+    n = len(rows) or 1
+    m = collections.defaultdict(float)
+    for row in rows:
+        rank, gold = row["ranking"], set(row["gold"])
+        for k in (1, 5, 10):
+            m[f"Acc@{k}"] += gold <= set(rank[:k])
+        for k in (5, 10):
+            m[f"R@{k}"] += len(gold & set(rank[:k])) / len(gold)
+        m["MRR@10"] += next((1 / (i + 1) for i, p in enumerate(rank[:10]) if p in gold), 0.0)
+    out = {key: round(v / n, 3) for key, v in m.items()}
+    out["n"], out["fail"] = len(rows), sum(1 for r in rows if r["error"])
+    return out
+
+
+COLS = ("Acc@1", "Acc@5", "Acc@10", "R@5", "R@10", "MRR@10")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ctxd", required=True)
+    ap.add_argument("--data", default="/work/shared/eval/localization/dev.jsonl")
+    ap.add_argument("--work", default=os.path.expanduser("~/.cache/ctxd/loc"))
+    ap.add_argument("--mirrors", default="/work/.mirror")
+    ap.add_argument("--mode", choices=("locate", "search"), default="locate")
+    ap.add_argument("--without", default="", help="signals to leave out in every locate query")
+    ap.add_argument("--ablate", default="", help="after the full run, one extra run per signal left out")
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--limit", type=int, help="only the first N issues (file order)")
+    ap.add_argument("--repo", help="only this owner/name")
+    ap.add_argument("--fresh", action="store_true", help="delete the selected repos' db, tree and state first")
+    ap.add_argument("--json", help="write per-issue rankings and metrics here")
+    ap.add_argument("--reuse", action="store_true",
+                    help="skip indexing a commit whose snapshot tag c-<sha> the index already has (query it as of that tag)")
+    args = ap.parse_args()
+    args.ctxd = os.path.abspath(args.ctxd)
+    base_without = [s for s in args.without.split(",") if s]
+    ablate = [s for s in args.ablate.split(",") if s]
+    if args.mode == "search" and (base_without or ablate):
+        sys.exit("--without/--ablate need --mode locate")
+    variants = [("full" if not base_without else "without " + ",".join(base_without), base_without)]
+    variants += [(f"without {s}", base_without + [s]) for s in ablate]
+
+    issues = [json.loads(line) for line in open(args.data) if line.strip()]
+    if args.repo:
+        issues = [x for x in issues if x["repo"] == args.repo]
+    if args.limit:
+        issues = issues[: args.limit]
+    by_repo = collections.defaultdict(list)
+    for x in issues:
+        by_repo[x["repo"]].append(x)
+
+    results = {label: [] for label, _ in variants}
+    index_log = []
+    for repo in sorted(by_repo):
+        name = repo.replace("/", "+")
+        gitdir = os.path.join(args.mirrors, name, "repo")
+        wdir = os.path.join(args.work, name)
+        tree, db, state = (os.path.join(wdir, n) for n in ("tree", "db", "state.json"))
+        if args.fresh:
+            for p in (tree, db):
+                shutil.rmtree(p, ignore_errors=True)
+            if os.path.exists(state):
+                os.remove(state)
+        os.makedirs(tree, exist_ok=True)
+        commits = collections.defaultdict(list)
+        for x in by_repo[repo]:
+            commits[x["base_commit"]].append(x)
+        order = sorted(commits, key=lambda c: int(git(gitdir, "log", "-1", "--format=%ct", c)))
+        print(f"## {repo}: {len(by_repo[repo])} issues at {len(order)} commits", flush=True)
+        tags = set()
+        if args.reuse and os.path.isdir(db):
+            snaps = subprocess.run([args.ctxd, "snapshots", "--db", db, "--json"], capture_output=True, text=True)
+            if snaps.returncode == 0:
+                tags = {t for s in json.loads(snaps.stdout)["snapshots"] for t in s["tags"]}
+        for c in order:
+            if tag_of(c) in tags:
+                print(f"{c[:10]}: reusing snapshot {tag_of(c)}", flush=True)
+                run_queries(args, repo, db, tree, c, commits[c], variants, results)
+                continue
+            w, d, a = sync_tree(gitdir, c, tree, state)
+            t0 = time.time()
+            r = subprocess.run([args.ctxd, "index", tree, "--db", db, "--json"], capture_output=True, text=True)
+            secs = time.time() - t0
+            index_log.append({"repo": repo, "commit": c, "written": w, "deleted": d, "absent": a,
+                              "index_s": round(secs, 1), "rc": r.returncode, "summary": r.stdout.strip()[-400:]})
+            note = f" ABSENT {a}" if a else ""
+            err = "" if r.returncode == 0 else f"  INDEX FAILED rc {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1]}"
+            print(f"{c[:10]}: wrote {w}, deleted {d}{note}, index {secs:.1f}s{err}", flush=True)
+            # A tag per base commit: later runs query it as of the tag (`--reuse`).
+            subprocess.run([args.ctxd, "snapshot", "tag", tag_of(c), "--db", db], capture_output=True)
+            run_queries(args, repo, db, tree, c, commits[c], variants, results)
+
+    print("\n### index time per repo")
+    for repo in sorted(by_repo):
+        logs = [l for l in index_log if l["repo"] == repo]
+        print(f"{repo}: {len(logs)} commits, {sum(l['index_s'] for l in logs):.1f}s, wrote "
+              f"{sum(l['written'] for l in logs)}, deleted {sum(l['deleted'] for l in logs)}, "
+              f"absent {sum(l['absent'] for l in logs)}, failed {sum(1 for l in logs if l['rc'])}")
+    print(f"\n### {args.mode} (k={args.k}, {len(issues)} issues)\n")
+    print("| run | n | " + " | ".join(COLS) + " | failures |")
+    print("|---|" + "---|" * (len(COLS) + 2))
+    report = {"mode": args.mode, "ctxd": args.ctxd, "index": index_log, "runs": {}}
+    for label, _ in variants:
+        m = metrics(results[label])
+        per_repo = {repo: metrics([r for r in results[label] if r["repo"] == repo]) for repo in sorted(by_repo)}
+        report["runs"][label] = {"metrics": m, "per_repo": per_repo, "issues": results[label]}
+        print(f"| {label} | {m['n']} | " + " | ".join(f"{m.get(c, 0):.3f}" for c in COLS) + f" | {m['fail']} |")
+    print("\n| repo | n | " + " | ".join(f"Acc@5 {label}" for label, _ in variants) + " |")
+    print("|---|---|" + "---|" * len(variants))
+    for repo in sorted(by_repo):
+        cells = [report["runs"][label]["per_repo"][repo] for label, _ in variants]
+        print(f"| {repo} | {cells[0]['n']} | " + " | ".join(f"{c.get('Acc@5', 0):.3f}" for c in cells) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
