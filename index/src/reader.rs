@@ -236,4 +236,24 @@ impl Index {
         }
         Ok((self.version().await?, side[0], side[1]))
     }
+
+    /// Files to chunk again to build the code graph of an index written before it existed: when
+    /// the edges table is empty but definitions exist, every file that has definitions (else
+    /// none). An interrupted backfill is not resumed (the edges table is no longer empty);
+    /// `ctxd index` of a fresh database builds everything.
+    pub async fn paths_missing_graph(&self) -> Result<std::collections::HashSet<String>, IndexError> {
+        let (Some(symbols), Some(edges)) = (&self.symbols, &self.edges) else { return Ok(Default::default()) };
+        if edges.count_rows(None).await.map_err(|e| self.lance(e))? > 0 {
+            return Ok(Default::default());
+        }
+        let paths = |batches: Vec<RecordBatch>| -> Result<std::collections::HashSet<String>, IndexError> {
+            let mut out = std::collections::HashSet::new();
+            for b in &batches {
+                let col = str_col(b, "path", &self.uri)?;
+                out.extend((0..b.num_rows()).map(|i| col.value(i).to_string()));
+            }
+            Ok(out)
+        };
+        paths(self.collect(symbols.query().select(Select::columns(&["path"]))).await?)
+    }
 }

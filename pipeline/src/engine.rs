@@ -92,7 +92,19 @@ impl Engine {
         // Publishes the row and version gauges before the first commit (the sink refreshes them after each one).
         index.stats().await?;
         index.layout().await?;
-        let state = FileState::new(index.file_hashes().await?);
+        let mut hashes = index.file_hashes().await?;
+        // An index written before the code graph existed: chunk its files with definitions again
+        // (their vectors are reused), which writes their edges.
+        let missing = index.paths_missing_graph().await?;
+        if !missing.is_empty() {
+            tracing::info!(files = missing.len(), "building the code graph of files indexed before it existed");
+            for path in &missing {
+                if let Some(h) = hashes.get_mut(path) {
+                    *h = format!("graph-backfill:{h}");
+                }
+            }
+        }
+        let state = FileState::new(hashes);
         Ok(Self { cfg, index, service, counter, state })
     }
 
