@@ -130,7 +130,12 @@ impl GraphTools {
     }
 
     /// The repository map for `query` (files ranked by localization), else by centrality.
-    pub async fn repo_map(&self, query: Option<&str>, budget: usize, as_of: Option<&str>) -> Result<RepoMap, SearchError> {
+    pub async fn repo_map(
+        &self,
+        query: Option<&str>,
+        budget: usize,
+        as_of: Option<&str>,
+    ) -> Result<RepoMap, SearchError> {
         match query {
             Some(q) => {
                 let mut req = LocateRequest::new(q);
@@ -157,7 +162,9 @@ impl GraphTools {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.clone()),
             Some(Value::Number(n)) => Some(n.to_string()),
-            Some(_) => return Err(SearchError::BadRequest("argument 'as_of' must be a version number or a tag".into())),
+            Some(_) => {
+                return Err(SearchError::BadRequest("argument 'as_of' must be a version number or a tag".into()))
+            }
         };
         let graph = || self.graph(as_of.as_deref());
         match tool {
@@ -205,7 +212,8 @@ impl GraphTools {
                 if let Some(diff) = args.get("diff").and_then(Value::as_str).filter(|d| !d.trim().is_empty()) {
                     if diff.contains('\0') {
                         return Err(SearchError::BadRequest(
-                            "the diff holds NUL bytes: send a text diff (`git diff`, binary files are listed by name)".into(),
+                            "the diff holds NUL bytes: send a text diff (`git diff`, binary files are listed by name)"
+                                .into(),
                         ));
                     }
                     changes.extend(parse_diff(diff)?);

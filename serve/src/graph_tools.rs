@@ -19,7 +19,8 @@ pub fn mcp_tools() -> Vec<Value> {
     let file = json!({"type": "object", "properties": {
         "path": {"type": "string", "description": "a file, relative to the indexed root"}}, "required": ["path"]});
     let mut refs = symbol.clone();
-    refs["properties"]["kinds"] = json!({"type": "array", "items": {"enum": ["imports", "calls", "references", "inherits"]}});
+    refs["properties"]["kinds"] =
+        json!({"type": "array", "items": {"enum": ["imports", "calls", "references", "inherits"]}});
     vec![
         tool(
             GraphTool::Locate.name(),
@@ -36,10 +37,26 @@ pub fn mcp_tools() -> Vec<Value> {
              Cost: about 40 tokens per use (limit=50: ~2,000).",
             refs,
         ),
-        tool(GraphTool::Callers.name(), "Who calls a definition, cited path:line. Cost: about 40 tokens per caller.", symbol.clone()),
-        tool(GraphTool::Callees.name(), "What a definition calls, with where each callee is defined. Cost: about 60 tokens per call.", symbol),
-        tool(GraphTool::Imports.name(), "The indexed files a file imports, with the import lines. Cost: about 20 tokens per file.", file.clone()),
-        tool(GraphTool::ImportedBy.name(), "The indexed files that import a file. Cost: about 20 tokens per file.", file),
+        tool(
+            GraphTool::Callers.name(),
+            "Who calls a definition, cited path:line. Cost: about 40 tokens per caller.",
+            symbol.clone(),
+        ),
+        tool(
+            GraphTool::Callees.name(),
+            "What a definition calls, with where each callee is defined. Cost: about 60 tokens per call.",
+            symbol,
+        ),
+        tool(
+            GraphTool::Imports.name(),
+            "The indexed files a file imports, with the import lines. Cost: about 20 tokens per file.",
+            file.clone(),
+        ),
+        tool(
+            GraphTool::ImportedBy.name(),
+            "The indexed files that import a file. Cost: about 20 tokens per file.",
+            file,
+        ),
         tool(
             GraphTool::Impact.name(),
             "What a change likely affects: the definitions its lines touch, then callers, referencers and importers \

@@ -35,7 +35,8 @@
 mod chunker;
 mod code;
 mod file;
-mod lang;
+pub mod members;
+pub(crate) mod lang;
 mod record;
 pub mod sections;
 pub mod stage;

@@ -30,6 +30,8 @@ pub struct EmbeddedFile {
     pub rows: Vec<ChunkRow>,
     /// The file's definitions, for the symbol table.
     pub symbols: Vec<ctxd_index::SymbolRow>,
+    /// The file's outgoing code-graph edges, for the edges table.
+    pub edges: Vec<ctxd_index::EdgeRow>,
     /// Set for the parts of a streamed file.
     pub part: Option<crate::chunk::Part>,
 }
@@ -96,6 +98,7 @@ impl Embed {
                     file_hash: file.file_hash,
                     rows,
                     symbols: std::mem::take(&mut file.symbols),
+                    edges: std::mem::take(&mut file.edges),
                     part: file.part,
                 })
             })
@@ -197,6 +200,7 @@ impl Embed {
                     file_hash: file.file_hash,
                     rows,
                     symbols: file.symbols,
+                    edges: file.edges,
                     part: file.part,
                 })
             })

@@ -25,6 +25,7 @@ pub mod counters;
 pub mod embed;
 pub mod error;
 pub mod formats;
+pub mod graph;
 pub mod lang;
 pub mod load;
 pub mod metrics;

@@ -102,6 +102,7 @@ impl Upsert {
                         batch.replace_paths.push(path.clone());
                     }
                     batch.symbols.extend(f.symbols);
+                    batch.edges.extend(f.edges);
                     batch.rows.extend(f.rows);
                     committed.push((path, Some(f.file_hash)));
                 }

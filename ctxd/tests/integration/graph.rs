@@ -26,7 +26,11 @@ fn project(root: &Path) {
         "pkg/cli.py",
         "from pkg.core import Engine\n\n\ndef main():\n    engine = Engine()\n    return engine.run(3)\n",
     );
-    write(root, "pkg/plugins.py", "from . import core\n\n\nclass Turbo(core.Engine):\n    def run(self, n):\n        return 2 * n\n");
+    write(
+        root,
+        "pkg/plugins.py",
+        "from . import core\n\n\nclass Turbo(core.Engine):\n    def run(self, n):\n        return 2 * n\n",
+    );
     write(
         root,
         "tests/test_core.py",
@@ -89,10 +93,17 @@ fn the_code_graph_answers_with_cited_places_and_follows_edits() {
         "{refs}"
     );
     let callers = graph(&db, &["callers", "helper"]);
-    assert_eq!(places(&callers, "uses"), vec![("pkg/core.py".into(), 14), ("tests/test_core.py".into(), 9)], "{callers}");
+    assert_eq!(
+        places(&callers, "uses"),
+        vec![("pkg/core.py".into(), 14), ("tests/test_core.py".into(), 9)],
+        "{callers}"
+    );
     assert_eq!(callers["uses"][0]["in_symbol"], "Engine.run");
     let callees = graph(&db, &["callees", "Engine.stop"]);
-    assert_eq!(callees["uses"][0]["targets"][0]["symbol"], "Engine.run", "self.run → the enclosing class's run: {callees}");
+    assert_eq!(
+        callees["uses"][0]["targets"][0]["symbol"], "Engine.run",
+        "self.run → the enclosing class's run: {callees}"
+    );
     let imports = graph(&db, &["imports", "pkg/cli.py"]);
     assert_eq!(paths(&imports), vec!["pkg/core.py"], "{imports}");
     let by = graph(&db, &["imported-by", "pkg/core.py"]);
@@ -110,7 +121,11 @@ fn the_code_graph_answers_with_cited_places_and_follows_edits() {
     assert!(affected.contains(&"Engine.stop"), "two hops: stop calls run: {impact}");
     let tests: Vec<&str> = impact["tests"].as_array().unwrap().iter().filter_map(|t| t["symbol"].as_str()).collect();
     assert!(tests.contains(&"test_helper"), "{impact}");
-    assert!(impact["tests"].as_array().unwrap().iter().any(|t| t["path"] == "tests/test_core.py" && t["symbol"].is_null()));
+    assert!(impact["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["path"] == "tests/test_core.py" && t["symbol"].is_null()));
 
     // A repository map within its budget, the most used definitions first.
     let map = graph(&db, &["repo-map", "--budget", "60"]);
@@ -192,12 +207,24 @@ fn locate_and_graph_tools_over_http_and_mcp() {
     assert_eq!(refs["uses"].as_array().unwrap().len(), 2);
     // MCP: the tools are listed and answer like HTTP.
     let list: Value = d.post("/mcp", &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).json().unwrap();
-    let names: Vec<&str> = list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    for t in ["locate", "find_references", "callers", "callees", "imports", "imported_by", "impact", "repo_map", "get_repo_overview"] {
+    let names: Vec<&str> =
+        list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for t in [
+        "locate",
+        "find_references",
+        "callers",
+        "callees",
+        "imports",
+        "imported_by",
+        "impact",
+        "repo_map",
+        "get_repo_overview",
+    ] {
         assert!(names.contains(&t), "{t} in {names:?}");
     }
     let call = |name: &str, args: Value| -> Value {
-        let msg = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": args}});
+        let msg =
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": args}});
         d.post("/mcp", &msg).json().unwrap()
     };
     let r = call("callers", json!({"symbol": "helper"}));

@@ -3,28 +3,41 @@
 //! extracted text citing their fixed positions, the merging of small sibling definitions, and
 //! the file's symbol table (taken before merging).
 
-use tree_sitter::Parser;
+use tree_sitter::{Parser, Tree};
 
 use super::chunker::{ChunkConfig, Chunker, Ctx};
 use super::lang::grammar;
 use super::record::{self, make_chunk, Chunk, ChunkedFile};
 use super::sections::line_sections;
 use super::symbols;
+use crate::graph;
 use crate::load::{LoadedFile, Section};
 use crate::metrics as m;
 
 impl Chunker {
-    /// Chunks a loaded file and lists its definitions. Symbols are taken before small
-    /// definitions are merged, so every definition has its own symbol-table row.
+    /// Chunks a loaded file and lists its definitions and, for code, its outgoing edges
+    /// ([`crate::graph::extract`], each from the innermost definition of the symbol table).
+    /// Symbols are taken before small definitions are merged, so every definition has its own
+    /// symbol-table row.
     pub fn chunk_file(&self, file: &LoadedFile) -> ChunkedFile {
-        let (mut chunks, symbols) = match &file.sections {
-            Some(sections) => (self.chunk_sections(&file.text, sections), Vec::new()),
+        let (mut chunks, symbols, edges) = match &file.sections {
+            Some(sections) => (self.chunk_sections(&file.text, sections), Vec::new(), Vec::new()),
             None => {
-                let (raw, method) = self.chunk_unmerged(file.language, &file.text);
-                let symbols = symbols::extract(&file.rel, file.language, &raw);
+                let (raw, method, tree) = self.chunk_unmerged(file.language, &file.text);
+                let mut symbols = symbols::extract(&file.rel, file.language, &raw);
+                if let Some(tree) = &tree {
+                    symbols::add_members(&file.rel, file.language, &file.text, tree, &mut symbols);
+                }
                 let chunks = self.merge_small(file.language, &file.text, raw);
                 self.count_chunks(method, &chunks);
-                (chunks, symbols)
+                let edges = match tree {
+                    Some(tree) => {
+                        let edges = graph::extract_parsed(&file.rel, file.language, &file.text, &tree);
+                        graph::fit_to_symbols(edges, &symbols)
+                    }
+                    None => Vec::new(),
+                };
+                (chunks, symbols, edges)
             }
         };
         record::place(&file.rel, file.language, &mut chunks);
@@ -34,6 +47,7 @@ impl Chunker {
             file_hash: file.file_hash.clone(),
             chunks,
             symbols,
+            edges,
             part: None,
         }
     }
@@ -71,7 +85,7 @@ impl Chunker {
 
     /// Chunks `text` written in `language`.
     pub fn chunk(&self, language: &str, text: &str) -> Vec<Chunk> {
-        let (raw, method) = self.chunk_unmerged(language, text);
+        let (raw, method, _) = self.chunk_unmerged(language, text);
         let chunks = self.merge_small(language, text, raw);
         self.count_chunks(method, &chunks);
         chunks
@@ -126,14 +140,15 @@ impl Chunker {
     }
 
     /// [`Chunker::chunk`] before small definitions are merged, with the method used (the
-    /// metric label).
-    fn chunk_unmerged(&self, language: &str, text: &str) -> (Vec<Chunk>, &'static str) {
+    /// metric label) and, for code, the parsed tree (the graph's edges are read from it).
+    fn chunk_unmerged(&self, language: &str, text: &str) -> (Vec<Chunk>, &'static str, Option<Tree>) {
         if text.trim().is_empty() {
-            return (Vec::new(), "window");
+            return (Vec::new(), "window", None);
         }
         let ctx = self.ctx(language, text);
         let mut out = Vec::new();
         let mut method = "window";
+        let mut parsed = None;
         if let Some(grammar) = grammar(language) {
             let mut parser = Parser::new();
             if parser.set_language(&grammar).is_ok() {
@@ -141,6 +156,7 @@ impl Chunker {
                     let root = tree.root_node();
                     self.members(&ctx, root, 0, ctx.lines.len() - 1, None, &mut out);
                     method = "tree_sitter";
+                    parsed = Some(tree);
                 }
             }
         }
@@ -156,7 +172,7 @@ impl Chunker {
                 self.windows(&ctx, 0, ctx.lines.len() - 1, None, None, &mut out);
             }
         }
-        (out, method)
+        (out, method, parsed)
     }
 
     /// CSV/TSV: row windows, each chunk starting with the header line so its columns are named.

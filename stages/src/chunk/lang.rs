@@ -14,7 +14,7 @@ mod node;
 mod python;
 mod rust;
 
-pub(super) use node::DefInfo;
+pub(crate) use node::DefInfo;
 
 /// The tree-sitter grammar for a language label, when ctxd has one.
 pub fn grammar(language: &str) -> Option<Language> {
@@ -42,7 +42,7 @@ pub fn grammar(language: &str) -> Option<Language> {
 
 /// Classifies a node as a definition (with name, kind and member container) or not. A function
 /// nested in a container is a `method`.
-pub(super) fn def_info<'t>(node: Node<'t>, lang: &str, src: &[u8], nested: bool) -> Option<DefInfo<'t>> {
+pub(crate) fn def_info<'t>(node: Node<'t>, lang: &str, src: &[u8], nested: bool) -> Option<DefInfo<'t>> {
     let func = if nested { "method" } else { "function" };
     match lang {
         "rust" => rust::def_info(node, src, func),

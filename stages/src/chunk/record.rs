@@ -17,6 +17,9 @@ pub struct ChunkedFile {
     pub chunks: Vec<Chunk>,
     /// The file's definitions (the symbol table's rows); empty for streamed parts.
     pub symbols: Vec<ctxd_index::SymbolRow>,
+    /// The code graph's outgoing edges of a code file ([`crate::graph`]); empty for
+    /// documents, extracted text (PDF, notebooks, HTML) and streamed parts.
+    pub edges: Vec<ctxd_index::EdgeRow>,
     /// Set for the parts of a file too large to hold in memory (see [`crate::chunk::Chunker::stream`]).
     pub part: Option<Part>,
 }

@@ -116,6 +116,7 @@ impl Chunker {
                 file_hash: partial.clone(),
                 chunks,
                 symbols: Vec::new(),
+                edges: Vec::new(),
                 part: Some(Part { index, last: eof, file_hash: file.file_hash.clone() }),
             };
             metrics::counter!(m::CHUNK_STREAM_PARTS_TOTAL).increment(1);

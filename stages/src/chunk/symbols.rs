@@ -104,38 +104,57 @@ pub fn extract(path: &str, language: &str, chunks: &[Chunk]) -> Vec<SymbolRow> {
     let mut out = Vec::with_capacity(defs.len());
     for ((symbol, kind), parts) in defs {
         let first = parts.iter().min_by_key(|r| r.start_line).expect("non-empty");
-        let start = first.start_line;
-        let end = parts.iter().map(|r| r.end_line).max().unwrap_or(start);
-        let (module, sep) = module_path(path, language);
-        let split = symbol.rfind("::").map(|i| (i, 2)).or_else(|| symbol.rfind('.').map(|i| (i, 1)));
-        let (parent, name) = match split {
-            Some((i, w)) => (Some(symbol[..i].to_string()), symbol[i + w..].to_string()),
-            None => (None, symbol.clone()),
-        };
-        let symbol_in_module = symbol.replace("::", sep).replace('.', sep);
-        let qualified_name =
-            if module.is_empty() { symbol_in_module } else { format!("{module}{sep}{symbol_in_module}") };
-        let mut h = blake3::Hasher::new();
-        h.update(path.as_bytes());
-        h.update(&[0]);
-        h.update(qualified_name.as_bytes());
-        h.update(&start.to_le_bytes());
-        out.push(SymbolRow {
-            symbol_id: h.finalize().to_hex()[..32].to_string(),
-            name,
-            qualified_name,
-            symbol,
-            kind,
-            language: language.to_string(),
-            path: path.to_string(),
-            start_line: start,
-            end_line: end,
-            signature: signature(&first.content),
-            parent,
-            doc: doc_summary(&first.content, language),
-        });
+        let end = parts.iter().map(|r| r.end_line).max().unwrap_or(first.start_line);
+        out.push(row(path, language, symbol, kind, (first.start_line, end), &first.content));
     }
     out
+}
+
+/// The symbol-table row of one definition: `content` is its text (from its first line).
+fn row(path: &str, language: &str, symbol: String, kind: String, (start, end): (u32, u32), content: &str) -> SymbolRow {
+    let (module, sep) = module_path(path, language);
+    let split = symbol.rfind("::").map(|i| (i, 2)).or_else(|| symbol.rfind('.').map(|i| (i, 1)));
+    let (parent, name) = match split {
+        Some((i, w)) => (Some(symbol[..i].to_string()), symbol[i + w..].to_string()),
+        None => (None, symbol.clone()),
+    };
+    let symbol_in_module = symbol.replace("::", sep).replace('.', sep);
+    let qualified_name = if module.is_empty() { symbol_in_module } else { format!("{module}{sep}{symbol_in_module}") };
+    let mut h = blake3::Hasher::new();
+    h.update(path.as_bytes());
+    h.update(&[0]);
+    h.update(qualified_name.as_bytes());
+    h.update(&start.to_le_bytes());
+    SymbolRow {
+        symbol_id: h.finalize().to_hex()[..32].to_string(),
+        name,
+        qualified_name,
+        symbol,
+        kind,
+        language: language.to_string(),
+        path: path.to_string(),
+        start_line: start,
+        end_line: end,
+        signature: signature(content),
+        parent,
+        doc: doc_summary(content, language),
+    }
+}
+
+/// Adds to `rows` the definitions of `text` that no chunk names on its own: the members of
+/// containers small enough to stay one chunk (a class's methods), so every method is a node
+/// of the code graph (see [`super::members`]).
+pub fn add_members(path: &str, language: &str, text: &str, tree: &tree_sitter::Tree, rows: &mut Vec<SymbolRow>) {
+    let known: std::collections::HashSet<String> = rows.iter().map(|r| r.symbol.clone()).collect();
+    let lines: Vec<&str> = text.lines().collect();
+    for m in super::members::definitions_parsed(tree, language, text) {
+        if known.contains(&m.symbol) || m.start_line == 0 || m.start_line as usize > lines.len() {
+            continue;
+        }
+        let end = (m.end_line as usize).min(lines.len());
+        let content = lines[m.start_line as usize - 1..end].join("\n");
+        rows.push(row(path, language, m.symbol, m.kind.to_string(), (m.start_line, m.end_line), &content));
+    }
 }
 
 #[cfg(test)]

@@ -4,11 +4,11 @@
 use tree_sitter::Node;
 
 /// What a definition node is.
-pub(in crate::chunk) struct DefInfo<'t> {
-    pub(in crate::chunk) name: Option<String>,
-    pub(in crate::chunk) kind: &'static str,
+pub(crate) struct DefInfo<'t> {
+    pub(crate) name: Option<String>,
+    pub(crate) kind: &'static str,
     /// Node whose named children are members (class body, impl block, …).
-    pub(in crate::chunk) body: Option<Node<'t>>,
+    pub(crate) body: Option<Node<'t>>,
 }
 
 pub(super) fn text_of(node: Node, src: &[u8]) -> String {
