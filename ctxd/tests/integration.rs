@@ -1053,6 +1053,7 @@ fn mcp_tools_over_stdio_and_http_behind_a_bearer_token_never_leak_outside_the_ro
     assert!(out.status.success(), "mcp client: {}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(out.stdout.rsplit(|b| *b == b'\n').find(|l| !l.is_empty()).unwrap()).unwrap();
     assert_eq!(v["search_top"], "src/auth.rs", "{v}");
+    assert_eq!(v["locate_top"], "src/auth.rs", "{v}");
     assert!(v["context_citations"].as_array().unwrap().iter().any(|c| c.as_str().unwrap().starts_with("src/auth.rs:")));
     assert_eq!(v["symbols"], json!(["src::auth::verify_password"]));
     let source = v["symbol_source"].as_str().unwrap();

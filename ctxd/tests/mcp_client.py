@@ -10,7 +10,8 @@ import asyncio, json, sys
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-TOOLS = ["search", "get_context", "search_symbols", "get_symbol_source", "get_repo_overview", "check_index"]
+TOOLS = ["search", "get_context", "search_symbols", "get_symbol_source", "get_repo_overview", "check_index",
+         "locate", "find_references", "callers", "callees", "imports", "imported_by", "impact", "repo_map"]
 
 
 def text(result):
@@ -51,6 +52,13 @@ async def exercise(session, changed_file=None):
     assert not r.is_error, text(r)
     out["overview"] = text(r)
     out["overview_tokens"] = r.structured_content["approx_tokens"]
+
+    r = await session.call_tool("locate", {"text": "verify a password against the stored hash", "k": 3})
+    assert not r.is_error, text(r)
+    out["locate_top"] = r.structured_content["files"][0]["path"]
+
+    r = await session.call_tool("repo_map", {"budget": 200})
+    assert not r.is_error and r.structured_content["tokens"] <= 200, text(r)
 
     r = await session.call_tool("check_index", {})
     out["check"] = r.structured_content if not r.is_error else {"error": text(r)}
