@@ -152,7 +152,7 @@ pub fn rank(graph: &Graph, inputs: &Inputs<'_>, without: &[Signal], k: usize, de
             for (f, &x) in pr.iter().enumerate() {
                 if x > 0.0 {
                     scores.score.insert(f, x / max);
-                    scores.why.insert(f, "graph: near the best files (imports, calls, references)".into());
+                    scores.why.insert(f, "near the best files (imports, calls, references)".into());
                 }
             }
             for (&f, &x) in &scores.score {

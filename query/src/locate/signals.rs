@@ -192,7 +192,14 @@ pub fn symbols(g: &CodeGraph, issue: &Issue) -> Scores {
             }
         }
     }
-    // Normalise: sum of weights can exceed 1 across identifiers only by max, keep in [0, 2].
+    // Code-like words of the text (`RF02`, `dialect_tsql`) naming a file.
+    for (word, weight) in &issue.file_words {
+        if let Some(files) = stems.get(&word.to_ascii_lowercase()).filter(|f| f.len() <= 3) {
+            for &f in files {
+                s.add(f, weight * 0.9, || format!("file named {word}"));
+            }
+        }
+    }
     s
 }
 

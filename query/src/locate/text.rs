@@ -37,6 +37,9 @@ pub struct Issue {
     pub identifiers: Vec<(String, f64)>,
     /// Error lines and quoted messages.
     pub messages: Vec<String>,
+    /// Code-like words (with a digit, an underscore or a camel hump: `RF02`, `L031`,
+    /// `dialect_tsql`, `parseTable`), title ones ×2: matched against file names.
+    pub file_words: Vec<(String, f64)>,
     /// Cleaned text for BM25.
     pub prose: String,
     /// Text for the query vector.
@@ -131,7 +134,9 @@ pub fn read(text: &str) -> Issue {
     let trace = crate::route::stack_trace_frames(&clean);
     let frames: Vec<Frame> =
         trace.into_iter().filter_map(|(file, line, function)| Some(Frame { file: file?, line, function })).collect();
-    let paths: Vec<String> = a.paths.iter().map(|p| p.path.clone()).collect();
+    // Paths named outside the frames (a frame's file is the frames signal's, weighted by depth).
+    let paths: Vec<String> =
+        a.paths.iter().map(|p| p.path.clone()).filter(|p| !frames.iter().any(|f| f.file == *p)).collect();
     let title_a = analyze(&title, |_| false);
     let code_text = code.join("\n");
     let code_a = analyze(&code_text, |_| false);
@@ -159,6 +164,19 @@ pub fn read(text: &str) -> Issue {
         add(s, 1.0);
     }
     let messages = messages(&clean);
+    let mut file_words: Vec<(String, f64)> = Vec::new();
+    for (text, w) in [(title.as_str(), 2.0), (clean.as_str(), 1.0)] {
+        for word in text.split(|c: char| !c.is_alphanumeric() && c != '_') {
+            // A digit, an underscore or a camel hump (`parseTable`, `RF02`; not `SQL`, `JSON`).
+            let camel = word.chars().zip(word.chars().skip(1)).any(|(a, b)| a.is_lowercase() && b.is_uppercase());
+            let code_like = camel || word.chars().any(|c| c.is_ascii_digit() || c == '_');
+            let letters = word.chars().filter(|c| c.is_alphabetic()).count();
+            if word.len() >= 3 && letters >= 1 && code_like && !file_words.iter().any(|(x, _)| x == word) {
+                file_words.push((word.to_string(), w));
+            }
+        }
+    }
+    file_words.truncate(200);
     let mut prose = String::with_capacity(PROSE_BYTES);
     for line in clean.lines() {
         if prose.len() + line.len() > PROSE_BYTES {
@@ -178,6 +196,7 @@ pub fn read(text: &str) -> Issue {
         paths,
         identifiers,
         messages,
+        file_words,
         prose,
         summary,
         wants_tests: asks_for(text, &["test", "tests", "testing", "pytest", "unittest", "fixture", "fixtures"]),
@@ -241,6 +260,7 @@ mod tests {
         let i = read(text);
         assert_eq!(i.title, "`Parser.parse_table` fails on TSQL brackets");
         assert_eq!(i.frames.len(), 1);
+        assert!(i.paths.is_empty(), "a frame's file is not also a named path: {:?}", i.paths);
         assert!(i.frames[0].file.ends_with("sqlfluff/core/parser.py"));
         assert_eq!(i.frames[0].function.as_deref(), Some("parse"));
         assert!(i.identifiers.iter().any(|(s, w)| s == "Parser.parse_table" && *w >= 2.0), "{:?}", i.identifiers);
@@ -251,6 +271,8 @@ mod tests {
             i.prose
         );
         assert!(!i.wants_tests);
+        assert!(i.file_words.iter().any(|(w, x)| w == "parse_table" && *x == 2.0), "{:?}", i.file_words);
+        assert!(!i.file_words.iter().any(|(w, _)| w == "6" || w == "brackets" || w == "TSQL"));
         assert!(read("Test fixtures fail on Windows").wants_tests);
     }
 
