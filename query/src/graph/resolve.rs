@@ -156,27 +156,6 @@ pub fn resolve_import(
     out
 }
 
-/// Python's dotted module name of a path (`src/pkg/mod.py` → `pkg.mod`, `pkg/__init__.py` →
-/// `pkg`, a leading `src/` or `lib/` stripped), or Java's package of a path
-/// (`src/main/java/com/acme/Foo.java` → `com.acme`: the folders after the last `java`/`src`).
-pub fn module_of(language: &str, path: &str) -> Option<String> {
-    match language {
-        "python" => {
-            let stem = path.strip_suffix(".py").or_else(|| path.strip_suffix(".pyi"))?;
-            let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
-            let stem = stem.strip_prefix("src/").or_else(|| stem.strip_prefix("lib/")).unwrap_or(stem);
-            (!stem.is_empty() && stem != "__init__").then(|| stem.replace('/', "."))
-        }
-        "java" => {
-            let dirs: Vec<&str> = parent(path).split('/').filter(|d| !d.is_empty()).collect();
-            let start = dirs.iter().rposition(|d| matches!(*d, "java" | "src")).map_or(0, |i| i + 1);
-            let package = dirs[start..].join(".");
-            (!package.is_empty()).then_some(package)
-        }
-        _ => None,
-    }
-}
-
 fn python(files: &FileSet, from: &str, target: &str, name: Option<&str>) -> Vec<String> {
     let dots = target.chars().take_while(|c| *c == '.').count();
     let rest = target[dots..].replace('.', "/");
@@ -404,10 +383,6 @@ mod tests {
         assert_eq!(r(&f, "python", "src/shop/models.py", ".", Some("util")), ["src/shop/util/__init__.py"]);
         assert_eq!(r(&f, "python", "src/shop/models.py", ".util", Some("money")), ["src/shop/util/money.py"]);
         assert!(r(&f, "python", "main.py", "...far", None).is_empty(), "above the root");
-        assert_eq!(module_of("python", "src/shop/util/__init__.py").as_deref(), Some("shop.util"));
-        assert_eq!(module_of("python", "pkg/json.py").as_deref(), Some("pkg.json"));
-        assert_eq!(module_of("java", "src/main/java/com/acme/Foo.java").as_deref(), Some("com.acme"));
-        assert_eq!(module_of("rust", "src/lib.rs"), None);
     }
 
     #[test]

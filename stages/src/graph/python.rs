@@ -373,7 +373,7 @@ mod tests {
     fn calls_references_and_bases_skip_locals_and_builtins() {
         let src = "import os\nfrom .models import Base\n\n@register.on(1)\nclass C(Base, mod.Other, Generic[T], object, metaclass=M):\n    \
                    def m(self, p: int, q: Foo = None) -> Bar:\n        z = self.x(p)\n        w = helper(z)\n        \
-                   print(len(w))\n        items = load().rows()\n        super().m(p)\n        \
+                   print(len(w))\n        items = load().rows()\n        super().m(p)\n        w.data.pop()\n        \
                    return isinstance(z, (Kind, b.B)) and os.path.join(q) and Thing(z) and os.sep and w.go()\n\n    \
                    @property\n    def n(self):\n        local = 1\n        return local + Config.LIMIT\n";
         let e = extract("pkg/c.py", "python", src);
@@ -388,6 +388,7 @@ mod tests {
                 ("C.m", "rows"),
                 ("C.m", "load"),
                 ("C.m", "super.m"),
+                ("C.m", "pop"),
                 ("C.m", "os.path.join"),
                 ("C.m", "Thing"),
                 ("C.m", "w.go"),

@@ -4,8 +4,11 @@
 //! the names bound inside it, and the edge sink (deduplicated, capped).
 //!
 //! A language supplies [`Rules`]: what a node emits, which names a node binds locally, which
-//! names are builtins. The walk is iterative (an explicit stack), so a deeply nested file
-//! cannot overflow the thread's stack.
+//! names are builtins. One pass over the named nodes, in document order: a name is local from
+//! where it is bound (a parameter, an assignment, a loop variable) to the end of its
+//! definition, so a use written before its binding (a comprehension's expression before its
+//! `for`) is not seen as local. The walk is iterative (an explicit stack, one tree cursor), so
+//! a deeply nested file cannot overflow the thread's stack.
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
@@ -38,6 +41,8 @@ pub(super) trait Rules {
 /// One definition (or the file) being walked.
 struct Scope {
     symbol: Option<String>,
+    /// The definition's own name: never one of its locals.
+    own: Option<String>,
     locals: HashSet<String>,
     /// Node id of the definition's member container.
     body: Option<usize>,
@@ -112,7 +117,7 @@ impl<'a> Cx<'a> {
 
     /// Whether `name` is bound locally in the innermost definition.
     pub fn local(&self, name: &str) -> bool {
-        self.scope().locals.contains(name)
+        self.scope().binds(name)
     }
 
     /// Whether `name` is a builtin of the language.
@@ -151,15 +156,15 @@ impl<'a> Cx<'a> {
     }
 
     /// A call of the plain chain `segs` (`foo`, `obj.method`, `self.x`, `pkg.mod.f`) joined
-    /// with `sep`: a local or builtin callee is skipped; on `self`/`this` only a direct member
-    /// keeps its head (`self.a.b()` → `b`).
+    /// with `sep`: a local or builtin callee is skipped; on `self`/`this` or a local variable
+    /// only a direct member keeps its head (`self.a.b()`, `x.attr.m()` → `b`, `m`).
     pub fn call(&mut self, segs: &[&str], sep: &str, line: u32) {
         let Some(&root) = segs.first() else { return };
         let root = if Some(root) == self.receiver() { "self" } else { root };
         let target = match segs.len() {
             1 if self.local(root) || self.builtin(root) => return,
             1 => root.to_string(),
-            _ if matches!(root, "self" | "this" | "cls" | "super" | "Self") => match segs.len() {
+            _ if matches!(root, "self" | "this" | "cls" | "super" | "Self") || self.local(root) => match segs.len() {
                 2 => format!("{root}{sep}{}", segs[1]),
                 _ => segs[segs.len() - 1].to_string(),
             },
@@ -196,7 +201,7 @@ impl<'a> Cx<'a> {
     /// locally here or in an enclosing definition (an impl's or class's type parameters).
     pub fn reference(&mut self, segs: &[&str], sep: &str, line: u32) {
         let Some(&root) = segs.first() else { return };
-        let bound = self.scopes.iter().skip(1).any(|s| s.locals.contains(root));
+        let bound = self.scopes.iter().skip(1).any(|s| s.binds(root));
         if root.is_empty() || bound || self.builtin(root) || matches!(root, "self" | "this" | "Self") {
             return;
         }
@@ -218,22 +223,11 @@ impl<'a> Cx<'a> {
     }
 }
 
-/// The names bound inside `def` (a definition, or the file's root): every node's bindings,
-/// except inside the definitions that are members of `body` (they have scopes of their own).
-fn locals(def: Node, body: Option<Node>, cx: &Cx) -> HashSet<String> {
-    let mut out = HashSet::new();
-    let body = body.map(|b| b.id());
-    let mut stack = vec![(def, false)];
-    while let Some((node, member)) = stack.pop() {
-        if member && def_info(node, cx.language, cx.src, true).is_some() {
-            continue;
-        }
-        cx.rules.bind(node, cx.src, &mut out);
-        let members = Some(node.id()) == body;
-        let mut c = node.walk();
-        stack.extend(node.named_children(&mut c).map(|n| (n, members)));
+impl Scope {
+    /// Whether `name` is bound here (so far in the walk).
+    fn binds(&self, name: &str) -> bool {
+        self.locals.contains(name) && self.own.as_deref() != Some(name)
     }
-    out
 }
 
 enum Step<'t> {
@@ -266,9 +260,9 @@ pub(super) fn run(path: &str, language: &str, source: &str, tree: &Tree, rules: 
         out: Vec::new(),
         dropped: 0,
     };
-    let file_locals = locals(root, Some(root), &cx);
-    cx.scopes.push(Scope { symbol: None, locals: file_locals, body: Some(root.id()), receiver: None });
+    cx.scopes.push(Scope { symbol: None, own: None, locals: HashSet::new(), body: Some(root.id()), receiver: None });
     let mut stack = vec![Step::Enter(root, None)];
+    let mut cursor = root.walk();
     while let Some(step) = stack.pop() {
         let (node, member_of) = match step {
             Step::Leave => {
@@ -289,10 +283,6 @@ pub(super) fn run(path: &str, language: &str, source: &str, tree: &Tree, rules: 
                     (p, None) => p,
                 }
                 .filter(|s| !s.is_empty());
-                let mut scope_locals = locals(node, info.body, &cx);
-                if let Some(n) = &info.name {
-                    scope_locals.remove(n);
-                }
                 for holder in
                     [Some(node), node.child_by_field_name("declaration"), node.child_by_field_name("definition")]
                 {
@@ -300,9 +290,12 @@ pub(super) fn run(path: &str, language: &str, source: &str, tree: &Tree, rules: 
                 }
                 let receiver = rules.receiver(node, cx.src);
                 let body = info.body.map(|b| b.id());
-                cx.scopes.push(Scope { symbol, locals: scope_locals, body, receiver });
+                cx.scopes.push(Scope { symbol, own: info.name, locals: HashSet::new(), body, receiver });
                 stack.push(Step::Leave);
             }
+        }
+        if let Some(scope) = cx.scopes.last_mut() {
+            rules.bind(node, cx.src, &mut scope.locals);
         }
         if !rules.visit(node, &mut cx) {
             continue;
@@ -316,8 +309,7 @@ pub(super) fn run(path: &str, language: &str, source: &str, tree: &Tree, rules: 
         };
         // Anonymous tokens (punctuation, keywords) carry no edges: named children only.
         let from = stack.len();
-        let mut c = node.walk();
-        stack.extend(node.named_children(&mut c).map(|child| Step::Enter(child, members.clone())));
+        stack.extend(node.named_children(&mut cursor).map(|child| Step::Enter(child, members.clone())));
         stack[from..].reverse();
     }
     if cx.dropped > 0 {
