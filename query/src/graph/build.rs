@@ -135,6 +135,10 @@ pub fn build(files: Vec<String>, symbols: Vec<SymbolRow>, edges: Vec<EdgeRow>, v
         e.to_symbols = t;
     }
     for (id, e) in resolved.iter().enumerate() {
+        if e.to_symbols.is_empty() && e.row.kind != EdgeKind::Imports {
+            let last = e.row.target.rsplit(['.', ':']).next().unwrap_or(&e.row.target);
+            g.unresolved_by_name.entry(last.to_string()).or_default().push(id);
+        }
         g.out_of_file[g.file_ids[&e.row.path]].push(id);
         for &s in &e.to_symbols {
             g.into_symbol[s].push(id);

@@ -72,6 +72,9 @@ pub struct CodeGraph {
     pub into_symbol: Vec<Vec<usize>>,
     /// Import edge ids resolved to each file.
     pub into_file: Vec<Vec<usize>>,
+    /// Call/reference/inherits edge ids that resolved to nothing, by the last segment of
+    /// their name (`obj.parse` → `parse`): the unresolved uses a symbol tool lists.
+    pub unresolved_by_name: HashMap<String, Vec<usize>>,
     /// Whether each file is a test file.
     pub is_test: Vec<bool>,
     /// `(chunks, symbols, edges)` versions this graph was built from.

@@ -109,16 +109,13 @@ pub fn references(g: &CodeGraph, symbol: &str, kinds: &[EdgeKind], limit: usize)
         .collect();
     let name = g.symbols[defs[0]].name.as_str();
     let unresolved: Vec<Use> = g
-        .edges
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| {
-            e.to_symbols.is_empty()
-                && e.row.kind != EdgeKind::Imports
-                && (kinds.is_empty() || kinds.contains(&e.row.kind))
-                && e.row.target.rsplit(['.', ':']).next() == Some(name)
-        })
-        .map(|(i, _)| use_of(g, i))
+        .unresolved_by_name
+        .get(name)
+        .into_iter()
+        .flatten()
+        .copied()
+        .filter(|&e| kinds.is_empty() || kinds.contains(&g.edges[e].row.kind))
+        .map(|e| use_of(g, e))
         .collect();
     let mut uses = sorted(uses);
     uses.truncate(limit);
