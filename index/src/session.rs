@@ -57,9 +57,18 @@ pub(crate) fn session() -> Arc<Session> {
         .clone()
 }
 
+/// `uri` as LanceDB must be given it: a local path made absolute (LanceDB reads a bare relative
+/// name such as `db` as a LanceDB Cloud database, `db://…`), anything with a scheme unchanged.
+fn local_uri(uri: &str) -> String {
+    if uri.contains("://") {
+        return uri.to_string();
+    }
+    std::path::absolute(uri).map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| uri.to_string())
+}
+
 /// A connection to the database at `uri`, opened with the shared session.
 pub(crate) async fn connect(uri: &str) -> Result<lancedb::Connection, crate::IndexError> {
-    lancedb::connect(uri)
+    lancedb::connect(&local_uri(uri))
         .session(session())
         .execute()
         .await
@@ -69,6 +78,14 @@ pub(crate) async fn connect(uri: &str) -> Result<lancedb::Connection, crate::Ind
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relative_paths_are_local_databases() {
+        let db = local_uri("db");
+        assert!(db.starts_with('/') && db.ends_with("/db"), "{db}");
+        assert_eq!(local_uri("/var/lib/ctxd/db"), "/var/lib/ctxd/db");
+        assert_eq!(local_uri("s3://bucket/index"), "s3://bucket/index");
+    }
 
     #[test]
     fn one_session_per_process_and_limits_fixed_once_it_exists() {
