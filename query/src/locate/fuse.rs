@@ -146,12 +146,15 @@ pub fn rank(graph: &Graph, inputs: &Inputs<'_>, without: &[Signal], k: usize, de
         seeds.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         seeds.truncate(SEEDS);
         let pr = graph.files.pagerank(&seeds);
-        let max = pr.iter().copied().fold(0.0, f64::max);
+        // Scaled by the best file that is not a seed (the seeds keep most of the walk's mass
+        // by restarting there): the file the best ones lean on most gets the full weight.
+        let is_seed = |f: usize| seeds.iter().any(|(s, _)| *s == f);
+        let max = pr.iter().enumerate().filter(|(f, _)| !is_seed(*f)).map(|(_, x)| *x).fold(0.0, f64::max);
         if max > 0.0 {
             let mut scores = Scores::default();
             for (f, &x) in pr.iter().enumerate() {
                 if x > 0.0 {
-                    scores.score.insert(f, x / max);
+                    scores.score.insert(f, (x / max).min(1.0));
                     scores.why.insert(f, "near the best files (imports, calls, references)".into());
                 }
             }
