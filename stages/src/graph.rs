@@ -114,6 +114,11 @@ pub(crate) mod testing {
     pub fn edges(e: &[EdgeRow], kind: EdgeKind) -> Vec<(Option<String>, String, Option<String>)> {
         e.iter().filter(|e| e.kind == kind).map(|e| (e.from_symbol.clone(), e.target.clone(), e.name.clone())).collect()
     }
+
+    /// Expected (from, target, name) triples, written with `&str`s.
+    pub fn triples(v: &[(Option<&str>, &str, Option<&str>)]) -> Vec<(Option<String>, String, Option<String>)> {
+        v.iter().map(|(f, t, n)| (f.map(String::from), t.to_string(), n.map(String::from))).collect()
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use tree_sitter::Node;
 
-use super::walk::{fields, line, listed, named, text, Cx, Rules};
+use super::walk::{self, fields, line, listed, named, text, Access, Cx, Rules};
 
 /// The Go rules.
 pub(super) struct Go;
@@ -63,24 +63,17 @@ const BUILTINS: &[&str] = &[
     "iota",
 ];
 
-/// A plain chain: `a`, `a.b.c` (identifiers and selectors only).
+/// How this grammar writes `a.b` (see [`walk::chain`]).
+const ACCESS: Access = Access {
+    roots: &["identifier", "package_identifier"],
+    access: "selector_expression",
+    member: "field",
+    member_kinds: &[],
+    object: "operand",
+};
+
 fn chain<'s>(node: Node, src: &'s [u8]) -> Option<Vec<&'s str>> {
-    let mut segs = Vec::new();
-    let mut cur = node;
-    loop {
-        match cur.kind() {
-            "identifier" | "package_identifier" => {
-                segs.push(text(cur, src));
-                segs.reverse();
-                return Some(segs);
-            }
-            "selector_expression" => {
-                segs.push(text(cur.child_by_field_name("field")?, src));
-                cur = cur.child_by_field_name("operand")?;
-            }
-            _ => return None,
-        }
-    }
+    walk::chain(node, src, &ACCESS)
 }
 
 /// An embedded type's name: `Base`, `pkg.Other` (pointers and type arguments dropped).

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use tree_sitter::Node;
 
-use super::walk::{line, listed, named, text, Cx, Rules};
+use super::walk::{self, line, listed, named, text, Access, Cx, Rules};
 
 /// The Java rules.
 pub(super) struct Java;
@@ -69,24 +69,17 @@ const BUILTINS: &[&str] = &[
     "var",
 ];
 
-/// A plain chain: `a`, `a.b.c`, `this`, `super` (identifiers and field accesses only).
+/// How this grammar writes `a.b` (see [`walk::chain`]).
+const ACCESS: Access = Access {
+    roots: &["identifier", "this", "super"],
+    access: "field_access",
+    member: "field",
+    member_kinds: &[],
+    object: "object",
+};
+
 fn chain<'s>(node: Node, src: &'s [u8]) -> Option<Vec<&'s str>> {
-    let mut segs = Vec::new();
-    let mut cur = node;
-    loop {
-        match cur.kind() {
-            "identifier" | "this" | "super" => {
-                segs.push(text(cur, src));
-                segs.reverse();
-                return Some(segs);
-            }
-            "field_access" => {
-                segs.push(text(cur.child_by_field_name("field")?, src));
-                cur = cur.child_by_field_name("object")?;
-            }
-            _ => return None,
-        }
-    }
+    walk::chain(node, src, &ACCESS)
 }
 
 /// A type's name without type arguments: `Foo`, `com.acme.Foo`.

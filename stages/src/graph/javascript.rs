@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use tree_sitter::Node;
 
-use super::walk::{fields, line, listed, named, text, Cx, Rules};
+use super::walk::{self, fields, line, listed, named, text, Access, Cx, Rules};
 
 /// The JavaScript / TypeScript / TSX rules.
 pub(super) struct JavaScript;
@@ -96,28 +96,17 @@ fn string(node: Node, src: &[u8]) -> Option<String> {
     (node.kind() == "string").then(|| named(node).into_iter().map(|f| text(f, src)).collect())
 }
 
-/// A plain chain: `a`, `this.a`, `a.b.c` (identifiers and member accesses only).
+/// How this grammar writes `a.b` (see [`walk::chain`]).
+const ACCESS: Access = Access {
+    roots: &["identifier", "this", "super"],
+    access: "member_expression",
+    member: "property",
+    member_kinds: &["property_identifier", "private_property_identifier"],
+    object: "object",
+};
+
 fn chain<'s>(node: Node, src: &'s [u8]) -> Option<Vec<&'s str>> {
-    let mut segs = Vec::new();
-    let mut cur = node;
-    loop {
-        match cur.kind() {
-            "identifier" | "this" | "super" => {
-                segs.push(text(cur, src));
-                segs.reverse();
-                return Some(segs);
-            }
-            "member_expression" => {
-                let p = cur.child_by_field_name("property")?;
-                if !matches!(p.kind(), "property_identifier" | "private_property_identifier") {
-                    return None;
-                }
-                segs.push(text(p, src));
-                cur = cur.child_by_field_name("object")?;
-            }
-            _ => return None,
-        }
-    }
+    walk::chain(node, src, &ACCESS)
 }
 
 /// A type named in a heritage clause, without type arguments (`ns.J`, `K`).
@@ -355,11 +344,8 @@ impl Rules for JavaScript {
 mod tests {
     use ctxd_index::EdgeKind;
 
-    use super::super::{extract, testing::edges};
-
-    fn triples(v: &[(Option<&str>, &str, Option<&str>)]) -> Vec<(Option<String>, String, Option<String>)> {
-        v.iter().map(|(f, t, n)| (f.map(String::from), t.to_string(), n.map(String::from))).collect()
-    }
+    use super::super::extract;
+    use super::super::testing::{edges, triples};
 
     #[test]
     fn every_import_form() {

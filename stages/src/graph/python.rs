@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use tree_sitter::Node;
 
-use super::walk::{fields, line, listed, named, text, Cx, Rules};
+use super::walk::{self, fields, line, listed, named, text, Access, Cx, Rules};
 
 /// The Python rules.
 pub(super) struct Python;
@@ -137,24 +137,12 @@ const BUILTINS: &[&str] = &[
     "Final",
 ];
 
-/// A plain chain of names: `a`, `a.b.c` (identifiers and attributes only).
+/// How this grammar writes `a.b` (see [`walk::chain`]).
+const ACCESS: Access =
+    Access { roots: &["identifier"], access: "attribute", member: "attribute", member_kinds: &[], object: "object" };
+
 fn chain<'s>(node: Node, src: &'s [u8]) -> Option<Vec<&'s str>> {
-    let mut segs = Vec::new();
-    let mut cur = node;
-    loop {
-        match cur.kind() {
-            "identifier" => {
-                segs.push(text(cur, src));
-                segs.reverse();
-                return Some(segs);
-            }
-            "attribute" => {
-                segs.push(text(cur.child_by_field_name("attribute")?, src));
-                cur = cur.child_by_field_name("object")?;
-            }
-            _ => return None,
-        }
-    }
+    walk::chain(node, src, &ACCESS)
 }
 
 /// Every name a type annotation mentions (`Optional[Dict[str, Foo]]` → `Foo`).

@@ -433,12 +433,9 @@ impl Rules for Rust {
 mod tests {
     use ctxd_index::EdgeKind;
 
-    use super::super::{extract, testing::edges};
+    use super::super::extract;
+    use super::super::testing::{edges, triples};
     use super::*;
-
-    fn triples(v: &[(Option<&str>, &str, Option<&str>)]) -> Vec<(Option<String>, String, Option<String>)> {
-        v.iter().map(|(f, t, n)| (f.map(String::from), t.to_string(), n.map(String::from))).collect()
-    }
 
     #[test]
     fn use_trees_mods_and_crates() {

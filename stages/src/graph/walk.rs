@@ -74,6 +74,41 @@ pub(super) fn line(node: Node) -> u32 {
     node.start_position().row as u32 + 1
 }
 
+/// How a grammar writes a member access (`a.b`): the node kinds of a chain's root name, the
+/// access node, its field holding the member name (and the kinds that name may have, when
+/// the grammar allows others, such as JS's computed members) and its field holding the object.
+pub(super) struct Access {
+    pub roots: &'static [&'static str],
+    pub access: &'static str,
+    pub member: &'static str,
+    pub member_kinds: &'static [&'static str],
+    pub object: &'static str,
+}
+
+/// A plain chain: `a`, `this.a`, `a.b.c` — root names and member accesses only (a call, an
+/// index or any other node in it gives `None`); segments root first.
+pub(super) fn chain<'s>(node: Node, src: &'s [u8], how: &Access) -> Option<Vec<&'s str>> {
+    let mut segs = Vec::new();
+    let mut cur = node;
+    loop {
+        let kind = cur.kind();
+        if how.roots.contains(&kind) {
+            segs.push(text(cur, src));
+            segs.reverse();
+            return Some(segs);
+        }
+        if kind != how.access {
+            return None;
+        }
+        let member = cur.child_by_field_name(how.member)?;
+        if !how.member_kinds.is_empty() && !how.member_kinds.contains(&member.kind()) {
+            return None;
+        }
+        segs.push(text(member, src));
+        cur = cur.child_by_field_name(how.object)?;
+    }
+}
+
 /// `CamelCase`: an upper-case first letter and some lower-case letter (not `T`, not `MAX`).
 pub(super) fn is_camel(name: &str) -> bool {
     name.chars().next().is_some_and(|c| c.is_uppercase()) && name.chars().any(|c| c.is_lowercase())
