@@ -96,27 +96,31 @@ fn print_file_answer(a: &FileAnswer, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// The code graph of the index at `db` (latest version).
+async fn graph_of(db: &Path) -> Result<std::sync::Arc<ctxd_query::graph::cache::Graph>> {
+    Ok(GraphCache::default().get(&open_index(db).await?).await?)
+}
+
 pub async fn graph(action: GraphAction) -> Result<()> {
-    let cache = GraphCache::default();
     match action {
         GraphAction::References(SymbolArgs { symbol, db, limit, json }) => {
-            let g = cache.get(&open_index(&db).await?).await?;
+            let g = graph_of(&db).await?;
             print_symbol_answer(&tools::references(&g.code, &symbol, &[], limit)?, json)
         }
         GraphAction::Callers(SymbolArgs { symbol, db, limit, json }) => {
-            let g = cache.get(&open_index(&db).await?).await?;
+            let g = graph_of(&db).await?;
             print_symbol_answer(&tools::callers(&g.code, &symbol, limit)?, json)
         }
         GraphAction::Callees(SymbolArgs { symbol, db, limit, json }) => {
-            let g = cache.get(&open_index(&db).await?).await?;
+            let g = graph_of(&db).await?;
             print_symbol_answer(&tools::callees(&g.code, &symbol, limit)?, json)
         }
         GraphAction::Imports(FileArgs { path, db, json }) => {
-            let g = cache.get(&open_index(&db).await?).await?;
+            let g = graph_of(&db).await?;
             print_file_answer(&tools::imports(&g.code, &path)?, json)
         }
         GraphAction::ImportedBy(FileArgs { path, db, json }) => {
-            let g = cache.get(&open_index(&db).await?).await?;
+            let g = graph_of(&db).await?;
             print_file_answer(&tools::imported_by(&g.code, &path)?, json)
         }
         GraphAction::Impact { paths, diff, db, limit, json } => {
@@ -131,7 +135,7 @@ pub async fn graph(action: GraphAction) -> Result<()> {
                 changes.extend(parse_diff(&text)?);
             }
             anyhow::ensure!(!changes.is_empty(), "nothing changed: give paths or --diff FILE");
-            let g = cache.get(&open_index(&db).await?).await?;
+            let g = graph_of(&db).await?;
             let a = impact(&g.code, &changes, limit);
             if json {
                 println!("{}", serde_json::to_string(&a)?);
@@ -173,7 +177,7 @@ pub async fn graph(action: GraphAction) -> Result<()> {
             Ok(())
         }
         GraphAction::Stats { db, json } => {
-            let g = cache.get(&open_index(&db).await?).await?;
+            let g = graph_of(&db).await?;
             let counts: Vec<(String, usize)> =
                 g.code.edge_counts().into_iter().map(|(k, n)| (k.as_str().to_string(), n)).collect();
             let resolved = g.code.edges.iter().filter(|e| !e.to_symbols.is_empty() || !e.to_files.is_empty()).count();

@@ -38,6 +38,13 @@ pub fn build(files: Vec<String>, symbols: Vec<SymbolRow>, edges: Vec<EdgeRow>, v
     all.dedup();
     g.file_ids = all.iter().enumerate().map(|(i, p)| (p.clone(), i)).collect();
     g.is_test = all.iter().map(|p| is_test_path(p)).collect();
+    for (f, p) in all.iter().enumerate() {
+        let stem = p.rsplit('/').next().unwrap_or(p).split('.').next().unwrap_or("").to_ascii_lowercase();
+        if stem.len() >= 3 && !matches!(stem.as_str(), "__init__" | "index" | "mod" | "lib" | "main" | "utils" | "util")
+        {
+            g.by_stem.entry(stem).or_default().push(f);
+        }
+    }
     g.by_file = vec![Vec::new(); all.len()];
     g.out_of_file = vec![Vec::new(); all.len()];
     g.into_file = vec![Vec::new(); all.len()];

@@ -150,11 +150,11 @@ pub fn impact(g: &CodeGraph, changes: &[Change], limit: usize) -> ImpactAnswer {
     for depth in 1..=DEPTH {
         let mut next = Vec::new();
         for (def, file, w) in frontier {
-            let incoming: Vec<usize> = match def {
-                Some(d) => g.into_symbol[d].clone(),
-                None => g.into_file[file].clone(),
+            let incoming: &Vec<usize> = match def {
+                Some(d) => &g.into_symbol[d],
+                None => &g.into_file[file],
             };
-            for e in incoming {
+            for &e in incoming {
                 let edge = &g.edges[e];
                 let src = g.file_ids[&edge.row.path];
                 let kw = match edge.row.kind {
@@ -166,7 +166,7 @@ pub fn impact(g: &CodeGraph, changes: &[Change], limit: usize) -> ImpactAnswer {
                 let via = edge.row.kind.as_str();
                 let site = edge.from.or_else(|| g.symbol_at(src, edge.row.line));
                 let slot = match site {
-                    Some(s) if !seeds.contains(&s) => def_score.entry(s).or_insert((0.0, depth, via)),
+                    Some(s) if seeds.binary_search(&s).is_err() => def_score.entry(s).or_insert((0.0, depth, via)),
                     Some(_) => continue,
                     None => file_score.entry(src).or_insert((0.0, depth, via)),
                 };

@@ -77,6 +77,10 @@ pub struct CodeGraph {
     pub unresolved_by_name: HashMap<String, Vec<usize>>,
     /// Whether each file is a test file.
     pub is_test: Vec<bool>,
+    /// File ids by lowercase file stem (`L031` → `rules/L031.py`), for names a text uses;
+    /// stems shorter than 3 and the generic ones (`__init__`, `index`, `mod`, `lib`, `main`,
+    /// `utils`, `util`) left out.
+    pub by_stem: HashMap<String, Vec<usize>>,
     /// `(chunks, symbols, edges)` versions this graph was built from.
     pub versions: (u64, u64, u64),
 }

@@ -148,15 +148,7 @@ pub fn frames(g: &CodeGraph, issue: &Issue) -> Scores {
 /// Files defining the identifiers the text names, files named like them, and dotted module names.
 pub fn symbols(g: &CodeGraph, issue: &Issue) -> Scores {
     let mut s = Scores::default();
-    // File stems (`L031` → rules/L031.py), by lowercase stem.
-    let mut stems: HashMap<String, Vec<usize>> = HashMap::new();
-    for (f, p) in g.files.iter().enumerate() {
-        let stem = p.rsplit('/').next().unwrap_or(p).split('.').next().unwrap_or("").to_ascii_lowercase();
-        if stem.len() >= 3 && !matches!(stem.as_str(), "__init__" | "index" | "mod" | "lib" | "main" | "utils" | "util")
-        {
-            stems.entry(stem).or_default().push(f);
-        }
-    }
+    let stems = &g.by_stem;
     for (ident, weight) in &issue.identifiers {
         let defs = g.lookup(ident);
         let non_test: Vec<usize> = defs.iter().copied().filter(|&d| !g.is_test[g.symbol_file[d]]).collect();
