@@ -93,48 +93,16 @@ pub fn build(files: Vec<String>, symbols: Vec<SymbolRow>, edges: Vec<EdgeRow>, v
             imported[file].entry(e.row.target.clone()).or_default().extend(e.to_files.iter().copied());
         }
     }
-    let name_in_files = |g: &CodeGraph, name: &str, files: &[usize], depth: u8| -> Vec<usize> {
-        let mut out: Vec<usize> = files
-            .iter()
-            .flat_map(|&f| g.by_file[f].iter().copied())
-            .filter(|&i| g.symbols[i].name == name && g.symbols[i].parent.is_none())
-            .collect();
-        if out.is_empty() && depth > 0 {
-            // A re-export: the module imports the name from elsewhere.
-            for &f in files {
-                if let Some(from) = imported[f].get(name) {
-                    out.extend(
-                        from.iter()
-                            .flat_map(|&f2| g.by_file[f2].iter().copied())
-                            .filter(|&i| g.symbols[i].name == name && g.symbols[i].parent.is_none()),
-                    );
-                }
-            }
-        }
-        out.sort();
-        out.dedup();
-        out
-    };
-    let members = |g: &CodeGraph, owners: &[usize], name: &str| -> Vec<usize> {
-        let mut out = Vec::new();
-        for &o in owners {
-            let owner = &g.symbols[o];
-            let sep = member_sep(&owner.language);
-            let want = format!("{}{sep}{name}", owner.symbol);
-            out.extend(g.by_file[g.symbol_file[o]].iter().copied().filter(|&i| g.symbols[i].symbol == want));
-        }
-        out
-    };
     let targets: Vec<Vec<usize>> = resolved
         .iter()
         .map(|e| {
             let file = g.file_ids[&e.row.path];
             match e.row.kind {
                 EdgeKind::Imports => match e.row.name.as_deref() {
-                    Some(n) => name_in_files(&g, n, &e.to_files, 1),
+                    Some(n) => name_in_files(&g, &imported, n, &e.to_files, true),
                     None => Vec::new(),
                 },
-                _ => resolve_name(&g, e, file, &imported[file], &name_in_files, &members),
+                _ => resolve_name(&g, &imported, e, file),
             }
         })
         .collect();
@@ -158,18 +126,42 @@ pub fn build(files: Vec<String>, symbols: Vec<SymbolRow>, edges: Vec<EdgeRow>, v
     g
 }
 
-type InFiles<'a> = dyn Fn(&CodeGraph, &str, &[usize], u8) -> Vec<usize> + 'a;
-type Members<'a> = dyn Fn(&CodeGraph, &[usize], &str) -> Vec<usize> + 'a;
+/// The names each file imports: name → the files it comes from.
+type Imported = [HashMap<String, Vec<usize>>];
+
+/// The top-level definitions named `name` in `files`; with `reexport`, when none, those the
+/// files import under that name (a package's `__init__.py` re-exporting a submodule's class).
+fn name_in_files(g: &CodeGraph, imported: &Imported, name: &str, files: &[usize], reexport: bool) -> Vec<usize> {
+    let top_named =
+        |f: usize| g.by_file[f].iter().copied().filter(|&i| g.symbols[i].name == name && g.symbols[i].parent.is_none());
+    let mut out: Vec<usize> = files.iter().flat_map(|&f| top_named(f)).collect();
+    if out.is_empty() && reexport {
+        for &f in files {
+            if let Some(from) = imported[f].get(name) {
+                out.extend(from.iter().flat_map(|&f2| top_named(f2)));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The members named `name` of the definitions `owners` (`Owner.name`, `Owner::name`).
+fn members(g: &CodeGraph, owners: &[usize], name: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    for &o in owners {
+        let owner = &g.symbols[o];
+        let want = format!("{}{}{name}", owner.symbol, member_sep(&owner.language));
+        out.extend(g.by_file[g.symbol_file[o]].iter().copied().filter(|&i| g.symbols[i].symbol == want));
+    }
+    out
+}
 
 /// Resolves a call/reference/inherits edge's name (see the module docs for the order).
-fn resolve_name(
-    g: &CodeGraph,
-    e: &Edge,
-    file: usize,
-    imported: &HashMap<String, Vec<usize>>,
-    name_in_files: &InFiles<'_>,
-    members: &Members<'_>,
-) -> Vec<usize> {
+fn resolve_name(g: &CodeGraph, all_imported: &Imported, e: &Edge, file: usize) -> Vec<usize> {
+    let imported = &all_imported[file];
+    let in_files = |name: &str, files: &[usize], reexport: bool| name_in_files(g, all_imported, name, files, reexport);
     let target = e.row.target.as_str();
     let (head, last) = split_name(target);
     if last.is_empty() {
@@ -193,12 +185,12 @@ fn resolve_name(
                 return nested;
             }
         }
-        let same = name_in_files(g, last, &[file], 0);
+        let same = in_files(last, &[file], false);
         if !same.is_empty() {
             return same;
         }
         if let Some(files) = imported.get(last) {
-            let found = name_in_files(g, last, files, 1);
+            let found = in_files(last, files, true);
             if !found.is_empty() {
                 return found;
             }
@@ -208,17 +200,17 @@ fn resolve_name(
         // type defined here or imported.
         let h_last = h.rsplit(['.', ':']).find(|s| !s.is_empty()).unwrap_or(h);
         if let Some(files) = imported.get(h).or_else(|| imported.get(h_last)) {
-            let found = name_in_files(g, last, files, 1);
+            let found = in_files(last, files, true);
             if !found.is_empty() {
                 return found;
             }
-            let types = name_in_files(g, h_last, files, 1);
+            let types = in_files(h_last, files, true);
             let found = members(g, &types, last);
             if !found.is_empty() {
                 return found;
             }
         }
-        let types = name_in_files(g, h_last, &[file], 0);
+        let types = in_files(h_last, &[file], false);
         let found = members(g, &types, last);
         if !found.is_empty() {
             return found;
