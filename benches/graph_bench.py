@@ -6,7 +6,7 @@ of a bare mirror at HEAD, e.g. /work/.mirror/tobymao+sqlglot/repo) into `copy_0/
 until the index holds enough chunks (each copy is a distinct set of paths: every definition exists
 once per copy, so names are ambiguous across copies, as in a monorepo with vendored duplicates).
 Indexes it full-text only (`ctxd index --no-embed`: the graph needs no vectors), starts
-`ctxd serve` on it, then measures over HTTP on 127.0.0.1 (client-side wall time, so the figures
+`ctxd serve` on it (full-text only, as indexed), then measures over HTTP on 127.0.0.1 (client-side wall time, so the figures
 include HTTP and JSON):
 
 * the first graph request (loading files, symbols and edges and resolving every edge);
@@ -72,7 +72,12 @@ def main():
                 names.update(re.findall(r"^\s*(?:def|class)\s+([A-Za-z_]\w{3,})", text, re.M))
                 words += re.findall(r"\"\"\"(\w[^\n\"]{10,60})", text)
     names = sorted(names)
-    serve = subprocess.Popen([a.ctxd, "serve", "--watch", root, "--db", db, "--listen", "127.0.0.1:0", "--flight-listen", ""],
+    # Served as it was indexed: full-text only (no model: a query vector over rows without vectors
+    # would be a flat scan that measures nothing the graph does).
+    config = os.path.join(a.work, "serve.toml")
+    with open(config, "w") as f:
+        f.write(f'[source]\nroot = {json.dumps(root)}\nembed = false\n\n[index]\ndb = {json.dumps(db)}\n')
+    serve = subprocess.Popen([a.ctxd, "serve", "--config", config, "--listen", "127.0.0.1:0", "--flight-listen", ""],
                              stderr=subprocess.PIPE, text=True)
     base = None
     for line in serve.stderr:

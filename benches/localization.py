@@ -24,13 +24,16 @@ chunks, symbols and graph), so tuning runs and ablations cost queries only.
 
 Queries: `--mode locate` (default): `ctxd locate - --db DB --k K --json [--without a,b]`, issue text
 on stdin, ranking = `files[].path`. `--mode search` (baseline): `ctxd search -- TEXT --db DB --k 50
---json` with the text cut to 8000 bytes, ranking = files in order of their best chunk. A query that
+--json` with the text cut to 8000 bytes, ranking = files in order of their best chunk. `--mode context
+--budget B`: `ctxd context -- TEXT --budget B --json` (text cut to 8000 bytes), ranking = the files of
+the packed blocks in relevance order; the report adds `in context` (all gold files somewhere in the
+context), `R ctx` (their mean share) and mean tokens used. A query that
 fails or times out (120 s) counts as an empty ranking.
 
 Metrics: Acc@1/5/10 (ALL gold files within the top k), Recall@5/10 (mean fraction of gold files in
 the top k), MRR@10 (1/rank of the first gold file within 10, else 0), per-repo Acc@5.
 
-    python3 benches/localization.py --ctxd BIN [--mode locate|search] [--ablate sig1,sig2]
+    python3 benches/localization.py --ctxd BIN [--mode locate|search|context] [--budget B] [--ablate sig1,sig2]
         [--without sig] [--repo owner/name] [--limit N] [--fresh] [--reuse] [--json OUT]
 """
 import argparse, collections, json, os, shutil, subprocess, sys, time
@@ -119,7 +122,7 @@ def tag_of(commit):
 
 
 def query(args, db, tree, text, without, commit):
-    """Return (ranking, error)."""
+    """Return (ranking, error, tokens used or None)."""
     text = text.replace("\0", "")
     if args.mode == "locate":
         cmd = [args.ctxd, "locate", "-", "--db", db, "--k", str(args.k), "--json", "--as-of", tag_of(commit)]
@@ -128,32 +131,43 @@ def query(args, db, tree, text, without, commit):
         stdin = text
     else:
         cut = text.encode()[:8000].decode("utf-8", "ignore")
-        cmd = [args.ctxd, "search", "--db", db, "--k", str(max(50, args.k)), "--json", "--as-of", tag_of(commit), "--", cut]
+        if args.mode == "search":
+            cmd = [args.ctxd, "search", "--db", db, "--k", str(max(50, args.k)), "--json", "--as-of", tag_of(commit)]
+        else:
+            cmd = [args.ctxd, "context", "--db", db, "--budget", str(args.budget), "--json", "--as-of", tag_of(commit)]
+        cmd += ["--", cut]
         stdin = None
     try:
         r = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
-        return [], "timeout after 120 s"
+        return [], "timeout after 120 s", None
     if r.returncode != 0:
         lines = r.stderr.strip().splitlines() or ["(no stderr)"]
         errs = [l for l in lines if "error" in l.lower()]  # clap's last line is only "try '--help'"
-        return [], f"rc {r.returncode}: {(errs or lines)[-1].strip()}"
+        return [], f"rc {r.returncode}: {(errs or lines)[-1].strip()}", None
     try:
         out = json.loads(r.stdout)
-        items = out["files"] if args.mode == "locate" else out["results"]
+        tokens = None
+        if args.mode == "context":
+            items = sorted(out["blocks"], key=lambda b: b["relevance_rank"])
+            tokens = out["tokens_used"]
+        else:
+            items = out["files"] if args.mode == "locate" else out["results"]
         ranking = dedup(norm(x["path"], tree) for x in items)
     except (ValueError, KeyError, TypeError) as e:
-        return [], f"bad output ({e}): {r.stdout[:200]!r}"
-    return ranking, None if ranking else "empty ranking"
+        return [], f"bad output ({e}): {r.stdout[:200]!r}", None
+    return ranking, None if ranking else "empty ranking", tokens
 
 
 def run_queries(args, repo, db, tree, c, issues, variants, results):
     for x in issues:
         for label, without in variants:
             t0 = time.time()
-            ranking, error = query(args, db, tree, x["query"], without, c)
+            ranking, error, tokens = query(args, db, tree, x["query"], without, c)
             row = {"id": x["id"], "repo": repo, "commit": c, "gold": x["gold_files"],
                    "ranking": ranking, "error": error, "query_s": round(time.time() - t0, 1)}
+            if tokens is not None:
+                row["tokens"] = tokens
             results[label].append(row)
             hit = next((i + 1 for i, p in enumerate(ranking) if p in x["gold_files"]), None)
             msg = f"  FAIL {error}" if error and not ranking else ""
@@ -170,12 +184,17 @@ def metrics(rows):
         for k in (5, 10):
             m[f"R@{k}"] += len(gold & set(rank[:k])) / len(gold)
         m["MRR@10"] += next((1 / (i + 1) for i, p in enumerate(rank[:10]) if p in gold), 0.0)
+        if "tokens" in row:
+            m["in context"] += gold <= set(rank)
+            m["R ctx"] += len(gold & set(rank)) / len(gold)
+            m["tokens"] += row["tokens"]
     out = {key: round(v / n, 3) for key, v in m.items()}
     out["n"], out["fail"] = len(rows), sum(1 for r in rows if r["error"])
     return out
 
 
 COLS = ("Acc@1", "Acc@5", "Acc@10", "R@5", "R@10", "MRR@10")
+CONTEXT_COLS = ("in context", "R ctx", "tokens")
 
 
 def main():
@@ -184,7 +203,8 @@ def main():
     ap.add_argument("--data", default="/work/shared/eval/localization/dev.jsonl")
     ap.add_argument("--work", default=os.path.expanduser("~/.cache/ctxd/loc"))
     ap.add_argument("--mirrors", default="/work/.mirror")
-    ap.add_argument("--mode", choices=("locate", "search"), default="locate")
+    ap.add_argument("--mode", choices=("locate", "search", "context"), default="locate")
+    ap.add_argument("--budget", type=int, default=8000, help="--mode context: the token budget")
     ap.add_argument("--without", default="", help="signals to leave out in every locate query")
     ap.add_argument("--ablate", default="", help="after the full run, one extra run per signal left out")
     ap.add_argument("--k", type=int, default=10)
@@ -198,7 +218,7 @@ def main():
     args.ctxd = os.path.abspath(args.ctxd)
     base_without = [s for s in args.without.split(",") if s]
     ablate = [s for s in args.ablate.split(",") if s]
-    if args.mode == "search" and (base_without or ablate):
+    if args.mode != "locate" and (base_without or ablate):
         sys.exit("--without/--ablate need --mode locate")
     variants = [("full" if not base_without else "without " + ",".join(base_without), base_without)]
     variants += [(f"without {s}", base_without + [s]) for s in ablate]
@@ -259,15 +279,17 @@ def main():
         print(f"{repo}: {len(logs)} commits, {sum(l['index_s'] for l in logs):.1f}s, wrote "
               f"{sum(l['written'] for l in logs)}, deleted {sum(l['deleted'] for l in logs)}, "
               f"absent {sum(l['absent'] for l in logs)}, failed {sum(1 for l in logs if l['rc'])}")
-    print(f"\n### {args.mode} (k={args.k}, {len(issues)} issues)\n")
-    print("| run | n | " + " | ".join(COLS) + " | failures |")
-    print("|---|" + "---|" * (len(COLS) + 2))
+    cols = COLS + (CONTEXT_COLS if args.mode == "context" else ())
+    budget = f", budget {args.budget}" if args.mode == "context" else ""
+    print(f"\n### {args.mode} (k={args.k}{budget}, {len(issues)} issues)\n")
+    print("| run | n | " + " | ".join(cols) + " | failures |")
+    print("|---|" + "---|" * (len(cols) + 2))
     report = {"mode": args.mode, "ctxd": args.ctxd, "index": index_log, "runs": {}}
     for label, _ in variants:
         m = metrics(results[label])
         per_repo = {repo: metrics([r for r in results[label] if r["repo"] == repo]) for repo in sorted(by_repo)}
         report["runs"][label] = {"metrics": m, "per_repo": per_repo, "issues": results[label]}
-        print(f"| {label} | {m['n']} | " + " | ".join(f"{m.get(c, 0):.3f}" for c in COLS) + f" | {m['fail']} |")
+        print(f"| {label} | {m['n']} | " + " | ".join(f"{m.get(c, 0):.3f}" for c in cols) + f" | {m['fail']} |")
     print("\n| repo | n | " + " | ".join(f"Acc@5 {label}" for label, _ in variants) + " |")
     print("|---|---|" + "---|" * len(variants))
     for repo in sorted(by_repo):

@@ -277,6 +277,10 @@ pub enum Command {
         /// Search this snapshot: a version number or a tag.
         #[arg(long)]
         as_of: Option<String>,
+        /// A session id: what earlier calls with it were sent is cited, not repeated (kept
+        /// under ~/.cache/ctxd/sessions/ or $CTXD_SESSION_DIR between calls, for the session time-out).
+        #[arg(long)]
+        session: Option<String>,
         #[command(flatten)]
         model: ModelArgs,
         /// Print `{"blocks":[...],"tokens_used","budget","route","intent",...}`.

@@ -15,6 +15,7 @@ mod open;
 mod reembed;
 mod sdnotify;
 mod serve;
+mod session_file;
 mod staleness;
 
 use anyhow::Result;
@@ -68,10 +69,12 @@ async fn run(cli: Cli) -> Result<()> {
             mode,
             current_file,
             as_of,
+            session,
             model,
             json,
         } => {
             let mut req = ContextRequest::new(query, budget);
+            req.session = session;
             req.reserve = reserve;
             req.format = format.parse()?;
             req.candidates = candidates;

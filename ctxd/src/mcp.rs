@@ -22,7 +22,9 @@ pub async fn run(db: PathBuf, root: Option<PathBuf>, config: Option<PathBuf>, mo
             (!cfg.source.is_object_store()).then(|| checker(searcher, root, db.clone(), Some(cfg)))
         }
     };
-    let server = McpServer::new(assembler, check);
+    // One stdio process serves one agent: its calls share a session unless they name another.
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let server = McpServer::new(assembler, check).with_session(format!("mcp-stdio-{}-{started}", std::process::id()));
     tracing::info!("mcp: serving {} on stdio", db.display());
     let stdin = tokio::io::BufReader::new(tokio::io::stdin());
     ctxd_serve::mcp::serve_lines(server, stdin, tokio::io::stdout()).await?;

@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 
 #[path = "integration/graph.rs"]
 mod graph;
+#[path = "integration/sessions.rs"]
+mod sessions;
 
 fn ctxd() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ctxd"));

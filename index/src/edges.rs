@@ -150,15 +150,9 @@ pub fn edges_to_batch(rows: &[EdgeRow]) -> Result<RecordBatch, arrow_schema::Arr
 /// Reads edge rows back from a record batch (rows of an unknown kind are skipped).
 pub fn batch_to_edges(batch: &RecordBatch) -> Vec<EdgeRow> {
     let col = |n: &str| batch.column_by_name(n).and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned());
-    let (Some(id), Some(path), Some(lang), Some(from), Some(kind), Some(target), Some(name)) = (
-        col("edge_id"),
-        col("path"),
-        col("language"),
-        col("from_symbol"),
-        col("kind"),
-        col("target"),
-        col("name"),
-    ) else {
+    let (Some(id), Some(path), Some(lang), Some(from), Some(kind), Some(target), Some(name)) =
+        (col("edge_id"), col("path"), col("language"), col("from_symbol"), col("kind"), col("target"), col("name"))
+    else {
         return Vec::new();
     };
     let Some(line) = batch.column_by_name("line").and_then(|c| c.as_any().downcast_ref::<UInt32Array>().cloned())

@@ -10,10 +10,10 @@ use futures::{StreamExt, TryStreamExt};
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 
 use crate::columns::str_col;
+use crate::edges::{batch_to_edges, EdgeRow};
 use crate::metrics as m;
 use crate::sql::{in_list, sql_str};
 use crate::streams::{self, PARTIAL_PREFIX};
-use crate::edges::{batch_to_edges, EdgeRow};
 use crate::symbols::{batch_to_symbols, SymbolRow};
 use crate::{Index, IndexError};
 

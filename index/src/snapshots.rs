@@ -116,8 +116,11 @@ impl Index {
         for (_, side, side_version) in self.side_tables_at(version).await? {
             let mut side_tags = side.tags().await.map_err(|e| self.lance(e))?;
             let exists = side_tags.list().await.map_err(|e| self.lance(e))?.contains_key(name);
-            let res =
-                if exists { side_tags.update(name, side_version).await } else { side_tags.create(name, side_version).await };
+            let res = if exists {
+                side_tags.update(name, side_version).await
+            } else {
+                side_tags.create(name, side_version).await
+            };
             res.map_err(|e| self.lance(e))?;
         }
         Ok(version)

@@ -10,11 +10,11 @@ use std::time::Instant;
 
 use arrow_array::{RecordBatch, RecordBatchIterator};
 
+use crate::edges::{edges_to_batch, EdgeRow};
 use crate::metrics as m;
 use crate::schema::{rows_to_batch, ChunkRow};
 use crate::sql::{in_list, sql_str};
 use crate::streams::{stream_batch, PARTIAL_PREFIX};
-use crate::edges::{edges_to_batch, EdgeRow};
 use crate::symbols::{symbols_to_batch, SymbolRow};
 use crate::{Index, IndexError};
 

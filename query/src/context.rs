@@ -3,7 +3,9 @@
 //! [`Assembler::assemble`]:
 //!
 //! 1. retrieves candidates with the routed search (default 60, at most `max_per_file × 4`
-//!    per file);
+//!    per file); when the query reads like an issue (a traceback, or a title and a few
+//!    sentences), the files `locate` ranks first lift their chunks ([`crate::locate::prior`])
+//!    and the answer lists them as `located`;
 //! 2. drops **exact duplicates** (same text, e.g. a vendored copy of a file);
 //! 3. **merges** chunks of the same file whose line ranges overlap or touch into one block
 //!    (token windows overlap by design; the merged block keeps the best score);
@@ -16,6 +18,10 @@
 //! 7. orders the chosen blocks for long-context attention: the most relevant first, the
 //!    second most relevant last, and so on inwards (Liu et al., "Lost in the middle").
 //!
+//! In a `session`, candidates the session was already sent are left out before step 2 and
+//! cited in one line (`already sent: path:start-end, …`, its tokens counted), the search looks
+//! deeper to make up for them, and the chunks packed are remembered ([`crate::session`]).
+//!
 //! Every block is cited `path:start-end` with its symbol. The response reports tokens used,
 //! budget utilisation and the share of candidates dropped as duplicates.
 
@@ -25,9 +31,12 @@ use ctxd_index::{Chunk, Hit, Language};
 use ctxd_models::TokenCounter;
 use serde::{Deserialize, Serialize};
 
+use crate::graph::GraphCache;
+use crate::locate::{FilePrior, Locator};
 use crate::route::{Intent, Route};
 use crate::search::{Mode, Scope, SearchRequest, SearchResult};
 use crate::searcher::Searcher;
+use crate::session::{self, Sessions, Tool};
 use crate::SearchError;
 
 /// Largest budget accepted, in tokens.
@@ -98,6 +107,9 @@ pub struct ContextRequest {
     pub language: Option<Language>,
     #[serde(default)]
     pub scope: Option<Scope>,
+    /// The caller's session: what it was already sent is cited in one line, not repeated.
+    #[serde(default)]
+    pub session: Option<String>,
 }
 
 impl ContextRequest {
@@ -117,6 +129,7 @@ impl ContextRequest {
             path_prefix: None,
             language: None,
             scope: None,
+            session: None,
         }
     }
 }
@@ -196,6 +209,15 @@ pub struct ContextResponse {
     pub merged: usize,
     pub route: Option<Route>,
     pub intent: Option<Intent>,
+    /// The session the answer was given in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Candidates the session was already sent, cited (`path:start-end`) instead of repeated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub already_sent: Vec<String>,
+    /// The files localization ranked first for an issue-like query (their chunks were lifted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub located: Vec<String>,
     /// The blocks rendered in `format`, concatenated.
     pub context: String,
 }
@@ -205,6 +227,8 @@ pub struct ContextResponse {
 pub struct Assembler {
     searcher: Searcher,
     tokens: TokenCounter,
+    locator: Locator,
+    sessions: Sessions,
 }
 
 /// A block being built from one or more chunks.
@@ -268,6 +292,15 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
+/// A one-line note in the context text (what a session was already sent).
+fn render_note(line: &str, format: Format) -> String {
+    match format {
+        Format::Xml => format!("<note>{}</note>\n", xml_escape(line)),
+        Format::Markdown => format!("_{line}_\n"),
+        Format::Plain => format!("--- {line}\n"),
+    }
+}
+
 /// Attention order for blocks sorted by relevance: 0, 2, 4, … then …, 5, 3, 1.
 pub fn attention_order(n: usize) -> Vec<usize> {
     let front = (0..n).step_by(2);
@@ -278,7 +311,25 @@ pub fn attention_order(n: usize) -> Vec<usize> {
 impl Assembler {
     /// An assembler searching with `searcher` and counting with `tokens`.
     pub fn new(searcher: Searcher, tokens: TokenCounter) -> Self {
-        Self { searcher, tokens }
+        let locator = Locator::new(searcher.retriever().clone(), GraphCache::default());
+        Self { searcher, tokens, locator, sessions: Sessions::default() }
+    }
+
+    /// The same assembler keeping its sessions in `sessions` (bounds from the configuration).
+    pub fn with_sessions(mut self, sessions: Sessions) -> Self {
+        self.sessions = sessions;
+        self
+    }
+
+    /// The sessions this assembler remembers.
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// The localization of this assembler's index (its graph cache is shared with whoever
+    /// clones it: the graph tools of the same server).
+    pub fn locator(&self) -> &Locator {
+        &self.locator
     }
 
     /// The token counter budgets are measured with.
@@ -305,7 +356,25 @@ impl Assembler {
         if req.candidates == 0 || req.candidates > crate::search::MAX_K {
             return Err(SearchError::BadK { got: req.candidates, max: crate::search::MAX_K });
         }
+        if let Some(id) = &req.session {
+            session::validate_id(id)?;
+        }
         Ok(())
+    }
+
+    /// The localization prior of an issue-like routed query (empty otherwise, and when
+    /// localization fails: the context is then assembled as for any query, and the failure logged).
+    async fn file_prior(&self, req: &ContextRequest) -> FilePrior {
+        if req.mode != Mode::Routed {
+            return FilePrior::default();
+        }
+        match self.locator.file_prior(&req.query, req.as_of.as_deref()).await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "context: localization of an issue-like query failed; assembling without it");
+                FilePrior::default()
+            }
+        }
     }
 
     /// Assembles a context; `on_block` sees each block as it is chosen (in relevance order),
@@ -316,7 +385,10 @@ impl Assembler {
         mut on_block: impl FnMut(&Block),
     ) -> Result<ContextResponse, SearchError> {
         Self::validate(req)?;
-        let mut search = SearchRequest::new(req.query.clone()).with(req.candidates, req.mode);
+        // A session that was sent some candidates already looks deeper for new ones.
+        let seen_before = req.session.as_deref().and_then(|id| self.sessions.usage(id)).map_or(0, |u| u.chunks_sent);
+        let depth = (req.candidates + seen_before.min(req.candidates)).min(crate::search::MAX_K);
+        let mut search = SearchRequest::new(req.query.clone()).with(depth, req.mode);
         search.as_of = req.as_of.clone();
         search.current_file = req.current_file.clone();
         search.path_prefix = req.path_prefix.clone();
@@ -325,14 +397,35 @@ impl Assembler {
         search.max_per_file = Some(req.max_per_file.max(1) * 4);
         let found = self.searcher.search(&search).await?;
         let candidates = found.results.len();
+        let prior = self.file_prior(req).await;
+        let mut ordered: Vec<(f32, &SearchResult)> =
+            found.results.iter().map(|r| (r.score * prior.factor(&r.path), r)).collect();
+        ordered.sort_by(|a, b| b.0.total_cmp(&a.0));
+        // 0. What the session was already sent: cited in one line, not packed again.
+        let sent = match &req.session {
+            Some(id) => {
+                let ids: Vec<&str> = ordered.iter().map(|(_, r)| r.chunk_id.as_str()).collect();
+                self.sessions.already_sent(id, &ids)
+            }
+            None => HashMap::new(),
+        };
+        let repeats = ordered.iter().filter(|(_, r)| sent.contains_key(&r.chunk_id)).count();
+        let cited = session::already_sent_line(
+            ordered
+                .iter()
+                .filter(|(_, r)| sent.contains_key(&r.chunk_id))
+                .map(|(_, r)| (r.path.clone(), r.start_line, r.end_line))
+                .collect(),
+        );
+        ordered.retain(|(_, r)| !sent.contains_key(&r.chunk_id));
 
         // 1. Exact duplicates.
         let mut seen_text: HashSet<&str> = HashSet::new();
         let mut exact_duplicates = 0;
-        let mut unique: Vec<&SearchResult> = Vec::new();
-        for r in &found.results {
+        let mut unique: Vec<(f32, &SearchResult)> = Vec::new();
+        for (score, r) in ordered {
             if seen_text.insert(r.content.trim()) {
-                unique.push(r);
+                unique.push((score, r));
             } else {
                 exact_duplicates += 1;
             }
@@ -340,7 +433,7 @@ impl Assembler {
         // 2. Merge overlapping or adjacent ranges of a file (best score kept; order by score).
         let mut drafts: Vec<Draft> = Vec::new();
         let mut merged = 0;
-        for r in unique {
+        for (score, r) in unique {
             let lines = chunk_lines(r.start_line, r.end_line, &r.content);
             let (s, e) = (r.start_line, r.end_line);
             if let Some(d) = drafts.iter_mut().find(|d| d.path == r.path && s <= d.end() + 1 && d.start() <= e + 1) {
@@ -359,7 +452,7 @@ impl Assembler {
                 language: r.language.clone(),
                 symbol: r.symbol.clone(),
                 lines,
-                score: r.score,
+                score,
                 ids: vec![r.chunk_id.clone()],
             });
         }
@@ -410,16 +503,20 @@ impl Assembler {
         let limit = req.budget - req.reserve;
         let mut per_file: HashMap<String, usize> = HashMap::new();
         let mut chosen: Vec<Block> = Vec::new();
-        let mut used = 0;
+        let cited_line = cited.as_ref().map(|(line, _)| render_note(line, req.format));
+        let mut used = cited_line.as_deref().map_or(0, |l| self.tokens.count(l));
+        let mut sent_now: Vec<(String, String)> = Vec::new();
         for d in kept {
             let n = per_file.entry(d.path.clone()).or_default();
             if *n >= req.max_per_file.max(1) {
                 continue;
             }
             let content = d.lines.values().cloned().collect::<Vec<_>>().join("\n");
+            let (start_line, end_line) = (d.start(), d.end());
+            let ids = d.ids;
             let chunk = Chunk {
-                start_line: d.start(),
-                end_line: d.end(),
+                start_line,
+                end_line,
                 path: d.path,
                 symbol: d.symbol,
                 language: d.language,
@@ -433,6 +530,7 @@ impl Assembler {
             }
             used += block.tokens;
             *n += 1;
+            sent_now.extend(ids.into_iter().map(|id| (id, block.citation())));
             on_block(&block);
             chosen.push(block);
         }
@@ -440,7 +538,13 @@ impl Assembler {
         let order = attention_order(chosen.len());
         let mut slots: Vec<Option<Block>> = chosen.into_iter().map(Some).collect();
         let blocks: Vec<Block> = order.into_iter().filter_map(|i| slots[i].take()).collect();
-        let context: String = blocks.iter().map(|b| b.render(req.format)).collect();
+        let mut context: String = blocks.iter().map(|b| b.render(req.format)).collect();
+        if let Some(line) = &cited_line {
+            context.push_str(line);
+        }
+        if let Some(id) = &req.session {
+            self.sessions.record(id, Tool::Context, &sent_now, used, repeats);
+        }
         let context = match req.format {
             Format::Xml => format!("<context>\n{context}</context>\n"),
             _ => context,
@@ -461,6 +565,9 @@ impl Assembler {
             merged,
             route: found.route,
             intent: found.intent,
+            located: prior.files,
+            session: req.session.clone(),
+            already_sent: cited.map(|(_, c)| c).unwrap_or_default(),
             blocks,
             context,
         })

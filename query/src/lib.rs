@@ -15,7 +15,7 @@
 //! * [`Searcher`] — the handle every caller holds: any mode, following model switches.
 //! * [`context`] — context assembly into a token budget; [`completion`] — IDE completion
 //!   context ([`completion::Completer`] keeps its keystroke caches); [`eval`] — file-level
-//!   retrieval and context evaluation.
+//!   retrieval and context evaluation; [`session`] — what each agent session has been sent.
 //!
 //! Results carry the path relative to the indexed root, the 1-based line range, the symbol and
 //! the score.
@@ -34,8 +34,9 @@ pub mod retriever;
 pub mod route;
 pub mod routed;
 pub mod search;
-pub mod tools;
 mod searcher;
+pub mod session;
+pub mod tools;
 
 pub use error::SearchError;
 pub use route::{Intent, Route};

@@ -19,6 +19,17 @@ pub const GRAPH_BUILD_SECONDS: &str = "ctxd_query_graph_build_duration_seconds";
 /// Histogram: seconds spent answering a localization (`locate`) request.
 pub const LOCATE_SECONDS: &str = "ctxd_query_locate_duration_seconds";
 
+/// Gauge: sessions held (see `session`).
+pub const SESSIONS_ACTIVE: &str = "ctxd_query_sessions";
+/// Gauge: estimated bytes held by sessions.
+pub const SESSIONS_BYTES: &str = "ctxd_query_sessions_memory_bytes";
+/// Counter: sessions dropped (expired, or evicted by the count or memory bound).
+pub const SESSIONS_EXPIRED_TOTAL: &str = "ctxd_query_sessions_expired_total";
+/// Counter: tokens answered within sessions, label `tool`.
+pub const SESSION_TOKENS_TOTAL: &str = "ctxd_query_session_tokens_total";
+/// Counter: candidates a session had already been sent, cited in one line instead of repeated.
+pub const SESSION_REPEATS_AVOIDED_TOTAL: &str = "ctxd_query_session_repeats_avoided_total";
+
 /// Registers every metric of this crate with its description (the `# HELP` line of a scrape).
 /// Called by the binary once the recorder is installed.
 pub fn describe() {
@@ -48,4 +59,15 @@ pub fn describe() {
         "Seconds spent loading and building the code graph of an index version (once per version)."
     );
     metrics::describe_histogram!(LOCATE_SECONDS, "Seconds spent answering a localization (locate) request.");
+    metrics::describe_gauge!(SESSIONS_ACTIVE, "Sessions held (each remembers what it was sent).");
+    metrics::describe_gauge!(SESSIONS_BYTES, "Estimated bytes held by sessions.");
+    metrics::describe_counter!(
+        SESSIONS_EXPIRED_TOTAL,
+        "Sessions dropped: expired, or evicted by the session count or memory bound."
+    );
+    metrics::describe_counter!(SESSION_TOKENS_TOTAL, "Tokens answered within sessions, label tool.");
+    metrics::describe_counter!(
+        SESSION_REPEATS_AVOIDED_TOTAL,
+        "Candidates a session had already been sent, cited in one line instead of repeated."
+    );
 }

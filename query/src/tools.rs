@@ -116,7 +116,12 @@ pub struct GraphTools {
 
 impl GraphTools {
     pub fn new(retriever: Retriever) -> Self {
-        Self { locator: Locator::new(retriever, GraphCache::default()) }
+        Self::with_locator(Locator::new(retriever, GraphCache::default()))
+    }
+
+    /// Tools over `locator`'s index and graph cache (share one with `context`'s assembler).
+    pub fn with_locator(locator: Locator) -> Self {
+        Self { locator }
     }
 
     /// The graph of the latest index version, or of the snapshot `as_of` names.

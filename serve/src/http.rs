@@ -276,6 +276,24 @@ async fn status(State(state): State<AppState>) -> Response {
     }
 }
 
+/// `GET /v1/sessions/<id>`: what a session was sent and the tokens it used per tool; 404 once
+/// it expired (or never existed), 400 for an id that cannot be one.
+async fn session_usage(
+    State(state): State<AppState>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    if let Err(e) = ctxd_query::session::validate_id(&id) {
+        return error(StatusCode::BAD_REQUEST, e.to_string());
+    }
+    match state.assembler.sessions().usage(&id) {
+        Some(u) => Json(u).into_response(),
+        None => error(
+            StatusCode::NOT_FOUND,
+            format!("no session '{id}': it has not been used yet, or it expired (sessions end after an idle time-out)"),
+        ),
+    }
+}
+
 /// MCP's streamable HTTP transport, answering each JSON-RPC message (or batch) with
 /// `application/json`; notifications get 202.
 async fn mcp(State(state): State<AppState>, body: Result<Json<serde_json::Value>, JsonRejection>) -> Response {
@@ -299,7 +317,7 @@ async fn mcp_get() -> Response {
 pub fn router(state: AppState) -> Router {
     let auth = state.auth.clone();
     let completer = Arc::new(Completer::new((*state.searcher).clone()));
-    let graph = Arc::new(crate::tools::GraphTools::new(state.searcher.retriever().clone()));
+    let graph = Arc::new(crate::tools::GraphTools::with_locator(state.assembler.locator().clone()));
     let wire = Wire { app: state, completer, graph };
     let long_body = DefaultBodyLimit::max(crate::tools::MAX_TOOL_BODY_BYTES);
     Router::new()
@@ -311,6 +329,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/locate", post(crate::graph_tools::locate_handler).layer(long_body))
         .route("/v1/graph/{tool}", post(crate::graph_tools::graph_handler).layer(long_body))
         .route("/v1/status", get(status))
+        .route("/v1/sessions/{id}", get(session_usage))
         .route("/mcp", post(mcp).get(mcp_get))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

@@ -46,6 +46,9 @@ pub struct McpServer {
     assembler: Arc<Assembler>,
     check: Option<CheckIndex>,
     graph: GraphTools,
+    /// The transport's own session (a stdio process is one): `get_context` calls without a
+    /// `session` argument belong to it.
+    session: Option<String>,
 }
 
 fn tool(name: &str, description: &str, schema: Value) -> Value {
@@ -69,9 +72,11 @@ pub fn tools() -> Vec<Value> {
         tool(
             "get_context",
             "The code and docs that answer a question, deduplicated and packed into a token budget, each block \
-             cited. Cost: at most `budget` tokens (default 4,000).",
+             cited. Within a session, what it was already sent is cited in one line instead of repeated. Cost: at \
+             most `budget` tokens (default 4,000).",
             json!({"type": "object", "properties": {
                 "query": {"type": "string"},
+                "session": {"type": "string", "description": "your task's session id (default: this connection's, for stdio)"},
                 "budget": {"type": "integer", "minimum": 64, "maximum": 32000, "default": 4000},
                 "format": {"type": "string", "enum": ["xml", "markdown", "plain"], "default": "markdown"}},
                 "required": ["query"]}),
@@ -166,8 +171,14 @@ fn approx_tokens(s: &str) -> usize {
 
 impl McpServer {
     pub fn new(assembler: Arc<Assembler>, check: Option<CheckIndex>) -> Self {
-        let graph = GraphTools::new(assembler.searcher().retriever().clone());
-        Self { assembler, check, graph }
+        let graph = GraphTools::with_locator(assembler.locator().clone());
+        Self { assembler, check, graph, session: None }
+    }
+
+    /// The same server with a session of its own (the stdio transport: one process, one agent).
+    pub fn with_session(mut self, session: impl Into<String>) -> Self {
+        self.session = Some(session.into());
+        self
     }
 
     /// Answers a JSON-RPC message or batch (an array of messages, answered by an array of
@@ -240,10 +251,15 @@ impl McpServer {
                 None => Err("check_index needs the source root (start ctxd mcp with --root or --config)".into()),
             },
             other => match GraphTool::from_name(other) {
-                Some(tool) => self.graph.call(tool, args).await.map(|v| {
-                    let text = serde_json::to_string_pretty(&v).unwrap_or_default();
-                    text_result(text, Some(v))
-                }).map_err(|e| e.to_string()),
+                Some(tool) => self
+                    .graph
+                    .call(tool, args)
+                    .await
+                    .map(|v| {
+                        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+                        text_result(text, Some(v))
+                    })
+                    .map_err(|e| e.to_string()),
                 None => return Err(CallError::Unknown),
             },
         };
@@ -299,14 +315,19 @@ impl McpServer {
             None => Format::Markdown,
             Some(f) => serde_json::from_value(json!(f)).map_err(|_| format!("unknown format '{f}'"))?,
         };
+        req.session = args.get("session").and_then(Value::as_str).map(str::to_string).or_else(|| self.session.clone());
         let resp = self.assembler.assemble(&req, |_| {}).await.map_err(|e| e.to_string())?;
         let summary = json!({
             "tokens_used": resp.tokens_used, "budget": resp.budget, "blocks": resp.blocks.len(),
             "citations": resp.blocks.iter().map(|b| b.citation()).collect::<Vec<_>>(),
+            "already_sent": resp.already_sent, "session": resp.session,
             "route": resp.route, "intent": resp.intent,
         });
-        let text =
-            if resp.blocks.is_empty() { format!("nothing relevant to '{query}' in the index") } else { resp.context };
+        let text = if resp.blocks.is_empty() && resp.already_sent.is_empty() {
+            format!("nothing relevant to '{query}' in the index")
+        } else {
+            resp.context
+        };
         Ok(text_result(text, Some(summary)))
     }
 

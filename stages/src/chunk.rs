@@ -35,8 +35,8 @@
 mod chunker;
 mod code;
 mod file;
-pub mod members;
 pub(crate) mod lang;
+pub mod members;
 mod record;
 pub mod sections;
 pub mod stage;

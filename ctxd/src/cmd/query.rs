@@ -47,7 +47,14 @@ pub async fn search(
 pub async fn context(req: &ContextRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
     Assembler::validate(req)?;
     let assembler = open_assembler(db, model, !matches!(req.mode, Mode::Bm25 | Mode::Symbol)).await?;
+    let saved = match &req.session {
+        Some(id) => Some(crate::session_file::load(assembler.sessions(), db, id)?),
+        None => None,
+    };
     let resp = assembler.assemble(req, |_| {}).await?;
+    if let (Some(id), Some(file)) = (&req.session, saved) {
+        crate::session_file::save(assembler.sessions(), &file, id)?;
+    }
     if json {
         println!("{}", serde_json::to_string(&resp)?);
     } else {

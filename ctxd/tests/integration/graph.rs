@@ -139,6 +139,17 @@ fn the_code_graph_answers_with_cited_places_and_follows_edits() {
     let why = found["files"][0]["why"].to_string();
     assert!(why.contains("frame") && why.contains("message"), "{why}");
     assert_eq!(found["files"][0]["definitions"][0]["symbol"], "Engine.run", "{found}");
+    // `context` takes localization's file ranking for an issue-like query (and says so), not
+    // for a short question.
+    let ctx = |q: &str| -> Value {
+        let out = run_ok(ctxd().args(["context", "--json", "--budget", "400", "--db"]).arg(&db).arg("--").arg(q));
+        serde_json::from_str(out.trim()).unwrap()
+    };
+    let issue = ctx(trace);
+    assert_eq!(issue["located"][0], "pkg/core.py", "{issue}");
+    let first = issue["blocks"].as_array().unwrap().iter().find(|b| b["relevance_rank"] == 0).unwrap();
+    assert_eq!(first["path"], "pkg/core.py", "{issue}");
+    assert!(ctx("how does the engine run jobs").get("located").is_none());
 
     // Rename helper → assist: the callers follow, the old name has no definition left.
     let core = std::fs::read_to_string(root.join("pkg/core.py")).unwrap().replace("helper", "assist");

@@ -11,6 +11,7 @@
 //! package lists); only their informative parts reach BM25 and the model.
 
 pub mod fuse;
+pub mod prior;
 pub mod signals;
 pub mod text;
 
@@ -23,6 +24,7 @@ use crate::graph::cache::Graph;
 use crate::graph::{GraphCache, Place};
 use crate::retriever::Retriever;
 use crate::SearchError;
+pub use prior::FilePrior;
 pub use signals::Signal;
 
 /// Largest text `locate` accepts.

@@ -1,0 +1,120 @@
+//! Sessions end to end: a daemon on a small project answers `/v1/context` in sessions — what a
+//! session was sent is cited, not repeated; other sessions and requests without one are not
+//! touched; an edit makes a block new again; usage, bad ids and the CLI's `--session`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{ctxd, run_ok, wait_for, Daemon};
+
+fn project(root: &Path) {
+    let files = [
+        ("billing/invoice.py", "def total_invoice(lines):\n    \"\"\"Sums the invoice lines with their tax.\"\"\"\n    return sum(l.amount * (1 + l.tax) for l in lines)\n"),
+        ("billing/refund.py", "def refund_invoice(invoice, reason):\n    \"\"\"Refunds a paid invoice and records the reason.\"\"\"\n    invoice.status = 'refunded'\n    invoice.reason = reason\n    return invoice\n"),
+        ("billing/tax.py", "def invoice_tax_rate(country):\n    \"\"\"The tax rate applied to an invoice for a country.\"\"\"\n    return {'de': 0.19, 'fr': 0.2}.get(country, 0.0)\n"),
+        ("billing/reminder.py", "def send_invoice_reminder(invoice, days):\n    \"\"\"Emails a reminder for an unpaid invoice after some days.\"\"\"\n    return f'reminder for {invoice.id} after {days} days'\n"),
+        ("billing/export.py", "def export_invoices_csv(invoices):\n    \"\"\"Writes invoices as CSV rows.\"\"\"\n    return '\\n'.join(f'{i.id},{i.total}' for i in invoices)\n"),
+    ];
+    for (rel, text) in files {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
+fn citations(v: &Value) -> Vec<String> {
+    let mut out: Vec<String> = v["blocks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no blocks: {v}"))
+        .iter()
+        .map(|b| format!("{}:{}-{}", b["path"].as_str().unwrap(), b["start_line"], b["end_line"]))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn sessions_cite_what_they_were_sent_and_stay_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    project(&root);
+    let db = tmp.path().join("db");
+    let d = Daemon::start(&root, &db);
+    d.wait_ready();
+    let ask = |session: Option<&str>| -> Value {
+        let mut body = json!({"query": "invoice refund and tax", "budget": 200});
+        if let Some(s) = session {
+            body["session"] = json!(s);
+        }
+        let resp = d.post("/v1/context", &body);
+        assert_eq!(resp.status().as_u16(), 200);
+        resp.json().unwrap()
+    };
+    let plain = ask(None);
+    let first = ask(Some("agent-1"));
+    assert_eq!(citations(&first), citations(&plain), "a new session answers like no session");
+    assert!(first.get("already_sent").is_none(), "{first}");
+    let sent_first = citations(&first);
+    assert!(!sent_first.is_empty());
+
+    // The same question again in the session: nothing repeated, all of it cited in one line.
+    let second = ask(Some("agent-1"));
+    let cited: Vec<String> = second["already_sent"].as_array().unwrap().iter().map(|c| c.to_string()).collect();
+    assert!(!cited.is_empty(), "{second}");
+    for c in &sent_first {
+        assert!(!citations(&second).contains(c), "{c} sent twice: {second}");
+    }
+    assert!(second["context"].as_str().unwrap().contains("already sent: "), "{second}");
+
+    // Other sessions and requests without one are not changed by agent-1's history.
+    assert_eq!(citations(&ask(Some("agent-2"))), sent_first);
+    assert_eq!(citations(&ask(None)), citations(&plain));
+
+    // An edit makes the edited block new again for the session.
+    let edited = &sent_first[0];
+    let path = edited.split(':').next().unwrap();
+    let text = std::fs::read_to_string(root.join(path)).unwrap();
+    std::fs::write(root.join(path), text.replace("\"\"\"", "\"\"\" ")).unwrap();
+    wait_for("the edit to be indexed", Duration::from_secs(60), || {
+        let (_, v) = d.search(json!({"query": "invoice", "k": 20, "mode": "bm25"}));
+        v["results"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|h| h["content"].as_str().unwrap_or("").contains("\"\"\" ")))
+    });
+    let third = ask(Some("agent-1"));
+    assert!(citations(&third).iter().any(|c| c.starts_with(path)), "{path} edited but not sent again: {third}");
+
+    // Usage, unknown and bad ids.
+    let usage: Value = d.get("/v1/sessions/agent-1").json().unwrap();
+    assert_eq!(usage["tools"]["context"]["calls"], 3, "{usage}");
+    assert!(usage["tokens"].as_u64().unwrap() > 0 && usage["repeats_avoided"].as_u64().unwrap() > 0, "{usage}");
+    assert_eq!(d.get("/v1/sessions/nobody").status().as_u16(), 404);
+    assert_eq!(d.get("/v1/sessions/bad%20id").status().as_u16(), 400);
+    let resp = d.post("/v1/context", &json!({"query": "invoice", "budget": 200, "session": "../etc"}));
+    assert_eq!(resp.status().as_u16(), 400);
+    assert!(resp.text().unwrap().contains("session id"));
+    let resp = d.post("/v1/context", &json!({"query": "invoice", "budget": 0, "session": "agent-1"}));
+    assert_eq!(resp.status().as_u16(), 400);
+    drop(d);
+
+    // The CLI keeps a session between processes.
+    let cache = tmp.path().join("cache");
+    let cli = |session: &str| -> Value {
+        let out = run_ok(
+            ctxd()
+                .env("CTXD_SESSION_DIR", &cache)
+                .args(["context", "--json", "--budget", "200", "--session", session, "--db"])
+                .arg(&db)
+                .arg("invoice refund and tax"),
+        );
+        serde_json::from_str(out.trim()).unwrap()
+    };
+    let one = cli("cli-1");
+    assert!(one.get("already_sent").is_none() && !citations(&one).is_empty(), "{one}");
+    let two = cli("cli-1");
+    assert!(!two["already_sent"].as_array().unwrap().is_empty(), "{two}");
+    let out = ctxd().args(["context", "--session", "a/b", "--db"]).arg(&db).arg("x").output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("session id"));
+}
