@@ -16,7 +16,7 @@ pub struct Cli {
 }
 
 /// Model selection shared by the commands that embed.
-#[derive(Debug, Args, Clone)]
+#[derive(Debug, Args, Clone, Default)]
 pub struct ModelArgs {
     /// Embedding model: a Hugging Face id or a local directory (default: the index's model,
     /// else sentence-transformers/all-MiniLM-L6-v2).
@@ -355,8 +355,42 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A file's, folder's or module's outline: its definitions in line order with signatures.
+    ListSymbols {
+        /// A path, a folder or a module (pkg.mod, crate::a::b).
+        target: String,
+        #[arg(long)]
+        db: PathBuf,
+        /// Only these kinds (comma-separated: function,class,method,…).
+        #[arg(long, value_delimiter = ',')]
+        kinds: Vec<String>,
+        #[arg(long)]
+        as_of: Option<String>,
+        /// Print the outline as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The sources of many definitions at once, packed in the order given into a token budget.
+    GetSymbols {
+        /// Names, symbols (`Type::method`, `Class.method`) or qualified names.
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[arg(long)]
+        db: PathBuf,
+        #[arg(long, default_value_t = 4000)]
+        budget: usize,
+        #[arg(long)]
+        as_of: Option<String>,
+        /// A session id: sources sent before in it are cited, not repeated (see `context --session`).
+        #[arg(long)]
+        session: Option<String>,
+        /// Print `{"symbols":[...],"missing","over_budget","already_sent","tokens_used",…}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve the index to agents over the Model Context Protocol on stdio (tools: search,
-    /// get_context, search_symbols, get_symbol_source, get_repo_overview, check_index).
+    /// get_context, search_symbols, get_symbol_source, list_symbols, get_symbols,
+    /// get_repo_overview, check_index, locate and the graph tools).
     Mcp {
         #[arg(long)]
         db: PathBuf,

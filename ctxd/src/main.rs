@@ -21,6 +21,7 @@ mod staleness;
 use anyhow::Result;
 use clap::Parser;
 use ctxd_serve::context::ContextRequest;
+use ctxd_serve::symbols::{GetSymbolsRequest, ListSymbolsRequest};
 
 use crate::cli::{Cli, Command, ConfigAction, SnapshotAction};
 
@@ -98,6 +99,14 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Mcp { db, root, config, model } => mcp::run(db, root, config, model).await,
         Command::Symbols { name, db, prefix, limit, json } => {
             cmd::query::symbols(&name, &db, prefix, limit, json).await
+        }
+        Command::ListSymbols { target, db, kinds, as_of, json } => {
+            let req = ListSymbolsRequest { target, kinds, as_of, session: None };
+            cmd::query::list_symbols(&req, &db, json).await
+        }
+        Command::GetSymbols { names, db, budget, as_of, session, json } => {
+            let req = GetSymbolsRequest { names, budget, as_of, session };
+            cmd::query::get_symbols(&req, &db, json).await
         }
         Command::Serve { config, watch, db, listen, flight_listen, model } => {
             serve::serve(config, watch, db, listen, flight_listen, model).await

@@ -1058,6 +1058,10 @@ fn mcp_tools_over_stdio_and_http_behind_a_bearer_token_never_leak_outside_the_ro
     assert_eq!(v["locate_top"], "src/auth.rs", "{v}");
     assert!(v["context_citations"].as_array().unwrap().iter().any(|c| c.as_str().unwrap().starts_with("src/auth.rs:")));
     assert_eq!(v["symbols"], json!(["src::auth::verify_password"]));
+    assert!(!v["context_again_already_sent"].as_array().unwrap().is_empty(), "stdio is one session: {v}");
+    assert!(v["outline"].as_array().unwrap().iter().any(|s| s == "verify_password"), "{v}");
+    assert_eq!(v["get_symbols"]["found"], json!(["src::auth::verify_password"]), "{v}");
+    assert_eq!(v["get_symbols"]["missing"], json!(["no_such_function_anywhere"]), "{v}");
     let source = v["symbol_source"].as_str().unwrap();
     assert!(source.contains("pub fn verify_password(") && source.trim_end().ends_with('}'), "{source}");
     assert!(v["missing_symbol_error"].as_str().unwrap().contains("no_such_function_anywhere"));

@@ -11,7 +11,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 TOOLS = ["search", "get_context", "search_symbols", "get_symbol_source", "get_repo_overview", "check_index",
-         "locate", "find_references", "callers", "callees", "imports", "imported_by", "impact", "repo_map"]
+         "list_symbols", "get_symbols", "locate", "find_references", "callers", "callees", "imports", "imported_by", "impact", "repo_map"]
 
 
 def text(result):
@@ -35,6 +35,20 @@ async def exercise(session, changed_file=None):
     assert not r.is_error, text(r)
     assert r.structured_content["tokens_used"] <= 400, r.structured_content
     out["context_citations"] = r.structured_content["citations"]
+    # The same question again: over stdio the process is one session, so what was sent is cited.
+    r = await session.call_tool("get_context", {"query": "how are passwords hashed?", "budget": 400})
+    assert not r.is_error, text(r)
+    out["context_again_already_sent"] = r.structured_content["already_sent"]
+
+    r = await session.call_tool("list_symbols", {"target": "src/auth.rs"})
+    assert not r.is_error, text(r)
+    out["outline"] = [s["symbol"] for f in r.structured_content["files"] for s in f["symbols"]]
+    r = await session.call_tool("get_symbols", {"names": ["verify_password", "no_such_function_anywhere"], "budget": 2000})
+    assert not r.is_error, text(r)
+    out["get_symbols"] = {"found": [s["qualified_name"] for s in r.structured_content["symbols"]],
+                          "missing": r.structured_content["missing"]}
+    r = await session.call_tool("list_symbols", {"target": "../../etc"})
+    assert r.is_error and "no indexed file" in text(r), text(r)
 
     r = await session.call_tool("search_symbols", {"name": "verify_pass", "prefix": True})
     assert not r.is_error and "verify_password" in text(r), text(r)

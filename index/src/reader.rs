@@ -197,6 +197,16 @@ impl Index {
         Ok(batches.iter().flat_map(batch_to_symbols).collect())
     }
 
+    /// Every definition in the files `paths` (a file's outline), in one query.
+    pub async fn symbols_in_paths(&self, paths: &[String]) -> Result<Vec<SymbolRow>, IndexError> {
+        let Some(table) = &self.symbols else { return Ok(Vec::new()) };
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        let batches = self.collect(table.query().only_if(in_list("path", paths))).await?;
+        Ok(batches.iter().flat_map(batch_to_symbols).collect())
+    }
+
     /// Up to `limit` top-level definitions (no parent) of the given kinds.
     pub async fn top_level_symbols(&self, kinds: &[&str], limit: usize) -> Result<Vec<SymbolRow>, IndexError> {
         let Some(table) = &self.symbols else { return Ok(Vec::new()) };

@@ -15,7 +15,8 @@
 //! * [`Searcher`] — the handle every caller holds: any mode, following model switches.
 //! * [`context`] — context assembly into a token budget; [`completion`] — IDE completion
 //!   context ([`completion::Completer`] keeps its keystroke caches); [`eval`] — file-level
-//!   retrieval and context evaluation; [`session`] — what each agent session has been sent.
+//!   retrieval and context evaluation; [`session`] — what each agent session has been sent;
+//!   [`symbols`] — batch symbol tools (outlines, many sources in one budget).
 //!
 //! Results carry the path relative to the indexed root, the 1-based line range, the symbol and
 //! the score.
@@ -36,6 +37,7 @@ pub mod routed;
 pub mod search;
 mod searcher;
 pub mod session;
+pub mod symbols;
 pub mod tools;
 
 pub use error::SearchError;

@@ -71,6 +71,12 @@ impl FromRef<Wire> for Arc<crate::tools::GraphTools> {
     }
 }
 
+impl FromRef<Wire> for Arc<Assembler> {
+    fn from_ref(wire: &Wire) -> Self {
+        wire.app.assembler.clone()
+    }
+}
+
 impl FromRef<Wire> for AppState {
     fn from_ref(wire: &Wire) -> Self {
         wire.app.clone()
@@ -330,6 +336,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/graph/{tool}", post(crate::graph_tools::graph_handler).layer(long_body))
         .route("/v1/status", get(status))
         .route("/v1/sessions/{id}", get(session_usage))
+        .route("/v1/symbols/{which}", post(crate::symbol_tools::handler))
         .route("/mcp", post(mcp).get(mcp_get))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

@@ -23,6 +23,9 @@ pub mod graph_tools;
 pub mod http;
 pub mod mcp;
 pub mod metrics;
+pub mod symbol_tools;
 
-pub use ctxd_query::{completion, context, error, eval, graph, locate, rerank, route, routed, search, tools};
+pub use ctxd_query::{
+    completion, context, error, eval, graph, locate, rerank, route, routed, search, session, symbols, tools,
+};
 pub use ctxd_query::{Mode, SearchError, SearchRequest, SearchResponse, SearchResult, Searcher};

@@ -77,6 +77,7 @@ pub fn tools() -> Vec<Value> {
             json!({"type": "object", "properties": {
                 "query": {"type": "string"},
                 "session": {"type": "string", "description": "your task's session id (default: this connection's, for stdio)"},
+                "as_of": {"type": "string", "description": "a snapshot: an index version number or a tag (default: the latest)"},
                 "budget": {"type": "integer", "minimum": 64, "maximum": 32000, "default": 4000},
                 "format": {"type": "string", "enum": ["xml", "markdown", "plain"], "default": "markdown"}},
                 "required": ["query"]}),
@@ -113,6 +114,7 @@ pub fn tools() -> Vec<Value> {
             json!({"type": "object", "properties": {"refresh": {"type": "boolean", "default": false}}}),
         ),
     ];
+    list.extend(crate::symbol_tools::mcp_tools());
     list.extend(crate::graph_tools::mcp_tools());
     list
 }
@@ -250,6 +252,12 @@ impl McpServer {
                 }
                 None => Err("check_index needs the source root (start ctxd mcp with --root or --config)".into()),
             },
+            other if crate::symbol_tools::is_symbol_tool(other) => {
+                crate::symbol_tools::call(&self.assembler, other, args.clone(), self.session.as_deref())
+                    .await
+                    .map(|(text, v)| text_result(text, Some(v)))
+                    .map_err(|e| e.to_string())
+            }
             other => match GraphTool::from_name(other) {
                 Some(tool) => self
                     .graph
@@ -316,6 +324,7 @@ impl McpServer {
             Some(f) => serde_json::from_value(json!(f)).map_err(|_| format!("unknown format '{f}'"))?,
         };
         req.session = args.get("session").and_then(Value::as_str).map(str::to_string).or_else(|| self.session.clone());
+        req.as_of = args.get("as_of").and_then(Value::as_str).map(str::to_string);
         let resp = self.assembler.assemble(&req, |_| {}).await.map_err(|e| e.to_string())?;
         let summary = json!({
             "tokens_used": resp.tokens_used, "budget": resp.budget, "blocks": resp.blocks.len(),

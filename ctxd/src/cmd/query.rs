@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::Result;
 use ctxd_serve::context::{Assembler, ContextRequest};
+use ctxd_serve::symbols::{GetSymbolsRequest, ListSymbolsRequest};
 use ctxd_serve::{Mode, SearchRequest, Searcher};
 
 use crate::cli::ModelArgs;
@@ -94,6 +95,43 @@ pub async fn symbols(name: &str, db: &Path, prefix: bool, limit: usize, json: bo
     } else {
         for r in rows {
             println!("{}:{}-{}  {} {}  {}", r.path, r.start_line, r.end_line, r.kind, r.qualified_name, r.signature);
+        }
+    }
+    Ok(())
+}
+
+/// `ctxd list-symbols`: the outline as text (or JSON).
+pub async fn list_symbols(req: &ListSymbolsRequest, db: &Path, json: bool) -> Result<()> {
+    let assembler = open_assembler(db, &ModelArgs::default(), false).await?;
+    let out = assembler.list_symbols(req).await?;
+    if json {
+        println!("{}", serde_json::to_string(&out)?);
+    } else {
+        print!("{}", out.text);
+    }
+    Ok(())
+}
+
+/// `ctxd get-symbols`: the sources within the budget (in a session when asked).
+pub async fn get_symbols(req: &GetSymbolsRequest, db: &Path, json: bool) -> Result<()> {
+    let assembler = open_assembler(db, &ModelArgs::default(), false).await?;
+    let file = match &req.session {
+        Some(id) => Some(crate::session_file::load(assembler.sessions(), db, id)?),
+        None => None,
+    };
+    let out = assembler.get_symbols(req).await?;
+    if let (Some(id), Some(file)) = (&req.session, file) {
+        crate::session_file::save(assembler.sessions(), &file, id)?;
+    }
+    if json {
+        println!("{}", serde_json::to_string(&out)?);
+    } else {
+        print!("{}", out.text);
+        if !out.missing.is_empty() {
+            eprintln!("no definition named: {}", out.missing.join(", "));
+        }
+        if !out.over_budget.is_empty() {
+            eprintln!("over the budget of {} tokens: {}", out.budget, out.over_budget.join(", "));
         }
     }
     Ok(())

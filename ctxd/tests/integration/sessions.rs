@@ -117,4 +117,35 @@ fn sessions_cite_what_they_were_sent_and_stay_apart() {
     assert!(!two["already_sent"].as_array().unwrap().is_empty(), "{two}");
     let out = ctxd().args(["context", "--session", "a/b", "--db"]).arg(&db).arg("x").output().unwrap();
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("session id"));
+
+    // Batch symbol tools: a folder's outline, many sources in one budget, a session's repeats cited.
+    let outline = run_ok(ctxd().args(["list-symbols", "billing", "--db"]).arg(&db));
+    for name in ["total_invoice", "refund_invoice", "export_invoices_csv"] {
+        assert!(outline.contains(name), "{name} missing from the outline:\n{outline}");
+    }
+    let module = run_ok(ctxd().args(["list-symbols", "billing.tax", "--json", "--db"]).arg(&db));
+    let module: Value = serde_json::from_str(module.trim()).unwrap();
+    assert_eq!(module["files"][0]["path"], "billing/tax.py", "{module}");
+    let get = |session: &str, budget: &str| -> Value {
+        let out = run_ok(
+            ctxd()
+                .env("CTXD_SESSION_DIR", &cache)
+                .args(["get-symbols", "total_invoice", "invoice_tax_rate", "no_such_name", "--json"])
+                .args(["--budget", budget, "--session", session, "--db"])
+                .arg(&db),
+        );
+        serde_json::from_str(out.trim()).unwrap()
+    };
+    let both = get("sym-1", "2000");
+    assert_eq!(both["symbols"].as_array().unwrap().len(), 2, "{both}");
+    assert!(both["symbols"][0]["source"].as_str().unwrap().starts_with("def total_invoice("), "{both}");
+    assert_eq!(both["missing"], json!(["no_such_name"]));
+    let again = get("sym-1", "2000");
+    assert!(again["symbols"].as_array().unwrap().is_empty() && again["already_sent"].as_array().unwrap().len() == 2);
+    let first = both["symbols"][0]["tokens"].as_u64().unwrap();
+    let tight = get("sym-2", &(first + 3).to_string());
+    assert_eq!(tight["symbols"].as_array().unwrap().len(), 1, "only the first source fits: {tight}");
+    assert_eq!(tight["over_budget"].as_array().unwrap().len(), 1, "{tight}");
+    let out = ctxd().args(["list-symbols", "../nowhere", "--db"]).arg(&db).output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no indexed file"));
 }
