@@ -129,7 +129,13 @@ pub async fn serve(
         }
         None => None,
     };
-    let assembler = Arc::new(ctxd_serve::context::Assembler::new((*searcher).clone(), token_counter));
+    let sessions = ctxd_serve::session::Sessions::new(ctxd_serve::session::SessionLimits {
+        ttl: std::time::Duration::from_secs(cfg.server.session_ttl_secs),
+        max_sessions: cfg.server.max_sessions,
+        max_bytes: cfg.server.session_memory_mb << 20,
+    });
+    let assembler =
+        Arc::new(ctxd_serve::context::Assembler::new((*searcher).clone(), token_counter).with_sessions(sessions));
     let check = (!cfg.source.is_object_store())
         .then(|| crate::staleness::checker((*searcher).clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
     let mcp = Arc::new(ctxd_serve::mcp::McpServer::new(assembler.clone(), check));

@@ -39,7 +39,7 @@ pub fn is_definition(kind: &str) -> bool {
 pub const SYMBOLS_TABLE: &str = "symbols";
 
 /// One definition.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SymbolRow {
     pub symbol_id: String,
     pub name: String,

@@ -422,6 +422,6 @@ impl Aggregator {
             content,
             ..Chunk::default()
         };
-        Ok(vec![Block { hit: Hit { chunk, score: 1.0 }, tokens: 0, relevance_rank: 0 }])
+        Ok(vec![Block::new(Hit { chunk, score: 1.0 }, 0)])
     }
 }

@@ -72,6 +72,19 @@ fn sessions_cite_what_they_were_sent_and_stay_apart() {
     assert_eq!(citations(&ask(Some("agent-2"))), sent_first);
     assert_eq!(citations(&ask(None)), citations(&plain));
 
+    // A budget too small for every candidate: the rest come as signature skeletons (unless asked not to).
+    let small = |skeletons: bool| -> Value {
+        let body = json!({"query": "invoice refund and tax", "budget": 160, "skeletons": skeletons});
+        d.post("/v1/context", &body).json().unwrap()
+    };
+    let with = small(true);
+    let skel: Vec<&Value> = with["blocks"].as_array().unwrap().iter().filter(|b| b["skeleton"] == true).collect();
+    assert!(!skel.is_empty(), "{with}");
+    assert!(skel[0]["content"].as_str().unwrap().starts_with("def ") && with["tokens_used"].as_u64().unwrap() <= 160);
+    let without = small(false);
+    assert!(without["blocks"].as_array().unwrap().iter().all(|b| b.get("skeleton").is_none()), "{without}");
+    assert!(without["blocks"].as_array().unwrap().len() < with["blocks"].as_array().unwrap().len());
+
     // An edit makes the edited block new again for the session.
     let edited = &sent_first[0];
     let path = edited.split(':').next().unwrap();

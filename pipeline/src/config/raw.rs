@@ -151,6 +151,9 @@ pub(crate) struct RawServer {
     pub flight_listen: Key<String>,
     pub auth_token_file: Key<PathBuf>,
     pub rerank_depth: Key<usize>,
+    pub session_ttl_secs: Key<u64>,
+    pub max_sessions: Key<usize>,
+    pub session_memory_mb: Key<usize>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }

@@ -358,6 +358,12 @@ pub struct ServerConfig {
     /// (`ctxd_serve::rerank`, same default); 0 turns it off for every request. A request can
     /// still skip it with `"rerank": false`.
     pub rerank_depth: usize,
+    /// A session (`"session"` on `/v1/context`, MCP, `--session`) idle this long is forgotten.
+    pub session_ttl_secs: u64,
+    /// Sessions kept at most (the least recently used dropped first).
+    pub max_sessions: usize,
+    /// Memory all sessions may hold, estimated, in MiB (the least recently used dropped first).
+    pub session_memory_mb: usize,
 }
 
 /// Most candidates `server.rerank_depth` may ask to rescore (one forward pass over them per query).
@@ -370,6 +376,9 @@ impl Default for ServerConfig {
             flight_listen: "127.0.0.1:7701".into(),
             auth_token_file: None,
             rerank_depth: 30,
+            session_ttl_secs: 7200,
+            max_sessions: 1000,
+            session_memory_mb: 64,
         }
     }
 }

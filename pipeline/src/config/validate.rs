@@ -184,6 +184,9 @@ fn server(c: &mut Checker, cfg: &mut Config, raw: RawServer) {
     c.set(&mut out.flight_listen, p, "flight_listen", raw.flight_listen);
     out.auth_token_file = c.value(p, "auth_token_file", raw.auth_token_file).or(out.auth_token_file.take());
     c.set(&mut out.rerank_depth, p, "rerank_depth", raw.rerank_depth);
+    c.set(&mut out.session_ttl_secs, p, "session_ttl_secs", raw.session_ttl_secs);
+    c.set(&mut out.max_sessions, p, "max_sessions", raw.max_sessions);
+    c.set(&mut out.session_memory_mb, p, "session_memory_mb", raw.session_memory_mb);
     c.unknown(p, raw.unknown);
 }
 
@@ -291,6 +294,12 @@ pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {
             server.flight_listen
         );
         err("server.flight_listen", message);
+    }
+    if server.session_ttl_secs == 0 || server.max_sessions == 0 || server.session_memory_mb == 0 {
+        err(
+            "server.session_ttl_secs",
+            "server.session_ttl_secs, server.max_sessions and server.session_memory_mb must be above 0".into(),
+        );
     }
     if server.rerank_depth > MAX_RERANK_DEPTH {
         let message = format!("server.rerank_depth must be at most {MAX_RERANK_DEPTH} (0 turns rescoring off)");

@@ -15,6 +15,9 @@
 //! 6. packs blocks by relevance into `budget − reserve` tokens, counted by the index's
 //!    tokenizer on the rendered block (citation header included), skipping blocks that no
 //!    longer fit and trying the next ones;
+//!    candidates that no longer fit whole are then sent as **signature skeletons** (definition
+//!    lines, doc lines, member signatures) in the room left, unless `skeletons` is false; full
+//!    blocks carry **highlights**, the line ranges holding the query's words ([`compress`]);
 //! 7. orders the chosen blocks for long-context attention: the most relevant first, the
 //!    second most relevant last, and so on inwards (Liu et al., "Lost in the middle").
 //!
@@ -31,6 +34,12 @@ use ctxd_index::{Chunk, Hit, Language};
 use ctxd_models::TokenCounter;
 use serde::{Deserialize, Serialize};
 
+mod block;
+mod compress;
+
+use block::render_note;
+pub use block::{Block, Format};
+
 use crate::graph::GraphCache;
 use crate::locate::{FilePrior, Locator};
 use crate::route::{Intent, Route};
@@ -41,28 +50,6 @@ use crate::SearchError;
 
 /// Largest budget accepted, in tokens.
 pub const MAX_BUDGET: usize = 1_000_000;
-
-/// How blocks are rendered into the `context` text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    #[default]
-    Xml,
-    Markdown,
-    Plain,
-}
-
-impl std::str::FromStr for Format {
-    type Err = SearchError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "xml" => Ok(Format::Xml),
-            "markdown" | "md" => Ok(Format::Markdown),
-            "plain" | "text" => Ok(Format::Plain),
-            other => Err(SearchError::BadRequest(format!("unknown format '{other}' (xml, markdown or plain)"))),
-        }
-    }
-}
 
 fn default_candidates() -> usize {
     60
@@ -110,6 +97,14 @@ pub struct ContextRequest {
     /// The caller's session: what it was already sent is cited in one line, not repeated.
     #[serde(default)]
     pub session: Option<String>,
+    /// Candidates that do not fit whole are sent as signature skeletons in the room left
+    /// (`false`: dropped, as before).
+    #[serde(default = "yes")]
+    pub skeletons: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl ContextRequest {
@@ -130,63 +125,9 @@ impl ContextRequest {
             language: None,
             scope: None,
             session: None,
+            skeletons: true,
         }
     }
-}
-
-/// One cited block of context: the lines of one or more neighbouring chunks of a file (a
-/// [`Hit`] whose content is what the block shows, without a chunk id when it joins several),
-/// with the tokens it takes and its relevance rank. Serialised flat.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Block {
-    #[serde(flatten)]
-    pub hit: Hit,
-    /// Tokens of the rendered block.
-    pub tokens: usize,
-    /// Rank by relevance (0 = most relevant); blocks are listed in attention order.
-    pub relevance_rank: usize,
-}
-
-impl std::ops::Deref for Block {
-    type Target = Hit;
-    fn deref(&self) -> &Hit {
-        &self.hit
-    }
-}
-
-impl Block {
-    /// The block as it appears in the context text.
-    pub fn render(&self, format: Format) -> String {
-        let symbol = self.symbol.as_deref().unwrap_or("");
-        match format {
-            Format::Xml => format!(
-                "<block source=\"{}\"{}>\n{}\n</block>\n",
-                xml_escape(&self.citation()),
-                if symbol.is_empty() { String::new() } else { format!(" symbol=\"{}\"", xml_escape(symbol)) },
-                self.content.trim_end()
-            ),
-            Format::Markdown => {
-                let fence = if self.content.contains("```") { "````" } else { "```" };
-                let title = if symbol.is_empty() { self.citation() } else { format!("{} ({symbol})", self.citation()) };
-                format!("### {title}\n{fence}{}\n{}\n{fence}\n", fence_lang(&self.language), self.content.trim_end())
-            }
-            Format::Plain => {
-                let title = if symbol.is_empty() { self.citation() } else { format!("{} {symbol}", self.citation()) };
-                format!("--- {title}\n{}\n", self.content.trim_end())
-            }
-        }
-    }
-}
-
-fn fence_lang(language: &str) -> &str {
-    match language {
-        "text" | "pdf" | "notebook" => "",
-        other => other,
-    }
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 /// The assembled context.
@@ -289,15 +230,6 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
         0.0
     } else {
         dot / (na.sqrt() * nb.sqrt())
-    }
-}
-
-/// A one-line note in the context text (what a session was already sent).
-fn render_note(line: &str, format: Format) -> String {
-    match format {
-        Format::Xml => format!("<note>{}</note>\n", xml_escape(line)),
-        Format::Markdown => format!("_{line}_\n"),
-        Format::Plain => format!("--- {line}\n"),
     }
 }
 
@@ -506,13 +438,15 @@ impl Assembler {
         let cited_line = cited.as_ref().map(|(line, _)| render_note(line, req.format));
         let mut used = cited_line.as_deref().map_or(0, |l| self.tokens.count(l));
         let mut sent_now: Vec<(String, String)> = Vec::new();
+        let terms = compress::query_terms(&req.query);
+        let mut overflow: Vec<(String, u32, u32, f32)> = Vec::new();
         for d in kept {
             let n = per_file.entry(d.path.clone()).or_default();
             if *n >= req.max_per_file.max(1) {
                 continue;
             }
-            let content = d.lines.values().cloned().collect::<Vec<_>>().join("\n");
             let (start_line, end_line) = (d.start(), d.end());
+            let content = d.lines.values().cloned().collect::<Vec<_>>().join("\n");
             let ids = d.ids;
             let chunk = Chunk {
                 start_line,
@@ -523,16 +457,27 @@ impl Assembler {
                 content,
                 ..Chunk::default()
             };
-            let mut block = Block { hit: Hit { chunk, score: d.score }, tokens: 0, relevance_rank: chosen.len() };
+            let mut block = Block::new(Hit { chunk, score: d.score }, chosen.len());
             block.tokens = self.tokens.count(&block.render(req.format));
             if used + block.tokens > limit {
+                overflow.push((block.path.clone(), start_line, end_line, d.score));
                 continue;
             }
+            block.highlights = compress::highlights(&d.lines, &terms);
             used += block.tokens;
             *n += 1;
             sent_now.extend(ids.into_iter().map(|id| (id, block.citation())));
             on_block(&block);
             chosen.push(block);
+        }
+        // 5b. What did not fit whole: signature skeletons in the room left.
+        if req.skeletons && !overflow.is_empty() && used < limit {
+            for mut block in self.skeleton_blocks(req, &overflow, &chosen, limit - used).await? {
+                block.relevance_rank = chosen.len();
+                used += block.tokens;
+                on_block(&block);
+                chosen.push(block);
+            }
         }
         // 6. Attention order.
         let order = attention_order(chosen.len());
@@ -616,7 +561,7 @@ mod tests {
             content: "fn b() {}".into(),
             ..Chunk::default()
         };
-        let b = Block { hit: Hit { chunk, score: 1.0 }, tokens: 0, relevance_rank: 0 };
+        let b = Block::new(Hit { chunk, score: 1.0 }, 0);
         assert!(b.render(Format::Xml).starts_with("<block source=\"src/a.rs:3-9\" symbol=\"A::b\">"));
         assert!(b.render(Format::Markdown).starts_with("### src/a.rs:3-9 (A::b)\n```rust\n"));
         assert!(b.render(Format::Plain).starts_with("--- src/a.rs:3-9 A::b\n"));

@@ -1,0 +1,117 @@
+//! A context block and how it is rendered: the cited lines of one or more neighbouring chunks
+//! of a file, or the signature skeleton of a definition that did not fit whole, in XML,
+//! Markdown or plain text; and the one-line notes a context carries (what a session was
+//! already sent).
+
+use ctxd_index::Hit;
+use serde::{Deserialize, Serialize};
+
+use crate::SearchError;
+
+/// How blocks are rendered into the `context` text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    #[default]
+    Xml,
+    Markdown,
+    Plain,
+}
+
+impl std::str::FromStr for Format {
+    type Err = SearchError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "xml" => Ok(Format::Xml),
+            "markdown" | "md" => Ok(Format::Markdown),
+            "plain" | "text" => Ok(Format::Plain),
+            other => Err(SearchError::BadRequest(format!("unknown format '{other}' (xml, markdown or plain)"))),
+        }
+    }
+}
+
+/// One cited block of context: the lines of one or more neighbouring chunks of a file (a
+/// [`Hit`] whose content is what the block shows, without a chunk id when it joins several),
+/// with the tokens it takes and its relevance rank. Serialised flat.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Block {
+    #[serde(flatten)]
+    pub hit: Hit,
+    /// Tokens of the rendered block.
+    pub tokens: usize,
+    /// Rank by relevance (0 = most relevant); blocks are listed in attention order.
+    pub relevance_rank: usize,
+    /// A signature skeleton of the definitions the lines hold, sent in place of their body
+    /// (it did not fit the budget whole).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub skeleton: bool,
+    /// Line ranges `[start, end]` holding words of the query.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub highlights: Vec<[u32; 2]>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl std::ops::Deref for Block {
+    type Target = Hit;
+    fn deref(&self) -> &Hit {
+        &self.hit
+    }
+}
+
+impl Block {
+    /// A block of `hit`'s lines (not a skeleton, no highlights yet).
+    pub fn new(hit: Hit, relevance_rank: usize) -> Self {
+        Self { hit, tokens: 0, relevance_rank, skeleton: false, highlights: Vec::new() }
+    }
+
+    /// The block as it appears in the context text.
+    pub fn render(&self, format: Format) -> String {
+        let symbol = self.symbol.as_deref().unwrap_or("");
+        let skeleton = if self.skeleton { " (skeleton)" } else { "" };
+        match format {
+            Format::Xml => format!(
+                "<block source=\"{}\"{}{}>\n{}\n</block>\n",
+                xml_escape(&self.citation()),
+                if symbol.is_empty() { String::new() } else { format!(" symbol=\"{}\"", xml_escape(symbol)) },
+                if self.skeleton { " skeleton=\"true\"" } else { "" },
+                self.content.trim_end()
+            ),
+            Format::Markdown => {
+                let fence = if self.content.contains("```") { "````" } else { "```" };
+                let title = if symbol.is_empty() { self.citation() } else { format!("{} ({symbol})", self.citation()) };
+                format!(
+                    "### {title}{skeleton}\n{fence}{}\n{}\n{fence}\n",
+                    fence_lang(&self.language),
+                    self.content.trim_end()
+                )
+            }
+            Format::Plain => {
+                let title = if symbol.is_empty() { self.citation() } else { format!("{} {symbol}", self.citation()) };
+                format!("--- {title}{skeleton}\n{}\n", self.content.trim_end())
+            }
+        }
+    }
+}
+
+fn fence_lang(language: &str) -> &str {
+    match language {
+        "text" | "pdf" | "notebook" => "",
+        other => other,
+    }
+}
+
+pub(crate) fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// A one-line note in the context text (what a session was already sent).
+pub(crate) fn render_note(line: &str, format: Format) -> String {
+    match format {
+        Format::Xml => format!("<note>{}</note>\n", xml_escape(line)),
+        Format::Markdown => format!("_{line}_\n"),
+        Format::Plain => format!("--- {line}\n"),
+    }
+}
