@@ -277,6 +277,9 @@ pub enum Command {
         /// Search this snapshot: a version number or a tag.
         #[arg(long)]
         as_of: Option<String>,
+        /// Drop the candidates that do not fit whole instead of sending their signature skeletons.
+        #[arg(long)]
+        no_skeletons: bool,
         /// A session id: what earlier calls with it were sent is cited, not repeated (kept
         /// under ~/.cache/ctxd/sessions/ or $CTXD_SESSION_DIR between calls, for the session time-out).
         #[arg(long)]

@@ -70,12 +70,14 @@ async fn run(cli: Cli) -> Result<()> {
             mode,
             current_file,
             as_of,
+            no_skeletons,
             session,
             model,
             json,
         } => {
             let mut req = ContextRequest::new(query, budget);
             req.session = session;
+            req.skeletons = !no_skeletons;
             req.reserve = reserve;
             req.format = format.parse()?;
             req.candidates = candidates;

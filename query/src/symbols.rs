@@ -219,7 +219,7 @@ impl Assembler {
                     let doc = r.doc.as_deref().and_then(|d| d.lines().map(str::trim).find(|l| !l.is_empty()));
                     let doc = doc.map(|d| d.chars().take(160).collect::<String>());
                     let indent = "  ".repeat(depth + 1);
-                    let sig = r.signature.lines().next().unwrap_or("").trim();
+                    let sig = crate::context::one_line(&r.signature);
                     text.push_str(&format!("{indent}{}-{} {sig}", r.start_line, r.end_line));
                     if let Some(d) = &doc {
                         text.push_str(&format!("  # {d}"));
@@ -230,7 +230,7 @@ impl Assembler {
                         kind: r.kind,
                         start_line: r.start_line,
                         end_line: r.end_line,
-                        signature: sig.to_string(),
+                        signature: sig,
                         doc,
                         depth,
                     }

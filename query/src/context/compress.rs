@@ -174,8 +174,18 @@ impl Assembler {
     }
 }
 
+/// A signature on one line: whitespace (line breaks of a long parameter list) collapsed, at
+/// most 240 characters.
+pub fn one_line(signature: &str) -> String {
+    let flat = signature.split_whitespace().collect::<Vec<_>>().join(" ").replace("( ", "(").replace(" )", ")");
+    match flat.char_indices().nth(240) {
+        Some((i, _)) => format!("{}…", &flat[..i]),
+        None => flat,
+    }
+}
+
 fn push_def(text: &mut String, r: &SymbolRow, indent: &str, comment: &str) {
-    let sig = r.signature.lines().next().unwrap_or("").trim();
+    let sig = one_line(&r.signature);
     text.push_str(&format!("{indent}{sig}  {comment} lines {}-{}\n", r.start_line, r.end_line));
     if let Some(doc) = r.doc.as_deref().and_then(|d| d.lines().map(str::trim).find(|l| !l.is_empty())) {
         let doc: String = doc.chars().take(160).collect();
@@ -218,6 +228,7 @@ mod tests {
             "class Engine:  # lines 10-60\n    # Runs jobs.\n    def run(self, n):  # lines 12-30\n    def stop(self):  # lines 32-60\n        # Stops it.\n"
         );
         assert!(skeleton(&refs, 61, 69).is_none(), "no definition there");
+        assert_eq!(one_line("def f(\n    a: int,\n    b: str,\n) -> None:"), "def f(a: int, b: str,) -> None:");
     }
 
     #[test]

@@ -15,9 +15,10 @@
 //! 6. packs blocks by relevance into `budget − reserve` tokens, counted by the index's
 //!    tokenizer on the rendered block (citation header included), skipping blocks that no
 //!    longer fit and trying the next ones;
-//!    candidates that no longer fit whole are then sent as **signature skeletons** (definition
-//!    lines, doc lines, member signatures) in the room left, unless `skeletons` is false; full
-//!    blocks carry **highlights**, the line ranges holding the query's words ([`compress`]);
+//!    with `skeletons` on (the default) whole blocks stop at 3/4 of it, the candidates that did
+//!    not fit are sent as **signature skeletons** (definition lines, doc lines, member
+//!    signatures) and what room is left takes whole blocks again; full blocks carry
+//!    **highlights**, the line ranges holding the query's words ([`compress`]);
 //! 7. orders the chosen blocks for long-context attention: the most relevant first, the
 //!    second most relevant last, and so on inwards (Liu et al., "Lost in the middle").
 //!
@@ -39,6 +40,7 @@ mod compress;
 
 use block::render_note;
 pub use block::{Block, Format};
+pub use compress::one_line;
 
 use crate::graph::GraphCache;
 use crate::locate::{FilePrior, Locator};
@@ -439,7 +441,10 @@ impl Assembler {
         let mut used = cited_line.as_deref().map_or(0, |l| self.tokens.count(l));
         let mut sent_now: Vec<(String, String)> = Vec::new();
         let terms = compress::query_terms(&req.query);
-        let mut overflow: Vec<(String, u32, u32, f32)> = Vec::new();
+        // With skeletons on, whole blocks stop at 3/4 of the budget: the rest is for the skeletons
+        // of what did not fit, then for whole blocks again if room is left.
+        let full_limit = if req.skeletons { limit - limit / 4 } else { limit };
+        let mut overflow: Vec<(Block, Vec<String>)> = Vec::new();
         for d in kept {
             let n = per_file.entry(d.path.clone()).or_default();
             if *n >= req.max_per_file.max(1) {
@@ -447,7 +452,6 @@ impl Assembler {
             }
             let (start_line, end_line) = (d.start(), d.end());
             let content = d.lines.values().cloned().collect::<Vec<_>>().join("\n");
-            let ids = d.ids;
             let chunk = Chunk {
                 start_line,
                 end_line,
@@ -459,25 +463,43 @@ impl Assembler {
             };
             let mut block = Block::new(Hit { chunk, score: d.score }, chosen.len());
             block.tokens = self.tokens.count(&block.render(req.format));
-            if used + block.tokens > limit {
-                overflow.push((block.path.clone(), start_line, end_line, d.score));
+            block.highlights = compress::highlights(&d.lines, &terms);
+            if used + block.tokens > full_limit {
+                overflow.push((block, d.ids));
                 continue;
             }
-            block.highlights = compress::highlights(&d.lines, &terms);
             used += block.tokens;
             *n += 1;
-            sent_now.extend(ids.into_iter().map(|id| (id, block.citation())));
+            sent_now.extend(d.ids.into_iter().map(|id| (id, block.citation())));
             on_block(&block);
             chosen.push(block);
         }
-        // 5b. What did not fit whole: signature skeletons in the room left.
+        // 5b. What did not fit whole: signature skeletons.
         if req.skeletons && !overflow.is_empty() && used < limit {
-            for mut block in self.skeleton_blocks(req, &overflow, &chosen, limit - used).await? {
+            let spans: Vec<(String, u32, u32, f32)> =
+                overflow.iter().map(|(b, _)| (b.path.clone(), b.start_line, b.end_line, b.score)).collect();
+            for mut block in self.skeleton_blocks(req, &spans, &chosen, limit - used).await? {
                 block.relevance_rank = chosen.len();
                 used += block.tokens;
                 on_block(&block);
                 chosen.push(block);
             }
+        }
+        // 5c. Room still left: whole blocks of the rest that fit (and no skeleton shows).
+        for (mut block, ids) in overflow {
+            let n = per_file.entry(block.path.clone()).or_default();
+            let skeletal = chosen.iter().any(|c| {
+                c.skeleton && c.path == block.path && c.start_line <= block.start_line && block.end_line <= c.end_line
+            });
+            if used + block.tokens > limit || *n >= req.max_per_file.max(1) || skeletal {
+                continue;
+            }
+            used += block.tokens;
+            *n += 1;
+            block.relevance_rank = chosen.len();
+            sent_now.extend(ids.into_iter().map(|id| (id, block.citation())));
+            on_block(&block);
+            chosen.push(block);
         }
         // 6. Attention order.
         let order = attention_order(chosen.len());
