@@ -143,7 +143,7 @@ pub async fn evaluate(
 /// Context assembly against the naive baseline, averaged over queries.
 #[derive(Debug, Clone, Serialize, Default, PartialEq)]
 pub struct ContextEvalReport {
-    /// `assembled@<budget>` or `top<k>-files`.
+    /// `assembled@<budget>` (with skeletons), `whole-blocks@<budget>` (without) or `top<k>-files`.
     pub method: String,
     pub queries: usize,
     /// Share of gold files with at least one block (or the whole file) in the context.
@@ -172,11 +172,13 @@ pub async fn evaluate_context(
         }
     };
     let mut out = Vec::new();
-    for &budget in budgets {
+    // `assembled`: today's assembly with skeletons; `whole-blocks`: without them (as before).
+    for (&budget, (skeletons, label)) in budgets.iter().flat_map(|b| [(true, "assembled"), (false, "whole-blocks")].map(|m| (b, m))) {
         let started = std::time::Instant::now();
         let (mut r, mut t) = (0.0, 0.0);
         for q in queries {
-            let req = crate::context::ContextRequest::new(q.query.clone(), budget);
+            let mut req = crate::context::ContextRequest::new(q.query.clone(), budget);
+            req.skeletons = skeletons;
             let resp = assembler.assemble(&req, |_| {}).await?;
             let files: HashSet<String> = resp.blocks.iter().map(|b| b.path.clone()).collect();
             r += recall(&files, &q.gold);
@@ -184,7 +186,7 @@ pub async fn evaluate_context(
         }
         let n = queries.len().max(1) as f64;
         out.push(ContextEvalReport {
-            method: format!("assembled@{budget}"),
+            method: format!("{label}@{budget}"),
             queries: queries.len(),
             gold_recall: r / n,
             mean_tokens: t / n,

@@ -78,6 +78,7 @@ pub fn tools() -> Vec<Value> {
                 "query": {"type": "string"},
                 "session": {"type": "string", "description": "your task's session id (default: this connection's, for stdio)"},
                 "as_of": {"type": "string", "description": "a snapshot: an index version number or a tag (default: the latest)"},
+                "skeletons": {"type": "boolean", "default": true, "description": "send what does not fit whole as signature skeletons"},
                 "budget": {"type": "integer", "minimum": 64, "maximum": 32000, "default": 4000},
                 "format": {"type": "string", "enum": ["xml", "markdown", "plain"], "default": "markdown"}},
                 "required": ["query"]}),
@@ -325,6 +326,7 @@ impl McpServer {
         };
         req.session = args.get("session").and_then(Value::as_str).map(str::to_string).or_else(|| self.session.clone());
         req.as_of = args.get("as_of").and_then(Value::as_str).map(str::to_string);
+        req.skeletons = args.get("skeletons").and_then(Value::as_bool).unwrap_or(true);
         let resp = self.assembler.assemble(&req, |_| {}).await.map_err(|e| e.to_string())?;
         let summary = json!({
             "tokens_used": resp.tokens_used, "budget": resp.budget, "blocks": resp.blocks.len(),
