@@ -21,30 +21,40 @@ fn path_of(db: &Path, id: &str) -> PathBuf {
     base.join(&key.as_str()[..16]).join(format!("{id}.json"))
 }
 
-/// Loads session `id` of `db` into `sessions` (when a live one was saved); returns its file.
-pub fn load(sessions: &Sessions, db: &Path, id: &str) -> Result<PathBuf> {
-    validate_id(id)?;
-    let file = path_of(db, id);
-    match std::fs::read(&file) {
-        Ok(bytes) => {
-            let saved: SavedSession = serde_json::from_slice(&bytes).with_context(|| {
-                format!("session file {} is not a saved session: delete it to start the session afresh", file.display())
-            })?;
-            sessions.restore(id, saved);
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("reading session file {}", file.display())),
-    }
-    Ok(file)
-}
+/// The CLI's session of one command: none, or one loaded from its file (and written back).
+pub struct SessionFile(Option<(String, PathBuf)>);
 
-/// Writes session `id` back to `file` (atomically: a temporary file renamed over it).
-pub fn save(sessions: &Sessions, file: &Path, id: &str) -> Result<()> {
-    let Some(saved) = sessions.save(id) else { return Ok(()) };
-    let dir = file.parent().context("session file has no folder")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating session folder {}", dir.display()))?;
-    let tmp = file.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(&saved)?).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, file).with_context(|| format!("writing session file {}", file.display()))?;
-    Ok(())
+impl SessionFile {
+    /// Loads session `id` of `db` into `sessions` when a live one was saved (`None`: no session).
+    pub fn load(sessions: &Sessions, db: &Path, id: Option<&str>) -> Result<Self> {
+        let Some(id) = id else { return Ok(Self(None)) };
+        validate_id(id)?;
+        let file = path_of(db, id);
+        match std::fs::read(&file) {
+            Ok(bytes) => {
+                let saved: SavedSession = serde_json::from_slice(&bytes).with_context(|| {
+                    format!(
+                        "session file {} is not a saved session: delete it to start the session afresh",
+                        file.display()
+                    )
+                })?;
+                sessions.restore(id, saved);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("reading session file {}", file.display())),
+        }
+        Ok(Self(Some((id.to_string(), file))))
+    }
+
+    /// Writes the session back (atomically: a temporary file renamed over it).
+    pub fn save(&self, sessions: &Sessions) -> Result<()> {
+        let Some((id, file)) = &self.0 else { return Ok(()) };
+        let Some(saved) = sessions.save(id) else { return Ok(()) };
+        let dir = file.parent().context("session file has no folder")?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating session folder {}", dir.display()))?;
+        let tmp = file.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(&saved)?).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, file).with_context(|| format!("writing session file {}", file.display()))?;
+        Ok(())
+    }
 }

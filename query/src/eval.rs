@@ -173,7 +173,9 @@ pub async fn evaluate_context(
     };
     let mut out = Vec::new();
     // `assembled`: today's assembly with skeletons; `whole-blocks`: without them (as before).
-    for (&budget, (skeletons, label)) in budgets.iter().flat_map(|b| [(true, "assembled"), (false, "whole-blocks")].map(|m| (b, m))) {
+    for (&budget, (skeletons, label)) in
+        budgets.iter().flat_map(|b| [(true, "assembled"), (false, "whole-blocks")].map(|m| (b, m)))
+    {
         let started = std::time::Instant::now();
         let (mut r, mut t) = (0.0, 0.0);
         for q in queries {

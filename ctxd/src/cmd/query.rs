@@ -10,6 +10,7 @@ use ctxd_serve::{Mode, SearchRequest, Searcher};
 
 use crate::cli::ModelArgs;
 use crate::open::{open_assembler, open_index, open_searcher};
+use crate::session_file::SessionFile;
 
 pub async fn search(
     query: &str,
@@ -48,14 +49,9 @@ pub async fn search(
 pub async fn context(req: &ContextRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
     Assembler::validate(req)?;
     let assembler = open_assembler(db, model, !matches!(req.mode, Mode::Bm25 | Mode::Symbol)).await?;
-    let saved = match &req.session {
-        Some(id) => Some(crate::session_file::load(assembler.sessions(), db, id)?),
-        None => None,
-    };
+    let session = SessionFile::load(assembler.sessions(), db, req.session.as_deref())?;
     let resp = assembler.assemble(req, |_| {}).await?;
-    if let (Some(id), Some(file)) = (&req.session, saved) {
-        crate::session_file::save(assembler.sessions(), &file, id)?;
-    }
+    session.save(assembler.sessions())?;
     if json {
         println!("{}", serde_json::to_string(&resp)?);
     } else {
@@ -115,14 +111,9 @@ pub async fn list_symbols(req: &ListSymbolsRequest, db: &Path, json: bool) -> Re
 /// `ctxd get-symbols`: the sources within the budget (in a session when asked).
 pub async fn get_symbols(req: &GetSymbolsRequest, db: &Path, json: bool) -> Result<()> {
     let assembler = open_assembler(db, &ModelArgs::default(), false).await?;
-    let file = match &req.session {
-        Some(id) => Some(crate::session_file::load(assembler.sessions(), db, id)?),
-        None => None,
-    };
+    let session = SessionFile::load(assembler.sessions(), db, req.session.as_deref())?;
     let out = assembler.get_symbols(req).await?;
-    if let (Some(id), Some(file)) = (&req.session, file) {
-        crate::session_file::save(assembler.sessions(), &file, id)?;
-    }
+    session.save(assembler.sessions())?;
     if json {
         println!("{}", serde_json::to_string(&out)?);
     } else {
