@@ -528,6 +528,8 @@ mod tests {
                 "get_symbol_source",
                 "get_repo_overview",
                 "check_index",
+                "list_symbols",
+                "get_symbols",
                 "locate",
                 "find_references",
                 "callers",

@@ -184,6 +184,15 @@ pub fn one_line(signature: &str) -> String {
     }
 }
 
+/// The session key of a skeleton block: its place and text (a skeleton sent once is not sent
+/// again in the session; the whole block stays new).
+pub fn skeleton_key(block: &Block) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    block.content.hash(&mut h);
+    format!("skel:{}:{}-{}:{:016x}", block.path, block.start_line, block.end_line, h.finish())
+}
+
 fn push_def(text: &mut String, r: &SymbolRow, indent: &str, comment: &str) {
     let sig = one_line(&r.signature);
     text.push_str(&format!("{indent}{sig}  {comment} lines {}-{}\n", r.start_line, r.end_line));

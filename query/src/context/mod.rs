@@ -24,7 +24,9 @@
 //!
 //! In a `session`, candidates the session was already sent are left out before step 2 and
 //! cited in one line (`already sent: path:start-end, …`, its tokens counted), the search looks
-//! deeper to make up for them, and the chunks packed are remembered ([`crate::session`]).
+//! deeper to make up for them, after its first answer new candidates scoring below
+//! [`SESSION_FLOOR`] of the best one are not sent (no padding: a follow-up whose answer was mostly sent stays short), and the
+//! chunks packed are remembered ([`crate::session`]).
 //!
 //! Every block is cited `path:start-end` with its symbol. The response reports tokens used,
 //! budget utilisation and the share of candidates dropped as duplicates.
@@ -49,6 +51,9 @@ use crate::search::{Mode, Scope, SearchRequest, SearchResult};
 use crate::searcher::Searcher;
 use crate::session::{self, Sessions, Tool};
 use crate::SearchError;
+
+/// In a session, candidates scoring below this share of the best candidate are not sent.
+pub const SESSION_FLOOR: f32 = 0.5;
 
 /// Largest budget accepted, in tokens.
 pub const MAX_BUDGET: usize = 1_000_000;
@@ -433,6 +438,13 @@ impl Assembler {
                 kept.push(d);
             }
         }
+        // In a session that was sent something before, the budget is not padded: new candidates
+        // far below the best one (sent or not) are left out, so a follow-up whose answer was
+        // mostly sent stays short. (A session's first answer is the answer without a session.)
+        if req.session.is_some() && seen_before > 0 {
+            let best = found.results.iter().map(|r| r.score * prior.factor(&r.path)).fold(0.0f32, f32::max);
+            kept.retain(|d| d.score >= best * SESSION_FLOOR);
+        }
         // 4. Per-file cap, then 5. greedy packing into the budget.
         let limit = req.budget - req.reserve;
         let mut per_file: HashMap<String, usize> = HashMap::new();
@@ -479,6 +491,11 @@ impl Assembler {
             let spans: Vec<(String, u32, u32, f32)> =
                 overflow.iter().map(|(b, _)| (b.path.clone(), b.start_line, b.end_line, b.score)).collect();
             for mut block in self.skeleton_blocks(req, &spans, &chosen, limit - used).await? {
+                let key = compress::skeleton_key(&block);
+                if req.session.as_deref().is_some_and(|id| !self.sessions.already_sent(id, &[&key]).is_empty()) {
+                    continue;
+                }
+                sent_now.push((key, block.citation()));
                 block.relevance_rank = chosen.len();
                 used += block.tokens;
                 on_block(&block);
