@@ -134,7 +134,8 @@ def query(args, db, tree, text, without, commit):
         if args.mode == "search":
             cmd = [args.ctxd, "search", "--db", db, "--k", str(max(50, args.k)), "--json", "--as-of", tag_of(commit)]
         else:
-            cmd = [args.ctxd, "context", "--db", db, "--budget", str(args.budget), "--json", "--as-of", tag_of(commit)]
+            cmd = [args.ctxd, "context", "--db", db, "--budget", str(args.budget), "--json", "--as-of", tag_of(commit),
+                   "--assembly", args.assembly]
         cmd += ["--", cut]
         stdin = None
     try:
@@ -205,6 +206,7 @@ def main():
     ap.add_argument("--mirrors", default="/work/.mirror")
     ap.add_argument("--mode", choices=("locate", "search", "context"), default="locate")
     ap.add_argument("--budget", type=int, default=8000, help="--mode context: the token budget")
+    ap.add_argument("--assembly", default="auto", help="--mode context: auto, balanced, hierarchical, sequential or thematic")
     ap.add_argument("--without", default="", help="signals to leave out in every locate query")
     ap.add_argument("--ablate", default="", help="after the full run, one extra run per signal left out")
     ap.add_argument("--k", type=int, default=10)

@@ -93,6 +93,7 @@ def main():
     ap.add_argument("--budgets", default="2000,8000")
     ap.add_argument("--limit", type=int)
     ap.add_argument("--no-skeletons", action="store_true", help="whole blocks only (the assembly before skeletons)")
+    ap.add_argument("--assembly", default="auto", help="auto, balanced, hierarchical, sequential or thematic")
     ap.add_argument("--json")
     a = ap.parse_args()
     budgets = [int(b) for b in a.budgets.split(",")]
@@ -113,7 +114,7 @@ def main():
                     for i, q in enumerate(qs):
                         session = f"{mode}-{x['id']}-{budget}" + (f"-{i}" if mode == "independent" else "")
                         out = mcp.context(query=q, budget=budget, as_of=tag, session=session, format="markdown",
-                                          skeletons=not a.no_skeletons)
+                                          skeletons=not a.no_skeletons, assembly=a.assembly)
                         cites = out.get("citations", [])
                         row["repeated"] += sum(1 for c in cites if c in seen_blocks)
                         seen_blocks |= set(cites)

@@ -280,6 +280,12 @@ pub enum Command {
         /// Drop the candidates that do not fit whole instead of sending their signature skeletons.
         #[arg(long)]
         no_skeletons: bool,
+        /// Layout: auto (by the query's intent), balanced, hierarchical, sequential or thematic.
+        #[arg(long, default_value = "auto")]
+        assembly: String,
+        /// Only these document types, comma-separated: code, docs, config, tests (default: all).
+        #[arg(long)]
+        doc_types: Option<String>,
         /// A session id: what earlier calls with it were sent is cited, not repeated (kept
         /// under ~/.cache/ctxd/sessions/ or $CTXD_SESSION_DIR between calls, for the session time-out).
         #[arg(long)]
@@ -444,6 +450,10 @@ pub enum Command {
         /// the top-k whole files (k = 1, 3, 5).
         #[arg(long, value_delimiter = ',')]
         context_budgets: Vec<usize>,
+        /// The assemblies evaluated at each budget (comma-separated: auto, balanced,
+        /// hierarchical, sequential, thematic), beside balanced whole blocks.
+        #[arg(long, value_delimiter = ',', default_value = "auto")]
+        assemblies: Vec<String>,
         #[command(flatten)]
         model: ModelArgs,
         #[arg(long)]

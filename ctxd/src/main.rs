@@ -71,11 +71,15 @@ async fn run(cli: Cli) -> Result<()> {
             current_file,
             as_of,
             no_skeletons,
+            assembly,
+            doc_types,
             session,
             model,
             json,
         } => {
             let mut req = ContextRequest::new(query, budget);
+            req.assembly = assembly.parse()?;
+            req.doc_types = doc_types.as_deref().map(ctxd_serve::doc_type::parse_list).transpose()?.unwrap_or_default();
             req.session = session;
             req.skeletons = !no_skeletons;
             req.reserve = reserve;
@@ -113,8 +117,8 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Serve { config, watch, db, listen, flight_listen, model } => {
             serve::serve(config, watch, db, listen, flight_listen, model).await
         }
-        Command::Eval { db, queries, k, mode, context_budgets, model, json } => {
-            cmd::eval::run(&db, &queries, k, &mode, &context_budgets, &model, json).await
+        Command::Eval { db, queries, k, mode, context_budgets, assemblies, model, json } => {
+            cmd::eval::run(&db, &queries, k, &mode, &context_budgets, &assemblies, &model, json).await
         }
         Command::Config { action: ConfigAction::Validate { file } } => cmd::admin::validate_config(&file),
         Command::Bench { integrity, max_files, model, .. } if !integrity.is_empty() => {

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+#[path = "integration/assembly.rs"]
+mod assembly;
 #[path = "integration/graph.rs"]
 mod graph;
 #[path = "integration/sessions.rs"]

@@ -143,7 +143,9 @@ pub async fn evaluate(
 /// Context assembly against the naive baseline, averaged over queries.
 #[derive(Debug, Clone, Serialize, Default, PartialEq)]
 pub struct ContextEvalReport {
-    /// `assembled@<budget>` (with skeletons), `whole-blocks@<budget>` (without) or `top<k>-files`.
+    /// `assembled@<budget>` (auto assembly, skeletons), `<assembly>@<budget>` (another
+    /// strategy), `whole-blocks@<budget>` (balanced, no skeletons: the assembly before
+    /// strategies and skeletons) or `top<k>-files`.
     pub method: String,
     pub queries: usize,
     /// Share of gold files with at least one block (or the whole file) in the context.
@@ -160,8 +162,10 @@ pub async fn evaluate_context(
     tokens: &ctxd_models::TokenCounter,
     queries: &[EvalQuery],
     budgets: &[usize],
+    assemblies: &[crate::context::Assembly],
     baseline_ks: &[usize],
 ) -> Result<Vec<ContextEvalReport>, SearchError> {
+    use crate::context::Assembly;
     use std::collections::HashMap;
     let searcher = assembler.searcher();
     let recall = |files: &HashSet<String>, gold: &[String]| {
@@ -172,15 +176,19 @@ pub async fn evaluate_context(
         }
     };
     let mut out = Vec::new();
-    // `assembled`: today's assembly with skeletons; `whole-blocks`: without them (as before).
-    for (&budget, (skeletons, label)) in
-        budgets.iter().flat_map(|b| [(true, "assembled"), (false, "whole-blocks")].map(|m| (b, m)))
-    {
+    // Each strategy with skeletons, then balanced whole blocks (the assembly before both).
+    let mut runs: Vec<(Assembly, bool, String)> = assemblies
+        .iter()
+        .map(|&a| (a, true, if a == Assembly::Auto { "assembled".to_string() } else { a.as_str().to_string() }))
+        .collect();
+    runs.push((Assembly::Balanced, false, "whole-blocks".into()));
+    for (&budget, (assembly, skeletons, label)) in budgets.iter().flat_map(|b| runs.iter().map(move |r| (b, r))) {
         let started = std::time::Instant::now();
         let (mut r, mut t) = (0.0, 0.0);
         for q in queries {
             let mut req = crate::context::ContextRequest::new(q.query.clone(), budget);
-            req.skeletons = skeletons;
+            req.skeletons = *skeletons;
+            req.assembly = *assembly;
             let resp = assembler.assemble(&req, |_| {}).await?;
             let files: HashSet<String> = resp.blocks.iter().map(|b| b.path.clone()).collect();
             r += recall(&files, &q.gold);

@@ -24,6 +24,7 @@
 pub mod bounded;
 pub mod completion;
 pub mod context;
+pub mod doc_type;
 pub mod error;
 pub mod eval;
 pub mod fusion;

@@ -26,6 +26,6 @@ pub mod metrics;
 pub mod symbol_tools;
 
 pub use ctxd_query::{
-    completion, context, error, eval, graph, locate, rerank, route, routed, search, session, symbols, tools,
+    completion, context, doc_type, error, eval, graph, locate, rerank, route, routed, search, session, symbols, tools,
 };
 pub use ctxd_query::{Mode, SearchError, SearchRequest, SearchResponse, SearchResult, Searcher};

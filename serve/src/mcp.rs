@@ -79,6 +79,10 @@ pub fn tools() -> Vec<Value> {
                 "session": {"type": "string", "description": "your task's session id (default: this connection's, for stdio)"},
                 "as_of": {"type": "string", "description": "a snapshot: an index version number or a tag (default: the latest)"},
                 "skeletons": {"type": "boolean", "default": true, "description": "send what does not fit whole as signature skeletons"},
+                "assembly": {"type": "string", "enum": ["auto", "balanced", "hierarchical", "sequential", "thematic"], "default": "auto",
+                    "description": "layout: by relevance (balanced), file outlines first (hierarchical), file and line order (sequential), grouped by topic (thematic); auto picks by intent"},
+                "doc_types": {"type": "array", "items": {"type": "string", "enum": ["code", "docs", "config", "tests"]},
+                    "description": "only these kinds of files (default: all)"},
                 "budget": {"type": "integer", "minimum": 64, "maximum": 32000, "default": 4000},
                 "format": {"type": "string", "enum": ["xml", "markdown", "plain"], "default": "markdown"}},
                 "required": ["query"]}),
@@ -327,12 +331,21 @@ impl McpServer {
         req.session = args.get("session").and_then(Value::as_str).map(str::to_string).or_else(|| self.session.clone());
         req.as_of = args.get("as_of").and_then(Value::as_str).map(str::to_string);
         req.skeletons = args.get("skeletons").and_then(Value::as_bool).unwrap_or(true);
+        if let Some(a) = args.get("assembly") {
+            let a = a.as_str().ok_or("assembly must be a string")?;
+            req.assembly = a.parse().map_err(|e: crate::SearchError| e.to_string())?;
+        }
+        if let Some(types) = args.get("doc_types") {
+            req.doc_types = serde_json::from_value(types.clone())
+                .map_err(|_| "doc_types must be a list of code, docs, config, tests".to_string())?;
+        }
         let resp = self.assembler.assemble(&req, |_| {}).await.map_err(|e| e.to_string())?;
         let summary = json!({
             "tokens_used": resp.tokens_used, "budget": resp.budget, "blocks": resp.blocks.len(),
             "citations": resp.blocks.iter().map(|b| b.citation()).collect::<Vec<_>>(),
             "already_sent": resp.already_sent, "session": resp.session,
             "route": resp.route, "intent": resp.intent,
+            "assembly": resp.assembly, "assembly_reason": resp.assembly_reason, "themes": resp.themes,
         });
         let text = if resp.blocks.is_empty() && resp.already_sent.is_empty() {
             format!("nothing relevant to '{query}' in the index")

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use ctxd_serve::context::Assembler;
+use ctxd_serve::context::{Assembler, Assembly};
 use ctxd_serve::eval::{evaluate, evaluate_context, read_queries};
 use ctxd_serve::Mode;
 
@@ -17,6 +17,7 @@ pub async fn run(
     k: usize,
     mode: &str,
     context_budgets: &[usize],
+    assemblies: &[String],
     model: &ModelArgs,
     json: bool,
 ) -> Result<()> {
@@ -34,6 +35,7 @@ pub async fn run(
         "routed-no-rerank" => vec![(Mode::Routed, false)],
         m => vec![(m.parse()?, true)],
     };
+    let assemblies: Vec<Assembly> = assemblies.iter().map(|a| a.parse()).collect::<Result<_, _>>()?;
     let qs = read_queries(queries)?;
     if qs.is_empty() {
         bail!("no queries in {}", queries.display());
@@ -49,7 +51,7 @@ pub async fn run(
     if !context_budgets.is_empty() {
         let tokens = opened.tokenizer().await?;
         let assembler = Assembler::new(searcher.clone(), tokens.clone());
-        context_reports = evaluate_context(&assembler, &tokens, &qs, context_budgets, &[1, 3, 5]).await?;
+        context_reports = evaluate_context(&assembler, &tokens, &qs, context_budgets, &assemblies, &[1, 3, 5]).await?;
     }
     if json {
         println!(
@@ -71,9 +73,9 @@ pub async fn run(
             );
         }
         if !context_reports.is_empty() {
-            println!("{:<16} {:>12} {:>12} {:>8}", "context", "gold recall", "mean tokens", "seconds");
+            println!("{:<20} {:>12} {:>12} {:>8}", "context", "gold recall", "mean tokens", "seconds");
             for r in &context_reports {
-                println!("{:<16} {:>12.4} {:>12.1} {:>8.1}", r.method, r.gold_recall, r.mean_tokens, r.seconds);
+                println!("{:<20} {:>12.4} {:>12.1} {:>8.1}", r.method, r.gold_recall, r.mean_tokens, r.seconds);
             }
         }
     }

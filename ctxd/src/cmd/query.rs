@@ -57,7 +57,7 @@ pub async fn context(req: &ContextRequest, db: &Path, model: &ModelArgs, json: b
     } else {
         print!("{}", resp.context);
         eprintln!(
-            "{} blocks, {} of {} tokens ({:.0}%), {} candidates, dedup {:.0}%, route {}, intent {}",
+            "{} blocks, {} of {} tokens ({:.0}%), {} candidates, dedup {:.0}%, route {}, intent {}, assembly {}{}",
             resp.blocks.len(),
             resp.tokens_used,
             resp.budget - resp.reserve,
@@ -65,7 +65,9 @@ pub async fn context(req: &ContextRequest, db: &Path, model: &ModelArgs, json: b
             resp.candidates,
             resp.dedup_rate * 100.0,
             resp.route.map_or("-", |r| r.as_str()),
-            resp.intent.map_or("-", |r| r.as_str())
+            resp.intent.map_or("-", |r| r.as_str()),
+            resp.assembly.as_str(),
+            resp.assembly_reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
         );
     }
     Ok(())

@@ -124,6 +124,33 @@ fn sessions_cite_what_they_were_sent_and_stay_apart() {
     assert!(resp.text().unwrap().contains("session id"));
     let resp = d.post("/v1/context", &json!({"query": "invoice", "budget": 0, "session": "agent-1"}));
     assert_eq!(resp.status().as_u16(), 400);
+
+    // MCP over HTTP: initialize issues an Mcp-Session-Id; the calls that carry it are a session.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}});
+    let resp = d.post("/mcp", &init);
+    let sid = resp.headers().get("mcp-session-id").expect("an Mcp-Session-Id").to_str().unwrap().to_string();
+    assert!(sid.starts_with("mcp-") && sid.len() > 20, "{sid}");
+    let other = d.post("/mcp", &init);
+    assert_ne!(other.headers().get("mcp-session-id").unwrap().to_str().unwrap(), sid, "one id per initialize");
+    let mcp_context = |sid: Option<&str>| -> Value {
+        let msg = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "get_context",
+            "arguments": {"query": "invoice refund and tax", "budget": 200}}});
+        let mut req = d.client.post(format!("{}/mcp", d.base)).json(&msg);
+        if let Some(sid) = sid {
+            req = req.header("Mcp-Session-Id", sid);
+        }
+        let v: Value = req.send().unwrap().json().unwrap();
+        v["result"]["structuredContent"].clone()
+    };
+    let one = mcp_context(Some(&sid));
+    assert_eq!(one["session"], sid.as_str(), "{one}");
+    assert!(one["already_sent"].as_array().is_none_or(|a| a.is_empty()), "{one}");
+    let two = mcp_context(Some(&sid));
+    assert!(!two["already_sent"].as_array().unwrap().is_empty(), "{two}");
+    let anonymous = mcp_context(None);
+    assert!(anonymous["session"].is_null() && anonymous["already_sent"].as_array().is_none_or(|a| a.is_empty()));
+    let bad = d.client.post(format!("{}/mcp", d.base)).header("Mcp-Session-Id", "a b").json(&init).send().unwrap();
+    assert_eq!(bad.status().as_u16(), 400);
     drop(d);
 
     // The CLI keeps a session between processes.

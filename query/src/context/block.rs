@@ -48,6 +48,13 @@ pub struct Block {
     /// Line ranges `[start, end]` holding words of the query.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub highlights: Vec<[u32; 2]>,
+    /// A file's outline (its definitions' signatures and lines), sent first by the hierarchical
+    /// assembly.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub outline: bool,
+    /// The theme the block was grouped under (thematic assembly; an index into `themes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub theme: Option<usize>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -64,19 +71,29 @@ impl std::ops::Deref for Block {
 impl Block {
     /// A block of `hit`'s lines (not a skeleton, no highlights yet).
     pub fn new(hit: Hit, relevance_rank: usize) -> Self {
-        Self { hit, tokens: 0, relevance_rank, skeleton: false, highlights: Vec::new() }
+        Self { hit, tokens: 0, relevance_rank, skeleton: false, highlights: Vec::new(), outline: false, theme: None }
+    }
+
+    /// What the block is instead of whole lines, if anything: `skeleton` or `outline`.
+    fn summary(&self) -> Option<&'static str> {
+        match (self.outline, self.skeleton) {
+            (true, _) => Some("outline"),
+            (_, true) => Some("skeleton"),
+            _ => None,
+        }
     }
 
     /// The block as it appears in the context text.
     pub fn render(&self, format: Format) -> String {
         let symbol = self.symbol.as_deref().unwrap_or("");
-        let skeleton = if self.skeleton { " (skeleton)" } else { "" };
+        let summary = self.summary();
+        let skeleton = summary.map(|s| format!(" ({s})")).unwrap_or_default();
         match format {
             Format::Xml => format!(
                 "<block source=\"{}\"{}{}>\n{}\n</block>\n",
                 xml_escape(&self.citation()),
                 if symbol.is_empty() { String::new() } else { format!(" symbol=\"{}\"", xml_escape(symbol)) },
-                if self.skeleton { " skeleton=\"true\"" } else { "" },
+                summary.map(|s| format!(" {s}=\"true\"")).unwrap_or_default(),
                 self.content.trim_end()
             ),
             Format::Markdown => {
@@ -105,6 +122,36 @@ fn fence_lang(language: &str) -> &str {
 
 pub(crate) fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// The blocks of a context in `format`, under their theme headings when `themes` are given
+/// (the blocks of a theme are consecutive).
+pub(crate) fn render_blocks(blocks: &[Block], themes: &[String], format: Format) -> String {
+    let mut out = String::new();
+    let mut open: Option<usize> = None;
+    for b in blocks {
+        if let Some(t) = b.theme.filter(|t| *t < themes.len() && open != Some(*t)) {
+            if open.is_some() && format == Format::Xml {
+                out.push_str("</theme>\n");
+            }
+            out.push_str(&render_heading(&themes[t], format));
+            open = Some(t);
+        }
+        out.push_str(&b.render(format));
+    }
+    if open.is_some() && format == Format::Xml {
+        out.push_str("</theme>\n");
+    }
+    out
+}
+
+/// A theme's heading (for XML, the opening tag; `</theme>` closes it).
+pub(crate) fn render_heading(heading: &str, format: Format) -> String {
+    match format {
+        Format::Xml => format!("<theme title=\"{}\">\n", xml_escape(heading)),
+        Format::Markdown => format!("## Theme: {heading}\n"),
+        Format::Plain => format!("=== {heading}\n"),
+    }
 }
 
 /// A one-line note in the context text (what a session was already sent).

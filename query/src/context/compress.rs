@@ -23,6 +23,8 @@ use crate::SearchError;
 const MAX_HIGHLIGHTS: usize = 20;
 /// Members listed under a definition in a skeleton at most.
 const MAX_MEMBERS: usize = 24;
+/// Lines of a file outline at most (the rest counted in its last line).
+const MAX_OUTLINE_LINES: usize = 60;
 
 const STOPWORDS: &[&str] = &[
     "the", "and", "for", "with", "that", "this", "from", "into", "what", "when", "where", "which", "how", "why",
@@ -31,6 +33,11 @@ const STOPWORDS: &[&str] = &[
     "you", "your", "our", "out", "about", "some", "one", "two", "also", "only", "just", "like", "more", "most",
     "other", "such", "each",
 ];
+
+/// Whether a word is a common English word a highlight or a heading leaves out.
+pub fn is_stopword(word: &str) -> bool {
+    STOPWORDS.contains(&word)
+}
 
 /// The words of a query a highlight looks for: lowercased, ≥ 3 characters, identifiers split
 /// into their parts too, stopwords left out.
@@ -174,6 +181,57 @@ impl Assembler {
     }
 }
 
+impl Assembler {
+    /// Outline blocks of `files` (best first) within `room` tokens: each file's definitions
+    /// (the skeleton of the whole file, at most [`MAX_OUTLINE_LINES`] lines); none for a file
+    /// without definitions, none a session was already sent.
+    pub(super) async fn outline_blocks(
+        &self,
+        req: &ContextRequest,
+        files: &[String],
+        room: usize,
+    ) -> Result<Vec<Block>, SearchError> {
+        let (index, _) = self.searcher.retriever().current().index_as_of(req.as_of.as_deref()).await?;
+        let rows = index.symbols_in_paths(files).await?;
+        let mut by_path: HashMap<&str, Vec<&SymbolRow>> = HashMap::new();
+        for r in &rows {
+            by_path.entry(r.path.as_str()).or_default().push(r);
+        }
+        let mut out: Vec<Block> = Vec::new();
+        let mut used = 0;
+        for path in files {
+            let Some(defs) = by_path.get(path.as_str()) else { continue };
+            let Some((text, first, last, _)) = skeleton(defs, 0, u32::MAX) else { continue };
+            let lines: Vec<&str> = text.lines().collect();
+            let mut content = lines.iter().take(MAX_OUTLINE_LINES).copied().collect::<Vec<_>>().join("\n");
+            if lines.len() > MAX_OUTLINE_LINES {
+                let c = comment(&defs[0].language);
+                content.push_str(&format!("\n{c} … {} more lines of outline", lines.len() - MAX_OUTLINE_LINES));
+            }
+            let chunk = Chunk {
+                path: path.clone(),
+                start_line: first,
+                end_line: last,
+                language: defs[0].language.clone(),
+                content,
+                ..Chunk::default()
+            };
+            let mut block = Block::new(Hit { chunk, score: 0.0 }, 0);
+            block.outline = true;
+            block.tokens = self.tokens.count(&block.render(req.format));
+            let key = skeleton_key(&block);
+            if used + block.tokens > room
+                || req.session.as_deref().is_some_and(|id| !self.sessions.already_sent(id, &[&key]).is_empty())
+            {
+                continue;
+            }
+            used += block.tokens;
+            out.push(block);
+        }
+        Ok(out)
+    }
+}
+
 /// A signature on one line: whitespace (line breaks of a long parameter list) collapsed, at
 /// most 240 characters.
 pub fn one_line(signature: &str) -> String {
@@ -184,8 +242,8 @@ pub fn one_line(signature: &str) -> String {
     }
 }
 
-/// The session key of a skeleton block: its place and text (a skeleton sent once is not sent
-/// again in the session; the whole block stays new).
+/// The session key of a skeleton or outline block: its place and text (one sent once is not
+/// sent again in the session; the whole block stays new).
 pub fn skeleton_key(block: &Block) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::hash::DefaultHasher::new();

@@ -37,13 +37,16 @@ use ctxd_index::{Chunk, Hit, Language};
 use ctxd_models::TokenCounter;
 use serde::{Deserialize, Serialize};
 
+mod assembly;
 mod block;
 mod compress;
 
-use block::render_note;
+pub use assembly::Assembly;
+use block::{render_blocks, render_heading, render_note};
 pub use block::{Block, Format};
 pub use compress::one_line;
 
+use crate::doc_type::DocType;
 use crate::graph::GraphCache;
 use crate::locate::{FilePrior, Locator};
 use crate::route::{Intent, Route};
@@ -108,6 +111,12 @@ pub struct ContextRequest {
     /// (`false`: dropped, as before).
     #[serde(default = "yes")]
     pub skeletons: bool,
+    /// How the blocks are laid out; `auto` (the default) picks by the query's intent.
+    #[serde(default)]
+    pub assembly: Assembly,
+    /// Only chunks of files of these types (`code`, `docs`, `config`, `tests`); all when empty.
+    #[serde(default)]
+    pub doc_types: Vec<DocType>,
 }
 
 fn yes() -> bool {
@@ -133,6 +142,8 @@ impl ContextRequest {
             scope: None,
             session: None,
             skeletons: true,
+            assembly: Assembly::default(),
+            doc_types: Vec::new(),
         }
     }
 }
@@ -166,6 +177,14 @@ pub struct ContextResponse {
     /// The files localization ranked first for an issue-like query (their chunks were lifted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub located: Vec<String>,
+    /// The assembly used (for `auto`, the one it picked).
+    pub assembly: Assembly,
+    /// Why `auto` picked it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assembly_reason: Option<String>,
+    /// Thematic assembly: each theme's heading (blocks carry their theme's index).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub themes: Vec<String>,
     /// The blocks rendered in `format`, concatenated.
     pub context: String,
 }
@@ -326,7 +345,12 @@ impl Assembler {
         Self::validate(req)?;
         // A session that was sent some candidates already looks deeper for new ones.
         let seen_before = req.session.as_deref().and_then(|id| self.sessions.usage(id)).map_or(0, |u| u.chunks_sent);
-        let depth = (req.candidates + seen_before.min(req.candidates)).min(crate::search::MAX_K);
+        let mut depth = req.candidates + seen_before.min(req.candidates);
+        if !req.doc_types.is_empty() {
+            // The filter applies to what the search returns: look deeper to make up for it.
+            depth *= 3;
+        }
+        let depth = depth.min(crate::search::MAX_K);
         let mut search = SearchRequest::new(req.query.clone()).with(depth, req.mode);
         search.as_of = req.as_of.clone();
         search.current_file = req.current_file.clone();
@@ -334,8 +358,15 @@ impl Assembler {
         search.language = req.language;
         search.scope = req.scope;
         search.max_per_file = Some(req.max_per_file.max(1) * 4);
-        let found = self.searcher.search(&search).await?;
+        let mut found = self.searcher.search(&search).await?;
+        if !req.doc_types.is_empty() {
+            found.results.retain(|r| req.doc_types.contains(&DocType::of(&r.path, &r.language)));
+            found.results.truncate(req.candidates + seen_before.min(req.candidates));
+        }
         let candidates = found.results.len();
+        let trace_files: Vec<String> =
+            crate::route::stack_trace_frames(&req.query).into_iter().filter_map(|(file, _, _)| file).collect();
+        let (assembly, assembly_reason) = req.assembly.resolve(found.intent, !trace_files.is_empty());
         let prior = self.file_prior(req).await;
         let mut ordered: Vec<(f32, &SearchResult)> =
             found.results.iter().map(|r| (r.score * prior.factor(&r.path), r)).collect();
@@ -452,11 +483,35 @@ impl Assembler {
         let cited_line = cited.as_ref().map(|(line, _)| render_note(line, req.format));
         let mut used = cited_line.as_deref().map_or(0, |l| self.tokens.count(l));
         let mut sent_now: Vec<(String, String)> = Vec::new();
+        // Thematic: room for the headings, taken back when they are written.
+        let headings_room =
+            if assembly == Assembly::Thematic { (limit / 10).min(16 * assembly::MAX_THEMES) } else { 0 };
+        used += headings_room;
+        // Hierarchical: the outlines of the best files first, in at most a quarter of the budget.
+        let mut outlined: HashSet<String> = HashSet::new();
+        if assembly == Assembly::Hierarchical {
+            let mut files: Vec<String> = Vec::new();
+            for d in &kept {
+                if !files.contains(&d.path) && files.len() < assembly::MAX_OUTLINES {
+                    files.push(d.path.clone());
+                }
+            }
+            for mut block in self.outline_blocks(req, &files, (limit / 4).saturating_sub(used)).await? {
+                sent_now.push((compress::skeleton_key(&block), block.citation()));
+                outlined.insert(block.path.clone());
+                block.relevance_rank = chosen.len();
+                used += block.tokens;
+                on_block(&block);
+                chosen.push(block);
+            }
+        }
         let terms = compress::query_terms(&req.query);
         // With skeletons on, whole blocks stop at 3/4 of the budget: the rest is for the skeletons
         // of what did not fit, then for whole blocks again if room is left.
         let full_limit = if req.skeletons { limit - limit / 4 } else { limit };
         let mut overflow: Vec<(Block, Vec<String>)> = Vec::new();
+        // The first chunk of each chosen block (thematic assembly clusters their vectors).
+        let mut first_ids: HashMap<String, String> = HashMap::new();
         for d in kept {
             let n = per_file.entry(d.path.clone()).or_default();
             if *n >= req.max_per_file.max(1) {
@@ -482,14 +537,19 @@ impl Assembler {
             }
             used += block.tokens;
             *n += 1;
+            first_ids.insert(block.citation(), d.ids[0].clone());
             sent_now.extend(d.ids.into_iter().map(|id| (id, block.citation())));
             on_block(&block);
             chosen.push(block);
         }
         // 5b. What did not fit whole: signature skeletons.
         if req.skeletons && !overflow.is_empty() && used < limit {
-            let spans: Vec<(String, u32, u32, f32)> =
-                overflow.iter().map(|(b, _)| (b.path.clone(), b.start_line, b.end_line, b.score)).collect();
+            // (A file with an outline shows its signatures already.)
+            let spans: Vec<(String, u32, u32, f32)> = overflow
+                .iter()
+                .filter(|(b, _)| !outlined.contains(&b.path))
+                .map(|(b, _)| (b.path.clone(), b.start_line, b.end_line, b.score))
+                .collect();
             for mut block in self.skeleton_blocks(req, &spans, &chosen, limit - used).await? {
                 let key = compress::skeleton_key(&block);
                 if req.session.as_deref().is_some_and(|id| !self.sessions.already_sent(id, &[&key]).is_empty()) {
@@ -514,15 +574,32 @@ impl Assembler {
             used += block.tokens;
             *n += 1;
             block.relevance_rank = chosen.len();
+            first_ids.insert(block.citation(), ids[0].clone());
             sent_now.extend(ids.into_iter().map(|id| (id, block.citation())));
             on_block(&block);
             chosen.push(block);
         }
-        // 6. Attention order.
-        let order = attention_order(chosen.len());
-        let mut slots: Vec<Option<Block>> = chosen.into_iter().map(Some).collect();
-        let blocks: Vec<Block> = order.into_iter().filter_map(|i| slots[i].take()).collect();
-        let mut context: String = blocks.iter().map(|b| b.render(req.format)).collect();
+        // 6. The layout of the assembly: attention order, outlines first, file and line order,
+        // or themes under headings.
+        used -= headings_room;
+        let (mut themes, mut headings) = (Vec::new(), Vec::new());
+        if assembly == Assembly::Thematic && chosen.len() > 1 {
+            let vecs: Vec<Option<&[f32]>> = chosen
+                .iter()
+                .map(|b| first_ids.get(&b.citation()).and_then(|id| vectors.get(id)).map(|v| v.as_slice()))
+                .collect();
+            let paths: Vec<&str> = chosen.iter().map(|b| b.path.as_str()).collect();
+            themes = assembly::cluster(&vecs, &paths);
+            headings = assembly::headings(&chosen, &themes);
+            let cost: usize = headings.iter().map(|h| self.tokens.count(&render_heading(h, req.format)) + 2).sum();
+            if used + cost <= limit {
+                used += cost;
+            } else {
+                (themes, headings) = (Vec::new(), Vec::new());
+            }
+        }
+        let blocks = assembly::arrange(assembly, chosen, &trace_files, &themes);
+        let mut context = render_blocks(&blocks, &headings, req.format);
         if let Some(line) = &cited_line {
             context.push_str(line);
         }
@@ -550,6 +627,9 @@ impl Assembler {
             route: found.route,
             intent: found.intent,
             located: prior.files,
+            assembly,
+            assembly_reason,
+            themes: headings,
             session: req.session.clone(),
             already_sent: cited.map(|(_, c)| c).unwrap_or_default(),
             blocks,

@@ -68,10 +68,34 @@ fn doc_summary(content: &str, language: &str) -> Option<String> {
     None
 }
 
+/// Lines a signature spans at most (a long parameter list, one per line).
+const SIGNATURE_LINES: usize = 12;
+
+/// The definition's signature: its first line that is not a comment, attribute or decorator,
+/// and the lines after it while its brackets are open (a parameter list over several lines),
+/// joined on one line, at most 300 characters, without a trailing `{`.
 fn signature(content: &str) -> String {
-    let line = content.lines().find(|l| !l.trim().is_empty() && !is_comment(l)).unwrap_or("");
-    let line = line.trim();
-    let mut sig: String = line.chars().take(200).collect();
+    let mut sig = String::new();
+    let mut depth = 0i32;
+    let lines = content.lines().map(str::trim).filter(|l| !l.is_empty() && !is_comment(l));
+    for (i, line) in lines.take(SIGNATURE_LINES).enumerate() {
+        // On one line: `def f(\n    a,\n    b,\n) -> T:` is `def f(a, b,) -> T:`.
+        if i > 0 && !sig.ends_with(['(', '[']) && !line.starts_with([')', ']']) {
+            sig.push(' ');
+        }
+        sig.push_str(line);
+        for c in line.chars() {
+            match c {
+                '(' | '[' => depth += 1,
+                ')' | ']' => depth -= 1,
+                _ => {}
+            }
+        }
+        if depth <= 0 || sig.len() > 300 {
+            break;
+        }
+    }
+    let mut sig: String = sig.chars().take(300).collect();
     if let Some(stripped) = sig.strip_suffix('{') {
         sig = stripped.trim_end().to_string();
     }
@@ -213,5 +237,8 @@ mod tests {
         assert_eq!(s.qualified_name, "pkg.models.User.save");
         assert_eq!(s.signature, "def save(self):");
         assert_eq!(s.doc.as_deref(), Some("Persist the user."));
+        let long = "def qualify(\n    expression: Expression,\n    dialect: str = \"\",\n) -> Expression:\n    \"\"\"Qualifies it.\"\"\"\n    return expression";
+        let s = &extract("pkg/qualify.py", "python", &[row("qualify", "function", (1, 6), long)])[0];
+        assert_eq!(s.signature, "def qualify(expression: Expression, dialect: str = \"\",) -> Expression:");
     }
 }
