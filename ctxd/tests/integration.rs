@@ -162,6 +162,18 @@ impl Drop for Daemon {
     }
 }
 
+/// A daemon, ready, serving a project that `write` puts in a fresh temporary folder:
+/// `(folder, root, db, daemon)`.
+fn serve_project(write: impl FnOnce(&Path)) -> (tempfile::TempDir, PathBuf, PathBuf, Daemon) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    write(&root);
+    let db = tmp.path().join("db");
+    let d = Daemon::start(&root, &db);
+    d.wait_ready();
+    (tmp, root, db, d)
+}
+
 /// The Python with pyarrow, pylance and lancedb that `scripts/test.sh` sets up
 /// (`CTXD_TEST_PYTHON`, default `~/.cache/ctxd/py-venv/bin/python`).
 fn python() -> Command {

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::{ctxd, run_ok, Daemon};
+use super::{ctxd, run_ok, serve_project};
 
 fn project(root: &Path) {
     let files = [
@@ -54,12 +54,7 @@ fn citations(v: &Value) -> Vec<String> {
 
 #[test]
 fn strategies_lay_out_the_same_blocks_and_filters_keep_to_their_types() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("root");
-    project(&root);
-    let db = tmp.path().join("db");
-    let d = Daemon::start(&root, &db);
-    d.wait_ready();
+    let (_tmp, _root, db, d) = serve_project(project);
     let ask = |body: Value| -> Value {
         let resp = d.post("/v1/context", &body);
         assert_eq!(resp.status().as_u16(), 200, "{body}");

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::{ctxd, index_json, run_ok, Daemon};
+use super::{ctxd, index_json, run_ok, serve_project};
 
 fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
@@ -178,12 +178,7 @@ fn the_code_graph_answers_with_cited_places_and_follows_edits() {
 
 #[test]
 fn locate_and_graph_tools_over_http_and_mcp() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("root");
-    project(&root);
-    let db = tmp.path().join("db");
-    let d = Daemon::start(&root, &db);
-    d.wait_ready();
+    let (_tmp, _root, _db, d) = serve_project(project);
     // An issue over the 64 KiB body limit of the other routes (a long log): accepted here.
     let log = "DEBUG 2026-11-23 worker heartbeat ok\n".repeat(6_000);
     let text = format!("Engine.run raises ValueError for negative counts\n\n```\n{log}```\n");

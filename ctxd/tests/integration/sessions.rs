@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{ctxd, run_ok, wait_for, Daemon};
+use super::{ctxd, run_ok, serve_project, wait_for};
 
 fn project(root: &Path) {
     let files = [
@@ -47,12 +47,7 @@ fn is_skeleton(b: &Value) -> bool {
 
 #[test]
 fn sessions_cite_what_they_were_sent_and_stay_apart() {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("root");
-    project(&root);
-    let db = tmp.path().join("db");
-    let d = Daemon::start(&root, &db);
-    d.wait_ready();
+    let (tmp, root, db, d) = serve_project(project);
     let ask = |session: Option<&str>| -> Value {
         let mut body = json!({"query": "invoice refund and tax", "budget": 200});
         if let Some(s) = session {

@@ -10,9 +10,10 @@
 //!   in the query names them (outermost frame first) and then by relevance — for following a
 //!   flow, as a debugger would.
 //! * **thematic**: blocks grouped by concept: the candidates' embeddings are clustered
-//!   (average-link, merged while two groups are closer than [`THEME_SIMILARITY`], at most
-//!   [`MAX_THEMES`]), each group under a heading made of the words that set it apart from the
-//!   others, groups in the order of their best block.
+//!   (average-link, merged while two groups are closer than the blocks' mean pairwise cosine
+//!   plus one standard deviation — at least [`THEME_SIMILARITY`] — or more than
+//!   [`MAX_THEMES`]), each group under a heading made of the words that set it apart from
+//!   the others, groups in the order of their best block.
 //! * **auto** (the default) picks by the query's intent and says so in `assembly_reason`:
 //!   debugging (or a stack trace) → sequential, explaining and refactoring → hierarchical,
 //!   documentation → thematic, anything else → balanced.
@@ -33,7 +34,8 @@ use crate::SearchError;
 pub const MAX_OUTLINES: usize = 5;
 /// Groups of a thematic context at most.
 pub const MAX_THEMES: usize = 6;
-/// Two groups closer than this (mean cosine of their blocks' embeddings) are one theme.
+/// Two groups closer than this (mean cosine of their blocks' embeddings) are always one theme;
+/// the bar is higher where the blocks are all alike (see [`cluster`]).
 pub const THEME_SIMILARITY: f32 = 0.45;
 /// Words in a theme heading.
 const HEADING_WORDS: usize = 3;
@@ -138,7 +140,8 @@ fn by_file(blocks: Vec<Block>, first: &[String]) -> Vec<Block> {
 
 /// Themes of blocks from their embeddings (`None`: no vector — a block joins the theme of
 /// another block of its file, or the first theme): average-link clustering, groups merged
-/// while closer than [`THEME_SIMILARITY`] or more than [`MAX_THEMES`]. Theme numbers follow
+/// while closer than the pairs' mean + one standard deviation (at least [`THEME_SIMILARITY`])
+/// or more than [`MAX_THEMES`]. Theme numbers follow
 /// the order of each theme's first (most relevant) block.
 pub fn cluster(vectors: &[Option<&[f32]>], paths: &[&str]) -> Vec<usize> {
     let with: Vec<usize> = (0..vectors.len()).filter(|&i| vectors[i].is_some()).collect();
@@ -153,6 +156,17 @@ pub fn cluster(vectors: &[Option<&[f32]>], paths: &[&str]) -> Vec<usize> {
             sums[b][a] = c;
         }
     }
+    // Blocks of one repository are all somewhat alike: a theme is a group much closer than
+    // the blocks are on average (mean + one standard deviation of the pairs, at least
+    // THEME_SIMILARITY).
+    let pairs: Vec<f32> = (0..m).flat_map(|a| (a + 1..m).map(move |b| (a, b))).map(|(a, b)| sums[a][b]).collect();
+    let threshold = if pairs.is_empty() {
+        THEME_SIMILARITY
+    } else {
+        let mean = pairs.iter().sum::<f32>() / pairs.len() as f32;
+        let var = pairs.iter().map(|p| (p - mean) * (p - mean)).sum::<f32>() / pairs.len() as f32;
+        (mean + var.sqrt()).max(THEME_SIMILARITY)
+    };
     let mut members: Vec<Vec<usize>> = with.iter().map(|&i| vec![i]).collect();
     let mut alive: Vec<bool> = vec![true; m];
     let mut count = m;
@@ -166,7 +180,7 @@ pub fn cluster(vectors: &[Option<&[f32]>], paths: &[&str]) -> Vec<usize> {
                 }
             }
         }
-        if best.0 < THEME_SIMILARITY && count <= MAX_THEMES {
+        if best.0 < threshold && count <= MAX_THEMES {
             break;
         }
         let (_, a, b) = best;
@@ -268,41 +282,50 @@ const NOT_TOPICS: &[&str] = &[
     "isinstance",
 ];
 
-/// A heading per theme: the words (identifier parts, ≥ 3 letters) found in most of its blocks
-/// and fewest of the others'.
+/// The topic words of `text`: identifier parts and words, lowercased, ≥ 3 letters, neither
+/// syntax nor common English.
+fn topic_words(text: &str) -> HashSet<String> {
+    text.split(|c: char| !c.is_alphanumeric() && c != '_')
+        .flat_map(|w| {
+            let mut v = identifier_words(w);
+            v.push(w.to_string());
+            v
+        })
+        .map(|w| w.to_lowercase())
+        .filter(|w| {
+            w.len() >= 3
+                && w.chars().all(|c| c.is_alphabetic())
+                && !NOT_TOPICS.contains(&w.as_str())
+                && !super::compress::is_stopword(w)
+        })
+        .collect()
+}
+
+/// A heading per theme: the words found in most of its blocks and fewest of the others' (a
+/// word of a block's symbol or path counts half a point more: names say what code is about).
 pub fn headings(blocks: &[Block], themes: &[usize]) -> Vec<String> {
     let n = themes.iter().copied().max().map_or(0, |m| m + 1);
-    let words: Vec<HashSet<String>> = blocks
+    let names: Vec<HashSet<String>> = blocks
         .iter()
         .map(|b| {
-            let stem = b.path.rsplit('/').next().unwrap_or(&b.path).split('.').next().unwrap_or("");
-            let text = format!("{} {} {}", b.symbol.as_deref().unwrap_or(""), stem, b.content);
-            text.split(|c: char| !c.is_alphanumeric() && c != '_')
-                .flat_map(|w| {
-                    let mut v = identifier_words(w);
-                    v.push(w.to_string());
-                    v
-                })
-                .map(|w| w.to_lowercase())
-                .filter(|w| {
-                    w.len() >= 3
-                        && w.chars().all(|c| c.is_alphabetic())
-                        && !NOT_TOPICS.contains(&w.as_str())
-                        && !super::compress::is_stopword(w)
-                })
-                .collect()
+            let path = b.path.rsplit_once('.').map_or(b.path.as_str(), |(p, _)| p);
+            topic_words(&format!("{} {path}", b.symbol.as_deref().unwrap_or("")))
         })
         .collect();
+    let words: Vec<HashSet<String>> =
+        blocks.iter().zip(&names).map(|(b, n)| topic_words(&b.content).union(n).cloned().collect()).collect();
     (0..n)
         .map(|t| {
-            let inside: Vec<usize> = (0..blocks.len()).filter(|&i| themes[i] == t).collect();
-            let outside = blocks.len() - inside.len();
-            let mut df: HashMap<&str, (usize, usize)> = HashMap::new();
+            let inside = themes.iter().filter(|&&x| x == t).count();
+            let outside = blocks.len() - inside;
+            // word → (blocks inside, blocks outside, named inside)
+            let mut df: HashMap<&str, (usize, usize, bool)> = HashMap::new();
             for (i, ws) in words.iter().enumerate() {
                 for w in ws {
                     let e = df.entry(w.as_str()).or_default();
                     if themes[i] == t {
                         e.0 += 1;
+                        e.2 |= names[i].contains(w);
                     } else {
                         e.1 += 1;
                     }
@@ -310,9 +333,10 @@ pub fn headings(blocks: &[Block], themes: &[usize]) -> Vec<String> {
             }
             let mut scored: Vec<(f32, &str)> = df
                 .into_iter()
-                .filter(|(_, (din, _))| *din > 0)
-                .map(|(w, (din, dout))| {
-                    let s = din as f32 / inside.len().max(1) as f32 - dout as f32 / outside.max(1) as f32;
+                .filter(|(_, (din, _, _))| *din > 0)
+                .map(|(w, (din, dout, named))| {
+                    let s = din as f32 / inside.max(1) as f32 - dout as f32 / outside.max(1) as f32
+                        + if named { 0.5 } else { 0.0 };
                     (s, w)
                 })
                 .collect();

@@ -23,8 +23,10 @@ use crate::SearchError;
 const MAX_HIGHLIGHTS: usize = 20;
 /// Members listed under a definition in a skeleton at most.
 const MAX_MEMBERS: usize = 24;
-/// Lines of a file outline at most (the rest counted in its last line).
+/// Lines of a file outline at most (the rest counted in its last line); fewer when several
+/// files share the room (about 12 tokens a line).
 const MAX_OUTLINE_LINES: usize = 60;
+const MIN_OUTLINE_LINES: usize = 8;
 
 const STOPWORDS: &[&str] = &[
     "the", "and", "for", "with", "that", "this", "from", "into", "what", "when", "where", "which", "how", "why",
@@ -199,14 +201,16 @@ impl Assembler {
         }
         let mut out: Vec<Block> = Vec::new();
         let mut used = 0;
+        let with_defs = files.iter().filter(|f| by_path.contains_key(f.as_str())).count().max(1);
+        let max_lines = (room / with_defs / 12).clamp(MIN_OUTLINE_LINES, MAX_OUTLINE_LINES);
         for path in files {
             let Some(defs) = by_path.get(path.as_str()) else { continue };
             let Some((text, first, last, _)) = skeleton(defs, 0, u32::MAX) else { continue };
             let lines: Vec<&str> = text.lines().collect();
-            let mut content = lines.iter().take(MAX_OUTLINE_LINES).copied().collect::<Vec<_>>().join("\n");
-            if lines.len() > MAX_OUTLINE_LINES {
+            let mut content = lines.iter().take(max_lines).copied().collect::<Vec<_>>().join("\n");
+            if lines.len() > max_lines {
                 let c = comment(&defs[0].language);
-                content.push_str(&format!("\n{c} … {} more lines of outline", lines.len() - MAX_OUTLINE_LINES));
+                content.push_str(&format!("\n{c} … {} more lines of outline", lines.len() - max_lines));
             }
             let chunk = Chunk {
                 path: path.clone(),

@@ -25,8 +25,9 @@
 //! In a `session`, candidates the session was already sent are left out before step 2 and
 //! cited in one line (`already sent: path:start-end, …`, its tokens counted), the search looks
 //! deeper to make up for them, after its first answer new candidates scoring below
-//! [`SESSION_FLOOR`] of the best one are not sent (no padding: a follow-up whose answer was mostly sent stays short), and the
-//! chunks packed are remembered ([`crate::session`]).
+//! [`SESSION_FLOOR`] of the best one come only as skeletons (no padding: a follow-up whose
+//! answer was mostly sent stays short), and the chunks packed are remembered
+//! ([`crate::session`]).
 //!
 //! Every block is cited `path:start-end` with its symbol. The response reports tokens used,
 //! budget utilisation and the share of candidates dropped as duplicates.
@@ -55,8 +56,13 @@ use crate::searcher::Searcher;
 use crate::session::{self, Sessions, Tool};
 use crate::SearchError;
 
-/// In a session, candidates scoring below this share of the best candidate are not sent.
-pub const SESSION_FLOOR: f32 = 0.5;
+/// In a session's follow-ups, candidates scoring below this share of the best candidate are
+/// sent as skeletons only.
+pub const SESSION_FLOOR: f32 = 0.7;
+/// In a session's follow-ups, new blocks of a file the session has seen come whole only above
+/// this share of the best candidate (skeletons otherwise: the file is known, its other parts
+/// are a `get_symbols` away).
+pub const SEEN_FILE_FLOOR: f32 = 0.9;
 
 /// Largest budget accepted, in tokens.
 pub const MAX_BUDGET: usize = 1_000_000;
@@ -387,6 +393,9 @@ impl Assembler {
                 .map(|(_, r)| (r.path.clone(), r.start_line, r.end_line))
                 .collect(),
         );
+        // Files the session has seen a block of (among this query's candidates).
+        let seen_files: HashSet<String> =
+            ordered.iter().filter(|(_, r)| sent.contains_key(&r.chunk_id)).map(|(_, r)| r.path.clone()).collect();
         ordered.retain(|(_, r)| !sent.contains_key(&r.chunk_id));
 
         // 1. Exact duplicates.
@@ -470,12 +479,16 @@ impl Assembler {
             }
         }
         // In a session that was sent something before, the budget is not padded: new candidates
-        // far below the best one (sent or not) are left out, so a follow-up whose answer was
-        // mostly sent stays short. (A session's first answer is the answer without a session.)
-        if req.session.is_some() && seen_before > 0 {
-            let best = found.results.iter().map(|r| r.score * prior.factor(&r.path)).fold(0.0f32, f32::max);
-            kept.retain(|d| d.score >= best * SESSION_FLOOR);
-        }
+        // far below the best one (sent or not) do not come whole — only as skeletons — so a
+        // follow-up whose answer was mostly sent stays short. (A session's first answer is the
+        // answer without a session.)
+        // Likewise the rest of a file the session has seen comes whole only when it is close to the
+        // best ([`SEEN_FILE_FLOOR`]).
+        let best = found.results.iter().map(|r| r.score * prior.factor(&r.path)).fold(0.0f32, f32::max);
+        let follow_up = req.session.is_some() && seen_before > 0;
+        let skeletal_only = |path: &str, score: f32| {
+            follow_up && (score < best * SESSION_FLOOR || (seen_files.contains(path) && score < best * SEEN_FILE_FLOOR))
+        };
         // 4. Per-file cap, then 5. greedy packing into the budget.
         let limit = req.budget - req.reserve;
         let mut per_file: HashMap<String, usize> = HashMap::new();
@@ -531,7 +544,7 @@ impl Assembler {
             let mut block = Block::new(Hit { chunk, score: d.score }, chosen.len());
             block.tokens = self.tokens.count(&block.render(req.format));
             block.highlights = compress::highlights(&d.lines, &terms);
-            if used + block.tokens > full_limit {
+            if used + block.tokens > full_limit || skeletal_only(&block.path, d.score) {
                 overflow.push((block, d.ids));
                 continue;
             }
@@ -550,12 +563,21 @@ impl Assembler {
                 .filter(|(b, _)| !outlined.contains(&b.path))
                 .map(|(b, _)| (b.path.clone(), b.start_line, b.end_line, b.score))
                 .collect();
-            for mut block in self.skeleton_blocks(req, &spans, &chosen, limit - used).await? {
+            // A follow-up's skeletons are not padding either: a quarter of the budget at most.
+            let room = if follow_up { (limit / 4).min(limit - used) } else { limit - used };
+            for mut block in self.skeleton_blocks(req, &spans, &chosen, room).await? {
                 let key = compress::skeleton_key(&block);
                 if req.session.as_deref().is_some_and(|id| !self.sessions.already_sent(id, &[&key]).is_empty()) {
                     continue;
                 }
                 sent_now.push((key, block.citation()));
+                // Its vector (for themes): the candidate it summarises.
+                let source = overflow.iter().find(|(b, _)| {
+                    b.path == block.path && b.start_line <= block.end_line && block.start_line <= b.end_line
+                });
+                if let Some((_, ids)) = source {
+                    first_ids.insert(block.citation(), ids[0].clone());
+                }
                 block.relevance_rank = chosen.len();
                 used += block.tokens;
                 on_block(&block);
@@ -568,7 +590,11 @@ impl Assembler {
             let skeletal = chosen.iter().any(|c| {
                 c.skeleton && c.path == block.path && c.start_line <= block.start_line && block.end_line <= c.end_line
             });
-            if used + block.tokens > limit || *n >= req.max_per_file.max(1) || skeletal {
+            if used + block.tokens > limit
+                || *n >= req.max_per_file.max(1)
+                || skeletal
+                || skeletal_only(&block.path, block.score)
+            {
                 continue;
             }
             used += block.tokens;
