@@ -33,7 +33,7 @@ fails or times out (120 s) counts as an empty ranking.
 Metrics: Acc@1/5/10 (ALL gold files within the top k), Recall@5/10 (mean fraction of gold files in
 the top k), MRR@10 (1/rank of the first gold file within 10, else 0), per-repo Acc@5.
 
-    python3 benches/localization.py --ctxd BIN [--mode locate|search|context] [--budget B] [--ablate sig1,sig2]
+    python3 benches/localization.py --ctxd BIN [--mode locate|search|context] [--budget B] [--assembly A] [--no-skeletons] [--ablate sig1,sig2]
         [--without sig] [--repo owner/name] [--limit N] [--fresh] [--reuse] [--json OUT]
 """
 import argparse, collections, json, os, shutil, subprocess, sys, time
@@ -135,7 +135,7 @@ def query(args, db, tree, text, without, commit):
             cmd = [args.ctxd, "search", "--db", db, "--k", str(max(50, args.k)), "--json", "--as-of", tag_of(commit)]
         else:
             cmd = [args.ctxd, "context", "--db", db, "--budget", str(args.budget), "--json", "--as-of", tag_of(commit),
-                   "--assembly", args.assembly]
+                   "--assembly", args.assembly] + (["--no-skeletons"] if args.no_skeletons else [])
         cmd += ["--", cut]
         stdin = None
     try:
@@ -207,6 +207,7 @@ def main():
     ap.add_argument("--mode", choices=("locate", "search", "context"), default="locate")
     ap.add_argument("--budget", type=int, default=8000, help="--mode context: the token budget")
     ap.add_argument("--assembly", default="auto", help="--mode context: auto, balanced, hierarchical, sequential or thematic")
+    ap.add_argument("--no-skeletons", action="store_true", help="--mode context: whole blocks only (the assembly before skeletons)")
     ap.add_argument("--without", default="", help="signals to leave out in every locate query")
     ap.add_argument("--ablate", default="", help="after the full run, one extra run per signal left out")
     ap.add_argument("--k", type=int, default=10)

@@ -118,7 +118,8 @@ async fn run(cli: Cli) -> Result<()> {
             serve::serve(config, watch, db, listen, flight_listen, model).await
         }
         Command::Eval { db, queries, k, mode, context_budgets, assemblies, model, json } => {
-            cmd::eval::run(&db, &queries, k, &mode, &context_budgets, &assemblies, &model, json).await
+            let context = cmd::eval::ContextEval { budgets: &context_budgets, assemblies: &assemblies };
+            cmd::eval::run(&db, &queries, k, &mode, context, &model, json).await
         }
         Command::Config { action: ConfigAction::Validate { file } } => cmd::admin::validate_config(&file),
         Command::Bench { integrity, max_files, model, .. } if !integrity.is_empty() => {

@@ -11,13 +11,18 @@ use ctxd_serve::Mode;
 use crate::cli::ModelArgs;
 use crate::open::open_read;
 
+/// The context-assembly part of an evaluation: budgets and the strategies run at each.
+pub struct ContextEval<'a> {
+    pub budgets: &'a [usize],
+    pub assemblies: &'a [String],
+}
+
 pub async fn run(
     db: &Path,
     queries: &Path,
     k: usize,
     mode: &str,
-    context_budgets: &[usize],
-    assemblies: &[String],
+    context: ContextEval<'_>,
     model: &ModelArgs,
     json: bool,
 ) -> Result<()> {
@@ -35,7 +40,8 @@ pub async fn run(
         "routed-no-rerank" => vec![(Mode::Routed, false)],
         m => vec![(m.parse()?, true)],
     };
-    let assemblies: Vec<Assembly> = assemblies.iter().map(|a| a.parse()).collect::<Result<_, _>>()?;
+    let assemblies: Vec<Assembly> = context.assemblies.iter().map(|a| a.parse()).collect::<Result<_, _>>()?;
+    let context_budgets = context.budgets;
     let qs = read_queries(queries)?;
     if qs.is_empty() {
         bail!("no queries in {}", queries.display());

@@ -184,8 +184,9 @@ pub fn cluster(vectors: &[Option<&[f32]>], paths: &[&str]) -> Vec<usize> {
             break;
         }
         let (_, a, b) = best;
-        for k in 0..m {
-            sums[a][k] += sums[b][k];
+        let row_b = sums[b].clone();
+        for (k, add) in row_b.into_iter().enumerate() {
+            sums[a][k] += add;
             sums[k][a] = sums[a][k];
         }
         let moved = std::mem::take(&mut members[b]);
