@@ -7,8 +7,8 @@
 //!   budget), then the bodies that matter, grouped by file in the files' order, in line order —
 //!   for understanding how a module is built before reading its parts.
 //! * **sequential**: the same blocks in file and line order, files in the order a stack trace
-//!   in the query names them (outermost frame first) and then by relevance — for following a
-//!   flow, as a debugger would.
+//!   in the query lists them (Python: outermost frame first; Java, JS, Go, Rust: innermost
+//!   first) and then by relevance — for following a flow, as a debugger would.
 //! * **thematic**: blocks grouped by concept: the candidates' embeddings are clustered
 //!   (average-link, merged while two groups are closer than the blocks' mean pairwise cosine
 //!   plus one standard deviation — at least [`THEME_SIMILARITY`] — or more than
@@ -126,8 +126,15 @@ pub fn arrange(assembly: Assembly, mut chosen: Vec<Block>, trace_files: &[String
 /// Blocks grouped by file — files first in `first` order (matched by path suffix), then by
 /// their best block — and in line order within a file.
 fn by_file(blocks: Vec<Block>, first: &[String]) -> Vec<Block> {
+    // A suffix match at a `/` boundary (`/srv/app/a.py` names `a.py`, not `/srv/myapp.py`).
+    let at_boundary =
+        |long: &str, short: &str| long.strip_suffix(short).is_some_and(|head| head.is_empty() || head.ends_with('/'));
     let named = |path: &str| {
-        first.iter().position(|f| f.ends_with(path) || path.ends_with(f.trim_start_matches("./"))).unwrap_or(usize::MAX)
+        first
+            .iter()
+            .map(|f| f.trim_start_matches("./"))
+            .position(|f| at_boundary(f, path) || at_boundary(path, f))
+            .unwrap_or(usize::MAX)
     };
     let mut rank: HashMap<String, (usize, usize)> = HashMap::new();
     for (i, b) in blocks.iter().enumerate() {
@@ -386,14 +393,19 @@ mod tests {
 
     #[test]
     fn sequential_follows_the_trace_then_relevance_in_line_order() {
-        let chosen =
-            vec![block("b.py", 40, "x"), block("a.py", 30, "y"), block("b.py", 10, "z"), block("c.py", 5, "w")];
+        let chosen = vec![
+            block("b.py", 40, "x"),
+            block("a.py", 30, "y"),
+            block("b.py", 10, "z"),
+            block("c.py", 5, "w"),
+            block("pc.py", 1, "not the trace's c.py"),
+        ];
         let trace = vec!["/srv/app/c.py".to_string(), "/srv/app/a.py".to_string()];
         let order: Vec<String> = arrange(Assembly::Sequential, chosen, &trace, &[])
             .iter()
             .map(|b| format!("{}:{}", b.path, b.start_line))
             .collect();
-        assert_eq!(order, ["c.py:5", "a.py:30", "b.py:10", "b.py:40"]);
+        assert_eq!(order, ["c.py:5", "a.py:30", "b.py:10", "b.py:40", "pc.py:1"]);
     }
 
     #[test]

@@ -173,7 +173,8 @@ impl Assembler {
             let mut block = Block::new(Hit { chunk, score: *score }, 0);
             block.skeleton = true;
             block.tokens = self.tokens.count(&block.render(req.format));
-            if used + block.tokens > room {
+            // What the session already has takes no room (it is not sent again).
+            if used + block.tokens > room || self.session_has(req, &skeleton_key(&block)) {
                 continue;
             }
             used += block.tokens;
@@ -192,20 +193,22 @@ impl Assembler {
         req: &ContextRequest,
         files: &[String],
         room: usize,
-    ) -> Result<Vec<Block>, SearchError> {
+    ) -> Result<Vec<(Block, String)>, SearchError> {
         let (index, _) = self.searcher.retriever().current().index_as_of(req.as_of.as_deref()).await?;
         let rows = index.symbols_in_paths(files).await?;
         let mut by_path: HashMap<&str, Vec<&SymbolRow>> = HashMap::new();
         for r in &rows {
             by_path.entry(r.path.as_str()).or_default().push(r);
         }
-        let mut out: Vec<Block> = Vec::new();
+        let mut out: Vec<(Block, String)> = Vec::new();
         let mut used = 0;
         let with_defs = files.iter().filter(|f| by_path.contains_key(f.as_str())).count().max(1);
         let max_lines = (room / with_defs / 12).clamp(MIN_OUTLINE_LINES, MAX_OUTLINE_LINES);
         for path in files {
             let Some(defs) = by_path.get(path.as_str()) else { continue };
             let Some((text, first, last, _)) = skeleton(defs, 0, u32::MAX) else { continue };
+            // Keyed by the whole outline: the cut below depends on the room of each answer.
+            let key = summary_key("outline", path, first, last, &text);
             let lines: Vec<&str> = text.lines().collect();
             let mut content = lines.iter().take(max_lines).copied().collect::<Vec<_>>().join("\n");
             if lines.len() > max_lines {
@@ -223,14 +226,11 @@ impl Assembler {
             let mut block = Block::new(Hit { chunk, score: 0.0 }, 0);
             block.outline = true;
             block.tokens = self.tokens.count(&block.render(req.format));
-            let key = skeleton_key(&block);
-            if used + block.tokens > room
-                || req.session.as_deref().is_some_and(|id| !self.sessions.already_sent(id, &[&key]).is_empty())
-            {
+            if used + block.tokens > room || self.session_has(req, &key) {
                 continue;
             }
             used += block.tokens;
-            out.push(block);
+            out.push((block, key));
         }
         Ok(out)
     }
@@ -246,13 +246,25 @@ pub fn one_line(signature: &str) -> String {
     }
 }
 
-/// The session key of a skeleton or outline block: its place and text (one sent once is not
-/// sent again in the session; the whole block stays new).
+/// The session key of a skeleton block: its place and text (one sent once is not sent again in
+/// the session; the whole block stays new).
 pub fn skeleton_key(block: &Block) -> String {
+    summary_key("skel", &block.path, block.start_line, block.end_line, &block.content)
+}
+
+/// A session key for a summary (`skel`, `outline`) of `path` lines `start..=end` with `text`.
+pub fn summary_key(kind: &str, path: &str, start: u32, end: u32, text: &str) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::hash::DefaultHasher::new();
-    block.content.hash(&mut h);
-    format!("skel:{}:{}-{}:{:016x}", block.path, block.start_line, block.end_line, h.finish())
+    text.hash(&mut h);
+    format!("{kind}:{path}:{start}-{end}:{:016x}", h.finish())
+}
+
+impl Assembler {
+    /// Whether the request's session was already sent the summary keyed `key`.
+    fn session_has(&self, req: &ContextRequest, key: &str) -> bool {
+        req.session.as_deref().is_some_and(|id| !self.sessions.already_sent(id, &[key]).is_empty())
+    }
 }
 
 fn push_def(text: &mut String, r: &SymbolRow, indent: &str, comment: &str) {

@@ -509,8 +509,8 @@ impl Assembler {
                     files.push(d.path.clone());
                 }
             }
-            for mut block in self.outline_blocks(req, &files, (limit / 4).saturating_sub(used)).await? {
-                sent_now.push((compress::skeleton_key(&block), block.citation()));
+            for (mut block, key) in self.outline_blocks(req, &files, (limit / 4).saturating_sub(used)).await? {
+                sent_now.push((key, block.citation()));
                 outlined.insert(block.path.clone());
                 block.relevance_rank = chosen.len();
                 used += block.tokens;
@@ -566,11 +566,7 @@ impl Assembler {
             // A follow-up's skeletons are not padding either: a quarter of the budget at most.
             let room = if follow_up { (limit / 4).min(limit - used) } else { limit - used };
             for mut block in self.skeleton_blocks(req, &spans, &chosen, room).await? {
-                let key = compress::skeleton_key(&block);
-                if req.session.as_deref().is_some_and(|id| !self.sessions.already_sent(id, &[&key]).is_empty()) {
-                    continue;
-                }
-                sent_now.push((key, block.citation()));
+                sent_now.push((compress::skeleton_key(&block), block.citation()));
                 // Its vector (for themes): the candidate it summarises.
                 let source = overflow.iter().find(|(b, _)| {
                     b.path == block.path && b.start_line <= block.end_line && block.start_line <= b.end_line
@@ -617,7 +613,8 @@ impl Assembler {
             let paths: Vec<&str> = chosen.iter().map(|b| b.path.as_str()).collect();
             themes = assembly::cluster(&vecs, &paths);
             headings = assembly::headings(&chosen, &themes);
-            let cost: usize = headings.iter().map(|h| self.tokens.count(&render_heading(h, req.format)) + 2).sum();
+            let close = if req.format == Format::Xml { self.tokens.count("</theme>\n") } else { 0 };
+            let cost: usize = headings.iter().map(|h| self.tokens.count(&render_heading(h, req.format)) + close).sum();
             if used + cost <= limit {
                 used += cost;
             } else {

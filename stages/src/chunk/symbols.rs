@@ -77,19 +77,33 @@ const SIGNATURE_LINES: usize = 12;
 fn signature(content: &str) -> String {
     let mut sig = String::new();
     let mut depth = 0i32;
-    let lines = content.lines().map(str::trim).filter(|l| !l.is_empty() && !is_comment(l));
+    // Comments, attributes and decorators are skipped before the first line only: inside an open
+    // parameter list `*args`, `**kwargs` and `#[attr]` lines are part of it.
+    let lines = content.lines().map(str::trim).skip_while(|l| l.is_empty() || is_comment(l)).filter(|l| !l.is_empty());
     for (i, line) in lines.take(SIGNATURE_LINES).enumerate() {
         // On one line: `def f(\n    a,\n    b,\n) -> T:` is `def f(a, b,) -> T:`.
         if i > 0 && !sig.ends_with(['(', '[']) && !line.starts_with([')', ']']) {
             sig.push(' ');
         }
         sig.push_str(line);
+        // Brackets inside string literals (`sep="("`) do not count.
+        let mut quote: Option<char> = None;
+        let mut escaped = false;
         for c in line.chars() {
-            match c {
-                '(' | '[' => depth += 1,
-                ')' | ']' => depth -= 1,
+            match (quote, c) {
+                (Some(_), '\\') if !escaped => {
+                    escaped = true;
+                    continue;
+                }
+                (Some(q), c) if c == q && !escaped => quote = None,
+                (Some(_), _) => {}
+                // (Not `'`: Rust lifetimes and char literals would open a string.)
+                (None, '"' | '`') => quote = Some(c),
+                (None, '(' | '[') => depth += 1,
+                (None, ')' | ']') => depth -= 1,
                 _ => {}
             }
+            escaped = false;
         }
         if depth <= 0 || sig.len() > 300 {
             break;
@@ -240,5 +254,8 @@ mod tests {
         let long = "def qualify(\n    expression: Expression,\n    dialect: str = \"\",\n) -> Expression:\n    \"\"\"Qualifies it.\"\"\"\n    return expression";
         let s = &extract("pkg/qualify.py", "python", &[row("qualify", "function", (1, 6), long)])[0];
         assert_eq!(s.signature, "def qualify(expression: Expression, dialect: str = \"\",) -> Expression:");
+        let star = "def f(\n    a,\n    *args,\n    sep=\"(\",\n    **kwargs,\n):\n    return a";
+        let s = &extract("pkg/f.py", "python", &[row("f", "function", (1, 7), star)])[0];
+        assert_eq!(s.signature, "def f(a, *args, sep=\"(\", **kwargs,):");
     }
 }
