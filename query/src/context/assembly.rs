@@ -26,8 +26,10 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{attention_order, cosine, Block};
-use crate::route::{identifier_words, Intent};
+use super::compress::query_terms;
+use super::draft::cosine;
+use super::Block;
+use crate::route::Intent;
 use crate::SearchError;
 
 /// Files outlined by a hierarchical context at most.
@@ -93,6 +95,13 @@ impl FromStr for Assembly {
             ))
         })
     }
+}
+
+/// Attention order for blocks sorted by relevance: 0, 2, 4, … then …, 5, 3, 1.
+pub fn attention_order(n: usize) -> Vec<usize> {
+    let front = (0..n).step_by(2);
+    let back: Vec<usize> = (1..n).step_by(2).collect();
+    front.chain(back.into_iter().rev()).collect()
 }
 
 /// Lays out `chosen` (in relevance order; hierarchical outlines among them) for `assembly`.
@@ -290,22 +299,12 @@ const NOT_TOPICS: &[&str] = &[
     "isinstance",
 ];
 
-/// The topic words of `text`: identifier parts and words, lowercased, ≥ 3 letters, neither
-/// syntax nor common English.
+/// The topic words of `text`: the words a highlight looks for ([`query_terms`]) that are all
+/// letters and not syntax.
 fn topic_words(text: &str) -> HashSet<String> {
-    text.split(|c: char| !c.is_alphanumeric() && c != '_')
-        .flat_map(|w| {
-            let mut v = identifier_words(w);
-            v.push(w.to_string());
-            v
-        })
-        .map(|w| w.to_lowercase())
-        .filter(|w| {
-            w.len() >= 3
-                && w.chars().all(|c| c.is_alphabetic())
-                && !NOT_TOPICS.contains(&w.as_str())
-                && !super::compress::is_stopword(w)
-        })
+    query_terms(text)
+        .into_iter()
+        .filter(|w| w.chars().all(|c| c.is_alphabetic()) && !NOT_TOPICS.contains(&w.as_str()))
         .collect()
 }
 
@@ -376,6 +375,13 @@ mod tests {
         Block::new(Hit { chunk, score: 1.0 }, 0)
     }
 
+    #[test]
+    fn attention_order_puts_the_best_at_both_ends() {
+        assert_eq!(attention_order(5), [0, 2, 4, 3, 1]);
+        assert_eq!(attention_order(4), [0, 2, 3, 1]);
+        assert_eq!(attention_order(1), [0]);
+        assert!(attention_order(0).is_empty());
+    }
     #[test]
     fn auto_picks_by_intent_and_says_so() {
         assert_eq!(Assembly::Auto.resolve(Some(Intent::Debug), false).0, Assembly::Sequential);

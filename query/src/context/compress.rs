@@ -36,11 +36,6 @@ const STOPWORDS: &[&str] = &[
     "other", "such", "each",
 ];
 
-/// Whether a word is a common English word a highlight or a heading leaves out.
-pub fn is_stopword(word: &str) -> bool {
-    STOPWORDS.contains(&word)
-}
-
 /// The words of a query a highlight looks for: lowercased, ≥ 3 characters, identifiers split
 /// into their parts too, stopwords left out.
 pub fn query_terms(query: &str) -> Vec<String> {
@@ -140,7 +135,7 @@ impl Assembler {
         overflow: &[(String, u32, u32, f32)],
         chosen: &[Block],
         room: usize,
-    ) -> Result<Vec<Block>, SearchError> {
+    ) -> Result<Vec<(Block, String)>, SearchError> {
         let (index, _) = self.searcher.retriever().current().index_as_of(req.as_of.as_deref()).await?;
         let mut paths: Vec<String> = overflow.iter().map(|o| o.0.clone()).collect();
         paths.sort();
@@ -150,15 +145,13 @@ impl Assembler {
         for r in &rows {
             by_path.entry(r.path.as_str()).or_default().push(r);
         }
-        let shown = |path: &str, s: u32, e: u32, blocks: &[Block]| {
-            blocks.iter().any(|b| b.path == path && b.start_line <= s && e <= b.end_line)
-        };
-        let mut out: Vec<Block> = Vec::new();
+        let mut out: Vec<(Block, String)> = Vec::new();
         let mut used = 0;
         for (path, start, end, score) in overflow {
             let Some(defs) = by_path.get(path.as_str()) else { continue };
             let Some((text, first, last, symbol)) = skeleton(defs, *start, *end) else { continue };
-            if shown(path, first, last, chosen) || shown(path, first, last, &out) {
+            let mut sent = chosen.iter().chain(out.iter().map(|(b, _)| b));
+            if sent.any(|b| b.path == *path && b.start_line <= first && last <= b.end_line) {
                 continue;
             }
             let chunk = Chunk {
@@ -174,11 +167,12 @@ impl Assembler {
             block.skeleton = true;
             block.tokens = self.tokens.count(&block.render(req.format));
             // What the session already has takes no room (it is not sent again).
-            if used + block.tokens > room || self.session_has(req, &skeleton_key(&block)) {
+            let key = skeleton_key(&block);
+            if used + block.tokens > room || self.session_has(req, &key) {
                 continue;
             }
             used += block.tokens;
-            out.push(block);
+            out.push((block, key));
         }
         Ok(out)
     }

@@ -10,7 +10,7 @@
 //! 3. **merges** chunks of the same file whose line ranges overlap or touch into one block
 //!    (token windows overlap by design; the merged block keeps the best score);
 //! 4. drops **near-duplicates**: a block whose embedding has cosine ≥ 0.9 (configurable) with a
-//!    more relevant block already kept;
+//!    more relevant block already kept (steps 2–4: [`draft`]);
 //! 5. keeps at most `max_per_file` blocks per file;
 //! 6. packs blocks by relevance into `budget − reserve` tokens, counted by the index's
 //!    tokenizer on the rendered block (citation header included), skipping blocks that no
@@ -32,7 +32,7 @@
 //! Every block is cited `path:start-end` with its symbol. The response reports tokens used,
 //! budget utilisation and the share of candidates dropped as duplicates.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use ctxd_index::{Chunk, Hit, Language};
 use ctxd_models::TokenCounter;
@@ -41,11 +41,14 @@ use serde::{Deserialize, Serialize};
 mod assembly;
 mod block;
 mod compress;
+mod draft;
 
-pub use assembly::Assembly;
+pub use assembly::{attention_order, Assembly};
 use block::{render_blocks, render_heading, render_note};
 pub use block::{Block, Format};
 pub use compress::one_line;
+pub use draft::indexed_lines;
+use draft::Drafts;
 
 use crate::doc_type::DocType;
 use crate::graph::GraphCache;
@@ -204,74 +207,6 @@ pub struct Assembler {
     sessions: Sessions,
 }
 
-/// A block being built from one or more chunks.
-struct Draft {
-    path: String,
-    language: String,
-    symbol: Option<String>,
-    /// Line number → text (exact file lines).
-    lines: BTreeMap<u32, String>,
-    score: f32,
-    /// The chunk ids merged into it (their vectors judge near-duplicates).
-    ids: Vec<String>,
-}
-
-impl Draft {
-    fn start(&self) -> u32 {
-        *self.lines.keys().next().unwrap_or(&1)
-    }
-    fn end(&self) -> u32 {
-        *self.lines.keys().next_back().unwrap_or(&1)
-    }
-}
-
-/// The exact file lines of a chunk: its content's last `end − start + 1` lines (a piece of a
-/// split definition starts with its signature, which is not part of its range).
-pub(crate) fn chunk_lines(start_line: u32, end_line: u32, content: &str) -> BTreeMap<u32, String> {
-    let n = (end_line.saturating_sub(start_line) + 1) as usize;
-    let lines: Vec<&str> = content.lines().collect();
-    let skip = lines.len().saturating_sub(n);
-    lines[skip..].iter().enumerate().map(|(i, l)| (start_line + i as u32, l.to_string())).collect()
-}
-
-/// The exact file lines covered by `chunks` (each line once, from the first chunk holding it),
-/// restricted to `range`: a file's text rebuilt from the index.
-pub fn indexed_lines<'a>(
-    chunks: impl IntoIterator<Item = &'a ctxd_index::Hit>,
-    range: std::ops::RangeInclusive<u32>,
-) -> BTreeMap<u32, String> {
-    let mut lines = BTreeMap::new();
-    for c in chunks.into_iter().filter(|c| c.end_line >= *range.start() && c.start_line <= *range.end()) {
-        for (n, l) in chunk_lines(c.start_line, c.end_line, &c.content) {
-            if range.contains(&n) {
-                lines.entry(n).or_insert(l);
-            }
-        }
-    }
-    lines
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
-    for (x, y) in a.iter().zip(b) {
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        dot / (na.sqrt() * nb.sqrt())
-    }
-}
-
-/// Attention order for blocks sorted by relevance: 0, 2, 4, … then …, 5, 3, 1.
-pub fn attention_order(n: usize) -> Vec<usize> {
-    let front = (0..n).step_by(2);
-    let back: Vec<usize> = (1..n).step_by(2).collect();
-    front.chain(back.into_iter().rev()).collect()
-}
-
 impl Assembler {
     /// An assembler searching with `searcher` and counting with `tokens`.
     pub fn new(searcher: Searcher, tokens: TokenCounter) -> Self {
@@ -398,86 +333,10 @@ impl Assembler {
             ordered.iter().filter(|(_, r)| sent.contains_key(&r.chunk_id)).map(|(_, r)| r.path.clone()).collect();
         ordered.retain(|(_, r)| !sent.contains_key(&r.chunk_id));
 
-        // 1. Exact duplicates.
-        let mut seen_text: HashSet<&str> = HashSet::new();
-        let mut exact_duplicates = 0;
-        let mut unique: Vec<(f32, &SearchResult)> = Vec::new();
-        for (score, r) in ordered {
-            if seen_text.insert(r.content.trim()) {
-                unique.push((score, r));
-            } else {
-                exact_duplicates += 1;
-            }
-        }
-        // 2. Merge overlapping or adjacent ranges of a file (best score kept; order by score).
-        let mut drafts: Vec<Draft> = Vec::new();
-        let mut merged = 0;
-        for (score, r) in unique {
-            let lines = chunk_lines(r.start_line, r.end_line, &r.content);
-            let (s, e) = (r.start_line, r.end_line);
-            if let Some(d) = drafts.iter_mut().find(|d| d.path == r.path && s <= d.end() + 1 && d.start() <= e + 1) {
-                for (n, l) in lines {
-                    d.lines.entry(n).or_insert(l);
-                }
-                d.ids.push(r.chunk_id.clone());
-                if d.symbol.is_none() {
-                    d.symbol = r.symbol.clone();
-                }
-                merged += 1;
-                continue;
-            }
-            drafts.push(Draft {
-                path: r.path.clone(),
-                language: r.language.clone(),
-                symbol: r.symbol.clone(),
-                lines,
-                score,
-                ids: vec![r.chunk_id.clone()],
-            });
-        }
-        // A merge can make two drafts touch: merge again until stable.
-        loop {
-            let mut changed = false;
-            'outer: for i in 0..drafts.len() {
-                for j in i + 1..drafts.len() {
-                    let (a, b) = (&drafts[i], &drafts[j]);
-                    if a.path == b.path && b.start() <= a.end() + 1 && a.start() <= b.end() + 1 {
-                        let b = drafts.remove(j);
-                        let a = &mut drafts[i];
-                        for (n, l) in b.lines {
-                            a.lines.entry(n).or_insert(l);
-                        }
-                        a.ids.extend(b.ids);
-                        a.score = a.score.max(b.score);
-                        merged += 1;
-                        changed = true;
-                        break 'outer;
-                    }
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        // 3. Near-duplicates by embedding (when the index has vectors).
+        // 1.–3. Exact duplicates, merges, near-duplicates.
         let index = self.searcher.index();
-        let ids: Vec<String> = drafts.iter().filter_map(|d| d.ids.first().cloned()).collect();
-        let vectors = index.vectors_of_chunks(&ids).await.unwrap_or_default();
-        let mut near_duplicates = 0;
-        let mut kept: Vec<Draft> = Vec::new();
-        for d in drafts {
-            let v = d.ids.first().and_then(|id| vectors.get(id));
-            let dup = v.is_some_and(|v| {
-                kept.iter().any(|k| {
-                    k.ids.first().and_then(|id| vectors.get(id)).is_some_and(|kv| cosine(v, kv) >= req.near_duplicate)
-                })
-            });
-            if dup {
-                near_duplicates += 1;
-            } else {
-                kept.push(d);
-            }
-        }
+        let Drafts { kept, vectors, exact_duplicates, merged, near_duplicates } =
+            Drafts::of(ordered, &index, req.near_duplicate).await;
         // In a session that was sent something before, the budget is not padded: new candidates
         // far below the best one (sent or not) do not come whole — only as skeletons — so a
         // follow-up whose answer was mostly sent stays short. (A session's first answer is the
@@ -565,8 +424,8 @@ impl Assembler {
                 .collect();
             // A follow-up's skeletons are not padding either: a quarter of the budget at most.
             let room = if follow_up { (limit / 4).min(limit - used) } else { limit - used };
-            for mut block in self.skeleton_blocks(req, &spans, &chosen, room).await? {
-                sent_now.push((compress::skeleton_key(&block), block.citation()));
+            for (mut block, key) in self.skeleton_blocks(req, &spans, &chosen, room).await? {
+                sent_now.push((key, block.citation()));
                 // Its vector (for themes): the candidate it summarises.
                 let source = overflow.iter().find(|(b, _)| {
                     b.path == block.path && b.start_line <= block.end_line && block.start_line <= b.end_line
@@ -664,33 +523,6 @@ impl Assembler {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn attention_order_puts_the_best_at_both_ends() {
-        assert_eq!(attention_order(5), [0, 2, 4, 3, 1]);
-        assert_eq!(attention_order(4), [0, 2, 3, 1]);
-        assert_eq!(attention_order(1), [0]);
-        assert!(attention_order(0).is_empty());
-    }
-
-    #[test]
-    fn split_pieces_cite_only_their_own_lines() {
-        let chunk = Chunk {
-            chunk_id: "c".into(),
-            path: "a.rs".into(),
-            start_line: 10,
-            end_line: 11,
-            symbol: Some("f".into()),
-            kind: Some("function_part".into()),
-            language: "rust".into(),
-            content: "fn f() {\n    let x = 1;\n    x\n".into(),
-            ..Chunk::default()
-        };
-        let r = SearchResult { chunk, score: 1.0 };
-        let lines = chunk_lines(r.start_line, r.end_line, &r.content);
-        assert_eq!(lines.keys().copied().collect::<Vec<_>>(), [10, 11]);
-        assert_eq!(lines[&10], "    let x = 1;");
-    }
 
     #[test]
     fn rendering_cites_every_block() {

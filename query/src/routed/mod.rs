@@ -53,7 +53,8 @@ fn is_definition(kind: Option<&str>) -> bool {
     kind.is_some_and(ctxd_index::is_definition)
 }
 
-fn is_document(language: &str) -> bool {
+/// A language label of prose (Markdown, reST, text, HTML, PDF, notebooks).
+pub(crate) fn is_document(language: &str) -> bool {
     matches!(language, "markdown" | "rst" | "text" | "html" | "pdf" | "notebook")
 }
 
