@@ -173,14 +173,16 @@ pub struct FileArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Index a folder once and exit when everything is committed.
+    /// Index a folder once (or every source a config names) and exit when everything is
+    /// committed.
     Index {
-        /// Folder to index.
-        path: PathBuf,
-        /// LanceDB directory of the index.
+        /// Folder to index (optional with a --config that names its sources).
+        path: Option<PathBuf>,
+        /// LanceDB directory of the index (optional with a --config that names [index] db).
         #[arg(long)]
-        db: PathBuf,
-        /// Optional config file for tuning (its [source] root and [index] db are overridden).
+        db: Option<PathBuf>,
+        /// Config file: its [[source]] entries (or [source] root) and [index] db, unless PATH
+        /// and --db override them.
         #[arg(long)]
         config: Option<PathBuf>,
         /// Full-text only: store chunks without vectors (no embedding time); search them with
@@ -210,6 +212,9 @@ pub enum Command {
         /// Locate in this snapshot: a version number (see `ctxd snapshots`) or a tag.
         #[arg(long)]
         as_of: Option<String>,
+        /// Only these named sources, comma-separated (an index of [[source]] entries).
+        #[arg(long)]
+        source: Option<String>,
         #[command(flatten)]
         model: ModelArgs,
         /// Print `{"files":[{"path","score","why","definitions"}],...}`.
@@ -236,6 +241,9 @@ pub enum Command {
         /// Search this snapshot: a version number (see `ctxd snapshots`) or a tag.
         #[arg(long)]
         as_of: Option<String>,
+        /// Only these named sources, comma-separated (an index of [[source]] entries).
+        #[arg(long)]
+        source: Option<String>,
         /// Routed mode: skip rescoring the best candidates by late interaction (faster, less
         /// precise).
         #[arg(long)]
@@ -277,6 +285,9 @@ pub enum Command {
         /// Search this snapshot: a version number or a tag.
         #[arg(long)]
         as_of: Option<String>,
+        /// Only these named sources, comma-separated (an index of [[source]] entries).
+        #[arg(long)]
+        source: Option<String>,
         /// Drop the candidates that do not fit whole instead of sending their signature skeletons.
         #[arg(long)]
         no_skeletons: bool,

@@ -50,14 +50,16 @@ fn main() {
 async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Index { path, db, config, no_embed, model, json } => {
-            cmd::index::run(&path, &db, config.as_deref(), no_embed, &model, json).await
+            cmd::index::run(path.as_deref(), db.as_deref(), config.as_deref(), no_embed, &model, json).await
         }
-        Command::Locate { text, db, k, without, as_of, model, json } => {
-            cmd::graph::locate(&text, &db, k, without, as_of, &model, json).await
+        Command::Locate { text, db, k, without, as_of, source, model, json } => {
+            let source = source.as_deref().and_then(ctxd_query::sources::parse_list);
+            cmd::graph::locate(&text, &db, k, without, (as_of, source), &model, json).await
         }
         Command::Graph { action } => cmd::graph::graph(action).await,
-        Command::Search { query, db, k, mode, as_of, no_rerank, model, json } => {
-            cmd::query::search(&query, &db, k, &mode, as_of, !no_rerank, &model, json).await
+        Command::Search { query, db, k, mode, as_of, source, no_rerank, model, json } => {
+            let source = source.as_deref().and_then(ctxd_query::sources::parse_list);
+            cmd::query::search(&query, &db, k, &mode, (as_of, source), !no_rerank, &model, json).await
         }
         Command::Context {
             query,
@@ -70,6 +72,7 @@ async fn run(cli: Cli) -> Result<()> {
             mode,
             current_file,
             as_of,
+            source,
             no_skeletons,
             assembly,
             doc_types,
@@ -89,6 +92,7 @@ async fn run(cli: Cli) -> Result<()> {
             req.mode = mode.parse()?;
             req.current_file = current_file;
             req.as_of = as_of;
+            req.source = source.as_deref().and_then(ctxd_query::sources::parse_list);
             cmd::query::context(&req, &db, &model, json).await
         }
         Command::Snapshots { db, json } => cmd::admin::snapshots(&db, json).await,
@@ -107,11 +111,11 @@ async fn run(cli: Cli) -> Result<()> {
             cmd::query::symbols(&name, &db, prefix, limit, json).await
         }
         Command::ListSymbols { target, db, kinds, as_of, json } => {
-            let req = ListSymbolsRequest { target, kinds, as_of, session: None };
+            let req = ListSymbolsRequest { target, kinds, as_of, session: None, source: None };
             cmd::query::list_symbols(&req, &db, json).await
         }
         Command::GetSymbols { names, db, budget, as_of, session, json } => {
-            let req = GetSymbolsRequest { names, budget, as_of, session };
+            let req = GetSymbolsRequest { names, budget, as_of, session, source: None };
             cmd::query::get_symbols(&req, &db, json).await
         }
         Command::Serve { config, watch, db, listen, flight_listen, model } => {

@@ -65,7 +65,23 @@ pub async fn serve(
         cfg.server.flight_listen = l;
     }
     cfg.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-    let auth = cfg.server.auth_token()?.as_deref().and_then(ctxd_serve::auth::Token::new);
+    let full = cfg.server.auth_token()?.as_deref().and_then(ctxd_serve::auth::Token::new);
+    let limited = match cfg.server.source_tokens()? {
+        None => Vec::new(),
+        Some((file, text)) => {
+            if !cfg.has_named_sources() {
+                bail!(
+                    "server.source_tokens_file ({}) limits tokens to named sources, but the configuration has one \
+                     unnamed [source]: name the sources with [[source]] entries",
+                    file.display()
+                );
+            }
+            ctxd_serve::auth::SourceTokens::parse(&text, &cfg.source_names())
+                .map_err(|e| anyhow::anyhow!("invalid server.source_tokens_file {}: {e}", file.display()))?
+        }
+    };
+    let access = ctxd_query::Access { known: cfg.source_names() };
+    let auth = ctxd_serve::auth::Auth::new(full, limited);
     if auth.is_none() && cfg.server.exposed() {
         tracing::warn!("listening on a non-loopback address without a bearer token (set CTXD_AUTH_TOKEN)");
     }
@@ -121,7 +137,7 @@ pub async fn serve(
     let flight = match flight_listener {
         Some(l) => {
             let faddr = l.local_addr()?;
-            let api = ctxd_serve::flight::FlightApi::new(searcher.clone());
+            let api = ctxd_serve::flight::FlightApi::new(searcher.clone()).with_access(access.clone());
             eprintln!("ctxd: arrow flight on grpc://{faddr}");
             Some(tokio::spawn(ctxd_serve::flight::serve(l, api, auth.clone(), async move {
                 let _ = flight_stopped.await;
@@ -136,9 +152,10 @@ pub async fn serve(
     });
     let assembler =
         Arc::new(ctxd_serve::context::Assembler::new((*searcher).clone(), token_counter).with_sessions(sessions));
-    let check = (!cfg.source.is_object_store())
+    // The staleness check compares one root with the index: a configuration of one source.
+    let check = (!cfg.source.is_object_store() && !cfg.has_named_sources())
         .then(|| crate::staleness::checker((*searcher).clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
-    let mcp = Arc::new(ctxd_serve::mcp::McpServer::new(assembler.clone(), check));
+    let mcp = Arc::new(ctxd_serve::mcp::McpServer::new(assembler.clone(), check).with_access(access.clone()));
     let aggregator = Arc::new(aggregator(&cfg, assembler.clone())?);
     let state = AppState {
         searcher,
@@ -146,6 +163,7 @@ pub async fn serve(
         ready: Arc::new(move || tracker.is_ready()),
         prometheus: Some(prometheus),
         auth,
+        access,
         mcp: Some(mcp),
         aggregator: Some(aggregator),
     };
@@ -153,7 +171,8 @@ pub async fn serve(
     let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {
         let _ = http_stopped.await;
     }));
-    tracing::info!("listening on http://{addr} (root {}, db {})", cfg.source.root.display(), cfg.index.db.display());
+    let roots: Vec<String> = cfg.sources().iter().map(|s| s.root.display().to_string()).collect();
+    tracing::info!("listening on http://{addr} (sources {}, db {})", roots.join(", "), cfg.index.db.display());
     eprintln!("ctxd: listening on http://{addr}");
     crate::sdnotify::notify("READY=1\nSTATUS=serving; initial scan in progress");
     crate::sdnotify::spawn_watchdog();

@@ -16,6 +16,8 @@ mod assembly;
 mod graph;
 #[path = "integration/sessions.rs"]
 mod sessions;
+#[path = "integration/sources.rs"]
+mod sources;
 
 fn ctxd() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ctxd"));
@@ -79,11 +81,13 @@ impl Daemon {
 
     /// Starts `cmd` (a `ctxd serve …` command) watching `root` into `db` on free ports.
     fn spawn(mut cmd: Command, root: impl AsRef<std::ffi::OsStr>, db: &Path) -> Self {
+        cmd.args(["--listen", "127.0.0.1:0", "--flight-listen", "127.0.0.1:0", "--watch"]).arg(root).arg("--db").arg(db);
+        Self::spawn_raw(&mut cmd)
+    }
+
+    /// Starts `cmd` as it is (a `ctxd serve …` command with its listen addresses).
+    fn spawn_raw(cmd: &mut Command) -> Self {
         let mut child = cmd
-            .args(["--listen", "127.0.0.1:0", "--flight-listen", "127.0.0.1:0", "--watch"])
-            .arg(root)
-            .arg("--db")
-            .arg(db)
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()

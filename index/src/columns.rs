@@ -27,3 +27,15 @@ pub(crate) fn vector_at(vectors: &FixedSizeListArray, i: usize, uri: &str) -> Re
         .ok_or_else(|| IndexError::Column { uri: uri.to_string(), column: "vector".into() })?;
     Ok(floats.values().to_vec())
 }
+
+/// The rows of `batch` whose `path` passes `keep` (all of them when it has no `path` column).
+pub(crate) fn keep_rows(batch: &RecordBatch, keep: impl Fn(&str) -> bool) -> Result<RecordBatch, IndexError> {
+    let Some(paths) = batch.column_by_name("path").and_then(|c| c.as_any().downcast_ref::<StringArray>()) else {
+        return Ok(batch.clone());
+    };
+    let mask: arrow_array::BooleanArray = paths.iter().map(|p| Some(p.is_some_and(&keep))).collect();
+    if mask.true_count() == batch.num_rows() {
+        return Ok(batch.clone());
+    }
+    Ok(arrow_select::filter::filter_record_batch(batch, &mask)?)
+}

@@ -13,6 +13,7 @@
 //!   BM25 queries; [`vectors`] reads stored vectors (the embedding cache).
 //! * [`indices`] keeps a full-text index on `content` and B-tree indexes; [`maintenance`]
 //!   compacts and prunes; [`snapshots`] tags and reads past versions.
+//! * [`scope`] narrows a view of the index to some named sources (every read filtered).
 //! * [`columns`] and [`sql`] are the leaf helpers: typed columns of a batch, filter text.
 //!
 //! Every commit is a LanceDB version; nothing here ever rewrites a chunk row in place.
@@ -28,6 +29,7 @@ pub mod metrics;
 pub mod reader;
 pub mod record;
 pub mod schema;
+pub mod scope;
 pub mod search;
 pub mod session;
 pub mod snapshots;
@@ -43,7 +45,8 @@ pub use error::IndexError;
 pub use language::{Language, UnknownLanguage};
 pub use maintenance::{MaintenanceOptions, MaintenanceReport};
 pub use reader::IndexStats;
-pub use record::{chunk_id, Chunk, Hit};
+pub use record::{chunk_id, source_of_path, Chunk, Hit};
+pub use scope::SourceScope;
 pub use schema::ChunkRow;
 pub use session::{set_cache_limits, CacheLimits};
 pub use snapshots::{AsOf, Snapshot};

@@ -187,6 +187,7 @@ mod tests {
                 content: format!("file number {i} about topic{}", i % 5),
                 content_hash: format!("h{i}"),
                 token_count: 5,
+                source: String::new(),
             },
             embed_key: format!("k{i}"),
             file_hash: format!("fh{i}"),

@@ -117,33 +117,51 @@ impl Index {
         Ok(stream.map_err(move |source| IndexError::Lance { uri: uri.clone(), source }).boxed())
     }
 
-    /// Every row of the table (at its version), as a stream of record batches; `vector`
-    /// included. For Arrow Flight and exports.
+    /// Every row of the table (at its version; of this view's sources), as a stream of record
+    /// batches; `vector` included. For Arrow Flight and exports.
     pub async fn scan(
         &self,
     ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch, IndexError>>, IndexError> {
-        let stream = self.table.query().execute().await.map_err(|e| self.lance(e))?;
+        let mut query = self.table.query();
+        if let Some(scope) = self.within(None) {
+            query = query.only_if(scope);
+        }
+        let stream = query.execute().await.map_err(|e| self.lance(e))?;
         let uri = self.uri.clone();
-        Ok(stream.map_err(move |source| IndexError::Lance { uri: uri.clone(), source }).boxed())
+        let scope = self.scope.clone();
+        let stream = stream.map_err(move |source| IndexError::Lance { uri: uri.clone(), source });
+        // The exact check of the scope (its filter is a superset: see `crate::scope`).
+        Ok(stream
+            .map(move |batch| match (&scope, batch) {
+                (Some(scope), Ok(b)) => crate::columns::keep_rows(&b, |p| scope.allows(p)),
+                (_, other) => other,
+            })
+            .boxed())
     }
 
-    /// Row count and version.
+    /// Row count (of this view's sources) and version.
     pub async fn stats(&self) -> Result<IndexStats, IndexError> {
-        let rows = self.table.count_rows(None).await.map_err(|e| self.lance(e))?;
+        let rows = self.table.count_rows(self.within(None)).await.map_err(|e| self.lance(e))?;
         let version = self.version().await?;
-        metrics::gauge!(m::INDEX_ROWS).set(rows as f64);
-        metrics::gauge!(m::INDEX_VERSION).set(version as f64);
+        if self.scope.is_none() {
+            metrics::gauge!(m::INDEX_ROWS).set(rows as f64);
+            metrics::gauge!(m::INDEX_VERSION).set(version as f64);
+        }
         Ok(IndexStats { rows, version })
     }
 
     /// Every indexed file with its language and number of chunks, sorted by path (for
     /// overviews; reads two string columns only).
     pub async fn files(&self) -> Result<Vec<(String, String, usize)>, IndexError> {
-        let batches = self.collect(self.table.query().select(Select::columns(&["path", "language"]))).await?;
+        let mut query = self.table.query().select(Select::columns(&["path", "language"]));
+        if let Some(scope) = self.within(None) {
+            query = query.only_if(scope);
+        }
+        let batches = self.collect(query).await?;
         let mut files: std::collections::BTreeMap<String, (String, usize)> = std::collections::BTreeMap::new();
         for batch in &batches {
             let (paths, langs) = (str_col(batch, "path", &self.uri)?, str_col(batch, "language", &self.uri)?);
-            for i in 0..batch.num_rows() {
+            for i in (0..batch.num_rows()).filter(|&i| self.sees(paths.value(i))) {
                 let e = files.entry(paths.value(i).to_string()).or_insert_with(|| (langs.value(i).to_string(), 0));
                 e.1 += 1;
             }
@@ -182,8 +200,7 @@ impl Index {
         let Some(table) = &self.symbols else { return Ok(Vec::new()) };
         let like = sql_str(&format!("{}%", name.replace('%', "")));
         let filter = format!("name LIKE {like} OR symbol LIKE {like} OR qualified_name LIKE {like}");
-        let batches = self.collect(table.query().only_if(filter).limit(limit)).await?;
-        Ok(batches.iter().flat_map(batch_to_symbols).collect())
+        self.symbols_where(table, filter, Some(limit)).await
     }
 
     /// Definitions whose name, symbol or qualified name is any of `names`, in one query.
@@ -193,8 +210,7 @@ impl Index {
             return Ok(Vec::new());
         }
         let filter = ["name", "symbol", "qualified_name"].map(|c| in_list(c, names)).join(" OR ");
-        let batches = self.collect(table.query().only_if(filter).limit(limit)).await?;
-        Ok(batches.iter().flat_map(batch_to_symbols).collect())
+        self.symbols_where(table, filter, Some(limit)).await
     }
 
     /// Every definition in the files `paths` (a file's outline), in one query.
@@ -203,8 +219,7 @@ impl Index {
         if paths.is_empty() {
             return Ok(Vec::new());
         }
-        let batches = self.collect(table.query().only_if(in_list("path", paths))).await?;
-        Ok(batches.iter().flat_map(batch_to_symbols).collect())
+        self.symbols_where(table, in_list("path", paths), None).await
     }
 
     /// Up to `limit` top-level definitions (no parent) of the given kinds.
@@ -212,22 +227,44 @@ impl Index {
         let Some(table) = &self.symbols else { return Ok(Vec::new()) };
         let kinds = kinds.iter().map(|k| sql_str(k)).collect::<Vec<_>>().join(", ");
         let filter = format!("parent IS NULL AND kind IN ({kinds})");
-        let batches = self.collect(table.query().only_if(filter).limit(limit)).await?;
-        Ok(batches.iter().flat_map(batch_to_symbols).collect())
+        self.symbols_where(table, filter, Some(limit)).await
     }
 
     /// Every definition in the index (the code graph's nodes; empty for an older index).
     pub async fn all_symbols(&self) -> Result<Vec<SymbolRow>, IndexError> {
         let Some(table) = &self.symbols else { return Ok(Vec::new()) };
-        let batches = self.collect(table.query()).await?;
-        Ok(batches.iter().flat_map(batch_to_symbols).collect())
+        let mut query = table.query();
+        if let Some(scope) = self.within(None) {
+            query = query.only_if(scope);
+        }
+        let batches = self.collect(query).await?;
+        Ok(batches.iter().flat_map(batch_to_symbols).filter(|s| self.sees(&s.path)).collect())
+    }
+
+    /// Symbol rows matching `filter` within this view's scope, at most `limit`.
+    async fn symbols_where(
+        &self,
+        table: &lancedb::Table,
+        filter: String,
+        limit: Option<usize>,
+    ) -> Result<Vec<SymbolRow>, IndexError> {
+        let mut query = table.query().only_if(self.within(Some(filter)).unwrap_or_default());
+        if let Some(limit) = limit {
+            query = query.limit(limit);
+        }
+        let batches = self.collect(query).await?;
+        Ok(batches.iter().flat_map(batch_to_symbols).filter(|s| self.sees(&s.path)).collect())
     }
 
     /// Every stored edge of the code graph (empty for an index written before the graph).
     pub async fn all_edges(&self) -> Result<Vec<EdgeRow>, IndexError> {
         let Some(table) = &self.edges else { return Ok(Vec::new()) };
-        let batches = self.collect(table.query()).await?;
-        Ok(batches.iter().flat_map(batch_to_edges).collect())
+        let mut query = table.query();
+        if let Some(scope) = self.within(None) {
+            query = query.only_if(scope);
+        }
+        let batches = self.collect(query).await?;
+        Ok(batches.iter().flat_map(batch_to_edges).filter(|e| self.sees(&e.path)).collect())
     }
 
     /// Whether this index has an edges table (an index written before the graph has none

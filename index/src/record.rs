@@ -6,7 +6,8 @@
 //! crate answers with those hits and packs them into context blocks. The wire formats (HTTP,
 //! MCP, Arrow Flight) serialise a hit as the flat object they always had:
 //! `{"chunk_id", "path", "start_line", "end_line", "symbol", "kind", "language", "content",
-//! "score"}`; the content hash and token count stay inside the process.
+//! "score"}` (plus `"source"` in an index of named sources); the content hash and token count
+//! stay inside the process.
 
 use std::ops::{Deref, DerefMut};
 
@@ -19,8 +20,13 @@ pub struct Chunk {
     /// a context block that joins several chunks.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub chunk_id: String,
-    /// Path relative to the indexed root, `/`-separated.
+    /// Path relative to the indexed root, `/`-separated; in an index of named sources it
+    /// starts with the source's name (`api/src/main.rs`), so two sources never share a path.
     pub path: String,
+    /// The named source the file belongs to (`[[source]] name`); empty (and not serialised)
+    /// for an index of one unnamed source.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
     /// 1-based, inclusive.
     pub start_line: u32,
     /// 1-based, inclusive.
@@ -47,7 +53,13 @@ impl Chunk {
     }
 }
 
-/// Stable id of a chunk: path, line range and content hash.
+/// The named source of a path written by a pipeline of named sources: its first segment.
+pub fn source_of_path(path: &str) -> &str {
+    path.split_once('/').map_or("", |(s, _)| s)
+}
+
+/// Stable id of a chunk: path (which starts with the source's name in an index of named
+/// sources), line range and content hash.
 pub fn chunk_id(path: &str, start_line: u32, end_line: u32, content_hash: &str) -> String {
     let mut h = blake3::Hasher::new();
     h.update(path.as_bytes());
@@ -97,6 +109,7 @@ mod tests {
             content: "fn f() {}".into(),
             content_hash: "h".into(),
             token_count: 4,
+            source: String::new(),
         };
         let hit = Hit { chunk, score: 0.5 };
         let v = serde_json::to_value(&hit).unwrap();

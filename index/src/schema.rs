@@ -16,6 +16,7 @@
 //! | vector | fixed_size_list<float32, dim> | unit-length embedding |
 //! | model | utf8 | embedding model id |
 //! | indexed_at | timestamp[us, UTC] | when the row was written |
+//! | source | utf8? | the named source (`[[source]]`) the file belongs to; null for an index of one unnamed source (and in tables written before sources had names) |
 
 use std::sync::Arc;
 
@@ -51,6 +52,10 @@ impl std::ops::Deref for ChunkRow {
     }
 }
 
+/// The column naming a row's source (see the module docs). Last, so a table written before it
+/// existed gains it as a metadata-only column ([`crate::Index::open_or_create`]).
+pub const SOURCE: &str = "source";
+
 /// Schema of the chunks table for vectors of `dim` dimensions.
 pub fn chunks_schema(dim: usize) -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -73,11 +78,14 @@ pub fn chunks_schema(dim: usize) -> SchemaRef {
         ),
         Field::new("model", DataType::Utf8, false),
         Field::new("indexed_at", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false),
+        Field::new(SOURCE, DataType::Utf8, true),
     ]))
 }
 
-/// Builds one record batch from rows. Every row's vector must have `dim` values.
-pub fn rows_to_batch(rows: &[ChunkRow], dim: usize) -> Result<RecordBatch, arrow_schema::ArrowError> {
+/// Builds one record batch from rows. Every row's vector must have `dim` values. With `named`
+/// (a pipeline of named sources), a row without a `source` takes its path's first segment
+/// ([`crate::record::source_of_path`]).
+pub fn rows_to_batch(rows: &[ChunkRow], dim: usize, named: bool) -> Result<RecordBatch, arrow_schema::ArrowError> {
     let schema = chunks_schema(dim);
     let s = |f: fn(&ChunkRow) -> &str| -> ArrayRef { Arc::new(StringArray::from_iter_values(rows.iter().map(f))) };
     let o = |f: fn(&ChunkRow) -> Option<&str>| -> ArrayRef { Arc::new(rows.iter().map(f).collect::<StringArray>()) };
@@ -117,6 +125,15 @@ pub fn rows_to_batch(rows: &[ChunkRow], dim: usize) -> Result<RecordBatch, arrow
             Arc::new(vectors.finish()),
             s(|r| &r.model),
             Arc::new(indexed_at),
+            Arc::new(
+                rows.iter()
+                    .map(|r| match (r.source.as_str(), named) {
+                        ("", true) => Some(crate::record::source_of_path(&r.path)),
+                        ("", false) => None,
+                        (s, _) => Some(s),
+                    })
+                    .collect::<StringArray>(),
+            ),
         ],
     )
 }

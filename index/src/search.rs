@@ -15,15 +15,18 @@ use crate::{Chunk, Hit, Index, IndexError, NO_MODEL};
 
 const HIT_COLUMNS: [&str; 8] = ["chunk_id", "path", "language", "symbol", "kind", "start_line", "end_line", "content"];
 
-/// The hit columns plus the score column of a search (selected explicitly so LanceDB does not
-/// have to auto-project it).
-fn with_score(score: &'static str) -> Vec<&'static str> {
-    let mut cols = HIT_COLUMNS.to_vec();
-    cols.push(score);
-    cols
-}
-
 impl Index {
+    /// The hit columns (with `source` where the table has it) plus the score column of a search,
+    /// if any (selected explicitly so LanceDB does not have to auto-project it).
+    fn hit_columns(&self, score: Option<&'static str>) -> Vec<&'static str> {
+        let mut cols = HIT_COLUMNS.to_vec();
+        if self.has_source {
+            cols.push(crate::schema::SOURCE);
+        }
+        cols.extend(score);
+        cols
+    }
+
     /// Nearest chunks to `vector` by cosine similarity.
     pub async fn vector_search(&self, vector: &[f32], k: usize) -> Result<Vec<Hit>, IndexError> {
         self.vector_search_probes(vector, k, None).await
@@ -45,19 +48,18 @@ impl Index {
             query = query.minimum_nprobes(n).map_err(|e| self.lance(e))?;
             query = query.maximum_nprobes(Some(n)).map_err(|e| self.lance(e))?;
         }
-        let batches = self
-            .collect(
-                query
-                    .distance_type(DistanceType::Cosine)
-                    // After the search, not before: a pre-filter reads the `model` column of
-                    // every row on each query (rows stored without a vector are zeros, which
-                    // never rank near a real query anyway).
-                    .only_if(format!("model != {}", sql_str(NO_MODEL)))
-                    .postfilter()
-                    .select(Select::columns(&with_score("_distance")))
-                    .limit(k),
-            )
-            .await?;
+        let no_model = format!("model != {}", sql_str(NO_MODEL));
+        let query = query.distance_type(DistanceType::Cosine).select(Select::columns(&self.hit_columns(Some("_distance"))));
+        let query = match self.within(None) {
+            // After the search, not before: a pre-filter reads the `model` column of every row
+            // on each query (rows stored without a vector are zeros, which never rank near a
+            // real query anyway).
+            None => query.only_if(no_model).postfilter(),
+            // A view of some sources filters first, so its `k` best are found however small
+            // its sources are beside the others.
+            Some(scope) => query.only_if(format!("{scope} AND {no_model}")),
+        };
+        let batches = self.collect(query.limit(k)).await?;
         let mut hits = self.hits(&batches, "_distance", |d| 1.0 - d)?;
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         Ok(hits)
@@ -68,15 +70,15 @@ impl Index {
         if !self.fts_ready.load(Ordering::Acquire) || query.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let batches = self
-            .collect(
-                self.table
-                    .query()
-                    .full_text_search(FullTextSearchQuery::new(query.to_string()))
-                    .select(Select::columns(&with_score("_score")))
-                    .limit(k),
-            )
-            .await?;
+        let mut q = self
+            .table
+            .query()
+            .full_text_search(FullTextSearchQuery::new(query.to_string()))
+            .select(Select::columns(&self.hit_columns(Some("_score"))));
+        if let Some(scope) = self.within(None) {
+            q = q.only_if(scope);
+        }
+        let batches = self.collect(q.limit(k)).await?;
         let mut hits = self.hits(&batches, "_score", |s| s)?;
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         Ok(hits)
@@ -89,7 +91,12 @@ impl Index {
             return Ok(out);
         }
         let batches = self
-            .collect(self.table.query().only_if(in_list("path", paths)).select(Select::columns(&HIT_COLUMNS)))
+            .collect(
+                self.table
+                    .query()
+                    .only_if(self.within(Some(in_list("path", paths))).unwrap_or_default())
+                    .select(Select::columns(&self.hit_columns(None))),
+            )
             .await?;
         for h in self.hits(&batches, "", |s| s)? {
             out.entry(h.path.clone()).or_default().push(h);
@@ -105,7 +112,8 @@ impl Index {
         Ok(self.chunks_of_paths(&[path.to_string()]).await?.remove(path).unwrap_or_default())
     }
 
-    /// The rows of `batches` as hits, scored by `f` of column `score_col` (0 without it).
+    /// The rows of `batches` as hits, scored by `f` of column `score_col` (0 without it); rows
+    /// outside the view's scope are dropped (see [`crate::scope`]).
     fn hits(&self, batches: &[RecordBatch], score_col: &str, f: impl Fn(f32) -> f32) -> Result<Vec<Hit>, IndexError> {
         let mut out = Vec::new();
         for batch in batches {
@@ -115,7 +123,11 @@ impl Index {
             let starts = typed_col::<UInt32Array>(batch, "start_line", &self.uri)?;
             let ends = typed_col::<UInt32Array>(batch, "end_line", &self.uri)?;
             let scores = batch.column_by_name(score_col).and_then(|c| c.as_any().downcast_ref::<Float32Array>());
+            let sources = batch.column_by_name(crate::schema::SOURCE).and_then(|c| c.as_any().downcast_ref::<StringArray>());
             for i in 0..batch.num_rows() {
+                if !self.sees(paths.value(i)) {
+                    continue;
+                }
                 let opt = |a: &StringArray| (!a.is_null(i)).then(|| a.value(i).to_string());
                 let chunk = Chunk {
                     chunk_id: ids.value(i).to_string(),
@@ -126,6 +138,7 @@ impl Index {
                     start_line: starts.value(i),
                     end_line: ends.value(i),
                     content: contents.value(i).to_string(),
+                    source: sources.and_then(opt).unwrap_or_default(),
                     ..Chunk::default()
                 };
                 out.push(Hit { chunk, score: scores.map(|s| f(s.value(i))).unwrap_or(0.0) });

@@ -235,6 +235,7 @@ mod tests {
                 content: content.into(),
                 content_hash: content.into(),
                 token_count: 2,
+                source: String::new(),
             },
             embed_key: format!("k-{content}"),
             file_hash: format!("f-{content}"),

@@ -44,6 +44,13 @@ pub struct Index {
     pub(crate) fts_ready: AtomicBool,
     /// Whether the table has the `embed_key` column (tables of older ctxd versions do not).
     pub(crate) keyed: bool,
+    /// Whether the table has the `source` column (tables of older ctxd versions do not until a
+    /// writer opens them).
+    pub(crate) has_source: bool,
+    /// Set on a writer's handle by a pipeline of named sources ([`Index::name_sources`]).
+    pub(crate) named_sources: AtomicBool,
+    /// The sources this view reads (`None`: all); see [`crate::scope`].
+    pub(crate) scope: Option<std::sync::Arc<crate::scope::SourceScope>>,
 }
 
 /// Opens table `name` of `conn` (whose tables are `names`), creating it empty with `schema`
@@ -92,6 +99,23 @@ impl Index {
         let streams = open_or_create_table(&conn, &names, STREAMS_TABLE, streams_schema()).await.map_err(lance)?;
         let edges = open_or_create_table(&conn, &names, EDGES_TABLE, edges_schema()).await.map_err(lance)?;
         let mut index = Self::from_table(uri, table_name, table).await?;
+        if !index.has_source {
+            // A table written before sources had names gains the column (null: no name), in a
+            // metadata-only commit.
+            let column = arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+                crate::schema::SOURCE,
+                DataType::Utf8,
+                true,
+            )]);
+            index
+                .table
+                .add_columns()
+                .transform(lance::dataset::NewColumnTransform::AllNulls(std::sync::Arc::new(column)))
+                .execute()
+                .await
+                .map_err(lance)?;
+            index.has_source = true;
+        }
         index.symbols = Some(symbols);
         index.edges = Some(edges);
         index.streams = Some(streams);
@@ -148,6 +172,7 @@ impl Index {
             table.list_indices().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
         let fts_ready = indices.iter().any(|i| i.columns.iter().any(|c| c == "content"));
         let keyed = schema.field_with_name(EMBED_KEY).is_ok();
+        let has_source = schema.field_with_name(crate::schema::SOURCE).is_ok();
         Ok(Self {
             uri: uri.to_string(),
             table_name: table_name.to_string(),
@@ -159,6 +184,9 @@ impl Index {
             model_id: String::new(),
             fts_ready: AtomicBool::new(fts_ready),
             keyed,
+            has_source,
+            named_sources: AtomicBool::new(false),
+            scope: None,
         })
     }
 

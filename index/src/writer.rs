@@ -107,12 +107,12 @@ impl Index {
         } else if touched.is_empty() {
             // Only files the index has never seen: nothing can be stale, a plain append is
             // enough (and does not join against the whole table).
-            let record = rows_to_batch(&batch.rows, self.dim)?;
+            let record = rows_to_batch(&batch.rows, self.dim, self.named_sources.load(Ordering::Relaxed))?;
             let inserted = record.num_rows() as u64;
             let res = self.table.add(record).execute().await.map_err(|e| self.lance(e))?;
             CommitStats { version: res.version, inserted, deleted: 0 }
         } else {
-            let record = rows_to_batch(&batch.rows, self.dim)?;
+            let record = rows_to_batch(&batch.rows, self.dim, self.named_sources.load(Ordering::Relaxed))?;
             let schema = record.schema();
             let reader = RecordBatchIterator::new(vec![Ok(record)], schema);
             let mut merge = self.table.merge_insert(&["chunk_id"]);
@@ -217,6 +217,7 @@ mod tests {
                 content: content.into(),
                 content_hash,
                 token_count: 3,
+                source: String::new(),
             },
             embed_key,
             file_hash: format!("file-{path}-{content}"),

@@ -36,7 +36,7 @@ pub use crate::engine::Engine;
 use crate::freshness::Freshness;
 use crate::graph::{edge, spawn_batch_stage, spawn_sink, spawn_stage, BatchLimits, Tracker};
 use crate::metrics as m;
-use crate::source::{Origin, Source};
+use crate::source::{Origin, ScanGate, Source};
 use crate::PipelineError;
 
 /// What a run did.
@@ -64,7 +64,9 @@ impl Engine {
     /// committed; with `follow` true it keeps following filesystem events until `shutdown`
     /// becomes true. Either way, `shutdown` stops the source and drains the graph.
     pub fn run(&self, follow: bool, shutdown: watch::Receiver<bool>) -> Result<Running, PipelineError> {
-        let origin = Origin::open(&self.cfg)?;
+        let sources = self.cfg.sources();
+        let origins = sources.iter().map(|src| Origin::open(&self.cfg, src)).collect::<Result<Vec<_>, _>>()?;
+        self.index.name_sources(self.cfg.has_named_sources());
         let tracker = Tracker::default();
         let counters = Arc::new(Counters::default());
         let freshness = Arc::new(Freshness::default());
@@ -136,19 +138,52 @@ impl Engine {
         let sink_limits = BatchLimits { max_weight: p.commit_max_rows, max_items: 4096, max_wait: p.commit_interval() };
         handles.push(spawn_sink(Arc::new(sink), sink_limits, upsert_in, tracker.clone()));
 
-        let source = Source {
-            state: self.state.clone(),
-            emitter: Emitter { out: src_out, tracker: tracker.clone(), counters: counters.clone() },
-            shutdown: shutdown.clone(),
-            debounce: Duration::from_millis(self.cfg.source.debounce_ms),
-            freshness,
-        };
+        let emitter = Emitter { out: src_out, tracker: tracker.clone(), counters: counters.clone() };
+        let gate = ScanGate::new(origins.len());
+        let runs: Vec<_> = origins
+            .into_iter()
+            .map(|origin| {
+                let source = Source {
+                    state: self.state.clone(),
+                    emitter: emitter.clone(),
+                    shutdown: shutdown.clone(),
+                    debounce: Duration::from_millis(self.cfg.source.debounce_ms),
+                    freshness: freshness.clone(),
+                    gate: gate.clone(),
+                };
+                source.run(origin, follow)
+            })
+            .collect();
+        // Files of sources no longer configured (or of the unnamed source a configuration of
+        // named ones replaced) are dropped first.
+        let dropped = self.cfg.has_named_sources().then(|| {
+            let names = self.cfg.source_names();
+            let gone: Vec<String> = self
+                .state
+                .paths()
+                .into_iter()
+                .filter(|p| !names.iter().any(|n| p.strip_prefix(n.as_str()).is_some_and(|r| r.starts_with('/'))))
+                .collect();
+            gone
+        });
         let maintenance_stop = shutdown;
         let maintenance = (follow && self.cfg.index.maintenance_interval_secs > 0).then(|| {
             let every = Duration::from_secs(self.cfg.index.maintenance_interval_secs);
             tokio::spawn(maintain_every(self.index.clone(), self.cfg.index.maintenance(), every, maintenance_stop))
         });
-        let source_handle = tokio::spawn(source.run(origin, follow));
+        let source_handle = tokio::spawn(async move {
+            if let Some(gone) = dropped.filter(|g| !g.is_empty()) {
+                tracing::info!(files = gone.len(), "dropping the files of sources no longer configured");
+                for p in gone {
+                    if !emitter.emit(FileWork::Remove(p)).await {
+                        return Ok(());
+                    }
+                }
+            }
+            drop(emitter);
+            let results = futures::future::join_all(runs).await;
+            results.into_iter().collect::<Result<Vec<()>, StageError>>().map(|_| ())
+        });
         metrics::gauge!(m::PIPELINE_READY).set(0.0);
         Ok(Running {
             tracker,

@@ -31,8 +31,8 @@ impl Engine {
     /// Loads the model and opens (or creates) the index named by `cfg`.
     pub async fn open(cfg: Config) -> Result<Self, PipelineError> {
         // Fail on a bad root before loading the model or creating the index directory.
-        if !cfg.source.is_object_store() {
-            crate::source::check_root(&cfg.source.root)?;
+        for src in cfg.sources().iter().filter(|s| !s.is_object_store()) {
+            crate::source::check_root(&src.root)?;
         }
         let service_cfg = EmbedServiceConfig {
             max_batch_tokens: cfg.model.max_batch_tokens,

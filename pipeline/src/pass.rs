@@ -186,6 +186,10 @@ fn with_vectors(
             "vector" => vector.clone(),
             "model" => model.clone(),
             ctxd_index::schema::EMBED_KEY => key.clone(),
+            // Absent in blocks of a table written before sources had names: null, as there.
+            ctxd_index::schema::SOURCE if block.column_by_name(ctxd_index::schema::SOURCE).is_none() => {
+                arrow_array::new_null_array(field.data_type(), block.num_rows())
+            }
             name => block
                 .column_by_name(name)
                 .cloned()

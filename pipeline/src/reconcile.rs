@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 
+use ctxd_stages::select::Selector;
 use ctxd_stages::watch::Scanner;
 use ctxd_stages::{FileState, FileWork};
 use tokio::sync::watch;
@@ -31,8 +32,9 @@ pub(crate) fn gone(indexed: Vec<String>, pass: &Pass) -> Vec<String> {
 }
 
 /// Emits the removal of every indexed path `pass` did not see; false once the graph is closed.
-pub(crate) async fn remove_gone(state: &FileState, pass: &Pass, emitter: &Emitter) -> bool {
-    for p in gone(state.paths(), pass) {
+pub(crate) async fn remove_gone(state: &FileState, pass: &Pass, emitter: &Emitter, owns: &Selector) -> bool {
+    let indexed = state.paths().into_iter().filter(|p| owns.owns(p)).collect();
+    for p in gone(indexed, pass) {
         if !emitter.emit(FileWork::Remove(p)).await {
             return false;
         }
@@ -74,7 +76,7 @@ pub(crate) async fn scan_and_reconcile(
 ) {
     let mut pass = scan(scanner, emitter, shutdown).await;
     pass.completed &= !*shutdown.borrow();
-    remove_gone(state, &pass, emitter).await;
+    remove_gone(state, &pass, emitter, scanner.selector()).await;
 }
 
 #[cfg(test)]

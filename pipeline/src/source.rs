@@ -17,7 +17,8 @@ use ctxd_stages::watch::{EventWatcher, Scanner, WatchEvent};
 use ctxd_stages::{FileState, FileWork, StageError};
 use tokio::sync::watch;
 
-use crate::config::Config;
+use crate::config::{Config, NamedSource};
+use ctxd_stages::select::Selector;
 use crate::emit::Emitter;
 use crate::freshness::Freshness;
 use crate::metrics as m;
@@ -43,14 +44,15 @@ pub(crate) enum Origin {
 }
 
 impl Origin {
-    /// A local directory (scan + events) or an `s3://` prefix (listing), as `cfg` says. The
-    /// index's own directory is excluded when it lies inside the source.
-    pub(crate) fn open(cfg: &Config) -> Result<Self, PipelineError> {
-        let src = &cfg.source;
+    /// Source `src` of `cfg`: a local directory (scan + events) or an `s3://` prefix (listing).
+    /// The index's own directory is excluded when it lies inside the source.
+    pub(crate) fn open(cfg: &Config, src: &NamedSource) -> Result<Self, PipelineError> {
         let root = src.root.clone();
+        let select = Selector::new(&src.name, &src.include, &src.exclude)?;
         if src.is_object_store() {
             let uri = root.to_string_lossy().into_owned();
-            let mut objects = ObjectSource::open(&uri, src.mirror(), src.max_file_bytes)?;
+            let mut objects =
+                ObjectSource::open(&uri, src.mirror(), cfg.source.max_file_bytes)?.with_selector(select);
             // An index inside the watched prefix must not index itself.
             let db = cfg.index.db.to_string_lossy().into_owned();
             if let (Some(u), Some(d)) = (ObjectUri::parse(&uri), ObjectUri::parse(&db)) {
@@ -73,7 +75,24 @@ impl Origin {
         if let Ok(db) = cfg.index.db.canonicalize() {
             excludes.push(db);
         }
-        Ok(Origin::Local(Scanner::new(root, excludes)))
+        Ok(Origin::Local(Scanner::new(root, excludes).with_selector(select)))
+    }
+}
+
+/// Readiness waits for every source's first pass: the last one to finish marks the graph
+/// scanned.
+#[derive(Clone)]
+pub(crate) struct ScanGate(Arc<std::sync::atomic::AtomicUsize>);
+
+impl ScanGate {
+    pub(crate) fn new(sources: usize) -> Self {
+        Self(Arc::new(std::sync::atomic::AtomicUsize::new(sources)))
+    }
+
+    fn passed(&self, tracker: &crate::graph::Tracker) {
+        if self.0.fetch_sub(1, Ordering::AcqRel) == 1 {
+            tracker.mark_scanned();
+        }
     }
 }
 
@@ -84,6 +103,7 @@ pub(crate) struct Source {
     pub(crate) shutdown: watch::Receiver<bool>,
     pub(crate) debounce: Duration,
     pub(crate) freshness: Arc<Freshness>,
+    pub(crate) gate: ScanGate,
 }
 
 impl Source {
@@ -96,7 +116,7 @@ impl Source {
         // Start watching before scanning: a change during the scan is not lost.
         let mut watcher = if follow { Some(EventWatcher::start(&scanner, self.debounce)?) } else { None };
         scan_and_reconcile(&scanner, &self.state, &self.emitter, &self.shutdown).await;
-        self.emitter.tracker.mark_scanned();
+        self.gate.passed(&self.emitter.tracker);
         let Some(watcher) = watcher.as_mut() else { return Ok(()) };
         loop {
             tokio::select! {
@@ -147,7 +167,7 @@ impl Source {
                                 FileWork::Update(file)
                             }
                             ObjectChange::Fetch(l) => {
-                                listed.seen.insert(l.rel.clone());
+                                listed.seen.insert(objects.qualify(&l.rel));
                                 match objects.fetch(&l).await {
                                     Ok(Some(file)) => {
                                         if !first {
@@ -180,10 +200,10 @@ impl Source {
                     }
                     objects.save_manifest();
                     if first {
-                        if !remove_gone(&self.state, &listed, &self.emitter).await {
+                        if !remove_gone(&self.state, &listed, &self.emitter, objects.selector()).await {
                             return Ok(());
                         }
-                        self.emitter.tracker.mark_scanned();
+                        self.gate.passed(&self.emitter.tracker);
                         first = false;
                         if !follow {
                             return Ok(());

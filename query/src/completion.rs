@@ -79,6 +79,9 @@ pub struct CompletionRequest {
     pub min_score: f32,
     #[serde(default)]
     pub strategy: Strategy,
+    /// Only these named sources (see [`crate::sources`]).
+    #[serde(default, deserialize_with = "crate::sources::de_sources")]
+    pub source: Option<ctxd_index::SourceScope>,
 }
 
 /// One snippet, in the shape IDE completion providers use.
@@ -187,7 +190,7 @@ struct AnswerKey {
 
 /// The completion caches of one index version.
 pub(crate) struct CompletionCache {
-    version: Option<u64>,
+    version: Option<(u64, String)>,
     /// Chunk ranges and vectors of recently asked-about files, most recently used last.
     files: VecDeque<(String, Arc<Vec<ChunkVector>>)>,
     /// Vector-search hits of a chunk's stored vector, by chunk id (a place's vector signal,
@@ -211,9 +214,9 @@ impl Default for CompletionCache {
 pub(crate) type Cache = Arc<tokio::sync::Mutex<CompletionCache>>;
 
 /// The cache, locked and emptied first if the index moved on from `version`.
-async fn cache_at(cache: &Cache, version: u64) -> tokio::sync::MutexGuard<'_, CompletionCache> {
+async fn cache_at(cache: &Cache, version: (u64, String)) -> tokio::sync::MutexGuard<'_, CompletionCache> {
     let mut c = cache.lock().await;
-    if c.version != Some(version) {
+    if c.version.as_ref() != Some(&version) {
         *c = CompletionCache { version: Some(version), ..CompletionCache::default() };
     }
     c
@@ -316,6 +319,7 @@ async fn completion_context(
     let current = relative_path(&req.uri, &vocab.paths);
     let mut search = SearchRequest::new(query).with((req.max_chunks * 4).clamp(8, 40), Mode::Routed);
     search.current_file = Some(current.clone());
+    search.source = req.source.clone();
     search.max_per_file = Some(2);
     search.lean = lean;
     // An editor cannot wait for a second forward pass over the candidates.
@@ -326,14 +330,19 @@ async fn completion_context(
         };
         return Ok(snippets(req, &current, found));
     }
-    let index = searcher.retriever().pinned_index();
-    let version = index.version().await?;
-    let cached = cache_at(cache, version).await.file(&current);
+    let pinned = searcher.retriever().pinned_index();
+    let index = match &req.source {
+        None => pinned.clone(),
+        Some(scope) => Arc::new(pinned.scoped(Some(scope.clone()))),
+    };
+    // A cache holds one version of one view: another scope starts it afresh, as a new version does.
+    let version = (index.version().await?, index.scope_key());
+    let cached = cache_at(cache, version.clone()).await.file(&current);
     let chunks = match cached {
         Some(c) => c,
         None => {
             let c = Arc::new(index.chunk_vectors_of(&current).await?);
-            cache_at(cache, version).await.keep_file(current.clone(), c.clone());
+            cache_at(cache, version.clone()).await.keep_file(current.clone(), c.clone());
             c
         }
     };
@@ -350,7 +359,7 @@ async fn completion_context(
         min_score: req.min_score.to_bits(),
         strategy: req.strategy,
     };
-    if let Some(answer) = cache_at(cache, version).await.answers.get(&key).cloned() {
+    if let Some(answer) = cache_at(cache, version.clone()).await.answers.get(&key).cloned() {
         metrics::counter!(crate::metrics::COMPLETION_CACHE_HITS_TOTAL).increment(1);
         return Ok(answer);
     }
@@ -360,13 +369,13 @@ async fn completion_context(
         (Some(c), _) => {
             // The place's neighbours are searched once per version; later misses at the same
             // place (a word completed) only run the full-text search.
-            let cached = cache_at(cache, version).await.neighbours.get(&c.chunk_id).cloned();
+            let cached = cache_at(cache, version.clone()).await.neighbours.get(&c.chunk_id).cloned();
             neighbours = match cached {
                 Some(h) => h,
                 None => {
                     let depth = crate::routed::search_depth(search.k);
                     let h = index.vector_search_probes(&c.vector, depth, Some(crate::routed::LEAN_NPROBES)).await?;
-                    cache_at(cache, version).await.neighbours.put(c.chunk_id.clone(), h.clone());
+                    cache_at(cache, version.clone()).await.neighbours.put(c.chunk_id.clone(), h.clone());
                     h
                 }
             };
@@ -379,7 +388,7 @@ async fn completion_context(
         return Ok(CompletionResponse::default());
     };
     let answer = snippets(req, &current, found);
-    cache_at(cache, version).await.answers.put(key, answer.clone());
+    cache_at(cache, version.clone()).await.answers.put(key, answer.clone());
     Ok(answer)
 }
 
@@ -431,6 +440,7 @@ mod tests {
             max_chunks: 3,
             min_score: 0.0,
             strategy,
+            source: None,
         }
     }
 
@@ -463,7 +473,7 @@ mod tests {
         };
         let cache: Cache = Arc::default();
         {
-            let mut c = cache_at(&cache, 1).await;
+            let mut c = cache_at(&cache, (1, String::new())).await;
             for i in 0..CACHED_ANSWERS + 5 {
                 c.answers.put(key(i), CompletionResponse::default());
             }
@@ -472,8 +482,11 @@ mod tests {
             c.keep_file("a.rs".into(), Arc::new(Vec::new()));
             assert!(c.file("a.rs").is_some());
         }
-        assert!(cache_at(&cache, 1).await.file("a.rs").is_some(), "same version: kept");
-        let mut c = cache_at(&cache, 2).await;
+        assert!(cache_at(&cache, (1, String::new())).await.file("a.rs").is_some(), "same version: kept");
+        let mut scoped = cache_at(&cache, (1, "scope:docs".into())).await;
+        assert!(scoped.file("a.rs").is_none(), "another scope never sees what was kept for all sources");
+        drop(scoped);
+        let mut c = cache_at(&cache, (2, "scope:docs".into())).await;
         assert!(c.answers.len() == 0 && c.file("a.rs").is_none(), "a commit empties it");
     }
 

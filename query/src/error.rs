@@ -28,6 +28,12 @@ pub enum SearchError {
     Index(#[from] ctxd_index::IndexError),
     #[error("reading queries file {path}: {message}")]
     Queries { path: String, message: String },
+    /// `source` names a source the index does not have.
+    #[error("{0}")]
+    BadSource(String),
+    /// The caller's token may not read a source the request names (HTTP 403).
+    #[error("{0}")]
+    Forbidden(String),
 }
 
 impl SearchError {
@@ -43,7 +49,14 @@ impl SearchError {
                 | SearchError::BadRequest(_)
                 | SearchError::NoModel(_)
                 | SearchError::BadSnapshot(_)
+                | SearchError::BadSource(_)
+                | SearchError::Forbidden(_)
         )
+    }
+
+    /// True when the caller's token may not read what it asked for (HTTP 403).
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, SearchError::Forbidden(_))
     }
 }
 

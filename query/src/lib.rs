@@ -38,6 +38,7 @@ pub mod routed;
 pub mod search;
 mod searcher;
 pub mod session;
+pub mod sources;
 pub mod symbols;
 pub mod tools;
 
@@ -45,3 +46,5 @@ pub use error::SearchError;
 pub use route::{Intent, Route};
 pub use search::{Mode, Scope, SearchRequest, SearchResponse, SearchResult};
 pub use searcher::Searcher;
+pub use sources::Access;
+pub use ctxd_index::SourceScope;

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ctxd_index::{AsOf, Index};
+use ctxd_index::{AsOf, Index, SourceScope};
 use ctxd_models::EmbedService;
 
 use crate::fusion::rrf;
@@ -116,11 +116,24 @@ impl Retriever {
         Ok(embed.embed(queries).await?)
     }
 
-    /// The index to search for `as_of` (the latest when `None`) and the version it is at.
-    pub(crate) async fn index_as_of(&self, as_of: Option<&str>) -> Result<(Arc<Index>, Option<u64>), SearchError> {
-        let Some(spec) = as_of else { return Ok((self.pinned.index.clone(), None)) };
-        let view = self.view(spec).await?;
-        Ok((view.index, Some(view.version)))
+    /// The index to search for `as_of` (the latest when `None`), narrowed to the sources of
+    /// `source` (all when `None`; see [`crate::sources`]), and the version it is at.
+    pub(crate) async fn index_as_of(
+        &self,
+        as_of: Option<&str>,
+        source: Option<&SourceScope>,
+    ) -> Result<(Arc<Index>, Option<u64>), SearchError> {
+        let (index, version) = match as_of {
+            None => (self.pinned.index.clone(), None),
+            Some(spec) => {
+                let view = self.view(spec).await?;
+                (view.index, Some(view.version))
+            }
+        };
+        Ok(match source {
+            None => (index, version),
+            Some(scope) => (Arc::new(index.scoped(Some(scope.clone()))), version),
+        })
     }
 
     /// The open view of the version `spec` names (opened, and the oldest view closed, when
@@ -151,7 +164,7 @@ impl Retriever {
     ) -> Result<SearchResponse, SearchError> {
         req.validate()?;
         let k = req.k;
-        let (index, version) = self.index_as_of(req.as_of.as_deref()).await?;
+        let (index, version) = self.index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
         let hits = match (req.mode, vector) {
             (Mode::Bm25 | Mode::Symbol, _) => index.fts_search(&req.query, k).await?,
             (Mode::Vector, Some(v)) => index.vector_search(v, k).await?,

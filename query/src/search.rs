@@ -90,6 +90,10 @@ pub struct SearchRequest {
     /// The caller's current file (relative path): its chunks and its folder's are boosted.
     #[serde(default)]
     pub current_file: Option<String>,
+    /// Only these named sources (a name, `"a,b"` or a list; see [`crate::sources`]); the
+    /// wire narrows it to what the caller may read before the search runs.
+    #[serde(default, deserialize_with = "crate::sources::de_sources")]
+    pub source: Option<ctxd_index::SourceScope>,
     /// Only paths under this prefix.
     #[serde(default)]
     pub path_prefix: Option<String>,
@@ -122,6 +126,7 @@ impl SearchRequest {
             mode: Mode::default(),
             as_of: None,
             current_file: None,
+            source: None,
             path_prefix: None,
             language: None,
             scope: None,

@@ -44,6 +44,9 @@ pub struct ListSymbolsRequest {
     pub kinds: Vec<String>,
     #[serde(default)]
     pub as_of: Option<String>,
+    /// Only these named sources (see [`crate::sources`]).
+    #[serde(default, deserialize_with = "crate::sources::de_sources")]
+    pub source: Option<ctxd_index::SourceScope>,
     #[serde(default)]
     pub session: Option<String>,
 }
@@ -89,6 +92,9 @@ pub struct GetSymbolsRequest {
     pub budget: usize,
     #[serde(default)]
     pub as_of: Option<String>,
+    /// Only these named sources (see [`crate::sources`]).
+    #[serde(default, deserialize_with = "crate::sources::de_sources")]
+    pub source: Option<ctxd_index::SourceScope>,
     #[serde(default)]
     pub session: Option<String>,
 }
@@ -187,7 +193,7 @@ impl Assembler {
         if let Some(id) = &req.session {
             session::validate_id(id)?;
         }
-        let (index, _) = self.searcher().retriever().current().index_as_of(req.as_of.as_deref()).await?;
+        let (index, _) = self.searcher().retriever().current().index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
         let files: Vec<String> = index.files().await?.into_iter().map(|(p, _, _)| p).collect();
         let mut paths = resolve_target(&req.target, &files);
         if paths.is_empty() {
@@ -265,7 +271,7 @@ impl Assembler {
         if let Some(id) = &req.session {
             session::validate_id(id)?;
         }
-        let (index, _) = self.searcher().retriever().current().index_as_of(req.as_of.as_deref()).await?;
+        let (index, _) = self.searcher().retriever().current().index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
         let names: Vec<String> = req.names.iter().map(|n| n.trim().to_string()).collect();
         let rows = index.symbols_named_any(&names, names.len() * PER_NAME * 4).await?;
         let mut paths: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();

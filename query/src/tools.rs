@@ -1,6 +1,6 @@
 //! The code-graph tools and localization as one surface for the wire: HTTP (`POST /v1/locate`,
 //! `POST /v1/graph/<tool>`) and MCP (a tool each) both call [`GraphTools::call`] with the
-//! tool and its JSON arguments (every tool also takes `as_of`: a snapshot's version or tag) and send back its JSON answer, so the two can never differ.
+//! tool and its JSON arguments (every tool also takes `as_of`: a snapshot's version or tag, and `source`: see [`crate::sources`]) and send back its JSON answer, so the two can never differ.
 //!
 //! | tool | arguments | answer |
 //! |---|---|---|
@@ -19,6 +19,7 @@ use crate::graph::{tools, GraphCache};
 use crate::locate::{LocateRequest, Locator, MAX_LOCATE_K};
 use crate::retriever::Retriever;
 use crate::SearchError;
+use ctxd_index::SourceScope;
 
 /// The tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,9 +125,14 @@ impl GraphTools {
         Self { locator }
     }
 
-    /// The graph of the latest index version, or of the snapshot `as_of` names.
-    pub async fn graph(&self, as_of: Option<&str>) -> Result<std::sync::Arc<crate::graph::cache::Graph>, SearchError> {
-        self.locator.graph(as_of).await
+    /// The graph of the latest index version, or of the snapshot `as_of` names, over the
+    /// sources of `source` (all when `None`).
+    pub async fn graph(
+        &self,
+        as_of: Option<&str>,
+        source: Option<&SourceScope>,
+    ) -> Result<std::sync::Arc<crate::graph::cache::Graph>, SearchError> {
+        self.locator.graph(as_of, source).await
     }
 
     /// Localization (see [`crate::locate`]).
@@ -140,6 +146,7 @@ impl GraphTools {
         query: Option<&str>,
         budget: usize,
         as_of: Option<&str>,
+        source: Option<&SourceScope>,
     ) -> Result<RepoMap, SearchError> {
         match query {
             Some(q) => {
@@ -147,21 +154,24 @@ impl GraphTools {
                 req.k = MAX_LOCATE_K;
                 req.definitions = 0;
                 req.as_of = as_of.map(str::to_string);
+                req.source = source.cloned();
                 let answer = self.locator.locate(&req).await?;
-                let g = self.graph(as_of).await?;
+                let g = self.graph(as_of, source).await?;
                 let ranking: Vec<(usize, f64)> =
                     answer.files.iter().filter_map(|f| Some((g.code.file(&f.path)?, f.score))).collect();
                 Ok(repo_map(&g.code, &ranking, budget, "locate"))
             }
             None => {
-                let g = self.graph(as_of).await?;
+                let g = self.graph(as_of, source).await?;
                 Ok(repo_map(&g.code, &central_files(&g.code, &g.centrality), budget, "centrality"))
             }
         }
     }
 
-    /// Runs `tool` with `args` (a JSON object) and returns its JSON answer.
-    pub async fn call(&self, tool: GraphTool, args: &Value) -> Result<Value, SearchError> {
+    /// Runs `tool` with `args` (a JSON object) over the sources of `source` (the scope the
+    /// wire resolved from the arguments' `source` and the caller's token; see
+    /// [`crate::sources`]) and returns its JSON answer.
+    pub async fn call(&self, tool: GraphTool, args: &Value, source: Option<&SourceScope>) -> Result<Value, SearchError> {
         let json = |v: Result<Value, serde_json::Error>| v.map_err(|e| SearchError::BadRequest(e.to_string()));
         let as_of = match args.get("as_of") {
             None | Some(Value::Null) => None,
@@ -171,19 +181,20 @@ impl GraphTools {
                 return Err(SearchError::BadRequest("argument 'as_of' must be a version number or a tag".into()))
             }
         };
-        let graph = || self.graph(as_of.as_deref());
+        let graph = || self.graph(as_of.as_deref(), source);
         match tool {
             GraphTool::Locate => {
-                known_args(args, &["text", "k", "without", "definitions", "as_of"])?;
+                known_args(args, &["text", "k", "without", "definitions", "as_of", "source"])?;
                 let mut req = LocateRequest::new(str_arg(args, "text")?);
                 req.k = usize_arg(args, "k", 10, MAX_LOCATE_K)?;
                 req.without = strings_arg(args, "without")?;
                 req.definitions = usize_arg(args, "definitions", 3, 20)?;
                 req.as_of = as_of.clone();
+                req.source = source.cloned();
                 json(serde_json::to_value(self.locator.locate(&req).await?))
             }
             GraphTool::FindReferences | GraphTool::Callers | GraphTool::Callees => {
-                known_args(args, &["symbol", "limit", "kinds", "as_of"])?;
+                known_args(args, &["symbol", "limit", "kinds", "as_of", "source"])?;
                 let symbol = str_arg(args, "symbol")?;
                 let limit = usize_arg(args, "limit", 50, 1000)?;
                 let g = graph().await?;
@@ -201,7 +212,7 @@ impl GraphTools {
                 json(serde_json::to_value(answer))
             }
             GraphTool::Imports | GraphTool::ImportedBy => {
-                known_args(args, &["path", "as_of"])?;
+                known_args(args, &["path", "as_of", "source"])?;
                 let path = str_arg(args, "path")?;
                 let g = graph().await?;
                 let answer = match tool {
@@ -211,7 +222,7 @@ impl GraphTools {
                 json(serde_json::to_value(answer))
             }
             GraphTool::Impact => {
-                known_args(args, &["paths", "diff", "limit", "as_of"])?;
+                known_args(args, &["paths", "diff", "limit", "as_of", "source"])?;
                 let mut changes: Vec<Change> =
                     strings_arg(args, "paths")?.into_iter().map(|path| Change { path, lines: Vec::new() }).collect();
                 if let Some(diff) = args.get("diff").and_then(Value::as_str).filter(|d| !d.trim().is_empty()) {
@@ -231,10 +242,10 @@ impl GraphTools {
                 json(serde_json::to_value(impact(&g.code, &changes, limit)))
             }
             GraphTool::RepoMap => {
-                known_args(args, &["query", "budget", "as_of"])?;
+                known_args(args, &["query", "budget", "as_of", "source"])?;
                 let budget = usize_arg(args, "budget", 1024, 64_000)?;
                 let query = args.get("query").and_then(Value::as_str).filter(|q| !q.trim().is_empty());
-                let map = self.repo_map(query, budget, as_of.as_deref()).await?;
+                let map = self.repo_map(query, budget, as_of.as_deref(), source).await?;
                 json(serde_json::to_value(map))
             }
         }

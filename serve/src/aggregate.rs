@@ -80,6 +80,10 @@ pub struct AggregateRequest {
     pub sources: Option<Vec<String>>,
     #[serde(default)]
     pub format: Format,
+    /// Only these named sources of the local index (see `ctxd_query::sources`; narrowed by the
+    /// wire to what the caller's token may read). Other daemons answer with their own sources.
+    #[serde(default, deserialize_with = "ctxd_query::sources::de_sources")]
+    pub source: Option<ctxd_index::SourceScope>,
 }
 
 /// One block of the aggregated context.
@@ -196,7 +200,7 @@ impl Aggregator {
         let total: u64 = chosen.iter().map(|s| s.priority as u64).sum();
         let shares: Vec<usize> =
             chosen.iter().map(|s| ((req.budget as u64 * s.priority as u64) / total).max(16) as usize).collect();
-        let runs = chosen.iter().zip(&shares).map(|(s, share)| self.ask(s, &req.query, *share));
+        let runs = chosen.iter().zip(&shares).map(|(s, share)| self.ask(s, &req.query, *share, req.source.as_ref()));
         let answers = futures::future::join_all(runs).await;
 
         // Priority order (then configuration order): the first source to bring a text keeps it.
@@ -304,6 +308,7 @@ impl Aggregator {
         s: &SourceSpec,
         query: &str,
         share: usize,
+        scope: Option<&ctxd_index::SourceScope>,
     ) -> (Result<Vec<Block>, String>, f64, bool, Option<u64>) {
         let started = Instant::now();
         let limit = Duration::from_millis(s.timeout_ms);
@@ -313,14 +318,23 @@ impl Aggregator {
                 SourceKind::Ctxd => Some(self.remote_version(s).await?),
                 SourceKind::Mcp => None,
             };
-            let key = version.map(|v| (s.name.clone(), v, query.to_string(), share));
+            // The local answer depends on the sources read: a cached one is reused only for the same.
+            let scoped = match (s.kind, scope) {
+                (SourceKind::Local, Some(scope)) => format!("{query}\u{1f}{}", scope.key()),
+                _ => query.to_string(),
+            };
+            let key = version.map(|v| (s.name.clone(), v, scoped, share));
             if let Some(hit) = key.as_ref().and_then(|k| self.cache.lock().unwrap().get(k).cloned()) {
                 return Ok((hit, true, version));
             }
             let blocks = match s.kind {
                 SourceKind::Local => {
-                    let req = ContextRequest::new(query, share);
-                    self.local.assemble(&req, |_| {}).await.map_err(|e| e.to_string())?.blocks
+                    let mut req = ContextRequest::new(query, share);
+                    req.source = scope.cloned();
+                    let mut blocks = self.local.assemble(&req, |_| {}).await.map_err(|e| e.to_string())?.blocks;
+                    // An aggregated block's `source` is the aggregate source that sent it.
+                    blocks.iter_mut().for_each(|b| b.hit.chunk.source.clear());
+                    blocks
                 }
                 SourceKind::Ctxd => self.remote_context(s, query, share).await?,
                 SourceKind::Mcp => self.mcp_context(s, query, share).await?,

@@ -1,12 +1,21 @@
-//! Bearer-token authentication of the HTTP API, the MCP HTTP transport and Arrow Flight.
+//! Bearer-token authentication of the HTTP API, the MCP HTTP transport and Arrow Flight, and
+//! which sources each token may read.
 //!
-//! Off unless a token is configured (`CTXD_AUTH_TOKEN`, or `[server] auth_token_file`). When
-//! set, every request but `GET /healthz` (liveness probes carry no secrets) must send
-//! `Authorization: Bearer <token>`; anything else is answered 401 with
-//! `WWW-Authenticate: Bearer` (Flight: `UNAUTHENTICATED`). Tokens are compared in constant
-//! time. Failures are counted in `ctxd_auth_failures_total`.
+//! Off unless a token is configured: `CTXD_AUTH_TOKEN` or `[server] auth_token_file` (one token
+//! that reads everything), and/or `[server] source_tokens_file` (tokens limited to some named
+//! sources, [`SourceTokens`]). When any is set, every request but `GET /healthz` (liveness
+//! probes carry no secrets) must send `Authorization: Bearer <token>`; anything else is
+//! answered 401 with `WWW-Authenticate: Bearer` (Flight: `UNAUTHENTICATED`). Tokens are
+//! compared in constant time. Failures are counted in `ctxd_auth_failures_total`.
+//!
+//! An accepted request carries its [`Caller`] (as a request extension): the sources its token
+//! may read (`None`: all). Handlers narrow every request to them (`ctxd_query::sources`); a
+//! request naming another source is answered 403. `/metrics` is for operators: only a token
+//! that reads every source may scrape it.
 
 use std::sync::Arc;
+
+use ctxd_index::SourceScope;
 
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
@@ -47,33 +56,151 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// axum middleware: lets `/healthz` and authenticated requests through.
-pub async fn require_bearer(State(token): State<Option<Token>>, req: Request, next: Next) -> Response {
-    let Some(token) = token else { return next.run(req).await };
+/// Who is asking: the sources the request's token may read (`None`: every source; also
+/// the caller of a server without tokens).
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    pub sources: Option<SourceScope>,
+}
+
+/// Every accepted token with the sources it may read (cheap to clone).
+#[derive(Clone, Default)]
+pub struct Auth(Arc<Vec<(Token, Option<SourceScope>)>>);
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Auth({} tokens)", self.0.len())
+    }
+}
+
+impl Auth {
+    /// The tokens: `full` reads everything; each of `limited` its sources.
+    pub fn new(full: Option<Token>, limited: Vec<(Token, SourceScope)>) -> Option<Self> {
+        let mut all: Vec<(Token, Option<SourceScope>)> = full.into_iter().map(|t| (t, None)).collect();
+        all.extend(limited.into_iter().map(|(t, s)| (t, Some(s))));
+        (!all.is_empty()).then(|| Self(Arc::new(all)))
+    }
+
+    /// One token that reads everything.
+    pub fn single(token: Token) -> Self {
+        Self(Arc::new(vec![(token, None)]))
+    }
+
+    /// The caller an `Authorization` header value authenticates, if any. Every token is
+    /// compared (in constant time each), so the time taken does not tell which one matched.
+    pub fn caller(&self, header_value: Option<&str>) -> Option<Caller> {
+        let mut found = None;
+        for (token, sources) in self.0.iter() {
+            if token.accepts(header_value) && found.is_none() {
+                found = Some(Caller { sources: sources.clone() });
+            }
+        }
+        found
+    }
+}
+
+/// `[server] source_tokens_file`: tokens limited to named sources, one `[[token]]` each.
+///
+/// ```toml
+/// [[token]]
+/// token = "d0cs-team-5ecret"      # the bearer token (≥ 16 characters)
+/// sources = ["docs", "web"]       # the named sources it may read
+/// ```
+pub struct SourceTokens;
+
+impl SourceTokens {
+    /// Parses the file's text; every problem (with the entry's number) in one error.
+    pub fn parse(text: &str, known: &[String]) -> Result<Vec<(Token, SourceScope)>, String> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Entry {
+            token: String,
+            sources: Vec<String>,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            #[serde(default)]
+            token: Vec<Entry>,
+        }
+        let file: File = toml::from_str(text).map_err(|e| e.to_string().trim().replace('\n', " "))?;
+        let mut out = Vec::new();
+        let mut problems = Vec::new();
+        for (i, e) in file.token.into_iter().enumerate() {
+            let n = i + 1;
+            if e.token.trim().len() < 16 {
+                problems.push(format!("token {n}: a token must be at least 16 characters"));
+                continue;
+            }
+            if e.sources.is_empty() {
+                problems.push(format!("token {n}: `sources` is empty (list the sources it may read)"));
+                continue;
+            }
+            if let Some(bad) = e.sources.iter().find(|s| !known.contains(s)) {
+                problems.push(format!("token {n}: unknown source '{bad}' (configured: {})", known.join(", ")));
+                continue;
+            }
+            let Some(token) = Token::new(&e.token) else { continue };
+            out.push((token, SourceScope::new(e.sources)));
+        }
+        if problems.is_empty() {
+            Ok(out)
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
+
+/// axum middleware: lets `/healthz` and authenticated requests through, each with its
+/// [`Caller`]; `/metrics` only with a token that reads every source.
+pub async fn require_bearer(State(auth): State<Option<Auth>>, mut req: Request, next: Next) -> Response {
+    let Some(auth) = auth else {
+        req.extensions_mut().insert(Caller::default());
+        return next.run(req).await;
+    };
     if req.uri().path() == "/healthz" {
         return next.run(req).await;
     }
     let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    if token.accepts(given) {
-        return next.run(req).await;
+    match auth.caller(given) {
+        Some(caller) if caller.sources.is_some() && req.uri().path() == "/metrics" => {
+            let body = axum::Json(serde_json::json!({
+                "error": "/metrics is for operators: scrape it with a token that reads every source"
+            }));
+            (StatusCode::FORBIDDEN, body).into_response()
+        }
+        Some(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        None => {
+            metrics::counter!(m::AUTH_FAILURES_TOTAL, "transport" => "http").increment(1);
+            let body = axum::Json(serde_json::json!({ "error": "missing or wrong bearer token" }));
+            (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], body).into_response()
+        }
     }
-    metrics::counter!(m::AUTH_FAILURES_TOTAL, "transport" => "http").increment(1);
-    let body = axum::Json(serde_json::json!({ "error": "missing or wrong bearer token" }));
-    (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], body).into_response()
 }
 
-/// tonic interceptor for Arrow Flight (metadata `authorization: Bearer <token>`).
+/// tonic interceptor for Arrow Flight (metadata `authorization: Bearer <token>`); an accepted
+/// request carries its [`Caller`] as an extension.
 pub fn flight_interceptor(
-    token: Option<Token>,
+    auth: Option<Auth>,
 ) -> impl FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Clone {
-    move |req: tonic::Request<()>| {
-        let Some(token) = &token else { return Ok(req) };
+    move |mut req: tonic::Request<()>| {
+        let Some(auth) = &auth else {
+            req.extensions_mut().insert(Caller::default());
+            return Ok(req);
+        };
         let given = req.metadata().get("authorization").and_then(|v| v.to_str().ok());
-        if token.accepts(given) {
-            Ok(req)
-        } else {
-            metrics::counter!(m::AUTH_FAILURES_TOTAL, "transport" => "flight").increment(1);
-            Err(tonic::Status::unauthenticated("missing or wrong bearer token"))
+        match auth.caller(given) {
+            Some(caller) => {
+                req.extensions_mut().insert(caller);
+                Ok(req)
+            }
+            None => {
+                metrics::counter!(m::AUTH_FAILURES_TOTAL, "transport" => "flight").increment(1);
+                Err(tonic::Status::unauthenticated("missing or wrong bearer token"))
+            }
         }
     }
 }
@@ -93,5 +220,20 @@ mod tests {
         assert!(!t.accepts(None));
         assert!(Token::new("  \n").is_none());
         assert_eq!(format!("{t:?}"), "Token(<redacted>)");
+    }
+
+    #[test]
+    fn source_tokens_map_each_token_to_its_sources() {
+        let known = vec!["api".to_string(), "docs".to_string()];
+        let text = "[[token]]\ntoken = \"docs-team-0123456789\"\nsources = [\"docs\"]\n";
+        let tokens = SourceTokens::parse(text, &known).unwrap();
+        let auth = Auth::new(Token::new("admin-0123456789abcdef"), tokens).unwrap();
+        let docs = auth.caller(Some("Bearer docs-team-0123456789")).unwrap();
+        assert_eq!(docs.sources.unwrap().names(), ["docs"]);
+        assert!(auth.caller(Some("Bearer admin-0123456789abcdef")).unwrap().sources.is_none());
+        assert!(auth.caller(Some("Bearer nope")).is_none());
+        let bad = SourceTokens::parse("[[token]]\ntoken = \"short\"\nsources = [\"web\"]\n[[token]]\ntoken = \"long-enough-0123456\"\nsources = [\"web\"]\n", &known)
+            .unwrap_err();
+        assert!(bad.contains("token 1") && bad.contains("unknown source 'web'"), "{bad}");
     }
 }

@@ -29,6 +29,7 @@ use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::search::{SearchRequest, SearchResponse};
+use ctxd_index::SourceScope;
 use crate::SearchError;
 use crate::Searcher;
 
@@ -38,12 +39,38 @@ type Stream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 
 #[derive(Clone)]
 pub struct FlightApi {
     searcher: Arc<Searcher>,
+    /// The configured source names (`source` in tickets is checked against them).
+    access: ctxd_query::Access,
 }
 
 impl FlightApi {
     /// A Flight service answering from `searcher` (and its index).
     pub fn new(searcher: Arc<Searcher>) -> Self {
-        Self { searcher }
+        Self { searcher, access: Default::default() }
+    }
+
+    /// The same service checking `source` in tickets against the configured source names.
+    pub fn with_access(mut self, access: ctxd_query::Access) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// The sources a ticket reads: its `source` narrowed to the caller's token (the
+    /// interceptor put the [`crate::auth::Caller`] on the request).
+    fn scope<T>(&self, request: &Request<T>, requested: Option<&SourceScope>) -> Result<Option<SourceScope>, Status> {
+        let allowed = request.extensions().get::<crate::auth::Caller>().and_then(|c| c.sources.as_ref());
+        self.access.resolve(requested, allowed).map_err(|e| {
+            if e.is_forbidden() {
+                Status::permission_denied(e.to_string())
+            } else {
+                Status::invalid_argument(e.to_string())
+            }
+        })
+    }
+
+    /// Whether the caller reads only some sources (then whole-table counts are not shown).
+    fn limited<T>(request: &Request<T>) -> bool {
+        request.extensions().get::<crate::auth::Caller>().is_some_and(|c| c.sources.is_some())
     }
 
     /// The tonic service, to add to a server.
@@ -56,7 +83,7 @@ impl FlightApi {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     api: FlightApi,
-    auth: Option<crate::auth::Token>,
+    auth: Option<crate::auth::Auth>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let incoming = tonic::transport::server::TcpIncoming::from(listener);
@@ -75,6 +102,7 @@ pub fn results_schema() -> SchemaRef {
         Field::new("language", DataType::Utf8, false),
         Field::new("score", DataType::Float32, false),
         Field::new("content", DataType::Utf8, false),
+        Field::new("source", DataType::Utf8, true),
     ]))
 }
 
@@ -90,6 +118,7 @@ pub fn results_batch(resp: &SearchResponse) -> Result<RecordBatch, arrow_schema:
         Arc::new(StringArray::from_iter_values(r.iter().map(|x| x.language.as_str()))),
         Arc::new(Float32Array::from_iter_values(r.iter().map(|x| x.score))),
         Arc::new(StringArray::from_iter_values(r.iter().map(|x| x.content.as_str()))),
+        Arc::new(StringArray::from_iter(r.iter().map(|x| (!x.source.is_empty()).then_some(x.source.as_str())))),
     ];
     RecordBatch::try_new(results_schema(), cols)
 }
@@ -112,7 +141,7 @@ fn index_status(e: ctxd_index::IndexError) -> Status {
 /// A `do_get` ticket.
 enum TicketRequest {
     Search(SearchRequest),
-    Table { as_of: Option<String> },
+    Table { as_of: Option<String>, source: Option<SourceScope> },
 }
 
 fn parse_ticket(bytes: &[u8]) -> Result<TicketRequest, Status> {
@@ -130,10 +159,13 @@ fn parse_ticket(bytes: &[u8]) -> Result<TicketRequest, Status> {
                 return Err(Status::invalid_argument(format!("as_of must be a version or a tag, got {other}")))
             }
         };
-        if let Some(extra) = value.as_object().and_then(|o| o.keys().find(|k| *k != "table" && *k != "as_of")) {
+        if let Some(extra) =
+            value.as_object().and_then(|o| o.keys().find(|k| !["table", "as_of", "source"].contains(&k.as_str())))
+        {
             return Err(Status::invalid_argument(format!("unknown ticket field '{extra}'")));
         }
-        return Ok(TicketRequest::Table { as_of });
+        let source = ctxd_query::sources::from_args(&value).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        return Ok(TicketRequest::Table { as_of, source });
     }
     let req: SearchRequest = serde_json::from_value(value)
         .map_err(|e| Status::invalid_argument(format!("ticket is neither a search nor a table request: {e}")))?;
@@ -172,18 +204,25 @@ impl FlightService for FlightApi {
         Err(Status::unimplemented("handshake: no authentication is configured"))
     }
 
-    async fn list_flights(&self, _: Request<Criteria>) -> Result<Response<Self::ListFlightsStream>, Status> {
+    async fn list_flights(&self, request: Request<Criteria>) -> Result<Response<Self::ListFlightsStream>, Status> {
+        let limited = Self::limited(&request);
         let index = self.searcher.index();
         let schema = index.schema().await.map_err(index_status)?;
         let snaps = index.snapshots().await.map_err(index_status)?;
         let mut infos = Vec::with_capacity(snaps.len());
         for s in &snaps {
-            infos.push(Ok(self.snapshot_info(s, &schema).await?));
+            let mut info = self.snapshot_info(s, &schema).await?;
+            if limited {
+                // The whole table's row count is not this caller's to know.
+                info.total_records = -1;
+            }
+            infos.push(Ok(info));
         }
         Ok(Response::new(stream::iter(infos).boxed()))
     }
 
     async fn get_flight_info(&self, request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
+        let limited = Self::limited(&request);
         let desc = request.into_inner();
         let index = self.searcher.index();
         if let [table, version] = desc.path.as_slice() {
@@ -196,7 +235,11 @@ impl FlightService for FlightApi {
                 .iter()
                 .find(|s| s.version == version)
                 .ok_or_else(|| Status::not_found(format!("no version {version}")))?;
-            return Ok(Response::new(self.snapshot_info(s, &schema).await?));
+            let mut info = self.snapshot_info(s, &schema).await?;
+            if limited {
+                info.total_records = -1;
+            }
+            return Ok(Response::new(info));
         }
         if !desc.cmd.is_empty() {
             parse_ticket(&desc.cmd)?;
@@ -219,14 +262,17 @@ impl FlightService for FlightApi {
     }
 
     async fn do_get(&self, request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        let ticket = parse_ticket(&request.get_ref().ticket)?;
         let batches: BoxStream<'static, Result<RecordBatch, FlightError>> =
-            match parse_ticket(&request.into_inner().ticket)? {
-                TicketRequest::Search(req) => {
+            match ticket {
+                TicketRequest::Search(mut req) => {
+                    req.source = self.scope(&request, req.source.as_ref())?;
                     let resp = self.searcher.search(&req).await.map_err(status)?;
                     let batch = results_batch(&resp).map_err(|e| Status::internal(e.to_string()))?;
                     stream::iter([Ok(batch)]).boxed()
                 }
-                TicketRequest::Table { as_of } => {
+                TicketRequest::Table { as_of, source } => {
+                    let scope = self.scope(&request, source.as_ref())?;
                     let index = self.searcher.index();
                     let view = match as_of {
                         Some(spec) => {
@@ -236,7 +282,7 @@ impl FlightService for FlightApi {
                         }
                         None => index.clone(),
                     };
-                    let rows = view.scan().await.map_err(index_status)?;
+                    let rows = view.scoped(scope).scan().await.map_err(index_status)?;
                     rows.map_err(|e| FlightError::ExternalError(Box::new(e))).boxed()
                 }
             };
@@ -271,9 +317,13 @@ mod tests {
     #[test]
     fn tickets_parse_or_explain() {
         assert!(
-            matches!(parse_ticket(br#"{"table":"chunks","as_of":3}"#), Ok(TicketRequest::Table { as_of: Some(v) }) if v == "3")
+            matches!(parse_ticket(br#"{"table":"chunks","as_of":3}"#), Ok(TicketRequest::Table { as_of: Some(v), .. }) if v == "3")
         );
-        assert!(matches!(parse_ticket(br#"{"table":"chunks"}"#), Ok(TicketRequest::Table { as_of: None })));
+        assert!(matches!(parse_ticket(br#"{"table":"chunks"}"#), Ok(TicketRequest::Table { as_of: None, source: None })));
+        assert!(matches!(
+            parse_ticket(br#"{"table":"chunks","source":["api"]}"#),
+            Ok(TicketRequest::Table { source: Some(s), .. }) if s.names() == ["api"]
+        ));
         assert!(
             matches!(parse_ticket(br#"{"query":"x","k":3,"mode":"bm25"}"#), Ok(TicketRequest::Search(r)) if r.k == 3)
         );

@@ -79,19 +79,23 @@ pub fn mcp_tools() -> Vec<Value> {
 /// `POST /v1/locate`: the body is `locate`'s arguments.
 pub(crate) async fn locate_handler(
     axum::extract::State(tools): axum::extract::State<std::sync::Arc<crate::tools::GraphTools>>,
+    axum::extract::State(state): axum::extract::State<crate::http::AppState>,
+    caller: crate::http::CallerExt,
     body: Result<axum::Json<Value>, axum::extract::rejection::JsonRejection>,
 ) -> axum::response::Response {
-    answer(&tools, GraphTool::Locate, body).await
+    answer(&tools, &state, &caller, GraphTool::Locate, body).await
 }
 
 /// `POST /v1/graph/<tool>`: the body is the tool's arguments.
 pub(crate) async fn graph_handler(
     axum::extract::State(tools): axum::extract::State<std::sync::Arc<crate::tools::GraphTools>>,
+    axum::extract::State(state): axum::extract::State<crate::http::AppState>,
+    caller: crate::http::CallerExt,
     axum::extract::Path(name): axum::extract::Path<String>,
     body: Result<axum::Json<Value>, axum::extract::rejection::JsonRejection>,
 ) -> axum::response::Response {
     match GraphTool::from_name(&name).filter(|t| *t != GraphTool::Locate) {
-        Some(tool) => answer(&tools, tool, body).await,
+        Some(tool) => answer(&tools, &state, &caller, tool, body).await,
         None => {
             let names: Vec<&str> =
                 GraphTool::ALL.iter().filter(|t| **t != GraphTool::Locate).map(|t| t.name()).collect();
@@ -105,6 +109,8 @@ pub(crate) async fn graph_handler(
 
 async fn answer(
     tools: &crate::tools::GraphTools,
+    state: &crate::http::AppState,
+    caller: &crate::http::CallerExt,
     tool: GraphTool,
     body: Result<axum::Json<Value>, axum::extract::rejection::JsonRejection>,
 ) -> axum::response::Response {
@@ -117,7 +123,11 @@ async fn answer(
             return crate::http::body_error(&rej);
         }
     };
-    let res = tools.call(tool, &args).await;
+    let scope = match crate::http::scope_of_args(&state.access, caller, &args) {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    let res = tools.call(tool, &args, scope.as_ref()).await;
     crate::http::outcome(tool.name(), "graph", started, res.as_ref().err());
     match res {
         Ok(v) => axum::Json(v).into_response(),

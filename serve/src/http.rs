@@ -36,6 +36,7 @@ use crate::completion::{Completer, CompletionRequest, CompletionResponse};
 use crate::context::{Assembler, ContextRequest};
 use crate::metrics as m;
 use crate::search::SearchRequest;
+use ctxd_index::SourceScope;
 use crate::Searcher;
 
 /// Largest request body accepted.
@@ -48,8 +49,11 @@ pub struct AppState {
     pub assembler: Arc<Assembler>,
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
     pub prometheus: Option<PrometheusHandle>,
-    /// Bearer token required on every route but `/healthz` (none: open).
-    pub auth: Option<crate::auth::Token>,
+    /// Bearer tokens required on every route but `/healthz` (none: open), each with the
+    /// sources it may read ([`crate::auth`]).
+    pub auth: Option<crate::auth::Auth>,
+    /// The configured source names, which `source` on a request is checked against.
+    pub access: ctxd_query::Access,
     /// The MCP handler behind `POST /mcp` (none: the route answers 404).
     pub mcp: Option<Arc<crate::mcp::McpServer>>,
     /// The sources behind `POST /v1/aggregate` (none: 404).
@@ -99,9 +103,40 @@ pub(crate) fn error(status: StatusCode, message: String) -> Response {
     (status, Json(serde_json::json!({ "error": message }))).into_response()
 }
 
-async fn search(State(state): State<AppState>, body: Result<Json<SearchRequest>, JsonRejection>) -> Response {
+/// The caller a request was authenticated as (every source without tokens).
+pub(crate) type CallerExt = Option<axum::Extension<crate::auth::Caller>>;
+
+/// The sources a request reads: `requested` checked against the configured names and narrowed
+/// to what the caller's token may read; 400 (unknown source) or 403 (not the token's) else.
+pub(crate) fn scope_of(
+    access: &ctxd_query::Access,
+    caller: &CallerExt,
+    requested: Option<&SourceScope>,
+) -> Result<Option<SourceScope>, Response> {
+    let allowed = caller.as_ref().and_then(|c| c.sources.as_ref());
+    access.resolve(requested, allowed).map_err(|e| {
+        let status = if e.is_forbidden() { StatusCode::FORBIDDEN } else { StatusCode::BAD_REQUEST };
+        error(status, e.to_string())
+    })
+}
+
+/// [`scope_of`] the `source` of a tool's JSON arguments.
+pub(crate) fn scope_of_args(
+    access: &ctxd_query::Access,
+    caller: &CallerExt,
+    args: &serde_json::Value,
+) -> Result<Option<SourceScope>, Response> {
+    let requested = ctxd_query::sources::from_args(args).map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
+    scope_of(access, caller, requested.as_ref())
+}
+
+async fn search(
+    State(state): State<AppState>,
+    caller: CallerExt,
+    body: Result<Json<SearchRequest>, JsonRejection>,
+) -> Response {
     let started = Instant::now();
-    let req = match body {
+    let mut req = match body {
         Ok(Json(req)) => req,
         Err(rej) => {
             metrics::counter!(m::QUERY_REQUESTS_TOTAL, "endpoint" => "search", "mode" => "unknown", "status" => "client_error").increment(1);
@@ -109,6 +144,10 @@ async fn search(State(state): State<AppState>, body: Result<Json<SearchRequest>,
         }
     };
     let mode = req.mode.as_str();
+    req.source = match scope_of(&state.access, &caller, req.source.as_ref()) {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
     let res = state.searcher.search(&req).await;
     metrics::histogram!(m::QUERY_DURATION_SECONDS, "endpoint" => "search", "mode" => mode)
         .record(started.elapsed().as_secs_f64());
@@ -142,14 +181,22 @@ pub(crate) fn outcome(endpoint: &'static str, mode: &'static str, started: Insta
     metrics::counter!(m::QUERY_REQUESTS_TOTAL, "endpoint" => endpoint, "mode" => mode, "status" => status).increment(1);
 }
 
-async fn context(State(state): State<AppState>, body: Result<Json<ContextRequest>, JsonRejection>) -> Response {
+async fn context(
+    State(state): State<AppState>,
+    caller: CallerExt,
+    body: Result<Json<ContextRequest>, JsonRejection>,
+) -> Response {
     let started = Instant::now();
-    let req = match body {
+    let mut req = match body {
         Ok(Json(req)) => req,
         Err(rej) => {
             outcome("context", "unknown", started, Some(&crate::SearchError::BadRequest(String::new())));
             return body_error(&rej);
         }
+    };
+    req.source = match scope_of(&state.access, &caller, req.source.as_ref()) {
+        Ok(s) => s,
+        Err(resp) => return resp,
     };
     let res = state.assembler.assemble(&req, |_| {}).await;
     outcome("context", req.mode.as_str(), started, res.as_ref().err());
@@ -164,11 +211,19 @@ async fn context(State(state): State<AppState>, body: Result<Json<ContextRequest
 }
 
 /// NDJSON: each block as soon as it is chosen, then the summary (blocks in attention order).
-async fn context_stream(State(state): State<AppState>, body: Result<Json<ContextRequest>, JsonRejection>) -> Response {
+async fn context_stream(
+    State(state): State<AppState>,
+    caller: CallerExt,
+    body: Result<Json<ContextRequest>, JsonRejection>,
+) -> Response {
     let started = Instant::now();
-    let req = match body {
+    let mut req = match body {
         Ok(Json(req)) => req,
         Err(rej) => return body_error(&rej),
+    };
+    req.source = match scope_of(&state.access, &caller, req.source.as_ref()) {
+        Ok(s) => s,
+        Err(resp) => return resp,
     };
     if let Err(e) = Assembler::validate(&req) {
         return error(StatusCode::BAD_REQUEST, e.to_string());
@@ -202,12 +257,17 @@ async fn context_stream(State(state): State<AppState>, body: Result<Json<Context
 async fn completion_context(
     State(state): State<AppState>,
     State(completer): State<Arc<Completer>>,
+    caller: CallerExt,
     body: Result<Json<CompletionRequest>, JsonRejection>,
 ) -> Response {
     let started = Instant::now();
-    let req = match body {
+    let mut req = match body {
         Ok(Json(req)) => req,
         Err(rej) => return body_error(&rej),
+    };
+    req.source = match scope_of(&state.access, &caller, req.source.as_ref()) {
+        Ok(s) => s,
+        Err(resp) => return resp,
     };
     // Not ready yet: no context rather than an error (the editor keeps completing).
     if !(state.ready)() {
@@ -248,15 +308,20 @@ async fn prometheus(State(state): State<AppState>) -> Response {
 
 async fn aggregate(
     State(state): State<AppState>,
+    caller: CallerExt,
     body: Result<Json<crate::aggregate::AggregateRequest>, JsonRejection>,
 ) -> Response {
     let started = Instant::now();
     let Some(agg) = &state.aggregator else {
         return error(StatusCode::NOT_FOUND, "no aggregate sources configured".into());
     };
-    let req = match body {
+    let mut req = match body {
         Ok(Json(r)) => r,
         Err(rej) => return body_error(&rej),
+    };
+    req.source = match scope_of(&state.access, &caller, req.source.as_ref()) {
+        Ok(s) => s,
+        Err(resp) => return resp,
     };
     let res = agg.aggregate(&req).await;
     outcome("aggregate", "routed", started, res.as_ref().err());
@@ -267,19 +332,35 @@ async fn aggregate(
     }
 }
 
-/// `{"version","ready","model"}`: what an aggregator keys its cache on.
-async fn status(State(state): State<AppState>) -> Response {
+/// `{"version","ready","model","table"}` (what an aggregator keys its cache on) and, in an
+/// index of named sources, `sources`: `[{name, files, chunks}]` of the sources the caller's
+/// token may read (no other source is named).
+async fn status(State(state): State<AppState>, caller: CallerExt) -> Response {
     let index = state.searcher.index();
-    match index.version().await {
-        Ok(version) => Json(serde_json::json!({
-            "version": version,
-            "ready": (state.ready)(),
-            "model": index.model_id(),
-            "table": index.table_name(),
-        }))
-        .into_response(),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    let version = match index.version().await {
+        Ok(v) => v,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let mut body = serde_json::json!({
+        "version": version,
+        "ready": (state.ready)(),
+        "model": index.model_id(),
+        "table": index.table_name(),
+    });
+    if !state.access.known.is_empty() {
+        let allowed = caller.as_ref().and_then(|c| c.sources.clone());
+        let mut sources = Vec::new();
+        for name in state.access.known.iter().filter(|n| allowed.as_ref().is_none_or(|a| a.contains(n))) {
+            let view = index.scoped(Some(SourceScope::new([name.as_str()])));
+            let (files, chunks) = match (view.files().await, view.stats().await) {
+                (Ok(f), Ok(s)) => (f.len(), s.rows),
+                (Err(e), _) | (_, Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            };
+            sources.push(serde_json::json!({ "name": name, "files": files, "chunks": chunks }));
+        }
+        body["sources"] = serde_json::Value::Array(sources);
     }
+    Json(body).into_response()
 }
 
 /// `GET /v1/sessions/<id>`: what a session was sent and the tokens it used per tool; 404 once
@@ -326,6 +407,7 @@ fn new_mcp_session_id() -> String {
 /// repeated) unless a tool call names another `session`.
 async fn mcp(
     State(state): State<AppState>,
+    caller: CallerExt,
     headers: axum::http::HeaderMap,
     body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Response {
@@ -346,8 +428,9 @@ async fn mcp(
     };
     let issued = (given.is_none() && msg.get("method").and_then(serde_json::Value::as_str) == Some("initialize"))
         .then(new_mcp_session_id);
+    let server = (**server).clone().for_caller(caller.and_then(|c| c.0.sources));
     let reply = match given.as_ref().or(issued.as_ref()) {
-        Some(id) => (**server).clone().with_session(id.clone()).handle_message(msg).await,
+        Some(id) => server.with_session(id.clone()).handle_message(msg).await,
         None => server.handle_message(msg).await,
     };
     let mut resp = match reply {

@@ -31,6 +31,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use crate::context::{indexed_lines, Assembler, ContextRequest, Format};
 use crate::search::{Mode, SearchRequest};
 use crate::tools::{GraphTool, GraphTools};
+use ctxd_index::SourceScope;
 
 /// Protocol versions this server speaks (newest first).
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -49,6 +50,10 @@ pub struct McpServer {
     /// The transport's own session (a stdio process is one): `get_context` calls without a
     /// `session` argument belong to it.
     session: Option<String>,
+    /// The configured source names (`source` arguments are checked against them).
+    access: ctxd_query::Access,
+    /// The sources the caller's token may read (`None`: all; stdio is the local user).
+    allowed: Option<SourceScope>,
 }
 
 fn tool(name: &str, description: &str, schema: Value) -> Value {
@@ -121,6 +126,16 @@ pub fn tools() -> Vec<Value> {
     ];
     list.extend(crate::symbol_tools::mcp_tools());
     list.extend(crate::graph_tools::mcp_tools());
+    // Every tool that reads the index takes `source` (an index of named sources).
+    for t in list.iter_mut().filter(|t| t["name"] != "check_index") {
+        if let Some(props) = t["inputSchema"]["properties"].as_object_mut() {
+            props.insert(
+                "source".into(),
+                json!({"description": "only these named sources: a name, \"a,b\" or a list (default: all you may read)",
+                       "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
+            );
+        }
+    }
     list
 }
 
@@ -179,7 +194,19 @@ fn approx_tokens(s: &str) -> usize {
 impl McpServer {
     pub fn new(assembler: Arc<Assembler>, check: Option<CheckIndex>) -> Self {
         let graph = GraphTools::with_locator(assembler.locator().clone());
-        Self { assembler, check, graph, session: None }
+        Self { assembler, check, graph, session: None, access: Default::default(), allowed: None }
+    }
+
+    /// The same server checking `source` arguments against the configured source names.
+    pub fn with_access(mut self, access: ctxd_query::Access) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// The same server answering a caller whose token reads only `sources` (`None`: all).
+    pub fn for_caller(mut self, sources: Option<SourceScope>) -> Self {
+        self.allowed = sources;
+        self
     }
 
     /// The same server with a session of its own (the stdio transport: one process, one agent).
@@ -241,12 +268,21 @@ impl McpServer {
 
     async fn call(&self, name: &str, args: &Value) -> Result<Value, CallError> {
         let started = std::time::Instant::now();
+        let scope = ctxd_query::sources::from_args(args)
+            .and_then(|requested| self.access.resolve(requested.as_ref(), self.allowed.as_ref()));
+        let scope = match scope {
+            Ok(s) => s,
+            Err(e) => return Err(CallError::Failed(e.to_string())),
+        };
         let out = match name {
-            "search" => self.search(args).await,
-            "get_context" => self.context(args).await,
-            "search_symbols" => self.symbols(args).await,
-            "get_symbol_source" => self.symbol_source(args).await,
-            "get_repo_overview" => self.overview(args).await,
+            "search" => self.search(args, scope).await,
+            "get_context" => self.context(args, scope).await,
+            "search_symbols" => self.symbols(args, scope).await,
+            "get_symbol_source" => self.symbol_source(args, scope).await,
+            "get_repo_overview" => self.overview(args, scope).await,
+            "check_index" if self.allowed.is_some() => {
+                Err("check_index needs a token that reads every source".to_string())
+            }
             "check_index" => match &self.check {
                 Some(check) => {
                     let refresh = args.get("refresh").and_then(Value::as_bool).unwrap_or(false);
@@ -258,7 +294,7 @@ impl McpServer {
                 None => Err("check_index needs the source root (start ctxd mcp with --root or --config)".into()),
             },
             other if crate::symbol_tools::is_symbol_tool(other) => {
-                crate::symbol_tools::call(&self.assembler, other, args.clone(), self.session.as_deref())
+                crate::symbol_tools::call(&self.assembler, other, args.clone(), self.session.as_deref(), scope.as_ref())
                     .await
                     .map(|(text, v)| text_result(text, Some(v)))
                     .map_err(|e| e.to_string())
@@ -266,7 +302,7 @@ impl McpServer {
             other => match GraphTool::from_name(other) {
                 Some(tool) => self
                     .graph
-                    .call(tool, args)
+                    .call(tool, args, scope.as_ref())
                     .await
                     .map(|v| {
                         let text = serde_json::to_string_pretty(&v).unwrap_or_default();
@@ -284,7 +320,7 @@ impl McpServer {
         out.map_err(CallError::Failed)
     }
 
-    async fn search(&self, args: &Value) -> Result<Value, String> {
+    async fn search(&self, args: &Value, source: Option<SourceScope>) -> Result<Value, String> {
         let query = arg_str(args, "query")?;
         let k = arg_usize(args, "k", 10, 1, 50)?;
         let mode = match args.get("mode").and_then(Value::as_str) {
@@ -292,6 +328,7 @@ impl McpServer {
             Some(m) => serde_json::from_value(json!(m)).map_err(|_| format!("unknown mode '{m}'"))?,
         };
         let mut req = SearchRequest::new(query).with(k, mode);
+        req.source = source;
         req.path_prefix = args.get("path_prefix").and_then(Value::as_str).map(str::to_string);
         req.language = args
             .get("language")
@@ -321,9 +358,10 @@ impl McpServer {
         Ok(text_result(text, Some(serde_json::to_value(&resp).unwrap_or_default())))
     }
 
-    async fn context(&self, args: &Value) -> Result<Value, String> {
+    async fn context(&self, args: &Value, source: Option<SourceScope>) -> Result<Value, String> {
         let query = arg_str(args, "query")?;
         let mut req = ContextRequest::new(query, arg_usize(args, "budget", 4000, 64, 32000)?);
+        req.source = source;
         req.format = match args.get("format").and_then(Value::as_str) {
             None => Format::Markdown,
             Some(f) => serde_json::from_value(json!(f)).map_err(|_| format!("unknown format '{f}'"))?,
@@ -355,12 +393,12 @@ impl McpServer {
         Ok(text_result(text, Some(summary)))
     }
 
-    async fn symbols(&self, args: &Value) -> Result<Value, String> {
+    async fn symbols(&self, args: &Value, source: Option<SourceScope>) -> Result<Value, String> {
         let name = arg_str(args, "name")?;
         let prefix = args.get("prefix").and_then(Value::as_bool).unwrap_or(false);
         let limit = arg_usize(args, "limit", 20, 1, 100)?;
         let kind = args.get("kind").and_then(Value::as_str);
-        let index = self.assembler.searcher().index();
+        let index = self.assembler.searcher().index().scoped(source);
         let fetch = if kind.is_some() { limit * 5 } else { limit };
         let rows = index.symbols_named(name, prefix, fetch).await.map_err(|e| e.to_string())?;
         let rows: Vec<_> = rows.into_iter().filter(|r| kind.is_none_or(|k| r.kind == k)).take(limit).collect();
@@ -391,10 +429,10 @@ impl McpServer {
         Ok(text_result(text, Some(json!({ "symbols": structured }))))
     }
 
-    async fn symbol_source(&self, args: &Value) -> Result<Value, String> {
+    async fn symbol_source(&self, args: &Value, source: Option<SourceScope>) -> Result<Value, String> {
         let name = arg_str(args, "name")?;
         let path = args.get("path").and_then(Value::as_str);
-        let index = self.assembler.searcher().index();
+        let index = self.assembler.searcher().index().scoped(source);
         let rows = index.symbols_named(name, false, 50).await.map_err(|e| e.to_string())?;
         let Some(sym) = rows.iter().find(|r| path.is_none_or(|p| r.path == p)) else {
             return Err(match path {
@@ -423,9 +461,9 @@ impl McpServer {
         Ok(text_result(text, Some(structured)))
     }
 
-    async fn overview(&self, args: &Value) -> Result<Value, String> {
+    async fn overview(&self, args: &Value, source: Option<SourceScope>) -> Result<Value, String> {
         let cap = arg_usize(args, "max_tokens", 1500, 100, 8000)?;
-        let index = self.assembler.searcher().index();
+        let index = self.assembler.searcher().index().scoped(source);
         let files = index.files().await.map_err(|e| e.to_string())?;
         let mut langs: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
         let mut folders: BTreeMap<String, (usize, usize)> = BTreeMap::new();

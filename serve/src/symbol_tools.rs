@@ -52,12 +52,14 @@ pub fn is_symbol_tool(name: &str) -> bool {
     matches!(name, "list_symbols" | "get_symbols")
 }
 
-/// Runs tool `name` with JSON `args` (the session defaults to `session`); `(text, structured)`.
+/// Runs tool `name` with JSON `args` (the session defaults to `session`) over the sources of
+/// `source` (resolved by the wire from the arguments and the caller's token); `(text, structured)`.
 pub async fn call(
     assembler: &Assembler,
     name: &str,
     mut args: Value,
     session: Option<&str>,
+    source: Option<&ctxd_index::SourceScope>,
 ) -> Result<(String, Value), SearchError> {
     let bad = |e: serde_json::Error| SearchError::BadRequest(format!("{name}: {e}"));
     if let (Some(obj), Some(s)) = (args.as_object_mut(), session) {
@@ -65,12 +67,14 @@ pub async fn call(
     }
     match name {
         "list_symbols" => {
-            let req: ListSymbolsRequest = serde_json::from_value(args).map_err(bad)?;
+            let mut req: ListSymbolsRequest = serde_json::from_value(args).map_err(bad)?;
+            req.source = source.cloned();
             let out = assembler.list_symbols(&req).await?;
             Ok((out.text.clone(), serde_json::to_value(&out).unwrap_or_default()))
         }
         _ => {
-            let req: GetSymbolsRequest = serde_json::from_value(args).map_err(bad)?;
+            let mut req: GetSymbolsRequest = serde_json::from_value(args).map_err(bad)?;
+            req.source = source.cloned();
             let out = assembler.get_symbols(&req).await?;
             let mut text = out.text.clone();
             if !out.missing.is_empty() {
@@ -90,6 +94,8 @@ pub async fn call(
 /// `POST /v1/symbols/<list|get>`: the body is the tool's arguments.
 pub(crate) async fn handler(
     axum::extract::State(assembler): axum::extract::State<Arc<Assembler>>,
+    axum::extract::State(state): axum::extract::State<crate::http::AppState>,
+    caller: crate::http::CallerExt,
     axum::extract::Path(which): axum::extract::Path<String>,
     body: Result<axum::Json<Value>, axum::extract::rejection::JsonRejection>,
 ) -> axum::response::Response {
@@ -112,7 +118,11 @@ pub(crate) async fn handler(
             return crate::http::body_error(&rej);
         }
     };
-    let res = call(&assembler, name, args, None).await;
+    let scope = match crate::http::scope_of_args(&state.access, &caller, &args) {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    let res = call(&assembler, name, args, None, scope.as_ref()).await;
     crate::http::outcome(name, "symbols", started, res.as_ref().err());
     match res {
         Ok((_, v)) => axum::Json(v).into_response(),

@@ -23,6 +23,8 @@ pub enum StageError {
     Watch { path: PathBuf, message: String },
     #[error("object store {uri}: {message}")]
     Object { uri: String, message: String },
+    #[error("source configuration: {message}")]
+    Config { message: String },
     #[error("{stage} stage crashed on {path}: {message}")]
     Panic { stage: &'static str, path: String, message: String },
 }
@@ -37,6 +39,7 @@ impl StageError {
             StageError::Watch { .. } => "watch",
             StageError::Object { .. } => "object_store",
             StageError::Panic { .. } => "panic",
+            StageError::Config { .. } => "config",
         }
     }
 }

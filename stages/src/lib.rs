@@ -8,6 +8,7 @@
 //!   debounced `notify` events.
 //! * [`object`] — an `s3://` prefix as a source: listing + ETag/size diff on an interval,
 //!   changed objects streamed into a local mirror.
+//! * [`select`] — a source's include/exclude globs and the `<name>/` its paths are stored under.
 //! * [`load`] — reads a file, skips unchanged ones by content hash, decodes UTF-8 (lossy with
 //!   a counted warning) and UTF-16, rejects binaries and oversized files with a counted reason;
 //!   text out of PDF, notebooks and HTML (a format per file).
@@ -30,6 +31,7 @@ pub mod lang;
 pub mod load;
 pub mod metrics;
 pub mod object;
+pub mod select;
 pub mod stage;
 pub mod state;
 pub mod upsert;

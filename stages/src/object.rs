@@ -111,6 +111,8 @@ pub struct ObjectSource {
     exclude: Vec<String>,
     max_bytes: u64,
     known: HashMap<String, Stamp>,
+    /// The source's include/exclude globs and the prefix of its stored paths.
+    select: crate::select::Selector,
 }
 
 impl ObjectSource {
@@ -137,7 +139,24 @@ impl ObjectSource {
             .ok()
             .and_then(|b| serde_json::from_slice::<HashMap<String, Stamp>>(&b).ok())
             .unwrap_or_default();
-        Ok(Self { store, uri, mirror, exclude: Vec::new(), max_bytes, known })
+        Ok(Self { store, uri, mirror, exclude: Vec::new(), max_bytes, known, select: Default::default() })
+    }
+
+    /// Lists only keys `select` matches, reported under their stored paths
+    /// ([`crate::select::Selector::qualify`]; the mirror keeps the keys' own paths).
+    pub fn with_selector(mut self, select: crate::select::Selector) -> Self {
+        self.select = select;
+        self
+    }
+
+    /// The source's include/exclude globs and path prefix.
+    pub fn selector(&self) -> &crate::select::Selector {
+        &self.select
+    }
+
+    /// The stored path of a listed object.
+    pub fn qualify(&self, rel: &str) -> String {
+        self.select.qualify(rel)
     }
 
     /// Never lists keys under `rel` (relative to the prefix): the index's own files when it
@@ -181,7 +200,7 @@ impl ObjectSource {
         for rel in gone {
             self.known.remove(&rel);
             let _ = std::fs::remove_file(self.mirror.join(&rel));
-            changes.push(ObjectChange::Removed(rel));
+            changes.push(ObjectChange::Removed(self.select.qualify(&rel)));
         }
         let mut listed: Vec<Listed> = seen.into_values().collect();
         listed.sort_by(|a, b| a.rel.cmp(&b.rel));
@@ -189,7 +208,7 @@ impl ObjectSource {
             let local = self.mirror.join(&l.rel);
             if self.known.get(&l.rel) == Some(&l.stamp) && local.is_file() {
                 if all {
-                    changes.push(ObjectChange::Unchanged(SourceFile { rel: l.rel, abs: local }));
+                    changes.push(ObjectChange::Unchanged(SourceFile { rel: self.select.qualify(&l.rel), abs: local }));
                 }
             } else {
                 changes.push(ObjectChange::Fetch(l));
@@ -241,7 +260,7 @@ impl ObjectSource {
         metrics::counter!(m::OBJECT_DOWNLOADED_BYTES_TOTAL).increment(bytes);
         metrics::counter!(m::OBJECT_DOWNLOADS_TOTAL).increment(1);
         self.known.insert(listed.rel.clone(), listed.stamp.clone());
-        Ok(Some(SourceFile { rel: listed.rel.clone(), abs: local }))
+        Ok(Some(SourceFile { rel: self.select.qualify(&listed.rel), abs: local }))
     }
 
     /// Persists the listing state (best effort: losing it only costs re-downloads).
@@ -276,6 +295,9 @@ impl ObjectSource {
         }
         if !Path::new(rel).components().all(|c| matches!(c, Component::Normal(_))) {
             return skip("unsafe_key");
+        }
+        if !self.select.matches(rel) {
+            return skip("excluded");
         }
         if let Some(reason) = crate::watch::classify_name(Path::new(rel)) {
             return skip(reason.label());

@@ -18,6 +18,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::metrics as m;
+use crate::select::Selector;
 use crate::{SourceFile, StageError};
 
 /// Extensions that are never text worth indexing.
@@ -143,6 +144,7 @@ pub fn rel_path(root: &Path, abs: &Path) -> Option<String> {
 pub struct Scanner {
     root: PathBuf,
     excludes: Vec<PathBuf>,
+    select: std::sync::Arc<Selector>,
 }
 
 impl Scanner {
@@ -151,7 +153,19 @@ impl Scanner {
         let root = root.into();
         let root = root.canonicalize().unwrap_or(root);
         let excludes = excludes.into_iter().map(|p| p.canonicalize().unwrap_or(p)).collect();
-        Self { root, excludes }
+        Self { root, excludes, select: Default::default() }
+    }
+
+    /// The scanner of a source with a name and include/exclude globs: only files `select`
+    /// matches are reported, under their stored path ([`Selector::qualify`]).
+    pub fn with_selector(mut self, select: Selector) -> Self {
+        self.select = std::sync::Arc::new(select);
+        self
+    }
+
+    /// The source's selector.
+    pub fn selector(&self) -> &Selector {
+        &self.select
     }
 
     /// The (canonical) root.
@@ -189,8 +203,12 @@ impl Scanner {
                 continue;
             }
             let Some(rel) = rel_path(&self.root, abs) else { continue };
+            if !self.select.matches(&rel) {
+                metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "excluded").increment(1);
+                continue;
+            }
             metrics::counter!(m::WATCH_FILES_TOTAL, "origin" => "scan").increment(1);
-            if !emit(SourceFile { rel, abs: abs.to_path_buf() }) {
+            if !emit(SourceFile { rel: self.select.qualify(&rel), abs: abs.to_path_buf() }) {
                 break;
             }
         }
@@ -303,6 +321,7 @@ impl EventWatcher {
         let (tx, rx) = mpsc::channel::<WatchEvent>(1024);
         let root = scanner.root().to_path_buf();
         let matcher = scanner.ignore_matcher();
+        let select = scanner.select.clone();
         tokio::spawn(async move {
             let mut pending: HashMap<PathBuf, Instant> = HashMap::new();
             let tick = (debounce / 4).max(Duration::from_millis(10));
@@ -329,7 +348,7 @@ impl EventWatcher {
                     .collect();
                 for path in ready {
                     pending.remove(&path);
-                    if let Some(ev) = classify_event(&root, &matcher, &path) {
+                    if let Some(ev) = classify_event(&root, &matcher, &select, &path) {
                         if tx.send(ev).await.is_err() {
                             return;
                         }
@@ -346,7 +365,7 @@ impl EventWatcher {
     }
 }
 
-fn classify_event(root: &Path, matcher: &IgnoreMatcher, path: &Path) -> Option<WatchEvent> {
+fn classify_event(root: &Path, matcher: &IgnoreMatcher, select: &Selector, path: &Path) -> Option<WatchEvent> {
     let rel = rel_path(root, path)?;
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.is_file() => {
@@ -354,6 +373,11 @@ fn classify_event(root: &Path, matcher: &IgnoreMatcher, path: &Path) -> Option<W
                 metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "ignored").increment(1);
                 return None;
             }
+            if !select.matches(&rel) {
+                metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "excluded").increment(1);
+                return None;
+            }
+            let rel = select.qualify(&rel);
             if let Some(reason) = classify_name(path) {
                 metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => reason.label()).increment(1);
                 return None;
@@ -369,7 +393,7 @@ fn classify_event(root: &Path, matcher: &IgnoreMatcher, path: &Path) -> Option<W
             Some(WatchEvent::Rescan)
         }
         Ok(_) => None,
-        Err(_) => Some(WatchEvent::Removed(rel)),
+        Err(_) => Some(WatchEvent::Removed(select.qualify(&rel))),
     }
 }
 

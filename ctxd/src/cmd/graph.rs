@@ -29,7 +29,7 @@ pub async fn locate(
     db: &Path,
     k: usize,
     without: Vec<String>,
-    as_of: Option<String>,
+    (as_of, source): (Option<String>, Option<ctxd_query::SourceScope>),
     model: &ModelArgs,
     json: bool,
 ) -> Result<()> {
@@ -37,6 +37,7 @@ pub async fn locate(
     req.k = k;
     req.without = without;
     req.as_of = as_of;
+    req.source = source;
     let skip = req.validate()?;
     let need_model = !skip.contains(&ctxd_query::locate::Signal::Vector);
     let searcher = open_searcher(db, model, need_model).await?;
@@ -160,7 +161,7 @@ pub async fn graph(action: GraphAction) -> Result<()> {
         GraphAction::RepoMap { query, budget, db, model, json } => {
             let started = std::time::Instant::now();
             let searcher = open_searcher(&db, &model, query.is_some()).await?;
-            let map = GraphTools::new(searcher.retriever().clone()).repo_map(query.as_deref(), budget, None).await?;
+            let map = GraphTools::new(searcher.retriever().clone()).repo_map(query.as_deref(), budget, None, None).await?;
             let ms = started.elapsed().as_millis();
             if json {
                 println!("{}", serde_json::to_string(&map)?);

@@ -2,24 +2,36 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use ctxd_pipeline::Engine;
 
 use crate::cli::ModelArgs;
 use crate::open::{build_config, termination};
 
 pub async fn run(
-    path: &Path,
-    db: &Path,
+    path: Option<&Path>,
+    db: Option<&Path>,
     config: Option<&Path>,
     no_embed: bool,
     model: &ModelArgs,
     json: bool,
 ) -> Result<()> {
-    let mut cfg = build_config(config, Some(path), Some(db), model)?;
+    if config.is_none() && (path.is_none() || db.is_none()) {
+        bail!("nothing to index: pass PATH and --db <DIR>, or --config <FILE> naming its sources and [index] db");
+    }
+    let mut cfg = build_config(config, path, db, model)?;
+    if path.is_some() && cfg.has_named_sources() {
+        bail!("the config names its sources ([[source]]): drop PATH, or index a folder without the config");
+    }
     if no_embed {
         cfg.source.embed = false;
     }
+    let db = cfg.index.db.clone();
+    let what: Vec<String> = cfg
+        .sources()
+        .iter()
+        .map(|s| if s.name.is_empty() { s.root.display().to_string() } else { format!("{} ({})", s.name, s.root.display()) })
+        .collect();
     let engine = Engine::open(cfg).await.with_context(|| format!("opening index {}", db.display()))?;
     let (kill, shutdown) = tokio::sync::watch::channel(false);
     let running = engine.run(false, shutdown)?;
@@ -35,7 +47,7 @@ pub async fn run(
     } else {
         println!(
             "indexed {} in {:.1}s: {} files seen, {} indexed, {} unchanged, {} removed, {} skipped, {} failed; {} chunks written in {} commits; index has {} chunks at version {}",
-            path.display(),
+            what.join(", "),
             summary.seconds,
             summary.files_seen,
             summary.files_indexed,

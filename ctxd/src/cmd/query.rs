@@ -17,7 +17,7 @@ pub async fn search(
     db: &Path,
     k: usize,
     mode: &str,
-    as_of: Option<String>,
+    (as_of, source): (Option<String>, Option<ctxd_query::SourceScope>),
     rerank: bool,
     model: &ModelArgs,
     json: bool,
@@ -25,6 +25,7 @@ pub async fn search(
     let mode: Mode = mode.parse()?;
     let mut req = SearchRequest::new(query).with(k, mode);
     req.as_of = as_of;
+    req.source = source;
     req.rerank = Some(rerank);
     Searcher::validate(&req)?;
     let searcher = open_searcher(db, model, !matches!(mode, Mode::Bm25 | Mode::Symbol)).await?;

@@ -30,11 +30,13 @@ pub use crate::error::{ConfigErrors, Problem};
 use crate::PipelineError;
 
 pub mod env;
+pub mod named;
 mod raw;
 pub mod sections;
 mod validate;
 
 pub use env::{env_overrides, Override};
+pub use named::NamedSource;
 pub use sections::*;
 
 impl Config {
@@ -69,10 +71,21 @@ impl Config {
         if self.source.root.is_relative() && !self.source.is_object_store() {
             self.source.root = base.join(&self.source.root);
         }
+        for s in &mut self.named {
+            if s.root.is_relative() && !s.is_object_store() {
+                s.root = base.join(&s.root);
+            }
+            if let Some(dir) = s.mirror_dir.as_mut().filter(|d| d.is_relative()) {
+                *dir = base.join(&*dir);
+            }
+        }
         if let Some(dir) = self.source.mirror_dir.as_mut().filter(|d| d.is_relative()) {
             *dir = base.join(&*dir);
         }
         if let Some(file) = self.server.auth_token_file.as_mut().filter(|d| d.is_relative()) {
+            *file = base.join(&*file);
+        }
+        if let Some(file) = self.server.source_tokens_file.as_mut().filter(|d| d.is_relative()) {
             *file = base.join(&*file);
         }
         if self.index.db.is_relative() && !self.index.db.to_string_lossy().contains("://") {
@@ -269,6 +282,31 @@ mod tests {
         assert_eq!(file.index.optimize_every_rows, code.index.optimize_every_rows);
         assert_eq!(file.source.max_file_bytes, code.source.max_file_bytes);
         assert_eq!(file.server.listen, code.server.listen);
+    }
+
+    #[test]
+    fn named_sources_are_an_array_of_tables_with_unique_names() {
+        let text = "[[source]]\nname = \"api\"\nroot = \"repos/api\"\ninclude = [\"**/*.py\"]\nmax_file_bytes = 1000\n\n\
+                    [[source]]\nname = \"docs\"\nroot = \"s3://bucket/docs\"\npoll_interval_secs = 5\n";
+        let cfg = Config::from_toml(text, Path::new("/etc/ctxd/c.toml")).unwrap();
+        let sources = cfg.sources();
+        assert_eq!(cfg.source_names(), ["api", "docs"]);
+        assert_eq!(sources[0].root, PathBuf::from("/etc/ctxd/repos/api"));
+        assert_eq!((sources[0].include.as_slice(), sources[0].prefix()), (&["**/*.py".to_string()][..], "api/".into()));
+        assert!(sources[1].is_object_store() && sources[1].poll_interval_secs == 5);
+        assert_eq!(cfg.source.max_file_bytes, 1000, "a pipeline-wide key written once applies to all");
+
+        let bad = "[[source]]\nname = \"a/b\"\nroot = \"x\"\n[[source]]\nname = \"d\"\nroot = \"y\"\ndebounce_ms = 5\n\
+                   [[source]]\nname = \"d\"\nroot = \"z\"\ndebounce_ms = 7\nexclude = [\"[\"]\n[[source]]\nroot = \"w\"\n";
+        let err = Config::from_toml(bad, Path::new("c.toml")).unwrap_err().to_string();
+        for want in ["'a/b' may hold only", "used twice", "must agree", "is not a glob", "missing field `name`"] {
+            assert!(err.contains(want) || (want == "must agree" && err.contains("the same in every")), "{want}: {err}");
+        }
+        let one = Config::from_toml("[source]\nroot = \"r\"\nexclude = [\"*.log\"]\n", Path::new("/c.toml")).unwrap();
+        assert!(!one.has_named_sources());
+        assert_eq!(one.sources()[0].exclude, ["*.log"]);
+        let named_one = Config::from_toml("[source]\nname = \"repo\"\nroot = \"r\"\n", Path::new("/c.toml")).unwrap();
+        assert_eq!(named_one.source_names(), ["repo"]);
     }
 
     #[test]

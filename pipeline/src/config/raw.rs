@@ -46,7 +46,7 @@ pub(crate) type Unknown = toml::Table;
 #[derive(Debug, Deserialize)]
 #[serde(expecting = "a table")]
 pub(crate) struct RawConfig {
-    pub source: Key<RawSource>,
+    pub source: Key<RawSources>,
     pub index: Key<RawIndex>,
     pub model: Key<RawModel>,
     pub chunk: Key<RawChunk>,
@@ -57,11 +57,33 @@ pub(crate) struct RawConfig {
     pub unknown: Unknown,
 }
 
-/// `[source]`.
+/// `[source]` (one table) or `[[source]]` (an array of tables, each with a `name`).
+#[derive(Debug)]
+pub(crate) enum RawSources {
+    One(RawSource),
+    Many(Vec<RawSource>),
+}
+
+impl<'de> Deserialize<'de> for RawSources {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = toml::Value::deserialize(d)?;
+        if value.is_array() {
+            Vec::<RawSource>::deserialize(value).map(RawSources::Many).map_err(|e| D::Error::custom(one_line(&e)))
+        } else {
+            RawSource::deserialize(value).map(RawSources::One).map_err(|e| D::Error::custom(one_line(&e)))
+        }
+    }
+}
+
+/// `[source]`, or one `[[source]]`.
 #[derive(Debug, Deserialize)]
 #[serde(expecting = "a table")]
 pub(crate) struct RawSource {
+    pub name: Key<String>,
     pub root: Key<PathBuf>,
+    pub include: Key<Vec<String>>,
+    pub exclude: Key<Vec<String>>,
     pub poll_interval_secs: Key<u64>,
     pub mirror_dir: Key<PathBuf>,
     pub debounce_ms: Key<u64>,
@@ -150,6 +172,7 @@ pub(crate) struct RawServer {
     pub listen: Key<String>,
     pub flight_listen: Key<String>,
     pub auth_token_file: Key<PathBuf>,
+    pub source_tokens_file: Key<PathBuf>,
     pub rerank_depth: Key<usize>,
     pub session_ttl_secs: Key<u64>,
     pub max_sessions: Key<usize>,

@@ -10,7 +10,10 @@ use crate::PipelineError;
 /// The whole configuration.
 #[derive(Debug, Clone, Default)]
 pub struct Config {
+    /// `[source]`, or the settings every `[[source]]` shares (`root` unused then).
     pub source: SourceConfig,
+    /// `[[source]]` entries (empty with one unnamed `[source]`); see [`Config::sources`].
+    pub named: Vec<crate::config::named::NamedSource>,
     pub index: IndexConfig,
     pub model: ModelConfig,
     pub chunk: ChunkSection,
@@ -81,6 +84,10 @@ pub struct SourceConfig {
     /// Embed chunks (`false`: full-text only — chunks are stored without vectors and found by
     /// BM25; for logs and data dumps).
     pub embed: bool,
+    /// Globs of paths (relative to the root) to index; empty: every file.
+    pub include: Vec<String>,
+    /// Globs of paths (relative to the root) never to index.
+    pub exclude: Vec<String>,
 }
 
 impl SourceConfig {
@@ -91,23 +98,28 @@ impl SourceConfig {
 
     /// The mirror directory of an `s3://` root.
     pub fn mirror(&self) -> PathBuf {
-        if let Some(dir) = &self.mirror_dir {
-            return dir.clone();
-        }
-        let uri = ctxd_stages::object::ObjectUri::parse(&self.root.to_string_lossy());
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .unwrap_or_else(std::env::temp_dir);
-        let mut dir = cache.join("ctxd").join("objects");
-        if let Some(u) = uri {
-            dir.push(u.bucket);
-            if !u.prefix.is_empty() {
-                dir.push(u.prefix);
-            }
-        }
-        dir
+        mirror_of(&self.root, self.mirror_dir.as_ref())
     }
+}
+
+/// The mirror directory of an `s3://` root: `mirror_dir` when set, else under the cache.
+pub(crate) fn mirror_of(root: &std::path::Path, mirror_dir: Option<&PathBuf>) -> PathBuf {
+    if let Some(dir) = mirror_dir {
+        return dir.clone();
+    }
+    let uri = ctxd_stages::object::ObjectUri::parse(&root.to_string_lossy());
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    let mut dir = cache.join("ctxd").join("objects");
+    if let Some(u) = uri {
+        dir.push(u.bucket);
+        if !u.prefix.is_empty() {
+            dir.push(u.prefix);
+        }
+    }
+    dir
 }
 
 impl Default for SourceConfig {
@@ -121,6 +133,8 @@ impl Default for SourceConfig {
             stream_threshold_bytes: 10 * 1024 * 1024,
             stream_block_bytes: 1024 * 1024,
             embed: true,
+            include: Vec::new(),
+            exclude: Vec::new(),
         }
     }
 }
@@ -354,6 +368,9 @@ pub struct ServerConfig {
     /// File holding the bearer token every endpoint but `/healthz` requires
     /// (`CTXD_AUTH_TOKEN` in the environment wins). None: no authentication.
     pub auth_token_file: Option<PathBuf>,
+    /// Tokens limited to some named sources (`[[token]] token, sources`; see
+    /// `ctxd_serve::auth::SourceTokens`): a request with one reads only those sources.
+    pub source_tokens_file: Option<PathBuf>,
     /// Routed searches (and contexts) rescore this many best candidates by late interaction
     /// (`ctxd_serve::rerank`, same default); 0 turns it off for every request. A request can
     /// still skip it with `"rerank": false`.
@@ -375,6 +392,7 @@ impl Default for ServerConfig {
             listen: "127.0.0.1:7700".into(),
             flight_listen: "127.0.0.1:7701".into(),
             auth_token_file: None,
+            source_tokens_file: None,
             rerank_depth: 30,
             session_ttl_secs: 7200,
             max_sessions: 1000,
@@ -384,6 +402,16 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
+    /// The text of `source_tokens_file`, if one is configured.
+    pub fn source_tokens(&self) -> Result<Option<(PathBuf, String)>, PipelineError> {
+        let Some(file) = &self.source_tokens_file else { return Ok(None) };
+        let text = std::fs::read_to_string(file).map_err(|e| PipelineError::Config {
+            path: file.clone(),
+            message: format!("reading server.source_tokens_file: {e}"),
+        })?;
+        Ok(Some((file.clone(), text)))
+    }
+
     /// The bearer token: `CTXD_AUTH_TOKEN`, else the contents of `auth_token_file`.
     pub fn auth_token(&self) -> Result<Option<String>, PipelineError> {
         if let Some(t) = std::env::var("CTXD_AUTH_TOKEN").ok().filter(|t| !t.trim().is_empty()) {

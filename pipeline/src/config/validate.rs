@@ -10,9 +10,10 @@ use crate::error::{ConfigErrors, Problem};
 
 use super::raw::{
     Field, Key, RawAggregate, RawAggregateSource, RawChunk, RawConfig, RawIndex, RawModel, RawPipeline, RawServer,
-    RawSource, RawStageTuning, Unknown,
+    RawSource, RawSources, RawStageTuning, Unknown,
 };
-use super::sections::{AggregateSourceConfig, Config, StageTuning, MAX_RERANK_DEPTH};
+use super::named::{glob_problem, name_problem, NamedSource};
+use super::sections::{AggregateSourceConfig, Config, SourceConfig, StageTuning, MAX_RERANK_DEPTH};
 
 /// Collects the problems of one configuration while building it.
 struct Checker<'a> {
@@ -80,8 +81,10 @@ pub(crate) fn build(raw: RawConfig, text: &str, from_env: &[(Vec<String>, String
     let mut c = Checker { text, from_env, problems: Vec::new() };
     let mut cfg = Config::default();
     c.unknown(&[], raw.unknown);
-    if let Some(s) = c.value(&[], "source", raw.source) {
-        source(&mut c, &mut cfg, s);
+    match c.value(&[], "source", raw.source) {
+        Some(RawSources::One(s)) => source(&mut c, &mut cfg, s),
+        Some(RawSources::Many(entries)) => named_sources(&mut c, &mut cfg, entries),
+        None => {}
     }
     if let Some(s) = c.value(&[], "index", raw.index) {
         index(&mut c, &mut cfg, s);
@@ -104,9 +107,79 @@ pub(crate) fn build(raw: RawConfig, text: &str, from_env: &[(Vec<String>, String
     (cfg, c.problems)
 }
 
-fn source(c: &mut Checker, cfg: &mut Config, raw: RawSource) {
-    let (p, out) = (&["source"][..], &mut cfg.source);
+/// `[source]`: one source, unnamed (paths as they are) unless it has a `name`.
+fn source(c: &mut Checker, cfg: &mut Config, mut raw: RawSource) {
+    let p = &["source"][..];
+    let name = c.value(p, "name", raw.name.take());
+    shared_source_keys(c, &mut cfg.source, p, raw);
+    if let Some(name) = name {
+        if let Some(why) = name_problem(&name) {
+            c.problem(&[p, &["name"]].concat(), why);
+        }
+        let one = cfg.sources().remove(0);
+        cfg.named = vec![NamedSource { name, ..one }];
+    }
+}
+
+/// `[[source]]`: each entry needs a `name` (unique) and a `root`; the pipeline-wide keys must
+/// agree between entries.
+fn named_sources(c: &mut Checker, cfg: &mut Config, entries: Vec<RawSource>) {
+    let p = &["source"][..];
+    // A pipeline-wide key written in some entries must have one value in all of them.
+    let (defaults, mut shared, mut conflict) = (SourceConfig::default(), SourceConfig::default(), false);
+    for mut raw in entries {
+        let name = c.required(p, "name", raw.name.take());
+        let root = c.required(p, "root", raw.root.take());
+        let mut one = SourceConfig::default();
+        shared_source_keys(c, &mut one, p, raw);
+        macro_rules! agree {
+            ($($k:ident),*) => {$(
+                if one.$k != defaults.$k {
+                    conflict |= shared.$k != defaults.$k && shared.$k != one.$k;
+                    shared.$k = one.$k;
+                }
+            )*};
+        }
+        agree!(debounce_ms, max_file_bytes, stream_threshold_bytes, stream_block_bytes, embed);
+        let (Some(name), Some(root)) = (name, root) else { continue };
+        if let Some(why) = name_problem(&name) {
+            c.problem(&[p, &["name"]].concat(), why);
+        } else if cfg.named.iter().any(|s| s.name == name) {
+            c.problem(&[p, &["name"]].concat(), format!("source name '{name}' is used twice"));
+        }
+        cfg.named.push(NamedSource {
+            name,
+            root,
+            include: one.include,
+            exclude: one.exclude,
+            mirror_dir: one.mirror_dir,
+            poll_interval_secs: one.poll_interval_secs,
+        });
+    }
+    if conflict {
+        c.problem(
+            p,
+            "debounce_ms, max_file_bytes, stream_threshold_bytes, stream_block_bytes and embed tune the whole \
+             pipeline: write them the same in every [[source]] (or in one only)"
+                .into(),
+        );
+    }
+    cfg.source = SourceConfig { root: cfg.source.root.clone(), include: Vec::new(), exclude: Vec::new(), ..shared };
+}
+
+/// The keys of `[source]` and of each `[[source]]` but `name`.
+fn shared_source_keys(c: &mut Checker, out: &mut SourceConfig, p: &[&str], raw: RawSource) {
     c.set(&mut out.root, p, "root", raw.root);
+    for (key, field, list) in [("include", raw.include, &mut out.include), ("exclude", raw.exclude, &mut out.exclude)] {
+        if let Some(globs) = c.value(p, key, field) {
+            for g in &globs {
+                if let Some(why) = glob_problem(g) {
+                    c.problem(&[p, &[key]].concat(), why);
+                }
+            }
+            *list = globs;
+        }
+    }
     c.set(&mut out.poll_interval_secs, p, "poll_interval_secs", raw.poll_interval_secs);
     out.mirror_dir = c.value(p, "mirror_dir", raw.mirror_dir).or(out.mirror_dir.take());
     c.set(&mut out.debounce_ms, p, "debounce_ms", raw.debounce_ms);
@@ -183,6 +256,8 @@ fn server(c: &mut Checker, cfg: &mut Config, raw: RawServer) {
     c.set(&mut out.listen, p, "listen", raw.listen);
     c.set(&mut out.flight_listen, p, "flight_listen", raw.flight_listen);
     out.auth_token_file = c.value(p, "auth_token_file", raw.auth_token_file).or(out.auth_token_file.take());
+    out.source_tokens_file =
+        c.value(p, "source_tokens_file", raw.source_tokens_file).or(out.source_tokens_file.take());
     c.set(&mut out.rerank_depth, p, "rerank_depth", raw.rerank_depth);
     c.set(&mut out.session_ttl_secs, p, "session_ttl_secs", raw.session_ttl_secs);
     c.set(&mut out.max_sessions, p, "max_sessions", raw.max_sessions);
@@ -266,6 +341,9 @@ pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {
     }
     if src.is_object_store() && src.poll_interval_secs == 0 {
         err("source.poll_interval_secs", "source.poll_interval_secs must be at least 1".into());
+    }
+    for s in cfg.named.iter().filter(|s| s.is_object_store() && s.poll_interval_secs == 0) {
+        err("source.poll_interval_secs", format!("source '{}': poll_interval_secs must be at least 1", s.name));
     }
     let chunk = &cfg.chunk;
     if chunk.max_tokens < 16 {

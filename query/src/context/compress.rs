@@ -136,7 +136,7 @@ impl Assembler {
         chosen: &[Block],
         room: usize,
     ) -> Result<Vec<(Block, String)>, SearchError> {
-        let (index, _) = self.searcher.retriever().current().index_as_of(req.as_of.as_deref()).await?;
+        let (index, _) = self.searcher.retriever().current().index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
         let mut paths: Vec<String> = overflow.iter().map(|o| o.0.clone()).collect();
         paths.sort();
         paths.dedup();
@@ -188,7 +188,7 @@ impl Assembler {
         files: &[String],
         room: usize,
     ) -> Result<Vec<(Block, String)>, SearchError> {
-        let (index, _) = self.searcher.retriever().current().index_as_of(req.as_of.as_deref()).await?;
+        let (index, _) = self.searcher.retriever().current().index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
         let rows = index.symbols_in_paths(files).await?;
         let mut by_path: HashMap<&str, Vec<&SymbolRow>> = HashMap::new();
         for r in &rows {

@@ -109,6 +109,9 @@ pub struct ContextRequest {
     pub current_file: Option<String>,
     #[serde(default)]
     pub path_prefix: Option<String>,
+    /// Only these named sources (see [`crate::sources`]).
+    #[serde(default, deserialize_with = "crate::sources::de_sources")]
+    pub source: Option<ctxd_index::SourceScope>,
     #[serde(default)]
     pub language: Option<Language>,
     #[serde(default)]
@@ -147,6 +150,7 @@ impl ContextRequest {
             as_of: None,
             current_file: None,
             path_prefix: None,
+            source: None,
             language: None,
             scope: None,
             session: None,
@@ -296,6 +300,7 @@ impl Assembler {
         search.as_of = req.as_of.clone();
         search.current_file = req.current_file.clone();
         search.path_prefix = req.path_prefix.clone();
+        search.source = req.source.clone();
         search.language = req.language;
         search.scope = req.scope;
         search.max_per_file = Some(req.max_per_file.max(1) * 4);

@@ -39,7 +39,7 @@ impl GraphCache {
     /// The graph of `index`'s version (built now when not cached).
     pub async fn get(&self, index: &Index) -> Result<Arc<Graph>, SearchError> {
         let versions = index.graph_versions().await?;
-        let key: Key = (index.uri().to_string(), index.table_name().to_string(), versions);
+        let key: Key = (format!("{}{}", index.uri(), index.scope_key()), index.table_name().to_string(), versions);
         // Held across the build: concurrent requests for a new version wait for one build.
         let mut slots = self.slots.lock().await;
         if let Some(pos) = slots.iter().position(|(k, _)| *k == key) {

@@ -24,6 +24,7 @@ use crate::graph::cache::Graph;
 use crate::graph::{GraphCache, Place};
 use crate::retriever::Retriever;
 use crate::SearchError;
+use ctxd_index::SourceScope;
 pub use prior::FilePrior;
 pub use signals::Signal;
 
@@ -51,6 +52,9 @@ pub struct LocateRequest {
     /// Locate in this snapshot (a version number or a tag): its chunks, symbols and graph.
     #[serde(default)]
     pub as_of: Option<String>,
+    /// Only these named sources (see [`crate::sources`]).
+    #[serde(default, deserialize_with = "crate::sources::de_sources")]
+    pub source: Option<SourceScope>,
 }
 
 fn default_k() -> usize {
@@ -62,7 +66,7 @@ fn default_defs() -> usize {
 
 impl LocateRequest {
     pub fn new(text: impl Into<String>) -> Self {
-        Self { text: text.into(), k: default_k(), without: Vec::new(), definitions: default_defs(), as_of: None }
+        Self { text: text.into(), k: default_k(), without: Vec::new(), definitions: default_defs(), as_of: None, source: None }
     }
 
     /// Checks the text and k; parses `without`.
@@ -118,9 +122,10 @@ impl Locator {
         Self { retriever, graphs }
     }
 
-    /// The graph of the latest index version, or of the snapshot `as_of` names.
-    pub async fn graph(&self, as_of: Option<&str>) -> Result<Arc<Graph>, SearchError> {
-        let (index, _) = self.retriever.current().index_as_of(as_of).await?;
+    /// The graph of the latest index version, or of the snapshot `as_of` names, over the
+    /// sources of `source` (all when `None`).
+    pub async fn graph(&self, as_of: Option<&str>, source: Option<&SourceScope>) -> Result<Arc<Graph>, SearchError> {
+        let (index, _) = self.retriever.current().index_as_of(as_of, source).await?;
         self.graphs.get(&index).await
     }
 
@@ -129,7 +134,7 @@ impl Locator {
         let without = req.validate()?;
         let started = Instant::now();
         let pinned = self.retriever.current();
-        let (index, _) = pinned.index_as_of(req.as_of.as_deref()).await?;
+        let (index, _) = pinned.index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
         let graph = self.graphs.get(&index).await?;
         let issue = text::read(&req.text);
         let on = |s: Signal| !without.contains(&s);

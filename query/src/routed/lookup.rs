@@ -93,7 +93,7 @@ pub(super) async fn path_hits(index: &Index, vocab: &Vocab, a: &Analysis) -> Res
 /// The symbol table alone: the query's identifiers, or else its longer words, as names.
 pub(crate) async fn symbol_search(core: &Retriever, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
     req.validate()?;
-    let (index, version) = core.index_as_of(req.as_of.as_deref()).await?;
+    let (index, version) = core.index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
     let a = analyze(&req.query, |_| false);
     let names: Vec<String> = if a.symbols.is_empty() {
         req.query

@@ -133,10 +133,16 @@ impl Routing {
     ) -> Result<SearchResponse, SearchError> {
         req.validate()?;
         let caches = self.caches.of(core);
-        let (index, version) = core.index_as_of(req.as_of.as_deref()).await?;
+        // The path vocabulary (for recognising paths in the query) is the whole index's, cached
+        // per version; every read that answers goes through the view of the asked sources.
+        let (whole, version) = core.index_as_of(req.as_of.as_deref(), None).await?;
         let vocab = match version {
-            None => caches.vocabs.latest(&index).await?,
-            Some(v) => caches.vocabs.at(v, &index).await?,
+            None => caches.vocabs.latest(&whole).await?,
+            Some(v) => caches.vocabs.at(v, &whole).await?,
+        };
+        let index = match &req.source {
+            None => whole,
+            Some(scope) => Arc::new(whole.scoped(Some(scope.clone()))),
         };
         let a = analyze(&req.query, |w| vocab.modules.contains(&w.to_lowercase()));
         let w = a.intent.weights();

@@ -1,0 +1,135 @@
+//! Named sources: several folders or bucket prefixes in one index (`[[source]]`).
+//!
+//! ```toml
+//! [[source]]
+//! name = "api"                 # letters, digits, `.`, `_`, `-`; unique
+//! root = "../api"              # a folder or an s3:// prefix
+//! include = ["src/**", "*.md"] # globs relative to the root (default: everything)
+//! exclude = ["**/fixtures/**"]
+//!
+//! [[source]]
+//! name = "docs"
+//! root = "s3://team-docs/handbook"
+//! ```
+//!
+//! Every file of a named source is stored under `<name>/<path>` (so one path in two sources
+//! never collides, in any table) with `source = <name>`; queries narrow to some sources with
+//! `source` (see `ctxd_index::scope`). A configuration with one `[source]` table and no `name`
+//! keeps its paths as they always were. The keys that tune the whole pipeline
+//! (`debounce_ms`, `max_file_bytes`, `stream_threshold_bytes`, `stream_block_bytes`, `embed`)
+//! may be written in any entry but must agree between entries.
+
+use std::path::PathBuf;
+
+use crate::config::{sections::mirror_of, Config};
+
+/// One source of files: an entry of `[[source]]`, or the single `[source]` (empty `name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedSource {
+    /// Empty for the one unnamed `[source]`.
+    pub name: String,
+    /// A local directory or an `s3://bucket/prefix`.
+    pub root: PathBuf,
+    /// Globs (relative to the root) of the files to index; empty: every file.
+    pub include: Vec<String>,
+    /// Globs (relative to the root) of files never indexed.
+    pub exclude: Vec<String>,
+    /// For an `s3://` root: the local mirror (default under the cache).
+    pub mirror_dir: Option<PathBuf>,
+    /// For an `s3://` root: seconds between two listings.
+    pub poll_interval_secs: u64,
+}
+
+impl NamedSource {
+    /// True when the root is an `s3://` prefix.
+    pub fn is_object_store(&self) -> bool {
+        ctxd_stages::object::ObjectUri::is_object_uri(&self.root.to_string_lossy())
+    }
+
+    /// The mirror directory of an `s3://` root.
+    pub fn mirror(&self) -> PathBuf {
+        mirror_of(&self.root, self.mirror_dir.as_ref())
+    }
+
+    /// What the source's relative paths are stored under: `<name>/`, or nothing when unnamed.
+    pub fn prefix(&self) -> String {
+        if self.name.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", self.name)
+        }
+    }
+}
+
+impl Config {
+    /// Every source this configuration indexes: the `[[source]]` entries, or the one `[source]`.
+    pub fn sources(&self) -> Vec<NamedSource> {
+        if !self.named.is_empty() {
+            return self.named.clone();
+        }
+        let s = &self.source;
+        vec![NamedSource {
+            name: String::new(),
+            root: s.root.clone(),
+            include: s.include.clone(),
+            exclude: s.exclude.clone(),
+            mirror_dir: s.mirror_dir.clone(),
+            poll_interval_secs: s.poll_interval_secs,
+        }]
+    }
+
+    /// True when the sources have names (their files are stored under `<name>/`).
+    pub fn has_named_sources(&self) -> bool {
+        !self.named.is_empty()
+    }
+
+    /// The names of the named sources (empty with one unnamed source).
+    pub fn source_names(&self) -> Vec<String> {
+        self.named.iter().map(|s| s.name.clone()).collect()
+    }
+}
+
+/// Why `name` cannot name a source, if it cannot: it becomes the first segment of every path
+/// of the source, so it is a plain word.
+pub fn name_problem(name: &str) -> Option<String> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > 64 {
+        return Some("must be 1 to 64 characters".into());
+    }
+    if !name.chars().all(ok) || name.starts_with('.') {
+        return Some(format!(
+            "'{name}' may hold only letters, digits, '.', '_' and '-' (and not start with '.'): it becomes the first \
+             folder of the source's paths"
+        ));
+    }
+    None
+}
+
+/// Why a glob of `include`/`exclude` is not one, if it is not.
+pub fn glob_problem(glob: &str) -> Option<String> {
+    globset::Glob::new(glob).err().map(|e| format!("'{glob}' is not a glob: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_plain_words_and_globs_are_checked() {
+        assert!(name_problem("api").is_none() && name_problem("my_api-2.x").is_none());
+        for bad in ["", "a/b", ".hidden", "a b", "é", "x%"] {
+            assert!(name_problem(bad).is_some(), "{bad}");
+        }
+        assert!(glob_problem("src/**/*.rs").is_none());
+        assert!(glob_problem("src/[").is_some());
+    }
+
+    #[test]
+    fn one_unnamed_source_without_entries() {
+        let cfg = Config::default();
+        let sources = cfg.sources();
+        assert_eq!(sources.len(), 1);
+        assert_eq!((sources[0].name.as_str(), sources[0].prefix()), ("", String::new()));
+        assert!(!cfg.has_named_sources());
+    }
+}
