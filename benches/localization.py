@@ -18,6 +18,12 @@ Indexed file set: every `*.py` and `*.pyi` file, plus `*.toml`, `*.cfg`, `*.ini`
 at the top level of the repository only; paths with a hidden (dot-named) part are skipped (ctxd
 skips them anyway), so a gold file such as `.pre-commit-config.yaml` can never be found.
 
+The tree is a linked worktree of the mirror (`git worktree add --no-checkout`, HEAD moved to each base commit
+before indexing; `--no-history` leaves it a plain folder), so `ctxd index` records the history of the base
+commit — the recency and co-change signals (`--ablate recency,cochange` measures them). The history is not
+versioned with the snapshots: with `--reuse`, queries at an older tag see the history of the last commit
+indexed, so measure history signals on a run that indexes.
+
 Each indexed base commit is tagged `c-<sha12>` (`ctxd snapshot tag`) and every query runs `--as-of` that
 tag; with `--reuse` a commit whose tag the index has is not synced or indexed again (the snapshot has its
 chunks, symbols and graph), so tuning runs and ablations cost queries only.
@@ -100,6 +106,25 @@ def sync_tree(gitdir, commit, tree, state_path):
     json.dump(state, open(tmp, "w"))
     os.replace(tmp, state_path)
     return written, len(gone), absent
+
+
+def ensure_worktree(gitdir, tree, commit):
+    """Make `tree` a linked worktree of the mirror without checking anything out (`sync_tree` writes the
+    files), so `ctxd index` records the history of its HEAD (recency and co-change signals)."""
+    if os.path.exists(os.path.join(tree, ".git")):
+        return
+    tmp = tree.rstrip("/") + ".wt"
+    shutil.rmtree(tmp, ignore_errors=True)
+    git(gitdir, "worktree", "prune")
+    git(gitdir, "worktree", "add", "--no-checkout", "--detach", tmp, commit)
+    os.makedirs(tree, exist_ok=True)
+    os.replace(os.path.join(tmp, ".git"), os.path.join(tree, ".git"))
+    shutil.rmtree(tmp)
+    git(gitdir, "worktree", "repair", os.path.abspath(tree))
+
+
+def set_head(tree, commit):
+    subprocess.run(["git", "-C", tree, "update-ref", "--no-deref", "HEAD", commit], check=True, capture_output=True)
 
 
 def norm(path, tree):
@@ -215,6 +240,8 @@ def main():
     ap.add_argument("--repo", help="only this owner/name")
     ap.add_argument("--fresh", action="store_true", help="delete the selected repos' db, tree and state first")
     ap.add_argument("--json", help="write per-issue rankings and metrics here")
+    ap.add_argument("--no-history", action="store_true",
+                    help="index plain folders (no git history: the recency and co-change signals stay silent)")
     ap.add_argument("--reuse", action="store_true",
                     help="skip indexing a commit whose snapshot tag c-<sha> the index already has (query it as of that tag)")
     args = ap.parse_args()
@@ -264,6 +291,9 @@ def main():
                 run_queries(args, repo, db, tree, c, commits[c], variants, results)
                 continue
             w, d, a = sync_tree(gitdir, c, tree, state)
+            if not args.no_history:
+                ensure_worktree(gitdir, tree, c)
+                set_head(tree, c)
             t0 = time.time()
             r = subprocess.run([args.ctxd, "index", tree, "--db", db, "--json"], capture_output=True, text=True)
             secs = time.time() - t0

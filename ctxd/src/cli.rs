@@ -206,7 +206,7 @@ pub enum Command {
         #[arg(long, default_value_t = 10)]
         k: usize,
         /// Signals to leave out, comma-separated: paths, frames, symbols, messages, bm25,
-        /// vector, graph, demote.
+        /// vector, graph, recency, cochange, demote.
         #[arg(long, value_delimiter = ',')]
         without: Vec<String>,
         /// Locate in this snapshot: a version number (see `ctxd snapshots`) or a tag.
@@ -215,9 +215,32 @@ pub enum Command {
         /// Only these named sources, comma-separated (an index of [[source]] entries).
         #[arg(long)]
         source: Option<String>,
+        /// With --source: read its git sources at this branch, tag or commit.
+        #[arg(long = "ref", requires = "source")]
+        git_ref: Option<String>,
         #[command(flatten)]
         model: ModelArgs,
         /// Print `{"files":[{"path","score","why","definitions"}],...}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A file's recent commits (date, author, message) and the files that change with it, from
+    /// the git history the index recorded (git sources; source folders that are git clones).
+    History {
+        /// The file: its indexed path (`lib@main/src/a.py`), or a path inside the source.
+        path: String,
+        #[arg(long)]
+        db: PathBuf,
+        /// Commits (and co-changed files) listed per file.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// Only these named sources, comma-separated.
+        #[arg(long)]
+        source: Option<String>,
+        /// With --source: its git sources at this branch or tag.
+        #[arg(long = "ref", requires = "source")]
+        git_ref: Option<String>,
+        /// Print `{"files":[{"path","source","ref","commits":[…],"cochanged":[…]}]}`.
         #[arg(long)]
         json: bool,
     },
@@ -244,6 +267,9 @@ pub enum Command {
         /// Only these named sources, comma-separated (an index of [[source]] entries).
         #[arg(long)]
         source: Option<String>,
+        /// With --source: read its git sources at this branch, tag or commit.
+        #[arg(long = "ref", requires = "source")]
+        git_ref: Option<String>,
         /// Routed mode: skip rescoring the best candidates by late interaction (faster, less
         /// precise).
         #[arg(long)]
@@ -288,6 +314,9 @@ pub enum Command {
         /// Only these named sources, comma-separated (an index of [[source]] entries).
         #[arg(long)]
         source: Option<String>,
+        /// With --source: read its git sources at this branch, tag or commit.
+        #[arg(long = "ref", requires = "source")]
+        git_ref: Option<String>,
         /// Drop the candidates that do not fit whole instead of sending their signature skeletons.
         #[arg(long)]
         no_skeletons: bool,

@@ -52,13 +52,17 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Index { path, db, config, no_embed, model, json } => {
             cmd::index::run(path.as_deref(), db.as_deref(), config.as_deref(), no_embed, &model, json).await
         }
-        Command::Locate { text, db, k, without, as_of, source, model, json } => {
-            let source = source.as_deref().and_then(ctxd_query::sources::parse_list);
+        Command::Locate { text, db, k, without, as_of, source, git_ref, model, json } => {
+            let source = cli_scope(source.as_deref(), git_ref.as_deref());
             cmd::graph::locate(&text, &db, k, without, (as_of, source), &model, json).await
         }
         Command::Graph { action } => cmd::graph::graph(action).await,
-        Command::Search { query, db, k, mode, as_of, source, no_rerank, model, json } => {
-            let source = source.as_deref().and_then(ctxd_query::sources::parse_list);
+        Command::History { path, db, limit, source, git_ref, json } => {
+            let source = cli_scope(source.as_deref(), git_ref.as_deref());
+            cmd::graph::history(&path, &db, limit, source, json).await
+        }
+        Command::Search { query, db, k, mode, as_of, source, git_ref, no_rerank, model, json } => {
+            let source = cli_scope(source.as_deref(), git_ref.as_deref());
             cmd::query::search(&query, &db, k, &mode, (as_of, source), !no_rerank, &model, json).await
         }
         Command::Context {
@@ -73,6 +77,7 @@ async fn run(cli: Cli) -> Result<()> {
             current_file,
             as_of,
             source,
+            git_ref,
             no_skeletons,
             assembly,
             doc_types,
@@ -92,7 +97,7 @@ async fn run(cli: Cli) -> Result<()> {
             req.mode = mode.parse()?;
             req.current_file = current_file;
             req.as_of = as_of;
-            req.source = source.as_deref().and_then(ctxd_query::sources::parse_list);
+            req.source = cli_scope(source.as_deref(), git_ref.as_deref());
             cmd::query::context(&req, &db, &model, json).await
         }
         Command::Snapshots { db, json } => cmd::admin::snapshots(&db, json).await,
@@ -111,11 +116,11 @@ async fn run(cli: Cli) -> Result<()> {
             cmd::query::symbols(&name, &db, prefix, limit, json).await
         }
         Command::ListSymbols { target, db, kinds, as_of, json } => {
-            let req = ListSymbolsRequest { target, kinds, as_of, session: None, source: None };
+            let req = ListSymbolsRequest { target, kinds, as_of, session: None, source: None, git_ref: None };
             cmd::query::list_symbols(&req, &db, json).await
         }
         Command::GetSymbols { names, db, budget, as_of, session, json } => {
-            let req = GetSymbolsRequest { names, budget, as_of, session, source: None };
+            let req = GetSymbolsRequest { names, budget, as_of, session, source: None, git_ref: None };
             cmd::query::get_symbols(&req, &db, json).await
         }
         Command::Serve { config, watch, db, listen, flight_listen, model } => {
@@ -133,4 +138,14 @@ async fn run(cli: Cli) -> Result<()> {
             bench::run(&corpus, embed_chunks, skip_e2e, export.as_deref(), &model).await
         }
     }
+}
+
+/// `--source A,B` and `--ref R` as a scope: each source at the ref (`name@ref`); without
+/// `--ref`, a git source is read at every ref it has in the index.
+fn cli_scope(source: Option<&str>, git_ref: Option<&str>) -> Option<ctxd_query::SourceScope> {
+    let names = source.and_then(ctxd_query::sources::parse_list)?;
+    Some(match git_ref {
+        None => names,
+        Some(r) => ctxd_query::SourceScope::new(names.names().iter().map(|n| format!("{n}@{}", r.replace('/', "~")))),
+    })
 }

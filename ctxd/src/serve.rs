@@ -80,7 +80,7 @@ pub async fn serve(
                 .map_err(|e| anyhow::anyhow!("invalid server.source_tokens_file {}: {e}", file.display()))?
         }
     };
-    let access = ctxd_query::Access { known: cfg.source_names() };
+    let access = ctxd_query::Access { known: cfg.source_names(), git: cfg.git_sources() };
     let auth = ctxd_serve::auth::Auth::new(full, limited);
     if auth.is_none() && cfg.server.exposed() {
         tracing::warn!("listening on a non-loopback address without a bearer token (set CTXD_AUTH_TOKEN)");
@@ -166,6 +166,8 @@ pub async fn serve(
         access,
         mcp: Some(mcp),
         aggregator: Some(aggregator),
+        poll: Some(Arc::new(ctxd_pipeline::trigger::poke)),
+        webhook_secret: cfg.server.webhook_secret()?,
     };
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {

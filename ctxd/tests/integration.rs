@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 
 #[path = "integration/assembly.rs"]
 mod assembly;
+#[path = "integration/git.rs"]
+mod git;
 #[path = "integration/graph.rs"]
 mod graph;
 #[path = "integration/sessions.rs"]
@@ -1115,10 +1117,12 @@ fn mcp_tools_over_stdio_and_http_behind_a_bearer_token_never_leak_outside_the_ro
     assert_eq!(authed("/v1/context", json!({"query": "x", "budget": 100000000}), token).status().as_u16(), 400);
     let huge = "a ".repeat(100_000);
     // The server answers 413 without reading the rest of the body and closes; on a loaded machine
-    // the close (a TCP reset over unread data) can reach the client before the answer. Retried.
+    // the close (a TCP reset over unread data) can reach the client before the answer. Retried,
+    // on a client of its own without a pool, so the closed connection is never reused by the
+    // requests after it (hyper would see an IncompleteMessage on it).
+    let once = reqwest::blocking::Client::builder().pool_max_idle_per_host(0).build().unwrap();
     let too_big = (0..5).find_map(|_| {
-        d.client
-            .post(format!("{}/v1/search", d.base))
+        once.post(format!("{}/v1/search", d.base))
             .bearer_auth(token)
             .json(&json!({"query": huge}))
             .send()

@@ -11,7 +11,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 TOOLS = ["search", "get_context", "search_symbols", "get_symbol_source", "get_repo_overview", "check_index",
-         "list_symbols", "get_symbols", "locate", "find_references", "callers", "callees", "imports", "imported_by", "impact", "repo_map"]
+         "list_symbols", "get_symbols", "locate", "find_references", "callers", "callees", "imports", "imported_by", "impact", "repo_map",
+         "history"]
 
 
 def text(result):
@@ -73,6 +74,10 @@ async def exercise(session, changed_file=None):
 
     r = await session.call_tool("repo_map", {"budget": 200})
     assert not r.is_error and r.structured_content["tokens"] <= 200, text(r)
+
+    # The demo folder (a copy in a temporary folder) is no git clone: no history, said so.
+    r = await session.call_tool("history", {"path": "src/auth.rs"})
+    assert r.is_error and "no git history" in text(r), text(r)
 
     r = await session.call_tool("check_index", {})
     out["check"] = r.structured_content if not r.is_error else {"error": text(r)}

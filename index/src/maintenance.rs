@@ -188,6 +188,7 @@ mod tests {
                 content_hash: format!("h{i}"),
                 token_count: 5,
                 source: String::new(),
+                git_ref: String::new(),
             },
             embed_key: format!("k{i}"),
             file_hash: format!("fh{i}"),

@@ -27,6 +27,9 @@ pub struct Chunk {
     /// for an index of one unnamed source.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
+    /// For a git source, the ref the file was read from (`main`, `v2.0`); empty otherwise.
+    #[serde(default, rename = "ref", skip_serializing_if = "String::is_empty")]
+    pub git_ref: String,
     /// 1-based, inclusive.
     pub start_line: u32,
     /// 1-based, inclusive.
@@ -53,9 +56,19 @@ impl Chunk {
     }
 }
 
-/// The named source of a path written by a pipeline of named sources: its first segment.
+/// The named source of a path written by a pipeline of named sources: its first segment
+/// (`name`, or `name@ref` for a git source's file; see [`split_source`]).
 pub fn source_of_path(path: &str) -> &str {
     path.split_once('/').map_or("", |(s, _)| s)
+}
+
+/// `name@ref` (a git source's stored segment, `/` in the ref written `~`) → `(name, ref)`;
+/// `name` → `(name, "")`.
+pub fn split_source(segment: &str) -> (&str, String) {
+    match segment.split_once('@') {
+        Some((name, r)) => (name, r.replace('~', "/")),
+        None => (segment, String::new()),
+    }
 }
 
 /// Stable id of a chunk: path (which starts with the source's name in an index of named
@@ -110,6 +123,7 @@ mod tests {
             content_hash: "h".into(),
             token_count: 4,
             source: String::new(),
+            git_ref: String::new(),
         };
         let hit = Hit { chunk, score: 0.5 };
         let v = serde_json::to_value(&hit).unwrap();

@@ -40,9 +40,14 @@ impl SourceScope {
         &self.names
     }
 
-    /// Whether `path` belongs to one of the sources.
+    /// Whether `path` belongs to one of the sources: `name/…`, or for a git source's view
+    /// `name@ref/…` (a name without `@` takes every ref of a git source).
     pub fn allows(&self, path: &str) -> bool {
-        self.names.iter().any(|n| path.strip_prefix(n.as_str()).is_some_and(|rest| rest.starts_with('/')))
+        self.names.iter().any(|n| {
+            path.strip_prefix(n.as_str()).is_some_and(|rest| {
+                rest.starts_with('/') || (!n.contains('@') && rest.starts_with('@') && rest.contains('/'))
+            })
+        })
     }
 
     /// Whether source `name` is in the scope.
@@ -61,8 +66,14 @@ impl SourceScope {
         if self.names.is_empty() {
             return "FALSE".into();
         }
-        let parts: Vec<String> =
-            self.names.iter().map(|n| format!("path LIKE {}", sql_str(&format!("{}/%", n.replace('%', ""))))).collect();
+        let mut parts: Vec<String> = Vec::new();
+        for n in &self.names {
+            let n = n.replace('%', "");
+            parts.push(format!("path LIKE {}", sql_str(&format!("{n}/%"))));
+            if !n.contains('@') {
+                parts.push(format!("path LIKE {}", sql_str(&format!("{n}@%"))));
+            }
+        }
         format!("({})", parts.join(" OR "))
     }
 
@@ -141,7 +152,11 @@ mod tests {
         assert!(s.allows("my_api/src/a.rs") && s.allows("docs/x.md"));
         assert!(!s.allows("my-api/src/a.rs"), "LIKE's `_` must not leak another source");
         assert!(!s.allows("docsite/x.md") && !s.allows("docs") && !s.allows("other/docs/x.md"));
-        assert_eq!(s.filter(), "(path LIKE 'docs/%' OR path LIKE 'my_api/%')");
+        assert_eq!(s.filter(), "(path LIKE 'docs/%' OR path LIKE 'docs@%' OR path LIKE 'my_api/%' OR path LIKE 'my_api@%')");
+        let git = SourceScope::new(["lib@main"]);
+        assert!(git.allows("lib@main/a.py") && !git.allows("lib@v2/a.py") && !git.allows("lib/a.py"));
+        assert!(s.allows("docs@v2/a.md"), "a name alone takes every ref of a git source");
+        assert_eq!(git.filter(), "(path LIKE 'lib@main/%')");
         assert_eq!(SourceScope::new(Vec::<String>::new()).filter(), "FALSE");
         let t = SourceScope::new(["docs", "web"]);
         assert_eq!(s.intersect(&t).names(), ["docs"]);

@@ -138,9 +138,13 @@ impl Index {
                     start_line: starts.value(i),
                     end_line: ends.value(i),
                     content: contents.value(i).to_string(),
-                    source: sources.and_then(opt).unwrap_or_default(),
                     ..Chunk::default()
                 };
+                let mut chunk = chunk;
+                if let Some(segment) = sources.and_then(opt) {
+                    let (name, git_ref) = crate::record::split_source(&segment);
+                    (chunk.source, chunk.git_ref) = (name.to_string(), git_ref);
+                }
                 out.push(Hit { chunk, score: scores.map(|s| f(s.value(i))).unwrap_or(0.0) });
             }
         }

@@ -236,6 +236,7 @@ mod tests {
                 content_hash: content.into(),
                 token_count: 2,
                 source: String::new(),
+                git_ref: String::new(),
             },
             embed_key: format!("k-{content}"),
             file_hash: format!("f-{content}"),

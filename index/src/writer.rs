@@ -218,6 +218,7 @@ mod tests {
                 content_hash,
                 token_count: 3,
                 source: String::new(),
+                git_ref: String::new(),
             },
             embed_key,
             file_hash: format!("file-{path}-{content}"),

@@ -140,6 +140,8 @@ impl Engine {
 
         let emitter = Emitter { out: src_out, tracker: tracker.clone(), counters: counters.clone() };
         let gate = ScanGate::new(origins.len());
+        let db = self.cfg.index.db.to_string_lossy().into_owned();
+        let history = crate::history::Recorder::new(db, self.cfg.index.history_commits);
         let runs: Vec<_> = origins
             .into_iter()
             .map(|origin| {
@@ -150,6 +152,7 @@ impl Engine {
                     debounce: Duration::from_millis(self.cfg.source.debounce_ms),
                     freshness: freshness.clone(),
                     gate: gate.clone(),
+                    history: history.clone(),
                 };
                 source.run(origin, follow)
             })
@@ -157,13 +160,9 @@ impl Engine {
         // Files of sources no longer configured (or of the unnamed source a configuration of
         // named ones replaced) are dropped first.
         let dropped = self.cfg.has_named_sources().then(|| {
-            let names = self.cfg.source_names();
-            let gone: Vec<String> = self
-                .state
-                .paths()
-                .into_iter()
-                .filter(|p| !names.iter().any(|n| p.strip_prefix(n.as_str()).is_some_and(|r| r.starts_with('/'))))
-                .collect();
+            // `name/…` of a folder or bucket, `name@ref/…` of a git source's refs.
+            let names = ctxd_index::SourceScope::new(self.cfg.source_names());
+            let gone: Vec<String> = self.state.paths().into_iter().filter(|p| !names.allows(p)).collect();
             gone
         });
         let maintenance_stop = shutdown;

@@ -31,7 +31,7 @@ impl Engine {
     /// Loads the model and opens (or creates) the index named by `cfg`.
     pub async fn open(cfg: Config) -> Result<Self, PipelineError> {
         // Fail on a bad root before loading the model or creating the index directory.
-        for src in cfg.sources().iter().filter(|s| !s.is_object_store()) {
+        for src in cfg.sources().iter().filter(|s| !s.is_object_store() && s.git.is_none()) {
             crate::source::check_root(&src.root)?;
         }
         let service_cfg = EmbedServiceConfig {

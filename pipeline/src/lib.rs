@@ -29,6 +29,7 @@ mod emit;
 pub mod engine;
 pub mod error;
 mod freshness;
+mod history;
 pub mod graph;
 pub mod job;
 pub mod metrics;
@@ -39,6 +40,7 @@ pub mod reembed;
 mod source;
 #[cfg(test)]
 mod testkit;
+pub mod trigger;
 
 pub use config::Config;
 pub use daemon::{Running, Summary};

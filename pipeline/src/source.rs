@@ -18,8 +18,10 @@ use ctxd_stages::{FileState, FileWork, StageError};
 use tokio::sync::watch;
 
 use crate::config::{Config, NamedSource};
+use ctxd_stages::git::{GitChange, GitSource};
 use ctxd_stages::select::Selector;
 use crate::emit::Emitter;
+use crate::history::{Recorder, View};
 use crate::freshness::Freshness;
 use crate::metrics as m;
 use crate::reconcile::{remove_gone, scan_and_reconcile, Pass};
@@ -41,6 +43,8 @@ pub(crate) enum Origin {
     Local(Scanner),
     /// An `s3://` prefix: listed every `every`, changed objects mirrored locally.
     Objects { source: ObjectSource, every: Duration },
+    /// A git repository: its refs polled every `every` ([`ctxd_stages::git`]).
+    Git { source: Box<GitSource>, every: Duration },
 }
 
 impl Origin {
@@ -49,6 +53,12 @@ impl Origin {
     pub(crate) fn open(cfg: &Config, src: &NamedSource) -> Result<Self, PipelineError> {
         let root = src.root.clone();
         let select = Selector::new(&src.name, &src.include, &src.exclude)?;
+        if let Some(repo) = &src.git {
+            let git = GitSource::open(repo, &src.name, src.refs.clone(), select, src.mirror(), cfg.source.max_file_bytes)?;
+            tracing::info!(source = %src.name, repository = %repo.display(), refs = ?src.refs, "reading git refs from the object database");
+            let every = Duration::from_secs(src.poll_interval_secs.max(1));
+            return Ok(Origin::Git { source: Box::new(git), every });
+        }
         if src.is_object_store() {
             let uri = root.to_string_lossy().into_owned();
             let mut objects =
@@ -104,6 +114,8 @@ pub(crate) struct Source {
     pub(crate) debounce: Duration,
     pub(crate) freshness: Arc<Freshness>,
     pub(crate) gate: ScanGate,
+    /// Records the history of git refs and of a folder that is a git work tree (`None`: off).
+    pub(crate) history: Option<Arc<Recorder>>,
 }
 
 impl Source {
@@ -112,11 +124,21 @@ impl Source {
         let scanner = match origin {
             Origin::Local(scanner) => scanner,
             Origin::Objects { source, every } => return self.run_objects(source, every, follow).await,
+            Origin::Git { source, every } => return self.run_git(*source, every, follow).await,
         };
         // Start watching before scanning: a change during the scan is not lost.
         let mut watcher = if follow { Some(EventWatcher::start(&scanner, self.debounce)?) } else { None };
         scan_and_reconcile(&scanner, &self.state, &self.emitter, &self.shutdown).await;
         self.gate.passed(&self.emitter.tracker);
+        if let Some(recorder) = self.history.clone() {
+            let (root, select) = (scanner.root().to_path_buf(), scanner.selector().clone());
+            let follow_head = crate::history::follow_work_tree(recorder, root, select, follow, self.shutdown.clone());
+            if follow {
+                tokio::spawn(follow_head);
+            } else {
+                follow_head.await;
+            }
+        }
         let Some(watcher) = watcher.as_mut() else { return Ok(()) };
         loop {
             tokio::select! {
@@ -148,6 +170,106 @@ impl Source {
         Ok(())
     }
 
+    /// Polls a git source: once at start (every file of every ref reported, indexed files of
+    /// the source missing from every ref removed), then, when following, every `every` (only
+    /// what moved). gitoxide is blocking: each poll runs on a blocking thread.
+    async fn run_git(mut self, mut git: GitSource, every: Duration, follow: bool) -> Result<(), StageError> {
+        let owner = Selector::owning(&format!("{}@", git.name()));
+        let poked = crate::trigger::for_source(git.name());
+        let mut first = true;
+        loop {
+            let polled = tokio::task::spawn_blocking(move || {
+                let out = git.poll(first);
+                (git, out)
+            })
+            .await
+            .map_err(|e| StageError::Git { path: Default::default(), message: format!("poll thread: {e}") })?;
+            git = polled.0;
+            if let Some(recorder) = &self.history {
+                record_refs(recorder, &mut git).await;
+            }
+            match polled.1 {
+                Ok(changes) => {
+                    let mut seen = Pass { completed: true, ..Pass::default() };
+                    for change in changes {
+                        if *self.shutdown.borrow() {
+                            return Ok(());
+                        }
+                        let work = match change {
+                            GitChange::Update(file) => {
+                                seen.seen.insert(file.rel.clone());
+                                if !first {
+                                    self.freshness.changed(&file.rel, SystemTime::now());
+                                }
+                                FileWork::Update(file)
+                            }
+                            GitChange::Unchanged(rel) => {
+                                seen.seen.insert(rel);
+                                continue;
+                            }
+                            GitChange::Removed(rel) => {
+                                if first || self.state.get(&rel).is_none() {
+                                    continue;
+                                }
+                                self.freshness.changed(&rel, SystemTime::now());
+                                FileWork::Remove(rel)
+                            }
+                        };
+                        if !self.emitter.emit(work).await {
+                            return Ok(());
+                        }
+                    }
+                    if first {
+                        if !remove_gone(&self.state, &seen, &self.emitter, &owner).await {
+                            return Ok(());
+                        }
+                        self.gate.passed(&self.emitter.tracker);
+                        first = false;
+                        if !follow {
+                            return Ok(());
+                        }
+                    }
+                }
+                Err(e) if first && !follow => return Err(e),
+                Err(e) => {
+                    metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind()).increment(1);
+                    tracing::warn!("{e}; retrying in {}s", every.as_secs());
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = poked.notified() => tracing::debug!("a webhook asked for a poll"),
+                _ = self.shutdown.changed() => {}
+            }
+            if *self.shutdown.borrow() {
+                return Ok(());
+            }
+        }
+    }
+
+}
+
+/// Records the history of the refs of `git` that moved, and clears those that went away.
+async fn record_refs(recorder: &Recorder, git: &mut GitSource) {
+    for (r, commit) in git.take_moved() {
+        let stored_prefix = format!("{}/", git.stored(&r, "").trim_end_matches('/'));
+        match commit {
+            None => recorder.clear(&stored_prefix).await,
+            Some(tip) => {
+                let view = View {
+                    repo: git.repository().to_path_buf(),
+                    tip,
+                    repo_prefix: String::new(),
+                    stored_prefix,
+                    keep: git.selector().clone(),
+                };
+                recorder.record(view).await;
+            }
+        }
+    }
+}
+
+impl Source {
     /// Lists the bucket prefix: once at start (every object reported, indexed paths missing
     /// from the listing removed), then, when following, every `every` (only the diff).
     async fn run_objects(mut self, mut objects: ObjectSource, every: Duration, follow: bool) -> Result<(), StageError> {

@@ -45,6 +45,7 @@ pub(crate) fn row(i: usize, model: &str) -> ChunkRow {
             content_hash: format!("h{i}"),
             token_count: 4,
             source: String::new(),
+            git_ref: String::new(),
         },
         embed_key: format!("k{i}-{model}"),
         file_hash: format!("fh{}", i / 4),

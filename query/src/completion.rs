@@ -82,6 +82,9 @@ pub struct CompletionRequest {
     /// Only these named sources (see [`crate::sources`]).
     #[serde(default, deserialize_with = "crate::sources::de_sources")]
     pub source: Option<ctxd_index::SourceScope>,
+    /// A git source's branch, tag or commit to read (default: each git source's first ref).
+    #[serde(default, rename = "ref")]
+    pub git_ref: Option<String>,
 }
 
 /// One snippet, in the shape IDE completion providers use.
@@ -441,6 +444,7 @@ mod tests {
             min_score: 0.0,
             strategy,
             source: None,
+            git_ref: None,
         }
     }
 

@@ -94,6 +94,9 @@ pub struct SearchRequest {
     /// wire narrows it to what the caller may read before the search runs.
     #[serde(default, deserialize_with = "crate::sources::de_sources")]
     pub source: Option<ctxd_index::SourceScope>,
+    /// A git source's branch, tag or commit to read (default: each git source's first ref).
+    #[serde(default, rename = "ref")]
+    pub git_ref: Option<String>,
     /// Only paths under this prefix.
     #[serde(default)]
     pub path_prefix: Option<String>,
@@ -127,6 +130,7 @@ impl SearchRequest {
             as_of: None,
             current_file: None,
             source: None,
+            git_ref: None,
             path_prefix: None,
             language: None,
             scope: None,

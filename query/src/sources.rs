@@ -44,20 +44,33 @@ pub fn from_args(args: &serde_json::Value) -> Result<Option<SourceScope>, Search
     }
 }
 
+/// `ref` of a tool's JSON arguments: absent or null → `None`.
+pub fn ref_from_args(args: &serde_json::Value) -> Result<Option<String>, SearchError> {
+    match args.get("ref") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(r)) if !r.trim().is_empty() => Ok(Some(r.trim().to_string())),
+        Some(_) => Err(SearchError::BadSource("argument 'ref' must be a branch, tag or commit name".into())),
+    }
+}
+
 /// What a server knows about sources: the configured names (empty for an index of one
 /// unnamed source). Which sources a caller may read comes from its token (serve's `auth`).
 #[derive(Debug, Clone, Default)]
 pub struct Access {
     /// The configured source names.
     pub known: Vec<String>,
+    /// `(name, default ref)` of the git sources among them.
+    pub git: Vec<(String, String)>,
 }
 
 impl Access {
-    /// The scope a request reads: `requested` (checked against the known names) narrowed to
-    /// what `allowed` (the caller's token) may read. `Ok(None)`: every source.
+    /// The scope a request reads: `requested` (checked against the known names) at `git_ref`
+    /// (git sources only; each git source's default ref without one), narrowed to what
+    /// `allowed` (the caller's token) may read. `Ok(None)`: every source.
     pub fn resolve(
         &self,
         requested: Option<&SourceScope>,
+        git_ref: Option<&str>,
         allowed: Option<&SourceScope>,
     ) -> Result<Option<SourceScope>, SearchError> {
         if let Some(req) = requested {
@@ -73,20 +86,41 @@ impl Access {
                     self.known.join(", ")
                 )));
             }
-        }
-        match (requested, allowed) {
-            (None, None) => Ok(None),
-            (Some(r), None) => Ok(Some(r.clone())),
-            (None, Some(a)) => Ok(Some(a.clone())),
-            (Some(r), Some(a)) => {
-                if let Some(denied) = r.names().iter().find(|n| !a.contains(n)) {
+            if let Some(a) = allowed {
+                if let Some(denied) = req.names().iter().find(|n| !a.contains(n)) {
                     return Err(SearchError::Forbidden(format!(
                         "this token may not read source '{denied}' (it may read: {a})"
                     )));
                 }
-                Ok(Some(r.clone()))
             }
         }
+        let is_git = |n: &str| self.git.iter().find(|(g, _)| g == n).map(|(_, d)| d.as_str());
+        if self.git.is_empty() {
+            if git_ref.is_some() {
+                return Err(SearchError::BadSource(
+                    "`ref` reads a git source at a branch, tag or commit, but this index has no git source".into(),
+                ));
+            }
+            return Ok(requested.or(allowed).cloned());
+        }
+        // Sources as named, then each git source at its ref (a view of its own: `name@ref`).
+        let names: Vec<String> = match (requested, allowed) {
+            (Some(r), _) => r.names().to_vec(),
+            (None, Some(a)) => a.names().to_vec(),
+            (None, None) => self.known.clone(),
+        };
+        if let (Some(r), Some(folder)) = (git_ref, requested.and_then(|q| q.names().iter().find(|n| is_git(n).is_none()))) {
+            return Err(SearchError::BadSource(format!("source '{folder}' is not a git source: it has no ref '{r}'")));
+        }
+        let mut out = Vec::new();
+        for n in names {
+            match (is_git(&n), git_ref) {
+                (Some(default), r) => out.push(format!("{n}@{}", r.unwrap_or(default).replace('/', "~"))),
+                (None, Some(_)) => {}
+                (None, None) => out.push(n),
+            }
+        }
+        Ok(Some(SourceScope::new(out)))
     }
 }
 
@@ -115,17 +149,31 @@ mod tests {
 
     #[test]
     fn requests_are_checked_against_known_sources_and_narrowed_by_tokens() {
-        let access = Access { known: vec!["api".into(), "docs".into(), "web".into()] };
+        let access = Access { known: vec!["api".into(), "docs".into(), "web".into()], git: Vec::new() };
         let s = |t: &str| parse_list(t).unwrap();
-        assert_eq!(access.resolve(None, None).unwrap(), None);
-        assert_eq!(access.resolve(Some(&s("api")), None).unwrap(), Some(s("api")));
-        assert!(matches!(access.resolve(Some(&s("nope")), None), Err(SearchError::BadSource(_))));
+        assert_eq!(access.resolve(None, None, None).unwrap(), None);
+        assert_eq!(access.resolve(Some(&s("api")), None, None).unwrap(), Some(s("api")));
+        assert!(matches!(access.resolve(Some(&s("nope")), None, None), Err(SearchError::BadSource(_))));
         let token = s("api,docs");
-        assert_eq!(access.resolve(None, Some(&token)).unwrap(), Some(token.clone()));
-        assert_eq!(access.resolve(Some(&s("docs")), Some(&token)).unwrap(), Some(s("docs")));
-        let denied = access.resolve(Some(&s("web")), Some(&token)).unwrap_err();
+        assert_eq!(access.resolve(None, None, Some(&token)).unwrap(), Some(token.clone()));
+        assert_eq!(access.resolve(Some(&s("docs")), None, Some(&token)).unwrap(), Some(s("docs")));
+        let denied = access.resolve(Some(&s("web")), None, Some(&token)).unwrap_err();
         assert!(matches!(denied, SearchError::Forbidden(_)) && denied.to_string().contains("'web'"), "{denied}");
         let unnamed = Access::default();
-        assert!(matches!(unnamed.resolve(Some(&s("api")), None), Err(SearchError::BadSource(_))));
+        assert!(matches!(unnamed.resolve(Some(&s("api")), None, None), Err(SearchError::BadSource(_))));
+        assert!(matches!(access.resolve(None, Some("main"), None), Err(SearchError::BadSource(_))));
+    }
+
+    #[test]
+    fn git_sources_are_read_at_their_default_ref_or_the_one_asked_for() {
+        let git = vec![("lib".to_string(), "main".to_string())];
+        let access = Access { known: vec!["docs".into(), "lib".into()], git };
+        let s = |t: &str| parse_list(t).unwrap();
+        assert_eq!(access.resolve(None, None, None).unwrap(), Some(s("docs,lib@main")));
+        assert_eq!(access.resolve(Some(&s("lib")), Some("release/1.0"), None).unwrap(), Some(s("lib@release~1.0")));
+        assert_eq!(access.resolve(None, Some("v2"), None).unwrap(), Some(s("lib@v2")), "folders have no refs");
+        assert!(matches!(access.resolve(Some(&s("docs")), Some("v2"), None), Err(SearchError::BadSource(_))));
+        assert_eq!(access.resolve(None, None, Some(&s("lib"))).unwrap(), Some(s("lib@main")));
+        assert!(matches!(access.resolve(Some(&s("docs")), None, Some(&s("lib"))), Err(SearchError::Forbidden(_))));
     }
 }

@@ -47,6 +47,9 @@ pub struct ListSymbolsRequest {
     /// Only these named sources (see [`crate::sources`]).
     #[serde(default, deserialize_with = "crate::sources::de_sources")]
     pub source: Option<ctxd_index::SourceScope>,
+    /// A git source's branch, tag or commit to read (default: each git source's first ref).
+    #[serde(default, rename = "ref")]
+    pub git_ref: Option<String>,
     #[serde(default)]
     pub session: Option<String>,
 }
@@ -95,6 +98,9 @@ pub struct GetSymbolsRequest {
     /// Only these named sources (see [`crate::sources`]).
     #[serde(default, deserialize_with = "crate::sources::de_sources")]
     pub source: Option<ctxd_index::SourceScope>,
+    /// A git source's branch, tag or commit to read (default: each git source's first ref).
+    #[serde(default, rename = "ref")]
+    pub git_ref: Option<String>,
     #[serde(default)]
     pub session: Option<String>,
 }

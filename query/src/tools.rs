@@ -10,6 +10,7 @@
 //! | `imports` / `imported_by` | `path` | `{"path","files":[{path,lines,names,test}]}` |
 //! | `impact` | `paths` and/or `diff`, `limit` | `{"changed","affected","tests"}` |
 //! | `repo_map` | `query`?, `budget` | `{"files","text","tokens","budget","ranked_by"}` |
+//! | `history` | `path`, `limit` | `{"files":[{path,source,ref,commits,cochanged}]}` (see [`crate::locate::history`]) |
 
 use serde_json::Value;
 
@@ -32,10 +33,11 @@ pub enum GraphTool {
     ImportedBy,
     Impact,
     RepoMap,
+    History,
 }
 
 impl GraphTool {
-    pub const ALL: [GraphTool; 8] = [
+    pub const ALL: [GraphTool; 9] = [
         GraphTool::Locate,
         GraphTool::FindReferences,
         GraphTool::Callers,
@@ -44,6 +46,7 @@ impl GraphTool {
         GraphTool::ImportedBy,
         GraphTool::Impact,
         GraphTool::RepoMap,
+        GraphTool::History,
     ];
 
     /// The tool's name (MCP tool name; the HTTP route is `/v1/graph/<name>`, `/v1/locate`).
@@ -57,6 +60,7 @@ impl GraphTool {
             GraphTool::ImportedBy => "imported_by",
             GraphTool::Impact => "impact",
             GraphTool::RepoMap => "repo_map",
+            GraphTool::History => "history",
         }
     }
 
@@ -135,6 +139,16 @@ impl GraphTools {
         self.locator.graph(as_of, source).await
     }
 
+    /// A file's recorded history (see [`crate::locate::history`]).
+    pub async fn history(
+        &self,
+        path: &str,
+        limit: usize,
+        source: Option<&SourceScope>,
+    ) -> Result<crate::locate::history::HistoryAnswer, SearchError> {
+        self.locator.history(path, limit, source).await
+    }
+
     /// Localization (see [`crate::locate`]).
     pub async fn locate(&self, req: &LocateRequest) -> Result<crate::locate::LocateAnswer, SearchError> {
         self.locator.locate(req).await
@@ -184,7 +198,7 @@ impl GraphTools {
         let graph = || self.graph(as_of.as_deref(), source);
         match tool {
             GraphTool::Locate => {
-                known_args(args, &["text", "k", "without", "definitions", "as_of", "source"])?;
+                known_args(args, &["text", "k", "without", "definitions", "as_of", "source", "ref"])?;
                 let mut req = LocateRequest::new(str_arg(args, "text")?);
                 req.k = usize_arg(args, "k", 10, MAX_LOCATE_K)?;
                 req.without = strings_arg(args, "without")?;
@@ -194,7 +208,7 @@ impl GraphTools {
                 json(serde_json::to_value(self.locator.locate(&req).await?))
             }
             GraphTool::FindReferences | GraphTool::Callers | GraphTool::Callees => {
-                known_args(args, &["symbol", "limit", "kinds", "as_of", "source"])?;
+                known_args(args, &["symbol", "limit", "kinds", "as_of", "source", "ref"])?;
                 let symbol = str_arg(args, "symbol")?;
                 let limit = usize_arg(args, "limit", 50, 1000)?;
                 let g = graph().await?;
@@ -212,7 +226,7 @@ impl GraphTools {
                 json(serde_json::to_value(answer))
             }
             GraphTool::Imports | GraphTool::ImportedBy => {
-                known_args(args, &["path", "as_of", "source"])?;
+                known_args(args, &["path", "as_of", "source", "ref"])?;
                 let path = str_arg(args, "path")?;
                 let g = graph().await?;
                 let answer = match tool {
@@ -222,7 +236,7 @@ impl GraphTools {
                 json(serde_json::to_value(answer))
             }
             GraphTool::Impact => {
-                known_args(args, &["paths", "diff", "limit", "as_of", "source"])?;
+                known_args(args, &["paths", "diff", "limit", "as_of", "source", "ref"])?;
                 let mut changes: Vec<Change> =
                     strings_arg(args, "paths")?.into_iter().map(|path| Change { path, lines: Vec::new() }).collect();
                 if let Some(diff) = args.get("diff").and_then(Value::as_str).filter(|d| !d.trim().is_empty()) {
@@ -241,8 +255,14 @@ impl GraphTools {
                 let g = graph().await?;
                 json(serde_json::to_value(impact(&g.code, &changes, limit)))
             }
+            GraphTool::History => {
+                known_args(args, &["path", "limit", "as_of", "source", "ref"])?;
+                let path = str_arg(args, "path")?;
+                let limit = usize_arg(args, "limit", 10, 300)?;
+                json(serde_json::to_value(self.locator.history(path, limit, source).await?))
+            }
             GraphTool::RepoMap => {
-                known_args(args, &["query", "budget", "as_of", "source"])?;
+                known_args(args, &["query", "budget", "as_of", "source", "ref"])?;
                 let budget = usize_arg(args, "budget", 1024, 64_000)?;
                 let query = args.get("query").and_then(Value::as_str).filter(|q| !q.trim().is_empty());
                 let map = self.repo_map(query, budget, as_of.as_deref(), source).await?;

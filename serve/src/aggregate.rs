@@ -84,6 +84,9 @@ pub struct AggregateRequest {
     /// wire to what the caller's token may read). Other daemons answer with their own sources.
     #[serde(default, deserialize_with = "ctxd_query::sources::de_sources")]
     pub source: Option<ctxd_index::SourceScope>,
+    /// A git source's branch, tag or commit to read (default: each git source's first ref).
+    #[serde(default, rename = "ref")]
+    pub git_ref: Option<String>,
 }
 
 /// One block of the aggregated context.

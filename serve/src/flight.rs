@@ -57,9 +57,14 @@ impl FlightApi {
 
     /// The sources a ticket reads: its `source` narrowed to the caller's token (the
     /// interceptor put the [`crate::auth::Caller`] on the request).
-    fn scope<T>(&self, request: &Request<T>, requested: Option<&SourceScope>) -> Result<Option<SourceScope>, Status> {
+    fn scope<T>(
+        &self,
+        request: &Request<T>,
+        requested: Option<&SourceScope>,
+        git_ref: Option<&str>,
+    ) -> Result<Option<SourceScope>, Status> {
         let allowed = request.extensions().get::<crate::auth::Caller>().and_then(|c| c.sources.as_ref());
-        self.access.resolve(requested, allowed).map_err(|e| {
+        self.access.resolve(requested, git_ref, allowed).map_err(|e| {
             if e.is_forbidden() {
                 Status::permission_denied(e.to_string())
             } else {
@@ -141,7 +146,7 @@ fn index_status(e: ctxd_index::IndexError) -> Status {
 /// A `do_get` ticket.
 enum TicketRequest {
     Search(SearchRequest),
-    Table { as_of: Option<String>, source: Option<SourceScope> },
+    Table { as_of: Option<String>, source: Option<SourceScope>, git_ref: Option<String> },
 }
 
 fn parse_ticket(bytes: &[u8]) -> Result<TicketRequest, Status> {
@@ -160,12 +165,13 @@ fn parse_ticket(bytes: &[u8]) -> Result<TicketRequest, Status> {
             }
         };
         if let Some(extra) =
-            value.as_object().and_then(|o| o.keys().find(|k| !["table", "as_of", "source"].contains(&k.as_str())))
+            value.as_object().and_then(|o| o.keys().find(|k| !["table", "as_of", "source", "ref"].contains(&k.as_str())))
         {
             return Err(Status::invalid_argument(format!("unknown ticket field '{extra}'")));
         }
         let source = ctxd_query::sources::from_args(&value).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        return Ok(TicketRequest::Table { as_of, source });
+        let git_ref = ctxd_query::sources::ref_from_args(&value).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        return Ok(TicketRequest::Table { as_of, source, git_ref });
     }
     let req: SearchRequest = serde_json::from_value(value)
         .map_err(|e| Status::invalid_argument(format!("ticket is neither a search nor a table request: {e}")))?;
@@ -266,13 +272,13 @@ impl FlightService for FlightApi {
         let batches: BoxStream<'static, Result<RecordBatch, FlightError>> =
             match ticket {
                 TicketRequest::Search(mut req) => {
-                    req.source = self.scope(&request, req.source.as_ref())?;
+                    req.source = self.scope(&request, req.source.as_ref(), req.git_ref.as_deref())?;
                     let resp = self.searcher.search(&req).await.map_err(status)?;
                     let batch = results_batch(&resp).map_err(|e| Status::internal(e.to_string()))?;
                     stream::iter([Ok(batch)]).boxed()
                 }
-                TicketRequest::Table { as_of, source } => {
-                    let scope = self.scope(&request, source.as_ref())?;
+                TicketRequest::Table { as_of, source, git_ref } => {
+                    let scope = self.scope(&request, source.as_ref(), git_ref.as_deref())?;
                     let index = self.searcher.index();
                     let view = match as_of {
                         Some(spec) => {
@@ -319,7 +325,7 @@ mod tests {
         assert!(
             matches!(parse_ticket(br#"{"table":"chunks","as_of":3}"#), Ok(TicketRequest::Table { as_of: Some(v), .. }) if v == "3")
         );
-        assert!(matches!(parse_ticket(br#"{"table":"chunks"}"#), Ok(TicketRequest::Table { as_of: None, source: None })));
+        assert!(matches!(parse_ticket(br#"{"table":"chunks"}"#), Ok(TicketRequest::Table { as_of: None, source: None, .. })));
         assert!(matches!(
             parse_ticket(br#"{"table":"chunks","source":["api"]}"#),
             Ok(TicketRequest::Table { source: Some(s), .. }) if s.names() == ["api"]

@@ -73,6 +73,15 @@ pub fn mcp_tools() -> Vec<Value> {
             json!({"type": "object", "properties": {
                 "query": {"type": "string"}, "budget": {"type": "integer", "minimum": 1, "maximum": 64000, "default": 1024}}}),
         ),
+        tool(
+            GraphTool::History.name(),
+            "A file's recent commits (id, date, author, message) and the files that change with it, from the git \
+             history the index recorded (git sources, folders that are git clones). Cost: about 30 tokens per commit \
+             (limit=10: ~400).",
+            json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "a file: its indexed path, or a path inside the source"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 300, "default": 10}}, "required": ["path"]}),
+        ),
     ]
 }
 

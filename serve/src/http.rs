@@ -8,9 +8,10 @@
 //! | `POST /v1/completion-context` | `{uri,language?,prefix,suffix?,line,max_chunks?,min_score?,strategy?}` → `{"snippets":[{uri,line_start,line_end,symbol_name,value,importance}]}` (empty until ready) |
 //! | `POST /v1/aggregate` | `{query, budget, sources?, format?}` → blocks from several sources ([`crate::aggregate`]) |
 //! | `POST /v1/locate` | `{"text","k"?,"without"?}` (text ≤ 1 MB) → `{"files":[{path,score,why,definitions}]}` ([`ctxd_query::locate`]) |
-//! | `POST /v1/graph/<tool>` | `find_references`, `callers`, `callees`, `imports`, `imported_by`, `impact`, `repo_map` with the MCP tool's arguments ([`ctxd_query::tools`]) |
+//! | `POST /v1/graph/<tool>` | `find_references`, `callers`, `callees`, `imports`, `imported_by`, `impact`, `repo_map`, `history` with the MCP tool's arguments ([`ctxd_query::tools`]) |
 //! | `GET /v1/status` | `{"version","ready","model"}` |
 //! | `POST /mcp` | Model Context Protocol (JSON-RPC; see [`crate::mcp`]) |
+//! | `POST /v1/sources/{name}/poll` | a git source polls its refs now: a git host's push webhook (GitHub/GitLab signatures with `[server] webhook_secret_file`), see [`crate::webhook`] |
 //! | `GET /healthz` | 200 while the process serves requests |
 //! | `GET /readyz` | 200 once the initial scan is committed, 503 before |
 //! | `GET /metrics` | Prometheus text |
@@ -58,6 +59,11 @@ pub struct AppState {
     pub mcp: Option<Arc<crate::mcp::McpServer>>,
     /// The sources behind `POST /v1/aggregate` (none: 404).
     pub aggregator: Option<Arc<crate::aggregate::Aggregator>>,
+    /// Wakes a git source's poll by name (false: no such source runs); none: this process
+    /// runs no sources ([`crate::webhook`]).
+    pub poll: Option<Arc<dyn Fn(&str) -> bool + Send + Sync>>,
+    /// The git hosts' webhook secret (`[server] webhook_secret_file`).
+    pub webhook_secret: Option<String>,
 }
 
 /// What the router's handlers extract: the caller's [`AppState`] and what the wire keeps
@@ -112,9 +118,10 @@ pub(crate) fn scope_of(
     access: &ctxd_query::Access,
     caller: &CallerExt,
     requested: Option<&SourceScope>,
+    git_ref: Option<&str>,
 ) -> Result<Option<SourceScope>, Response> {
     let allowed = caller.as_ref().and_then(|c| c.sources.as_ref());
-    access.resolve(requested, allowed).map_err(|e| {
+    access.resolve(requested, git_ref, allowed).map_err(|e| {
         let status = if e.is_forbidden() { StatusCode::FORBIDDEN } else { StatusCode::BAD_REQUEST };
         error(status, e.to_string())
     })
@@ -126,8 +133,10 @@ pub(crate) fn scope_of_args(
     caller: &CallerExt,
     args: &serde_json::Value,
 ) -> Result<Option<SourceScope>, Response> {
-    let requested = ctxd_query::sources::from_args(args).map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
-    scope_of(access, caller, requested.as_ref())
+    let bad = |e: crate::SearchError| error(StatusCode::BAD_REQUEST, e.to_string());
+    let requested = ctxd_query::sources::from_args(args).map_err(bad)?;
+    let git_ref = ctxd_query::sources::ref_from_args(args).map_err(bad)?;
+    scope_of(access, caller, requested.as_ref(), git_ref.as_deref())
 }
 
 async fn search(
@@ -144,7 +153,7 @@ async fn search(
         }
     };
     let mode = req.mode.as_str();
-    req.source = match scope_of(&state.access, &caller, req.source.as_ref()) {
+    req.source = match scope_of(&state.access, &caller, req.source.as_ref(), req.git_ref.as_deref()) {
         Ok(s) => s,
         Err(resp) => return resp,
     };
@@ -194,7 +203,7 @@ async fn context(
             return body_error(&rej);
         }
     };
-    req.source = match scope_of(&state.access, &caller, req.source.as_ref()) {
+    req.source = match scope_of(&state.access, &caller, req.source.as_ref(), req.git_ref.as_deref()) {
         Ok(s) => s,
         Err(resp) => return resp,
     };
@@ -221,7 +230,7 @@ async fn context_stream(
         Ok(Json(req)) => req,
         Err(rej) => return body_error(&rej),
     };
-    req.source = match scope_of(&state.access, &caller, req.source.as_ref()) {
+    req.source = match scope_of(&state.access, &caller, req.source.as_ref(), req.git_ref.as_deref()) {
         Ok(s) => s,
         Err(resp) => return resp,
     };
@@ -265,7 +274,7 @@ async fn completion_context(
         Ok(Json(req)) => req,
         Err(rej) => return body_error(&rej),
     };
-    req.source = match scope_of(&state.access, &caller, req.source.as_ref()) {
+    req.source = match scope_of(&state.access, &caller, req.source.as_ref(), req.git_ref.as_deref()) {
         Ok(s) => s,
         Err(resp) => return resp,
     };
@@ -319,7 +328,7 @@ async fn aggregate(
         Ok(Json(r)) => r,
         Err(rej) => return body_error(&rej),
     };
-    req.source = match scope_of(&state.access, &caller, req.source.as_ref()) {
+    req.source = match scope_of(&state.access, &caller, req.source.as_ref(), req.git_ref.as_deref()) {
         Ok(s) => s,
         Err(resp) => return resp,
     };
@@ -465,6 +474,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/graph/{tool}", post(crate::graph_tools::graph_handler).layer(long_body))
         .route("/v1/status", get(status))
         .route("/v1/sessions/{id}", get(session_usage))
+        .route("/v1/sources/{name}/poll", post(crate::webhook::poll_handler))
         .route("/v1/symbols/{which}", post(crate::symbol_tools::handler))
         .route("/mcp", post(mcp).get(mcp_get))
         .route("/healthz", get(healthz))

@@ -24,6 +24,7 @@ pub mod http;
 pub mod mcp;
 pub mod metrics;
 pub mod symbol_tools;
+pub mod webhook;
 
 pub use ctxd_query::{
     completion, context, doc_type, error, eval, graph, locate, rerank, route, routed, search, session, symbols, tools,

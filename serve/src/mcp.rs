@@ -14,7 +14,7 @@
 //! | `get_symbol_source` | `name`, `path` | the definition's source lines from the index |
 //! | `get_repo_overview` | `max_tokens`≤8000 | languages, top folders, key types, under a token cap |
 //! | `check_index` | `refresh` | index version and age; files changed, new or gone since the last commit |
-//! | `locate`, `find_references`, `callers`, `callees`, `imports`, `imported_by`, `impact`, `repo_map` | see [`crate::graph_tools`] | files for an issue; the code graph |
+//! | `locate`, `find_references`, `callers`, `callees`, `imports`, `imported_by`, `impact`, `repo_map`, `history` | see [`crate::graph_tools`] | files for an issue; the code graph |
 //!
 //! Tool failures (unknown symbol, bad arguments) are tool results with `isError: true`, as
 //! the protocol asks; only malformed JSON-RPC gets a JSON-RPC error. Nothing here reads files
@@ -129,6 +129,10 @@ pub fn tools() -> Vec<Value> {
     // Every tool that reads the index takes `source` (an index of named sources).
     for t in list.iter_mut().filter(|t| t["name"] != "check_index") {
         if let Some(props) = t["inputSchema"]["properties"].as_object_mut() {
+            props.insert(
+                "ref".into(),
+                json!({"type": "string", "description": "a git source's branch, tag or commit (default: its first configured ref)"}),
+            );
             props.insert(
                 "source".into(),
                 json!({"description": "only these named sources: a name, \"a,b\" or a list (default: all you may read)",
@@ -268,8 +272,10 @@ impl McpServer {
 
     async fn call(&self, name: &str, args: &Value) -> Result<Value, CallError> {
         let started = std::time::Instant::now();
-        let scope = ctxd_query::sources::from_args(args)
-            .and_then(|requested| self.access.resolve(requested.as_ref(), self.allowed.as_ref()));
+        let scope = ctxd_query::sources::from_args(args).and_then(|requested| {
+            let git_ref = ctxd_query::sources::ref_from_args(args)?;
+            self.access.resolve(requested.as_ref(), git_ref.as_deref(), self.allowed.as_ref())
+        });
         let scope = match scope {
             Ok(s) => s,
             Err(e) => return Err(CallError::Failed(e.to_string())),
@@ -588,7 +594,8 @@ mod tests {
                 "imports",
                 "imported_by",
                 "impact",
-                "repo_map"
+                "repo_map",
+                "history"
             ]
         );
         for t in tools() {

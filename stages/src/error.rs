@@ -23,6 +23,8 @@ pub enum StageError {
     Watch { path: PathBuf, message: String },
     #[error("object store {uri}: {message}")]
     Object { uri: String, message: String },
+    #[error("git repository {path}: {message}")]
+    Git { path: PathBuf, message: String },
     #[error("source configuration: {message}")]
     Config { message: String },
     #[error("{stage} stage crashed on {path}: {message}")]
@@ -40,6 +42,7 @@ impl StageError {
             StageError::Object { .. } => "object_store",
             StageError::Panic { .. } => "panic",
             StageError::Config { .. } => "config",
+            StageError::Git { .. } => "git",
         }
     }
 }

@@ -8,6 +8,8 @@
 //!   debounced `notify` events.
 //! * [`object`] — an `s3://` prefix as a source: listing + ETag/size diff on an interval,
 //!   changed objects streamed into a local mirror.
+//! * [`git`] — a git repository read from its object database: refs resolved, trees diffed,
+//!   blobs mirrored once by id, files under `<name>@<ref>/`.
 //! * [`select`] — a source's include/exclude globs and the `<name>/` its paths are stored under.
 //! * [`load`] — reads a file, skips unchanged ones by content hash, decodes UTF-8 (lossy with
 //!   a counted warning) and UTF-16, rejects binaries and oversized files with a counted reason;
@@ -26,7 +28,9 @@ pub mod counters;
 pub mod embed;
 pub mod error;
 pub mod formats;
+pub mod git;
 pub mod graph;
+pub mod history;
 pub mod lang;
 pub mod load;
 pub mod metrics;

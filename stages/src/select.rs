@@ -42,6 +42,12 @@ impl Selector {
         Ok(Self { prefix, include: set(include)?, exclude: set(exclude)? })
     }
 
+    /// A selector that only tells which stored paths are a source's: those starting with
+    /// `prefix` (a git source owns `<name>@…`).
+    pub fn owning(prefix: &str) -> Self {
+        Self { prefix: prefix.to_string(), ..Self::default() }
+    }
+
     /// Whether the file at `rel` (relative to the root) is indexed.
     pub fn matches(&self, rel: &str) -> bool {
         self.include.as_ref().is_none_or(|s| s.is_match(rel)) && !self.exclude.as_ref().is_some_and(|s| s.is_match(rel))

@@ -62,6 +62,35 @@ pub async fn locate(
     Ok(())
 }
 
+/// `ctxd history`: a file's recorded commits and co-changed files.
+pub async fn history(
+    path: &str,
+    db: &Path,
+    limit: usize,
+    source: Option<ctxd_query::SourceScope>,
+    json: bool,
+) -> Result<()> {
+    anyhow::ensure!((1..=300).contains(&limit), "--limit must be between 1 and 300 (got {limit})");
+    let searcher = open_searcher(db, &ModelArgs::default(), false).await?;
+    let tools = GraphTools::new(searcher.retriever().clone());
+    let answer = tools.history(path, limit, source.as_ref()).await?;
+    if json {
+        println!("{}", serde_json::to_string(&answer)?);
+        return Ok(());
+    }
+    for f in &answer.files {
+        println!("{}", f.path);
+        for c in &f.commits {
+            println!("  {} {} {:<16} {}", &c.commit[..c.commit.len().min(10)], &c.date[..c.date.len().min(10)], c.author, c.summary);
+        }
+        if !f.cochanged.is_empty() {
+            let with: Vec<String> = f.cochanged.iter().take(5).map(|(p, n)| format!("{p} ({n})")).collect();
+            println!("  changes with: {}", with.join(", "));
+        }
+    }
+    Ok(())
+}
+
 fn print_symbol_answer(a: &SymbolAnswer, json: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string(a)?);

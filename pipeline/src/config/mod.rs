@@ -75,6 +75,9 @@ impl Config {
             if s.root.is_relative() && !s.is_object_store() {
                 s.root = base.join(&s.root);
             }
+            if let Some(git) = s.git.as_mut().filter(|g| g.is_relative()) {
+                *git = base.join(&*git);
+            }
             if let Some(dir) = s.mirror_dir.as_mut().filter(|d| d.is_relative()) {
                 *dir = base.join(&*dir);
             }
@@ -83,6 +86,9 @@ impl Config {
             *dir = base.join(&*dir);
         }
         if let Some(file) = self.server.auth_token_file.as_mut().filter(|d| d.is_relative()) {
+            *file = base.join(&*file);
+        }
+        if let Some(file) = self.server.webhook_secret_file.as_mut().filter(|d| d.is_relative()) {
             *file = base.join(&*file);
         }
         if let Some(file) = self.server.source_tokens_file.as_mut().filter(|d| d.is_relative()) {

@@ -12,6 +12,10 @@
 //! root = "s3://team-docs/handbook"
 //! ```
 //!
+//! A git source names a repository instead of a root (`git = "/srv/repo.git"`, `refs = ["main",
+//! "release/*"]`; see `ctxd_stages::git`): its files are stored under `<name>@<ref>/<path>`, and
+//! queries read its first ref unless they ask for another (`ref`).
+//!
 //! Every file of a named source is stored under `<name>/<path>` (so one path in two sources
 //! never collides, in any table) with `source = <name>`; queries narrow to some sources with
 //! `source` (see `ctxd_index::scope`). A configuration with one `[source]` table and no `name`
@@ -19,7 +23,7 @@
 //! (`debounce_ms`, `max_file_bytes`, `stream_threshold_bytes`, `stream_block_bytes`, `embed`)
 //! may be written in any entry but must agree between entries.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::config::{sections::mirror_of, Config};
 
@@ -36,8 +40,15 @@ pub struct NamedSource {
     pub exclude: Vec<String>,
     /// For an `s3://` root: the local mirror (default under the cache).
     pub mirror_dir: Option<PathBuf>,
-    /// For an `s3://` root: seconds between two listings.
+    /// For an `s3://` root: seconds between two listings; for a git source, between two polls
+    /// of its refs.
     pub poll_interval_secs: u64,
+    /// A git source: the repository (a clone or a bare repository) read from its object
+    /// database; `root` is unused then.
+    pub git: Option<PathBuf>,
+    /// A git source's refs: branches, tags or commits, `*` globs over branch and tag names. The
+    /// first names the default view (no glob).
+    pub refs: Vec<String>,
 }
 
 impl NamedSource {
@@ -46,9 +57,19 @@ impl NamedSource {
         ctxd_stages::object::ObjectUri::is_object_uri(&self.root.to_string_lossy())
     }
 
-    /// The mirror directory of an `s3://` root.
+    /// The mirror directory of an `s3://` root, or of a git source's blobs (by default under
+    /// the cache, `ctxd/git/<name>`).
     pub fn mirror(&self) -> PathBuf {
-        mirror_of(&self.root, self.mirror_dir.as_ref())
+        match (&self.git, &self.mirror_dir) {
+            (Some(_), Some(dir)) => dir.clone(),
+            (Some(_), None) => mirror_of(Path::new(""), None).with_file_name("git").join(&self.name),
+            (None, _) => mirror_of(&self.root, self.mirror_dir.as_ref()),
+        }
+    }
+
+    /// A git source's default view: its first ref (`HEAD` when none is written).
+    pub fn default_ref(&self) -> &str {
+        self.refs.first().map_or("HEAD", String::as_str)
     }
 
     /// What the source's relative paths are stored under: `<name>/`, or nothing when unnamed.
@@ -75,7 +96,14 @@ impl Config {
             exclude: s.exclude.clone(),
             mirror_dir: s.mirror_dir.clone(),
             poll_interval_secs: s.poll_interval_secs,
+            git: None,
+            refs: Vec::new(),
         }]
+    }
+
+    /// `(name, default ref)` of each git source.
+    pub fn git_sources(&self) -> Vec<(String, String)> {
+        self.named.iter().filter(|s| s.git.is_some()).map(|s| (s.name.clone(), s.default_ref().to_string())).collect()
     }
 
     /// True when the sources have names (their files are stored under `<name>/`).

@@ -82,6 +82,8 @@ impl<'de> Deserialize<'de> for RawSources {
 pub(crate) struct RawSource {
     pub name: Key<String>,
     pub root: Key<PathBuf>,
+    pub git: Key<PathBuf>,
+    pub refs: Key<Vec<String>>,
     pub include: Key<Vec<String>>,
     pub exclude: Key<Vec<String>>,
     pub poll_interval_secs: Key<u64>,
@@ -107,6 +109,7 @@ pub(crate) struct RawIndex {
     pub vector_index_min_rows: Key<usize>,
     pub index_cache_mb: Key<usize>,
     pub metadata_cache_mb: Key<usize>,
+    pub history_commits: Key<usize>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }
@@ -173,6 +176,7 @@ pub(crate) struct RawServer {
     pub flight_listen: Key<String>,
     pub auth_token_file: Key<PathBuf>,
     pub source_tokens_file: Key<PathBuf>,
+    pub webhook_secret_file: Key<PathBuf>,
     pub rerank_depth: Key<usize>,
     pub session_ttl_secs: Key<u64>,
     pub max_sessions: Key<usize>,

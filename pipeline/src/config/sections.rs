@@ -163,6 +163,9 @@ pub struct IndexConfig {
     pub index_cache_mb: usize,
     /// Budget of LanceDB's metadata cache (manifests, fragment and file footers).
     pub metadata_cache_mb: usize,
+    /// Commits of history recorded per git ref, and for a folder that is a git work tree
+    /// (0: none): recency and co-change signals, `ctxd history` (see `ctxd_index::history`).
+    pub history_commits: usize,
 }
 
 impl Default for IndexConfig {
@@ -176,6 +179,7 @@ impl Default for IndexConfig {
             vector_index_min_rows: 100_000,
             index_cache_mb: 0,
             metadata_cache_mb: 32,
+            history_commits: ctxd_stages::history::DEFAULT_COMMITS,
         }
     }
 }
@@ -371,6 +375,10 @@ pub struct ServerConfig {
     /// Tokens limited to some named sources (`[[token]] token, sources`; see
     /// `ctxd_serve::auth::SourceTokens`): a request with one reads only those sources.
     pub source_tokens_file: Option<PathBuf>,
+    /// The shared secret of git hosting webhooks (`POST /v1/sources/<name>/poll`): GitHub's
+    /// `X-Hub-Signature-256` or GitLab's `X-Gitlab-Token` is checked against it instead of a
+    /// bearer token. None: the route takes the bearer token like every other.
+    pub webhook_secret_file: Option<PathBuf>,
     /// Routed searches (and contexts) rescore this many best candidates by late interaction
     /// (`ctxd_serve::rerank`, same default); 0 turns it off for every request. A request can
     /// still skip it with `"rerank": false`.
@@ -393,6 +401,7 @@ impl Default for ServerConfig {
             flight_listen: "127.0.0.1:7701".into(),
             auth_token_file: None,
             source_tokens_file: None,
+            webhook_secret_file: None,
             rerank_depth: 30,
             session_ttl_secs: 7200,
             max_sessions: 1000,
@@ -410,6 +419,23 @@ impl ServerConfig {
             message: format!("reading server.source_tokens_file: {e}"),
         })?;
         Ok(Some((file.clone(), text)))
+    }
+
+    /// The webhook secret (the trimmed contents of `webhook_secret_file`), if one is configured.
+    pub fn webhook_secret(&self) -> Result<Option<String>, PipelineError> {
+        let Some(file) = &self.webhook_secret_file else { return Ok(None) };
+        let text = std::fs::read_to_string(file).map_err(|e| PipelineError::Config {
+            path: file.clone(),
+            message: format!("reading server.webhook_secret_file: {e}"),
+        })?;
+        let secret = text.trim().to_string();
+        if secret.len() < 16 {
+            return Err(PipelineError::Config {
+                path: file.clone(),
+                message: "server.webhook_secret_file holds fewer than 16 characters: write a long random secret".into(),
+            });
+        }
+        Ok(Some(secret))
     }
 
     /// The bearer token: `CTXD_AUTH_TOKEN`, else the contents of `auth_token_file`.

@@ -12,6 +12,8 @@ use super::raw::{
     Field, Key, RawAggregate, RawAggregateSource, RawChunk, RawConfig, RawIndex, RawModel, RawPipeline, RawServer,
     RawSource, RawSources, RawStageTuning, Unknown,
 };
+use std::path::PathBuf;
+
 use super::named::{glob_problem, name_problem, NamedSource};
 use super::sections::{AggregateSourceConfig, Config, SourceConfig, StageTuning, MAX_RERANK_DEPTH};
 
@@ -111,13 +113,43 @@ pub(crate) fn build(raw: RawConfig, text: &str, from_env: &[(Vec<String>, String
 fn source(c: &mut Checker, cfg: &mut Config, mut raw: RawSource) {
     let p = &["source"][..];
     let name = c.value(p, "name", raw.name.take());
+    let (git, refs) = git_keys(c, p, &mut raw);
     shared_source_keys(c, &mut cfg.source, p, raw);
+    if git.is_some() && name.is_none() {
+        c.problem(&[p, &["name"]].concat(), "a git source needs a `name` (its files are stored under <name>@<ref>/)".into());
+    }
     if let Some(name) = name {
         if let Some(why) = name_problem(&name) {
             c.problem(&[p, &["name"]].concat(), why);
         }
         let one = cfg.sources().remove(0);
-        cfg.named = vec![NamedSource { name, ..one }];
+        cfg.named = vec![NamedSource { name, git, refs, ..one }];
+    }
+}
+
+/// `git` and `refs` of a source (refs default to `HEAD`; the first one, the default view, must
+/// name one ref: no glob).
+fn git_keys(c: &mut Checker, p: &[&str], raw: &mut RawSource) -> (Option<PathBuf>, Vec<String>) {
+    let git = c.value(p, "git", raw.git.take());
+    let refs = c.value(p, "refs", raw.refs.take());
+    match (&git, refs) {
+        (None, Some(_)) => {
+            c.problem(&[p, &["refs"]].concat(), "refs is for git sources: add `git = \"<repository>\"`".into());
+            (None, Vec::new())
+        }
+        (None, None) => (None, Vec::new()),
+        (Some(_), None) => (git, vec!["HEAD".into()]),
+        (Some(_), Some(refs)) => {
+            if refs.is_empty() || refs[0].contains('*') || refs.iter().any(|r| r.trim().is_empty() || r.contains('~')) {
+                c.problem(
+                    &[p, &["refs"]].concat(),
+                    "refs must list branches, tags or commits (`*` globs allowed after the first, which names the \
+                     default view)"
+                        .into(),
+                );
+            }
+            (git, refs)
+        }
     }
 }
 
@@ -129,7 +161,12 @@ fn named_sources(c: &mut Checker, cfg: &mut Config, entries: Vec<RawSource>) {
     let (defaults, mut shared, mut conflict) = (SourceConfig::default(), SourceConfig::default(), false);
     for mut raw in entries {
         let name = c.required(p, "name", raw.name.take());
-        let root = c.required(p, "root", raw.root.take());
+        let (git, refs) = git_keys(c, p, &mut raw);
+        let root = if git.is_some() {
+            c.value(p, "root", raw.root.take()).or(Some(PathBuf::new()))
+        } else {
+            c.required(p, "root", raw.root.take())
+        };
         let mut one = SourceConfig::default();
         shared_source_keys(c, &mut one, p, raw);
         macro_rules! agree {
@@ -154,6 +191,8 @@ fn named_sources(c: &mut Checker, cfg: &mut Config, entries: Vec<RawSource>) {
             exclude: one.exclude,
             mirror_dir: one.mirror_dir,
             poll_interval_secs: one.poll_interval_secs,
+            git,
+            refs,
         });
     }
     if conflict {
@@ -200,6 +239,7 @@ fn index(c: &mut Checker, cfg: &mut Config, raw: RawIndex) {
     c.set(&mut out.vector_index_min_rows, p, "vector_index_min_rows", raw.vector_index_min_rows);
     c.set(&mut out.index_cache_mb, p, "index_cache_mb", raw.index_cache_mb);
     c.set(&mut out.metadata_cache_mb, p, "metadata_cache_mb", raw.metadata_cache_mb);
+    c.set(&mut out.history_commits, p, "history_commits", raw.history_commits);
     c.unknown(p, raw.unknown);
 }
 
@@ -258,6 +298,8 @@ fn server(c: &mut Checker, cfg: &mut Config, raw: RawServer) {
     out.auth_token_file = c.value(p, "auth_token_file", raw.auth_token_file).or(out.auth_token_file.take());
     out.source_tokens_file =
         c.value(p, "source_tokens_file", raw.source_tokens_file).or(out.source_tokens_file.take());
+    out.webhook_secret_file =
+        c.value(p, "webhook_secret_file", raw.webhook_secret_file).or(out.webhook_secret_file.take());
     c.set(&mut out.rerank_depth, p, "rerank_depth", raw.rerank_depth);
     c.set(&mut out.session_ttl_secs, p, "session_ttl_secs", raw.session_ttl_secs);
     c.set(&mut out.max_sessions, p, "max_sessions", raw.max_sessions);

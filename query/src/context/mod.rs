@@ -112,6 +112,9 @@ pub struct ContextRequest {
     /// Only these named sources (see [`crate::sources`]).
     #[serde(default, deserialize_with = "crate::sources::de_sources")]
     pub source: Option<ctxd_index::SourceScope>,
+    /// A git source's branch, tag or commit to read (default: each git source's first ref).
+    #[serde(default, rename = "ref")]
+    pub git_ref: Option<String>,
     #[serde(default)]
     pub language: Option<Language>,
     #[serde(default)]
@@ -151,6 +154,7 @@ impl ContextRequest {
             current_file: None,
             path_prefix: None,
             source: None,
+            git_ref: None,
             language: None,
             scope: None,
             session: None,

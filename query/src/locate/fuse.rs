@@ -16,7 +16,7 @@ use crate::graph::{CodeGraph, Place};
 use crate::route::identifier_words;
 
 /// Weight of each scoring signal in the sum.
-pub const WEIGHTS: [(Signal, f64); 7] = [
+pub const WEIGHTS: [(Signal, f64); 9] = [
     (Signal::Paths, 1.0),
     (Signal::Frames, 0.9),
     (Signal::Symbols, 0.8),
@@ -24,7 +24,11 @@ pub const WEIGHTS: [(Signal, f64); 7] = [
     (Signal::Bm25, 1.0),
     (Signal::Vector, 0.7),
     (Signal::Graph, 0.5),
+    (Signal::Recency, 0.15),
+    (Signal::Cochange, 0.3),
 ];
+/// Recency weighs this much more for a debugging text (a traceback or an error message).
+const DEBUG_RECENCY: f64 = 2.0;
 /// Files seeding the PageRank walk.
 const SEEDS: usize = 10;
 /// Score multiplier of a test file (when the text does not ask for tests).
@@ -40,6 +44,8 @@ pub struct Inputs<'a> {
     pub bm25: &'a [Hit],
     pub vector: &'a [Hit],
     pub messages: &'a [(String, Vec<Hit>)],
+    /// The view's recent commits (empty without a git history).
+    pub history: &'a ctxd_index::History,
 }
 
 /// The BM25 text of an issue: title, identifiers (and their words), prose — distinct terms,
@@ -122,7 +128,15 @@ pub fn rank(graph: &Graph, inputs: &Inputs<'_>, without: &[Signal], k: usize, de
     if on(Signal::Vector) {
         parts.push((Signal::Vector, signals::aggregate(g, inputs.vector)));
     }
-    let weight = |s: Signal| WEIGHTS.iter().find(|(x, _)| *x == s).map_or(0.0, |(_, w)| *w);
+    let debugging = !issue.frames.is_empty() || !issue.messages.is_empty();
+    let weight = |s: Signal| {
+        let w = WEIGHTS.iter().find(|(x, _)| *x == s).map_or(0.0, |(_, w)| *w);
+        if s == Signal::Recency && debugging {
+            w * DEBUG_RECENCY
+        } else {
+            w
+        }
+    };
     let demote = |f: usize| -> f64 {
         if !on(Signal::Demote) {
             return 1.0;
@@ -163,6 +177,24 @@ pub fn rank(graph: &Graph, inputs: &Inputs<'_>, without: &[Signal], k: usize, de
             }
             parts.push((Signal::Graph, scores));
         }
+    }
+    let h = inputs.history;
+    if on(Signal::Cochange) && !h.is_empty() && !total.is_empty() {
+        let mut best: Vec<(usize, f64)> = total.iter().map(|(&f, &x)| (f, x * demote(f))).collect();
+        best.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let scores = super::history::cochange(g, h, &best);
+        for (&f, &x) in &scores.score {
+            *total.entry(f).or_default() += weight(Signal::Cochange) * x;
+        }
+        parts.push((Signal::Cochange, scores));
+    }
+    if on(Signal::Recency) && !h.is_empty() {
+        let candidates: Vec<usize> = total.keys().copied().collect();
+        let scores = super::history::recency(g, h, candidates.into_iter());
+        for (&f, &x) in &scores.score {
+            *total.entry(f).or_default() += weight(Signal::Recency) * x;
+        }
+        parts.push((Signal::Recency, scores));
     }
     let mut ranked: Vec<(usize, f64)> = total.into_iter().map(|(f, x)| (f, x * demote(f))).collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));

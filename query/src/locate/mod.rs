@@ -5,12 +5,14 @@
 //! cleaned prose); [`signals`] scores files by each signal; [`fuse`] combines them — a weighted
 //! sum of per-signal scores, personalised PageRank over the code graph from the best files,
 //! and the demotion of test, doc, example and vendored files unless the text asks for them.
+//! With a git history in the index ([`history`]), recency and co-change join the sum.
 //! `without` turns signals off (the evaluation's ablation).
 //!
 //! Texts up to [`MAX_LOCATE_BYTES`] are accepted (real issues carry tracebacks, logs and
 //! package lists); only their informative parts reach BM25 and the model.
 
 pub mod fuse;
+pub mod history;
 pub mod prior;
 pub mod signals;
 pub mod text;
@@ -55,6 +57,9 @@ pub struct LocateRequest {
     /// Only these named sources (see [`crate::sources`]).
     #[serde(default, deserialize_with = "crate::sources::de_sources")]
     pub source: Option<SourceScope>,
+    /// A git source's branch, tag or commit to read (default: each git source's first ref).
+    #[serde(default, rename = "ref")]
+    pub git_ref: Option<String>,
 }
 
 fn default_k() -> usize {
@@ -66,7 +71,7 @@ fn default_defs() -> usize {
 
 impl LocateRequest {
     pub fn new(text: impl Into<String>) -> Self {
-        Self { text: text.into(), k: default_k(), without: Vec::new(), definitions: default_defs(), as_of: None, source: None }
+        Self { text: text.into(), k: default_k(), without: Vec::new(), definitions: default_defs(), as_of: None, source: None, git_ref: None }
     }
 
     /// Checks the text and k; parses `without`.
@@ -115,11 +120,12 @@ pub struct LocateAnswer {
 pub struct Locator {
     retriever: Retriever,
     graphs: GraphCache,
+    histories: history::HistoryCache,
 }
 
 impl Locator {
     pub fn new(retriever: Retriever, graphs: GraphCache) -> Self {
-        Self { retriever, graphs }
+        Self { retriever, graphs, histories: history::HistoryCache::default() }
     }
 
     /// The graph of the latest index version, or of the snapshot `as_of` names, over the
@@ -127,6 +133,39 @@ impl Locator {
     pub async fn graph(&self, as_of: Option<&str>, source: Option<&SourceScope>) -> Result<Arc<Graph>, SearchError> {
         let (index, _) = self.retriever.current().index_as_of(as_of, source).await?;
         self.graphs.get(&index).await
+    }
+
+    /// The recorded history of `path` (see [`history::file_logs`]) over the sources of
+    /// `source`: `limit` commits and co-changed files each.
+    pub async fn history(
+        &self,
+        path: &str,
+        limit: usize,
+        source: Option<&SourceScope>,
+    ) -> Result<history::HistoryAnswer, SearchError> {
+        let (index, _) = self.retriever.current().index_as_of(None, source).await?;
+        let h = self.histories.get(&index).await?;
+        if h.is_empty() {
+            return Err(SearchError::BadRequest(
+                "this index has no git history: it is recorded for git sources and for source folders that are git \
+                 clones (`[index] history_commits` > 0)"
+                    .into(),
+            ));
+        }
+        let mut answer = history::file_logs(&h, path, limit);
+        // Partners that are not indexed (an LFS pointer, a skipped file) are left out.
+        let graph = self.graphs.get(&index).await?;
+        for f in &mut answer.files {
+            f.cochanged.retain(|(p, _)| graph.code.file(p).is_some());
+            f.cochanged.truncate(limit);
+        }
+        if answer.files.is_empty() {
+            return Err(SearchError::BadRequest(format!(
+                "no recorded commit changed '{path}' (each view keeps its last `[index] history_commits` commits); give \
+                 an indexed path"
+            )));
+        }
+        Ok(answer)
     }
 
     /// Ranks the files `req.text` is about.
@@ -165,7 +204,18 @@ impl Locator {
                 message_hits.push((m.clone(), index.fts_search(m, 30).await?));
             }
         }
-        let inputs = fuse::Inputs { issue: &issue, bm25: &bm25_hits, vector: &vector_hits, messages: &message_hits };
+        let history = if on(Signal::Recency) || on(Signal::Cochange) {
+            self.histories.get(&index).await?
+        } else {
+            Default::default()
+        };
+        let inputs = fuse::Inputs {
+            issue: &issue,
+            bm25: &bm25_hits,
+            vector: &vector_hits,
+            messages: &message_hits,
+            history: &history,
+        };
         let files = fuse::rank(&graph, &inputs, &without, req.k, req.definitions);
         metrics::histogram!(crate::metrics::LOCATE_SECONDS).record(started.elapsed().as_secs_f64());
         Ok(LocateAnswer {

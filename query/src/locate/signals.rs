@@ -10,7 +10,9 @@
 //! * [`Signal::Messages`] — files whose code contains an error message of the text verbatim;
 //! * [`Signal::Bm25`] and [`Signal::Vector`] — chunk hits aggregated to files (the best chunk
 //!   plus a share of the next ones);
-//! * [`Signal::Graph`] — personalised PageRank from the other signals' best files.
+//! * [`Signal::Graph`] — personalised PageRank from the other signals' best files;
+//! * [`Signal::Recency`] and [`Signal::Cochange`] — the file's recent commits (see
+//!   [`super::history`]).
 
 use std::collections::HashMap;
 
@@ -30,12 +32,16 @@ pub enum Signal {
     Bm25,
     Vector,
     Graph,
+    /// How recently a file changed (see [`super::history`]).
+    Recency,
+    /// Changed in the same commits as the best files (see [`super::history`]).
+    Cochange,
     /// Not a score: the demotion of test, doc, example and vendored files.
     Demote,
 }
 
 impl Signal {
-    pub const ALL: [Signal; 8] = [
+    pub const ALL: [Signal; 10] = [
         Signal::Paths,
         Signal::Frames,
         Signal::Symbols,
@@ -43,6 +49,8 @@ impl Signal {
         Signal::Bm25,
         Signal::Vector,
         Signal::Graph,
+        Signal::Recency,
+        Signal::Cochange,
         Signal::Demote,
     ];
 
@@ -55,6 +63,8 @@ impl Signal {
             Signal::Bm25 => "bm25",
             Signal::Vector => "vector",
             Signal::Graph => "graph",
+            Signal::Recency => "recency",
+            Signal::Cochange => "cochange",
             Signal::Demote => "demote",
         }
     }
@@ -75,7 +85,7 @@ pub struct Scores {
 }
 
 impl Scores {
-    fn add(&mut self, file: usize, score: f64, why: impl FnOnce() -> String) {
+    pub(crate) fn add(&mut self, file: usize, score: f64, why: impl FnOnce() -> String) {
         let e = self.score.entry(file).or_insert(0.0);
         if score > *e {
             self.why.insert(file, why());

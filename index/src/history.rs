@@ -1,0 +1,217 @@
+//! The `file_history` table: for each indexed file, the recent commits that changed it.
+//!
+//! | column | type | meaning |
+//! |---|---|---|
+//! | path | utf8 | the file's stored path (`name@ref/…` for a git source, `name/…` or a plain path for a folder) |
+//! | commit | utf8 | the commit id |
+//! | time | int64 | commit time, seconds since the Unix epoch |
+//! | author | utf8 | the author's name |
+//! | summary | utf8 | the first line of the commit message |
+//!
+//! A source writes the history of one view at a time ([`replace`]: every row under a path
+//! prefix, then the new ones); readers load it whole per scope ([`Index::file_history`]) — it
+//! is small (a few rows per file: the last few hundred commits of each ref). Queries use it
+//! for recency and co-change (files changed by the same commits), and `ctxd history` lists a
+//! file's commits. It is not part of the chunks table's versions: `as_of` reads today's
+//! history. Rows of a path outside a caller's scope are never returned.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::{Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use futures::TryStreamExt;
+use lancedb::query::{ExecutableQuery, QueryBase};
+
+use crate::columns::{str_col, typed_col};
+use crate::session::connect;
+use crate::sql::sql_str;
+use crate::{Index, IndexError};
+
+/// Name of the table inside the database directory.
+pub const HISTORY_TABLE: &str = "file_history";
+
+/// One commit that changed one file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FileCommit {
+    pub path: String,
+    pub commit: String,
+    /// Seconds since the Unix epoch.
+    pub time: i64,
+    pub author: String,
+    pub summary: String,
+}
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("path", DataType::Utf8, false),
+        Field::new("commit", DataType::Utf8, false),
+        Field::new("time", DataType::Int64, false),
+        Field::new("author", DataType::Utf8, false),
+        Field::new("summary", DataType::Utf8, false),
+    ]))
+}
+
+/// Replaces the history of every path under `prefix` (`""`: the whole table) with `rows`.
+pub async fn replace(uri: &str, prefix: &str, rows: &[FileCommit]) -> Result<(), IndexError> {
+    let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
+    let conn = connect(uri).await?;
+    let names = conn.table_names().execute().await.map_err(lance)?;
+    let batch = RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.path.as_str()))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.commit.as_str()))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.time))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.author.as_str()))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.summary.as_str()))),
+        ],
+    )?;
+    if !names.iter().any(|n| n == HISTORY_TABLE) {
+        conn.create_table(HISTORY_TABLE, batch).execute().await.map_err(lance)?;
+        return Ok(());
+    }
+    let table = conn.open_table(HISTORY_TABLE).execute().await.map_err(lance)?;
+    let filter = if prefix.is_empty() { "TRUE".to_string() } else { format!("path LIKE {}", sql_str(&format!("{}%", prefix.replace('%', "")))) };
+    table.delete(&filter).await.map_err(lance)?;
+    if !rows.is_empty() {
+        table.add(batch).execute().await.map_err(lance)?;
+    }
+    Ok(())
+}
+
+/// A view's history: every row, by path (newest commit first) and by commit.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    pub by_path: HashMap<String, Vec<FileCommit>>,
+    /// [`History::commit_key`] → the paths the commit changed in that view.
+    pub by_commit: HashMap<String, Vec<String>>,
+    /// The newest commit time seen (the "now" recency is measured from).
+    pub newest: i64,
+}
+
+impl History {
+    /// The key of `commit` in the view of `path` (its first segment: `lib@main`, `docs`): one
+    /// commit seen by two views (two refs, a ref and a work tree) groups each view's files apart.
+    pub fn commit_key(path: &str, commit: &str) -> String {
+        let view = path.split_once('/').map_or("", |(v, _)| v);
+        format!("{view}\u{1f}{commit}")
+    }
+
+    /// Adds one row.
+    pub fn push(&mut self, row: FileCommit) {
+        self.newest = self.newest.max(row.time);
+        self.by_commit.entry(Self::commit_key(&row.path, &row.commit)).or_default().push(row.path.clone());
+        self.by_path.entry(row.path.clone()).or_default().push(row);
+    }
+
+    /// The commits of `path`, newest first.
+    pub fn of(&self, path: &str) -> &[FileCommit] {
+        self.by_path.get(path).map_or(&[], Vec::as_slice)
+    }
+
+    /// Files changed together with `path` (in the same commits), with how often, most first.
+    pub fn cochanged(&self, path: &str) -> Vec<(String, usize)> {
+        let mut n: HashMap<&str, usize> = HashMap::new();
+        for c in self.of(path) {
+            for other in self.by_commit.get(&Self::commit_key(path, &c.commit)).into_iter().flatten() {
+                if other != path {
+                    *n.entry(other.as_str()).or_default() += 1;
+                }
+            }
+        }
+        let mut out: Vec<(String, usize)> = n.into_iter().map(|(p, k)| (p.to_string(), k)).collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_path.is_empty()
+    }
+}
+
+impl Index {
+    /// The history of this view's files (empty when no source recorded any).
+    pub async fn file_history(&self) -> Result<History, IndexError> {
+        let conn = connect(&self.uri).await?;
+        let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
+        if !names.iter().any(|n| n == HISTORY_TABLE) {
+            return Ok(History::default());
+        }
+        let table = conn.open_table(HISTORY_TABLE).execute().await.map_err(|e| self.lance(e))?;
+        let mut query = table.query();
+        if let Some(f) = self.within(None) {
+            query = query.only_if(f);
+        }
+        let batches: Vec<RecordBatch> =
+            query.execute().await.map_err(|e| self.lance(e))?.try_collect().await.map_err(|e| self.lance(e))?;
+        let mut h = History::default();
+        for b in &batches {
+            let (paths, commits) = (str_col(b, "path", &self.uri)?, str_col(b, "commit", &self.uri)?);
+            let (authors, summaries) = (str_col(b, "author", &self.uri)?, str_col(b, "summary", &self.uri)?);
+            let times = typed_col::<Int64Array>(b, "time", &self.uri)?;
+            for i in 0..b.num_rows() {
+                if !self.sees(paths.value(i)) {
+                    continue;
+                }
+                let row = FileCommit {
+                    path: paths.value(i).to_string(),
+                    commit: commits.value(i).to_string(),
+                    time: times.value(i),
+                    author: authors.value(i).to_string(),
+                    summary: summaries.value(i).to_string(),
+                };
+                h.push(row);
+            }
+        }
+        for rows in h.by_path.values_mut() {
+            // Stable: commits of the same second keep the walk's order (rows are written newest first).
+            rows.sort_by_key(|r| std::cmp::Reverse(r.time));
+        }
+        Ok(h)
+    }
+
+    /// The version of the history table (`0` without one): a cache key for [`Self::file_history`].
+    pub async fn history_version(&self) -> Result<u64, IndexError> {
+        let conn = connect(&self.uri).await?;
+        let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
+        if !names.iter().any(|n| n == HISTORY_TABLE) {
+            return Ok(0);
+        }
+        let table = conn.open_table(HISTORY_TABLE).execute().await.map_err(|e| self.lance(e))?;
+        table.version().await.map_err(|e| self.lance(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(path: &str, commit: &str, time: i64) -> FileCommit {
+        FileCommit { path: path.into(), commit: commit.into(), time, author: "a".into(), summary: format!("c {commit}") }
+    }
+
+    #[tokio::test]
+    async fn a_view_is_replaced_whole_and_read_by_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().to_string_lossy().into_owned();
+        let idx = Index::open_or_create(&uri, "m", 4).await.unwrap();
+        assert!(idx.file_history().await.unwrap().is_empty());
+        replace(&uri, "lib@main/", &[row("lib@main/a.py", "c1", 10), row("lib@main/b.py", "c1", 10), row("lib@main/a.py", "c2", 20)])
+            .await
+            .unwrap();
+        replace(&uri, "docs/", &[row("docs/x.md", "d1", 5)]).await.unwrap();
+        let h = idx.file_history().await.unwrap();
+        assert_eq!(h.of("lib@main/a.py").iter().map(|r| r.commit.as_str()).collect::<Vec<_>>(), ["c2", "c1"]);
+        assert_eq!(h.cochanged("lib@main/a.py"), [("lib@main/b.py".to_string(), 1)]);
+        assert_eq!(h.newest, 20);
+        // A new tip of lib@main replaces its rows only.
+        replace(&uri, "lib@main/", &[row("lib@main/b.py", "c3", 30)]).await.unwrap();
+        let h = idx.file_history().await.unwrap();
+        assert!(h.of("lib@main/a.py").is_empty() && h.of("docs/x.md").len() == 1);
+        let docs = idx.scoped(Some(crate::SourceScope::new(["docs"])));
+        let h = docs.file_history().await.unwrap();
+        assert_eq!(h.by_path.keys().collect::<Vec<_>>(), ["docs/x.md"]);
+        assert!(idx.history_version().await.unwrap() >= 3);
+    }
+}

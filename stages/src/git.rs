@@ -1,0 +1,335 @@
+//! A git repository as a source, read from its object database — never from a checkout.
+//!
+//! `[[source]] name = "sqlglot", git = "/srv/sqlglot.git", refs = ["main", "release/*", "v2*"]`:
+//! each poll resolves the ref patterns (branches, tags, or a commit; `*` globs over
+//! `refs/heads/` and `refs/tags/`), and for every ref whose commit moved, walks the commit's
+//! tree with gitoxide and diffs it — path → blob id — against the tree it indexed last:
+//!
+//! * a new or changed blob is written once into a blob-addressed **mirror**
+//!   (`<mirror>/<oid[..2]>/<oid>`: a blob shared by two refs or two commits is stored once) and
+//!   reported as a file under `<name>@<ref>/<path>` (`/` in a ref name becomes `~`, which git
+//!   forbids in ref names, so the stored path keeps one segment per ref). From there it flows
+//!   through load → chunk → embed → upsert like any file; the embed stage reuses the stored
+//!   vector of every chunk whose text it has embedded before, so a second ref that shares most
+//!   files costs chunking, not the model;
+//! * a path gone from the tree (or a ref gone from the repository) is reported removed.
+//!
+//! What is skipped, each counted in `ctxd_watch_skipped_total{reason}` with a log line, the
+//! rest of the source indexed: a ref pattern that matches nothing (`missing_ref`), submodules
+//! (`submodule`), symlinks (`symlink`), Git LFS pointers (`lfs_pointer`), blobs over the size
+//! limit (`too_large`, decided from the object header before reading), unreadable objects of
+//! a damaged repository (`unreadable`), and the binary/secret names every source skips. A
+//! shallow repository is indexed (its tips are complete) with a warning: history stops at the
+//! shallow boundary.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use crate::metrics as m;
+use crate::select::Selector;
+use crate::{SourceFile, StageError};
+
+/// What a blob that is a Git LFS pointer starts with.
+const LFS_POINTER: &[u8] = b"version https://git-lfs.github.com/spec/";
+
+/// Largest blob read into memory (gitoxide decodes a blob whole); larger ones are skipped.
+pub const MAX_BLOB_BYTES: u64 = 256 << 20;
+
+/// One change a poll found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GitChange {
+    /// A file of a ref is new or changed (its blob is in the mirror).
+    Update(SourceFile),
+    /// Listed again and unchanged since the last poll (only reported by a full poll).
+    Unchanged(String),
+    /// A file (stored path) is gone from its ref, or its ref is gone.
+    Removed(String),
+}
+
+/// A ref's resolved commit and the files it had when last indexed.
+#[derive(Debug, Clone, Default)]
+struct RefState {
+    commit: String,
+    files: BTreeMap<String, String>,
+}
+
+/// A git repository source: its ref patterns, selector, mirror, and the trees last indexed.
+pub struct GitSource {
+    path: PathBuf,
+    name: String,
+    patterns: Vec<String>,
+    select: Selector,
+    mirror: PathBuf,
+    max_bytes: u64,
+    known: HashMap<String, RefState>,
+    /// Refs whose commit changed in the polls since [`GitSource::take_moved`] (`None`: gone).
+    moved: Vec<(String, Option<String>)>,
+}
+
+/// `release/1.0` → `release~1.0`: one path segment per ref.
+pub fn ref_segment(r: &str) -> String {
+    r.replace('/', "~")
+}
+
+/// Whether `name` matches the ref `pattern` (`*` matches any run of characters).
+fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((head, tail)) => {
+            let Some(rest) = name.strip_prefix(head) else { return false };
+            if tail.is_empty() {
+                return true;
+            }
+            (0..=rest.len()).filter(|&i| rest.is_char_boundary(i)).any(|i| glob_match(tail, &rest[i..]))
+        }
+    }
+}
+
+impl GitSource {
+    /// The repository at `path` (a clone or a bare repository), indexed as source `name`.
+    pub fn open(
+        path: &Path,
+        name: &str,
+        patterns: Vec<String>,
+        select: Selector,
+        mirror: PathBuf,
+        max_bytes: u64,
+    ) -> Result<Self, StageError> {
+        let repo = open_repo(path)?;
+        if repo.is_shallow().unwrap_or(false) {
+            tracing::warn!(
+                "{}: a shallow repository: its refs are indexed, but history stops at the shallow boundary",
+                path.display()
+            );
+        }
+        std::fs::create_dir_all(&mirror).map_err(|source| StageError::Read { path: mirror.clone(), source })?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            name: name.to_string(),
+            patterns,
+            select,
+            mirror,
+            max_bytes: max_bytes.min(MAX_BLOB_BYTES),
+            known: HashMap::new(),
+            moved: Vec::new(),
+        })
+    }
+
+    /// The source's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The repository's path.
+    pub fn repository(&self) -> &Path {
+        &self.path
+    }
+
+    /// Which files of the repository the source indexes.
+    pub fn selector(&self) -> &Selector {
+        &self.select
+    }
+
+    /// The refs that moved (with their new commit) or went away (`None`) since the last call.
+    pub fn take_moved(&mut self) -> Vec<(String, Option<String>)> {
+        std::mem::take(&mut self.moved)
+    }
+
+    /// The stored path of `path` in ref `r`: `<name>@<ref>/<path>`.
+    pub fn stored(&self, r: &str, path: &str) -> String {
+        format!("{}@{}/{path}", self.name, ref_segment(r))
+    }
+
+    /// The refs the patterns name now, with their commits (sorted by ref name; patterns that
+    /// match nothing are logged and counted).
+    pub fn resolve_refs(&self) -> Result<Vec<(String, String)>, StageError> {
+        let repo = open_repo(&self.path)?;
+        let err = |e: &dyn std::fmt::Display| StageError::Git { path: self.path.clone(), message: e.to_string() };
+        let mut names: Vec<(String, String)> = Vec::new();
+        let platform = repo.references().map_err(|e| err(&e))?;
+        for r in platform.all().map_err(|e| err(&e))? {
+            let Ok(mut r) = r else { continue };
+            let full = r.name().as_bstr().to_string();
+            let short = match full.strip_prefix("refs/heads/").or_else(|| full.strip_prefix("refs/tags/")) {
+                Some(s) => s.to_string(),
+                None => continue,
+            };
+            if let Ok(id) = r.peel_to_id() {
+                names.push((short, id.to_string()));
+            }
+        }
+        let mut out: BTreeMap<String, String> = BTreeMap::new();
+        for pattern in &self.patterns {
+            let before = out.len();
+            if pattern.contains('*') {
+                for (n, _) in names.iter().filter(|(n, _)| glob_match(pattern, n)) {
+                    if let Some(c) = commit_of(&repo, n) {
+                        out.insert(n.clone(), c);
+                    }
+                }
+            } else if let Some(c) = commit_of(&repo, pattern) {
+                out.insert(pattern.clone(), c);
+            }
+            if out.len() == before && !out.contains_key(pattern) {
+                tracing::warn!("{}: ref '{pattern}' names no branch, tag or commit; skipped", self.path.display());
+                metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "missing_ref").increment(1);
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    /// Resolves the refs and reports what changed since the last poll (`all`: every file of
+    /// every ref, unchanged ones as [`GitChange::Unchanged`], for reconciliation). Blocking:
+    /// run it on a blocking thread.
+    pub fn poll(&mut self, all: bool) -> Result<Vec<GitChange>, StageError> {
+        let refs = self.resolve_refs()?;
+        let repo = open_repo(&self.path)?;
+        let mut changes = Vec::new();
+        let live: Vec<&String> = refs.iter().map(|(r, _)| r).collect();
+        let gone: Vec<String> = self.known.keys().filter(|r| !live.contains(r)).cloned().collect();
+        for r in gone {
+            let state = self.known.remove(&r).unwrap_or_default();
+            self.moved.push((r.clone(), None));
+            changes.extend(state.files.keys().map(|p| GitChange::Removed(self.stored(&r, p))));
+        }
+        for (r, commit) in &refs {
+            let previous = self.known.get(r).cloned().unwrap_or_default();
+            if previous.commit == *commit && !all {
+                continue;
+            }
+            let files = if previous.commit == *commit { previous.files.clone() } else { self.tree_files(&repo, commit)? };
+            for (path, blob) in &files {
+                if previous.files.get(path) == Some(blob) {
+                    if all {
+                        changes.push(GitChange::Unchanged(self.stored(r, path)));
+                    }
+                    continue;
+                }
+                match self.materialize(&repo, blob) {
+                    Ok(Some(abs)) => changes.push(GitChange::Update(SourceFile { rel: self.stored(r, path), abs })),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!("{}: {path} (blob {blob}) in {r}: {e}; skipped", self.path.display());
+                        metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "unreadable").increment(1);
+                    }
+                }
+            }
+            for path in previous.files.keys().filter(|p| !files.contains_key(*p)) {
+                changes.push(GitChange::Removed(self.stored(r, path)));
+            }
+            if previous.commit != *commit {
+                self.moved.push((r.clone(), Some(commit.clone())));
+            }
+            self.known.insert(r.clone(), RefState { commit: commit.clone(), files });
+        }
+        Ok(changes)
+    }
+
+    /// `path → blob id` of the indexable files of `commit`'s tree (submodules, symlinks,
+    /// excluded paths and skipped names left out, counted).
+    fn tree_files(&self, repo: &gix::Repository, commit: &str) -> Result<BTreeMap<String, String>, StageError> {
+        let err = |e: &dyn std::fmt::Display| StageError::Git {
+            path: self.path.clone(),
+            message: format!("reading the tree of commit {commit}: {e}"),
+        };
+        let id = gix::ObjectId::from_hex(commit.as_bytes()).map_err(|e| err(&e))?;
+        let tree = repo
+            .find_object(id)
+            .map_err(|e| err(&e))?
+            .peel_to_commit()
+            .map_err(|e| err(&e))?
+            .tree()
+            .map_err(|e| err(&e))?;
+        let entries = tree.traverse().breadthfirst.files().map_err(|e| err(&e))?;
+        let mut out = BTreeMap::new();
+        for e in entries {
+            let path = e.filepath.to_string();
+            let skip = |reason: &'static str| {
+                metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => reason).increment(1);
+            };
+            if e.mode.is_commit() {
+                tracing::info!("{}: {path} is a submodule; skipped (index its repository as a source of its own)", self.path.display());
+                skip("submodule");
+                continue;
+            }
+            if e.mode.is_link() {
+                skip("symlink");
+                continue;
+            }
+            if !e.mode.is_blob() {
+                continue;
+            }
+            if !self.select.matches(&path) {
+                skip("excluded");
+                continue;
+            }
+            if let Some(reason) = crate::watch::classify_name(Path::new(&path)) {
+                skip(reason.label());
+                continue;
+            }
+            out.insert(path, e.oid.to_string());
+        }
+        Ok(out)
+    }
+
+    /// The mirror file of `blob`, written when missing; `None` (counted) for a blob that is
+    /// not indexed (too large, an LFS pointer).
+    fn materialize(&self, repo: &gix::Repository, blob: &str) -> Result<Option<PathBuf>, String> {
+        let id = gix::ObjectId::from_hex(blob.as_bytes()).map_err(|e| e.to_string())?;
+        let dir = self.mirror.join(&blob[..2]);
+        let file = dir.join(blob);
+        let size = repo.find_header(id).map_err(|e| e.to_string())?.size();
+        if size > self.max_bytes {
+            tracing::warn!(
+                "{}: blob {blob} is {size} bytes, over the {} byte limit; skipped",
+                self.path.display(),
+                self.max_bytes
+            );
+            metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "too_large").increment(1);
+            return Ok(None);
+        }
+        if !file.is_file() {
+            let data = repo.find_blob(id).map_err(|e| e.to_string())?.detach().data;
+            if data.starts_with(LFS_POINTER) {
+                tracing::info!("{}: blob {blob} is a Git LFS pointer; skipped", self.path.display());
+                metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "lfs_pointer").increment(1);
+                return Ok(None);
+            }
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            let tmp = dir.join(format!(".{blob}.tmp"));
+            std::fs::write(&tmp, &data).map_err(|e| e.to_string())?;
+            std::fs::rename(&tmp, &file).map_err(|e| e.to_string())?;
+        } else if std::fs::read(&file).is_ok_and(|d| d.starts_with(LFS_POINTER)) {
+            metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "lfs_pointer").increment(1);
+            return Ok(None);
+        }
+        Ok(Some(file))
+    }
+}
+
+fn open_repo(path: &Path) -> Result<gix::Repository, StageError> {
+    gix::open(path).map_err(|e| StageError::Git {
+        path: path.to_path_buf(),
+        message: format!("not a readable git repository ({e}); check `git` points at a clone or a bare repository"),
+    })
+}
+
+/// The commit `spec` (a branch, tag or commit id) names, if any.
+fn commit_of(repo: &gix::Repository, spec: &str) -> Option<String> {
+    let id = repo.rev_parse_single(spec).ok()?;
+    let commit = id.object().ok()?.peel_to_commit().ok()?;
+    Some(commit.id.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ref_globs_and_segments() {
+        assert!(glob_match("release/*", "release/1.0") && glob_match("v2*", "v2.1.0") && glob_match("main", "main"));
+        assert!(!glob_match("release/*", "main") && !glob_match("v2*", "v1.9") && !glob_match("main", "mainline"));
+        assert!(glob_match("*-rc*", "v1-rc2"));
+        assert_eq!(ref_segment("release/1.0"), "release~1.0");
+    }
+}

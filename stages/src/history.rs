@@ -1,0 +1,209 @@
+//! A repository's recent history, read with gitoxide: which files each of the last commits of a
+//! ref changed, when, by whom and why (the first line of the message).
+//!
+//! The walk follows first parents from the tip (the mainline: a merge counts as one commit that
+//! changed what it brought in) for at most `max_commits`, and diffs each commit's tree against
+//! its parent's by comparing subtree ids, so unchanged folders are never read. A shallow
+//! repository's walk stops at the boundary; a damaged commit ends it early with a warning.
+//!
+//! Two kinds of source read it: a git source, for each ref it indexes, and a folder source that
+//! is a git work tree (a clone, or a linked worktree), for its checked-out `HEAD`; the folder's
+//! place in the repository (`root` may be a subfolder) is stripped from the paths. The index
+//! keeps the result (`ctxd_index::history`): recency and co-change for ranking, `ctxd history`.
+
+use std::path::{Path, PathBuf};
+
+use crate::StageError;
+
+/// Commits read per ref by default.
+pub const DEFAULT_COMMITS: usize = 300;
+/// A commit that changes more files than this (a mass reformat, a vendored import) is listed,
+/// but its files are not recorded: it says nothing about what belongs together.
+pub const MAX_FILES_PER_COMMIT: usize = 100;
+
+/// One commit and the files it changed (repository paths, or relative to the source's folder).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitFiles {
+    pub id: String,
+    /// Commit time, seconds since the Unix epoch.
+    pub time: i64,
+    pub author: String,
+    /// The first line of the message.
+    pub summary: String,
+    pub files: Vec<String>,
+}
+
+/// The last `max_commits` first-parent commits from `tip` (newest first) of the repository at
+/// `repo_path`, with the files each changed under `prefix` (a folder of the repository, `""`
+/// for all), made relative to it.
+pub fn read(repo_path: &Path, tip: &str, prefix: &str, max_commits: usize) -> Result<Vec<CommitFiles>, StageError> {
+    let repo = gix::open(repo_path).map_err(|e| err(repo_path, format!("not a readable git repository ({e})")))?;
+    let id = repo
+        .rev_parse_single(tip)
+        .map_err(|e| err(repo_path, format!("'{tip}' names no commit ({e})")))?
+        .detach();
+    let walk = repo
+        .rev_walk([id])
+        .first_parent_only()
+        .all()
+        .map_err(|e| err(repo_path, format!("walking the history of {tip}: {e}")))?;
+    let mut out = Vec::new();
+    for info in walk.take(max_commits) {
+        let commit = match info.and_then(|i| i.object()) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("{}: history of {tip} ends early: {e}", repo_path.display());
+                break;
+            }
+        };
+        let tree = commit.tree_id().ok().map(|t| t.detach());
+        let parent = commit.parent_ids().next().and_then(|p| repo.find_commit(p).ok()).and_then(|p| p.tree_id().ok()).map(|t| t.detach());
+        let mut files = Vec::new();
+        if let Some(tree) = tree {
+            if let Err(e) = changed(&repo, parent, Some(tree), "", &mut files) {
+                tracing::warn!("{}: commit {}: {e}; its files are not recorded", repo_path.display(), commit.id);
+                files.clear();
+            }
+        }
+        let files: Vec<String> = files
+            .into_iter()
+            .filter_map(|f| if prefix.is_empty() { Some(f) } else { f.strip_prefix(prefix).map(str::to_string) })
+            .collect();
+        let message = commit.message_raw_sloppy().to_string();
+        out.push(CommitFiles {
+            id: commit.id.to_string(),
+            time: commit.time().map(|t| t.seconds).unwrap_or(0),
+            author: commit.author().map(|a| a.name.to_string()).unwrap_or_default(),
+            summary: message.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").chars().take(200).collect(),
+            files: if files.len() > MAX_FILES_PER_COMMIT { Vec::new() } else { files },
+        });
+    }
+    Ok(out)
+}
+
+/// The git work tree `folder` belongs to, if any: `(repository, folder's path in it with a
+/// trailing '/', or "" at the top)`.
+pub fn work_tree_of(folder: &Path) -> Option<(PathBuf, String)> {
+    let repo = gix::discover(folder).ok()?;
+    let top = repo.workdir()?.canonicalize().ok()?;
+    let folder = folder.canonicalize().ok()?;
+    let rel = folder.strip_prefix(&top).ok()?.to_string_lossy().into_owned();
+    Some((top, if rel.is_empty() { rel } else { format!("{rel}/") }))
+}
+
+/// The commit `HEAD` of the repository (or work tree) at `repo` points at.
+pub fn head_commit(repo: &Path) -> Option<String> {
+    let repo = gix::open(repo).ok()?;
+    Some(repo.head_id().ok()?.detach().to_string())
+}
+
+/// Appends to `out` the blob paths (under `base`) that differ between trees `old` and `new`.
+fn changed(
+    repo: &gix::Repository,
+    old: Option<gix::ObjectId>,
+    new: Option<gix::ObjectId>,
+    base: &str,
+    out: &mut Vec<String>,
+) -> Result<(), String> {
+    if old == new {
+        return Ok(());
+    }
+    let entries = |id: Option<gix::ObjectId>| -> Result<Vec<(String, bool, gix::ObjectId)>, String> {
+        let Some(id) = id else { return Ok(Vec::new()) };
+        let tree = repo.find_tree(id).map_err(|e| e.to_string())?;
+        let decoded = tree.decode().map_err(|e| e.to_string())?;
+        Ok(decoded
+            .entries
+            .iter()
+            .filter(|e| e.mode.is_tree() || e.mode.is_blob())
+            .map(|e| (e.filename.to_string(), e.mode.is_tree(), e.oid.to_owned()))
+            .collect())
+    };
+    let (a, b) = (entries(old)?, entries(new)?);
+    let find = |list: &[(String, bool, gix::ObjectId)], name: &str, tree: bool| {
+        list.iter().find(|(n, t, _)| n == name && *t == tree).map(|(_, _, id)| *id)
+    };
+    for (name, tree, id) in &b {
+        let before = find(&a, name, *tree);
+        if before == Some(*id) {
+            continue;
+        }
+        let path = format!("{base}{name}");
+        if *tree {
+            changed(repo, before, Some(*id), &format!("{path}/"), out)?;
+        } else {
+            out.push(path);
+        }
+    }
+    for (name, tree, id) in &a {
+        if find(&b, name, *tree).is_none() {
+            let path = format!("{base}{name}");
+            if *tree {
+                changed(repo, Some(*id), None, &format!("{path}/"), out)?;
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn err(path: &Path, message: String) -> StageError {
+    StageError::Git { path: path.to_path_buf(), message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"])
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git {args:?}");
+    }
+
+    #[test]
+    fn commits_newest_first_with_the_files_each_changed() {
+        if Command::new("git").arg("--version").output().is_err() {
+            eprintln!("skipped: no git command to build the test repository with");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        git(r, &["init", "-q", "-b", "main"]);
+        std::fs::create_dir_all(r.join("pkg/sub")).unwrap();
+        std::fs::write(r.join("pkg/a.py"), "a = 1\n").unwrap();
+        std::fs::write(r.join("pkg/sub/b.py"), "b = 1\n").unwrap();
+        std::fs::write(r.join("top.md"), "# top\n").unwrap();
+        git(r, &["add", "-A"]);
+        git(r, &["commit", "-q", "-m", "first\n\nbody"]);
+        std::fs::write(r.join("pkg/sub/b.py"), "b = 2\n").unwrap();
+        std::fs::write(r.join("pkg/a.py"), "a = 2\n").unwrap();
+        git(r, &["commit", "-q", "-am", "Fix b and a"]);
+        std::fs::remove_file(r.join("top.md")).unwrap();
+        git(r, &["commit", "-q", "-am", "drop top"]);
+
+        let all = read(r, "HEAD", "", 10).unwrap();
+        let summaries: Vec<&str> = all.iter().map(|c| c.summary.as_str()).collect();
+        assert_eq!(summaries, ["drop top", "Fix b and a", "first"]);
+        assert_eq!(all[0].files, ["top.md"]);
+        let mut fixed = all[1].files.clone();
+        fixed.sort();
+        assert_eq!(fixed, ["pkg/a.py", "pkg/sub/b.py"]);
+        assert_eq!(all[2].files.len(), 3, "the root commit adds every file");
+        assert_eq!(all[1].author, "T");
+        assert!(all[0].time >= all[2].time && all[2].time > 0);
+        assert_eq!(read(r, "HEAD", "", 2).unwrap().len(), 2);
+        let sub = read(r, "HEAD", "pkg/", 10).unwrap();
+        assert_eq!(sub[1].files.iter().filter(|f| *f == "sub/b.py").count(), 1);
+        assert!(sub[0].files.is_empty(), "top.md is outside pkg/");
+        assert_eq!(work_tree_of(&r.join("pkg")).unwrap().1, "pkg/");
+        assert!(read(r, "no-such-ref", "", 5).unwrap_err().to_string().contains("no-such-ref"));
+    }
+}
