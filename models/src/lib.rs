@@ -93,6 +93,16 @@ pub trait Embedder: Send + 'static {
 /// ([`embed_key`]) all go through it, so a stored vector is always the model's vector of
 /// exactly this text.
 pub fn chunk_text(path: &str, symbol: Option<&str>, content: &str) -> String {
+    // A git source's view (`lib@main/src/a.py`) reads as the source's path (`lib/src/a.py`):
+    // the same file on two refs is the same text, so its vector is computed once.
+    let unref;
+    let path = match path.split_once('/') {
+        Some((segment, rest)) if segment.contains('@') => {
+            unref = format!("{}/{rest}", segment.split('@').next().unwrap_or(segment));
+            unref.as_str()
+        }
+        _ => path,
+    };
     match symbol {
         Some(sym) => format!("{path} {sym}\n{content}"),
         None => format!("{path}\n{content}"),
@@ -178,6 +188,15 @@ pub fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_git_view_reads_as_its_source_path() {
+        let main = keyed_chunk_text("m", "lib@main/src/a.py", Some("f"), "def f(): pass");
+        let tag = keyed_chunk_text("m", "lib@v2/src/a.py", Some("f"), "def f(): pass");
+        assert_eq!(main, tag, "one vector for the same file on two refs");
+        assert!(main.0.starts_with("lib/src/a.py f\n"));
+        assert_eq!(chunk_text("src/a.py", None, "x"), "src/a.py\nx");
+    }
 
     #[test]
     fn token_rows_drop_the_ends_and_are_unit_length() {
