@@ -170,6 +170,16 @@ impl Source {
         Ok(())
     }
 
+    /// After a polled source's first pass (`seen`): its indexed files it no longer has are
+    /// removed, and readiness counts it. False when the pipeline is gone.
+    async fn first_pass_done(&self, seen: &Pass, owner: &Selector) -> bool {
+        if !remove_gone(&self.state, seen, &self.emitter, owner).await {
+            return false;
+        }
+        self.gate.passed(&self.emitter.tracker);
+        true
+    }
+
     /// Polls a git source: once at start (every file of every ref reported, indexed files of
     /// the source missing from every ref removed), then, when following, every `every` (only
     /// what moved). gitoxide is blocking: each poll runs on a blocking thread.
@@ -220,21 +230,14 @@ impl Source {
                         }
                     }
                     if first {
-                        if !remove_gone(&self.state, &seen, &self.emitter, &owner).await {
+                        if !self.first_pass_done(&seen, &owner).await || !follow {
                             return Ok(());
                         }
-                        self.gate.passed(&self.emitter.tracker);
                         first = false;
-                        if !follow {
-                            return Ok(());
-                        }
                     }
                 }
                 Err(e) if first && !follow => return Err(e),
-                Err(e) => {
-                    metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind()).increment(1);
-                    tracing::warn!("{e}; retrying in {}s", every.as_secs());
-                }
+                Err(e) => retry_later(&e, every),
             }
             tokio::select! {
                 _ = tokio::time::sleep(every) => {}
@@ -247,6 +250,12 @@ impl Source {
         }
     }
 
+}
+
+/// A failed poll or listing: counted, logged, retried after `every`.
+fn retry_later(e: &StageError, every: Duration) {
+    metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind()).increment(1);
+    tracing::warn!("{e}; retrying in {}s", every.as_secs());
 }
 
 /// Records the history of the refs of `git` that moved, and clears those that went away.
@@ -322,23 +331,16 @@ impl Source {
                     }
                     objects.save_manifest();
                     if first {
-                        if !remove_gone(&self.state, &listed, &self.emitter, objects.selector()).await {
+                        if !self.first_pass_done(&listed, objects.selector()).await || !follow {
                             return Ok(());
                         }
-                        self.gate.passed(&self.emitter.tracker);
                         first = false;
-                        if !follow {
-                            return Ok(());
-                        }
                     }
                 }
                 // Without a first listing a one-shot run has nothing to do: say why. A daemon
                 // stays up (not ready) and retries.
                 Err(e) if first && !follow => return Err(e),
-                Err(e) => {
-                    metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind()).increment(1);
-                    tracing::warn!("{e}; retrying in {}s", every.as_secs());
-                }
+                Err(e) => retry_later(&e, every),
             }
             tokio::select! {
                 _ = self.shutdown.changed() => {
