@@ -1,6 +1,6 @@
 """What the Python benches share: a free port, a JSON POST, and a `ctxd serve` started and
 waited for until /readyz answers 200."""
-import json, os, socket, subprocess, sys, time, urllib.request
+import json, os, shutil, socket, subprocess, sys, time, urllib.request
 
 
 def default_ctxd():
@@ -29,15 +29,19 @@ def post(base, path, body, timeout=30):
         return json.load(r)
 
 
-def start_daemon(ctxd, root, db, ready_within, poll=0.5):
+def start_daemon(ctxd, root, db, ready_within, poll=0.5, work=None):
     """Starts `ctxd serve` watching `root` into `db` (HTTP on a free port, no Flight) and waits
     for readiness; returns (process, base URL, seconds to ready). Exits if it dies or is not
-    ready within `ready_within` seconds."""
+    ready within `ready_within` seconds (deleting the folder `work` first, if given)."""
+    return start_serve(ctxd, ["--watch", root, "--db", db], ready_within, poll, work)
+
+
+def start_serve(ctxd, serve_args, ready_within, poll=0.5, work=None):
+    """`start_daemon` with any `ctxd serve` arguments (e.g. `--config FILE`)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = dict(os.environ, CTXD_LOG=os.environ.get("CTXD_LOG", "warn"))
-    proc = subprocess.Popen([ctxd, "serve", "--watch", root, "--db", db, "--listen", f"127.0.0.1:{port}",
-                             "--flight-listen", ""], env=env)
+    proc = subprocess.Popen([ctxd, "serve", *serve_args, "--listen", f"127.0.0.1:{port}", "--flight-listen", ""], env=env)
     t0 = time.time()
     while True:
         try:
@@ -48,5 +52,14 @@ def start_daemon(ctxd, root, db, ready_within, poll=0.5):
             pass
         if proc.poll() is not None or time.time() - t0 > ready_within:
             proc.terminate()
+            if work:
+                shutil.rmtree(work, ignore_errors=True)
             sys.exit("daemon did not become ready")
         time.sleep(poll)
+
+
+def stop_daemon(proc, work):
+    """Stops a daemon `start_serve` started and deletes its working folder."""
+    proc.terminate()
+    proc.wait(timeout=60)
+    shutil.rmtree(work, ignore_errors=True)

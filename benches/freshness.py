@@ -11,7 +11,7 @@ the write → searchable latency and the daemon's own ctxd_pipeline_freshness_se
 """
 import argparse, glob, os, shutil, statistics, sys, tempfile, time, urllib.request
 
-from ctxd_daemon import default_ctxd, post, start_daemon
+from ctxd_daemon import default_ctxd, post, start_daemon, stop_daemon
 
 def main():
     ap = argparse.ArgumentParser()
@@ -24,11 +24,7 @@ def main():
     root, db = os.path.join(work, "src"), os.path.join(work, "db")
     shutil.copytree(corpus, root)
     files = sorted(f for f in glob.glob(os.path.join(root, "src", "**", "*.rs"), recursive=True) if os.path.getsize(f) < 20000)
-    try:
-        proc, base, ready = start_daemon(args.ctxd, root, db, ready_within=1800, poll=0.2)
-    except SystemExit:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    proc, base, ready = start_daemon(args.ctxd, root, db, ready_within=1800, poll=0.2, work=work)
     try:
         print(f"corpus {corpus}: ready after {ready:.1f}s")
         time.sleep(1.0)
@@ -61,9 +57,7 @@ def main():
         if vals.get("count"):
             print(f"daemon metric ctxd_pipeline_freshness_seconds: mean {vals['sum'] / vals['count'] * 1000:.0f} ms over {int(vals['count'])} changes (mtime -> commit)")
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
-        shutil.rmtree(work, ignore_errors=True)
+        stop_daemon(proc, work)
 
 if __name__ == "__main__":
     main()

@@ -37,7 +37,9 @@ context), `R ctx` (their mean share) and mean tokens used. A query that
 fails or times out (120 s) counts as an empty ranking.
 
 Metrics: Acc@1/5/10 (ALL gold files within the top k), Recall@5/10 (mean fraction of gold files in
-the top k), MRR@10 (1/rank of the first gold file within 10, else 0), per-repo Acc@5.
+the top k), MRR@10 (1/rank of the first gold file within 10, else 0), per-repo Acc@5, and Acc@1/5 and
+MRR on the issues whose fix touches a file changed in the 30 days before the base commit against the
+others (where the history signals should help).
 
     python3 benches/localization.py --ctxd BIN [--mode locate|search|context] [--budget B] [--assembly A] [--no-skeletons] [--ablate sig1,sig2]
         [--without sig] [--repo owner/name] [--limit N] [--fresh] [--reuse] [--json OUT]
@@ -328,9 +330,31 @@ def main():
     for repo in sorted(by_repo):
         cells = [report["runs"][label]["per_repo"][repo] for label, _ in variants]
         print(f"| {repo} | {cells[0]['n']} | " + " | ".join(f"{c.get('Acc@5', 0):.3f}" for c in cells) + " |")
+    # Issues whose fix touches a recently changed file (a gold file's last first-parent commit before
+    # the base commit is at most RECENT_DAYS older than it): where the recency signal should help.
+    recent = {x["id"] for x in issues if gold_age_days(args.mirrors, x) <= RECENT_DAYS}
+    print(f"\n| run | recent n | Acc@1 | Acc@5 | MRR@10 | other n | Acc@1 | Acc@5 | MRR@10 |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label, _ in variants:
+        parts = [metrics([r for r in results[label] if (r["id"] in recent) == side]) for side in (True, False)]
+        print(f"| {label} | " + " | ".join(f"{m['n']} | {m['Acc@1']:.3f} | {m['Acc@5']:.3f} | {m['MRR@10']:.3f}" for m in parts) + " |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
+
+
+RECENT_DAYS = 30
+
+
+def gold_age_days(mirrors, issue):
+    """Days from the last first-parent commit that changed a gold file to the issue's base commit."""
+    gitdir = os.path.join(mirrors, issue["repo"].replace("/", "+"), "repo")
+    base = int(git(gitdir, "show", "-s", "--format=%ct", issue["base_commit"]).decode().strip())
+    ages = []
+    for g in issue["gold_files"]:
+        last = git(gitdir, "log", "-1", "--first-parent", "--format=%ct", issue["base_commit"], "--", g).decode().strip()
+        ages.append((base - int(last)) / 86400 if last else float("inf"))
+    return min(ages, default=float("inf"))
 
 
 if __name__ == "__main__":

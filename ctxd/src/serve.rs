@@ -80,7 +80,7 @@ pub async fn serve(
                 .map_err(|e| anyhow::anyhow!("invalid server.source_tokens_file {}: {e}", file.display()))?
         }
     };
-    let access = ctxd_query::Access { known: cfg.source_names(), git: cfg.git_sources() };
+    let access = ctxd_query::Access { known: cfg.source_names(), git: cfg.git_sources(), worktrees: cfg.worktree_sources() };
     let auth = ctxd_serve::auth::Auth::new(full, limited);
     if auth.is_none() && cfg.server.exposed() {
         tracing::warn!("listening on a non-loopback address without a bearer token (set CTXD_AUTH_TOKEN)");
@@ -173,7 +173,7 @@ pub async fn serve(
     let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {
         let _ = http_stopped.await;
     }));
-    let roots: Vec<String> = cfg.sources().iter().map(|s| s.root.display().to_string()).collect();
+    let roots: Vec<String> = cfg.sources().iter().map(|s| s.git.as_ref().unwrap_or(&s.root).display().to_string()).collect();
     tracing::info!("listening on http://{addr} (sources {}, db {})", roots.join(", "), cfg.index.db.display());
     eprintln!("ctxd: listening on http://{addr}");
     crate::sdnotify::notify("READY=1\nSTATUS=serving; initial scan in progress");

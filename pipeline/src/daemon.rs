@@ -65,7 +65,13 @@ impl Engine {
     /// becomes true. Either way, `shutdown` stops the source and drains the graph.
     pub fn run(&self, follow: bool, shutdown: watch::Receiver<bool>) -> Result<Running, PipelineError> {
         let sources = self.cfg.sources();
-        let origins = sources.iter().map(|src| Origin::open(&self.cfg, src)).collect::<Result<Vec<_>, _>>()?;
+        let origins: Vec<Origin> = sources
+            .iter()
+            .map(|src| Origin::open_all(&self.cfg, src))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect();
         self.index.name_sources(self.cfg.has_named_sources());
         let tracker = Tracker::default();
         let counters = Arc::new(Counters::default());

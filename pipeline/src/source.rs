@@ -17,7 +17,7 @@ use ctxd_stages::watch::{EventWatcher, Scanner, WatchEvent};
 use ctxd_stages::{FileState, FileWork, StageError};
 use tokio::sync::watch;
 
-use crate::config::{Config, NamedSource};
+use crate::config::{Config, NamedSource, WORKTREE};
 use ctxd_stages::git::{GitChange, GitSource};
 use ctxd_stages::select::Selector;
 use crate::emit::Emitter;
@@ -48,17 +48,43 @@ pub(crate) enum Origin {
 }
 
 impl Origin {
-    /// Source `src` of `cfg`: a local directory (scan + events) or an `s3://` prefix (listing).
-    /// The index's own directory is excluded when it lies inside the source.
-    pub(crate) fn open(cfg: &Config, src: &NamedSource) -> Result<Self, PipelineError> {
+    /// The origins of source `src` of `cfg`: a local directory (scan + events), an `s3://`
+    /// prefix (listing), or a git repository's refs — and, when its refs list `worktree`, its
+    /// work tree as a folder stored under `<name>@worktree/`. The index's own directory is
+    /// excluded when it lies inside the source.
+    pub(crate) fn open_all(cfg: &Config, src: &NamedSource) -> Result<Vec<Self>, PipelineError> {
+        let Some(repo) = &src.git else { return Ok(vec![Self::open(cfg, src)?]) };
+        let mut out = Vec::new();
+        let refs = src.object_refs();
+        if !refs.is_empty() {
+            let select = Selector::new(&src.name, &src.include, &src.exclude)?;
+            let git = GitSource::open(repo, &src.name, refs.clone(), select, src.mirror(), cfg.source.max_file_bytes)?;
+            tracing::info!(source = %src.name, repository = %repo.display(), refs = ?refs, "reading git refs from the object database");
+            let every = Duration::from_secs(src.poll_interval_secs.max(1));
+            out.push(Origin::Git { source: Box::new(git), every });
+        }
+        if let Some(tree) = src.worktree() {
+            let top = ctxd_stages::history::work_tree_of(tree).filter(|(_, at)| at.is_empty()).ok_or_else(|| {
+                PipelineError::Root {
+                    path: tree.to_path_buf(),
+                    message: format!(
+                        "source '{}' lists the ref \"{WORKTREE}\", but this is not the top of a clone's work tree \
+                         (a bare repository has none): point `git` at the clone, or drop \"{WORKTREE}\" from refs",
+                        src.name
+                    ),
+                }
+            })?;
+            let select = Selector::new(&format!("{}@{WORKTREE}", src.name), &src.include, &src.exclude)?;
+            tracing::info!(source = %src.name, work_tree = %top.0.display(), "watching the work tree as ref \"worktree\"");
+            out.push(Origin::Local(Scanner::new(top.0, index_excludes(cfg)).with_selector(select)));
+        }
+        Ok(out)
+    }
+
+    /// A folder or an `s3://` prefix.
+    fn open(cfg: &Config, src: &NamedSource) -> Result<Self, PipelineError> {
         let root = src.root.clone();
         let select = Selector::new(&src.name, &src.include, &src.exclude)?;
-        if let Some(repo) = &src.git {
-            let git = GitSource::open(repo, &src.name, src.refs.clone(), select, src.mirror(), cfg.source.max_file_bytes)?;
-            tracing::info!(source = %src.name, repository = %repo.display(), refs = ?src.refs, "reading git refs from the object database");
-            let every = Duration::from_secs(src.poll_interval_secs.max(1));
-            return Ok(Origin::Git { source: Box::new(git), every });
-        }
         if src.is_object_store() {
             let uri = root.to_string_lossy().into_owned();
             let mut objects =
@@ -81,12 +107,17 @@ impl Origin {
             return Ok(Origin::Objects { source: objects, every: Duration::from_secs(src.poll_interval_secs.max(1)) });
         }
         check_root(&root)?;
-        let mut excludes = vec![cfg.index.db.clone()];
-        if let Ok(db) = cfg.index.db.canonicalize() {
-            excludes.push(db);
-        }
-        Ok(Origin::Local(Scanner::new(root, excludes).with_selector(select)))
+        Ok(Origin::Local(Scanner::new(root, index_excludes(cfg)).with_selector(select)))
     }
+}
+
+/// What a folder scan never enters: the index's own directory (as written and resolved).
+fn index_excludes(cfg: &Config) -> Vec<std::path::PathBuf> {
+    let mut excludes = vec![cfg.index.db.clone()];
+    if let Ok(db) = cfg.index.db.canonicalize() {
+        excludes.push(db);
+    }
+    excludes
 }
 
 /// Readiness waits for every source's first pass: the last one to finish marks the graph
@@ -184,7 +215,8 @@ impl Source {
     /// the source missing from every ref removed), then, when following, every `every` (only
     /// what moved). gitoxide is blocking: each poll runs on a blocking thread.
     async fn run_git(mut self, mut git: GitSource, every: Duration, follow: bool) -> Result<(), StageError> {
-        let owner = Selector::owning(&format!("{}@", git.name()));
+        // `<name>@worktree/` is the work tree's, reconciled by its own scan.
+        let owner = Selector::owning(&format!("{}@", git.name())).except(&format!("{}@{WORKTREE}/", git.name()));
         let poked = crate::trigger::for_source(git.name());
         let mut first = true;
         loop {

@@ -61,7 +61,12 @@ pub struct Access {
     pub known: Vec<String>,
     /// `(name, default ref)` of the git sources among them.
     pub git: Vec<(String, String)>,
+    /// The git sources that watch their clone's work tree (ref [`WORKTREE`]).
+    pub worktrees: Vec<String>,
 }
+
+/// The ref that reads sources as they are on disk: a git source's work tree, or a folder.
+pub const WORKTREE: &str = "worktree";
 
 impl Access {
     /// The scope a request reads: `requested` (checked against the known names) at `git_ref`
@@ -95,8 +100,9 @@ impl Access {
             }
         }
         let is_git = |n: &str| self.git.iter().find(|(g, _)| g == n).map(|(_, d)| d.as_str());
+        let on_disk = git_ref == Some(WORKTREE);
         if self.git.is_empty() {
-            if git_ref.is_some() {
+            if git_ref.is_some() && !on_disk {
                 return Err(SearchError::BadSource(
                     "`ref` reads a git source at a branch, tag or commit, but this index has no git source".into(),
                 ));
@@ -109,15 +115,27 @@ impl Access {
             (None, Some(a)) => a.names().to_vec(),
             (None, None) => self.known.clone(),
         };
-        if let (Some(r), Some(folder)) = (git_ref, requested.and_then(|q| q.names().iter().find(|n| is_git(n).is_none()))) {
+        let folder = requested.and_then(|q| q.names().iter().find(|n| is_git(n).is_none()));
+        if let (Some(r), Some(folder), false) = (git_ref, folder, on_disk) {
             return Err(SearchError::BadSource(format!("source '{folder}' is not a git source: it has no ref '{r}'")));
+        }
+        let watched = |n: &String| self.worktrees.contains(n);
+        if let (true, Some(q)) = (on_disk, requested) {
+            if let Some(n) = q.names().iter().find(|n| is_git(n).is_some() && !watched(n)) {
+                return Err(SearchError::BadSource(format!(
+                    "git source '{n}' does not watch a work tree: add \"{WORKTREE}\" to its refs (its `git` must be a \
+                     clone), or ask for one of its refs"
+                )));
+            }
         }
         let mut out = Vec::new();
         for n in names {
             match (is_git(&n), git_ref) {
+                // A folder is read as it is on disk; a git source only if it watches its work tree.
+                (Some(_), Some(WORKTREE)) if !watched(&n) => {}
                 (Some(default), r) => out.push(format!("{n}@{}", r.unwrap_or(default).replace('/', "~"))),
+                (None, Some(WORKTREE)) | (None, None) => out.push(n),
                 (None, Some(_)) => {}
-                (None, None) => out.push(n),
             }
         }
         Ok(Some(SourceScope::new(out)))
@@ -149,7 +167,7 @@ mod tests {
 
     #[test]
     fn requests_are_checked_against_known_sources_and_narrowed_by_tokens() {
-        let access = Access { known: vec!["api".into(), "docs".into(), "web".into()], git: Vec::new() };
+        let access = Access { known: vec!["api".into(), "docs".into(), "web".into()], ..Access::default() };
         let s = |t: &str| parse_list(t).unwrap();
         assert_eq!(access.resolve(None, None, None).unwrap(), None);
         assert_eq!(access.resolve(Some(&s("api")), None, None).unwrap(), Some(s("api")));
@@ -166,12 +184,18 @@ mod tests {
 
     #[test]
     fn git_sources_are_read_at_their_default_ref_or_the_one_asked_for() {
-        let git = vec![("lib".to_string(), "main".to_string())];
-        let access = Access { known: vec!["docs".into(), "lib".into()], git };
+        let git = vec![("lib".to_string(), "main".to_string()), ("app".to_string(), "worktree".to_string())];
+        let access = Access { known: vec!["docs".into(), "lib".into(), "app".into()], git, worktrees: vec!["app".into()] };
         let s = |t: &str| parse_list(t).unwrap();
-        assert_eq!(access.resolve(None, None, None).unwrap(), Some(s("docs,lib@main")));
+        assert_eq!(access.resolve(None, None, None).unwrap(), Some(s("app@worktree,docs,lib@main")));
         assert_eq!(access.resolve(Some(&s("lib")), Some("release/1.0"), None).unwrap(), Some(s("lib@release~1.0")));
-        assert_eq!(access.resolve(None, Some("v2"), None).unwrap(), Some(s("lib@v2")), "folders have no refs");
+        assert_eq!(access.resolve(None, Some("v2"), None).unwrap(), Some(s("app@v2,lib@v2")), "folders have no refs");
+        // On disk: folders as they are, git sources through their work tree (if they watch one).
+        assert_eq!(access.resolve(None, Some("worktree"), None).unwrap(), Some(s("app@worktree,docs")));
+        assert_eq!(access.resolve(Some(&s("docs")), Some("worktree"), None).unwrap(), Some(s("docs")));
+        let unwatched = access.resolve(Some(&s("lib")), Some("worktree"), None).unwrap_err();
+        assert!(unwatched.to_string().contains("does not watch a work tree"), "{unwatched}");
+        assert_eq!(Access::default().resolve(None, Some("worktree"), None).unwrap(), None, "one folder: on disk");
         assert!(matches!(access.resolve(Some(&s("docs")), Some("v2"), None), Err(SearchError::BadSource(_))));
         assert_eq!(access.resolve(None, None, Some(&s("lib"))).unwrap(), Some(s("lib@main")));
         assert!(matches!(access.resolve(Some(&s("docs")), None, Some(&s("lib"))), Err(SearchError::Forbidden(_))));

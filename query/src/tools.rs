@@ -253,7 +253,10 @@ impl GraphTools {
                 }
                 let limit = usize_arg(args, "limit", 20, 500)?;
                 let g = graph().await?;
-                json(serde_json::to_value(impact(&g.code, &changes, limit)))
+                let mut answer = impact(&g.code, &changes, limit);
+                let paths: Vec<String> = changes.into_iter().map(|c| c.path).collect();
+                answer.cochanged = self.locator.cochanged(&paths, limit, source).await?;
+                json(serde_json::to_value(answer))
             }
             GraphTool::History => {
                 known_args(args, &["path", "limit", "as_of", "source", "ref"])?;

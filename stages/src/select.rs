@@ -16,6 +16,8 @@ use crate::StageError;
 #[derive(Debug, Clone, Default)]
 pub struct Selector {
     prefix: String,
+    /// Stored paths under `prefix` that another origin of the source owns.
+    except: Option<String>,
     include: Option<GlobSet>,
     exclude: Option<GlobSet>,
 }
@@ -39,13 +41,20 @@ impl Selector {
     /// `include` (empty: all) minus `exclude`.
     pub fn new(name: &str, include: &[String], exclude: &[String]) -> Result<Self, StageError> {
         let prefix = if name.is_empty() { String::new() } else { format!("{name}/") };
-        Ok(Self { prefix, include: set(include)?, exclude: set(exclude)? })
+        Ok(Self { prefix, except: None, include: set(include)?, exclude: set(exclude)? })
     }
 
     /// A selector that only tells which stored paths are a source's: those starting with
     /// `prefix` (a git source owns `<name>@…`).
     pub fn owning(prefix: &str) -> Self {
         Self { prefix: prefix.to_string(), ..Self::default() }
+    }
+
+    /// The same selector, but stored paths under `prefix` are not its own (a git source's refs
+    /// leave `<name>@worktree/` to the work tree's scan).
+    pub fn except(mut self, prefix: &str) -> Self {
+        self.except = Some(prefix.to_string());
+        self
     }
 
     /// Whether the file at `rel` (relative to the root) is indexed.
@@ -65,7 +74,7 @@ impl Selector {
 
     /// Whether a stored path belongs to this source.
     pub fn owns(&self, stored: &str) -> bool {
-        stored.starts_with(&self.prefix)
+        stored.starts_with(&self.prefix) && !self.except.as_ref().is_some_and(|e| stored.starts_with(e.as_str()))
     }
 }
 
@@ -85,5 +94,7 @@ mod tests {
         assert!(all.matches("anything/at/all.txt"));
         assert_eq!(all.qualify("a.rs"), "a.rs");
         assert!(Selector::new("x", &["[".into()], &[]).is_err());
+        let refs = Selector::owning("lib@").except("lib@worktree/");
+        assert!(refs.owns("lib@main/a.rs") && !refs.owns("lib@worktree/a.rs") && !refs.owns("web/a.rs"));
     }
 }

@@ -165,8 +165,12 @@ pub async fn graph(action: GraphAction) -> Result<()> {
                 changes.extend(parse_diff(&text)?);
             }
             anyhow::ensure!(!changes.is_empty(), "nothing changed: give paths or --diff FILE");
-            let g = graph_of(&db).await?;
-            let a = impact(&g.code, &changes, limit);
+            let index = open_index(&db).await?;
+            let g = GraphCache::default().get(&index).await?;
+            let mut a = impact(&g.code, &changes, limit);
+            let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
+            let history = index.file_history().await?;
+            a.cochanged = ctxd_query::locate::history::cochanged_with(&history, &changed, limit, |p| g.code.file(p).is_some());
             if json {
                 println!("{}", serde_json::to_string(&a)?);
                 return Ok(());
@@ -184,6 +188,12 @@ pub async fn graph(action: GraphAction) -> Result<()> {
             }
             for p in &a.unknown_paths {
                 println!("not in the index: {p}");
+            }
+            if !a.cochanged.is_empty() {
+                println!("changed in the same commits:");
+                for c in &a.cochanged {
+                    println!("  {}  ({} commits with {})", c.path, c.commits, c.with);
+                }
             }
             Ok(())
         }

@@ -183,6 +183,11 @@ fn git_sources_are_read_by_ref_from_the_object_database() {
     assert_eq!(work["files"][0]["commits"][0]["summary"], "exporter", "{work}");
     let cochanged = work["files"][0]["cochanged"].as_array().unwrap();
     assert!(cochanged.iter().any(|c| c[0] == "work/src/broken.py"), "export.py and broken.py came in one commit: {work}");
+    // impact lists what changes with a changed file.
+    let out = run_ok(ctxd().args(["graph", "impact", "work/src/export.py", "--json", "--db"]).arg(&db));
+    let impact: Value = serde_json::from_str(out.trim()).unwrap();
+    let partners = impact["cochanged"].as_array().unwrap_or_else(|| panic!("no cochanged: {impact}"));
+    assert!(partners.iter().any(|c| c["path"] == "work/src/broken.py" && c["with"] == "work/src/export.py"), "{impact}");
     let missing = ctxd().args(["history", "src/nope.py", "--db"]).arg(&db).output().unwrap();
     assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("src/nope.py"));
     // locate says why: the release branch's tax rule changed in its last commit.
@@ -276,4 +281,89 @@ fn walk_files(dir: &Path) -> usize {
         n += if p.is_dir() { walk_files(&p) } else { 1 };
     }
     n
+}
+
+/// A git source that watches its clone's work tree (`refs = ["worktree", "main"]`): queries
+/// read the files as they are on disk by default — an uncommitted edit, an untracked file and a
+/// branch switch shadow `main`, which keeps its committed files — and the work tree's history
+/// follows `HEAD`. A bare repository has no work tree to watch: a clear error.
+#[test]
+fn worktree_edits_shadow_the_checked_out_ref() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path();
+    let app = base.join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    git(&app, &["init", "-q", "-b", "main"]);
+    write(&app, ".gitignore", "build/\n");
+    write(&app, "src/rate.py", "def shipping_rate(zone):\n    \"\"\"The flat shipping rate of a zone.\"\"\"\n    return 5\n");
+    write(&app, "src/cart.py", "def cart_total(items):\n    \"\"\"Sums the cart.\"\"\"\n    return sum(items)\n");
+    git(&app, &["add", "-A"]);
+    git(&app, &["commit", "-q", "-m", "first"]);
+    git(&app, &["checkout", "-q", "-b", "feature"]);
+    write(&app, "src/rate.py", "def shipping_rate(zone):\n    \"\"\"The kangaroozone shipping rule of the feature branch.\"\"\"\n    return 7\n");
+    git(&app, &["commit", "-q", "-am", "kangaroo zones"]);
+    git(&app, &["checkout", "-q", "main"]);
+    write(&app, "build/out.py", "def generated_numbat():\n    pass\n");
+    write(base, "notes/n.md", "# Notes\nShipping rates are flat.\n");
+    let cfg = base.join("ctxd.toml");
+    std::fs::write(
+        &cfg,
+        "[[source]]\nname = \"app\"\ngit = \"app\"\nrefs = [\"worktree\", \"main\"]\nmirror_dir = \"mirror\"\n\
+         poll_interval_secs = 1\n\n[[source]]\nname = \"notes\"\nroot = \"notes\"\n\n[index]\ndb = \"db\"\n",
+    )
+    .unwrap();
+    let mut cmd = ctxd();
+    cmd.arg("serve").arg("--config").arg(&cfg).args(["--listen", "127.0.0.1:0", "--flight-listen", "127.0.0.1:0"]);
+    let d = Daemon::spawn_raw(&mut cmd);
+    d.wait_ready();
+    let find = |q: &str, r: Option<&str>| -> Vec<String> {
+        let mut body = json!({"query": q, "source": "app", "mode": "bm25", "k": 20});
+        if let Some(r) = r {
+            body["ref"] = json!(r);
+        }
+        let (s, v) = d.search(body);
+        assert_eq!(s, 200, "{v}");
+        paths(&v)
+    };
+    // The default view is the work tree; `main` is its own view of the same blobs.
+    assert_eq!(find("shipping_rate", None), ["app@worktree/src/rate.py"]);
+    assert_eq!(find("shipping_rate", Some("main")), ["app@main/src/rate.py"]);
+    let (_, v) = d.search(json!({"query": "shipping_rate", "source": "app", "mode": "bm25"}));
+    assert_eq!(field(&v, "ref"), ["worktree"], "{v}");
+    assert!(find("generated_numbat", None).is_empty(), "ignored files stay out of the work tree's view");
+    // An uncommitted edit and an untracked file: the work tree shows them, main does not.
+    write(&app, "src/rate.py", "def shipping_rate(zone):\n    \"\"\"The wombatedit rate, not committed.\"\"\"\n    return 6\n");
+    write(&app, "src/coupon.py", "def apply_coupon(cart):\n    \"\"\"The quollcoupon discount.\"\"\"\n    return cart\n");
+    super::wait_for("the uncommitted edit", Duration::from_secs(30), || {
+        find("wombatedit", None) == ["app@worktree/src/rate.py"] && find("quollcoupon", None) == ["app@worktree/src/coupon.py"]
+    });
+    assert!(find("wombatedit", Some("main")).is_empty() && find("quollcoupon", Some("main")).is_empty());
+    // A branch switch: the work tree's view follows the checkout; main keeps its files.
+    git(&app, &["checkout", "-q", "-f", "feature"]);
+    std::fs::remove_file(app.join("src/coupon.py")).unwrap();
+    super::wait_for("the branch switch", Duration::from_secs(30), || {
+        find("kangaroozone", None) == ["app@worktree/src/rate.py"] && find("quollcoupon", None).is_empty()
+    });
+    assert!(find("kangaroozone", Some("main")).is_empty(), "main does not have the feature's rule");
+    assert_eq!(find("cart_total", Some("main")), ["app@main/src/cart.py"]);
+    // A folder source is read as it is on disk, so `ref = "worktree"` reads it too.
+    let (s, v) = d.search(json!({"query": "shipping rates", "ref": "worktree", "mode": "bm25", "k": 20}));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(field(&v, "source"), ["app", "notes"], "{v}");
+    // The work tree's history follows HEAD (checked every few seconds).
+    super::wait_for("the work tree's history at the feature branch", Duration::from_secs(30), || {
+        let out = ctxd().args(["history", "src/rate.py", "--json", "--source", "app", "--ref", "worktree", "--db"])
+            .arg(base.join("db")).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("kangaroo zones")
+    });
+    drop(d);
+
+    // A bare repository has no work tree to watch.
+    let url = format!("file://{}", app.display());
+    let out = Command::new("git").args(["clone", "-q", "--bare", &url]).arg(base.join("bare.git")).output().unwrap();
+    assert!(out.status.success());
+    std::fs::write(base.join("bare.toml"), "[[source]]\nname = \"b\"\ngit = \"bare.git\"\nrefs = [\"worktree\"]\n[index]\ndb = \"db3\"\n").unwrap();
+    let bad = ctxd().args(["index", "--config"]).arg(base.join("bare.toml")).output().unwrap();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.contains("not the top of a clone's work tree") && err.contains("bare.git"), "{err}");
 }

@@ -36,7 +36,7 @@ pub mod sections;
 mod validate;
 
 pub use env::{env_overrides, Override};
-pub use named::NamedSource;
+pub use named::{NamedSource, WORKTREE};
 pub use sections::*;
 
 impl Config {

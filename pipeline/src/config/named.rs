@@ -14,7 +14,10 @@
 //!
 //! A git source names a repository instead of a root (`git = "/srv/repo.git"`, `refs = ["main",
 //! "release/*"]`; see `ctxd_stages::git`): its files are stored under `<name>@<ref>/<path>`, and
-//! queries read its first ref unless they ask for another (`ref`).
+//! queries read its first ref unless they ask for another (`ref`). The ref `worktree` of a git
+//! source that is a clone names its work tree as it is on disk (uncommitted edits and all),
+//! watched like a folder and stored under `<name>@worktree/`; a folder source is always read
+//! as it is on disk, so `ref = "worktree"` reads it too.
 //!
 //! Every file of a named source is stored under `<name>/<path>` (so one path in two sources
 //! never collides, in any table) with `source = <name>`; queries narrow to some sources with
@@ -26,6 +29,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::{sections::mirror_of, Config};
+
+/// The ref that names a clone's work tree as it is on disk (a git source's view of it, or a
+/// folder source, always read that way).
+pub const WORKTREE: &str = "worktree";
 
 /// One source of files: an entry of `[[source]]`, or the single `[source]` (empty `name`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +79,16 @@ impl NamedSource {
         self.refs.first().map_or("HEAD", String::as_str)
     }
 
+    /// The refs read from the object database: `refs` without [`WORKTREE`].
+    pub fn object_refs(&self) -> Vec<String> {
+        self.refs.iter().filter(|r| *r != WORKTREE).cloned().collect()
+    }
+
+    /// A git source's work tree, when its refs list [`WORKTREE`]: the repository's folder.
+    pub fn worktree(&self) -> Option<&Path> {
+        self.git.as_deref().filter(|_| self.refs.iter().any(|r| r == WORKTREE))
+    }
+
     /// What the source's relative paths are stored under: `<name>/`, or nothing when unnamed.
     pub fn prefix(&self) -> String {
         if self.name.is_empty() {
@@ -99,6 +116,11 @@ impl Config {
             git: None,
             refs: Vec::new(),
         }]
+    }
+
+    /// The git sources that watch their work tree (`"worktree"` among their refs).
+    pub fn worktree_sources(&self) -> Vec<String> {
+        self.named.iter().filter(|s| s.worktree().is_some()).map(|s| s.name.clone()).collect()
     }
 
     /// `(name, default ref)` of each git source.

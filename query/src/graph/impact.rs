@@ -3,6 +3,8 @@
 //! definitions the walk goes backward along resolved edges — callers, referencers, subclasses,
 //! importers — up to [`DEPTH`] hops, each hop worth [`DECAY`] of the last, and ranks the
 //! definitions and tests reached. Tests are the definitions and files reached in test files.
+//! With git history, the files that change in the same commits are listed too (`cochanged`,
+//! filled by [`crate::locate::Locator::cochanged`]).
 
 use std::collections::HashMap;
 
@@ -104,6 +106,21 @@ pub struct ImpactAnswer {
     /// Changed paths that are not in the index.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unknown_paths: Vec<String>,
+    /// Files that the git history says change together with the changed ones (most shared
+    /// commits first): what a reviewer also opens, whether or not the graph links them. Empty
+    /// without recorded history.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cochanged: Vec<CoChanged>,
+}
+
+/// A file that changed in the same commits as a changed file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CoChanged {
+    pub path: String,
+    /// Commits it shares with `with`.
+    pub commits: usize,
+    /// The changed file it shares them with.
+    pub with: String,
 }
 
 /// Ranks what `changes` affect (at most `limit` definitions and `limit` tests).
@@ -207,6 +224,7 @@ pub fn impact(g: &CodeGraph, changes: &[Change], limit: usize) -> ImpactAnswer {
         affected,
         tests,
         unknown_paths: unknown,
+        cochanged: Vec::new(),
     }
 }
 

@@ -19,11 +19,13 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ctxd_index::{History, Index};
 use tokio::sync::Mutex;
 
 use super::signals::Scores;
+use crate::graph::impact::CoChanged;
 use crate::graph::CodeGraph;
 use crate::SearchError;
 
@@ -34,32 +36,49 @@ const COCHANGE_SEEDS: usize = 10;
 /// A seed must have changed at least this often for its partners to count.
 const MIN_COMMITS: usize = 2;
 
-/// Histories loaded per view, keyed by the view and the history table's version.
+/// How long a cached history is used before the table's version is checked again.
+const RECHECK: Duration = Duration::from_secs(2);
+
+/// Histories loaded per view, keyed by the view and the history table's version (checked at
+/// most every two seconds, so a search does not open the table each time).
 #[derive(Clone, Default)]
 pub struct HistoryCache {
     slots: Arc<Mutex<Vec<Slot>>>,
 }
 
-/// A cached history: view key, table version, history.
-type Slot = (String, u64, Arc<History>);
+/// A cached history: view key, table version, when the version was last checked, history.
+type Slot = (String, u64, Instant, Arc<History>);
 
 impl HistoryCache {
     /// The history of `index`'s view (empty when none was recorded).
     pub async fn get(&self, index: &Index) -> Result<Arc<History>, SearchError> {
-        let version = index.history_version().await?;
         let key = format!("{}{}", index.uri(), index.scope_key());
+        if let Some((_, _, at, h)) = self.slots.lock().await.iter().find(|s| s.0 == key) {
+            if at.elapsed() < RECHECK {
+                return Ok(h.clone());
+            }
+        }
+        let version = index.history_version().await?;
         let mut slots = self.slots.lock().await;
-        if let Some((_, _, h)) = slots.iter().find(|(k, v, _)| *k == key && *v == version) {
-            return Ok(h.clone());
+        if let Some(slot) = slots.iter_mut().find(|s| s.0 == key && s.1 == version) {
+            slot.2 = Instant::now();
+            return Ok(slot.3.clone());
         }
         let h = Arc::new(if version == 0 { History::default() } else { index.file_history().await? });
-        slots.retain(|(k, _, _)| *k != key);
-        slots.push((key, version, h.clone()));
+        slots.retain(|s| s.0 != key);
+        slots.push((key, version, Instant::now(), h.clone()));
         if slots.len() > 8 {
             slots.remove(0);
         }
         Ok(h)
     }
+}
+
+/// How fresh `path` is in `h`: `exp(−age / 30 days)` of its last commit, the age measured from
+/// the view's newest commit; `None` without history for it.
+pub fn freshness(h: &History, path: &str) -> Option<f64> {
+    let c = h.of(path).first()?;
+    Some((-((h.newest - c.time).max(0) as f64) / RECENCY_SCALE).exp())
 }
 
 /// One commit of a file, as `history` lists it.
@@ -129,14 +148,37 @@ pub fn file_logs(h: &History, path: &str, limit: usize) -> HistoryAnswer {
     HistoryAnswer { files }
 }
 
+/// The files that changed in the same commits as any of `paths` (each found as `file_logs`
+/// finds it), without `paths` themselves and files `indexed` refuses; the most shared commits
+/// first, at most `limit`.
+pub fn cochanged_with(h: &History, paths: &[String], limit: usize, indexed: impl Fn(&str) -> bool) -> Vec<CoChanged> {
+    let logs: Vec<FileLog> = paths.iter().flat_map(|p| file_logs(h, p, 0).files).collect();
+    let changed: std::collections::HashSet<&str> = logs.iter().map(|l| l.path.as_str()).collect();
+    let mut best: HashMap<&str, CoChanged> = HashMap::new();
+    for log in &logs {
+        for (p, n) in &log.cochanged {
+            if changed.contains(p.as_str()) || !indexed(p) {
+                continue;
+            }
+            let entry = best.entry(p).or_insert_with(|| CoChanged { path: p.clone(), commits: 0, with: log.path.clone() });
+            if *n > entry.commits {
+                (entry.commits, entry.with) = (*n, log.path.clone());
+            }
+        }
+    }
+    let mut out: Vec<CoChanged> = best.into_values().collect();
+    out.sort_by(|a, b| b.commits.cmp(&a.commits).then_with(|| a.path.cmp(&b.path)));
+    out.truncate(limit);
+    out
+}
+
 /// `abc1234 3d ago: Fix the parser` for a file's last commit.
-fn last_change(h: &History, path: &str) -> Option<(f64, String)> {
+fn last_change(h: &History, path: &str) -> Option<String> {
     let c = h.of(path).first()?;
-    let age = (h.newest - c.time).max(0) as f64;
     let short = &c.commit[..c.commit.len().min(7)];
-    let days = age / 86_400.0;
+    let days = (h.newest - c.time).max(0) as f64 / 86_400.0;
     let when = if days < 1.0 { "the newest commit's day".to_string() } else { format!("{days:.0} days before the newest commit") };
-    Some((age, format!("last changed {when} ({short}: {})", c.summary)))
+    Some(format!("last changed {when} ({short}: {})", c.summary))
 }
 
 /// Recency of the `candidates` (files with evidence already).
@@ -146,8 +188,8 @@ pub fn recency(g: &CodeGraph, h: &History, candidates: impl Iterator<Item = usiz
         return s;
     }
     for f in candidates {
-        if let Some((age, why)) = last_change(h, &g.files[f]) {
-            s.add(f, (-age / RECENCY_SCALE).exp(), || why);
+        if let (Some(fresh), Some(why)) = (freshness(h, &g.files[f]), last_change(h, &g.files[f])) {
+            s.add(f, fresh, || why);
         }
     }
     s
@@ -240,5 +282,19 @@ mod tests {
         assert!((s.score[&dialect] - 2.0 / 3.0).abs() < 1e-9);
         assert_eq!(s.why[&dialect], "changed with parser.py in 2 of its 3 commits");
         assert!(!s.score.contains_key(&parser) && !s.score.contains_key(&other));
+    }
+
+    #[test]
+    fn impact_lists_what_changes_with_the_changed_files() {
+        let h = history(&[
+            ("lib@main/parser.py", "c1", 1), ("lib@main/dialect.py", "c1", 1), ("lib@main/tokens.py", "c1", 1),
+            ("lib@main/parser.py", "c2", 2), ("lib@main/dialect.py", "c2", 2),
+            ("lib@main/tokens.py", "c3", 3), ("lib@main/gone.py", "c3", 3),
+        ]);
+        let indexed = |p: &str| p != "lib@main/gone.py";
+        let out = cochanged_with(&h, &["parser.py".into(), "tokens.py".into()], 10, indexed);
+        let got: Vec<(&str, usize, &str)> = out.iter().map(|c| (c.path.as_str(), c.commits, c.with.as_str())).collect();
+        assert_eq!(got, [("lib@main/dialect.py", 2, "lib@main/parser.py")], "changed files and unindexed ones are left out");
+        assert!(cochanged_with(&History::default(), &["parser.py".into()], 10, |_| true).is_empty());
     }
 }
