@@ -76,7 +76,7 @@ impl HistoryCache {
 
 /// How fresh `path` is in `h`: `exp(−age / 30 days)` of its last commit, the age measured from
 /// the view's newest commit; `None` without history for it.
-pub fn freshness(h: &History, path: &str) -> Option<f64> {
+fn freshness(h: &History, path: &str) -> Option<f64> {
     let c = h.of(path).first()?;
     Some((-((h.newest - c.time).max(0) as f64) / RECENCY_SCALE).exp())
 }

@@ -28,10 +28,6 @@ pub struct Weights {
     pub definition_boost: f32,
     /// Multiplier for chunks of documents (Markdown, reST, text, HTML, PDF).
     pub doc_boost: f32,
-    /// Boost for chunks of recently changed files: `× (1 + recency · freshness)`, freshness
-    /// `exp(−age / 30 days)` from the git history (none without one). Debugging favours what
-    /// changed lately; explanations and definitions do not care.
-    pub recency: f32,
 }
 
 impl Intent {
@@ -62,22 +58,21 @@ impl Intent {
     /// Signal weights for this intent: meaning first for questions, exact words first for
     /// errors, the symbol table first for definitions.
     pub fn weights(self) -> Weights {
-        let w = |vector, bm25, symbol, definition_boost, doc_boost, recency| Weights {
+        let w = |vector, bm25, symbol, definition_boost, doc_boost| Weights {
             vector,
             bm25,
             symbol,
             definition_boost,
             doc_boost,
-            recency,
         };
         match self {
-            Intent::Explain => w(1.0, 0.6, 0.5, 1.1, 1.05, 0.0),
-            Intent::Implement => w(1.0, 0.6, 0.6, 1.15, 0.9, 0.05),
-            Intent::Debug => w(0.8, 1.0, 0.6, 1.1, 0.85, 0.2),
-            Intent::Refactor => w(0.8, 0.8, 0.9, 1.2, 0.8, 0.05),
-            Intent::FindDefinition => w(0.6, 0.8, 1.5, 1.3, 0.7, 0.0),
-            Intent::Documentation => w(1.0, 0.7, 0.2, 0.9, 1.3, 0.0),
-            Intent::General => w(1.0, 0.5, 0.5, 1.0, 1.0, 0.05),
+            Intent::Explain => w(1.0, 0.6, 0.5, 1.1, 1.05),
+            Intent::Implement => w(1.0, 0.6, 0.6, 1.15, 0.9),
+            Intent::Debug => w(0.8, 1.0, 0.6, 1.1, 0.85),
+            Intent::Refactor => w(0.8, 0.8, 0.9, 1.2, 0.8),
+            Intent::FindDefinition => w(0.6, 0.8, 1.5, 1.3, 0.7),
+            Intent::Documentation => w(1.0, 0.7, 0.2, 0.9, 1.3),
+            Intent::General => w(1.0, 0.5, 0.5, 1.0, 1.0),
         }
     }
 }

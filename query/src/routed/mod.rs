@@ -8,8 +8,6 @@
 //! are fused by a weighted sum of min-max-normalised scores (weights from the intent), then:
 //!
 //! * whole definitions are boosted over mentions, documents up or down by intent;
-//! * chunks of files changed lately (git history: a git source's refs, a folder that is a work
-//!   tree) are boosted by intent — most for debugging, not at all for explanations;
 //! * chunks in dependency folders (`vendor/`, `node_modules/`, …) are ranked slightly lower;
 //! * chunks in the caller's `current_file` (and its folder) or in a module the query names are
 //!   boosted;
@@ -112,8 +110,6 @@ struct Caches {
     vocabs: vocab::Vocabs,
     /// Token embeddings of recently rescored chunks (this model's).
     tokens: TokenCache,
-    /// The git history of each view searched (for the recency boost).
-    histories: crate::locate::history::HistoryCache,
 }
 
 impl Routing {
@@ -195,17 +191,8 @@ impl Routing {
 
         let current = req.current_file.as_deref().map(|f| f.trim_start_matches("./"));
         let current_dir = current.map(parent_dir);
-        // Recency needs the view's history (cached); an index without one, or a failed read,
-        // simply has no boost.
-        let history = match w.recency > 0.0 && !req.lean {
-            true => caches.histories.get(&index).await.ok().filter(|h| !h.is_empty()),
-            false => None,
-        };
         for h in &mut fused {
             let mut m = 1.0;
-            if let Some(fresh) = history.as_ref().and_then(|hist| crate::locate::history::freshness(hist, &h.path)) {
-                m *= 1.0 + w.recency * fresh as f32;
-            }
             if is_definition(h.kind.as_deref()) {
                 m *= w.definition_boost;
             }
