@@ -201,6 +201,16 @@ impl Source {
         Ok(())
     }
 
+    /// A path a poll reports gone: its removal, unless this is the first pass (which reconciles
+    /// every indexed path afterwards instead) or the path is not indexed.
+    fn removal(&self, rel: String, first: bool) -> Option<FileWork<ctxd_stages::SourceFile>> {
+        if first || self.state.get(&rel).is_none() {
+            return None;
+        }
+        self.freshness.changed(&rel, SystemTime::now());
+        Some(FileWork::Remove(rel))
+    }
+
     /// After a polled source's first pass (`seen`): its indexed files it no longer has are
     /// removed, and readiness counts it. False when the pipeline is gone.
     async fn first_pass_done(&self, seen: &Pass, owner: &Selector) -> bool {
@@ -249,13 +259,10 @@ impl Source {
                                 seen.seen.insert(rel);
                                 continue;
                             }
-                            GitChange::Removed(rel) => {
-                                if first || self.state.get(&rel).is_none() {
-                                    continue;
-                                }
-                                self.freshness.changed(&rel, SystemTime::now());
-                                FileWork::Remove(rel)
-                            }
+                            GitChange::Removed(rel) => match self.removal(rel, first) {
+                                Some(work) => work,
+                                None => continue,
+                            },
                         };
                         if !self.emitter.emit(work).await {
                             return Ok(());
@@ -348,14 +355,10 @@ impl Source {
                                     }
                                 }
                             }
-                            ObjectChange::Removed(rel) => {
-                                // The first pass reconciles every indexed path below instead.
-                                if first || self.state.get(&rel).is_none() {
-                                    continue;
-                                }
-                                self.freshness.changed(&rel, SystemTime::now());
-                                FileWork::Remove(rel)
-                            }
+                            ObjectChange::Removed(rel) => match self.removal(rel, first) {
+                                Some(work) => work,
+                                None => continue,
+                            },
                         };
                         if !self.emitter.emit(work).await {
                             return Ok(());

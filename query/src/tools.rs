@@ -255,7 +255,7 @@ impl GraphTools {
                 let g = graph().await?;
                 let mut answer = impact(&g.code, &changes, limit);
                 let paths: Vec<String> = changes.into_iter().map(|c| c.path).collect();
-                answer.cochanged = self.locator.cochanged(&paths, limit, source).await?;
+                answer.cochanged = self.locator.cochanged(&g.code, &paths, limit, source).await?;
                 json(serde_json::to_value(answer))
             }
             GraphTool::History => {

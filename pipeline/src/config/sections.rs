@@ -410,24 +410,23 @@ impl Default for ServerConfig {
     }
 }
 
+/// The text of the file `[server] <key>` names; an error that says which key and why.
+fn read_key_file(file: &std::path::Path, key: &str) -> Result<String, PipelineError> {
+    std::fs::read_to_string(file)
+        .map_err(|e| PipelineError::Config { path: file.to_path_buf(), message: format!("reading server.{key}: {e}") })
+}
+
 impl ServerConfig {
     /// The text of `source_tokens_file`, if one is configured.
     pub fn source_tokens(&self) -> Result<Option<(PathBuf, String)>, PipelineError> {
         let Some(file) = &self.source_tokens_file else { return Ok(None) };
-        let text = std::fs::read_to_string(file).map_err(|e| PipelineError::Config {
-            path: file.clone(),
-            message: format!("reading server.source_tokens_file: {e}"),
-        })?;
-        Ok(Some((file.clone(), text)))
+        Ok(Some((file.clone(), read_key_file(file, "source_tokens_file")?)))
     }
 
     /// The webhook secret (the trimmed contents of `webhook_secret_file`), if one is configured.
     pub fn webhook_secret(&self) -> Result<Option<String>, PipelineError> {
         let Some(file) = &self.webhook_secret_file else { return Ok(None) };
-        let text = std::fs::read_to_string(file).map_err(|e| PipelineError::Config {
-            path: file.clone(),
-            message: format!("reading server.webhook_secret_file: {e}"),
-        })?;
+        let text = read_key_file(file, "webhook_secret_file")?;
         let secret = text.trim().to_string();
         if secret.len() < 16 {
             return Err(PipelineError::Config {
@@ -444,10 +443,7 @@ impl ServerConfig {
             return Ok(Some(t));
         }
         let Some(file) = &self.auth_token_file else { return Ok(None) };
-        let text = std::fs::read_to_string(file).map_err(|e| PipelineError::Config {
-            path: file.clone(),
-            message: format!("reading server.auth_token_file: {e}"),
-        })?;
+        let text = read_key_file(file, "auth_token_file")?;
         if text.trim().is_empty() {
             return Err(PipelineError::Config {
                 path: file.clone(),

@@ -155,9 +155,21 @@ pub fn rank(graph: &Graph, inputs: &Inputs<'_>, without: &[Signal], k: usize, de
             *total.entry(f).or_default() += weight(*s) * x;
         }
     }
+    // The files so far, demoted, best first (ties by file id, so runs repeat).
+    let best_of = |total: &HashMap<usize, f64>| -> Vec<(usize, f64)> {
+        let mut best: Vec<(usize, f64)> = total.iter().map(|(&f, &x)| (f, x * demote(f))).collect();
+        best.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        best
+    };
+    // A later signal's scores join the sum and the parts `why` is told from.
+    let mut join = |total: &mut HashMap<usize, f64>, s: Signal, scores: Scores| {
+        for (&f, &x) in &scores.score {
+            *total.entry(f).or_default() += weight(s) * x;
+        }
+        parts.push((s, scores));
+    };
     if on(Signal::Graph) && !total.is_empty() {
-        let mut seeds: Vec<(usize, f64)> = total.iter().map(|(&f, &x)| (f, x * demote(f))).collect();
-        seeds.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut seeds = best_of(&total);
         seeds.truncate(SEEDS);
         let pr = graph.files.pagerank(&seeds);
         // Scaled by the best file that is not a seed (the seeds keep most of the walk's mass
@@ -172,32 +184,20 @@ pub fn rank(graph: &Graph, inputs: &Inputs<'_>, without: &[Signal], k: usize, de
                     scores.why.insert(f, "near the best files (imports, calls, references)".into());
                 }
             }
-            for (&f, &x) in &scores.score {
-                *total.entry(f).or_default() += weight(Signal::Graph) * x;
-            }
-            parts.push((Signal::Graph, scores));
+            join(&mut total, Signal::Graph, scores);
         }
     }
     let h = inputs.history;
     if on(Signal::Cochange) && !h.is_empty() && !total.is_empty() {
-        let mut best: Vec<(usize, f64)> = total.iter().map(|(&f, &x)| (f, x * demote(f))).collect();
-        best.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let scores = super::history::cochange(g, h, &best);
-        for (&f, &x) in &scores.score {
-            *total.entry(f).or_default() += weight(Signal::Cochange) * x;
-        }
-        parts.push((Signal::Cochange, scores));
+        let scores = super::history::cochange(g, h, &best_of(&total));
+        join(&mut total, Signal::Cochange, scores);
     }
     if on(Signal::Recency) && !h.is_empty() {
         let candidates: Vec<usize> = total.keys().copied().collect();
         let scores = super::history::recency(g, h, candidates.into_iter());
-        for (&f, &x) in &scores.score {
-            *total.entry(f).or_default() += weight(Signal::Recency) * x;
-        }
-        parts.push((Signal::Recency, scores));
+        join(&mut total, Signal::Recency, scores);
     }
-    let mut ranked: Vec<(usize, f64)> = total.into_iter().map(|(f, x)| (f, x * demote(f))).collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut ranked = best_of(&total);
     ranked.truncate(k);
     ranked
         .into_iter()

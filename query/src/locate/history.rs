@@ -74,13 +74,6 @@ impl HistoryCache {
     }
 }
 
-/// How fresh `path` is in `h`: `exp(−age / 30 days)` of its last commit, the age measured from
-/// the view's newest commit; `None` without history for it.
-fn freshness(h: &History, path: &str) -> Option<f64> {
-    let c = h.of(path).first()?;
-    Some((-((h.newest - c.time).max(0) as f64) / RECENCY_SCALE).exp())
-}
-
 /// One commit of a file, as `history` lists it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CommitLine {
@@ -173,12 +166,13 @@ pub fn cochanged_with(h: &History, paths: &[String], limit: usize, indexed: impl
 }
 
 /// `abc1234 3d ago: Fix the parser` for a file's last commit.
-fn last_change(h: &History, path: &str) -> Option<String> {
+fn last_change(h: &History, path: &str) -> Option<(f64, String)> {
     let c = h.of(path).first()?;
+    let age = (h.newest - c.time).max(0) as f64;
     let short = &c.commit[..c.commit.len().min(7)];
-    let days = (h.newest - c.time).max(0) as f64 / 86_400.0;
+    let days = age / 86_400.0;
     let when = if days < 1.0 { "the newest commit's day".to_string() } else { format!("{days:.0} days before the newest commit") };
-    Some(format!("last changed {when} ({short}: {})", c.summary))
+    Some((age, format!("last changed {when} ({short}: {})", c.summary)))
 }
 
 /// Recency of the `candidates` (files with evidence already).
@@ -188,8 +182,8 @@ pub fn recency(g: &CodeGraph, h: &History, candidates: impl Iterator<Item = usiz
         return s;
     }
     for f in candidates {
-        if let (Some(fresh), Some(why)) = (freshness(h, &g.files[f]), last_change(h, &g.files[f])) {
-            s.add(f, fresh, || why);
+        if let Some((age, why)) = last_change(h, &g.files[f]) {
+            s.add(f, (-age / RECENCY_SCALE).exp(), || why);
         }
     }
     s

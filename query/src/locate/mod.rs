@@ -169,20 +169,18 @@ impl Locator {
     }
 
     /// The files that change together with `paths` in the git history of `source`'s view (see
-    /// [`history::cochanged_with`]); empty without history.
+    /// [`history::cochanged_with`]), those `code` (the caller's graph) indexes; empty without
+    /// history.
     pub async fn cochanged(
         &self,
+        code: &crate::graph::CodeGraph,
         paths: &[String],
         limit: usize,
         source: Option<&SourceScope>,
     ) -> Result<Vec<crate::graph::impact::CoChanged>, SearchError> {
         let (index, _) = self.retriever.current().index_as_of(None, source).await?;
         let h = self.histories.get(&index).await?;
-        if h.is_empty() {
-            return Ok(Vec::new());
-        }
-        let graph = self.graphs.get(&index).await?;
-        Ok(history::cochanged_with(&h, paths, limit, |p| graph.code.file(p).is_some()))
+        Ok(history::cochanged_with(&h, paths, limit, |p| code.file(p).is_some()))
     }
 
     /// Ranks the files `req.text` is about.
