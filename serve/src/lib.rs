@@ -22,6 +22,7 @@ pub mod flight;
 pub mod graph_tools;
 pub mod http;
 pub mod mcp;
+mod mcp_catalog;
 pub mod metrics;
 pub mod symbol_tools;
 pub mod webhook;
