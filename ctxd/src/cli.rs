@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// ctxd: ranked, cited, always-fresh context for coding agents, IDEs and RAG apps.
 #[derive(Debug, Parser)]
@@ -469,6 +469,11 @@ pub enum Command {
         /// Arrow Flight address (overrides [server] flight_listen; "" for none).
         #[arg(long)]
         flight_listen: Option<String>,
+        /// both: index and serve in one process; writer: the same, under the name deployments
+        /// give the one process that writes (it holds the writer lease); reader: serve only,
+        /// following the versions the writer commits (needs only --db or [index] db).
+        #[arg(long, value_enum, default_value_t = Role::Both)]
+        role: Role,
         #[command(flatten)]
         model: ModelArgs,
     },
@@ -537,4 +542,12 @@ pub enum Command {
 pub enum ConfigAction {
     /// Parse and validate a config file.
     Validate { file: PathBuf },
+}
+
+/// What `ctxd serve` runs (see `--role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Role {
+    Both,
+    Writer,
+    Reader,
 }

@@ -17,6 +17,8 @@ mod sdnotify;
 mod serve;
 mod session_file;
 mod staleness;
+mod reader;
+mod writer;
 
 use anyhow::Result;
 use clap::Parser;
@@ -123,8 +125,8 @@ async fn run(cli: Cli) -> Result<()> {
             let req = GetSymbolsRequest { names, budget, as_of, session, source: None, git_ref: None };
             cmd::query::get_symbols(&req, &db, json).await
         }
-        Command::Serve { config, watch, db, listen, flight_listen, model } => {
-            serve::serve(config, watch, db, listen, flight_listen, model).await
+        Command::Serve { config, watch, db, listen, flight_listen, role, model } => {
+            serve::serve(serve::ServeArgs { config, watch, db, listen, flight_listen, role }, model).await
         }
         Command::Eval { db, queries, k, mode, context_budgets, assemblies, model, json } => {
             let context = cmd::eval::ContextEval { budgets: &context_budgets, assemblies: &assemblies };

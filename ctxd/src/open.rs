@@ -32,6 +32,14 @@ pub async fn open_index(db: &Path) -> Result<Index> {
     Ok(Index::open(&uri).await?)
 }
 
+/// Takes the writer lease of the index `cfg` names for this process, doing `what` (see
+/// `ctxd_index::lease`); refused, with the holder and the lock named, while another process writes it.
+pub async fn writer_lease(cfg: &Config, what: &str) -> Result<ctxd_index::WriterLease> {
+    let uri = cfg.index.db.to_string_lossy().into_owned();
+    let ttl = std::time::Duration::from_secs(cfg.index.lease_ttl_secs);
+    Ok(ctxd_index::WriterLease::acquire(&uri, &ctxd_index::lease::holder_name(what), ttl).await?)
+}
+
 /// Builds the config of a one-shot or daemon run from an optional file plus overrides.
 pub fn build_config(file: Option<&Path>, root: Option<&Path>, db: Option<&Path>, model: &ModelArgs) -> Result<Config> {
     let mut cfg = Config::load_with_env(file)?;

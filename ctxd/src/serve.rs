@@ -10,7 +10,8 @@ use ctxd_serve::http::AppState;
 use ctxd_serve::Searcher;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::cli::ModelArgs;
+use crate::cli::{ModelArgs, Role};
+use crate::{reader, writer};
 use crate::open::{build_config, termination};
 
 /// Installs the Prometheus recorder (histograms with buckets for every `*_seconds` metric).
@@ -45,17 +46,25 @@ pub fn install_metrics() -> Result<PrometheusHandle> {
     Ok(handle)
 }
 
+/// What `ctxd serve` was asked for on its command line.
+pub struct ServeArgs {
+    pub config: Option<PathBuf>,
+    pub watch: Option<PathBuf>,
+    pub db: Option<PathBuf>,
+    pub listen: Option<String>,
+    pub flight_listen: Option<String>,
+    pub role: Role,
+}
+
 /// Runs the daemon until SIGTERM/Ctrl-C.
-pub async fn serve(
-    config: Option<PathBuf>,
-    watch: Option<PathBuf>,
-    db: Option<PathBuf>,
-    listen: Option<String>,
-    flight_listen: Option<String>,
-    model: ModelArgs,
-) -> Result<()> {
-    if config.is_none() && watch.is_none() {
-        bail!("nothing to serve: pass --config <FILE> or --watch <PATH> --db <DIR>");
+pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
+    let ServeArgs { config, watch, db, listen, flight_listen, role } = args;
+    let reader = role == Role::Reader;
+    if config.is_none() && watch.is_none() && !(reader && db.is_some()) {
+        bail!("nothing to serve: pass --config <FILE> or --watch <PATH> --db <DIR> (a reader: --db <DIR> alone)");
+    }
+    if reader && watch.is_some() {
+        bail!("--role reader serves an index another process writes: drop --watch (pass --db, or --config)");
     }
     let mut cfg = build_config(config.as_deref(), watch.as_deref(), db.as_deref(), &model)?;
     if let Some(l) = listen {
@@ -99,40 +108,24 @@ pub async fn serve(
         a => Some(tokio::net::TcpListener::bind(a).await.with_context(|| format!("binding {a} (flight)"))?),
     };
     let drain = Duration::from_secs(cfg.pipeline.drain_timeout_secs);
-    // Opening can take long: the model loads, and an index of an older ctxd is re-embedded once
-    // (`ctxd_pipeline::migrate::migrate`). systemd's start timeout is extended meanwhile.
-    let extend = tokio::spawn(async {
-        loop {
-            crate::sdnotify::notify(
-                "EXTEND_TIMEOUT_USEC=90000000\nSTATUS=opening the index: loading the model \
-                 (an index of an older ctxd is re-embedded once first)",
-            );
-            tokio::time::sleep(Duration::from_secs(30)).await;
-        }
-    });
-    let engine = Engine::open(cfg.clone()).await;
-    extend.abort();
-    let engine = engine.with_context(|| format!("opening index {}", cfg.index.db.display()))?;
-    // Context budgets keep counting with this tokenizer after a model switch (a restart picks
-    // up the new model's).
-    let token_counter = engine.token_counter();
-    let generation = Generation::start(engine)?;
-    let tracker = generation.running.tracker();
-    {
-        let tracker = tracker.clone();
-        tokio::spawn(async move {
-            tracker.wait_ready().await;
-            metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
-            tracing::info!("ready: initial scan committed");
-            crate::sdnotify::notify("STATUS=ready: initial scan committed, watching for changes");
-        });
-    }
-    let searcher = Arc::new(
-        Searcher::new(generation.engine.index(), generation.engine.embedder())
-            .with_rerank_depth(cfg.server.rerank_depth),
-    );
+    let opened = match role {
+        Role::Reader => open_reader(&cfg, model).await?,
+        Role::Both | Role::Writer => open_writer(&cfg).await?,
+    };
+    let Opened { searcher, token_counter, ready, backend } = opened;
     let (stop_follow, follow_stopped) = tokio::sync::oneshot::channel::<()>();
-    let follower = tokio::spawn(follow_switches(cfg.clone(), generation, (*searcher).clone(), drain, follow_stopped));
+    let follower = match backend {
+        Backend::Writer { generation, lease } => {
+            watch_lease(&lease);
+            let follow = writer::follow_switches(cfg.clone(), generation, (*searcher).clone(), drain, follow_stopped);
+            Follower::Writer(tokio::spawn(follow), lease)
+        }
+        Backend::Reader(model) => {
+            let every = Duration::from_millis(cfg.server.reader_poll_ms);
+            let db = cfg.index.db.clone();
+            Follower::Reader(tokio::spawn(reader::follow(db, model, (*searcher).clone(), every, follow_stopped)))
+        }
+    };
     let (stop_flight, flight_stopped) = tokio::sync::oneshot::channel::<()>();
     let flight = match flight_listener {
         Some(l) => {
@@ -153,20 +146,20 @@ pub async fn serve(
     let assembler =
         Arc::new(ctxd_serve::context::Assembler::new((*searcher).clone(), token_counter).with_sessions(sessions));
     // The staleness check compares one root with the index: a configuration of one source.
-    let check = (!cfg.source.is_object_store() && !cfg.has_named_sources())
+    let check = (!reader && !cfg.source.is_object_store() && !cfg.has_named_sources())
         .then(|| crate::staleness::checker((*searcher).clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
     let mcp = Arc::new(ctxd_serve::mcp::McpServer::new(assembler.clone(), check).with_access(access.clone()));
     let aggregator = Arc::new(aggregator(&cfg, assembler.clone())?);
     let state = AppState {
         searcher,
         assembler,
-        ready: Arc::new(move || tracker.is_ready()),
+        ready,
         prometheus: Some(prometheus),
         auth,
         access,
         mcp: Some(mcp),
         aggregator: Some(aggregator),
-        poll: Some(Arc::new(ctxd_pipeline::trigger::poke)),
+        poll: (!reader).then(|| Arc::new(ctxd_pipeline::trigger::poke) as _),
         webhook_secret: cfg.server.webhook_secret()?,
     };
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -174,7 +167,10 @@ pub async fn serve(
         let _ = http_stopped.await;
     }));
     let roots: Vec<String> = cfg.sources().iter().map(|s| s.git.as_ref().unwrap_or(&s.root).display().to_string()).collect();
-    tracing::info!("listening on http://{addr} (sources {}, db {})", roots.join(", "), cfg.index.db.display());
+    match reader {
+        true => tracing::info!("reader listening on http://{addr} (db {})", cfg.index.db.display()),
+        false => tracing::info!("listening on http://{addr} (sources {}, db {})", roots.join(", "), cfg.index.db.display()),
+    }
     eprintln!("ctxd: listening on http://{addr}");
     crate::sdnotify::notify("READY=1\nSTATUS=serving; initial scan in progress");
     crate::sdnotify::spawn_watchdog();
@@ -183,8 +179,14 @@ pub async fn serve(
     tracing::info!("shutting down: stopping sources and draining the pipeline (up to {}s)", drain.as_secs());
     crate::sdnotify::notify("STOPPING=1\nSTATUS=draining the pipeline");
     let _ = stop_follow.send(());
-    let generation = follower.await.context("model switch follower task")?;
-    generation.stop(drain).await;
+    match follower {
+        Follower::Writer(task, lease) => {
+            let generation = task.await.context("model switch follower task")?;
+            generation.stop(drain).await;
+            lease.release().await;
+        }
+        Follower::Reader(task) => task.await.context("reader follower task")?,
+    }
     let _ = stop_http.send(());
     let _ = stop_flight.send(());
     http.await.context("http server task")?.context("http server")?;
@@ -194,107 +196,85 @@ pub async fn serve(
     Ok(())
 }
 
-/// One engine (model + active chunks table) and its running pipeline.
-struct Generation {
-    engine: Engine,
-    kill: tokio::sync::watch::Sender<bool>,
-    running: ctxd_pipeline::Running,
+/// What serving needs from either role.
+struct Opened {
+    searcher: Arc<Searcher>,
+    token_counter: ctxd_models::TokenCounter,
+    ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    backend: Backend,
 }
 
-impl Generation {
-    fn start(engine: Engine) -> Result<Self> {
-        let (kill, shutdown) = tokio::sync::watch::channel(false);
-        let running = engine.run(true, shutdown)?;
-        Ok(Self { engine, kill, running })
-    }
-
-    /// Stops the source and drains the pipeline (up to `drain`).
-    async fn stop(self, drain: Duration) {
-        let _ = self.kill.send(true);
-        match tokio::time::timeout(drain, self.running.join()).await {
-            Ok(Ok(summary)) => tracing::info!(
-                "drained: {} files indexed, {} removed, {} commits; index at version {}",
-                summary.files_indexed,
-                summary.files_removed,
-                summary.commits,
-                summary.index_version
-            ),
-            Ok(Err(e)) => tracing::error!("pipeline ended with an error: {e:#}"),
-            Err(_) => tracing::warn!(
-                "drain did not finish within {}s; exiting with work in flight (it is re-done at the next start)",
-                drain.as_secs()
-            ),
-        }
-    }
+enum Backend {
+    Writer { generation: writer::Generation, lease: ctxd_index::WriterLease },
+    /// The model arguments a reader re-opens the index with after a model switch.
+    Reader(ModelArgs),
 }
 
-/// How often the daemon checks whether `ctxd reembed` switched the active chunks table.
-const SWITCH_POLL: Duration = Duration::from_secs(2);
+enum Follower {
+    Writer(tokio::task::JoinHandle<writer::Generation>, ctxd_index::WriterLease),
+    Reader(tokio::task::JoinHandle<()>),
+}
 
-/// Follows model switches until `stop` fires; returns the generation then in force.
-///
-/// When the active table changes (`ctxd reembed` committed a switch), a new generation is
-/// started on it — the new model loaded, the pipeline's start-up reconciliation indexing
-/// whatever changed since the job's last catch-up — and once its initial scan is committed
-/// the searcher is switched and the old generation drained. Queries are answered by the old
-/// table and model until that moment. A failing start keeps the old generation and is retried.
-async fn follow_switches(
-    cfg: ctxd_pipeline::config::Config,
-    mut current: Generation,
-    searcher: Searcher,
-    drain: Duration,
-    mut stop: tokio::sync::oneshot::Receiver<()>,
-) -> Generation {
-    let db = cfg.index.db.to_string_lossy().into_owned();
-    loop {
-        tokio::select! {
-            _ = &mut stop => return current,
-            _ = tokio::time::sleep(SWITCH_POLL) => {}
-        }
-        let active = match ctxd_index::active::current(&db).await {
-            Ok(Some(a)) if a.table_name != current.engine.index().table_name() => a,
-            Ok(_) => continue,
-            Err(e) => {
-                tracing::warn!("checking the active model of {db}: {e}");
-                continue;
-            }
-        };
-        tracing::info!(table = %active.table_name, model = %active.model_id, "model switch: opening the new table");
-        let next = async {
-            let engine = Engine::open(cfg.clone()).await?;
-            anyhow::ensure!(
-                engine.index().table_name() == active.table_name,
-                "the active table changed again while opening (now {})",
-                engine.index().table_name()
+/// Roles `both` and `writer`: the writer lease, then the engine (model and tables) and its pipeline.
+async fn open_writer(cfg: &ctxd_pipeline::config::Config) -> Result<Opened> {
+    let lease = crate::open::writer_lease(cfg, "ctxd serve").await?;
+    // Opening can take long: the model loads, and an index of an older ctxd is re-embedded once
+    // (`ctxd_pipeline::migrate::migrate`). systemd's start timeout is extended meanwhile.
+    let extend = tokio::spawn(async {
+        loop {
+            crate::sdnotify::notify(
+                "EXTEND_TIMEOUT_USEC=90000000\nSTATUS=opening the index: loading the model \
+                 (an index of an older ctxd is re-embedded once first)",
             );
-            Generation::start(engine)
-        };
-        let next = tokio::select! {
-            _ = &mut stop => return current,
-            next = next => next,
-        };
-        let next = match next {
-            Ok(next) => next,
-            Err(e) => {
-                tracing::error!("model switch to {} failed, still serving the old table: {e:#}", active.table_name);
-                continue;
-            }
-        };
-        let tracker = next.running.tracker();
-        tokio::select! {
-            _ = &mut stop => {
-                next.stop(drain).await;
-                return current;
-            }
-            _ = tracker.wait_ready() => {}
+            tokio::time::sleep(Duration::from_secs(30)).await;
         }
-        searcher.switch(next.engine.index(), next.engine.embedder());
-        metrics::counter!(ctxd_pipeline::metrics::MODEL_SWITCHES_TOTAL).increment(1);
-        tracing::info!(table = %active.table_name, model = %active.model_id, "model switch: queries use the new table");
-        crate::sdnotify::notify(&format!("STATUS=serving model {}", active.model_id));
-        let old = std::mem::replace(&mut current, next);
-        old.stop(drain).await;
+    });
+    let engine = Engine::open(cfg.clone()).await;
+    extend.abort();
+    let engine = engine.with_context(|| format!("opening index {}", cfg.index.db.display()))?;
+    // Context budgets keep counting with this tokenizer after a model switch (a restart picks
+    // up the new model's).
+    let token_counter = engine.token_counter();
+    let generation = writer::Generation::start(engine)?;
+    let tracker = generation.running.tracker();
+    {
+        let tracker = tracker.clone();
+        tokio::spawn(async move {
+            tracker.wait_ready().await;
+            metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
+            tracing::info!("ready: initial scan committed");
+            crate::sdnotify::notify("STATUS=ready: initial scan committed, watching for changes");
+        });
     }
+    let searcher = Arc::new(
+        Searcher::new(generation.engine.index(), generation.engine.embedder())
+            .with_rerank_depth(cfg.server.rerank_depth),
+    );
+    let ready = Arc::new(move || tracker.is_ready());
+    Ok(Opened { searcher, token_counter, ready, backend: Backend::Writer { generation, lease } })
+}
+
+/// Role `reader`: the index as it is (waiting for the writer to create it) and its model.
+async fn open_reader(cfg: &ctxd_pipeline::config::Config, model: ModelArgs) -> Result<Opened> {
+    let opened = reader::open(&cfg.index.db, &model).await?;
+    let token_counter = opened.tokenizer().await?;
+    let searcher = Arc::new(opened.searcher.with_rerank_depth(cfg.server.rerank_depth));
+    metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
+    Ok(Opened { searcher, token_counter, ready: Arc::new(|| true), backend: Backend::Reader(model) })
+}
+
+/// A writer that lost its lease stops at once (exit code 75): another writer may already be
+/// writing, and a drain would commit after it.
+fn watch_lease(lease: &ctxd_index::WriterLease) {
+    let mut lost = lease.lost();
+    tokio::spawn(async move {
+        if lost.wait_for(|l| l.is_some()).await.is_ok() {
+            let why = lost.borrow().clone().unwrap_or_default();
+            tracing::error!("{why}; exiting without draining (the next writer redoes what was in flight)");
+            eprintln!("ctxd: {why}; exiting without draining");
+            std::process::exit(75);
+        }
+    });
 }
 
 /// The aggregate sources of the config (the local index alone when none are configured).

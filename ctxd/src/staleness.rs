@@ -83,12 +83,17 @@ pub fn checker(searcher: Searcher, root: PathBuf, db: PathBuf, refresh_with: Opt
                 });
                 if refresh && stale > 0 {
                     match cfg {
-                        Some(cfg) => {
-                            let engine = Engine::open(cfg).await?;
-                            let (_kill, shutdown) = tokio::sync::watch::channel(false);
-                            let summary = engine.run(false, shutdown)?.join().await?;
-                            report["refreshed"] = serde_json::to_value(&summary)?;
-                        }
+                        // Refused while a daemon writes the index (it keeps it fresh itself).
+                        Some(cfg) => match crate::open::writer_lease(&cfg, "ctxd mcp (check_index refresh)").await {
+                            Ok(lease) => {
+                                let engine = Engine::open(cfg).await?;
+                                let (_kill, shutdown) = tokio::sync::watch::channel(false);
+                                let summary = engine.run(false, shutdown)?.join().await?;
+                                lease.release().await;
+                                report["refreshed"] = serde_json::to_value(&summary)?;
+                            }
+                            Err(e) => report["refreshed"] = json!(format!("not refreshed: {e:#}")),
+                        },
                         None => {
                             report["refreshed"] = json!("the daemon watching this root indexes changes as they happen")
                         }

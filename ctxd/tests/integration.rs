@@ -16,6 +16,8 @@ mod assembly;
 mod git;
 #[path = "integration/graph.rs"]
 mod graph;
+#[path = "integration/roles.rs"]
+mod roles;
 #[path = "integration/sessions.rs"]
 mod sessions;
 #[path = "integration/sources.rs"]

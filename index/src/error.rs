@@ -27,6 +27,14 @@ pub enum IndexError {
          `ctxd serve`, which re-embed it once into a keyed table"
     )]
     Unkeyed { uri: String, table: String },
+    #[error(
+        "index {uri} is already being written by {holder}{detail} (writer lock {lock}): one writer per index — \
+         stop that process first (a daemon keeps its index fresh by itself: query it over HTTP), or serve this \
+         one with --role reader"
+    )]
+    Locked { uri: String, holder: String, lock: String, detail: String },
+    #[error("writer lease of {uri}: {message}")]
+    Lease { uri: String, message: String },
     #[error("unexpected column '{column}' type in {uri}")]
     Column { uri: String, column: String },
 }

@@ -14,6 +14,7 @@
 //! * [`indices`] keeps a full-text index on `content` and B-tree indexes; [`maintenance`]
 //!   compacts and prunes; [`snapshots`] tags and reads past versions.
 //! * [`scope`] narrows a view of the index to some named sources (every read filtered).
+//! * [`lease`] keeps one writer per index (a lock file, or a lease object in the bucket).
 //! * [`columns`] and [`sql`] are the leaf helpers: typed columns of a batch, filter text.
 //!
 //! Every commit is a LanceDB version; nothing here ever rewrites a chunk row in place.
@@ -25,6 +26,7 @@ pub mod error;
 pub mod history;
 pub mod indices;
 pub mod language;
+pub mod lease;
 pub mod maintenance;
 pub mod metrics;
 pub mod reader;
@@ -44,6 +46,7 @@ pub mod writer;
 pub use edges::{EdgeKind, EdgeRow, EDGES_TABLE};
 pub use error::IndexError;
 pub use history::{FileCommit, History, HISTORY_TABLE};
+pub use lease::WriterLease;
 pub use language::{Language, UnknownLanguage};
 pub use maintenance::{MaintenanceOptions, MaintenanceReport};
 pub use reader::IndexStats;

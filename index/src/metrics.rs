@@ -22,6 +22,18 @@ pub const INDEX_FRAGMENTS: &str = "ctxd_index_fragments";
 pub const INDEX_LAST_COMPACTION: &str = "ctxd_index_last_compaction_timestamp_seconds";
 /// Counter: compaction + cleanup passes.
 pub const INDEX_COMPACTIONS_TOTAL: &str = "ctxd_index_compactions_total";
+/// Counter: renewals of the writer lease of an index in a bucket.
+pub const LEASE_RENEWALS_TOTAL: &str = "ctxd_index_lease_renewals_total";
+/// Counter: failed renewal attempts of the writer lease (retried until two thirds of its TTL).
+pub const LEASE_RENEW_FAILURES_TOTAL: &str = "ctxd_index_lease_renew_failures_total";
+/// Gauge: seconds between a commit and the moment a reader serves it (0 while up to date).
+pub const READER_LAG_SECONDS: &str = "ctxd_index_reader_lag_seconds";
+/// Gauge: the version of the chunks table a reader serves.
+pub const READER_VERSION: &str = "ctxd_index_reader_version";
+/// Counter: versions a reader switched to.
+pub const READER_SWITCHES_TOTAL: &str = "ctxd_index_reader_switches_total";
+/// Counter: failed checks or opens of a new version by a reader (it keeps serving the last one).
+pub const READER_ERRORS_TOTAL: &str = "ctxd_index_reader_errors_total";
 
 /// Registers every metric of this crate with its description (the `# HELP` line of a scrape)
 /// and creates the series the dashboards read at zero (commits). Called by the binary once the recorder is installed.
@@ -42,4 +54,19 @@ pub fn describe() {
     metrics::describe_gauge!(INDEX_FRAGMENTS, "Fragments (data files) of the current version.");
     metrics::describe_gauge!(INDEX_LAST_COMPACTION, "Unix time of the last compaction + cleanup pass.");
     metrics::describe_counter!(INDEX_COMPACTIONS_TOTAL, "Compaction + cleanup passes.");
+    metrics::describe_counter!(LEASE_RENEWALS_TOTAL, "Renewals of the writer lease of an index in a bucket.");
+    metrics::describe_counter!(
+        LEASE_RENEW_FAILURES_TOTAL,
+        "Failed renewal attempts of the writer lease (retried until two thirds of its TTL)."
+    );
+    metrics::describe_gauge!(
+        READER_LAG_SECONDS,
+        "Seconds between a commit and the moment a reader serves it (0 while up to date)."
+    );
+    metrics::describe_gauge!(READER_VERSION, "Version of the chunks table a reader serves.");
+    metrics::describe_counter!(READER_SWITCHES_TOTAL, "Versions a reader switched to.");
+    metrics::describe_counter!(
+        READER_ERRORS_TOTAL,
+        "Failed checks or opens of a new version by a reader (it keeps serving the last one)."
+    );
 }

@@ -224,6 +224,15 @@ impl Index {
         self.table.checkout_latest().await.map_err(|e| self.lance(e))
     }
 
+    /// The version this handle reads and when it was committed (UTC).
+    pub async fn version_committed(&self) -> Result<(u64, chrono::DateTime<chrono::Utc>), IndexError> {
+        let Some(dataset) = self.table.dataset() else {
+            return Ok((self.version().await?, chrono::Utc::now()));
+        };
+        let v = dataset.get().await.map_err(|e| self.lance(e))?.version();
+        Ok((v.version, v.timestamp))
+    }
+
     /// Vector dimension of the table.
     pub fn dim(&self) -> usize {
         self.dim

@@ -32,6 +32,7 @@ pub async fn run(
         .iter()
         .map(|s| if s.name.is_empty() { s.root.display().to_string() } else { format!("{} ({})", s.name, s.root.display()) })
         .collect();
+    let lease = crate::open::writer_lease(&cfg, "ctxd index").await?;
     let engine = Engine::open(cfg).await.with_context(|| format!("opening index {}", db.display()))?;
     let (kill, shutdown) = tokio::sync::watch::channel(false);
     let running = engine.run(false, shutdown)?;
@@ -41,7 +42,9 @@ pub async fn run(
         tracing::info!("stopping: draining in-flight files");
         let _ = kill.send(true);
     });
-    let summary = running.join().await?;
+    let summary = running.join().await;
+    lease.release().await;
+    let summary = summary?;
     if json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {

@@ -110,6 +110,7 @@ pub(crate) struct RawIndex {
     pub index_cache_mb: Key<usize>,
     pub metadata_cache_mb: Key<usize>,
     pub history_commits: Key<usize>,
+    pub lease_ttl_secs: Key<u64>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }
@@ -181,6 +182,7 @@ pub(crate) struct RawServer {
     pub session_ttl_secs: Key<u64>,
     pub max_sessions: Key<usize>,
     pub session_memory_mb: Key<usize>,
+    pub reader_poll_ms: Key<u64>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }

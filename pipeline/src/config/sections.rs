@@ -166,6 +166,9 @@ pub struct IndexConfig {
     /// Commits of history recorded per git ref, and for a folder that is a git work tree
     /// (0: none): recency and co-change signals, `ctxd history` (see `ctxd_index::history`).
     pub history_commits: usize,
+    /// Expiry of the writer lease of an index in a bucket (`ctxd_index::lease`): a writer that
+    /// died is replaced after at most this long; the holder renews every third of it.
+    pub lease_ttl_secs: u64,
 }
 
 impl Default for IndexConfig {
@@ -180,6 +183,7 @@ impl Default for IndexConfig {
             index_cache_mb: 0,
             metadata_cache_mb: 32,
             history_commits: ctxd_stages::history::DEFAULT_COMMITS,
+            lease_ttl_secs: 15,
         }
     }
 }
@@ -389,6 +393,8 @@ pub struct ServerConfig {
     pub max_sessions: usize,
     /// Memory all sessions may hold, estimated, in MiB (the least recently used dropped first).
     pub session_memory_mb: usize,
+    /// `--role reader`: how often the latest committed version is checked, in milliseconds.
+    pub reader_poll_ms: u64,
 }
 
 /// Most candidates `server.rerank_depth` may ask to rescore (one forward pass over them per query).
@@ -406,6 +412,7 @@ impl Default for ServerConfig {
             session_ttl_secs: 7200,
             max_sessions: 1000,
             session_memory_mb: 64,
+            reader_poll_ms: 500,
         }
     }
 }

@@ -240,6 +240,7 @@ fn index(c: &mut Checker, cfg: &mut Config, raw: RawIndex) {
     c.set(&mut out.index_cache_mb, p, "index_cache_mb", raw.index_cache_mb);
     c.set(&mut out.metadata_cache_mb, p, "metadata_cache_mb", raw.metadata_cache_mb);
     c.set(&mut out.history_commits, p, "history_commits", raw.history_commits);
+    c.set(&mut out.lease_ttl_secs, p, "lease_ttl_secs", raw.lease_ttl_secs);
     c.unknown(p, raw.unknown);
 }
 
@@ -304,6 +305,7 @@ fn server(c: &mut Checker, cfg: &mut Config, raw: RawServer) {
     c.set(&mut out.session_ttl_secs, p, "session_ttl_secs", raw.session_ttl_secs);
     c.set(&mut out.max_sessions, p, "max_sessions", raw.max_sessions);
     c.set(&mut out.session_memory_mb, p, "session_memory_mb", raw.session_memory_mb);
+    c.set(&mut out.reader_poll_ms, p, "reader_poll_ms", raw.reader_poll_ms);
     c.unknown(p, raw.unknown);
 }
 
@@ -420,6 +422,10 @@ pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {
             "server.session_ttl_secs",
             "server.session_ttl_secs, server.max_sessions and server.session_memory_mb must be above 0".into(),
         );
+    }
+    if server.reader_poll_ms == 0 || cfg.index.lease_ttl_secs < 3 {
+        let message = "server.reader_poll_ms must be above 0 and index.lease_ttl_secs at least 3";
+        err("server.reader_poll_ms", message.into());
     }
     if server.rerank_depth > MAX_RERANK_DEPTH {
         let message = format!("server.rerank_depth must be at most {MAX_RERANK_DEPTH} (0 turns rescoring off)");

@@ -1,0 +1,285 @@
+//! The writer lease: at most one process writes an index at a time.
+//!
+//! LanceDB commits are atomic, but two processes that both run ctxd's pipeline on one index
+//! (a daemon and a `ctxd index`, two writer pods) would each reconcile, delete and re-add
+//! the other's files. Every writing process therefore holds the index's **writer lease**
+//! for as long as it runs; a second one is refused with [`IndexError::Locked`], which names
+//! the holder (its command, pid, host and start time) and the lock.
+//!
+//! * **Local index** (a directory): an exclusive `flock` on `<db>/.ctxd-writer.lock`. The
+//!   kernel drops it when the process dies, even by `kill -9`, so a restarted daemon never
+//!   waits. The file's text names the holder (it is rewritten by each new holder).
+//! * **Index in a bucket** (`s3://bucket/prefix`): the object `<prefix>/_ctxd/writer.lease`,
+//!   `{holder, expires_unix_ms, ttl_ms}`, written with S3 conditional puts: created with
+//!   `If-None-Match: *`, renewed every third of its TTL with `If-Match: <its ETag>`. A
+//!   contender finding a lease that has not expired is refused; one finding an expired lease
+//!   (its holder died or lost the bucket) replaces it with `If-Match` on the ETag it read, so
+//!   of two contenders exactly one wins. A holder that cannot renew (the bucket unreachable
+//!   for two thirds of the TTL) or finds its lease replaced reports it through
+//!   [`WriterLease::lost`] *before* the lease could have expired: the daemon then stops at
+//!   once, so two writers never overlap. Expiry compares wall clocks of hosts: keep them in
+//!   NTP sync (skew must stay well under the TTL).
+//!
+//! What the lease covers: every process that runs the indexing pipeline on the index —
+//! `ctxd serve` (roles `both` and `writer`), `ctxd index`, the MCP `check_index` refresh.
+//! Not covered, because they write tables of their own: `ctxd reembed` (it fills
+//! `chunks__<model>` and switches through the `active_model` table in one commit), and
+//! readers (`ctxd serve --role reader`, `ctxd search`, …), which never write.
+
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use tokio::sync::watch;
+
+use crate::IndexError;
+
+/// Name of the lock file in a local index directory.
+pub const LOCK_FILE: &str = ".ctxd-writer.lock";
+/// Key of the lease object under an object-store index's prefix.
+pub const LEASE_KEY: &str = "_ctxd/writer.lease";
+
+/// The lease object's contents.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct LeaseBody {
+    holder: String,
+    expires_unix_ms: u64,
+    ttl_ms: u64,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// Who this process is, for the other writer's error message: `what (pid N on HOST, since T)`.
+pub fn holder_name(what: &str) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "unknown host".into());
+    let since = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    format!("{what} (pid {} on {host}, since {since})", std::process::id())
+}
+
+/// A held writer lease; released when dropped (a bucket lease is deleted by [`WriterLease::release`]).
+pub struct WriterLease {
+    lock: String,
+    held: Held,
+    lost: watch::Receiver<Option<String>>,
+}
+
+enum Held {
+    /// The open, flock-ed lock file (closing it unlocks).
+    /// `created`: the index directory, when taking the lock created it (removed again on drop
+    /// if nothing but the lock file was written: a writer that failed early leaves no index).
+    Local { _file: std::fs::File, created: Option<PathBuf> },
+    /// The renewal task and what it needs to delete the lease on release.
+    Object { renew: tokio::task::JoinHandle<()>, store: Arc<dyn ObjectStore>, key: StorePath, etag: watch::Receiver<String> },
+}
+
+impl WriterLease {
+    /// Takes the writer lease of the index at `uri` for `holder` (see [`holder_name`]); `ttl`
+    /// is the expiry of a bucket lease (a local lock needs none).
+    pub async fn acquire(uri: &str, holder: &str, ttl: Duration) -> Result<Self, IndexError> {
+        match uri.split_once("://") {
+            None => Self::local(uri, holder),
+            Some(("file", path)) => Self::local(path, holder),
+            Some(("s3", rest)) => Self::object(uri, rest, holder, ttl).await,
+            Some((scheme, _)) => Err(lease_error(
+                uri,
+                format!("no writer lease for {scheme}:// indexes (s3:// and local directories have one); keep one writer by hand"),
+            )),
+        }
+    }
+
+    /// What is locked: the lock file or the lease object.
+    pub fn lock(&self) -> &str {
+        &self.lock
+    }
+
+    /// Fires with a reason when the lease was lost (replaced by another writer, or not
+    /// renewed in time); the holder must stop writing at once. A local lock is never lost.
+    pub fn lost(&self) -> watch::Receiver<Option<String>> {
+        self.lost.clone()
+    }
+
+    /// Gives the lease back: a successor starts at once instead of waiting for the expiry.
+    pub async fn release(self) {
+        if let Held::Object { renew, store, key, etag } = &self.held {
+            renew.abort();
+            // Only our own lease: a successor's (after a loss) is left alone.
+            let ours = etag.borrow().clone();
+            if let Ok(meta) = store.head(key).await {
+                if meta.e_tag.as_deref() == Some(ours.as_str()) {
+                    if let Err(e) = store.delete(key).await {
+                        tracing::warn!(lease = %self.lock, "releasing the writer lease: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    fn local(dir: &str, holder: &str) -> Result<Self, IndexError> {
+        let dir = PathBuf::from(dir);
+        let path = dir.join(LOCK_FILE);
+        let lock = path.display().to_string();
+        let io = |e: std::io::Error| lease_error(&dir.display().to_string(), format!("lock file {lock}: {e}"));
+        let created = (!dir.exists()).then(|| dir.clone());
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let mut file =
+            std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+        // SAFETY: flock on a descriptor this function owns; no memory is shared.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(io(err));
+            }
+            let mut other = String::new();
+            let _ = file.read_to_string(&mut other);
+            let other = if other.trim().is_empty() { "another process".to_string() } else { other.trim().to_string() };
+            return Err(IndexError::Locked { uri: dir.display().to_string(), holder: other, lock, detail: String::new() });
+        }
+        file.set_len(0).and_then(|_| file.rewind()).and_then(|_| writeln!(file, "{holder}")).map_err(io)?;
+        let (_tx, lost) = watch::channel(None);
+        Ok(Self { lock, held: Held::Local { _file: file, created }, lost })
+    }
+
+    async fn object(uri: &str, rest: &str, holder: &str, ttl: Duration) -> Result<Self, IndexError> {
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let store: Arc<dyn ObjectStore> = Arc::new(
+            object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .build()
+                .map_err(|e| lease_error(uri, format!("connecting to bucket {bucket}: {e}")))?,
+        );
+        let key = StorePath::from(format!("{}/{LEASE_KEY}", prefix.trim_end_matches('/')).trim_start_matches('/'));
+        let lock = format!("s3://{bucket}/{key}");
+        let ttl_ms = ttl.as_millis().max(1000) as u64;
+        let body = move |holder: &str| -> PutPayload {
+            let b = LeaseBody { holder: holder.to_string(), expires_unix_ms: now_ms() + ttl_ms, ttl_ms };
+            PutPayload::from(serde_json::to_vec(&b).expect("lease body serializes"))
+        };
+        let store_err = |e: object_store::Error| lease_error(uri, format!("lease {lock}: {e}"));
+        let mode = match store.get(&key).await {
+            Err(object_store::Error::NotFound { .. }) => PutMode::Create,
+            Err(e) => return Err(store_err(e)),
+            Ok(found) => {
+                let version = UpdateVersion { e_tag: found.meta.e_tag.clone(), version: found.meta.version.clone() };
+                let bytes = found.bytes().await.map_err(store_err)?;
+                match serde_json::from_slice::<LeaseBody>(&bytes) {
+                    Ok(other) if other.expires_unix_ms > now_ms() => {
+                        let left = (other.expires_unix_ms - now_ms()).div_ceil(1000);
+                        return Err(IndexError::Locked {
+                            uri: uri.to_string(),
+                            holder: other.holder,
+                            lock,
+                            detail: format!(" (the lease expires in {left} s unless its holder renews it)"),
+                        });
+                    }
+                    Ok(other) => tracing::warn!(lease = %lock, previous = %other.holder, "taking over an expired writer lease"),
+                    Err(e) => tracing::warn!(lease = %lock, "replacing an unreadable writer lease: {e}"),
+                }
+                PutMode::Update(version)
+            }
+        };
+        let put = store.put_opts(&key, body(holder), PutOptions { mode, ..Default::default() }).await;
+        let first = match put {
+            Ok(r) => r.e_tag.unwrap_or_default(),
+            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+                return Err(IndexError::Locked {
+                    uri: uri.to_string(),
+                    holder: "another writer that took the lease at the same moment".into(),
+                    lock,
+                    detail: String::new(),
+                })
+            }
+            Err(e) => return Err(store_err(e)),
+        };
+        let (lost_tx, lost) = watch::channel(None);
+        let (etag_tx, etag) = watch::channel(first);
+        let renew = {
+            let (store, key, holder, lock) = (store.clone(), key.clone(), holder.to_string(), lock.clone());
+            tokio::spawn(async move {
+                let every = Duration::from_millis(ttl_ms / 3);
+                let mut renewed = std::time::Instant::now();
+                loop {
+                    tokio::time::sleep(every).await;
+                    let current = etag_tx.borrow().clone();
+                    let mode = PutMode::Update(UpdateVersion { e_tag: Some(current), version: None });
+                    match store.put_opts(&key, body(&holder), PutOptions { mode, ..Default::default() }).await {
+                        Ok(r) => {
+                            renewed = std::time::Instant::now();
+                            let _ = etag_tx.send(r.e_tag.unwrap_or_default());
+                            metrics::counter!(crate::metrics::LEASE_RENEWALS_TOTAL).increment(1);
+                        }
+                        Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }) => {
+                            let _ = lost_tx.send(Some(format!("the writer lease {lock} was taken by another writer")));
+                            return;
+                        }
+                        Err(e) => {
+                            metrics::counter!(crate::metrics::LEASE_RENEW_FAILURES_TOTAL).increment(1);
+                            tracing::warn!(lease = %lock, "renewing the writer lease failed (retrying): {e}");
+                            if renewed.elapsed().as_millis() as u64 >= ttl_ms * 2 / 3 {
+                                let _ = lost_tx.send(Some(format!(
+                                    "the writer lease {lock} could not be renewed for {} s (last error: {e}); \
+                                     stopping before it expires so that no second writer overlaps",
+                                    renewed.elapsed().as_secs()
+                                )));
+                                return;
+                            }
+                        }
+                    }
+                }
+            })
+        };
+        Ok(Self { lock, held: Held::Object { renew, store, key, etag }, lost })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        match self {
+            Held::Object { renew, .. } => renew.abort(),
+            Held::Local { created: Some(dir), .. } => {
+                let only_lock = std::fs::read_dir(&*dir)
+                    .map(|entries| entries.flatten().all(|e| e.file_name() == LOCK_FILE))
+                    .unwrap_or(false);
+                if only_lock {
+                    let _ = std::fs::remove_file(dir.join(LOCK_FILE));
+                    let _ = std::fs::remove_dir(&*dir);
+                }
+            }
+            Held::Local { .. } => {}
+        }
+    }
+}
+
+fn lease_error(uri: &str, message: String) -> IndexError {
+    IndexError::Lease { uri: uri.to_string(), message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_second_local_writer_is_refused_with_the_holder_named_until_the_first_lets_go() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("db");
+        let uri = db.to_string_lossy().into_owned();
+        let first = WriterLease::acquire(&uri, &holder_name("ctxd serve"), Duration::from_secs(15)).await.unwrap();
+        assert!(first.lock().ends_with(LOCK_FILE));
+        let err = WriterLease::acquire(&uri, "ctxd index", Duration::from_secs(15)).await.err().expect("locked");
+        let text = err.to_string();
+        assert!(text.contains("ctxd serve (pid") && text.contains(LOCK_FILE), "{text}");
+        assert!(first.lost().borrow().is_none());
+        first.release().await;
+        let again = WriterLease::acquire(&uri, "ctxd index", Duration::from_secs(15)).await.unwrap();
+        drop(again);
+        assert!(WriterLease::acquire(&format!("gs://{uri}"), "x", Duration::from_secs(1)).await.is_err());
+    }
+}
