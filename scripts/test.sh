@@ -38,7 +38,10 @@ cargo test --workspace "$@"
 # oneDNN capped at AVX2, so the AVX2 path is exercised on every machine. (With arguments —
 # a filter, another profile — only cargo test runs: the smoke needs the default debug build.)
 if (( $# == 0 )); then
+    # The Kubernetes manifests against the Kubernetes schemas (kubernetes-validate from PyPI),
+    # their config with this build's `ctxd config validate`.
+    CTXD_BIN="$CARGO_TARGET_DIR/debug/ctxd" scripts/validate-k8s.sh
     scripts/avx2-smoke.sh "$CARGO_TARGET_DIR/debug/ctxd"
 else
-    echo "test: arguments given; skipped scripts/avx2-smoke.sh (run it alone for the AVX2 path)" >&2
+    echo "test: arguments given; skipped scripts/validate-k8s.sh and scripts/avx2-smoke.sh (run them alone)" >&2
 fi

@@ -373,6 +373,14 @@ pub enum Command {
         /// Fill the new table but leave queries on the current one (run again to switch).
         #[arg(long)]
         no_switch: bool,
+        /// Distributed: embed only shard I of N (0-based) into uncommitted fragments of the new
+        /// table, recorded for `--commit` (run I = 0..N-1 anywhere, in parallel).
+        #[arg(long, value_name = "I/N", conflicts_with_all = ["commit", "no_switch"])]
+        shard: Option<ctxd_pipeline::shard::Shard>,
+        /// Distributed: publish every shard's fragments in one commit, catch up on what changed
+        /// since, and switch (unless --no-switch).
+        #[arg(long)]
+        commit: bool,
         /// Build the vector index of the new table from this many rows (0: never).
         #[arg(long, default_value_t = 100_000)]
         vector_index_min_rows: usize,

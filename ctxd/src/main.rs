@@ -103,8 +103,13 @@ async fn run(cli: Cli) -> Result<()> {
             cmd::query::context(&req, &db, &model, json).await
         }
         Command::Snapshots { db, json } => cmd::admin::snapshots(&db, json).await,
-        Command::Reembed { db, block_rows, no_switch, vector_index_min_rows, json, model } => {
-            reembed::run(&db, &model, block_rows, !no_switch, vector_index_min_rows, json).await
+        Command::Reembed { db, block_rows, no_switch, shard, commit, vector_index_min_rows, json, model } => {
+            let step = match (shard, commit) {
+                (Some(shard), _) => reembed::Step::Shard(shard),
+                (None, true) => reembed::Step::Commit,
+                (None, false) => reembed::Step::Whole,
+            };
+            reembed::run(&db, &model, step, block_rows, !no_switch, vector_index_min_rows, json).await
         }
         Command::Compact { db, retain_secs, vector_index_min_rows, json } => {
             cmd::admin::compact(&db, retain_secs, vector_index_min_rows, json).await

@@ -1,10 +1,12 @@
-//! `ctxd reembed`: the re-embedding job ([`ctxd_pipeline::reembed`]) with a progress bar.
+//! `ctxd reembed`: the re-embedding job ([`ctxd_pipeline::reembed`]) with a progress bar, on
+//! one machine or distributed (`--shard I/N` on many, then `--commit`: [`ctxd_pipeline::shard`]).
 
 use std::path::Path;
 use std::sync::Mutex;
 
 use anyhow::{bail, Result};
-use ctxd_pipeline::reembed::{reembed, Progress, Quiet, ReembedOptions};
+use ctxd_pipeline::reembed::{reembed, reembed_commit, Progress, Quiet, ReembedOptions, ReembedReport};
+use ctxd_pipeline::shard::{reembed_shard, Shard, ShardReport};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::ModelArgs;
@@ -37,10 +39,21 @@ impl Progress for Bar {
     }
 }
 
-/// Runs the job on `db` with the model of `model` (required).
+/// Which part of a job this run does.
+pub enum Step {
+    /// The whole job on this machine.
+    Whole,
+    /// One shard of a distributed job (uncommitted fragments).
+    Shard(Shard),
+    /// The distributed job's commit (and catch-up, switch).
+    Commit,
+}
+
+/// Runs `step` of the job on `db` with the model of `model` (required).
 pub async fn run(
     db: &Path,
     model: &ModelArgs,
+    step: Step,
     block_rows: usize,
     switch: bool,
     vector_index_min_rows: usize,
@@ -58,39 +71,66 @@ pub async fn run(
     };
     let mut opts = ReembedOptions { rows_per_block: block_rows, switch, ..Default::default() };
     opts.maintenance.vector_index_min_rows = vector_index_min_rows;
-    let report = if json {
-        reembed(&uri, service, &spec, &opts, &Quiet).await?
-    } else {
-        let bar = Bar(Mutex::new(None));
-        let report = reembed(&uri, service, &spec, &opts, &bar).await;
-        if let Some(b) = bar.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            b.finish();
-        }
-        report?
+    let bar = Bar(Mutex::new(None));
+    let progress: &dyn Progress = if json { &Quiet } else { &bar };
+    let result = match step {
+        Step::Whole => reembed(&uri, service, &spec, &opts, progress).await.map(Done::Job),
+        Step::Commit => reembed_commit(&uri, service, &spec, &opts, progress).await.map(Done::Job),
+        Step::Shard(shard) => reembed_shard(&uri, service, shard, &opts, progress).await.map(Done::Shard),
     };
-    if json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        println!(
-            "re-embedded {} of {} chunks with {} in {:.1}s ({:.1} chunks/s; {} already done, {} removed, {} catch-up rounds) into table {}",
-            report.embedded,
-            report.rows,
-            report.to_model,
-            report.seconds,
-            report.rows_per_second,
-            report.resumed,
-            report.removed,
-            report.catch_up_rounds,
-            report.to_table
-        );
-        if report.switched {
-            println!(
-                "switched: queries now use {} (table {}); {} is kept for a rollback",
-                report.to_model, report.to_table, report.from_table
-            );
-        } else {
-            println!("not switched (--no-switch): run the same command again to switch");
-        }
+    if let Some(b) = bar.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        b.finish();
+    }
+    match result? {
+        Done::Shard(r) if json => println!("{}", serde_json::to_string(&r)?),
+        Done::Job(r) if json => println!("{}", serde_json::to_string(&r)?),
+        Done::Shard(r) => print_shard(&r),
+        Done::Job(r) => print_job(&r),
     }
     Ok(())
+}
+
+enum Done {
+    Job(ReembedReport),
+    Shard(ShardReport),
+}
+
+fn print_shard(r: &ShardReport) {
+    println!(
+        "shard {}: embedded {} of its {} chunks with {} in {:.1}s ({:.1} chunks/s; {} already done) into {} uncommitted \
+         fragment(s) of table {} (source version {})",
+        r.shard, r.embedded, r.rows, r.to_model, r.seconds, r.rows_per_second, r.resumed, r.fragments, r.to_table, r.source_version
+    );
+    println!("not visible yet: when every shard has finished, run `ctxd reembed --commit` with the same --db and --model");
+}
+
+fn print_job(report: &ReembedReport) {
+    if report.shards > 0 {
+        println!(
+            "published {} rows of {} shards in one commit to table {}",
+            report.staged_rows, report.shards, report.to_table
+        );
+    }
+    println!(
+        "re-embedded {} of {} chunks with {} in {:.1}s ({:.1} chunks/s; {} already done, {} removed, {} catch-up rounds) into table {}",
+        report.embedded,
+        report.rows,
+        report.to_model,
+        report.seconds,
+        report.rows_per_second,
+        report.resumed,
+        report.removed,
+        report.catch_up_rounds,
+        report.to_table
+    );
+    if report.switched {
+        println!(
+            "switched: queries now use {} (table {}); {} is kept for a rollback",
+            report.to_model, report.to_table, report.from_table
+        );
+    } else if report.shards > 0 {
+        println!("not switched (--no-switch): run `ctxd reembed` with the same --db and --model to switch");
+    } else {
+        println!("not switched (--no-switch): run the same command again to switch");
+    }
 }

@@ -161,6 +161,11 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         aggregator: Some(aggregator),
         poll: (!reader).then(|| Arc::new(ctxd_pipeline::trigger::poke) as _),
         webhook_secret: cfg.server.webhook_secret()?,
+        limits: ctxd_serve::admission::AdmissionLimits {
+            concurrent: cfg.server.max_concurrent_queries,
+            queued: cfg.server.max_queued_queries,
+            timeout: std::time::Duration::from_millis(cfg.server.queue_timeout_ms),
+        },
     };
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {

@@ -981,12 +981,21 @@ fn routed_search_context_assembly_and_completion_context() {
     let before = rescored();
     let on: Value = d.post("/v1/search", &json!({"query": "sort every invoice by factor"})).json().unwrap();
     assert_eq!(rescored(), before + 1.0, "{on}");
-    // The same question again: the candidates' token embeddings come from the cache.
+    // The same request again at the same version: the answer cache answers, nothing is rescored.
     let cached = |name: &str| d.metric(name).unwrap_or(0.0);
-    let (hits, misses) = (cached("ctxd_query_rerank_cache_hits_total"), cached("ctxd_query_rerank_cache_misses_total"));
-    assert!(misses >= 2.0, "the first query encoded its candidates: {misses}");
+    let answered = cached("ctxd_query_answer_cache_hits_total");
     let again: Value = d.post("/v1/search", &json!({"query": "sort every invoice by factor"})).json().unwrap();
     assert_eq!(again["results"], on["results"]);
+    assert_eq!(rescored(), before + 1.0, "a cached answer is not searched again");
+    assert_eq!(cached("ctxd_query_answer_cache_hits_total"), answered + 1.0);
+    // The same question as another request (computed again): the candidates' token embeddings
+    // come from the rescoring cache.
+    let (hits, misses) = (cached("ctxd_query_rerank_cache_hits_total"), cached("ctxd_query_rerank_cache_misses_total"));
+    assert!(misses >= 2.0, "the first query encoded its candidates: {misses}");
+    let again: Value =
+        d.post("/v1/search", &json!({"query": "sort every invoice by factor", "rerank": true})).json().unwrap();
+    assert_eq!(again["results"], on["results"]);
+    assert_eq!(rescored(), before + 2.0, "computed again");
     assert_eq!(cached("ctxd_query_rerank_cache_misses_total"), misses, "nothing encoded again");
     assert!(cached("ctxd_query_rerank_cache_hits_total") >= hits + 2.0);
     let off: Value =

@@ -35,6 +35,8 @@ pub enum IndexError {
     Locked { uri: String, holder: String, lock: String, detail: String },
     #[error("writer lease of {uri}: {message}")]
     Lease { uri: String, message: String },
+    #[error("distributed re-embedding of {uri}: {message}")]
+    Staged { uri: String, message: String },
     #[error("unexpected column '{column}' type in {uri}")]
     Column { uri: String, column: String },
 }

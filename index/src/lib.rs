@@ -15,6 +15,8 @@
 //!   compacts and prunes; [`snapshots`] tags and reads past versions.
 //! * [`scope`] narrows a view of the index to some named sources (every read filtered).
 //! * [`lease`] keeps one writer per index (a lock file, or a lease object in the bucket).
+//! * [`fragments`] writes rows as uncommitted data fragments and publishes many sets in one
+//!   commit; [`staged`] records which shard of a distributed re-embedding wrote which.
 //! * [`columns`] and [`sql`] are the leaf helpers: typed columns of a batch, filter text.
 //!
 //! Every commit is a LanceDB version; nothing here ever rewrites a chunk row in place.
@@ -23,6 +25,7 @@ pub mod active;
 pub mod columns;
 pub mod edges;
 pub mod error;
+pub mod fragments;
 pub mod history;
 pub mod indices;
 pub mod language;
@@ -36,10 +39,13 @@ pub mod scope;
 pub mod search;
 pub mod session;
 pub mod snapshots;
+pub mod staged;
 pub mod sql;
 pub mod store;
 pub mod streams;
 pub mod symbols;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod vectors;
 pub mod writer;
 
@@ -55,6 +61,7 @@ pub use scope::SourceScope;
 pub use schema::ChunkRow;
 pub use session::{set_cache_limits, CacheLimits};
 pub use snapshots::{AsOf, Snapshot};
+pub use staged::{StagedShard, STAGED_TABLE};
 pub use store::Index;
 pub use streams::{PARTIAL_PREFIX, STREAMS_TABLE};
 pub use symbols::{is_definition, SymbolRow, SYMBOLS_TABLE};

@@ -169,33 +169,8 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Chunk, ChunkRow, CommitBatch};
-
-    fn row(i: usize) -> ChunkRow {
-        let mut vector = vec![0.0f32; 8];
-        vector[i % 8] = 1.0;
-        vector[(i / 8) % 8] += 0.5;
-        ChunkRow {
-            chunk: Chunk {
-                chunk_id: format!("c{i}"),
-                path: format!("f{i}.txt"),
-                language: "text".into(),
-                symbol: None,
-                kind: None,
-                start_line: 1,
-                end_line: 1,
-                content: format!("file number {i} about topic{}", i % 5),
-                content_hash: format!("h{i}"),
-                token_count: 5,
-                source: String::new(),
-                git_ref: String::new(),
-            },
-            embed_key: format!("k{i}"),
-            file_hash: format!("fh{i}"),
-            vector,
-            model: "m".into(),
-        }
-    }
+    use crate::testing::row;
+    use crate::CommitBatch;
 
     #[tokio::test]
     async fn compaction_prunes_untagged_versions_and_builds_the_vector_index() {

@@ -55,7 +55,7 @@ pub struct Index {
 
 /// Opens table `name` of `conn` (whose tables are `names`), creating it empty with `schema`
 /// when missing; if another writer creates it in the meantime, that one is opened.
-async fn open_or_create_table(
+pub(crate) async fn open_or_create_table(
     conn: &Connection,
     names: &[String],
     name: &str,

@@ -347,7 +347,8 @@ pub fn spawn_sink<S: Sink>(sink: Arc<S>, limits: BatchLimits, input: Input<S::In
                 Err(e) => {
                     metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => S::NAME, "error" => e.kind())
                         .increment(n as u64);
-                    tracing::warn!(stage = S::NAME, "{e}");
+                    tracing::warn!(stage = S::NAME, "{e}; the batch's files are read again after the next rescan");
+                    crate::trigger::commit_failed();
                 }
             }
             tracker.done(n);

@@ -75,6 +75,9 @@ pub struct ReembedReport {
     pub switched: bool,
     /// The target's LanceDB version at the end.
     pub version: u64,
+    /// With `--commit`: the shards whose fragments were published, and their rows.
+    pub shards: u32,
+    pub staged_rows: u64,
 }
 
 /// Tag on the source version a pass reads (removed when the job is done).

@@ -21,7 +21,8 @@
 //! listing, `reconcile` removes what a completed start-up scan did not find.
 //!
 //! [`reembed`] re-embeds an index with another model into a second table and switches to it;
-//! [`migrate`] does so once for a table an older ctxd wrote.
+//! [`migrate`] does so once for a table an older ctxd wrote; [`shard`] splits such a job over
+//! many processes (uncommitted fragments per shard, one commit).
 
 pub mod config;
 pub mod daemon;
@@ -37,6 +38,7 @@ pub mod migrate;
 mod pass;
 mod reconcile;
 pub mod reembed;
+pub mod shard;
 mod source;
 #[cfg(test)]
 mod testkit;

@@ -3,7 +3,10 @@
 //! of [`crate::graph`]). The reader streams the source rows *without* their vectors in blocks,
 //! the embedder sends each block's texts to the model thread (identical texts embedded once,
 //! rows without a vector copied with a zero vector), the writer appends each block to the
-//! target as one commit. Memory is a few blocks whatever the table's size.
+//! target as one commit — or, for a shard of a distributed job ([`Sink::Stage`]), gathers
+//! blocks into uncommitted data fragments of the target ([`ctxd_index::fragments`]) that one
+//! later commit publishes. Memory is a few blocks (a fragment's rows when staging) whatever the
+//! table's size.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -12,6 +15,7 @@ use std::time::Instant;
 use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use ctxd_index::store::typed_col;
+use ctxd_index::fragments::Fragments;
 use ctxd_index::{Index, IndexError, NO_MODEL};
 use futures::StreamExt;
 
@@ -28,21 +32,32 @@ pub(crate) enum Rows {
     Scan(HashSet<String>),
 }
 
-/// One pass: `rows` from `source` into `target`. Returns the rows written.
+/// Where a pass writes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sink {
+    /// Each block appended as one commit (a job on one machine).
+    Commit,
+    /// Blocks gathered into uncommitted fragments of about this many rows (a shard).
+    Stage { rows_per_fragment: usize },
+}
+
+/// One pass: `rows` from `source` into `target`. Returns the rows written and, with
+/// [`Sink::Stage`], the fragments they are in (empty with [`Sink::Commit`]).
 pub(crate) async fn pass(
     source: &Index,
     target: &Index,
     model: &JobModel,
     rows: Rows,
     rows_per_block: usize,
+    sink: Sink,
     progress: &dyn Progress,
-) -> Result<u64, PipelineError> {
+) -> Result<(u64, Fragments), PipelineError> {
     let (to_embed, embed_in) = edge::<RecordBatch>("reembed_read", "reembed_embed", 2);
     let (to_write, write_in) = edge::<RecordBatch>("reembed_embed", "reembed_write", 2);
     let rows_per_block = rows_per_block.max(1);
     let read = read(source, rows, rows_per_block, to_embed);
     let embed = embed(model, source.uri(), embed_in, to_write);
-    let write = write(target, write_in, progress);
+    let write = write(target, write_in, sink, progress);
     let (r, e, w) = tokio::join!(read, embed, write);
     r?;
     e?;
@@ -157,16 +172,32 @@ async fn embed(
     Ok(())
 }
 
-async fn write(target: &Index, input: Input<RecordBatch>, progress: &dyn Progress) -> Result<u64, PipelineError> {
+async fn write(
+    target: &Index,
+    input: Input<RecordBatch>,
+    sink: Sink,
+    progress: &dyn Progress,
+) -> Result<(u64, Fragments), PipelineError> {
     let mut written = 0u64;
+    let mut staged = Fragments::default();
+    let mut pending: Vec<RecordBatch> = Vec::new();
     while let Some(batch) = input.recv().await {
         let n = batch.num_rows() as u64;
-        target.append(batch).await?;
+        match sink {
+            Sink::Commit => target.append(batch).await?,
+            Sink::Stage { rows_per_fragment } => {
+                pending.push(batch);
+                if pending.iter().map(RecordBatch::num_rows).sum::<usize>() >= rows_per_fragment {
+                    staged.extend(target.write_fragments(std::mem::take(&mut pending)).await?);
+                }
+            }
+        }
         written += n;
         metrics::counter!(m::REEMBED_ROWS_TOTAL).increment(n);
         progress.advance(n);
     }
-    Ok(written)
+    staged.extend(target.write_fragments(pending).await?);
+    Ok((written, staged))
 }
 
 /// The source block in the target's schema: every column as it was, `vector`, `model` and

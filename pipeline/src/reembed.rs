@@ -45,7 +45,7 @@ use ctxd_models::EmbedService;
 
 use crate::job::job_error;
 pub use crate::job::{JobModel, Progress, Quiet, ReembedOptions, ReembedReport, SOURCE_TAG};
-use crate::pass::{pass, Rows};
+use crate::pass::{pass, Rows, Sink};
 use crate::PipelineError;
 
 /// Re-embeds the index at `db` with `service` (its model loaded from `model_spec`) into the
@@ -87,16 +87,18 @@ async fn target_table(
     Err(job_error(db, format!("no free table name for model '{model}' ({base}, {base}-2 … {base}-9 are taken)")))
 }
 
-/// The job: passes until the target holds every source row, then indexes and, with
-/// `opts.switch`, the switch.
-pub(crate) async fn run(
-    db: &str,
-    model: JobModel,
-    model_spec: &str,
-    opts: &ReembedOptions,
-    progress: &dyn Progress,
-) -> Result<ReembedReport, PipelineError> {
-    let started = Instant::now();
+/// What a job (or a shard of one) works on: the source (the active table), the target table's
+/// name and handle.
+pub(crate) struct Job {
+    pub source: Index,
+    pub to_table: String,
+    pub target: Index,
+}
+
+/// Opens the source and the target for `model`, refusing the model the index already uses.
+/// With `record_history`, an index never switched before first records its current table in
+/// the pointer's history (shards do not write the history: their commit step does).
+pub(crate) async fn open_job(db: &str, model: &JobModel, record_history: bool) -> Result<Job, PipelineError> {
     let source = Index::open(db).await?;
     let (to_model, dim) = (model.id.clone(), model.dim);
     if source.model_id() == to_model && source.embed_keyed() {
@@ -106,7 +108,7 @@ pub(crate) async fn run(
         ));
     }
     let mut history = active::history(db).await?;
-    if history.is_empty() {
+    if history.is_empty() && record_history {
         // Record what is in force now, so switching back finds this table again (with no spec:
         // whatever built the index is configured already).
         history.push(active::switch(db, source.table_name(), source.model_id(), "", source.dim()).await?);
@@ -121,6 +123,46 @@ pub(crate) async fn run(
         ),
         e => e.into(),
     })?;
+    Ok(Job { source, to_table, target })
+}
+
+/// `ctxd reembed --commit`: publishes the fragments every shard of a distributed job wrote
+/// ([`crate::shard`]) in one commit, then finishes as [`reembed`] does (catch-up on what
+/// changed since the shards read, indexes, and with `opts.switch` the switch).
+pub async fn reembed_commit(
+    db: &str,
+    service: EmbedService,
+    model_spec: &str,
+    opts: &ReembedOptions,
+    progress: &dyn Progress,
+) -> Result<ReembedReport, PipelineError> {
+    run_job(db, service.into(), model_spec, opts, progress, true).await
+}
+
+/// The job: passes until the target holds every source row, then indexes and, with
+/// `opts.switch`, the switch.
+pub(crate) async fn run(
+    db: &str,
+    model: JobModel,
+    model_spec: &str,
+    opts: &ReembedOptions,
+    progress: &dyn Progress,
+) -> Result<ReembedReport, PipelineError> {
+    run_job(db, model, model_spec, opts, progress, false).await
+}
+
+/// [`run`], first publishing the shards' staged fragments when `staged`.
+async fn run_job(
+    db: &str,
+    model: JobModel,
+    model_spec: &str,
+    opts: &ReembedOptions,
+    progress: &dyn Progress,
+    staged: bool,
+) -> Result<ReembedReport, PipelineError> {
+    let started = Instant::now();
+    let (to_model, dim) = (model.id.clone(), model.dim);
+    let Job { source, to_table, target } = open_job(db, &model, true).await?;
     let mut report = ReembedReport {
         from_table: source.table_name().to_string(),
         from_model: source.model_id().to_string(),
@@ -128,6 +170,9 @@ pub(crate) async fn run(
         to_model: to_model.clone(),
         ..Default::default()
     };
+    if staged {
+        (report.shards, report.staged_rows) = crate::shard::publish(db, &target, &to_table).await?;
+    }
     tracing::info!(
         from = %report.from_table, to = %to_table, model = %to_model,
         "re-embedding: streaming the source into the target"
@@ -183,7 +228,7 @@ pub(crate) async fn run(
             ids.sort_unstable();
             Rows::ById(ids)
         };
-        report.embedded += pass(&source, &target, &model, rows, opts.rows_per_block, progress).await?;
+        report.embedded += pass(&source, &target, &model, rows, opts.rows_per_block, Sink::Commit, progress).await?.0;
         if round > 0 {
             report.catch_up_rounds = round;
         }

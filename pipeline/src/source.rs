@@ -171,10 +171,19 @@ impl Source {
             }
         }
         let Some(watcher) = watcher.as_mut() else { return Ok(()) };
+        let mut failed = crate::trigger::failed_commits();
         loop {
             tokio::select! {
                 _ = self.shutdown.changed() => {
                     if *self.shutdown.borrow() { break; }
+                }
+                Ok(()) = failed.changed() => {
+                    // A batch was not committed: its files are not in the index's state, so a
+                    // rescan finds them again (see `trigger`).
+                    tokio::time::sleep(crate::trigger::RESCAN_AFTER_FAILURE).await;
+                    failed.borrow_and_update();
+                    tracing::info!(root = %scanner.root().display(), "rescanning after a failed commit");
+                    scan_and_reconcile(&scanner, &self.state, &self.emitter, &self.shutdown).await
                 }
                 ev = watcher.next() => match ev {
                     None => break,

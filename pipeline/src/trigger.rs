@@ -5,11 +5,37 @@
 //! switch restarts: a source's task takes its trigger when it starts ([`for_source`]); the wire
 //! pokes by name ([`poke`]). A poke while a poll runs is kept (a stored permit), so the push
 //! that lands mid-poll is read right after it.
+//!
+//! **Failed commits** ([`commit_failed`]): when the sink gives up on a batch (the disk full, the
+//! bucket unreachable past the retries), the files of that batch were not recorded as indexed.
+//! Git and bucket sources find them again at their next poll; a folder source only follows
+//! events, so it waits on [`failed_commits`] and, [`RESCAN_AFTER_FAILURE`] later, rescans its
+//! root: every file whose content differs from the index (exactly those of the lost batch, and
+//! anything changed meanwhile) goes through the pipeline again, removals are reconciled. While
+//! the fault lasts this repeats at that pace; once it is gone the index catches up by itself.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
+
+/// How long a folder source waits after a failed commit before rescanning.
+pub const RESCAN_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn failures() -> &'static watch::Sender<u64> {
+    static FAILED: OnceLock<watch::Sender<u64>> = OnceLock::new();
+    FAILED.get_or_init(|| watch::channel(0).0)
+}
+
+/// Counts a batch the sink could not commit: folder sources rescan (see the module docs).
+pub(crate) fn commit_failed() {
+    failures().send_modify(|n| *n += 1);
+}
+
+/// Changes after each failed commit (a folder source's loop waits on it).
+pub(crate) fn failed_commits() -> watch::Receiver<u64> {
+    failures().subscribe()
+}
 
 fn registry() -> &'static Mutex<HashMap<String, Arc<Notify>>> {
     static TRIGGERS: OnceLock<Mutex<HashMap<String, Arc<Notify>>>> = OnceLock::new();
@@ -44,5 +70,14 @@ mod tests {
         let t = for_source("lib");
         assert!(poke("lib"));
         tokio::time::timeout(std::time::Duration::from_secs(1), t.notified()).await.expect("the stored poke wakes it");
+    }
+
+    #[tokio::test]
+    async fn a_failed_commit_wakes_every_folder_source() {
+        let (mut a, mut b) = (failed_commits(), failed_commits());
+        commit_failed();
+        for rx in [&mut a, &mut b] {
+            tokio::time::timeout(std::time::Duration::from_secs(1), rx.changed()).await.unwrap().unwrap();
+        }
     }
 }

@@ -12,7 +12,9 @@
 //! * [`rerank`] — late-interaction rescoring of the best candidates, with its token cache;
 //!   [`routed`] — routed search (the default): the router's signals, boosts, filters and
 //!   per-file caps, with its vocabulary caches.
-//! * [`Searcher`] — the handle every caller holds: any mode, following model switches.
+//! * [`Searcher`] — the handle every caller holds: any mode, following model switches;
+//!   [`answers`] keeps its answers per index version, [`pressure`] is the load it sheds
+//!   rescoring under.
 //! * [`context`] — context assembly into a token budget; [`completion`] — IDE completion
 //!   context ([`completion::Completer`] keeps its keystroke caches); [`eval`] — file-level
 //!   retrieval and context evaluation; [`session`] — what each agent session has been sent;
@@ -21,6 +23,7 @@
 //! Results carry the path relative to the indexed root, the 1-based line range, the symbol and
 //! the score.
 
+pub mod answers;
 pub mod bounded;
 pub mod completion;
 pub mod context;
@@ -31,6 +34,7 @@ pub mod fusion;
 pub mod graph;
 pub mod locate;
 pub mod metrics;
+pub mod pressure;
 pub mod rerank;
 pub mod retriever;
 pub mod route;

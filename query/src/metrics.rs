@@ -30,6 +30,19 @@ pub const SESSION_TOKENS_TOTAL: &str = "ctxd_query_session_tokens_total";
 /// Counter: candidates a session had already been sent, cited in one line instead of repeated.
 pub const SESSION_REPEATS_AVOIDED_TOTAL: &str = "ctxd_query_session_repeats_avoided_total";
 
+/// Gauge: queries running now (admission slots taken).
+pub const QUERY_IN_FLIGHT: &str = "ctxd_query_in_flight";
+/// Gauge: queries waiting for an admission slot now.
+pub const QUERY_QUEUED: &str = "ctxd_query_queued";
+/// Counter: queries answered 503 by admission control, label `reason` (queue_full|queue_timeout).
+pub const QUERY_REJECTED_TOTAL: &str = "ctxd_query_rejected_total";
+/// Histogram: seconds a query waited for an admission slot (only those that waited).
+pub const QUERY_QUEUE_WAIT_SECONDS: &str = "ctxd_query_queue_wait_seconds";
+/// Counter: searches answered from the per-version answer cache.
+pub const ANSWER_CACHE_HITS_TOTAL: &str = "ctxd_query_answer_cache_hits_total";
+/// Counter: searches computed (answer cache misses).
+pub const ANSWER_CACHE_MISSES_TOTAL: &str = "ctxd_query_answer_cache_misses_total";
+
 /// Registers every metric of this crate with its description (the `# HELP` line of a scrape).
 /// Called by the binary once the recorder is installed.
 pub fn describe() {
@@ -66,6 +79,18 @@ pub fn describe() {
         "Sessions dropped: expired, or evicted by the session count or memory bound."
     );
     metrics::describe_counter!(SESSION_TOKENS_TOTAL, "Tokens answered within sessions, label tool.");
+    metrics::describe_gauge!(QUERY_IN_FLIGHT, "Queries running now (admission slots taken).");
+    metrics::describe_gauge!(QUERY_QUEUED, "Queries waiting for an admission slot now.");
+    metrics::describe_counter!(
+        QUERY_REJECTED_TOTAL,
+        "Queries answered 503 with Retry-After by admission control, label reason (queue_full|queue_timeout)."
+    );
+    metrics::describe_histogram!(
+        QUERY_QUEUE_WAIT_SECONDS,
+        "Seconds a query waited for an admission slot (only queries that waited)."
+    );
+    metrics::describe_counter!(ANSWER_CACHE_HITS_TOTAL, "Searches answered from the per-version answer cache.");
+    metrics::describe_counter!(ANSWER_CACHE_MISSES_TOTAL, "Searches computed (answer cache misses).");
     metrics::describe_counter!(
         SESSION_REPEATS_AVOIDED_TOTAL,
         "Candidates a session had already been sent, cited in one line instead of repeated."

@@ -13,6 +13,8 @@ use std::sync::Arc;
 use ctxd_index::Index;
 use ctxd_models::EmbedService;
 
+use crate::answers::AnswerCache;
+use crate::pressure::Pressure;
 use crate::retriever::Retriever;
 use crate::routed::{QueryVector, Routing, Vocab};
 use crate::search::{Mode, SearchRequest, SearchResponse};
@@ -27,6 +29,8 @@ use crate::SearchError;
 pub struct Searcher {
     core: Retriever,
     routing: Routing,
+    /// Answers of the current index version ([`crate::answers`]).
+    answers: AnswerCache,
 }
 
 impl Searcher {
@@ -34,7 +38,11 @@ impl Searcher {
     /// Without a model (a full-text-only index, or a bm25-only caller) `hybrid` falls back to
     /// bm25 and `vector` is refused.
     pub fn new(index: Arc<Index>, embed: Option<EmbedService>) -> Self {
-        Self { core: Retriever::new(index, embed), routing: Routing::new(crate::rerank::RERANK_DEPTH) }
+        Self {
+            core: Retriever::new(index, embed),
+            routing: Routing::new(crate::rerank::RERANK_DEPTH),
+            answers: AnswerCache::default(),
+        }
     }
 
     /// The same searcher rescoring `depth` candidates per routed search (0: never; see
@@ -44,9 +52,21 @@ impl Searcher {
         self
     }
 
+    /// The same searcher shedding rescoring while `pressure` reports waiting queries (the
+    /// serving process's admission control keeps it; see [`crate::pressure`]).
+    pub fn with_pressure(mut self, pressure: Pressure) -> Self {
+        self.routing.pressure = pressure;
+        self
+    }
+
+    /// The load this searcher sheds work under.
+    pub fn pressure(&self) -> &Pressure {
+        &self.routing.pressure
+    }
+
     /// This searcher pinned to the latest index and model.
     pub fn current(&self) -> Self {
-        Self { core: self.core.current(), routing: self.routing.clone() }
+        Self { core: self.core.current(), routing: self.routing.clone(), answers: self.answers.clone() }
     }
 
     /// Makes `index` and `embed` (a table of another model and that model) the ones every clone
@@ -80,11 +100,28 @@ impl Searcher {
         self.core.embed_queries(queries).await
     }
 
-    /// Answers a request.
+    /// Answers a request; a request asked before at the same index version is answered from
+    /// the answer cache ([`crate::answers`]).
     pub async fn search(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
         req.validate()?;
         // One index and model for the whole request, even if a model switch lands meanwhile.
         let pinned = self.current();
+        let index = pinned.core.pinned_index();
+        let epoch = format!("{}@{}:{}", index.table_name(), index.version().await?, index.model_id());
+        let key = format!("{req:?}");
+        if let Some(hit) = self.answers.get(&epoch, &key) {
+            return Ok((*hit).clone());
+        }
+        let idle = self.routing.pressure.queued() == 0;
+        let answer = pinned.search_uncached(req).await?;
+        if idle {
+            self.answers.put(&epoch, key, std::sync::Arc::new(answer.clone()));
+        }
+        Ok(answer)
+    }
+
+    async fn search_uncached(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
+        let pinned = self;
         if let (Mode::Routed, Some(embed)) = (req.mode, pinned.core.embed()) {
             return pinned.routed_search(req, QueryVector::Embed(embed)).await;
         }

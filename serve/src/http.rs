@@ -21,6 +21,10 @@
 //!
 //! Client mistakes (bad JSON, empty query, k out of range, unknown mode) are answered with
 //! 400 and `{"error": "..."}`; server faults with 500 and the same shape.
+//!
+//! The query routes (search, context, completion, aggregate, locate, graph, symbols, MCP) pass
+//! admission control ([`crate::admission`]): a bounded number run at once, a bounded queue
+//! waits, and the rest are answered 503 with `Retry-After` at once.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -64,6 +68,8 @@ pub struct AppState {
     pub poll: Option<Arc<dyn Fn(&str) -> bool + Send + Sync>>,
     /// The git hosts' webhook secret (`[server] webhook_secret_file`).
     pub webhook_secret: Option<String>,
+    /// Queries at once and waiting ([`crate::admission`]).
+    pub limits: crate::admission::AdmissionLimits,
 }
 
 /// What the router's handlers extract: the caller's [`AppState`] and what the wire keeps
@@ -462,6 +468,7 @@ pub fn router(state: AppState) -> Router {
     let auth = state.auth.clone();
     let completer = Arc::new(Completer::new((*state.searcher).clone()));
     let graph = Arc::new(crate::tools::GraphTools::with_locator(state.assembler.locator().clone()));
+    let gate = Arc::new(crate::admission::Admission::new(state.limits, state.searcher.pressure().clone()));
     let wire = Wire { app: state, completer, graph };
     let long_body = DefaultBodyLimit::max(crate::tools::MAX_TOOL_BODY_BYTES);
     Router::new()
@@ -472,11 +479,13 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/aggregate", post(aggregate))
         .route("/v1/locate", post(crate::graph_tools::locate_handler).layer(long_body))
         .route("/v1/graph/{tool}", post(crate::graph_tools::graph_handler).layer(long_body))
+        .route("/v1/symbols/{which}", post(crate::symbol_tools::handler))
+        .route("/mcp", post(mcp).get(mcp_get))
+        // Only the routes above queue for a query slot.
+        .route_layer(axum::middleware::from_fn_with_state(gate, crate::admission::admit))
         .route("/v1/status", get(status))
         .route("/v1/sessions/{id}", get(session_usage))
         .route("/v1/sources/{name}/poll", post(crate::webhook::poll_handler))
-        .route("/v1/symbols/{which}", post(crate::symbol_tools::handler))
-        .route("/mcp", post(mcp).get(mcp_get))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))

@@ -10,12 +10,14 @@
 //! * [`aggregate`] gathers one budgeted context from several sources (this index, other ctxd
 //!   daemons, MCP servers) with timeouts, priorities, dedup and a version-keyed cache.
 //! * [`graph_tools`] is `locate` and the code-graph tools on HTTP and MCP.
-//! * [`auth`] is the optional bearer token every endpoint but `/healthz` requires.
+//! * [`auth`] is the optional bearer token every endpoint but `/healthz` requires;
+//!   [`admission`] bounds the queries running and waiting (503 with `Retry-After` beyond).
 //! * [`metrics`] names the wire's metrics (and re-exports the query crate's).
 //!
 //! The query crate's modules are re-exported under their old names (`ctxd_serve::search`,
 //! `ctxd_serve::context`, …) for the callers that import them from here.
 
+pub mod admission;
 pub mod aggregate;
 pub mod auth;
 pub mod flight;

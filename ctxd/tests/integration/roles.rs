@@ -2,15 +2,18 @@
 //! (moto on 127.0.0.1) and holds the writer lease; two `--role reader` processes follow its
 //! commits and answer exactly as the writer does; a second writer and a `ctxd index` are
 //! refused with the lease named; the writer killed with SIGKILL is replaced once its lease
-//! expires, and nothing is lost or doubled. On a local index the lock file does the same.
+//! expires, and nothing is lost or doubled. Then a distributed re-embedding: three
+//! `ctxd reembed --shard I/3` processes (one crashes and is run again alone) and one
+//! `--commit`; the writer and both readers follow the model switch and still agree. On a local
+//! index the lock file does the same.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::{ctxd, paths_of, run_ok, wait_for, Daemon, S3Server};
+use super::{ctxd, paths_of, run_ok, wait_for, Daemon, S3Server, SECOND_MODEL};
 
 const DB: &str = "s3://team/index";
 
@@ -150,6 +153,57 @@ fn a_writer_and_two_readers_on_a_bucket_agree_and_the_lease_passes_on_after_a_cr
     let writer = Daemon::spawn_raw(&mut serve("writer", true));
     writer.wait_ready();
     assert_eq!(snaps("after a clean restart"), after);
+
+    // Distributed re-embedding while the writer and readers serve: shard 2 crashes (killed before
+    // it recorded anything) and the commit names it; run alone again, then one commit publishes.
+    let reembed = |args: &[&str]| {
+        let mut c = ctxd();
+        c.args(["reembed", "--json", "--block-rows", "4", "--model", SECOND_MODEL, "--db", DB]).args(args);
+        s3.env(&mut c);
+        c
+    };
+    let mut crashed = reembed(&["--shard", "2/3"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let _ = crashed.kill();
+    let _ = crashed.wait();
+    let shards: Vec<_> = ["0/3", "1/3"]
+        .iter()
+        .map(|s| reembed(&["--shard", s]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap())
+        .collect();
+    let mut staged = 0;
+    for child in shards {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        eprintln!("shard: {report}");
+        staged += report["embedded"].as_u64().unwrap();
+    }
+    let err = refused(&mut reembed(&["--commit"]));
+    assert!(err.contains("shard(s) 2/3") && err.contains("--shard 2/3"), "{err}");
+    let status = |d: &Daemon| d.get("/v1/status").json::<Value>().unwrap();
+    assert_eq!(status(&readers[0])["model"], "sentence-transformers/all-MiniLM-L6-v2", "nothing switched yet");
+    let last: Value = serde_json::from_str(&run_ok(&mut reembed(&["--shard", "2/3"]))).unwrap();
+    staged += last["embedded"].as_u64().unwrap();
+    let report: Value = serde_json::from_str(&run_ok(&mut reembed(&["--commit"]))).unwrap();
+    eprintln!("commit: {report}");
+    assert_eq!(report["shards"], 3, "{report}");
+    assert_eq!(report["staged_rows"].as_u64(), Some(staged), "every shard's rows in the one commit: {report}");
+    assert_eq!(report["rows"].as_u64(), Some(after), "{report}");
+    assert_eq!(report["switched"], true, "{report}");
+    let all = [&writer, &readers[0], &readers[1]];
+    for d in all {
+        wait_for("the model switch to be followed", Duration::from_secs(120), || status(d)["model"] == SECOND_MODEL);
+    }
+    let v = version(&writer);
+    for r in &readers {
+        wait_for("a reader to reach the writer's version", Duration::from_secs(20), || version(r) >= v);
+    }
+    for q in &queries {
+        let expected = answer(&writer, q.clone());
+        assert!(!expected.is_empty(), "{q}");
+        for r in &readers {
+            assert_eq!(answer(r, q.clone()), expected, "after the switch, reader and writer differ on {q}");
+        }
+    }
 }
 
 #[test]

@@ -9,15 +9,22 @@ pub type Override = (String, Vec<String>, toml::Value);
 /// The sections environment overrides may address (`CTXD_<SECTION>_<KEY>`).
 const SECTIONS: &[&str] = &["source", "index", "model", "chunk", "pipeline", "server", "aggregate"];
 
+/// Variables that look like `CTXD_<SECTION>_<KEY>` but are not config keys: the model cache
+/// directory (`ctxd_models`; the container images set it).
+const NOT_KEYS: &[&str] = &["CTXD_MODEL_DIR"];
+
 /// The overrides found in `vars`: `CTXD_<SECTION>_<KEY>=value` sets `<section>.<key>`
 /// (`__` inside the key nests deeper: `CTXD_PIPELINE_EMBED__WORKERS=2` sets
-/// `pipeline.embed.workers`). Other `CTXD_*` variables (`CTXD_LOG`, `CTXD_AUTH_TOKEN`) are not
-/// config keys and are ignored. Values are TOML scalars (`true`, `42`, `"text"`); anything else
+/// `pipeline.embed.workers`). Other `CTXD_*` variables (`CTXD_LOG`, `CTXD_AUTH_TOKEN`,
+/// `CTXD_MODEL_DIR`) are not config keys and are ignored. Values are TOML scalars (`true`, `42`, `"text"`); anything else
 /// is taken as a string.
 pub fn env_overrides(vars: impl IntoIterator<Item = (String, String)>) -> Vec<Override> {
     let mut out = Vec::new();
     for (name, value) in vars {
         let Some(rest) = name.strip_prefix("CTXD_") else { continue };
+        if NOT_KEYS.contains(&name.as_str()) {
+            continue;
+        }
         let rest = rest.to_ascii_lowercase();
         let Some((section, key)) = rest.split_once('_') else { continue };
         if !SECTIONS.contains(&section) || key.is_empty() {

@@ -175,6 +175,8 @@ mod tests {
             ("CTXD_MODEL_NAME", "sentence-transformers/all-MiniLM-L6-v2"),
             ("CTXD_LOG", "debug"),
             ("CTXD_AUTH_TOKEN", "x"),
+            // The model cache directory the container images set: not `model.dir`.
+            ("CTXD_MODEL_DIR", "/models"),
             ("HOME", "/root"),
         ]));
         assert_eq!(env.len(), 5, "{env:?}");
@@ -288,6 +290,8 @@ mod tests {
         assert_eq!(file.index.optimize_every_rows, code.index.optimize_every_rows);
         assert_eq!(file.source.max_file_bytes, code.source.max_file_bytes);
         assert_eq!(file.server.listen, code.server.listen);
+        assert_eq!(format!("{:?}", file.server), format!("{:?}", code.server));
+        assert_eq!(file.index.lease_ttl_secs, code.index.lease_ttl_secs);
     }
 
     #[test]

@@ -183,6 +183,9 @@ pub(crate) struct RawServer {
     pub max_sessions: Key<usize>,
     pub session_memory_mb: Key<usize>,
     pub reader_poll_ms: Key<u64>,
+    pub max_concurrent_queries: Key<usize>,
+    pub max_queued_queries: Key<usize>,
+    pub queue_timeout_ms: Key<u64>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }

@@ -395,6 +395,12 @@ pub struct ServerConfig {
     pub session_memory_mb: usize,
     /// `--role reader`: how often the latest committed version is checked, in milliseconds.
     pub reader_poll_ms: u64,
+    /// Queries (search, context, locate, graph, MCP, …) running at once; 0: one per CPU core.
+    pub max_concurrent_queries: usize,
+    /// Queries waiting for a slot at most; more are answered 503 with `Retry-After`.
+    pub max_queued_queries: usize,
+    /// Longest wait for a slot, in milliseconds (then 503 with `Retry-After`).
+    pub queue_timeout_ms: u64,
 }
 
 /// Most candidates `server.rerank_depth` may ask to rescore (one forward pass over them per query).
@@ -413,6 +419,9 @@ impl Default for ServerConfig {
             max_sessions: 1000,
             session_memory_mb: 64,
             reader_poll_ms: 500,
+            max_concurrent_queries: 0,
+            max_queued_queries: 64,
+            queue_timeout_ms: 2000,
         }
     }
 }

@@ -306,6 +306,9 @@ fn server(c: &mut Checker, cfg: &mut Config, raw: RawServer) {
     c.set(&mut out.max_sessions, p, "max_sessions", raw.max_sessions);
     c.set(&mut out.session_memory_mb, p, "session_memory_mb", raw.session_memory_mb);
     c.set(&mut out.reader_poll_ms, p, "reader_poll_ms", raw.reader_poll_ms);
+    c.set(&mut out.max_concurrent_queries, p, "max_concurrent_queries", raw.max_concurrent_queries);
+    c.set(&mut out.max_queued_queries, p, "max_queued_queries", raw.max_queued_queries);
+    c.set(&mut out.queue_timeout_ms, p, "queue_timeout_ms", raw.queue_timeout_ms);
     c.unknown(p, raw.unknown);
 }
 
@@ -426,6 +429,9 @@ pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {
     if server.reader_poll_ms == 0 || cfg.index.lease_ttl_secs < 3 {
         let message = "server.reader_poll_ms must be above 0 and index.lease_ttl_secs at least 3";
         err("server.reader_poll_ms", message.into());
+    }
+    if server.queue_timeout_ms == 0 {
+        err("server.queue_timeout_ms", "server.queue_timeout_ms must be above 0 (max_queued_queries = 0 turns the queue off)".into());
     }
     if server.rerank_depth > MAX_RERANK_DEPTH {
         let message = format!("server.rerank_depth must be at most {MAX_RERANK_DEPTH} (0 turns rescoring off)");

@@ -101,6 +101,8 @@ pub struct Routing {
     caches: PerBackend<Caches>,
     /// Candidates routed searches rescore by late interaction (0: none).
     pub(crate) rerank_depth: usize,
+    /// The process's query load: rescoring shrinks while queries wait ([`crate::pressure`]).
+    pub(crate) pressure: crate::pressure::Pressure,
 }
 
 /// What the router keeps per (index, model) pair.
@@ -115,7 +117,7 @@ struct Caches {
 impl Routing {
     /// A router rescoring `rerank_depth` candidates per search (0: never).
     pub fn new(rerank_depth: usize) -> Self {
-        Self { caches: PerBackend::default(), rerank_depth }
+        Self { caches: PerBackend::default(), rerank_depth, pressure: Default::default() }
     }
 
     /// Indexed paths and folder names of the latest version of `core`'s index (cached for a
@@ -232,9 +234,10 @@ impl Routing {
                 Some(Scope::Dependencies) => in_dependency(&h.path),
             }
         };
-        if !req.lean && req.rerank != Some(false) && self.rerank_depth > 0 && w.vector > 0.0 {
+        let depth = self.pressure.rerank_depth(self.rerank_depth);
+        if !req.lean && req.rerank != Some(false) && depth > 0 && w.vector > 0.0 {
             if let Some(embed) = core.embed() {
-                rescore(embed, &caches.tokens, &req.query, &mut fused, &passes, self.rerank_depth).await;
+                rescore(embed, &caches.tokens, &req.query, &mut fused, &passes, depth).await;
             }
         }
         // The files a path route names are not capped.

@@ -1,0 +1,161 @@
+//! Uncommitted fragments: rows written as data files of a chunks table that no version
+//! references yet, and many such sets published together in **one** commit.
+//!
+//! This is LanceDB's distributed-write pattern (the one its Ray and Spark integrations use):
+//! workers write data fragments in parallel — each a Lance data file under the table's
+//! `data/` plus a small description (file name, field ids, row count) — and one process commits
+//! an `Append` transaction that lists them all. Until that commit no reader sees a row; after
+//! it every reader sees all of them at once. ctxd's distributed re-embedding
+//! (`ctxd reembed --shard I/N`, then `ctxd reembed --commit`) is built on it:
+//!
+//! * [`Index::write_fragments`] writes a shard's rows into the target table's storage and
+//!   returns their description, [`Fragments`] (Lance's fragment metadata; JSON through
+//!   [`Fragments::to_json`]); the shard records it in the staging table ([`crate::staged`]).
+//! * [`Index::commit_fragments`] publishes described fragments as one `Append` commit.
+//!   Committing is idempotent: fragments whose data files the table already references
+//!   (a commit that succeeded but whose caller died before clearing the staging rows) are
+//!   left out, so a re-run never doubles rows.
+//!
+//! Data files of a shard that crashed before recording its fragments are referenced by no
+//! version; Lance's cleanup (`ctxd compact`, the daemon's scheduled maintenance) deletes such
+//! unreferenced files once they are older than the retention window.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use lance::dataset::transaction::{Operation, Transaction};
+use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
+use lance::table::format::Fragment;
+
+use crate::{Index, IndexError};
+
+/// Data fragments written and not committed: what [`Index::commit_fragments`] publishes.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Fragments(Vec<Fragment>);
+
+impl Fragments {
+    /// Number of fragments (data files).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Rows in all of them.
+    pub fn rows(&self) -> u64 {
+        self.0.iter().map(|f| f.physical_rows.unwrap_or(0) as u64).sum()
+    }
+
+    /// Adds `other`'s fragments.
+    pub fn extend(&mut self, other: Fragments) {
+        self.0.extend(other.0);
+    }
+
+    /// The description as JSON (what the staging table stores).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("fragment metadata serializes")
+    }
+
+    /// Reads [`Fragments::to_json`]'s text back; `what` names it in the error.
+    pub fn from_json(json: &str, what: &str) -> Result<Self, IndexError> {
+        serde_json::from_str(json).map_err(|e| IndexError::Staged {
+            uri: what.to_string(),
+            message: format!("the staged fragment description is not readable ({e}); run that shard again"),
+        })
+    }
+}
+
+impl Index {
+    async fn dataset(&self) -> Result<Arc<lance::Dataset>, IndexError> {
+        let Some(wrapper) = self.table.dataset() else {
+            return Err(IndexError::Staged {
+                uri: self.uri.clone(),
+                message: format!("table {} is not a native Lance table; it cannot take uncommitted fragments", self.table_name),
+            });
+        };
+        wrapper.get().await.map_err(|e| self.lance(e))
+    }
+
+    /// Writes `batches` (rows of this table's schema) as data files of the table without
+    /// committing them; nothing is written for no rows.
+    pub async fn write_fragments(&self, batches: Vec<RecordBatch>) -> Result<Fragments, IndexError> {
+        if batches.iter().all(|b| b.num_rows() == 0) {
+            return Ok(Fragments::default());
+        }
+        let dataset = self.dataset().await?;
+        let params = WriteParams { mode: WriteMode::Append, ..Default::default() };
+        let txn = InsertBuilder::new(dataset)
+            .with_params(&params)
+            .execute_uncommitted(batches)
+            .await
+            .map_err(|e| self.lance(e.into()))?;
+        let Operation::Append { fragments } = txn.operation else {
+            return Err(self.staged("an append wrote something other than new fragments".into()));
+        };
+        Ok(Fragments(fragments))
+    }
+
+    /// Publishes `sets` (from [`Index::write_fragments`], by any process) in one commit.
+    /// Fragments already part of the table are left out. Returns what was appended.
+    pub async fn commit_fragments(&self, sets: Vec<Fragments>) -> Result<Fragments, IndexError> {
+        self.refresh().await?;
+        let dataset = self.dataset().await?;
+        let present: HashSet<&str> =
+            dataset.fragments().iter().flat_map(|f| f.files.iter().map(|d| d.path.as_str())).collect();
+        let fragments: Vec<Fragment> = sets
+            .into_iter()
+            .flat_map(|set| set.0)
+            .filter(|f| !f.files.iter().any(|d| present.contains(d.path.as_str())))
+            .collect();
+        drop(present);
+        if fragments.is_empty() {
+            return Ok(Fragments::default());
+        }
+        let appended = Fragments(fragments.clone());
+        let txn = Transaction::new(dataset.version().version, Operation::Append { fragments }, None);
+        CommitBuilder::new(dataset).execute(txn).await.map_err(|e| self.lance(e.into()))?;
+        self.refresh().await?;
+        Ok(appended)
+    }
+
+    fn staged(&self, message: String) -> IndexError {
+        IndexError::Staged { uri: self.uri.clone(), message }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::row;
+    use crate::{CommitBatch, Index};
+
+    #[tokio::test]
+    async fn fragments_stay_invisible_until_one_commit_publishes_them_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().to_string_lossy().into_owned();
+        let index = Index::open_or_create(&uri, "m", 8).await.unwrap();
+        index.commit(CommitBatch { rows: vec![row(0)], ..Default::default() }).await.unwrap();
+        let batch = |from: usize| crate::schema::rows_to_batch(&(from..from + 5).map(row).collect::<Vec<_>>(), 8, false).unwrap();
+        // Two workers write; nothing is visible yet.
+        let (a, b) = (index.write_fragments(vec![batch(10)]).await.unwrap(), index.write_fragments(vec![batch(20)]).await.unwrap());
+        assert_eq!((a.len(), a.rows()), (1, 5));
+        let reader = Index::open(&uri).await.unwrap();
+        assert_eq!(reader.chunk_ids().await.unwrap().len(), 1);
+        // The descriptions travel as JSON (through the staging table) and are committed together.
+        let a = super::Fragments::from_json(&a.to_json(), "test").unwrap();
+        let before = index.version().await.unwrap();
+        let done = index.commit_fragments(vec![a.clone(), b.clone()]).await.unwrap();
+        assert_eq!((done.len(), done.rows()), (2, 10));
+        assert_eq!(index.version().await.unwrap(), before + 1, "one commit");
+        reader.refresh().await.unwrap();
+        assert_eq!(reader.chunk_ids().await.unwrap().len(), 11);
+        // Committing the same descriptions again (a re-run after a crash) appends nothing.
+        assert!(index.commit_fragments(vec![a, b]).await.unwrap().is_empty());
+        reader.refresh().await.unwrap();
+        assert_eq!(reader.chunk_ids().await.unwrap().len(), 11);
+        assert!(index.write_fragments(Vec::new()).await.unwrap().is_empty());
+    }
+}
