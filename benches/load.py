@@ -1,0 +1,869 @@
+#!/usr/bin/env python3
+"""Load: many concurrent clients on POST /v1/search against `ctxd serve`, with and without
+the writer ingesting meanwhile (and, optionally, spread over several `--role reader`s).
+
+Corpus: the CoSQA code-search set (6,267 Python files, 500 dev queries). The corpus is copied
+once into a folder the daemon watches (~/.cache/ctxd/bench-load/src; `--files N`: only the
+first N) and indexed once (`ctxd index SRC --db DB`, timed); later runs reuse both.
+
+Each run: `--clients` threads (default 50), each with its own keep-alive connection, send
+routed searches (`k` 10, default rescoring) back to back for `--seconds` (default 30). Two
+query mixes, reported separately:
+
+* `repeat`: each client cycles through the 500 queries in its own shuffled order (real
+  repetition: the answer cache may hit);
+* `unique`: every request's query gets a distinct number appended, so no answer can come
+  from a cache (the cost of real work; the route stays the same, printed per run).
+
+A 503 answer is counted (with or without `Retry-After`) and the client waits `Retry-After`
+seconds before its next request (`--ignore-retry-after`: it does not). Latency percentiles
+are of answered (200) requests; QPS = answered requests / wall time of the run (requests
+started within `--seconds`, all waited for). After each run the deltas of the daemon's
+/metrics: answer cache hits/misses, 503s by reason, queue wait p50/p99 (histogram buckets),
+the most queries seen waiting/running (sampled every 0.5 s), and the CPU the daemon used.
+
+Scenarios (`--scenarios`, default `idle,ingest`):
+
+* `idle`: one daemon (`--role both`, watching SRC), no writes; first a `--baseline-clients` (1)
+  run of each mix: the unloaded latency;
+* `ingest`: the same daemon while `--ingest-files` (300) text files (SciFact abstracts, each
+  with a run token appended) are copied into the watched folder at the start of the run; the
+  time until every one is searchable (bm25 on the token) is reported, waiting past the run if
+  needed (`--ingest-wait`);
+* `readers`: the index is uploaded to a moto S3 bucket and 1, 2, 3 `--role reader` processes
+  serve it (`--readers 1,2,3`), the clients spread over them round robin.
+
+    python3 benches/load.py [--ctxd BIN] [--profile debug|release] [--clients 50] [--seconds 30]
+        [--mixes repeat,unique] [--scenarios idle,ingest[,readers]] [--admission auto|on|off]
+        [--max-concurrent 0 --max-queued 64 --queue-timeout-ms 2000] [--distinct N] [--json-out FILE]
+
+`--distinct 20`: only the first 20 queries (the repeat mix then repeats a lot: shows whether
+the answer cache serves them under load). Exit status 0 unless `ctxd index` fails (a daemon
+that dies or never gets ready is reported with its last log lines).
+"""
+import argparse, http.client, json, math, os, random, shutil, signal, subprocess, sys, tempfile, threading, time
+import urllib.error, urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ctxd_daemon import default_ctxd, free_port  # noqa: E402
+
+HOME = os.path.expanduser("~")
+WORK = os.path.join(HOME, ".cache/ctxd/bench-load")
+COSQA = "/work/shared/eval/cosqa"
+SCIFACT = "/work/shared/eval/scifact/corpus"
+INGEST_PREFIX = "_load_ingest_"
+CLIENT_TIMEOUT = 120.0
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def proc_cpu_seconds(pid):
+    """utime + stime of a process (and its reaped children), in seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return sum(int(x) for x in fields[11:15]) / ticks
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def proc_rss_mb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+# ---------------------------------------------------------------- HTTP helpers
+
+
+def get(base, path, timeout=10):
+    with urllib.request.urlopen(base + path, timeout=timeout) as r:
+        return r.status, r.read()
+
+
+def post_json(base, path, body, timeout=60):
+    """(status, json or None, headers) without raising on HTTP errors."""
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.load(r), r.headers
+    except urllib.error.HTTPError as e:
+        try:
+            payload = json.loads(e.read() or b"null")
+        except ValueError:
+            payload = None
+        return e.code, payload, e.headers
+
+
+def scrape(base):
+    """/metrics as {(name, labels): value}; labels is the raw `{...}` text ('' without)."""
+    try:
+        _, body = get(base, "/metrics", timeout=30)
+    except Exception:
+        return {}
+    out = {}
+    for line in body.decode(errors="replace").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        try:
+            key, value = line.rsplit(" ", 1)
+            value = float(value)
+        except ValueError:
+            continue
+        if "{" in key:
+            name, labels = key.split("{", 1)
+            labels = "{" + labels
+        else:
+            name, labels = key, ""
+        out[(name, labels)] = value
+    return out
+
+
+def metric_sum(m, name, label_filter=None):
+    return sum(v for (n, l), v in m.items() if n == name and (label_filter is None or label_filter in l))
+
+
+def label_value(labels, key):
+    for part in labels.strip("{}").split(","):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            if k.strip() == key:
+                return v.strip().strip('"')
+    return None
+
+
+def delta(before, after, name, label_filter=None):
+    return metric_sum(after, name, label_filter) - metric_sum(before, name, label_filter)
+
+
+def by_label(before, after, name, key):
+    """{label value: delta} of a counter with label `key`."""
+    out = {}
+    for (n, l), v in after.items():
+        if n != name:
+            continue
+        d = v - before.get((n, l), 0.0)
+        lv = label_value(l, key) or "?"
+        out[lv] = out.get(lv, 0.0) + d
+    return {k: int(v) for k, v in out.items() if v}
+
+
+def histogram_quantile(before, after, name, q):
+    """Quantile q of the observations between two scrapes, interpolated inside the bucket
+    (Prometheus `histogram_quantile`); None when nothing was observed."""
+    buckets = []
+    for (n, l), v in after.items():
+        if n != name + "_bucket":
+            continue
+        le = label_value(l, "le")
+        if le is None:
+            continue
+        bound = math.inf if le in ("+Inf", "Inf") else float(le)
+        buckets.append((bound, v - before.get((n, l), 0.0)))
+    buckets.sort()
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    total = buckets[-1][1]
+    rank = q * total
+    prev_bound, prev_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if math.isinf(bound):
+                return prev_bound
+            if count == prev_count:
+                return bound
+            return prev_bound + (bound - prev_bound) * (rank - prev_count) / (count - prev_count)
+        prev_bound, prev_count = bound, count
+    return prev_bound
+
+
+# ---------------------------------------------------------------- daemons
+
+
+class Daemon:
+    """A `ctxd serve` with its log in a file."""
+
+    def __init__(self, ctxd, serve_args, log_path, env_extra=None, name="serve"):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.name = name
+        env = dict(os.environ, CTXD_LOG=os.environ.get("CTXD_LOG", "warn"), **(env_extra or {}))
+        self.cmd = [ctxd, "serve", *serve_args, "--listen", f"127.0.0.1:{self.port}", "--flight-listen", "127.0.0.1:0"]
+        self.logf = open(log_path, "ab")
+        self.proc = subprocess.Popen(self.cmd, env=env, stdout=self.logf, stderr=subprocess.STDOUT)
+        self.started = time.time()
+
+    def wait_ready(self, within):
+        while True:
+            try:
+                status, _ = get(self.base, "/readyz", timeout=5)
+                if status == 200:
+                    return time.time() - self.started
+            except Exception:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} before ready; log {self.log_path}:\n{self.tail()}")
+            if time.time() - self.started > within:
+                raise RuntimeError(f"{self.name} not ready within {within} s; log {self.log_path}:\n{self.tail()}")
+            time.sleep(0.5)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def tail(self, n=20):
+        try:
+            with open(self.log_path, "rb") as f:
+                lines = f.read().decode(errors="replace").splitlines()
+            return "\n".join(lines[-n:])
+        except OSError:
+            return ""
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.logf.close()
+        return self.proc.returncode
+
+
+def version_of(base):
+    try:
+        _, body = get(base, "/v1/status")
+        return json.loads(body).get("version")
+    except Exception:
+        return None
+
+
+# ---------------------------------------------------------------- load
+
+
+class Stats:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.latencies = []  # seconds, answered (200)
+        self.rejected_retry_after = 0  # 503 with Retry-After
+        self.rejected_other = 0  # 503 without Retry-After
+        self.errors = {}  # kind -> count
+        self.routes = {}
+        self.sent = 0
+        self.reject_latencies = []
+
+    def error(self, kind):
+        with self.lock:
+            self.errors[kind] = self.errors.get(kind, 0) + 1
+
+
+def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
+    rng = random.Random(f"{run_tag}-{idx}")
+    run_num = sum(map(ord, run_tag)) % 900 + 100
+    order = list(queries)
+    rng.shuffle(order)
+    conn = None
+    n = 0
+    local_lat, local_routes, local_rej = [], {}, []
+    while time.monotonic() < deadline:
+        q = order[n % len(order)]
+        if mix == "unique":
+            # A distinct number per request: no two requests share an answer-cache key.
+            # (digits only: a word with letters could look like an identifier and change the route)
+            q = f"{q} {run_num}{idx:03d}{n:06d}"
+        n += 1
+        body = json.dumps({"query": q, "k": args.k, "mode": "routed"}).encode()
+        if conn is None:
+            conn = http.client.HTTPConnection(host, port, timeout=CLIENT_TIMEOUT)
+        t0 = time.perf_counter()
+        try:
+            conn.request("POST", "/v1/search", body=body, headers={"content-type": "application/json"})
+            resp = conn.getresponse()
+            payload = resp.read()
+            dt = time.perf_counter() - t0
+            status = resp.status
+            retry_after = resp.getheader("Retry-After")
+            if resp.getheader("Connection", "").lower() == "close":
+                conn.close()
+                conn = None
+        except Exception as e:  # connection refused/reset, timeout, ...
+            stats.error(type(e).__name__)
+            if conn is not None:
+                conn.close()
+            conn = None
+            with stats.lock:
+                stats.sent += 1
+            time.sleep(0.1)
+            continue
+        with stats.lock:
+            stats.sent += 1
+        if status == 200:
+            local_lat.append(dt)
+            try:
+                route = json.loads(payload).get("route", "?")
+            except ValueError:
+                route = "?bad-json"
+            local_routes[route] = local_routes.get(route, 0) + 1
+        elif status == 503:
+            local_rej.append(dt)
+            if retry_after is not None:
+                with stats.lock:
+                    stats.rejected_retry_after += 1
+                if not args.ignore_retry_after:
+                    try:
+                        wait = float(retry_after)
+                    except ValueError:
+                        wait = 1.0
+                    time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
+            else:
+                with stats.lock:
+                    stats.rejected_other += 1
+                stats.error("503-without-Retry-After")
+        else:
+            stats.error(f"HTTP {status}: {payload[:120].decode(errors='replace')}")
+    if conn is not None:
+        conn.close()
+    with stats.lock:
+        stats.latencies.extend(local_lat)
+        stats.reject_latencies.extend(local_rej)
+        for r, c in local_routes.items():
+            stats.routes[r] = stats.routes.get(r, 0) + c
+
+
+class Sampler(threading.Thread):
+    """Samples the admission gauges every 0.5 s (max queued / in flight)."""
+
+    def __init__(self, bases):
+        super().__init__(daemon=True)
+        self.bases = bases
+        self.stop_event = threading.Event()
+        self.max_queued = 0.0
+        self.max_in_flight = 0.0
+        self.samples = 0
+
+    def run(self):
+        while not self.stop_event.is_set():
+            queued = in_flight = 0.0
+            seen = False
+            for b in self.bases:
+                m = scrape(b)
+                if m:
+                    seen = True
+                queued = max(queued, metric_sum(m, "ctxd_query_queued"))
+                in_flight = max(in_flight, metric_sum(m, "ctxd_query_in_flight"))
+            if seen:
+                self.samples += 1
+                self.max_queued = max(self.max_queued, queued)
+                self.max_in_flight = max(self.max_in_flight, in_flight)
+            self.stop_event.wait(0.5)
+
+
+def pct(sorted_vals, q):
+    if not sorted_vals:
+        return float("nan")
+    i = min(len(sorted_vals) - 1, max(0, math.ceil(q * len(sorted_vals)) - 1))
+    return sorted_vals[i]
+
+
+def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=None, clients=None, helper=None):
+    """One run of `clients` (default `args.clients`) clients on `targets` (daemons' base URLs,
+    round robin)."""
+    clients = clients or args.clients
+    la = loadavg()
+    log(f"\n--- run: scenario={scenario} mix={mix} clients={clients} seconds={args.seconds} targets={len(targets)}  loadavg before: {la}")
+    before = [scrape(t) for t in targets]
+    cpu0 = [proc_cpu_seconds(d.proc.pid) for d in daemons]
+    helper0 = proc_cpu_seconds(helper.pid) if helper else None
+    own0 = os.times()
+    stats = Stats()
+    sampler = Sampler(targets)
+    sampler.start()
+    t0 = time.monotonic()
+    deadline = t0 + args.seconds
+    hosts = [(t.split("//")[1].split(":")[0], int(t.rsplit(":", 1)[1])) for t in targets]
+    threads = [
+        threading.Thread(
+            target=client_loop,
+            args=(i, *hosts[i % len(hosts)], queries, mix, deadline, stats, args, run_tag),
+            daemon=True,
+        )
+        for i in range(clients)
+    ]
+    for th in threads:
+        th.start()
+    side = during(t0) if during else None
+    for th in threads:
+        th.join(timeout=args.seconds + CLIENT_TIMEOUT + 30)
+    hung = sum(th.is_alive() for th in threads)
+    wall = time.monotonic() - t0
+    sampler.stop_event.set()
+    sampler.join(timeout=40)
+    own1 = os.times()
+    cpu1 = [proc_cpu_seconds(d.proc.pid) for d in daemons]
+    helper1 = proc_cpu_seconds(helper.pid) if helper else None
+    after = [scrape(t) for t in targets]
+    lat = sorted(stats.latencies)
+    answered = len(lat)
+
+    def msum(fn):
+        return sum(fn(b, a) for b, a in zip(before, after))
+
+    rejected = {}
+    for b, a in zip(before, after):
+        for k, v in by_label(b, a, "ctxd_query_rejected_total", "reason").items():
+            rejected[k] = rejected.get(k, 0) + v
+    # Queue wait over all targets: merge the bucket deltas by summing scrapes.
+    merged_b, merged_a = {}, {}
+    for b, a in zip(before, after):
+        for k, v in b.items():
+            merged_b[k] = merged_b.get(k, 0.0) + v
+        for k, v in a.items():
+            merged_a[k] = merged_a.get(k, 0.0) + v
+    qw50 = histogram_quantile(merged_b, merged_a, "ctxd_query_queue_wait_seconds", 0.5)
+    qw99 = histogram_quantile(merged_b, merged_a, "ctxd_query_queue_wait_seconds", 0.99)
+    waited = delta(merged_b, merged_a, "ctxd_query_queue_wait_seconds_count")
+    fresh50 = histogram_quantile(merged_b, merged_a, "ctxd_pipeline_freshness_seconds", 0.5)
+    fresh99 = histogram_quantile(merged_b, merged_a, "ctxd_pipeline_freshness_seconds", 0.99)
+    srv50 = histogram_quantile(merged_b, merged_a, "ctxd_query_duration_seconds", 0.5)
+    srv99 = histogram_quantile(merged_b, merged_a, "ctxd_query_duration_seconds", 0.99)
+    rr_count = delta(merged_b, merged_a, "ctxd_query_rerank_duration_seconds_count")
+    daemon_cpu = sum(c1 - c0 for c0, c1 in zip(cpu0, cpu1))
+    client_cpu = (own1.user - own0.user) + (own1.system - own0.system)
+    row = {
+        "scenario": scenario,
+        "mix": mix,
+        "clients": clients,
+        "targets": len(targets),
+        "seconds": args.seconds,
+        "wall_s": round(wall, 2),
+        "loadavg_before": la,
+        "sent": stats.sent,
+        "answered": answered,
+        "qps": answered / wall if wall else float("nan"),
+        "p50_ms": pct(lat, 0.50) * 1000,
+        "p90_ms": pct(lat, 0.90) * 1000,
+        "p99_ms": pct(lat, 0.99) * 1000,
+        "max_ms": (lat[-1] * 1000) if lat else float("nan"),
+        "r503_retry_after": stats.rejected_retry_after,
+        "r503_no_retry_after": stats.rejected_other,
+        "r503_latency_p50_ms": pct(sorted(stats.reject_latencies), 0.5) * 1000,
+        "other_errors": sum(v for k, v in stats.errors.items() if k != "503-without-Retry-After"),
+        "error_kinds": stats.errors,
+        "hung_clients": hung,
+        "routes": stats.routes,
+        "cache_hits": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_hits_total"))),
+        "cache_misses": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_misses_total"))),
+        "rejected_by_reason": rejected,
+        "queue_waited": int(waited),
+        "queue_wait_p50_ms": None if qw50 is None else qw50 * 1000,
+        "queue_wait_p99_ms": None if qw99 is None else qw99 * 1000,
+        "server_query_p50_ms": None if srv50 is None else srv50 * 1000,
+        "server_query_p99_ms": None if srv99 is None else srv99 * 1000,
+        "reranks": int(rr_count),
+        "commits": int(delta(merged_b, merged_a, "ctxd_index_commits_total")),
+        "rows_inserted": int(delta(merged_b, merged_a, "ctxd_index_rows_inserted_total")),
+        "freshness_p50_s": fresh50,
+        "freshness_p99_s": fresh99,
+        "max_queued_seen": int(sampler.max_queued),
+        "max_in_flight_seen": int(sampler.max_in_flight),
+        "daemon_cpu_cores": daemon_cpu / wall if wall else float("nan"),
+        "client_cpu_cores": client_cpu / wall if wall else float("nan"),
+        "moto_cpu_cores": None if helper is None else (helper1 - helper0) / wall,
+        "daemon_rss_mb": [round(proc_rss_mb(d.proc.pid)) for d in daemons],
+        "daemons_alive": all(d.alive() for d in daemons),
+    }
+    if side is not None:
+        row.update(side())
+    print_row(row)
+    for d in daemons:
+        if not d.alive():
+            log(f"!!! {d.name} died (exit {d.proc.returncode}); last log lines:\n{d.tail()}")
+    return row
+
+
+def fmt_ms(v):
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.0f}"
+
+
+def fmt_s(v):
+    return "-" if v is None else f"{v:.1f} s"
+
+
+def print_row(r):
+    log(
+        f"{'scenario':<8} {'mix':<7} {'clients':>7} {'secs':>5} {'answered':>8} {'QPS':>6} {'p50ms':>6} {'p90ms':>6} "
+        f"{'p99ms':>6} {'maxms':>6} {'503(RA)':>7} {'503(noRA)':>9} {'other':>5}"
+    )
+    log(
+        f"{r['scenario']:<8} {r['mix']:<7} {r['clients']:>7} {r['wall_s']:>5.0f} {r['answered']:>8} {r['qps']:>6.1f} "
+        f"{fmt_ms(r['p50_ms']):>6} {fmt_ms(r['p90_ms']):>6} {fmt_ms(r['p99_ms']):>6} {fmt_ms(r['max_ms']):>6} "
+        f"{r['r503_retry_after']:>7} {r['r503_no_retry_after']:>9} {r['other_errors']:>5}"
+    )
+    log(
+        f"  metrics: answer cache hits {r['cache_hits']} / misses {r['cache_misses']}; rejected by reason {r['rejected_by_reason'] or '{}'}; "
+        f"queue waits {r['queue_waited']} (p50 {fmt_ms(r['queue_wait_p50_ms'])} ms, p99 {fmt_ms(r['queue_wait_p99_ms'])} ms); "
+        f"server query p50 {fmt_ms(r['server_query_p50_ms'])} ms p99 {fmt_ms(r['server_query_p99_ms'])} ms; reranks {r['reranks']}"
+    )
+    log(
+        f"  max seen: queued {r['max_queued_seen']}, in flight {r['max_in_flight_seen']}; 503 answered in p50 {fmt_ms(r['r503_latency_p50_ms'])} ms; "
+        f"daemon CPU {r['daemon_cpu_cores']:.2f} cores, client CPU {r['client_cpu_cores']:.2f} cores; daemon RSS {r['daemon_rss_mb']} MB; "
+        + (f"moto CPU {r['moto_cpu_cores']:.2f} cores; " if r.get("moto_cpu_cores") is not None else "")
+        + f"routes {r['routes']}; sent {r['sent']}"
+    )
+    if r["error_kinds"]:
+        log(f"  errors: {r['error_kinds']}")
+    if r["hung_clients"]:
+        log(f"  !!! {r['hung_clients']} client threads still blocked after the join timeout")
+    if "ingest_files" in r:
+        s = r.get("ingest_all_searchable_s")
+        log(
+            f"  ingest: {r['ingest_files']} files copied in {r['ingest_copy_s']:.1f} s; all searchable after "
+            f"{'%.1f s' % s if s is not None else 'NOT within the wait (%s searchable)' % r.get('ingest_searchable_at_give_up')}; "
+            f"versions {r.get('version_before')} -> {r.get('version_after')}; {r['commits']} commits, {r['rows_inserted']} rows inserted "
+            f"during the run; daemon freshness (change -> commit) p50 {fmt_s(r['freshness_p50_s'])} p99 {fmt_s(r['freshness_p99_s'])}"
+        )
+
+
+# ---------------------------------------------------------------- ingest
+
+
+def ingest_side(base, src, n_files, offset, run_tag, args):
+    """Returns a `during(t0)` that copies files into the watched folder and polls for them."""
+    pool = sorted(os.listdir(SCIFACT))[offset : offset + n_files]
+    dest = os.path.join(src, f"{INGEST_PREFIX}{run_tag}")
+    # Two marker words (k ≤ 200 per search), lowercase letters only: the code tokenizer splits
+    # words at letter/digit and case changes, and markers sharing a part would match each other.
+    enc = "".join(chr(ord("a") + int(c)) if c.isdigit() else c for c in run_tag.lower())
+    tokens = [f"quokka{enc}marker", f"wombat{enc}signal"]
+    info = {"ingest_files": len(pool), "version_before": version_of(base)}
+    result = {}
+
+    def searchable_count():
+        paths = set()
+        for tok in tokens:
+            status, payload, _ = post_json(base, "/v1/search", {"query": tok, "k": 200, "mode": "bm25"}, timeout=60)
+            if status != 200 or not payload:
+                return None
+            paths |= {h["path"] for h in payload.get("results", []) if tok in h.get("content", "")}
+        return len(paths)
+
+    def during(t0):
+        c0 = time.monotonic()
+        os.makedirs(dest, exist_ok=True)
+        for i, name in enumerate(pool):
+            with open(os.path.join(SCIFACT, name), encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            tmp = os.path.join(dest, "." + name + ".tmp")
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text.rstrip("\n") + f"\n\nLoad bench marker {tokens[i * len(tokens) // len(pool)]}.\n")
+            os.rename(tmp, os.path.join(dest, name))
+        copied = time.monotonic()
+        info["ingest_copy_s"] = copied - c0
+        stop = threading.Event()
+
+        def poll():
+            last = None
+            while not stop.is_set():
+                try:
+                    n = searchable_count()
+                except Exception:
+                    n = None
+                if n is not None:
+                    last = n
+                    if n >= len(pool):
+                        result["all"] = time.monotonic() - c0
+                        return
+                stop.wait(1.0)
+            result["last_count"] = last
+
+        th = threading.Thread(target=poll, daemon=True)
+        th.start()
+
+        def finish():
+            # After the load: keep polling (now unloaded) until all are searchable or the wait is over.
+            th.join(timeout=max(0.0, args.ingest_wait - (time.monotonic() - c0)))
+            stop.set()
+            th.join(timeout=70)
+            info["ingest_all_searchable_s"] = result.get("all")
+            info["ingest_searchable_at_give_up"] = result.get("last_count")
+            info["version_after"] = version_of(base)
+            return info
+
+        return finish
+
+    return during
+
+
+def remove_ingested(src):
+    for name in os.listdir(src):
+        if name.startswith(INGEST_PREFIX):
+            shutil.rmtree(os.path.join(src, name), ignore_errors=True)
+
+
+# ---------------------------------------------------------------- set-up
+
+
+def has_admission_keys(ctxd):
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        f.write("[server]\nmax_queued_queries = 8\n")
+        path = f.name
+    try:
+        r = subprocess.run([ctxd, "config", "validate", path], capture_output=True, text=True, timeout=120)
+        return r.returncode == 0
+    finally:
+        os.unlink(path)
+
+
+def prepare(args):
+    """The watched folder and the index (built once, timed)."""
+    if not os.path.isdir(args.src):
+        files = sorted(os.listdir(args.corpus))
+        if args.files:
+            files = files[: args.files]
+        os.makedirs(args.src)
+        for name in files:
+            shutil.copy2(os.path.join(args.corpus, name), os.path.join(args.src, name))
+        log(f"copied {len(files)} files of {args.corpus} into {args.src}")
+    remove_ingested(args.src)  # leftovers of an interrupted run: the next start-up removes them from the index
+    n_src = len([n for n in os.listdir(args.src) if not n.startswith(".")])
+    if not os.path.isdir(args.db):
+        log(f"indexing {n_src} files: {args.ctxd} index {args.src} --db {args.db}")
+        t0 = time.time()
+        r = subprocess.run([args.ctxd, "index", args.src, "--db", args.db], capture_output=True, text=True)
+        dt = time.time() - t0
+        if r.returncode != 0:
+            sys.exit(f"ctxd index failed ({r.returncode}) after {dt:.0f} s:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+        log(f"indexed {n_src} files in {dt:.0f} s ({args.profile} build)")
+        log(r.stdout.strip()[-1500:])
+        with open(os.path.join(WORK, "index-time.txt"), "w") as f:
+            f.write(f"{n_src} files {dt:.1f} s {args.profile} {time.ctime()}\n")
+    else:
+        note = ""
+        p = os.path.join(WORK, "index-time.txt")
+        if os.path.exists(p):
+            note = " (built earlier: " + open(p).read().strip() + ")"
+        log(f"reusing index {args.db}{note}; watched folder {args.src}: {n_src} files")
+    return n_src
+
+
+def write_config(args, admission):
+    path = os.path.join(WORK, "load.toml")
+    lines = ["[server]"]
+    if admission:
+        lines += [
+            f"max_concurrent_queries = {args.max_concurrent}",
+            f"max_queued_queries = {args.max_queued}",
+            f"queue_timeout_ms = {args.queue_timeout_ms}",
+        ]
+    lines += args.config_line or []
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def start_moto():
+    moto = os.path.join(HOME, ".cache/ctxd/py-venv/bin/moto_server")
+    if not os.path.exists(moto):
+        raise RuntimeError(f"{moto} is missing (scripts/test.sh installs moto[server])")
+    port = free_port()
+    proc = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    import socket
+
+    t0 = time.time()
+    while time.time() - t0 < 60:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, endpoint
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("moto did not start")
+
+
+S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "ctxd-test",
+    "AWS_SECRET_ACCESS_KEY": "ctxd-test-secret",
+    "AWS_REGION": "us-east-1",
+    "AWS_ALLOW_HTTP": "true",
+}
+
+UPLOAD = r"""
+import os, sys, boto3
+endpoint, bucket, prefix, root = sys.argv[1:5]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="ctxd-test",
+                  aws_secret_access_key="ctxd-test-secret", region_name="us-east-1")
+s3.create_bucket(Bucket=bucket)
+n = 0
+for d, _, files in os.walk(root):
+    for f in files:
+        if f == ".ctxd-writer.lock":
+            continue
+        p = os.path.join(d, f)
+        s3.upload_file(p, bucket, prefix + "/" + os.path.relpath(p, root))
+        n += 1
+print(n)
+"""
+
+
+def readers_scenario(args, queries, config, rows):
+    """The index uploaded to moto, 1..N `--role reader`s, the clients spread over them."""
+    py = os.path.join(HOME, ".cache/ctxd/py-venv/bin/python3")
+    moto, endpoint = start_moto()
+    env = dict(S3_ENV, AWS_ENDPOINT_URL=endpoint)
+    readers = []
+    try:
+        t0 = time.time()
+        r = subprocess.run([py, "-c", UPLOAD, endpoint, "bench", "index", args.db], capture_output=True, text=True)
+        if r.returncode != 0:
+            log(f"readers: upload to moto failed:\n{r.stderr[-2000:]}")
+            return
+        log(f"readers: uploaded {r.stdout.strip()} index files to moto in {time.time() - t0:.0f} s")
+        for n in args.readers:
+            while len(readers) < n:
+                i = len(readers)
+                d = Daemon(
+                    args.ctxd,
+                    ["--role", "reader", "--db", "s3://bench/index", "--config", config],
+                    os.path.join(WORK, f"logs/reader{i}-{time.strftime('%H%M%S')}.log"),
+                    env_extra=env,
+                    name=f"reader{i}",
+                )
+                readers.append(d)
+                log(f"reader{i} ready after {d.wait_ready(args.ready_within):.1f} s")
+            for mix in args.mixes:
+                rows.append(run_load([d.base for d in readers], queries, mix, args, f"readers{n}", f"r{n}{mix[0]}", readers, helper=moto))
+    finally:
+        for d in readers:
+            rc = d.stop()
+            if rc not in (0, None, -15):
+                log(f"{d.name} exit {rc}:\n{d.tail()}")
+        moto.terminate()
+        moto.wait(timeout=30)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ctxd", default=default_ctxd())
+    ap.add_argument("--profile", help="build profile of --ctxd, printed with the figures (default: guessed from its path)")
+    ap.add_argument("--corpus", default=os.path.join(COSQA, "corpus"))
+    ap.add_argument("--queries", default=os.path.join(COSQA, "queries-dev.jsonl"))
+    ap.add_argument("--src", default=os.path.join(WORK, "src"))
+    ap.add_argument("--db", default=os.path.join(WORK, "db"))
+    ap.add_argument("--files", type=int, default=0, help="copy only the first N corpus files (0: all)")
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--distinct", type=int, default=0, help="use only the first N queries (0: all 500): more repetition for the repeat mix")
+    ap.add_argument("--baseline-clients", type=int, default=1, help="before the idle runs, a run with this many clients (0: none)")
+    ap.add_argument("--mixes", default="repeat,unique")
+    ap.add_argument("--scenarios", default="idle,ingest")
+    ap.add_argument("--readers", default="1,2,3")
+    ap.add_argument("--ingest-files", type=int, default=300)
+    ap.add_argument("--ingest-wait", type=float, default=900, help="seconds from the copy to wait for all ingested files")
+    ap.add_argument("--admission", choices=["auto", "on", "off"], default="auto", help="write the admission keys into the config (auto: if `config validate` takes them)")
+    ap.add_argument("--max-concurrent", type=int, default=0)
+    ap.add_argument("--max-queued", type=int, default=64)
+    ap.add_argument("--queue-timeout-ms", type=int, default=2000)
+    ap.add_argument("--config-line", action="append", help="another `key = value` line under [server]")
+    ap.add_argument("--ignore-retry-after", action="store_true", help="do not wait Retry-After after a 503")
+    ap.add_argument("--ready-within", type=float, default=1800)
+    ap.add_argument("--json-out")
+    args = ap.parse_args()
+    args.mixes = [m for m in args.mixes.split(",") if m]
+    args.readers = [int(x) for x in args.readers.split(",") if x]
+    scenarios = [s for s in args.scenarios.split(",") if s]
+    if not args.profile:
+        real = os.path.realpath(args.ctxd)
+        args.profile = "release" if "/release/" in real else "debug" if "/debug/" in real else "unknown"
+    os.makedirs(os.path.join(WORK, "logs"), exist_ok=True)
+
+    with open(args.queries) as f:
+        queries = [json.loads(l)["query"] for l in f if l.strip()]
+    if args.distinct:
+        queries = queries[: args.distinct]
+    admission = has_admission_keys(args.ctxd) if args.admission == "auto" else args.admission == "on"
+    log(f"ctxd {args.ctxd} ({args.profile} build{' — debug is ~10x slower than release: absolute figures are not release figures' if args.profile != 'release' else ''})")
+    log(f"machine: {os.cpu_count()} cores, loadavg {loadavg()}; admission keys in config: {admission}; {len(queries)} queries; retry-after {'ignored' if args.ignore_retry_after else 'honoured'}")
+    n_src = prepare(args)
+    config = write_config(args, admission)
+    log(f"config {config}: " + open(config).read().replace("\n", "; "))
+    rows = []
+    if any(s in scenarios for s in ("idle", "ingest")):
+        daemon = Daemon(
+            args.ctxd,
+            ["--watch", args.src, "--db", args.db, "--config", config],
+            os.path.join(WORK, f"logs/serve-{time.strftime('%H%M%S')}.log"),
+        )
+        log(f"serve: {' '.join(daemon.cmd)}  (log {daemon.log_path})")
+        try:
+            ready = daemon.wait_ready(args.ready_within)
+            log(f"daemon ready after {ready:.1f} s ({n_src} files watched), version {version_of(daemon.base)}")
+            time.sleep(2)
+            tag = time.strftime("%H%M%S")
+            if "idle" in scenarios and args.baseline_clients:
+                for mix in args.mixes:
+                    if daemon.alive():
+                        rows.append(run_load([daemon.base], queries, mix, args, "baseline", f"b{tag}{mix[0]}", [daemon], clients=args.baseline_clients))
+            if "idle" in scenarios:
+                for mix in args.mixes:
+                    if daemon.alive():
+                        rows.append(run_load([daemon.base], queries, mix, args, "idle", f"i{tag}{mix[0]}", [daemon]))
+            if "ingest" in scenarios:
+                for j, mix in enumerate(args.mixes):
+                    if not daemon.alive():
+                        break
+                    run_tag = f"g{tag}{mix[0]}"
+                    during = ingest_side(daemon.base, args.src, args.ingest_files, j * args.ingest_files, run_tag, args)
+                    rows.append(run_load([daemon.base], queries, mix, args, "ingest", run_tag, [daemon], during=during))
+        except RuntimeError as e:
+            log(f"!!! {e}")
+        finally:
+            remove_ingested(args.src)
+            if daemon.alive():
+                time.sleep(3)  # let the watcher see the removals before the drain
+            rc = daemon.stop()
+            log(f"daemon stopped (exit {rc}); log {daemon.log_path}")
+            errs = [l for l in daemon.tail(400).splitlines() if " ERROR " in l or "panicked" in l or "WARN" in l]
+            if errs:
+                log("daemon log warnings/errors (last 15):\n  " + "\n  ".join(errs[-15:]))
+    if "readers" in scenarios:
+        try:
+            readers_scenario(args, queries, config, rows)
+        except RuntimeError as e:
+            log(f"!!! readers: {e}")
+
+    log(f"\n=== summary ({args.profile} build; {os.cpu_count()} cores shared with the client and other work)")
+    log(f"{'scenario':<9} {'mix':<7} {'clients':>7} {'answered':>8} {'QPS':>6} {'p50ms':>6} {'p90ms':>6} {'p99ms':>6} {'503(RA)':>7} {'other':>5} {'hits/miss':>11} {'rejected':<32} {'qwait50':>7} {'loadavg':<16}")
+    for r in rows:
+        rej = ",".join(f"{k}={v}" for k, v in sorted(r["rejected_by_reason"].items())) or "-"
+        log(
+            f"{r['scenario']:<9} {r['mix']:<7} {r['clients']:>7} {r['answered']:>8} {r['qps']:>6.1f} {fmt_ms(r['p50_ms']):>6} {fmt_ms(r['p90_ms']):>6} "
+            f"{fmt_ms(r['p99_ms']):>6} {r['r503_retry_after']:>7} {r['other_errors'] + r['r503_no_retry_after']:>5} "
+            f"{str(r['cache_hits']) + '/' + str(r['cache_misses']):>11} {rej:<32} {fmt_ms(r['queue_wait_p50_ms']):>7} {r['loadavg_before']:<16}"
+        )
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump({"profile": args.profile, "ctxd": args.ctxd, "rows": rows}, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
