@@ -100,23 +100,32 @@ impl Searcher {
         self.core.embed_queries(queries).await
     }
 
+    /// The answer cache's key of `req` on the pinned index: (table, version, model), request.
+    async fn answer_key(&self, req: &SearchRequest) -> Result<(String, String), SearchError> {
+        let index = self.core.pinned_index();
+        Ok((format!("{}@{}:{}", index.table_name(), index.version().await?, index.model_id()), format!("{req:?}")))
+    }
+
+    /// The answer kept for `req` at the latest version, if any (nothing is computed; a serving
+    /// process asks this before it queues the request for a slot).
+    pub async fn cached(&self, req: &SearchRequest) -> Result<Option<SearchResponse>, SearchError> {
+        req.validate()?;
+        let (epoch, key) = self.current().answer_key(req).await?;
+        Ok(self.answers.peek(&epoch, &key).map(|a| (*a).clone()))
+    }
+
     /// Answers a request; a request asked before at the same index version is answered from
     /// the answer cache ([`crate::answers`]).
     pub async fn search(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
         req.validate()?;
         // One index and model for the whole request, even if a model switch lands meanwhile.
         let pinned = self.current();
-        let index = pinned.core.pinned_index();
-        let epoch = format!("{}@{}:{}", index.table_name(), index.version().await?, index.model_id());
-        let key = format!("{req:?}");
+        let (epoch, key) = pinned.answer_key(req).await?;
         if let Some(hit) = self.answers.get(&epoch, &key) {
             return Ok((*hit).clone());
         }
-        let idle = self.routing.pressure.queued() == 0;
         let answer = pinned.search_uncached(req).await?;
-        if idle {
-            self.answers.put(&epoch, key, std::sync::Arc::new(answer.clone()));
-        }
+        self.answers.put(&epoch, key, std::sync::Arc::new(answer.clone()));
         Ok(answer)
     }
 

@@ -14,7 +14,9 @@
 //!   load balancer in front of several readers) retries elsewhere or later instead of piling up.
 //!
 //! The queue's depth is also the **load signal** ([`Pressure`]) routed search reads to shrink its
-//! rescoring depth while queries wait ([`ctxd_query::pressure`]).
+//! rescoring depth while queries wait ([`ctxd_query::pressure`]). `POST /v1/search` looks in the
+//! answer cache ([`ctxd_query::answers`]) *before* it asks for a slot: a repeated question is
+//! answered at once even when the queue is full.
 //!
 //! Metrics: `ctxd_query_in_flight` and `ctxd_query_queued` (gauges),
 //! `ctxd_query_queue_wait_seconds` (histogram), `ctxd_query_rejected_total{reason=queue_full|queue_timeout}`.
@@ -79,43 +81,60 @@ impl Admission {
     }
 }
 
-/// The middleware: runs the request once a slot is free, or refuses it (see the module docs).
-pub async fn admit(State(gate): State<Arc<Admission>>, req: Request, next: Next) -> Response {
-    let permit = match gate.slots.clone().try_acquire_owned() {
-        Ok(p) => p,
-        Err(_) => {
-            let Some(_queued) = gate.pressure.enqueue(gate.limits.queued) else {
-                return gate.refuse(
-                    "queue_full",
-                    format!(
-                        "server busy: {} queries running and {} waiting (server.max_queued_queries); retry after 1 s \
-                         or ask another reader",
-                        gate.limits.concurrent, gate.limits.queued
-                    ),
-                );
-            };
-            let started = Instant::now();
-            let acquired = tokio::time::timeout(gate.limits.timeout, gate.slots.clone().acquire_owned()).await;
-            metrics::histogram!(m::QUERY_QUEUE_WAIT_SECONDS).record(started.elapsed().as_secs_f64());
-            match acquired {
-                Ok(Ok(p)) => p,
-                _ => {
-                    return gate.refuse(
-                        "queue_timeout",
+/// A query admitted: its slot and its count as running, both given back when dropped.
+pub struct Entered {
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    _running: ctxd_query::pressure::Running,
+}
+
+impl Admission {
+    /// Waits for a slot, or refuses with the 503 to send (see the module docs).
+    pub async fn enter(&self) -> Result<Entered, Response> {
+        let slot = match self.slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                let Some(_queued) = self.pressure.enqueue(self.limits.queued) else {
+                    return Err(self.refuse(
+                        "queue_full",
                         format!(
-                            "server busy: no query slot freed within {} ms (server.queue_timeout_ms); retry after 1 s \
-                             or ask another reader",
-                            gate.limits.timeout.as_millis()
+                            "server busy: {} queries running and {} waiting (server.max_queued_queries); retry after \
+                             1 s or ask another reader",
+                            self.limits.concurrent, self.limits.queued
                         ),
-                    )
+                    ));
+                };
+                let started = Instant::now();
+                let acquired = tokio::time::timeout(self.limits.timeout, self.slots.clone().acquire_owned()).await;
+                metrics::histogram!(m::QUERY_QUEUE_WAIT_SECONDS).record(started.elapsed().as_secs_f64());
+                match acquired {
+                    Ok(Ok(p)) => p,
+                    _ => {
+                        return Err(self.refuse(
+                            "queue_timeout",
+                            format!(
+                                "server busy: no query slot freed within {} ms (server.queue_timeout_ms); retry after \
+                                 1 s or ask another reader",
+                                self.limits.timeout.as_millis()
+                            ),
+                        ))
+                    }
                 }
             }
+        };
+        Ok(Entered { _slot: slot, _running: self.pressure.run() })
+    }
+}
+
+/// The middleware: runs the request once a slot is free, or refuses it (see the module docs).
+pub async fn admit(State(gate): State<Arc<Admission>>, req: Request, next: Next) -> Response {
+    match gate.enter().await {
+        Ok(entered) => {
+            let resp = next.run(req).await;
+            drop(entered);
+            resp
         }
-    };
-    let _running = gate.pressure.run();
-    let resp = next.run(req).await;
-    drop(permit);
-    resp
+        Err(refused) => refused,
+    }
 }
 
 #[cfg(test)]

@@ -79,6 +79,13 @@ struct Wire {
     app: AppState,
     completer: Arc<Completer>,
     graph: Arc<crate::tools::GraphTools>,
+    gate: Arc<crate::admission::Admission>,
+}
+
+impl FromRef<Wire> for Arc<crate::admission::Admission> {
+    fn from_ref(wire: &Wire) -> Self {
+        wire.gate.clone()
+    }
 }
 
 impl FromRef<Wire> for Arc<crate::tools::GraphTools> {
@@ -147,6 +154,7 @@ pub(crate) fn scope_of_args(
 
 async fn search(
     State(state): State<AppState>,
+    State(gate): State<Arc<crate::admission::Admission>>,
     caller: CallerExt,
     body: Result<Json<SearchRequest>, JsonRejection>,
 ) -> Response {
@@ -163,7 +171,19 @@ async fn search(
         Ok(s) => s,
         Err(resp) => return resp,
     };
-    let res = state.searcher.search(&req).await;
+    // A repeated question is answered from the cache without queueing for a slot.
+    let cached = state.searcher.cached(&req).await;
+    let _entered = match cached {
+        Ok(Some(_)) | Err(_) => None,
+        Ok(None) => match gate.enter().await {
+            Ok(entered) => Some(entered),
+            Err(refused) => return refused,
+        },
+    };
+    let res = match cached {
+        Ok(Some(answer)) => Ok(answer),
+        _ => state.searcher.search(&req).await,
+    };
     metrics::histogram!(m::QUERY_DURATION_SECONDS, "endpoint" => "search", "mode" => mode)
         .record(started.elapsed().as_secs_f64());
     match res {
@@ -469,10 +489,9 @@ pub fn router(state: AppState) -> Router {
     let completer = Arc::new(Completer::new((*state.searcher).clone()));
     let graph = Arc::new(crate::tools::GraphTools::with_locator(state.assembler.locator().clone()));
     let gate = Arc::new(crate::admission::Admission::new(state.limits, state.searcher.pressure().clone()));
-    let wire = Wire { app: state, completer, graph };
+    let wire = Wire { app: state, completer, graph, gate: gate.clone() };
     let long_body = DefaultBodyLimit::max(crate::tools::MAX_TOOL_BODY_BYTES);
     Router::new()
-        .route("/v1/search", post(search))
         .route("/v1/context", post(context))
         .route("/v1/context/stream", post(context_stream))
         .route("/v1/completion-context", post(completion_context))
@@ -481,8 +500,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/graph/{tool}", post(crate::graph_tools::graph_handler).layer(long_body))
         .route("/v1/symbols/{which}", post(crate::symbol_tools::handler))
         .route("/mcp", post(mcp).get(mcp_get))
-        // Only the routes above queue for a query slot.
+        // Only the routes above queue for a query slot; search does itself, after the cache.
         .route_layer(axum::middleware::from_fn_with_state(gate, crate::admission::admit))
+        .route("/v1/search", post(search))
         .route("/v1/status", get(status))
         .route("/v1/sessions/{id}", get(session_usage))
         .route("/v1/sources/{name}/poll", post(crate::webhook::poll_handler))

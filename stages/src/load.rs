@@ -91,14 +91,26 @@ pub fn is_extracted(language: &str) -> bool {
     matches!(language, "pdf" | "notebook" | "html")
 }
 
-/// Extracts text and sections from a PDF, notebook or HTML file.
+/// Extracts text and sections from a PDF, notebook or HTML file. Notebooks and HTML are text:
+/// a UTF-8 byte-order mark is dropped and UTF-16 (with its mark) decoded first.
 pub fn extract(language: &str, bytes: &[u8]) -> Result<Extracted, FormatError> {
+    if language == "pdf" {
+        return pdf::pdf(bytes);
+    }
+    let decoded = decode_utf16(bytes);
+    let text = match &decoded {
+        Some(t) => t.as_bytes(),
+        None => bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes),
+    };
     match language {
-        "pdf" => pdf::pdf(bytes),
-        "notebook" => notebook::notebook(bytes),
-        _ => Ok(html::html(&String::from_utf8_lossy(bytes))),
+        "notebook" => notebook::notebook(text),
+        _ => Ok(html::html(&String::from_utf8_lossy(text))),
     }
 }
+
+/// Largest PDF, notebook or HTML file read whole for its format (over the streaming threshold
+/// such a file is still parsed whole, not streamed as lines: its text is not its bytes).
+pub const EXTRACTED_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
 /// True when `bytes` look binary (a NUL byte near the start).
 pub fn looks_binary(bytes: &[u8]) -> bool {
@@ -118,7 +130,11 @@ pub fn load(file: &SourceFile, state: &FileState, cfg: &LoadConfig) -> Result<Lo
     if meta.len() > cfg.max_file_bytes {
         return Ok(skip("too_large", &file.rel, state));
     }
-    if meta.len() > cfg.stream_threshold_bytes {
+    let structured = is_extracted(lang::detect(&file.rel));
+    if structured && meta.len() > EXTRACTED_MAX_BYTES.min(cfg.max_file_bytes) {
+        return Ok(skip("too_large", &file.rel, state));
+    }
+    if meta.len() > cfg.stream_threshold_bytes && !structured {
         return load_streamed(file, state);
     }
     let bytes = match std::fs::read(&file.abs) {
@@ -244,6 +260,31 @@ mod tests {
         let abs = dir.join(name);
         std::fs::write(&abs, bytes).unwrap();
         SourceFile { rel: name.to_string(), abs }
+    }
+
+    #[test]
+    fn structured_files_with_a_bom_over_the_threshold_or_without_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = FileState::default();
+        let nb = br##"{"cells":[{"cell_type":"markdown","source":["# Title words"]}],"metadata":{},"nbformat":4,"nbformat_minor":5}"##;
+        // A notebook with a UTF-8 byte-order mark, and one in UTF-16: both read.
+        let bom = src(dir.path(), "bom.ipynb", &[b"\xEF\xBB\xBF".as_slice(), nb].concat());
+        let LoadOutcome::Loaded(f) = load(&bom, &state, &LoadConfig::default()).unwrap() else { panic!("bom") };
+        assert!(f.text.contains("Title words"), "{}", f.text);
+        let mut utf16 = vec![0xFF, 0xFE];
+        utf16.extend(String::from_utf8_lossy(nb).encode_utf16().flat_map(u16::to_le_bytes));
+        let u = src(dir.path(), "u16.ipynb", &utf16);
+        let LoadOutcome::Loaded(f) = load(&u, &state, &LoadConfig::default()).unwrap() else { panic!("utf-16") };
+        assert!(f.text.contains("Title words"));
+        // Over the streaming threshold a notebook is still parsed as a notebook, not streamed.
+        let small = LoadConfig { max_file_bytes: 1 << 20, stream_threshold_bytes: 10 };
+        let LoadOutcome::Loaded(f) = load(&bom, &state, &small).unwrap() else { panic!("big notebook") };
+        assert!(f.stream.is_none() && f.sections.is_some());
+        // A PDF without pages (what lopdf recovers of a truncated file): invalid, so an indexed
+        // version is kept rather than replaced by nothing.
+        let cut = src(dir.path(), "cut.pdf", &pdf::simple_pdf(&[]));
+        let outcome = load(&cut, &state, &LoadConfig::default()).unwrap();
+        assert!(matches!(outcome, LoadOutcome::Skipped("invalid")), "{outcome:?}");
     }
 
     #[test]

@@ -90,9 +90,42 @@ const BINARY_EXTENSIONS: &[&str] = &[
 ];
 
 /// File names and extensions that usually hold credentials.
-const SECRET_NAMES: &[&str] =
-    &[".env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".npmrc", ".pypirc", ".netrc", "credentials"];
-const SECRET_EXTENSIONS: &[&str] = &["pem", "key", "p12", "pfx", "jks", "keystore", "kdbx", "gpg", "asc"];
+const SECRET_NAMES: &[&str] = &[
+    ".env",
+    ".npmrc",
+    ".pypirc",
+    ".netrc",
+    "credentials",
+    // Found indexed by benches/fuzz_loaders.py: well-known files that hold keys or passwords.
+    "secrets.yaml",
+    "secrets.yml",
+    "secrets.json",
+    "secrets.toml",
+    "service-account.json",
+    "client_secret.json",
+    "application_default_credentials.json",
+    "token.json",
+    "kubeconfig",
+    "htpasswd",
+    ".htpasswd",
+    "git-credentials",
+    ".git-credentials",
+    "pgpass",
+    ".pgpass",
+    "vault-token",
+    ".vault-token",
+    "my.cnf",
+    ".my.cnf",
+    "wallet.dat",
+];
+/// Private SSH keys by prefix (`id_rsa`, `id_rsa~`, `id_rsa_old`, `id_ed25519.bak`, …).
+const SECRET_PREFIXES: &[&str] = &["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"];
+const SECRET_EXTENSIONS: &[&str] = &[
+    "pem", "key", "p12", "pfx", "jks", "keystore", "kdbx", "gpg", "asc", "ppk", "p8", "jceks", "ovpn", "env", "tfvars",
+    "tfstate",
+];
+/// Endings of a copy of a file (`server.key.bak`, `server.pem~`): the copy of a secret is one.
+const BACKUP_EXTENSIONS: &[&str] = &["bak", "orig", "old", "backup", "save", "tmp", "swp"];
 
 /// Why a path is not indexed (metric label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,15 +148,20 @@ impl SkipReason {
 
 /// Checks a file name against the binary and secret lists.
 pub fn classify_name(path: &Path) -> Option<SkipReason> {
-    let name = path.file_name()?.to_str()?.to_ascii_lowercase();
-    if SECRET_NAMES.iter().any(|s| name == *s || name.starts_with(&format!("{s}.")))
-        && !name.ends_with(".example")
-        && !name.ends_with(".sample")
-    {
+    // A name that is not UTF-8 is classified by its lossy form: `key-\xe9.key` is still a key.
+    let name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
+    let template = name.ends_with(".example") || name.ends_with(".sample");
+    let named = SECRET_NAMES.iter().any(|s| name == *s || name.starts_with(&format!("{s}.")))
+        || SECRET_PREFIXES.iter().any(|p| name.starts_with(p));
+    if named && !template {
         return Some(SkipReason::Secret);
     }
-    let ext = Path::new(&name).extension().and_then(|e| e.to_str()).unwrap_or("");
-    if SECRET_EXTENSIONS.contains(&ext) {
+    let ext = Path::new(&name).extension().and_then(|e| e.to_str()).unwrap_or("").trim_end_matches('~');
+    // `server.key.bak`: a secret's extension before a backup ending.
+    let mut parts = name.trim_end_matches('~').rsplit('.');
+    let (last, inner) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let backup_of_secret = BACKUP_EXTENSIONS.contains(&last) && SECRET_EXTENSIONS.contains(&inner);
+    if (SECRET_EXTENSIONS.contains(&ext) || backup_of_secret) && !template {
         return Some(SkipReason::Secret);
     }
     if BINARY_EXTENSIONS.contains(&ext) {
@@ -409,6 +447,23 @@ mod tests {
         assert_eq!(classify_name(Path::new("server.pem")), Some(SkipReason::Secret));
         assert_eq!(classify_name(Path::new("logo.PNG")), Some(SkipReason::BinaryExt));
         assert_eq!(classify_name(Path::new("main.rs")), None);
+        for secret in [
+            "secrets.yaml", "service-account.json", "terraform.tfvars", "prod.tfstate", "prod.env", "kubeconfig",
+            "id_rsa~", "id_rsa_old", "server.key.bak", "server.pem~", "putty.ppk", "AuthKey_X1.p8", "a.jceks",
+            "vpn.ovpn", ".git-credentials", "pgpass", "my.cnf",
+        ] {
+            assert_eq!(classify_name(Path::new(secret)), Some(SkipReason::Secret), "{secret}");
+        }
+        for code in ["secrets.py", "settings.py", "key_value.rs", "environment.md", "tokenizer.json", "prod.env.example"] {
+            assert_eq!(classify_name(Path::new(code)), None, "{code}");
+        }
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let odd = |b: &[u8]| classify_name(Path::new(std::ffi::OsStr::from_bytes(b)));
+            assert_eq!(odd(b"key-\xe9.key"), Some(SkipReason::Secret), "a name that is not UTF-8");
+            assert_eq!(odd(b"srv-\xff.pem"), Some(SkipReason::Secret));
+            assert_eq!(odd(b"img-\xff.png"), Some(SkipReason::BinaryExt));
+        }
     }
 
     #[test]
