@@ -129,10 +129,11 @@ class Serve:
 
 
 def fault_metrics(text):
-    """The non-zero `ctxd_*` series about errors, retries and failures."""
+    """The non-zero `ctxd_*` series about errors, retries and failures, and Lance's object-store
+    series (`lance_object_store_{errors,throttle,retryable_responses}_total`)."""
     out = []
     for line in text.splitlines():
-        if line.startswith("#") or not re.match(r"ctxd_\S*(error|retr|fail)", line):
+        if line.startswith("#") or not re.match(r"(ctxd_|lance_object_store_)\S*(error|retr|fail|throttle)", line):
             continue
         if 'error="none"' in line:
             continue

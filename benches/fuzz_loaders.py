@@ -72,18 +72,22 @@ def watch_rules():
     names = [".env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".npmrc", ".pypirc", ".netrc", "credentials"]
     exts = ["pem", "key", "p12", "pfx", "jks", "keystore", "kdbx", "gpg", "asc"]
     binary = ["png", "zip", "pdfx"]
+    prefixes, backups, code = [], [], []
     try:
         with open(os.path.join(REPO, "stages", "src", "watch.rs"), encoding="utf-8") as f:
             src = f.read()
         names = _rust_list(src, "SECRET_NAMES") or names
         exts = _rust_list(src, "SECRET_EXTENSIONS") or exts
         binary = _rust_list(src, "BINARY_EXTENSIONS") or binary
+        prefixes = _rust_list(src, "SECRET_PREFIXES") or prefixes
+        backups = _rust_list(src, "BACKUP_EXTENSIONS") or backups
+        code = _rust_list(src, "CODE_EXTENSIONS") or code
     except OSError:
         pass
-    return names, exts, binary
+    return names, exts, binary, prefixes, backups, code
 
 
-SECRET_NAMES, SECRET_EXTS, BINARY_EXTS = watch_rules()
+SECRET_NAMES, SECRET_EXTS, BINARY_EXTS, SECRET_PREFIXES, BACKUP_EXTS, CODE_EXTS = watch_rules()
 
 
 def _ext(name):
@@ -96,21 +100,27 @@ def intended_secret(name):
     """The rule of watch.rs::classify_name applied to the (lossily decoded) file name: what the
     code means to skip as a secret."""
     n = name.lower()
-    if any(n == s or n.startswith(s + ".") for s in SECRET_NAMES) and not n.endswith((".example", ".sample")):
+    template = n.endswith((".example", ".sample"))
+    code = _ext(n).rstrip("~") in CODE_EXTS
+    named = any(n == s or (n.startswith(s + ".") and not code) for s in SECRET_NAMES) or any(
+        n.startswith(p) and not code for p in SECRET_PREFIXES
+    )
+    if named and not template:
         return True
-    return _ext(n) in SECRET_EXTS
+    parts = n.rstrip("~").split(".")
+    last, inner = parts[-1], (parts[-2] if len(parts) >= 2 else "")
+    backup_of_secret = last in BACKUP_EXTS and inner in SECRET_EXTS
+    return (_ext(n).rstrip("~") in SECRET_EXTS or backup_of_secret) and not template
 
 
 def rust_skipped_by_scan(rel_bytes):
     """What `Scanner::scan` drops before the loader (hidden, secret, binary extension), as the
-    Rust code does it: a file name that is not UTF-8 is never classified (to_str()? → None)."""
+    Rust code does it (a name that is not UTF-8 by its lossy form)."""
     parts = rel_bytes.split(b"/")
     if any(p.startswith(b".") for p in parts):
         return "hidden"
-    try:
-        name = parts[-1].decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    # Names that are not UTF-8 are classified by their lossy form (as watch.rs does).
+    name = parts[-1].decode("utf-8", errors="replace")
     if intended_secret(name):
         return "secret"
     if _ext(name.lower()) in BINARY_EXTS:

@@ -117,8 +117,14 @@ pub async fn list(uri: &str, target: &str) -> Result<Vec<StagedShard>, IndexErro
     Ok(rows)
 }
 
-/// Deletes every row recorded for `target` (after its fragments were committed).
+/// Deletes every row recorded for `target` (after its fragments were committed); nothing when
+/// no shard ever recorded anything in this database.
 pub async fn clear(uri: &str, target: &str) -> Result<(), IndexError> {
+    let conn = connect(uri).await?;
+    let names = conn.table_names().execute().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
+    if !names.iter().any(|n| n == STAGED_TABLE) {
+        return Ok(());
+    }
     let t = table(uri).await?;
     t.delete(&format!("target = {}", sql_str(target)))
         .await

@@ -171,7 +171,7 @@ async fn run_job(
         ..Default::default()
     };
     if staged {
-        (report.shards, report.staged_rows) = crate::shard::publish(db, &target, &to_table).await?;
+        (report.shards, report.staged_rows) = crate::shard::publish(db, &source, &target, &to_table).await?;
     }
     tracing::info!(
         from = %report.from_table, to = %to_table, model = %to_model,
@@ -235,6 +235,10 @@ async fn run_job(
         round += 1;
     }
     source.untag(SOURCE_TAG).await?;
+    // Whatever shards staged for this table is in it now, or no longer needed (a distributed job
+    // finished on one machine): staging rows and shard tags of it go.
+    ctxd_index::staged::clear(db, &to_table).await?;
+    crate::shard::drop_shard_tags(&source).await;
     target.build_fts().await?;
     target.maintain(&opts.maintenance).await?;
     report.version = target.version().await?;

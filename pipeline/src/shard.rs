@@ -180,9 +180,20 @@ async fn write_share(
 /// The commit step's first half: publishes every shard's fragments of the newest run into
 /// `target` (table `to_table`) in one commit and clears the staging rows. Returns the shards
 /// and the rows appended.
-pub(crate) async fn publish(db: &str, target: &Index, to_table: &str) -> Result<(u32, u64), PipelineError> {
+pub(crate) async fn publish(
+    db: &str,
+    source: &Index,
+    target: &Index,
+    to_table: &str,
+) -> Result<(u32, u64), PipelineError> {
     let staged = staged::list(db, to_table).await?;
     let (run, missing) = staged::newest_run(&staged);
+    if run.is_empty() && !target.chunk_ids().await?.is_empty() {
+        // A commit that died after publishing (the staging rows are cleared right after the
+        // Append): the catch-up, indexes and switch that follow are what is left to do.
+        tracing::warn!(table = %to_table, "re-embedding: nothing staged, the target holds rows already; finishing the job");
+        return Ok((0, 0));
+    }
     if run.is_empty() {
         return Err(job_error(
             db,
@@ -208,11 +219,27 @@ pub(crate) async fn publish(db: &str, target: &Index, to_table: &str) -> Result<
     let sets = run.iter().map(|s| Fragments::from_json(&s.fragments, db)).collect::<Result<Vec<_>, _>>()?;
     let appended = target.commit_fragments(sets).await?;
     staged::clear(db, to_table).await?;
+    drop_shard_tags(source).await;
     tracing::info!(
         table = %to_table, shards = of, fragments = appended.len(), rows = appended.rows(),
         "re-embedding: published every shard's fragments in one commit"
     );
     Ok((of, appended.rows()))
+}
+
+/// Drops every shard's source tag left on `source` (a shard killed and never run again, a run
+/// with another N), so cleanup may remove those versions again.
+pub(crate) async fn drop_shard_tags(source: &Index) {
+    let prefix = format!("{SOURCE_TAG}-shard-");
+    let tags: Vec<String> = match source.snapshots().await {
+        Ok(snaps) => snaps.into_iter().flat_map(|s| s.tags).filter(|t| t.starts_with(&prefix)).collect(),
+        Err(e) => return tracing::warn!("re-embedding: listing the source's tags: {e}"),
+    };
+    for tag in tags {
+        if let Err(e) = source.untag(&tag).await {
+            tracing::warn!(tag = %tag, "re-embedding: dropping a shard's source tag: {e}");
+        }
+    }
 }
 
 #[cfg(test)]
@@ -249,6 +276,8 @@ mod tests {
         assert!(err.contains("shard(s) 1/3") && err.contains("--shard 1/3"), "{err}");
         assert_eq!(Index::open(&db).await.unwrap().table_name(), "chunks", "not switched");
 
+        // A shard of another run killed while it read leaves its tag: the commit drops it.
+        old.tag(&Shard { index: 0, of: 5 }.source_tag(), None).await.unwrap();
         // The third shard (run twice: the newest record wins), and a source change meanwhile.
         reembed_shard(&db, service(), shard(1), &opts, &Quiet).await.unwrap();
         let again = reembed_shard(&db, service(), shard(1), &opts, &Quiet).await.unwrap();
@@ -274,6 +303,26 @@ mod tests {
         assert!(tags.iter().all(|t| !t.starts_with(SOURCE_TAG)), "{tags:?}");
         let err = reembed_commit(&db, service(), "test/letters", &opts, &Quiet).await.unwrap_err().to_string();
         assert!(err.contains("already uses model"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_commit_that_died_after_publishing_runs_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("db").to_string_lossy().into_owned();
+        let old = Index::open_or_create(&db, "test/old", 4).await.unwrap();
+        old.commit(CommitBatch { rows: (0..20).map(|i| row(i, "test/old")).collect(), ..Default::default() })
+            .await
+            .unwrap();
+        let service = || EmbedService::spawn(Letters, EmbedServiceConfig::default());
+        let opts = ReembedOptions { rows_per_block: 8, switch: false, ..Default::default() };
+        reembed_shard(&db, service(), Shard { index: 0, of: 1 }, &opts, &Quiet).await.unwrap();
+        let first = reembed_commit(&db, service(), "test/letters", &opts, &Quiet).await.unwrap();
+        assert_eq!((first.shards, first.staged_rows, first.switched), (1, 20, false));
+        // Run again (as after a crash past the publish): nothing staged, the job finishes.
+        let again = reembed_commit(&db, service(), "test/letters", &ReembedOptions { switch: true, ..opts }, &Quiet)
+            .await
+            .unwrap();
+        assert_eq!((again.shards, again.embedded, again.rows, again.switched), (0, 0, 20, true));
     }
 
     #[test]

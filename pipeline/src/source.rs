@@ -157,8 +157,10 @@ impl Source {
             Origin::Objects { source, every } => return self.run_objects(source, every, follow).await,
             Origin::Git { source, every } => return self.run_git(*source, every, follow).await,
         };
-        // Start watching before scanning: a change during the scan is not lost.
+        // Start watching before scanning: a change during the scan is not lost; likewise a
+        // commit failing during the first scan.
         let mut watcher = if follow { Some(EventWatcher::start(&scanner, self.debounce)?) } else { None };
+        let mut failed = crate::trigger::failed_commits();
         scan_and_reconcile(&scanner, &self.state, &self.emitter, &self.shutdown).await;
         self.gate.passed(&self.emitter.tracker);
         if let Some(recorder) = self.history.clone() {
@@ -171,7 +173,7 @@ impl Source {
             }
         }
         let Some(watcher) = watcher.as_mut() else { return Ok(()) };
-        let mut failed = crate::trigger::failed_commits();
+        let mut backoff = crate::trigger::Backoff::default();
         loop {
             tokio::select! {
                 _ = self.shutdown.changed() => {
@@ -179,10 +181,14 @@ impl Source {
                 }
                 Ok(()) = failed.changed() => {
                     // A batch was not committed: its files are not in the index's state, so a
-                    // rescan finds them again (see `trigger`).
-                    tokio::time::sleep(crate::trigger::RESCAN_AFTER_FAILURE).await;
+                    // rescan finds them again (see `trigger`), after a growing pause.
+                    let pause = backoff.next();
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = self.shutdown.changed() => if *self.shutdown.borrow() { break },
+                    }
                     failed.borrow_and_update();
-                    tracing::info!(root = %scanner.root().display(), "rescanning after a failed commit");
+                    tracing::info!(root = %scanner.root().display(), "rescanning after a failed commit ({} s pause)", pause.as_secs());
                     scan_and_reconcile(&scanner, &self.state, &self.emitter, &self.shutdown).await
                 }
                 ev = watcher.next() => match ev {

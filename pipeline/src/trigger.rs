@@ -12,15 +12,41 @@
 //! events, so it waits on [`failed_commits`] and, [`RESCAN_AFTER_FAILURE`] later, rescans its
 //! root: every file whose content differs from the index (exactly those of the lost batch, and
 //! anything changed meanwhile) goes through the pipeline again, removals are reconciled. While
-//! the fault lasts this repeats at that pace; once it is gone the index catches up by itself.
+//! the fault lasts the pause doubles up to [`RESCAN_AFTER_FAILURE_MAX`] ([`Backoff`]); once it is
+//! gone the index catches up by itself. (A bucket or git source lists only what changed since
+//! its last listing: a lost batch of theirs comes back at the next restart.)
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::{watch, Notify};
 
-/// How long a folder source waits after a failed commit before rescanning.
+/// How long a folder source waits after a failed commit before rescanning (the first time).
 pub const RESCAN_AFTER_FAILURE: std::time::Duration = std::time::Duration::from_secs(5);
+/// The longest pause between rescans while commits keep failing.
+pub const RESCAN_AFTER_FAILURE_MAX: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The pause before the next rescan: [`RESCAN_AFTER_FAILURE`], doubled for each failure that
+/// follows within twice the pause, at most [`RESCAN_AFTER_FAILURE_MAX`].
+#[derive(Debug, Default)]
+pub(crate) struct Backoff {
+    pause: Option<std::time::Duration>,
+    last: Option<std::time::Instant>,
+}
+
+impl Backoff {
+    pub(crate) fn next(&mut self) -> std::time::Duration {
+        let now = std::time::Instant::now();
+        let pause = match (self.pause, self.last) {
+            (Some(p), Some(at)) if now.duration_since(at) <= 2 * p + RESCAN_AFTER_FAILURE_MAX => {
+                (p * 2).min(RESCAN_AFTER_FAILURE_MAX)
+            }
+            _ => RESCAN_AFTER_FAILURE,
+        };
+        (self.pause, self.last) = (Some(pause), Some(now));
+        pause
+    }
+}
 
 fn failures() -> &'static watch::Sender<u64> {
     static FAILED: OnceLock<watch::Sender<u64>> = OnceLock::new();
@@ -70,6 +96,13 @@ mod tests {
         let t = for_source("lib");
         assert!(poke("lib"));
         tokio::time::timeout(std::time::Duration::from_secs(1), t.notified()).await.expect("the stored poke wakes it");
+    }
+
+    #[test]
+    fn rescans_back_off_while_commits_keep_failing() {
+        let mut b = Backoff::default();
+        let pauses: Vec<u64> = (0..7).map(|_| b.next().as_secs()).collect();
+        assert_eq!(pauses, [5, 10, 20, 40, 80, 120, 120]);
     }
 
     #[tokio::test]

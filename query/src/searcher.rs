@@ -100,18 +100,24 @@ impl Searcher {
         self.core.embed_queries(queries).await
     }
 
-    /// The answer cache's key of `req` on the pinned index: (table, version, model), request.
-    async fn answer_key(&self, req: &SearchRequest) -> Result<(String, String), SearchError> {
+    /// The answer cache's key of `req` on the pinned index: (table, version, model), the
+    /// version, the request. `None`: not cached (`as_of`, or a large `k`).
+    async fn answer_key(&self, req: &SearchRequest) -> Result<Option<(String, u64, String)>, SearchError> {
+        if req.as_of.is_some() || req.k > crate::answers::ANSWER_CACHE_MAX_K {
+            return Ok(None);
+        }
         let index = self.core.pinned_index();
-        Ok((format!("{}@{}:{}", index.table_name(), index.version().await?, index.model_id()), format!("{req:?}")))
+        let version = index.version().await?;
+        Ok(Some((format!("{}@{version}:{}", index.table_name(), index.model_id()), version, format!("{req:?}"))))
     }
 
     /// The answer kept for `req` at the latest version, if any (nothing is computed; a serving
     /// process asks this before it queues the request for a slot).
     pub async fn cached(&self, req: &SearchRequest) -> Result<Option<SearchResponse>, SearchError> {
         req.validate()?;
-        let (epoch, key) = self.current().answer_key(req).await?;
-        Ok(self.answers.peek(&epoch, &key).map(|a| (*a).clone()))
+        let Some((epoch, _, key)) = self.current().answer_key(req).await? else { return Ok(None) };
+        let loaded = self.routing.pressure.queued() > 0;
+        Ok(self.answers.peek(&epoch, &key, loaded).map(|a| (*a).clone()))
     }
 
     /// Answers a request; a request asked before at the same index version is answered from
@@ -120,12 +126,17 @@ impl Searcher {
         req.validate()?;
         // One index and model for the whole request, even if a model switch lands meanwhile.
         let pinned = self.current();
-        let (epoch, key) = pinned.answer_key(req).await?;
-        if let Some(hit) = self.answers.get(&epoch, &key) {
+        let Some((epoch, version, key)) = pinned.answer_key(req).await? else {
+            return pinned.search_uncached(req).await;
+        };
+        let pressure = &self.routing.pressure;
+        if let Some(hit) = self.answers.get(&epoch, &key, pressure.queued() > 0) {
             return Ok((*hit).clone());
         }
+        let depth = self.routing.rerank_depth;
+        let full = pressure.rerank_depth(depth) == depth;
         let answer = pinned.search_uncached(req).await?;
-        self.answers.put(&epoch, key, std::sync::Arc::new(answer.clone()));
+        self.answers.put(&epoch, version, key, std::sync::Arc::new(answer.clone()), full);
         Ok(answer)
     }
 

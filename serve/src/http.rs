@@ -248,6 +248,7 @@ async fn context(
 /// NDJSON: each block as soon as it is chosen, then the summary (blocks in attention order).
 async fn context_stream(
     State(state): State<AppState>,
+    State(gate): State<Arc<crate::admission::Admission>>,
     caller: CallerExt,
     body: Result<Json<ContextRequest>, JsonRejection>,
 ) -> Response {
@@ -263,8 +264,14 @@ async fn context_stream(
     if let Err(e) = Assembler::validate(&req) {
         return error(StatusCode::BAD_REQUEST, e.to_string());
     }
+    // The slot is held by the task that assembles, until the last line is sent.
+    let entered = match gate.enter().await {
+        Ok(e) => e,
+        Err(refused) => return refused,
+    };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
+        let _entered = entered;
         let lines = tx.clone();
         let res = state
             .assembler
@@ -493,16 +500,17 @@ pub fn router(state: AppState) -> Router {
     let long_body = DefaultBodyLimit::max(crate::tools::MAX_TOOL_BODY_BYTES);
     Router::new()
         .route("/v1/context", post(context))
-        .route("/v1/context/stream", post(context_stream))
         .route("/v1/completion-context", post(completion_context))
         .route("/v1/aggregate", post(aggregate))
         .route("/v1/locate", post(crate::graph_tools::locate_handler).layer(long_body))
         .route("/v1/graph/{tool}", post(crate::graph_tools::graph_handler).layer(long_body))
         .route("/v1/symbols/{which}", post(crate::symbol_tools::handler))
         .route("/mcp", post(mcp).get(mcp_get))
-        // Only the routes above queue for a query slot; search does itself, after the cache.
+        // Only the routes above queue for a query slot; search does itself, after the cache, and
+        // the stream holds its slot until the stream ends.
         .route_layer(axum::middleware::from_fn_with_state(gate, crate::admission::admit))
         .route("/v1/search", post(search))
+        .route("/v1/context/stream", post(context_stream))
         .route("/v1/status", get(status))
         .route("/v1/sessions/{id}", get(session_usage))
         .route("/v1/sources/{name}/poll", post(crate::webhook::poll_handler))

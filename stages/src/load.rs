@@ -108,9 +108,11 @@ pub fn extract(language: &str, bytes: &[u8]) -> Result<Extracted, FormatError> {
     }
 }
 
-/// Largest PDF, notebook or HTML file read whole for its format (over the streaming threshold
-/// such a file is still parsed whole, not streamed as lines: its text is not its bytes).
-pub const EXTRACTED_MAX_BYTES: u64 = 256 * 1024 * 1024;
+/// Largest PDF, notebook or HTML file parsed whole for its format even over the streaming
+/// threshold (its text is not its bytes); a larger one is streamed as lines, as any file is. A
+/// DOM or JSON tree takes several times the file's size: two load workers at this size stay
+/// well under a gigabyte.
+pub const EXTRACTED_MAX_BYTES: u64 = 64 * 1024 * 1024;
 
 /// True when `bytes` look binary (a NUL byte near the start).
 pub fn looks_binary(bytes: &[u8]) -> bool {
@@ -130,11 +132,8 @@ pub fn load(file: &SourceFile, state: &FileState, cfg: &LoadConfig) -> Result<Lo
     if meta.len() > cfg.max_file_bytes {
         return Ok(skip("too_large", &file.rel, state));
     }
-    let structured = is_extracted(lang::detect(&file.rel));
-    if structured && meta.len() > EXTRACTED_MAX_BYTES.min(cfg.max_file_bytes) {
-        return Ok(skip("too_large", &file.rel, state));
-    }
-    if meta.len() > cfg.stream_threshold_bytes && !structured {
+    let parse_whole = is_extracted(lang::detect(&file.rel)) && meta.len() <= EXTRACTED_MAX_BYTES;
+    if meta.len() > cfg.stream_threshold_bytes && !parse_whole {
         return load_streamed(file, state);
     }
     let bytes = match std::fs::read(&file.abs) {

@@ -124,6 +124,10 @@ const SECRET_EXTENSIONS: &[&str] = &[
     "pem", "key", "p12", "pfx", "jks", "keystore", "kdbx", "gpg", "asc", "ppk", "p8", "jceks", "ovpn", "env", "tfvars",
     "tfstate",
 ];
+/// Source code: a secret's name followed by one of these is a program (`credentials.go`).
+const CODE_EXTENSIONS: &[&str] = &[
+    "go", "c", "h", "cc", "cpp", "hpp", "py", "rs", "js", "ts", "java", "rb", "cs", "kt", "swift", "php", "scala", "sh",
+];
 /// Endings of a copy of a file (`server.key.bak`, `server.pem~`): the copy of a secret is one.
 const BACKUP_EXTENSIONS: &[&str] = &["bak", "orig", "old", "backup", "save", "tmp", "swp"];
 
@@ -151,12 +155,14 @@ pub fn classify_name(path: &Path) -> Option<SkipReason> {
     // A name that is not UTF-8 is classified by its lossy form: `key-\xe9.key` is still a key.
     let name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
     let template = name.ends_with(".example") || name.ends_with(".sample");
-    let named = SECRET_NAMES.iter().any(|s| name == *s || name.starts_with(&format!("{s}.")))
-        || SECRET_PREFIXES.iter().any(|p| name.starts_with(p));
+    let ext = Path::new(&name).extension().and_then(|e| e.to_str()).unwrap_or("").trim_end_matches('~');
+    // `credentials.go`, `kubeconfig.go`, `htpasswd.c`: code about secrets, not secrets.
+    let code = CODE_EXTENSIONS.contains(&ext);
+    let named = SECRET_NAMES.iter().any(|s| name == *s || (name.starts_with(&format!("{s}.")) && !code))
+        || SECRET_PREFIXES.iter().any(|p| name.starts_with(p) && !code);
     if named && !template {
         return Some(SkipReason::Secret);
     }
-    let ext = Path::new(&name).extension().and_then(|e| e.to_str()).unwrap_or("").trim_end_matches('~');
     // `server.key.bak`: a secret's extension before a backup ending.
     let mut parts = name.trim_end_matches('~').rsplit('.');
     let (last, inner) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
@@ -454,7 +460,10 @@ mod tests {
         ] {
             assert_eq!(classify_name(Path::new(secret)), Some(SkipReason::Secret), "{secret}");
         }
-        for code in ["secrets.py", "settings.py", "key_value.rs", "environment.md", "tokenizer.json", "prod.env.example"] {
+        for code in [
+            "secrets.py", "settings.py", "key_value.rs", "environment.md", "tokenizer.json", "prod.env.example",
+            "credentials.go", "kubeconfig.go", "htpasswd.c", "pgpass.go",
+        ] {
             assert_eq!(classify_name(Path::new(code)), None, "{code}");
         }
         {

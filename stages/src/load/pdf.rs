@@ -1,6 +1,6 @@
 //! PDF: the text of every page (lopdf), each page a section citing its page number. A page
 //! whose content stream cannot be read (or panics lopdf) is counted and skipped; a file with
-//! no readable page, or no page at all, is an error. [`simple_pdf`] writes fixtures for tests and benchmarks.
+//! no readable page, no page, or no text on any page is an error. [`simple_pdf`] writes fixtures for tests and benchmarks.
 
 use super::section::{push_section, Extracted, FormatError};
 use crate::metrics as m;
@@ -25,10 +25,11 @@ pub(super) fn pdf(bytes: &[u8]) -> Result<Extracted, FormatError> {
     if out.sections.is_empty() && failed > 0 {
         return Err(FormatError::Pdf("no page could be read".into()));
     }
-    if doc.get_pages().is_empty() {
-        // A truncated file lopdf recovers without its page tree (one caught half-written): an
-        // error, so the indexed version is kept rather than replaced by nothing.
-        return Err(FormatError::Pdf("no pages (a truncated or damaged file)".into()));
+    if out.sections.is_empty() {
+        // No page at all, or no text on any page: what lopdf recovers of a file caught
+        // half-written. An error, so an indexed version is kept rather than replaced by nothing
+        // (a PDF of scanned images, with no text layer, has nothing to index either way).
+        return Err(FormatError::Pdf("no text in any page (a truncated or damaged file, or images only)".into()));
     }
     Ok(out)
 }
