@@ -1191,7 +1191,7 @@ fn mcp_tools_over_stdio_and_http_behind_a_bearer_token_never_leak_outside_the_ro
 fn alert_rules_pass_promtool() {
     let rules = repo_root().join("dashboards/ctxd-alerts.yml");
     let text = std::fs::read_to_string(&rules).unwrap();
-    for alert in ["CtxdPipelineStalled", "CtxdStageErrors", "CtxdFreshnessLag", "CtxdQueryLatencyHigh"] {
+    for alert in ["CtxdPipelineStalled", "CtxdStageErrors", "CtxdFreshnessLag", "CtxdQueryLatencyHigh", "CtxdQueriesRefused"] {
         assert!(text.contains(&format!("alert: {alert}")), "missing {alert}");
     }
     // scripts/test.sh installs promtool (Debian package prometheus) and names it here.
@@ -1202,7 +1202,7 @@ fn alert_rules_pass_promtool() {
     let out = Command::new(promtool).args(["check", "rules"]).arg(&rules).output().unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "promtool: {report}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(report.contains("SUCCESS: 8 rules found"), "{report}");
+    assert!(report.contains("SUCCESS: 9 rules found"), "{report}");
 }
 
 /// `KEY=value` settings of a systemd unit (last one wins).

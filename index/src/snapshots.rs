@@ -108,20 +108,18 @@ impl Index {
         let current = self.table.version().await.map_err(|e| self.lance(e))?;
         let version = version.unwrap_or(current);
         self.check_version(version).await?;
+        // Create, else move an existing tag: no listing of all tags, which fails while another
+        // process deletes one of them (parallel re-embedding shards tag and untag the source).
         let mut tags = self.table.tags().await.map_err(|e| self.lance(e))?;
-        let exists = tags.list().await.map_err(|e| self.lance(e))?.contains_key(name);
-        let res = if exists { tags.update(name, version).await } else { tags.create(name, version).await };
-        res.map_err(|e| self.lance(e))?;
+        if let Err(e) = tags.create(name, version).await {
+            tags.update(name, version).await.map_err(|_| self.lance(e))?;
+        }
         // The same tag on the symbols and edges of that version, so cleanup keeps them too.
         for (_, side, side_version) in self.side_tables_at(version).await? {
             let mut side_tags = side.tags().await.map_err(|e| self.lance(e))?;
-            let exists = side_tags.list().await.map_err(|e| self.lance(e))?.contains_key(name);
-            let res = if exists {
-                side_tags.update(name, side_version).await
-            } else {
-                side_tags.create(name, side_version).await
-            };
-            res.map_err(|e| self.lance(e))?;
+            if let Err(e) = side_tags.create(name, side_version).await {
+                side_tags.update(name, side_version).await.map_err(|_| self.lance(e))?;
+            }
         }
         Ok(version)
     }
@@ -129,7 +127,7 @@ impl Index {
     /// Removes a tag (its version becomes eligible for cleanup).
     pub async fn untag(&self, name: &str) -> Result<(), IndexError> {
         let mut tags = self.table.tags().await.map_err(|e| self.lance(e))?;
-        if !tags.list().await.map_err(|e| self.lance(e))?.contains_key(name) {
+        if tags.get_version(name).await.is_err() {
             return Err(self.snapshot_error(format!("no tag '{name}'")));
         }
         tags.delete(name).await.map_err(|e| self.lance(e))?;
@@ -139,7 +137,8 @@ impl Index {
             if names.iter().any(|n| n == side) {
                 let table = conn.open_table(side).execute().await.map_err(|e| self.lance(e))?;
                 let mut side_tags = table.tags().await.map_err(|e| self.lance(e))?;
-                if side_tags.list().await.map_err(|e| self.lance(e))?.contains_key(name) {
+                // The side tables carry the tag when the version had them (see `tag`).
+                if side_tags.get_version(name).await.is_ok() {
                     side_tags.delete(name).await.map_err(|e| self.lance(e))?;
                 }
             }

@@ -117,7 +117,15 @@ pub async fn reembed_shard(
     let model: JobModel = service.into();
     let job = open_job(db, &model, false).await?;
     let tag = shard.source_tag();
-    let source_version = job.source.tag(&tag, None).await?;
+    // The tag keeps the version from cleanup during a long read; without it the shard still
+    // runs (at worst a cleanup removes the version and the shard fails: run it again).
+    let source_version = match job.source.tag(&tag, None).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(tag = %tag, "re-embedding shard {shard}: tagging the source version failed ({e}); reading untagged");
+            job.source.version().await?
+        }
+    };
     let result = write_share(&job.source, &job.target, &model, shard, opts, progress).await;
     if let Err(e) = job.source.untag(&tag).await {
         tracing::warn!(tag = %tag, "re-embedding shard {shard}: dropping the source tag: {e}");

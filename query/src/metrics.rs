@@ -46,6 +46,14 @@ pub const ANSWER_CACHE_MISSES_TOTAL: &str = "ctxd_query_answer_cache_misses_tota
 /// Registers every metric of this crate with its description (the `# HELP` line of a scrape).
 /// Called by the binary once the recorder is installed.
 pub fn describe() {
+    // The series the dashboards and alert rules read exist from the first scrape, at zero.
+    metrics::gauge!(QUERY_IN_FLIGHT).set(0.0);
+    metrics::gauge!(QUERY_QUEUED).set(0.0);
+    for reason in ["queue_full", "queue_timeout"] {
+        metrics::counter!(QUERY_REJECTED_TOTAL, "reason" => reason).increment(0);
+    }
+    metrics::counter!(ANSWER_CACHE_HITS_TOTAL).increment(0);
+    metrics::counter!(ANSWER_CACHE_MISSES_TOTAL).increment(0);
     metrics::describe_histogram!(
         RERANK_SECONDS,
         "Seconds spent rescoring a routed query's best candidates by late interaction."
