@@ -10,7 +10,7 @@
 //! | `POST /v1/locate` | `{"text","k"?,"without"?}` (text ≤ 1 MB) → `{"files":[{path,score,why,definitions}]}` ([`ctxd_query::locate`]) |
 //! | `POST /v1/graph/<tool>` | `find_references`, `callers`, `callees`, `imports`, `imported_by`, `impact`, `repo_map`, `history` with the MCP tool's arguments ([`ctxd_query::tools`]) |
 //! | `GET /v1/status` | `{"version","ready","model"}` |
-//! | `POST /mcp` | Model Context Protocol (JSON-RPC; see [`crate::mcp`]) |
+//! | `POST /mcp` | Model Context Protocol (JSON-RPC; see [`crate::mcp`], its HTTP transport in [`crate::mcp_http`]) |
 //! | `POST /v1/sources/{name}/poll` | a git source polls its refs now: a git host's push webhook (GitHub/GitLab signatures with `[server] webhook_secret_file`), see [`crate::webhook`] |
 //! | `GET /healthz` | 200 while the process serves requests |
 //! | `GET /readyz` | 200 once the initial scan is committed, 503 before |
@@ -423,73 +423,6 @@ async fn session_usage(
     }
 }
 
-/// The MCP session header of the streamable HTTP transport.
-const MCP_SESSION_ID: &str = "mcp-session-id";
-
-/// A new MCP session id: 128 random bits (the process's random hasher keys, a counter and the
-/// time).
-fn new_mcp_session_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let half = |salt: u64| {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u64(n);
-        h.write_u128(nanos);
-        h.write_u64(salt);
-        h.finish()
-    };
-    format!("mcp-{:016x}{:016x}", half(1), half(2))
-}
-
-/// MCP's streamable HTTP transport, answering each JSON-RPC message (or batch) with
-/// `application/json`; notifications get 202. `initialize` issues an `Mcp-Session-Id`; the
-/// requests that carry it are that session's (what `get_context`/`get_symbols` sent is not
-/// repeated) unless a tool call names another `session`.
-async fn mcp(
-    State(state): State<AppState>,
-    caller: CallerExt,
-    headers: axum::http::HeaderMap,
-    body: Result<Json<serde_json::Value>, JsonRejection>,
-) -> Response {
-    let Some(server) = &state.mcp else { return error(StatusCode::NOT_FOUND, "mcp is not enabled".into()) };
-    let msg = match body {
-        Ok(Json(v)) => v,
-        Err(rej) => return (StatusCode::BAD_REQUEST, Json(crate::mcp::parse_error(rej.body_text()))).into_response(),
-    };
-    let given = match headers.get(MCP_SESSION_ID).map(|v| v.to_str()) {
-        None => None,
-        Some(Ok(id)) if crate::session::validate_id(id).is_ok() => Some(id.to_string()),
-        Some(_) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid Mcp-Session-Id header: use the id the initialize response carried".into(),
-            )
-        }
-    };
-    let issued = (given.is_none() && msg.get("method").and_then(serde_json::Value::as_str) == Some("initialize"))
-        .then(new_mcp_session_id);
-    let server = (**server).clone().for_caller(caller.and_then(|c| c.0.sources));
-    let reply = match given.as_ref().or(issued.as_ref()) {
-        Some(id) => server.with_session(id.clone()).handle_message(msg).await,
-        None => server.handle_message(msg).await,
-    };
-    let mut resp = match reply {
-        Some(r) => Json(r).into_response(),
-        None => StatusCode::ACCEPTED.into_response(),
-    };
-    if let Some(value) = issued.and_then(|id| axum::http::HeaderValue::from_str(&id).ok()) {
-        resp.headers_mut().insert(MCP_SESSION_ID, value);
-    }
-    resp
-}
-
-/// No server-initiated stream: GET on the MCP endpoint is not offered.
-async fn mcp_get() -> Response {
-    (StatusCode::METHOD_NOT_ALLOWED, [(axum::http::header::ALLOW, "POST")]).into_response()
-}
-
 /// The router with every route.
 pub fn router(state: AppState) -> Router {
     let auth = state.auth.clone();
@@ -505,7 +438,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/locate", post(crate::graph_tools::locate_handler).layer(long_body))
         .route("/v1/graph/{tool}", post(crate::graph_tools::graph_handler).layer(long_body))
         .route("/v1/symbols/{which}", post(crate::symbol_tools::handler))
-        .route("/mcp", post(mcp).get(mcp_get))
+        .route("/mcp", post(crate::mcp_http::mcp).get(crate::mcp_http::mcp_get))
         // Only the routes above queue for a query slot; search does itself, after the cache, and
         // the stream holds its slot until the stream ends.
         .route_layer(axum::middleware::from_fn_with_state(gate, crate::admission::admit))

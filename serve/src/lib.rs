@@ -25,6 +25,7 @@ pub mod graph_tools;
 pub mod http;
 pub mod mcp;
 mod mcp_catalog;
+mod mcp_http;
 pub mod metrics;
 pub mod symbol_tools;
 pub mod webhook;

@@ -5,7 +5,7 @@
 //! flow as [`FileWork`]: either the new state of one file or the fact that it is gone.
 //!
 //! * [`watch`] — the initial scan (honouring `.gitignore`, skipping binaries and secrets) and
-//!   debounced `notify` events.
+//!   debounced `notify` events; [`skip`] — which names are never indexed (binaries, secrets).
 //! * [`object`] — an `s3://` prefix as a source: listing + ETag/size diff on an interval,
 //!   changed objects streamed into a local mirror.
 //! * [`git`] — a git repository read from its object database: refs resolved, trees diffed,
@@ -36,6 +36,7 @@ pub mod load;
 pub mod metrics;
 pub mod object;
 pub mod select;
+pub mod skip;
 pub mod stage;
 pub mod state;
 pub mod upsert;
