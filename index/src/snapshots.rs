@@ -108,17 +108,15 @@ impl Index {
         let current = self.table.version().await.map_err(|e| self.lance(e))?;
         let version = version.unwrap_or(current);
         self.check_version(version).await?;
-        // Create, else move an existing tag: no listing of all tags, which fails while another
-        // process deletes one of them (parallel re-embedding shards tag and untag the source).
-        let mut tags = self.table.tags().await.map_err(|e| self.lance(e))?;
-        if let Err(e) = tags.create(name, version).await {
-            tags.update(name, version).await.map_err(|_| self.lance(e))?;
-        }
         // The same tag on the symbols and edges of that version, so cleanup keeps them too.
-        for (_, side, side_version) in self.side_tables_at(version).await? {
-            let mut side_tags = side.tags().await.map_err(|e| self.lance(e))?;
-            if let Err(e) = side_tags.create(name, side_version).await {
-                side_tags.update(name, side_version).await.map_err(|_| self.lance(e))?;
+        let sides = self.side_tables_at(version).await?;
+        let tagged = std::iter::once((&self.table, version)).chain(sides.iter().map(|(_, side, v)| (side, *v)));
+        for (table, at) in tagged {
+            // Create, else move an existing tag: no listing of all tags, which fails while another
+            // process deletes one of them (parallel re-embedding shards tag and untag the source).
+            let mut tags = table.tags().await.map_err(|e| self.lance(e))?;
+            if let Err(e) = tags.create(name, at).await {
+                tags.update(name, at).await.map_err(|_| self.lance(e))?;
             }
         }
         Ok(version)

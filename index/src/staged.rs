@@ -60,11 +60,16 @@ fn schema() -> SchemaRef {
     ]))
 }
 
-async fn table(uri: &str) -> Result<lancedb::Table, IndexError> {
+/// The staging table, created when missing with `create` (a shard recording), else `None`
+/// when no shard ever recorded anything in this database (reads and clears create nothing).
+async fn table(uri: &str, create: bool) -> Result<Option<lancedb::Table>, IndexError> {
     let conn = connect(uri).await?;
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
     let names = conn.table_names().execute().await.map_err(lance)?;
-    crate::store::open_or_create_table(&conn, &names, STAGED_TABLE, schema()).await.map_err(lance)
+    if !create && !names.iter().any(|n| n == STAGED_TABLE) {
+        return Ok(None);
+    }
+    crate::store::open_or_create_table(&conn, &names, STAGED_TABLE, schema()).await.map(Some).map_err(lance)
 }
 
 /// Records `shard` (its `written_at` is set to now).
@@ -82,14 +87,14 @@ pub async fn record(uri: &str, shard: &StagedShard) -> Result<(), IndexError> {
             Arc::new(TimestampMicrosecondArray::from(vec![chrono::Utc::now().timestamp_micros()]).with_timezone("UTC")),
         ],
     )?;
-    let t = table(uri).await?;
+    let t = table(uri, true).await?.expect("created when missing");
     t.add(batch).execute().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
     Ok(())
 }
 
 /// The shards recorded for `target`, oldest first.
 pub async fn list(uri: &str, target: &str) -> Result<Vec<StagedShard>, IndexError> {
-    let t = table(uri).await?;
+    let Some(t) = table(uri, false).await? else { return Ok(Vec::new()) };
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
     let query = t.query().only_if(format!("target = {}", sql_str(target)));
     let batches: Vec<RecordBatch> = query.execute().await.map_err(lance)?.try_collect().await.map_err(lance)?;
@@ -120,12 +125,7 @@ pub async fn list(uri: &str, target: &str) -> Result<Vec<StagedShard>, IndexErro
 /// Deletes every row recorded for `target` (after its fragments were committed); nothing when
 /// no shard ever recorded anything in this database.
 pub async fn clear(uri: &str, target: &str) -> Result<(), IndexError> {
-    let conn = connect(uri).await?;
-    let names = conn.table_names().execute().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
-    if !names.iter().any(|n| n == STAGED_TABLE) {
-        return Ok(());
-    }
-    let t = table(uri).await?;
+    let Some(t) = table(uri, false).await? else { return Ok(()) };
     t.delete(&format!("target = {}", sql_str(target)))
         .await
         .map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
@@ -181,6 +181,9 @@ mod tests {
     async fn rows_are_recorded_listed_and_cleared_per_target() {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().to_string_lossy().into_owned();
+        assert!(list(&uri, "chunks__m").await.unwrap().is_empty());
+        clear(&uri, "chunks__m").await.unwrap();
+        assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "reads and clears create no table");
         record(&uri, &shard(0, 2, 0)).await.unwrap();
         record(&uri, &StagedShard { target: "chunks__other".into(), ..shard(1, 2, 0) }).await.unwrap();
         let rows = list(&uri, "chunks__m").await.unwrap();

@@ -171,7 +171,7 @@ async fn run_job(
         ..Default::default()
     };
     if staged {
-        (report.shards, report.staged_rows) = crate::shard::publish(db, &source, &target, &to_table).await?;
+        (report.shards, report.staged_rows) = crate::shard::publish(db, &target, &to_table).await?;
     }
     tracing::info!(
         from = %report.from_table, to = %to_table, model = %to_model,
@@ -235,9 +235,11 @@ async fn run_job(
         round += 1;
     }
     source.untag(SOURCE_TAG).await?;
-    // Whatever shards staged for this table is in it now, or no longer needed (a distributed job
-    // finished on one machine): staging rows and shard tags of it go.
-    ctxd_index::staged::clear(db, &to_table).await?;
+    // Shards' source tags go (one killed for good, a run with another N); a job finished on one
+    // machine drops what shards staged for this table too (`publish` cleared it otherwise).
+    if !staged {
+        ctxd_index::staged::clear(db, &to_table).await?;
+    }
     crate::shard::drop_shard_tags(&source).await;
     target.build_fts().await?;
     target.maintain(&opts.maintenance).await?;

@@ -188,12 +188,7 @@ async fn write_share(
 /// The commit step's first half: publishes every shard's fragments of the newest run into
 /// `target` (table `to_table`) in one commit and clears the staging rows. Returns the shards
 /// and the rows appended.
-pub(crate) async fn publish(
-    db: &str,
-    source: &Index,
-    target: &Index,
-    to_table: &str,
-) -> Result<(u32, u64), PipelineError> {
+pub(crate) async fn publish(db: &str, target: &Index, to_table: &str) -> Result<(u32, u64), PipelineError> {
     let staged = staged::list(db, to_table).await?;
     let (run, missing) = staged::newest_run(&staged);
     if run.is_empty() && !target.chunk_ids().await?.is_empty() {
@@ -227,7 +222,6 @@ pub(crate) async fn publish(
     let sets = run.iter().map(|s| Fragments::from_json(&s.fragments, db)).collect::<Result<Vec<_>, _>>()?;
     let appended = target.commit_fragments(sets).await?;
     staged::clear(db, to_table).await?;
-    drop_shard_tags(source).await;
     tracing::info!(
         table = %to_table, shards = of, fragments = appended.len(), rows = appended.rows(),
         "re-embedding: published every shard's fragments in one commit"

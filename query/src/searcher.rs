@@ -141,16 +141,15 @@ impl Searcher {
     }
 
     async fn search_uncached(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
-        let pinned = self;
-        if let (Mode::Routed, Some(embed)) = (req.mode, pinned.core.embed()) {
-            return pinned.routed_search(req, QueryVector::Embed(embed)).await;
+        if let (Mode::Routed, Some(embed)) = (req.mode, self.core.embed()) {
+            return self.routed_search(req, QueryVector::Embed(embed)).await;
         }
-        let vector = match (req.mode, pinned.core.embed()) {
+        let vector = match (req.mode, self.core.embed()) {
             (Mode::Bm25 | Mode::Symbol, _) | (Mode::Hybrid | Mode::Routed, None) => None,
             (Mode::Vector, None) => return Err(SearchError::NoModel("vector")),
             (_, Some(embed)) => embed.embed(vec![req.query.clone()]).await?.into_iter().next(),
         };
-        pinned.search_with_vector(req, vector.as_deref()).await
+        self.search_with_vector(req, vector.as_deref()).await
     }
 
     /// Answers a request whose query vector is already computed (`None` for bm25).

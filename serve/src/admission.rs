@@ -69,25 +69,12 @@ impl Admission {
         Self { slots: Arc::new(Semaphore::new(concurrent)), limits: AdmissionLimits { concurrent, ..limits }, pressure }
     }
 
-    /// The limits in force (`concurrent` resolved).
-    pub fn limits(&self) -> AdmissionLimits {
-        self.limits
-    }
-
     fn refuse(&self, reason: &'static str, message: String) -> Response {
         metrics::counter!(m::QUERY_REJECTED_TOTAL, "reason" => reason).increment(1);
         let body = axum::Json(serde_json::json!({ "error": message }));
         (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "1")], body).into_response()
     }
-}
 
-/// A query admitted: its slot and its count as running, both given back when dropped.
-pub struct Entered {
-    _slot: tokio::sync::OwnedSemaphorePermit,
-    _running: ctxd_query::pressure::Running,
-}
-
-impl Admission {
     /// Waits for a slot, or refuses with the 503 to send (see the module docs).
     pub async fn enter(&self) -> Result<Entered, Response> {
         let slot = match self.slots.clone().try_acquire_owned() {
@@ -125,14 +112,16 @@ impl Admission {
     }
 }
 
+/// A query admitted: its slot and its count as running, both given back when dropped.
+pub struct Entered {
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    _running: ctxd_query::pressure::Running,
+}
+
 /// The middleware: runs the request once a slot is free, or refuses it (see the module docs).
 pub async fn admit(State(gate): State<Arc<Admission>>, req: Request, next: Next) -> Response {
     match gate.enter().await {
-        Ok(entered) => {
-            let resp = next.run(req).await;
-            drop(entered);
-            resp
-        }
+        Ok(_entered) => next.run(req).await,
         Err(refused) => refused,
     }
 }

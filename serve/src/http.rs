@@ -171,18 +171,15 @@ async fn search(
         Ok(s) => s,
         Err(resp) => return resp,
     };
-    // A repeated question is answered from the cache without queueing for a slot.
-    let cached = state.searcher.cached(&req).await;
-    let _entered = match cached {
-        Ok(Some(_)) | Err(_) => None,
+    // A repeated question is answered from the cache without queueing for a slot, an invalid one
+    // (the error) too; the rest wait for a slot.
+    let res = match state.searcher.cached(&req).await {
+        Ok(Some(answer)) => Ok(answer),
+        Err(_) => state.searcher.search(&req).await,
         Ok(None) => match gate.enter().await {
-            Ok(entered) => Some(entered),
+            Ok(_entered) => state.searcher.search(&req).await,
             Err(refused) => return refused,
         },
-    };
-    let res = match cached {
-        Ok(Some(answer)) => Ok(answer),
-        _ => state.searcher.search(&req).await,
     };
     metrics::histogram!(m::QUERY_DURATION_SECONDS, "endpoint" => "search", "mode" => mode)
         .record(started.elapsed().as_secs_f64());

@@ -132,7 +132,8 @@ pub fn load(file: &SourceFile, state: &FileState, cfg: &LoadConfig) -> Result<Lo
     if meta.len() > cfg.max_file_bytes {
         return Ok(skip("too_large", &file.rel, state));
     }
-    let parse_whole = is_extracted(lang::detect(&file.rel)) && meta.len() <= EXTRACTED_MAX_BYTES;
+    let mut language = lang::detect(&file.rel);
+    let parse_whole = is_extracted(language) && meta.len() <= EXTRACTED_MAX_BYTES;
     if meta.len() > cfg.stream_threshold_bytes && !parse_whole {
         return load_streamed(file, state);
     }
@@ -147,7 +148,6 @@ pub fn load(file: &SourceFile, state: &FileState, cfg: &LoadConfig) -> Result<Lo
         metrics::counter!(m::LOAD_SKIPPED_TOTAL, "reason" => "unchanged").increment(1);
         return Ok(LoadOutcome::Skipped("unchanged"));
     }
-    let mut language = lang::detect(&file.rel);
     if language == "text" && std::path::Path::new(&file.rel).extension().is_none() {
         language = sniff(&bytes).unwrap_or("text");
     }
