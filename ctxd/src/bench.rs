@@ -81,10 +81,10 @@ pub async fn run(
         .map(|(p, c)| (embedding_text(p, c, service.model_id()).0, c.token_count))
         .collect();
     if !sample.is_empty() {
-        service.embed(sample.iter().take(8).map(|s| s.0.clone()).collect()).await?;
+        service.embed_bulk(sample.iter().take(8).map(|s| s.0.clone()).collect()).await?;
         let tokens: u64 = sample.iter().map(|s| s.1 as u64).sum();
         let started = Instant::now();
-        let vectors = service.embed(sample.iter().map(|s| s.0.clone()).collect()).await?;
+        let vectors = service.embed_bulk(sample.iter().map(|s| s.0.clone()).collect()).await?;
         let secs = started.elapsed().as_secs_f64();
         println!(
             "embed:  {} chunks, {} tokens (mean {:.0}) in {:.2}s = {:.1} chunks/s, {:.0} tokens/s",

@@ -54,7 +54,7 @@ pub use error::IndexError;
 pub use history::{FileCommit, History, HISTORY_TABLE};
 pub use lease::WriterLease;
 pub use language::{Language, UnknownLanguage};
-pub use maintenance::{MaintenanceOptions, MaintenanceReport};
+pub use maintenance::{MaintenanceOptions, MaintenanceReport, DEFAULT_VECTOR_INDEX_MIN_ROWS};
 pub use reader::IndexStats;
 pub use record::{chunk_id, source_of_path, split_source, Chunk, Hit};
 pub use scope::SourceScope;

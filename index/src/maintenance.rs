@@ -62,6 +62,12 @@ pub struct MaintenanceReport {
     pub fts_segments_merged: usize,
 }
 
+/// Embedded rows from which maintenance builds the vector index by default. Below it a query
+/// reads every vector; measured with a release build on CoSQA (6.5k chunks, compacted): vector
+/// search 12.4 ms exact vs 7.8 ms with the index, 50 clients 99 vs 136 QPS; routed nDCG@10
+/// 0.6036 exact vs 0.6048 indexed (SciFact, 12k chunks: 0.7367 vs 0.7370): no loss.
+pub const DEFAULT_VECTOR_INDEX_MIN_ROWS: usize = 5_000;
+
 /// Name LanceDB gives the index on `vector`.
 const VECTOR_INDEX: &str = "vector_idx";
 

@@ -1,16 +1,38 @@
-//! The embedding service: an [`Embedder`] on its own OS thread behind a bounded channel.
+//! The embedding service: an [`Embedder`] on its own OS thread, fed by two lanes.
 //!
 //! Async callers send a request (a list of texts) and await the reply; the model thread never
 //! touches the async runtime, and the async runtime never runs a forward pass. Inside a request
 //! the texts are sorted by token length and cut into sub-batches whose *padded* size
 //! (`texts × longest`) stays under `max_batch_tokens`, so short chunks are not padded to the
 //! length of long ones.
+//!
+//! **Two lanes.** Queries (search, rescoring, locate, completion, evaluation) use the
+//! *interactive* lane ([`EmbedService::embed`], [`EmbedService::embed_tokens`]); indexing and
+//! re-embedding use the *bulk* lane ([`EmbedService::embed_bulk`]). The thread takes
+//! interactive requests first — also between the sub-batches of a bulk request — so a query
+//! waits for at most one bulk sub-batch, not for the queued indexing batches before it (a daemon
+//! ingesting 300 files made queries wait seconds behind them). While interactive requests keep
+//! coming (one within the last [`RECENT`]), indexing *yields*: its sub-batches are cut to
+//! [`YIELD_BATCH_TOKENS`] (~40 ms for MiniLM on two cores instead of ~0.6 s), and after each one
+//! the thread rests, answering queries as they come, so that indexing takes at most
+//! `bulk_share_percent` of its time (`[model] indexing_share_percent`, default 25): the model's
+//! workers take every core while they run, and a query's search needs CPU too. The bulk lane
+//! holds `queue` requests, then its senders wait (the pipeline's back-pressure); the interactive
+//! lane is unbounded: its senders are queries, bounded by admission control, each awaiting its
+//! reply. `ctxd_embed_queue_wait_seconds{lane}` is the time a request waited for the thread.
 
-use std::time::Instant;
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{oneshot, Semaphore};
 
 use crate::{metrics as m, Embedder, ModelError};
+
+/// Interactive requests this recent make indexing yield.
+pub const RECENT: Duration = Duration::from_secs(1);
+/// Padded tokens of a bulk sub-batch while indexing yields.
+pub const YIELD_BATCH_TOKENS: usize = 512;
 
 /// Tuning of the embedding service.
 #[derive(Debug, Clone)]
@@ -19,29 +41,150 @@ pub struct EmbedServiceConfig {
     pub max_batch_tokens: usize,
     /// Cap on texts per forward pass.
     pub max_batch_texts: usize,
-    /// Pending requests before callers wait (back-pressure).
+    /// Pending bulk requests before callers wait (back-pressure).
     pub queue: usize,
+    /// Percent of the thread's time bulk requests may take while queries are being answered
+    /// (100: bulk never rests; see the module docs).
+    pub bulk_share_percent: usize,
 }
 
 impl Default for EmbedServiceConfig {
     fn default() -> Self {
-        Self { max_batch_tokens: 8192, max_batch_texts: 64, queue: 4 }
+        Self { max_batch_tokens: 8192, max_batch_texts: 64, queue: 4, bulk_share_percent: 25 }
+    }
+}
+
+impl EmbedServiceConfig {
+    /// The caps of a bulk sub-batch while queries are being answered.
+    fn yielding(&self) -> Self {
+        Self { max_batch_tokens: self.max_batch_tokens.min(YIELD_BATCH_TOKENS), ..self.clone() }
+    }
+
+    /// How long bulk work rests after a sub-batch that took `ran`, while queries are answered.
+    fn rest_after(&self, ran: Duration) -> Duration {
+        let share = self.bulk_share_percent.clamp(1, 100) as u32;
+        ran * (100 - share) / share
     }
 }
 
 type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, ModelError>>;
+
+/// Which lane a request takes (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    Interactive,
+    Bulk,
+}
+
+impl Lane {
+    /// Metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Interactive => "interactive",
+            Lane::Bulk => "bulk",
+        }
+    }
+}
 
 struct Job {
     texts: Vec<String>,
     /// Token embeddings ([`Embedder::forward_tokens`]) instead of pooled vectors.
     tokens: bool,
     reply: Reply,
+    queued: Instant,
+}
+
+/// The two lanes, shared by the handles and the model thread.
+#[derive(Default)]
+struct Lanes {
+    interactive: VecDeque<Job>,
+    bulk: VecDeque<Job>,
+    /// False once every handle is gone: the thread finishes what is queued and ends.
+    closed: bool,
+    /// When the last interactive request arrived.
+    last_interactive: Option<Instant>,
+}
+
+struct Shared {
+    lanes: Mutex<Lanes>,
+    wake: Condvar,
+    /// Free places in the bulk lane.
+    bulk_slots: Semaphore,
+}
+
+impl Shared {
+    fn push(&self, lane: Lane, job: Job) {
+        let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        match lane {
+            Lane::Interactive => {
+                lanes.last_interactive = Some(job.queued);
+                lanes.interactive.push_back(job);
+            }
+            Lane::Bulk => lanes.bulk.push_back(job),
+        }
+        self.wake.notify_one();
+    }
+
+    /// The next request, interactive first; waits while both lanes are empty; `None` once
+    /// every handle is gone and nothing is left.
+    fn next(&self) -> Option<(Lane, Job)> {
+        let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(job) = lanes.interactive.pop_front() {
+                return Some((Lane::Interactive, job));
+            }
+            if let Some(job) = lanes.bulk.pop_front() {
+                self.bulk_slots.add_permits(1);
+                return Some((Lane::Bulk, job));
+            }
+            if lanes.closed {
+                return None;
+            }
+            lanes = self.wake.wait(lanes).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// The next interactive request, waiting for one until `until` (`None`: not at all);
+    /// `None` if none came (or every handle is gone).
+    fn next_interactive(&self, until: Option<Instant>) -> Option<Job> {
+        let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(job) = lanes.interactive.pop_front() {
+                return Some(job);
+            }
+            let left = until.map_or(Duration::ZERO, |t| t.saturating_duration_since(Instant::now()));
+            if lanes.closed || left.is_zero() {
+                return None;
+            }
+            lanes = self.wake.wait_timeout(lanes, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+
+    /// True while queries are being answered (an interactive request within [`RECENT`]).
+    fn queries_active(&self) -> bool {
+        let lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        !lanes.interactive.is_empty() || lanes.last_interactive.is_some_and(|t| t.elapsed() < RECENT)
+    }
+
+    fn close(&self) {
+        self.lanes.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+        self.wake.notify_all();
+    }
+}
+
+/// Closes the lanes when the last handle is dropped.
+struct Owner(Arc<Shared>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 /// Handle to the model thread. Cloning shares the same thread.
 #[derive(Clone)]
 pub struct EmbedService {
-    tx: mpsc::Sender<Job>,
+    owner: Arc<Owner>,
     model_id: String,
     dim: usize,
     backend: String,
@@ -67,19 +210,36 @@ pub fn plan_batches(lens_sorted: &[usize], cfg: &EmbedServiceConfig) -> Vec<std:
     out
 }
 
+/// Runs one request. A bulk request (`shared` given) runs the interactive requests that arrive
+/// meanwhile between its sub-batches, and yields while queries are active (small sub-batches,
+/// each followed by a rest that answers queries).
 fn run_job<E: Embedder>(
     embedder: &mut E,
     cfg: &EmbedServiceConfig,
-    texts: Vec<String>,
-    tokens: bool,
+    job: &Job,
+    shared: Option<&Shared>,
 ) -> Result<Vec<Vec<f32>>, ModelError> {
-    let ids = embedder.encode(&texts)?;
+    let (texts, tokens) = (&job.texts, job.tokens);
+    let ids = embedder.encode(texts)?;
     let lens: Vec<usize> = ids.iter().map(Vec::len).collect();
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| lens[i]);
     let sorted_lens: Vec<usize> = order.iter().map(|&i| lens[i]).collect();
     let mut out: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
-    for range in plan_batches(&sorted_lens, cfg) {
+    // The plan of the texts not yet embedded, from `done` on; re-planned when queries start
+    // or stop, so the sub-batch size follows them.
+    let (mut done, mut yielding, mut rest_until) = (0, false, None);
+    while done < order.len() {
+        if let Some(shared) = shared {
+            while let Some(query) = shared.next_interactive(rest_until) {
+                answer(embedder, cfg, query, Lane::Interactive, None);
+            }
+            yielding = shared.queries_active();
+        }
+        let caps = if yielding { cfg.yielding() } else { cfg.clone() };
+        let range = plan_batches(&sorted_lens[done..], &caps)[0].clone();
+        let range = done + range.start..done + range.end;
+        done = range.end;
         let idx = &order[range.clone()];
         let batch: Vec<Vec<u32>> = idx.iter().map(|&i| ids[i].clone()).collect();
         let started = Instant::now();
@@ -89,7 +249,9 @@ fn run_job<E: Embedder>(
         }
         let real: usize = sorted_lens[range.clone()].iter().sum();
         let padded = embedder.padded_tokens(&sorted_lens[range.clone()]);
-        let secs = started.elapsed().as_secs_f64();
+        let ran = started.elapsed();
+        rest_until = yielding.then(|| Instant::now() + cfg.rest_after(ran));
+        let secs = ran.as_secs_f64();
         metrics::histogram!(m::EMBED_BATCH_SECONDS).record(secs);
         if secs > 0.0 {
             metrics::gauge!(m::EMBED_THROUGHPUT).set(real as f64 / secs);
@@ -102,26 +264,44 @@ fn run_job<E: Embedder>(
             out[i] = Some(v);
         }
     }
+    // The last sub-batch's rest too, or back-to-back requests would never rest.
+    if let (Some(shared), Some(_)) = (shared, rest_until) {
+        while let Some(query) = shared.next_interactive(rest_until) {
+            answer(embedder, cfg, query, Lane::Interactive, None);
+        }
+    }
     Ok(out.into_iter().map(|v| v.unwrap_or_default()).collect())
+}
+
+/// Runs `job` and sends its reply (a caller that gave up is not an error).
+fn answer<E: Embedder>(embedder: &mut E, cfg: &EmbedServiceConfig, job: Job, lane: Lane, shared: Option<&Shared>) {
+    metrics::histogram!(m::EMBED_QUEUE_WAIT_SECONDS, "lane" => lane.as_str()).record(job.queued.elapsed().as_secs_f64());
+    let result = run_job(embedder, cfg, &job, shared);
+    let _ = job.reply.send(result);
 }
 
 impl EmbedService {
     /// Moves `embedder` onto a new thread named `ctxd-embed` and returns a handle to it.
-    /// The thread ends when every handle is dropped.
+    /// The thread ends when every handle is dropped (after answering what is queued).
     pub fn spawn<E: Embedder>(mut embedder: E, cfg: EmbedServiceConfig) -> Self {
-        let (tx, mut rx) = mpsc::channel::<Job>(cfg.queue.max(1));
+        let shared = Arc::new(Shared {
+            lanes: Mutex::new(Lanes::default()),
+            wake: Condvar::new(),
+            bulk_slots: Semaphore::new(cfg.queue.max(1)),
+        });
         let model_id = embedder.model_id().to_string();
         let dim = embedder.dim();
+        let thread_shared = shared.clone();
         std::thread::Builder::new()
             .name("ctxd-embed".into())
             .spawn(move || {
-                while let Some(job) = rx.blocking_recv() {
-                    let result = run_job(&mut embedder, &cfg, job.texts, job.tokens);
-                    let _ = job.reply.send(result);
+                while let Some((lane, job)) = thread_shared.next() {
+                    let preempt = (lane == Lane::Bulk).then_some(&*thread_shared);
+                    answer(&mut embedder, &cfg, job, lane, preempt);
                 }
             })
             .expect("spawning the embedding thread");
-        Self { tx, model_id, dim, backend: "custom".into() }
+        Self { owner: Arc::new(Owner(shared)), model_id, dim, backend: "custom".into() }
     }
 
     /// Names the backend (for logs and `/metrics` info).
@@ -145,35 +325,49 @@ impl EmbedService {
         self.dim
     }
 
-    /// Embeds `texts` on the model thread; waits (asynchronously) when the queue is full.
+    /// Embeds `texts` on the model thread, in the interactive lane (queries: see the module
+    /// docs); indexing uses [`EmbedService::embed_bulk`].
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.request(texts, false).await
+        self.request(texts, false, Lane::Interactive).await
+    }
+
+    /// Embeds `texts` in the bulk lane (indexing, re-embedding): after any waiting query, and
+    /// waiting (asynchronously) while `queue` bulk requests are pending.
+    pub async fn embed_bulk(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.request(texts, false, Lane::Bulk).await
     }
 
     /// Token embeddings of `texts` ([`Embedder::forward_tokens`]: one `tokens × dim` matrix
-    /// of unit rows per text), on the model thread like [`EmbedService::embed`].
+    /// of unit rows per text), in the interactive lane like [`EmbedService::embed`].
     pub async fn embed_tokens(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.request(texts, true).await
+        self.request(texts, true, Lane::Interactive).await
     }
 
-    async fn request(&self, texts: Vec<String>, tokens: bool) -> Result<Vec<Vec<f32>>, ModelError> {
+    fn send(&self, texts: Vec<String>, tokens: bool, lane: Lane) -> oneshot::Receiver<Result<Vec<Vec<f32>>, ModelError>> {
+        let (reply, rx) = oneshot::channel();
+        self.owner.0.push(lane, Job { texts, tokens, reply, queued: Instant::now() });
+        rx
+    }
+
+    async fn request(&self, texts: Vec<String>, tokens: bool, lane: Lane) -> Result<Vec<Vec<f32>>, ModelError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let (reply, rx) = oneshot::channel();
-        self.tx.send(Job { texts, tokens, reply }).await.map_err(|_| ModelError::ServiceClosed)?;
-        rx.await.map_err(|_| ModelError::ServiceClosed)?
+        if lane == Lane::Bulk {
+            // The thread gives the place back when it takes the request.
+            self.owner.0.bulk_slots.acquire().await.map_err(|_| ModelError::ServiceClosed)?.forget();
+        }
+        self.send(texts, tokens, lane).await.map_err(|_| ModelError::ServiceClosed)?
     }
 
-    /// Blocking variant for non-async callers (benchmarks, CLI helpers). Never call it from
-    /// inside the async runtime.
+    /// Blocking variant for non-async callers (benchmarks, CLI helpers), in the interactive
+    /// lane (it waits for its reply, so it cannot flood it). Never call it from inside the
+    /// async runtime.
     pub fn embed_blocking(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let (reply, rx) = oneshot::channel();
-        self.tx.blocking_send(Job { texts, tokens: false, reply }).map_err(|_| ModelError::ServiceClosed)?;
-        rx.blocking_recv().map_err(|_| ModelError::ServiceClosed)?
+        self.send(texts, false, Lane::Interactive).blocking_recv().map_err(|_| ModelError::ServiceClosed)?
     }
 }
 
@@ -181,11 +375,15 @@ impl EmbedService {
 mod tests {
     use super::*;
 
-    /// A fake embedder: vector = [len, first byte, 1], normalised.
-    struct Fake;
-    impl Embedder for Fake {
+    /// A fake embedder: vector = [len, first byte, 1]; records each forward pass (the first
+    /// byte of each text) and takes `pause` per pass.
+    struct Recorder {
+        passes: Arc<Mutex<Vec<Vec<u8>>>>,
+        pause: Duration,
+    }
+    impl Embedder for Recorder {
         fn model_id(&self) -> &str {
-            "fake"
+            "recorder"
         }
         fn dim(&self) -> usize {
             3
@@ -194,13 +392,76 @@ mod tests {
             Ok(texts.iter().map(|t| t.bytes().map(u32::from).collect()).collect())
         }
         fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
-            Ok(ids.iter().map(|t| vec![t.len() as f32, t.first().copied().unwrap_or(0) as f32, 1.0]).collect())
+            std::thread::sleep(self.pause);
+            self.passes.lock().unwrap().push(ids.iter().map(|t| t[0] as u8).collect());
+            Ok(ids.iter().map(|t| vec![t.len() as f32, t[0] as f32, 1.0]).collect())
+        }
+    }
+
+    fn recorder(pause_ms: u64, cfg: EmbedServiceConfig) -> (EmbedService, Arc<Mutex<Vec<Vec<u8>>>>) {
+        let passes = Arc::new(Mutex::new(Vec::new()));
+        let svc = EmbedService::spawn(Recorder { passes: passes.clone(), pause: Duration::from_millis(pause_ms) }, cfg);
+        (svc, passes)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_query_runs_between_the_sub_batches_of_indexing() {
+        // 20 bulk texts of 5 tokens, one per pass (cap 5 tokens), 30 ms each: 600 ms of work.
+        let cfg = EmbedServiceConfig { max_batch_tokens: 5, max_batch_texts: 64, queue: 4, bulk_share_percent: 100 };
+        let (svc, passes) = recorder(30, cfg);
+        let bulk_texts: Vec<String> = (0..20).map(|_| "bbbbb".to_string()).collect();
+        let (s1, s2) = (svc.clone(), svc.clone());
+        let first = tokio::spawn(async move { s1.embed_bulk(bulk_texts.clone()).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let second = tokio::spawn(async move { s2.embed_bulk(vec!["ccccc".to_string()]).await });
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        let t = Instant::now();
+        let v = svc.embed(vec!["q".to_string()]).await.unwrap();
+        assert_eq!(v, vec![vec![1.0, b'q' as f32, 1.0]]);
+        // One pass (30 ms) at most before it, not the rest of the bulk requests (~500 ms).
+        assert!(t.elapsed() < Duration::from_millis(250), "query waited {:?}", t.elapsed());
+        assert_eq!(first.await.unwrap().unwrap().len(), 20);
+        assert_eq!(second.await.unwrap().unwrap().len(), 1);
+        let order: Vec<u8> = passes.lock().unwrap().iter().map(|p| p[0]).collect();
+        let q = order.iter().position(|&b| b == b'q').unwrap();
+        assert!(q > 0 && order[q + 1..].iter().filter(|&&b| b == b'b').count() > 5, "{order:?}");
+        assert_eq!(order.last(), Some(&b'c'), "bulk requests keep their order: {order:?}");
+    }
+
+    #[test]
+    fn indexing_yields_while_queries_come() {
+        // 16 texts of 100 tokens under a 1,600-token cap: one pass; a query within the last
+        // second cuts the cap to YIELD_BATCH_TOKENS (512): passes of 5.
+        let cfg = EmbedServiceConfig { max_batch_tokens: 1600, max_batch_texts: 64, queue: 4, bulk_share_percent: 25 };
+        let texts: Vec<String> = (0..16).map(|_| "b".repeat(100)).collect();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (svc, passes) = recorder(0, cfg.clone());
+        rt.block_on(svc.embed_bulk(texts.clone())).unwrap();
+        assert_eq!(passes.lock().unwrap().iter().map(Vec::len).collect::<Vec<_>>(), vec![16]);
+        let (svc, passes) = recorder(0, cfg.clone());
+        svc.embed_blocking(vec!["q".into()]).unwrap();
+        rt.block_on(svc.embed_bulk(texts)).unwrap();
+        let sizes: Vec<usize> = passes.lock().unwrap().iter().skip(1).map(Vec::len).collect();
+        assert_eq!(sizes, vec![5, 5, 5, 1]);
+        // With a 50% share, each 20 ms pass is followed by a 20 ms rest: 8 passes take ≥ 320 ms
+        // (160 ms when indexing does not yield).
+        let big: Vec<String> = (0..8).map(|_| "b".repeat(400)).collect();
+        for (share, at_least) in [(50, 300), (100, 160)] {
+            let (svc, _) = recorder(20, EmbedServiceConfig { bulk_share_percent: share, ..cfg.clone() });
+            svc.embed_blocking(vec!["q".into()]).unwrap();
+            let t = Instant::now();
+            rt.block_on(svc.embed_bulk(big.clone())).unwrap();
+            let took = t.elapsed();
+            assert!(took >= Duration::from_millis(at_least), "share {share}%: {took:?}");
+            if share == 100 {
+                assert!(took < Duration::from_millis(300), "share 100% must not rest: {took:?}");
+            }
         }
     }
 
     #[test]
     fn batches_respect_padded_token_cap() {
-        let cfg = EmbedServiceConfig { max_batch_tokens: 100, max_batch_texts: 8, queue: 1 };
+        let cfg = EmbedServiceConfig { max_batch_tokens: 100, max_batch_texts: 8, ..Default::default() };
         let lens = [5, 10, 10, 20, 30, 60, 90];
         let plan = plan_batches(&lens, &cfg);
         for r in &plan {
@@ -213,7 +474,7 @@ mod tests {
 
     #[test]
     fn results_come_back_in_input_order() {
-        let svc = EmbedService::spawn(Fake, EmbedServiceConfig { max_batch_tokens: 6, max_batch_texts: 2, queue: 1 });
+        let (svc, _) = recorder(0, EmbedServiceConfig { max_batch_tokens: 6, max_batch_texts: 2, ..Default::default() });
         let texts: Vec<String> = ["ccc", "a", "bbbbb", "dd"].iter().map(|s| s.to_string()).collect();
         let out = svc.embed_blocking(texts.clone()).unwrap();
         for (t, v) in texts.iter().zip(&out) {

@@ -172,9 +172,12 @@ impl Engine {
             gone
         });
         let maintenance_stop = shutdown;
+        // One pass: at the end of a one-shot run that left many fragments (`ctxd index`).
+        let maintain_at_end = (!follow && self.cfg.index.maintenance_interval_secs > 0).then(|| self.cfg.index.maintenance());
         let maintenance = (follow && self.cfg.index.maintenance_interval_secs > 0).then(|| {
             let every = Duration::from_secs(self.cfg.index.maintenance_interval_secs);
-            tokio::spawn(maintain_every(self.index.clone(), self.cfg.index.maintenance(), every, maintenance_stop))
+            let when = MaintainWhen { every, after_commits: COMPACT_AFTER_COMMITS, commits: counters.clone() };
+            tokio::spawn(maintain_every(self.index.clone(), self.cfg.index.maintenance(), when, maintenance_stop))
         });
         let source_handle = tokio::spawn(async move {
             if let Some(gone) = dropped.filter(|g| !g.is_empty()) {
@@ -198,35 +201,86 @@ impl Engine {
             started: Instant::now(),
             index: self.index.clone(),
             maintenance,
+            maintain_at_end,
             embed_counts,
         })
     }
 }
 
-/// The daemon's maintenance loop: a pass every `every` until shutdown. A failed pass is
-/// logged and retried at the next tick (commits never wait for it).
+/// Commits that bring the next maintenance pass forward (at most one pass per
+/// [`MIN_MAINTENANCE_GAP`]): each commit adds a data fragment (and deletion files), and every
+/// query reads every fragment. Measured on CoSQA (6.5k chunks, release build, one client): a
+/// routed search took 30 ms over the 86 fragments a few ingests had left and 13 ms after
+/// compaction; 50 clients answered 99 QPS after it.
+pub const COMPACT_AFTER_COMMITS: u64 = 32;
+/// During a long burst of commits (an initial scan) the pass waits for a quiet poll, unless
+/// this many times [`COMPACT_AFTER_COMMITS`] accumulated (each pass rewrites the small
+/// fragments, so passing after every 32 commits of a big scan would rewrite it over and over).
+const BURST_FACTOR: u64 = 8;
+/// The shortest time between two maintenance passes brought forward by commits.
+const MIN_MAINTENANCE_GAP: Duration = Duration::from_secs(30);
+
+/// When the daemon's maintenance runs: every `every`, and sooner once `after_commits` commits
+/// were made since the last pass and a poll saw no new one (the fragments the index had at
+/// start count as commits), or after [`BURST_FACTOR`] times as many.
+struct MaintainWhen {
+    every: Duration,
+    after_commits: u64,
+    commits: Arc<Counters>,
+}
+
+impl MaintainWhen {
+    fn commits(&self) -> u64 {
+        self.commits.commits.load(Ordering::Relaxed)
+    }
+
+    /// Whether a pass is due `elapsed` after the last one, `since` commits (and inherited
+    /// fragments) later; `quiet`: no commit since the previous poll. Brought forward by
+    /// commits: which one (for the log).
+    fn due(&self, elapsed: Duration, since: u64, quiet: bool) -> Option<bool> {
+        let many = elapsed >= MIN_MAINTENANCE_GAP
+            && ((quiet && since >= self.after_commits) || since >= self.after_commits * BURST_FACTOR);
+        (elapsed >= self.every || many).then_some(many)
+    }
+}
+
+/// The daemon's maintenance loop: a pass every `when.every`, or earlier after many commits,
+/// until shutdown. A failed pass is logged and retried at the next tick (commits never wait
+/// for it).
 async fn maintain_every(
     index: Arc<Index>,
     opts: ctxd_index::MaintenanceOptions,
-    every: Duration,
+    when: MaintainWhen,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let poll = when.every.min(Duration::from_secs(5));
+    let (mut last, mut commits_then) = (tokio::time::Instant::now(), when.commits());
+    // Fragments left by earlier runs count like commits of this one.
+    let mut inherited = index.layout().await.map_or(0, |(_, fragments)| fragments as u64);
+    let mut commits_polled = commits_then;
     loop {
         tokio::select! {
-            _ = tick.tick() => {}
+            _ = tokio::time::sleep(poll) => {}
             _ = shutdown.changed() => return,
         }
         if *shutdown.borrow() {
             return;
         }
+        let (elapsed, commits) = (last.elapsed(), when.commits());
+        // Quiet: no commit since the previous poll (a burst of ingestion is over).
+        let quiet = commits == commits_polled;
+        commits_polled = commits;
+        let Some(early) = when.due(elapsed, commits.saturating_sub(commits_then) + inherited, quiet) else {
+            continue;
+        };
+        (last, commits_then, inherited) = (tokio::time::Instant::now(), commits, 0);
         match index.maintain(&opts).await {
             Ok(r) => tracing::info!(
                 versions = format!("{} -> {}", r.versions_before, r.versions_after),
                 fragments = format!("{} -> {}", r.fragments_before, r.fragments_after),
                 vector_index_built = r.vector_index_built,
                 fts_segments_merged = r.fts_segments_merged,
+                after_commits = early,
                 "index maintenance"
             ),
             Err(e) => tracing::warn!("index maintenance failed: {e}"),
@@ -243,6 +297,8 @@ pub struct Running {
     started: Instant,
     index: Arc<Index>,
     maintenance: Option<JoinHandle<()>>,
+    /// A one-shot run's maintenance pass at its end, if it made many commits.
+    maintain_at_end: Option<ctxd_index::MaintenanceOptions>,
     embed_counts: Arc<EmbedCounts>,
 }
 
@@ -277,6 +333,17 @@ impl Running {
         if let Err(e) = self.index.optimize_indices().await {
             tracing::warn!("optimizing indices: {e}");
         }
+        let commits = self.counters.commits.load(Ordering::Relaxed);
+        if let Some(opts) = self.maintain_at_end.filter(|_| commits >= COMPACT_AFTER_COMMITS) {
+            match self.index.maintain(&opts).await {
+                Ok(r) => tracing::info!(
+                    fragments = format!("{} -> {}", r.fragments_before, r.fragments_after),
+                    vector_index_built = r.vector_index_built,
+                    "index maintenance after {commits} commits"
+                ),
+                Err(e) => tracing::warn!("index maintenance after {commits} commits failed (the index is complete; `ctxd compact` retries): {e}"),
+            }
+        }
         source_result?;
         let stats = self.index.stats().await?;
         let c = &self.counters;
@@ -295,5 +362,25 @@ impl Running {
             chunks_embedded: self.embed_counts.computed.load(Ordering::Relaxed),
             chunks_reused: self.embed_counts.reused.load(Ordering::Relaxed),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maintenance_comes_early_after_many_commits_once_they_stop() {
+        let when = MaintainWhen { every: Duration::from_secs(600), after_commits: 32, commits: Arc::default() };
+        let s = Duration::from_secs;
+        // The interval alone.
+        assert_eq!(when.due(s(600), 0, true), Some(false));
+        assert_eq!(when.due(s(599), 31, true), None);
+        // 32 commits (or inherited fragments) and a quiet poll, not sooner than 30 s after the last pass.
+        assert_eq!(when.due(s(31), 32, true), Some(true));
+        assert_eq!(when.due(s(29), 200, true), None);
+        // A burst still committing waits for quiet, up to 8 × 32 commits.
+        assert_eq!(when.due(s(120), 200, false), None);
+        assert_eq!(when.due(s(120), 256, false), Some(true));
     }
 }

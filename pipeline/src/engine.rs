@@ -37,7 +37,8 @@ impl Engine {
         let service_cfg = EmbedServiceConfig {
             max_batch_tokens: cfg.model.max_batch_tokens,
             max_batch_texts: cfg.model.max_batch_texts,
-            queue: 4,
+            bulk_share_percent: cfg.model.indexing_share_percent,
+            ..Default::default()
         };
         let db = cfg.index.db.to_string_lossy().into_owned();
         if !db.contains("://") {

@@ -30,7 +30,7 @@ impl Default for ReembedOptions {
             maintenance: MaintenanceOptions {
                 retain: std::time::Duration::from_secs(3600),
                 single_writer: false,
-                vector_index_min_rows: 100_000,
+                vector_index_min_rows: ctxd_index::DEFAULT_VECTOR_INDEX_MIN_ROWS,
             },
         }
     }

@@ -122,6 +122,7 @@ pub(crate) struct RawModel {
     pub name: Key<String>,
     pub max_batch_tokens: Key<usize>,
     pub max_batch_texts: Key<usize>,
+    pub indexing_share_percent: Key<usize>,
     pub device: Key<String>,
     pub precision: Key<String>,
     pub backend: Key<String>,

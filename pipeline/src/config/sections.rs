@@ -146,8 +146,10 @@ pub struct IndexConfig {
     pub db: PathBuf,
     /// Fold new rows into the full-text index after this many commits…
     pub optimize_every_commits: u64,
-    /// …or once this many rows were written since the last fold (the fold's memory grows
-    /// with the rows it indexes, so big streamed files are folded in slices).
+    /// …or once this many rows were written since the last fold. Every query searches the rows
+    /// not folded yet without the index (it tokenizes them): while the load bench's writer
+    /// ingested 300 abstracts (~850 rows, never folded at the former 50,000), that took ~18% of
+    /// the CPU. A fold's memory grows with its rows, so big streamed files are folded in slices.
     pub optimize_every_rows: u64,
     /// The daemon compacts fragments, removes old versions and builds the vector index every
     /// this many seconds (0: never; `ctxd compact` runs it once).
@@ -176,10 +178,10 @@ impl Default for IndexConfig {
         Self {
             db: PathBuf::from(".ctxd/db"),
             optimize_every_commits: 50,
-            optimize_every_rows: 50_000,
+            optimize_every_rows: 256,
             maintenance_interval_secs: 600,
             retain_versions_secs: 3600,
-            vector_index_min_rows: 100_000,
+            vector_index_min_rows: ctxd_index::DEFAULT_VECTOR_INDEX_MIN_ROWS,
             index_cache_mb: 0,
             metadata_cache_mb: 32,
             history_commits: ctxd_stages::history::DEFAULT_COMMITS,
@@ -254,6 +256,9 @@ pub struct ModelConfig {
     pub max_batch_tokens: usize,
     /// Cap on texts per forward pass.
     pub max_batch_texts: usize,
+    /// Percent of the model thread's time indexing may take while queries are being answered
+    /// (100: it never yields; see `ctxd_models::service`).
+    pub indexing_share_percent: usize,
     /// `auto` (the GPU when the binary has CUDA and one answers, else the CPU), `cpu` or
     /// `cuda:N` (CUDA needs a `--features cuda` build: scripts/build-cuda.sh).
     pub device: String,
@@ -273,6 +278,7 @@ impl Default for ModelConfig {
             name: ctxd_models::DEFAULT_MODEL.to_string(),
             max_batch_tokens: 8192,
             max_batch_texts: 64,
+            indexing_share_percent: ctxd_models::EmbedServiceConfig::default().bulk_share_percent,
             device: rt.device,
             precision: rt.precision,
             backend: rt.backend,

@@ -249,6 +249,7 @@ fn model(c: &mut Checker, cfg: &mut Config, raw: RawModel) {
     c.set(&mut out.name, p, "name", raw.name);
     c.set(&mut out.max_batch_tokens, p, "max_batch_tokens", raw.max_batch_tokens);
     c.set(&mut out.max_batch_texts, p, "max_batch_texts", raw.max_batch_texts);
+    c.set(&mut out.indexing_share_percent, p, "indexing_share_percent", raw.indexing_share_percent);
     c.set(&mut out.device, p, "device", raw.device);
     c.set(&mut out.precision, p, "precision", raw.precision);
     c.set(&mut out.backend, p, "backend", raw.backend);
@@ -401,6 +402,13 @@ pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {
     }
     if chunk.merge_tokens > chunk.max_tokens {
         err("chunk.merge_tokens", "chunk.merge_tokens must not exceed chunk.max_tokens".into());
+    }
+    if !(1..=100).contains(&cfg.model.indexing_share_percent) {
+        let message = format!(
+            "model.indexing_share_percent must be between 1 and 100 (100: indexing never yields to queries), not {}",
+            cfg.model.indexing_share_percent
+        );
+        err("model.indexing_share_percent", message);
     }
     if cfg.model.max_batch_tokens == 0 || cfg.model.max_batch_texts == 0 {
         let message = "model.max_batch_tokens and model.max_batch_texts must be at least 1";
