@@ -126,11 +126,19 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
             Follower::Reader(tokio::spawn(reader::follow(db, model, (*searcher).clone(), every, follow_stopped)))
         }
     };
+    // One admission gate for HTTP and Flight queries.
+    let limits = ctxd_serve::admission::AdmissionLimits {
+        concurrent: cfg.server.max_concurrent_queries,
+        queued: cfg.server.max_queued_queries,
+        timeout: std::time::Duration::from_millis(cfg.server.queue_timeout_ms),
+    };
+    let gate = Arc::new(ctxd_serve::admission::Admission::new(limits, searcher.pressure().clone()));
     let (stop_flight, flight_stopped) = tokio::sync::oneshot::channel::<()>();
     let flight = match flight_listener {
         Some(l) => {
             let faddr = l.local_addr()?;
-            let api = ctxd_serve::flight::FlightApi::new(searcher.clone()).with_access(access.clone());
+            let api =
+                ctxd_serve::flight::FlightApi::new(searcher.clone()).with_access(access.clone()).with_gate(gate.clone());
             eprintln!("ctxd: arrow flight on grpc://{faddr}");
             Some(tokio::spawn(ctxd_serve::flight::serve(l, api, auth.clone(), async move {
                 let _ = flight_stopped.await;
@@ -161,11 +169,7 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         aggregator: Some(aggregator),
         poll: (!reader).then(|| Arc::new(ctxd_pipeline::trigger::poke) as _),
         webhook_secret: cfg.server.webhook_secret()?,
-        limits: ctxd_serve::admission::AdmissionLimits {
-            concurrent: cfg.server.max_concurrent_queries,
-            queued: cfg.server.max_queued_queries,
-            timeout: std::time::Duration::from_millis(cfg.server.queue_timeout_ms),
-        },
+        gate,
     };
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {

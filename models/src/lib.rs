@@ -37,6 +37,7 @@ pub mod fast;
 pub mod kernels;
 pub mod loaded;
 pub mod metrics;
+pub mod query_cache;
 pub mod resolve;
 pub mod runtime;
 pub mod service;

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, Semaphore};
 
+use crate::query_cache::QueryCache;
 use crate::{metrics as m, Embedder, ModelError};
 
 /// Interactive requests this recent make indexing yield.
@@ -185,6 +186,8 @@ impl Drop for Owner {
 #[derive(Clone)]
 pub struct EmbedService {
     owner: Arc<Owner>,
+    /// Vectors of recent queries ([`crate::query_cache`]).
+    queries: Arc<QueryCache>,
     model_id: String,
     dim: usize,
     backend: String,
@@ -301,7 +304,7 @@ impl EmbedService {
                 }
             })
             .expect("spawning the embedding thread");
-        Self { owner: Arc::new(Owner(shared)), model_id, dim, backend: "custom".into() }
+        Self { owner: Arc::new(Owner(shared)), queries: Arc::default(), model_id, dim, backend: "custom".into() }
     }
 
     /// Names the backend (for logs and `/metrics` info).
@@ -326,9 +329,15 @@ impl EmbedService {
     }
 
     /// Embeds `texts` on the model thread, in the interactive lane (queries: see the module
-    /// docs); indexing uses [`EmbedService::embed_bulk`].
+    /// docs; a single query text asked recently comes from [`crate::query_cache`]); indexing
+    /// uses [`EmbedService::embed_bulk`].
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.request(texts, false, Lane::Interactive).await
+        if let Some(vector) = self.queries.get(&texts) {
+            return Ok(vec![vector]);
+        }
+        let vectors = self.request(texts.clone(), false, Lane::Interactive).await?;
+        self.queries.put(&texts, &vectors);
+        Ok(vectors)
     }
 
     /// Embeds `texts` in the bulk lane (indexing, re-embedding): after any waiting query, and

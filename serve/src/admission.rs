@@ -18,6 +18,10 @@
 //! answer cache ([`ctxd_query::answers`]) *before* it asks for a slot: a repeated question is
 //! answered at once even when the queue is full.
 //!
+//! One gate serves the whole process: the HTTP query routes and Arrow Flight searches (a
+//! refused Flight search gets `UNAVAILABLE` with the same message and `retry-after: 1` in its
+//! metadata; Flight table scans are exports, not queries, and are not gated).
+//!
 //! Metrics: `ctxd_query_in_flight` and `ctxd_query_queued` (gauges),
 //! `ctxd_query_queue_wait_seconds` (histogram), `ctxd_query_rejected_total{reason=queue_full|queue_timeout}`.
 //! Health, readiness, metrics and status routes are never queued.
@@ -69,14 +73,13 @@ impl Admission {
         Self { slots: Arc::new(Semaphore::new(concurrent)), limits: AdmissionLimits { concurrent, ..limits }, pressure }
     }
 
-    fn refuse(&self, reason: &'static str, message: String) -> Response {
+    fn refuse(&self, reason: &'static str, message: String) -> Refused {
         metrics::counter!(m::QUERY_REJECTED_TOTAL, "reason" => reason).increment(1);
-        let body = axum::Json(serde_json::json!({ "error": message }));
-        (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "1")], body).into_response()
+        Refused { message }
     }
 
-    /// Waits for a slot, or refuses with the 503 to send (see the module docs).
-    pub async fn enter(&self) -> Result<Entered, Response> {
+    /// Waits for a slot, or refuses (see the module docs).
+    pub async fn enter(&self) -> Result<Entered, Refused> {
         let slot = match self.slots.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(_) => {
@@ -112,17 +115,52 @@ impl Admission {
     }
 }
 
+/// A query refused: the sentence saying which limit it hit. HTTP answers it with 503 and
+/// `Retry-After: 1` (its [`IntoResponse`]); Flight with `UNAVAILABLE` (`crate::flight`).
+#[derive(Debug)]
+pub struct Refused {
+    pub message: String,
+}
+
+/// Seconds a refused client should wait before it retries.
+pub const RETRY_AFTER_SECS: &str = "1";
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        let body = axum::Json(serde_json::json!({ "error": self.message }));
+        (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, RETRY_AFTER_SECS)], body).into_response()
+    }
+}
+
 /// A query admitted: its slot and its count as running, both given back when dropped.
 pub struct Entered {
     _slot: tokio::sync::OwnedSemaphorePermit,
     _running: ctxd_query::pressure::Running,
 }
 
-/// The middleware: runs the request once a slot is free, or refuses it (see the module docs).
+/// The middleware: reads the request's body, then runs the request once a slot is free, or
+/// refuses it (see the module docs). The body comes first so that a client uploading slowly
+/// does not hold a slot meanwhile; it is read up to the largest body any query route takes
+/// (each route's own limit still applies after).
 pub async fn admit(State(gate): State<Arc<Admission>>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, crate::tools::MAX_TOOL_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            let too_large = e.to_string().contains("length limit");
+            let (status, message) = if too_large {
+                let max = crate::tools::MAX_TOOL_BODY_BYTES;
+                (StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {max} bytes: send less (e.g. a shorter issue text)"))
+            } else {
+                (StatusCode::BAD_REQUEST, format!("reading the request body failed (the client stopped sending?): {e}"))
+            };
+            return (status, axum::Json(serde_json::json!({ "error": message }))).into_response();
+        }
+    };
+    let req = Request::from_parts(parts, axum::body::Body::from(bytes));
     match gate.enter().await {
         Ok(_entered) => next.run(req).await,
-        Err(refused) => refused,
+        Err(refused) => refused.into_response(),
     }
 }
 
@@ -171,5 +209,34 @@ mod tests {
         release.notify_one();
         assert_eq!(fourth.await.unwrap().unwrap().status(), 200);
         assert_eq!((gate.pressure.queued(), gate.pressure.running()), (0, 0));
+    }
+
+    /// A client that sends its body slowly waits outside the gate: with one slot and no queue,
+    /// another query still runs meanwhile.
+    #[tokio::test]
+    async fn a_slow_upload_does_not_hold_a_slot() {
+        use tokio::io::AsyncWriteExt;
+        let gate = Arc::new(Admission::new(
+            AdmissionLimits { concurrent: 1, queued: 0, timeout: Duration::from_millis(100) },
+            Pressure::default(),
+        ));
+        let app = Router::new()
+            .route("/q", post(|body: String| async move { format!("got {} bytes", body.len()) }))
+            .layer(axum::middleware::from_fn_with_state(gate.clone(), admit));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = "POST /q HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\nconnection: close\r\n\r\nhello";
+        slow.write_all(head.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(gate.pressure.running(), 0, "the slow upload must not hold the slot");
+        let other = reqwest::Client::new().post(format!("http://{addr}/q")).body("abc").send().await.unwrap();
+        assert_eq!(other.status(), 200);
+        assert_eq!(other.text().await.unwrap(), "got 3 bytes");
+        slow.write_all(b"world").await.unwrap();
+        let mut answer = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut slow, &mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("got 10 bytes"), "{answer}");
     }
 }

@@ -41,12 +41,38 @@ pub struct FlightApi {
     searcher: Arc<Searcher>,
     /// The configured source names (`source` in tickets is checked against them).
     access: ctxd_query::Access,
+    /// The process's admission gate, shared with HTTP (none: searches are not gated).
+    gate: Option<Arc<crate::admission::Admission>>,
 }
 
 impl FlightApi {
     /// A Flight service answering from `searcher` (and its index).
     pub fn new(searcher: Arc<Searcher>) -> Self {
-        Self { searcher, access: Default::default() }
+        Self { searcher, access: Default::default(), gate: None }
+    }
+
+    /// The same service passing searches through `gate` (the HTTP routes' gate): beyond its
+    /// slots and queue a search gets `UNAVAILABLE` with `retry-after: 1` in its metadata.
+    pub fn with_gate(mut self, gate: Arc<crate::admission::Admission>) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// A search's answer: from the answer cache without queueing (as `POST /v1/search`), else
+    /// once the gate lets it run.
+    async fn search(&self, req: &SearchRequest) -> Result<SearchResponse, Status> {
+        if let Ok(Some(answer)) = self.searcher.cached(req).await {
+            return Ok(answer);
+        }
+        let _entered = match &self.gate {
+            Some(gate) => Some(gate.enter().await.map_err(|refused| {
+                let mut s = Status::unavailable(refused.message);
+                s.metadata_mut().insert("retry-after", tonic::metadata::MetadataValue::from_static(crate::admission::RETRY_AFTER_SECS));
+                s
+            })?),
+            None => None,
+        };
+        self.searcher.search(req).await.map_err(status)
     }
 
     /// The same service checking `source` in tickets against the configured source names.
@@ -273,7 +299,7 @@ impl FlightService for FlightApi {
             match ticket {
                 TicketRequest::Search(mut req) => {
                     req.source = self.scope(&request, req.source.as_ref(), req.git_ref.as_deref())?;
-                    let resp = self.searcher.search(&req).await.map_err(status)?;
+                    let resp = self.search(&req).await?;
                     let batch = results_batch(&resp).map_err(|e| Status::internal(e.to_string()))?;
                     stream::iter([Ok(batch)]).boxed()
                 }
@@ -319,6 +345,29 @@ impl FlightService for FlightApi {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn searches_beyond_the_gate_get_unavailable_with_retry_after() {
+        let tmp = tempfile::tempdir().unwrap();
+        let uri = tmp.path().join("db").to_string_lossy().into_owned();
+        let index = Arc::new(ctxd_index::Index::open_or_create(&uri, "m", 8).await.unwrap());
+        let searcher = Arc::new(Searcher::new(index, None));
+        let limits = crate::admission::AdmissionLimits {
+            concurrent: 1,
+            queued: 0,
+            timeout: std::time::Duration::from_millis(100),
+        };
+        let gate = Arc::new(crate::admission::Admission::new(limits, searcher.pressure().clone()));
+        let api = FlightApi::new(searcher).with_gate(gate.clone());
+        let ticket = || Request::new(Ticket::new(br#"{"query":"parse config","k":3,"mode":"bm25"}"#.to_vec()));
+        let held = gate.enter().await.expect("the one slot");
+        let err = api.do_get(ticket()).await.err().expect("refused while the slot is held");
+        assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
+        assert!(err.message().contains("server busy"), "{err}");
+        assert_eq!(err.metadata().get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
+        drop(held);
+        assert!(api.do_get(ticket()).await.is_ok(), "answered once the slot is free");
+    }
 
     #[test]
     fn tickets_parse_or_explain() {

@@ -68,8 +68,9 @@ pub struct AppState {
     pub poll: Option<Arc<dyn Fn(&str) -> bool + Send + Sync>>,
     /// The git hosts' webhook secret (`[server] webhook_secret_file`).
     pub webhook_secret: Option<String>,
-    /// Queries at once and waiting ([`crate::admission`]).
-    pub limits: crate::admission::AdmissionLimits,
+    /// The process's admission gate (queries at once and waiting, [`crate::admission`]),
+    /// shared with Arrow Flight.
+    pub gate: Arc<crate::admission::Admission>,
 }
 
 /// What the router's handlers extract: the caller's [`AppState`] and what the wire keeps
@@ -178,7 +179,7 @@ async fn search(
         Err(_) => state.searcher.search(&req).await,
         Ok(None) => match gate.enter().await {
             Ok(_entered) => state.searcher.search(&req).await,
-            Err(refused) => return refused,
+            Err(refused) => return refused.into_response(),
         },
     };
     metrics::histogram!(m::QUERY_DURATION_SECONDS, "endpoint" => "search", "mode" => mode)
@@ -264,7 +265,7 @@ async fn context_stream(
     // The slot is held by the task that assembles, until the last line is sent.
     let entered = match gate.enter().await {
         Ok(e) => e,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
@@ -425,7 +426,7 @@ pub fn router(state: AppState) -> Router {
     let auth = state.auth.clone();
     let completer = Arc::new(Completer::new((*state.searcher).clone()));
     let graph = Arc::new(crate::tools::GraphTools::with_locator(state.assembler.locator().clone()));
-    let gate = Arc::new(crate::admission::Admission::new(state.limits, state.searcher.pressure().clone()));
+    let gate = state.gate.clone();
     let wire = Wire { app: state, completer, graph, gate: gate.clone() };
     let long_body = DefaultBodyLimit::max(crate::tools::MAX_TOOL_BODY_BYTES);
     Router::new()
