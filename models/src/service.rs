@@ -318,6 +318,12 @@ impl EmbedService {
         &self.backend
     }
 
+    /// True while queries are being answered (an interactive request within [`RECENT`]): what
+    /// indexing yields to, here and elsewhere (the upsert sink folds new rows sooner).
+    pub fn queries_active(&self) -> bool {
+        self.owner.0.queries_active()
+    }
+
     /// Model id of the embedder behind this service.
     pub fn model_id(&self) -> &str {
         &self.model_id

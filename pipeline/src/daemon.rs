@@ -141,6 +141,10 @@ impl Engine {
             fold,
             Arc::new(move |paths: &[String]| committed.committed(paths)),
         );
+        let sink = match self.service.clone() {
+            Some(service) => sink.with_eager_folds(Arc::new(move || service.queries_active())),
+            None => sink,
+        };
         let sink_limits = BatchLimits { max_weight: p.commit_max_rows, max_items: 4096, max_wait: p.commit_interval() };
         handles.push(spawn_sink(Arc::new(sink), sink_limits, upsert_in, tracker.clone()));
 

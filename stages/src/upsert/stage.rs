@@ -1,6 +1,7 @@
 //! The upsert stage as the graph's [`Sink`]: one [`Upsert::commit`] per batch, the run's
 //! [`Counters`] updated, streamed parts' [`PartBudget`] slots released, new rows folded into
-//! the full-text index every `optimize_every` commits or `optimize_every_rows` rows, and the
+//! the full-text index every `optimize_every` commits or `optimize_every_rows` rows (every
+//! commit while queries are being answered), and the
 //! committed paths reported to an [`OnCommit`] callback (the daemon's freshness metrics).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +18,8 @@ use crate::{FileWork, StageError};
 
 /// Told the paths of each successful commit (streamed files once, with their last part).
 pub type OnCommit = Arc<dyn Fn(&[String]) + Send + Sync>;
+/// Says whether queries are being answered now.
+pub type QueriesActive = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// When new rows are folded into the full-text index.
 #[derive(Debug, Clone, Copy)]
@@ -34,6 +37,9 @@ pub struct UpsertSink {
     index: Arc<Index>,
     counters: Arc<Counters>,
     fold: FoldEvery,
+    /// True while queries are being answered: then every commit's rows are folded at once
+    /// (each query searches the rows not folded yet without the index, tokenizing them).
+    eager: Option<QueriesActive>,
     /// Rows inserted since the last fold into the full-text index.
     unfolded: AtomicU64,
     on_commit: OnCommit,
@@ -50,7 +56,14 @@ impl UpsertSink {
         on_commit: OnCommit,
     ) -> Self {
         let fold = FoldEvery { commits: fold.commits.max(1), rows: fold.rows.max(1) };
-        Self { budget, upsert, index, counters, fold, unfolded: AtomicU64::new(0), on_commit }
+        Self { budget, upsert, index, counters, fold, eager: None, unfolded: AtomicU64::new(0), on_commit }
+    }
+
+    /// The same sink folding each commit's rows at once while `active` says queries are
+    /// being answered.
+    pub fn with_eager_folds(mut self, active: QueriesActive) -> Self {
+        self.eager = Some(active);
+        self
     }
 }
 
@@ -95,7 +108,8 @@ impl Sink for UpsertSink {
                 c.chunks.fetch_add(stats.inserted, Ordering::Relaxed);
                 let commits = c.commits.fetch_add(1, Ordering::Relaxed) + 1;
                 let unfolded = self.unfolded.fetch_add(stats.inserted, Ordering::Relaxed) + stats.inserted;
-                if commits.is_multiple_of(self.fold.commits) || unfolded >= self.fold.rows {
+                let eager = unfolded > 0 && self.eager.as_ref().is_some_and(|active| active());
+                if commits.is_multiple_of(self.fold.commits) || unfolded >= self.fold.rows || eager {
                     self.unfolded.store(0, Ordering::Relaxed);
                     if let Err(e) = self.index.optimize_indices().await {
                         tracing::warn!("optimizing indices: {e}");
