@@ -15,7 +15,7 @@
 //! coming (one within the last [`RECENT`]), indexing *yields*: its sub-batches are cut to
 //! [`YIELD_BATCH_TOKENS`] (~40 ms for MiniLM on two cores instead of ~0.6 s), and after each one
 //! the thread rests, answering queries as they come, so that indexing takes at most
-//! `bulk_share_percent` of its time (`[model] indexing_share_percent`, default 25): the model's
+//! `bulk_share_percent` of its time (`[model] indexing_share_percent`, default 15): the model's
 //! workers take every core while they run, and a query's search needs CPU too. The bulk lane
 //! holds `queue` requests, then its senders wait (the pipeline's back-pressure); the interactive
 //! lane is unbounded: its senders are queries, bounded by admission control, each awaiting its
@@ -51,7 +51,7 @@ pub struct EmbedServiceConfig {
 
 impl Default for EmbedServiceConfig {
     fn default() -> Self {
-        Self { max_batch_tokens: 8192, max_batch_texts: 64, queue: 4, bulk_share_percent: 25 }
+        Self { max_batch_tokens: 8192, max_batch_texts: 64, queue: 4, bulk_share_percent: 15 }
     }
 }
 
@@ -447,7 +447,7 @@ mod tests {
     fn indexing_yields_while_queries_come() {
         // 16 texts of 100 tokens under a 1,600-token cap: one pass; a query within the last
         // second cuts the cap to YIELD_BATCH_TOKENS (512): passes of 5.
-        let cfg = EmbedServiceConfig { max_batch_tokens: 1600, max_batch_texts: 64, queue: 4, bulk_share_percent: 25 };
+        let cfg = EmbedServiceConfig { max_batch_tokens: 1600, max_batch_texts: 64, queue: 4, bulk_share_percent: 15 };
         let texts: Vec<String> = (0..16).map(|_| "b".repeat(100)).collect();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let (svc, passes) = recorder(0, cfg.clone());
