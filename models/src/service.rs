@@ -198,19 +198,34 @@ pub struct EmbedService {
 pub fn plan_batches(lens_sorted: &[usize], cfg: &EmbedServiceConfig) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let mut start = 0;
-    for (i, &len) in lens_sorted.iter().enumerate() {
-        let count = i - start + 1;
-        // Sorted ascending, so the current element is the longest of the run.
-        let padded = count * len.max(1);
-        if count > 1 && (padded > cfg.max_batch_tokens || count > cfg.max_batch_texts) {
-            out.push(start..i);
-            start = i;
-        }
-    }
-    if start < lens_sorted.len() {
-        out.push(start..lens_sorted.len());
+    while start < lens_sorted.len() {
+        let end = batch_end(lens_sorted, start, cfg);
+        out.push(start..end);
+        start = end;
     }
     out
+}
+
+/// The end of the run that starts at `start` (at least one text) of lengths sorted ascending.
+fn batch_end(lens_sorted: &[usize], start: usize, cfg: &EmbedServiceConfig) -> usize {
+    let mut end = start + 1;
+    while end < lens_sorted.len() {
+        let count = end - start + 1;
+        // Sorted ascending, so the text at `end` is the longest of the run.
+        if count * lens_sorted[end].max(1) > cfg.max_batch_tokens || count > cfg.max_batch_texts {
+            break;
+        }
+        end += 1;
+    }
+    end
+}
+
+/// Answers the interactive requests waiting, and those arriving until `until` (a bulk
+/// request's rest; `None`: only those waiting).
+fn answer_queries<E: Embedder>(embedder: &mut E, cfg: &EmbedServiceConfig, shared: &Shared, until: Option<Instant>) {
+    while let Some(query) = shared.next_interactive(until) {
+        answer(embedder, cfg, query, Lane::Interactive, None);
+    }
 }
 
 /// Runs one request. A bulk request (`shared` given) runs the interactive requests that arrive
@@ -229,19 +244,16 @@ fn run_job<E: Embedder>(
     order.sort_by_key(|&i| lens[i]);
     let sorted_lens: Vec<usize> = order.iter().map(|&i| lens[i]).collect();
     let mut out: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
-    // The plan of the texts not yet embedded, from `done` on; re-planned when queries start
-    // or stop, so the sub-batch size follows them.
+    // Each sub-batch is cut from `done` on with the caps in force, so its size follows queries
+    // starting or stopping.
     let (mut done, mut yielding, mut rest_until) = (0, false, None);
     while done < order.len() {
         if let Some(shared) = shared {
-            while let Some(query) = shared.next_interactive(rest_until) {
-                answer(embedder, cfg, query, Lane::Interactive, None);
-            }
+            answer_queries(embedder, cfg, shared, rest_until);
             yielding = shared.queries_active();
         }
         let caps = if yielding { cfg.yielding() } else { cfg.clone() };
-        let range = plan_batches(&sorted_lens[done..], &caps)[0].clone();
-        let range = done + range.start..done + range.end;
+        let range = done..batch_end(&sorted_lens, done, &caps);
         done = range.end;
         let idx = &order[range.clone()];
         let batch: Vec<Vec<u32>> = idx.iter().map(|&i| ids[i].clone()).collect();
@@ -269,9 +281,7 @@ fn run_job<E: Embedder>(
     }
     // The last sub-batch's rest too, or back-to-back requests would never rest.
     if let (Some(shared), Some(_)) = (shared, rest_until) {
-        while let Some(query) = shared.next_interactive(rest_until) {
-            answer(embedder, cfg, query, Lane::Interactive, None);
-        }
+        answer_queries(embedder, cfg, shared, rest_until);
     }
     Ok(out.into_iter().map(|v| v.unwrap_or_default()).collect())
 }

@@ -278,17 +278,23 @@ async fn maintain_every(
             continue;
         };
         (last, commits_then, inherited) = (tokio::time::Instant::now(), commits, 0);
-        match index.maintain(&opts).await {
-            Ok(r) => tracing::info!(
-                versions = format!("{} -> {}", r.versions_before, r.versions_after),
-                fragments = format!("{} -> {}", r.fragments_before, r.fragments_after),
-                vector_index_built = r.vector_index_built,
-                fts_segments_merged = r.fts_segments_merged,
-                after_commits = early,
-                "index maintenance"
-            ),
-            Err(e) => tracing::warn!("index maintenance failed: {e}"),
-        }
+        maintain_once(&index, &opts, if early { "after many commits" } else { "interval" }).await;
+    }
+}
+
+/// One maintenance pass, logged with `why` it ran; a failure is logged, not returned (the
+/// index is complete without it; the next pass, or `ctxd compact`, retries).
+async fn maintain_once(index: &Index, opts: &ctxd_index::MaintenanceOptions, why: &str) {
+    match index.maintain(opts).await {
+        Ok(r) => tracing::info!(
+            versions = format!("{} -> {}", r.versions_before, r.versions_after),
+            fragments = format!("{} -> {}", r.fragments_before, r.fragments_after),
+            vector_index_built = r.vector_index_built,
+            fts_segments_merged = r.fts_segments_merged,
+            why,
+            "index maintenance"
+        ),
+        Err(e) => tracing::warn!(why, "index maintenance failed (the next pass or `ctxd compact` retries): {e}"),
     }
 }
 
@@ -339,14 +345,7 @@ impl Running {
         }
         let commits = self.counters.commits.load(Ordering::Relaxed);
         if let Some(opts) = self.maintain_at_end.filter(|_| commits >= COMPACT_AFTER_COMMITS) {
-            match self.index.maintain(&opts).await {
-                Ok(r) => tracing::info!(
-                    fragments = format!("{} -> {}", r.fragments_before, r.fragments_after),
-                    vector_index_built = r.vector_index_built,
-                    "index maintenance after {commits} commits"
-                ),
-                Err(e) => tracing::warn!("index maintenance after {commits} commits failed (the index is complete; `ctxd compact` retries): {e}"),
-            }
+            maintain_once(&self.index, &opts, "end of a run of many commits").await;
         }
         source_result?;
         let stats = self.index.stats().await?;

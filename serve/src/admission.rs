@@ -115,6 +115,27 @@ impl Admission {
     }
 }
 
+/// A search as `POST /v1/search` and Flight answer it: from the answer cache without queueing
+/// (an invalid request's error too), else once `gate` (if any) gives it a slot; `Err` when the
+/// gate refused it.
+pub async fn search(
+    gate: Option<&Admission>,
+    searcher: &crate::Searcher,
+    req: &crate::SearchRequest,
+) -> Result<Result<crate::SearchResponse, crate::SearchError>, Refused> {
+    match searcher.cached(req).await {
+        Ok(Some(answer)) => Ok(Ok(answer)),
+        Err(_) => Ok(searcher.search(req).await),
+        Ok(None) => {
+            let _entered = match gate {
+                Some(gate) => Some(gate.enter().await?),
+                None => None,
+            };
+            Ok(searcher.search(req).await)
+        }
+    }
+}
+
 /// A query refused: the sentence saying which limit it hit. HTTP answers it with 503 and
 /// `Retry-After: 1` (its [`IntoResponse`]); Flight with `UNAVAILABLE` (`crate::flight`).
 #[derive(Debug)]

@@ -61,18 +61,13 @@ impl FlightApi {
     /// A search's answer: from the answer cache without queueing (as `POST /v1/search`), else
     /// once the gate lets it run.
     async fn search(&self, req: &SearchRequest) -> Result<SearchResponse, Status> {
-        if let Ok(Some(answer)) = self.searcher.cached(req).await {
-            return Ok(answer);
-        }
-        let _entered = match &self.gate {
-            Some(gate) => Some(gate.enter().await.map_err(|refused| {
-                let mut s = Status::unavailable(refused.message);
-                s.metadata_mut().insert("retry-after", tonic::metadata::MetadataValue::from_static(crate::admission::RETRY_AFTER_SECS));
-                s
-            })?),
-            None => None,
-        };
-        self.searcher.search(req).await.map_err(status)
+        let answer = crate::admission::search(self.gate.as_deref(), &self.searcher, req).await.map_err(|refused| {
+            let mut s = Status::unavailable(refused.message);
+            let retry = tonic::metadata::MetadataValue::from_static(crate::admission::RETRY_AFTER_SECS);
+            s.metadata_mut().insert("retry-after", retry);
+            s
+        })?;
+        answer.map_err(status)
     }
 
     /// The same service checking `source` in tickets against the configured source names.

@@ -174,13 +174,9 @@ async fn search(
     };
     // A repeated question is answered from the cache without queueing for a slot, an invalid one
     // (the error) too; the rest wait for a slot.
-    let res = match state.searcher.cached(&req).await {
-        Ok(Some(answer)) => Ok(answer),
-        Err(_) => state.searcher.search(&req).await,
-        Ok(None) => match gate.enter().await {
-            Ok(_entered) => state.searcher.search(&req).await,
-            Err(refused) => return refused.into_response(),
-        },
+    let res = match crate::admission::search(Some(&gate), &state.searcher, &req).await {
+        Ok(res) => res,
+        Err(refused) => return refused.into_response(),
     };
     metrics::histogram!(m::QUERY_DURATION_SECONDS, "endpoint" => "search", "mode" => mode)
         .record(started.elapsed().as_secs_f64());
