@@ -66,7 +66,19 @@ pub(crate) async fn open_or_create_table(
     }
     match conn.create_empty_table(name, schema).execute().await {
         Ok(t) => Ok(t),
-        Err(_) => conn.open_table(name).execute().await,
+        Err(_) => {
+            // Another writer is creating it (parallel re-embedding shards on S3): its first
+            // version may not be readable yet, so the open is retried for a few seconds.
+            let mut opened = conn.open_table(name).execute().await;
+            for wait_ms in [100, 300, 1000, 2000] {
+                if opened.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+                opened = conn.open_table(name).execute().await;
+            }
+            opened
+        }
     }
 }
 
