@@ -27,26 +27,27 @@ db = "$work/db"
 EOF
 }
 size() { du -sb "$work/db/chunks.lance" | cut -f1; }
+total() { du -sb "$work/db" | cut -f1; }
 run() {
     local t0 t1
     t0=$(date +%s.%N)
     "$ctxd" index --config "$work/ctxd.toml" --json 2>"$work/log" >"$work/out" || { cat "$work/log" >&2; exit 1; }
     t1=$(date +%s.%N)
     "$ctxd" compact --db "$work/db" --retain-secs 0 >/dev/null 2>&1 || true
-    python3 - "$work/out" "$t0" "$t1" "$(size)" <<'EOF'
+    python3 - "$work/out" "$t0" "$t1" "$(size)" "$(total)" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
-print(f'{float(sys.argv[3]) - float(sys.argv[2]):.1f} {s["files_indexed"]} {s["chunks_embedded"]} {s["chunks_reused"]} {s.get("index_rows", 0)} {sys.argv[4]}')
+print(f'{float(sys.argv[3]) - float(sys.argv[2]):.1f} {s["files_indexed"]} {s["chunks_embedded"]} {s["chunks_reused"]} {s.get("index_rows", 0)} {sys.argv[4]} {sys.argv[5]}')
 EOF
 }
 files_a=$(git -C "$repo" ls-tree -r "$a" | wc -l)
 shared=$(comm -12 <(git -C "$repo" ls-tree -r "$a" | sort) <(git -C "$repo" ls-tree -r "$b" | sort) | wc -l)
 config "\"$a\""
-read -r t1 f1 e1 r1 rows1 s1 < <(run)
+read -r t1 f1 e1 r1 rows1 s1 d1 < <(run)
 config "\"$a\", \"$b\""
-read -r t2 f2 e2 r2 rows2 s2 < <(run)
-echo "| run | wall s | files indexed | chunks embedded | chunks reused | rows | chunks.lance bytes |"
-echo "|---|---|---|---|---|---|---|"
-echo "| first ref ($a) | $t1 | $f1 | $e1 | $r1 | $rows1 | $s1 |"
-echo "| + second ref ($b) | $t2 | $f2 | $e2 | $r2 | $rows2 | $s2 |"
-python3 -c "print(f'second ref: {float($t2)/float($t1):.2f}x the first ref\'s time, storage of both {int($s2)/int($s1):.2f}x one ref; files of $a: $files_a, the same blob at the same path in $b: $shared')"
+read -r t2 f2 e2 r2 rows2 s2 d2 < <(run)
+echo "| run | wall s | files indexed | chunks embedded | chunks reused | rows | chunks.lance bytes | database bytes |"
+echo "|---|---|---|---|---|---|---|---|"
+echo "| first ref ($a) | $t1 | $f1 | $e1 | $r1 | $rows1 | $s1 | $d1 |"
+echo "| + second ref ($b) | $t2 | $f2 | $e2 | $r2 | $rows2 | $s2 | $d2 |"
+python3 -c "print(f'second ref: {float($t2)/float($t1):.2f}x the first ref\'s time, storage of both {int($s2)/int($s1):.2f}x one ref (chunks), {int($d2)/int($d1):.2f}x (whole database); files of $a: $files_a, the same blob at the same path in $b: $shared')"

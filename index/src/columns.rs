@@ -39,3 +39,29 @@ pub(crate) fn keep_rows(batch: &RecordBatch, keep: impl Fn(&str) -> bool) -> Res
     }
     Ok(arrow_select::filter::filter_record_batch(batch, &mask)?)
 }
+
+/// The rows of `batch` that `show` maps to a path (all of them when it has no `path` column),
+/// with `path` (and `source`, its first segment) rewritten where `show` gave another path.
+pub(crate) fn show_rows(
+    batch: &RecordBatch,
+    show: impl for<'p> Fn(&'p str) -> Option<std::borrow::Cow<'p, str>>,
+) -> Result<RecordBatch, IndexError> {
+    let Some(paths) = batch.column_by_name("path").and_then(|c| c.as_any().downcast_ref::<StringArray>()) else {
+        return Ok(batch.clone());
+    };
+    let shown: Vec<Option<std::borrow::Cow<'_, str>>> = paths.iter().map(|p| p.and_then(&show)).collect();
+    if !shown.iter().any(|p| matches!(p, Some(std::borrow::Cow::Owned(_)))) {
+        return keep_rows(batch, |p| show(p).is_some());
+    }
+    let schema = batch.schema();
+    let mut columns = batch.columns().to_vec();
+    let new_paths: StringArray = shown.iter().map(|p| p.as_deref()).collect();
+    if let Ok(i) = schema.index_of(crate::schema::SOURCE) {
+        let sources: StringArray = shown.iter().map(|p| p.as_deref().map(crate::record::source_of_path)).collect();
+        columns[i] = std::sync::Arc::new(sources);
+    }
+    columns[schema.index_of("path")?] = std::sync::Arc::new(new_paths);
+    let rewritten = RecordBatch::try_new(schema, columns)?;
+    let mask: arrow_array::BooleanArray = shown.iter().map(|p| Some(p.is_some())).collect();
+    Ok(arrow_select::filter::filter_record_batch(&rewritten, &mask)?)
+}

@@ -209,7 +209,7 @@ mod tests {
         replace(&uri, "lib@main/", &[row("lib@main/b.py", "c3", 30)]).await.unwrap();
         let h = idx.file_history().await.unwrap();
         assert!(h.of("lib@main/a.py").is_empty() && h.of("docs/x.md").len() == 1);
-        let docs = idx.scoped(Some(crate::SourceScope::new(["docs"])));
+        let docs = idx.scoped(Some(crate::SourceScope::new(["docs"]))).await.unwrap();
         let h = docs.file_history().await.unwrap();
         assert_eq!(h.by_path.keys().collect::<Vec<_>>(), ["docs/x.md"]);
         assert!(idx.history_version().await.unwrap() >= 3);

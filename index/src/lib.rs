@@ -13,7 +13,8 @@
 //!   BM25 queries; [`vectors`] reads stored vectors (the embedding cache).
 //! * [`indices`] keeps a full-text index on `content` and B-tree indexes; [`maintenance`]
 //!   compacts and prunes; [`snapshots`] tags and reads past versions.
-//! * [`scope`] narrows a view of the index to some named sources (every read filtered).
+//! * [`scope`] narrows a view of the index to some named sources (every read filtered);
+//!   [`overlay`] stores a git source's second ref as the files it does not share with the first.
 //! * [`lease`] keeps one writer per index (a lock file, or a lease object in the bucket).
 //! * [`fragments`] writes rows as uncommitted data fragments and publishes many sets in one
 //!   commit; [`staged`] records which shard of a distributed re-embedding wrote which.
@@ -32,6 +33,7 @@ pub mod language;
 pub mod lease;
 pub mod maintenance;
 pub mod metrics;
+pub mod overlay;
 pub mod reader;
 pub mod record;
 pub mod schema;

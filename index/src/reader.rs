@@ -128,12 +128,13 @@ impl Index {
         }
         let stream = query.execute().await.map_err(|e| self.lance(e))?;
         let uri = self.uri.clone();
-        let scope = self.scope.clone();
+        let view = self.scoped_copy();
         let stream = stream.map_err(move |source| IndexError::Lance { uri: uri.clone(), source });
-        // The exact check of the scope (its filter is a superset: see `crate::scope`).
+        // The exact check of the scope (its filter is a superset: see `crate::scope`), base
+        // rows an overlay reads shown under its view.
         Ok(stream
-            .map(move |batch| match (&scope, batch) {
-                (Some(scope), Ok(b)) => crate::columns::keep_rows(&b, |p| scope.allows(p)),
+            .map(move |batch| match (&view, batch) {
+                (Some(view), Ok(b)) => crate::columns::show_rows(&b, |p| view.show(p)),
                 (_, other) => other,
             })
             .boxed())
@@ -161,8 +162,9 @@ impl Index {
         let mut files: std::collections::BTreeMap<String, (String, usize)> = std::collections::BTreeMap::new();
         for batch in &batches {
             let (paths, langs) = (str_col(batch, "path", &self.uri)?, str_col(batch, "language", &self.uri)?);
-            for i in (0..batch.num_rows()).filter(|&i| self.sees(paths.value(i))) {
-                let e = files.entry(paths.value(i).to_string()).or_insert_with(|| (langs.value(i).to_string(), 0));
+            for i in 0..batch.num_rows() {
+                let Some(path) = self.show(paths.value(i)) else { continue };
+                let e = files.entry(path.into_owned()).or_insert_with(|| (langs.value(i).to_string(), 0));
                 e.1 += 1;
             }
         }
@@ -219,7 +221,19 @@ impl Index {
         if paths.is_empty() {
             return Ok(Vec::new());
         }
-        self.symbols_where(table, in_list("path", paths), None).await
+        let (stored, answers) = self.stored_paths(paths);
+        let asked: std::collections::HashSet<&String> = paths.iter().collect();
+        let rows = self.symbols_where(table, in_list("path", &stored), None).await?;
+        // A base row the scope also holds itself comes back under the base's path.
+        Ok(rows
+            .into_iter()
+            .filter_map(|mut s| {
+                if !asked.contains(&s.path) {
+                    s.path = answers.get(&s.path)?.clone();
+                }
+                Some(s)
+            })
+            .collect())
     }
 
     /// Up to `limit` top-level definitions (no parent) of the given kinds.
@@ -238,7 +252,7 @@ impl Index {
             query = query.only_if(scope);
         }
         let batches = self.collect(query).await?;
-        Ok(batches.iter().flat_map(batch_to_symbols).filter(|s| self.sees(&s.path)).collect())
+        Ok(batches.iter().flat_map(batch_to_symbols).filter_map(|s| self.shown(s, |s| &mut s.path)).collect())
     }
 
     /// Symbol rows matching `filter` within this view's scope, at most `limit`.
@@ -253,7 +267,7 @@ impl Index {
             query = query.limit(limit);
         }
         let batches = self.collect(query).await?;
-        Ok(batches.iter().flat_map(batch_to_symbols).filter(|s| self.sees(&s.path)).collect())
+        Ok(batches.iter().flat_map(batch_to_symbols).filter_map(|s| self.shown(s, |s| &mut s.path)).collect())
     }
 
     /// Every stored edge of the code graph (empty for an index written before the graph).
@@ -264,7 +278,7 @@ impl Index {
             query = query.only_if(scope);
         }
         let batches = self.collect(query).await?;
-        Ok(batches.iter().flat_map(batch_to_edges).filter(|e| self.sees(&e.path)).collect())
+        Ok(batches.iter().flat_map(batch_to_edges).filter_map(|e| self.shown(e, |e| &mut e.path)).collect())
     }
 
     /// Whether this index has an edges table (an index written before the graph has none

@@ -17,8 +17,11 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use std::collections::HashMap;
+
+use crate::overlay::Lens;
 use crate::sql::sql_str;
-use crate::Index;
+use crate::{Index, IndexError};
 
 /// A set of source names (sorted, without duplicates).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -89,11 +92,40 @@ impl std::fmt::Display for SourceScope {
     }
 }
 
+/// What decides how a scoped view shows a row: its scope and its overlays.
+pub(crate) struct ScopedPaths {
+    scope: Arc<SourceScope>,
+    lens: Option<Arc<Lens>>,
+}
+
+impl ScopedPaths {
+    /// See [`Index::show`].
+    pub(crate) fn show<'a>(&self, path: &'a str) -> Option<std::borrow::Cow<'a, str>> {
+        show_in(&self.scope, self.lens.as_deref(), path)
+    }
+}
+
+/// `path` as a view of `scope` through `lens` shows it (see [`Index::show`]).
+fn show_in<'a>(scope: &SourceScope, lens: Option<&Lens>, path: &'a str) -> Option<std::borrow::Cow<'a, str>> {
+    if scope.allows(path) {
+        return Some(std::borrow::Cow::Borrowed(path));
+    }
+    lens?.show(path).map(std::borrow::Cow::Owned)
+}
+
 impl Index {
-    /// A view of the same tables that reads only the sources of `scope` (`None`: all).
-    /// Cheap: the table handles are shared; the view never writes.
-    pub fn scoped(&self, scope: Option<SourceScope>) -> Index {
-        Index {
+    /// A view of the same tables that reads only the sources of `scope` (`None`: all), and
+    /// reads a git ref stored as an overlay through its base ([`crate::overlay`]). Cheap: the
+    /// table handles are shared (the overlays are cached per process); the view never writes.
+    pub async fn scoped(&self, scope: Option<SourceScope>) -> Result<Index, IndexError> {
+        let lens = match &scope {
+            Some(s) => {
+                let lens = Lens::of(s.names(), &*crate::overlay::current(&self.uri).await?);
+                (!lens.is_empty()).then(|| Arc::new(lens))
+            }
+            None => None,
+        };
+        Ok(Index {
             uri: self.uri.clone(),
             table_name: self.table_name.clone(),
             table: self.table.clone(),
@@ -107,7 +139,8 @@ impl Index {
             has_source: self.has_source,
             named_sources: AtomicBool::new(false),
             scope: scope.map(Arc::new),
-        }
+            lens,
+        })
     }
 
     /// The scope of this view (`None`: every source).
@@ -120,18 +153,67 @@ impl Index {
         self.scope.as_ref().map_or_else(String::new, |s| format!("scope:{}", s.key()))
     }
 
-    /// `filter` narrowed to the scope (the scope's filter alone when `filter` is `None`).
+    /// `filter` narrowed to the scope (the scope's filter alone when `filter` is `None`),
+    /// with the base rows its overlays read.
     pub(crate) fn within(&self, filter: Option<String>) -> Option<String> {
-        match (&self.scope, filter) {
+        let scope = self.scope.as_ref().map(|s| {
+            let own = s.filter();
+            match &self.lens {
+                None => own,
+                Some(lens) => format!("({own} OR {})", lens.filter_terms().join(" OR ")),
+            }
+        });
+        match (scope, filter) {
             (None, f) => f,
-            (Some(s), None) => Some(s.filter()),
-            (Some(s), Some(f)) => Some(format!("{} AND ({f})", s.filter())),
+            (Some(s), None) => Some(s),
+            (Some(s), Some(f)) => Some(format!("{s} AND ({f})")),
         }
     }
 
-    /// Whether a row of `path` is visible in this view.
+    /// Whether a row of `path` is this view's own (in its scope; not through an overlay).
     pub(crate) fn sees(&self, path: &str) -> bool {
         self.scope.as_ref().is_none_or(|s| s.allows(path))
+    }
+
+    /// The path a row stored under `path` shows as in this view: itself when the view's
+    /// scope holds it, the overlay view's path for a base row an overlay reads, `None` when
+    /// the row is not in this view.
+    pub(crate) fn show<'a>(&self, path: &'a str) -> Option<std::borrow::Cow<'a, str>> {
+        match &self.scope {
+            None => Some(std::borrow::Cow::Borrowed(path)),
+            Some(scope) => show_in(scope, self.lens.as_deref(), path),
+        }
+    }
+
+    /// `row` as this view shows it (its path, reached by `path`, rewritten for a base row an
+    /// overlay reads), or `None` when it is not in this view.
+    pub(crate) fn shown<T>(&self, mut row: T, path: impl Fn(&mut T) -> &mut String) -> Option<T> {
+        let p = path(&mut row);
+        let shown = self.show(p)?.into_owned();
+        *p = shown;
+        Some(row)
+    }
+
+    /// A copy of this view's scope and overlays, for a stream that outlives `&self` (`None`
+    /// without a scope).
+    pub(crate) fn scoped_copy(&self) -> Option<ScopedPaths> {
+        self.scope.as_ref().map(|s| ScopedPaths { scope: s.clone(), lens: self.lens.clone() })
+    }
+
+    /// The stored paths to read for the view paths `paths` (with the base's path of a file an
+    /// overlay shares), and for each stored path the view path it answers.
+    pub(crate) fn stored_paths(&self, paths: &[String]) -> (Vec<String>, HashMap<String, String>) {
+        let mut stored = paths.to_vec();
+        let mut answers = HashMap::new();
+        if let Some(lens) = &self.lens {
+            for p in paths {
+                if let Some(base) = lens.stored(p) {
+                    answers.insert(base.clone(), p.clone());
+                    stored.push(base);
+                }
+            }
+        }
+        (stored, answers)
     }
 
     /// Marks this (writer's) handle as written by a pipeline of named sources: rows get their

@@ -90,15 +90,24 @@ impl Index {
         if paths.is_empty() {
             return Ok(out);
         }
+        let (stored, answers) = self.stored_paths(paths);
+        let asked: std::collections::HashSet<&String> = paths.iter().collect();
         let batches = self
             .collect(
                 self.table
                     .query()
-                    .only_if(self.within(Some(in_list("path", paths))).unwrap_or_default())
+                    .only_if(self.within(Some(in_list("path", &stored))).unwrap_or_default())
                     .select(Select::columns(&self.hit_columns(None))),
             )
             .await?;
-        for h in self.hits(&batches, "", |s| s)? {
+        for mut h in self.hits(&batches, "", |s| s)? {
+            // A base row the scope also holds itself comes back under the base's path.
+            if !asked.contains(&h.path) {
+                let Some(view_path) = answers.get(&h.path) else { continue };
+                h.chunk.path = view_path.clone();
+                let (name, git_ref) = crate::record::split_source(crate::record::source_of_path(view_path));
+                (h.chunk.source, h.chunk.git_ref) = (name.to_string(), git_ref);
+            }
             out.entry(h.path.clone()).or_default().push(h);
         }
         for hits in out.values_mut() {
@@ -125,13 +134,13 @@ impl Index {
             let scores = batch.column_by_name(score_col).and_then(|c| c.as_any().downcast_ref::<Float32Array>());
             let sources = batch.column_by_name(crate::schema::SOURCE).and_then(|c| c.as_any().downcast_ref::<StringArray>());
             for i in 0..batch.num_rows() {
-                if !self.sees(paths.value(i)) {
-                    continue;
-                }
+                // A base row read through an overlay shows under the overlay's view.
+                let Some(path) = self.show(paths.value(i)) else { continue };
+                let through = matches!(path, std::borrow::Cow::Owned(_));
                 let opt = |a: &StringArray| (!a.is_null(i)).then(|| a.value(i).to_string());
                 let chunk = Chunk {
                     chunk_id: ids.value(i).to_string(),
-                    path: paths.value(i).to_string(),
+                    path: path.to_string(),
                     language: langs.value(i).to_string(),
                     symbol: opt(syms),
                     kind: opt(kinds),
@@ -141,7 +150,11 @@ impl Index {
                     ..Chunk::default()
                 };
                 let mut chunk = chunk;
-                if let Some(segment) = sources.and_then(opt) {
+                let segment = match through {
+                    true => Some(crate::record::source_of_path(&chunk.path).to_string()),
+                    false => sources.and_then(opt),
+                };
+                if let Some(segment) = segment {
                     let (name, git_ref) = crate::record::split_source(&segment);
                     (chunk.source, chunk.git_ref) = (name.to_string(), git_ref);
                 }

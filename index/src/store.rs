@@ -51,6 +51,8 @@ pub struct Index {
     pub(crate) named_sources: AtomicBool,
     /// The sources this view reads (`None`: all); see [`crate::scope`].
     pub(crate) scope: Option<std::sync::Arc<crate::scope::SourceScope>>,
+    /// The ref overlays the scope reads through (see [`crate::overlay`]).
+    pub(crate) lens: Option<std::sync::Arc<crate::overlay::Lens>>,
 }
 
 /// Opens table `name` of `conn` (whose tables are `names`), creating it empty with `schema`
@@ -199,6 +201,7 @@ impl Index {
             has_source,
             named_sources: AtomicBool::new(false),
             scope: None,
+            lens: None,
         })
     }
 

@@ -151,7 +151,7 @@ impl Engine {
         let emitter = Emitter { out: src_out, tracker: tracker.clone(), counters: counters.clone() };
         let gate = ScanGate::new(origins.len());
         let db = self.cfg.index.db.to_string_lossy().into_owned();
-        let history = crate::history::Recorder::new(db, self.cfg.index.history_commits);
+        let history = crate::history::Recorder::new(db.clone(), self.cfg.index.history_commits);
         let runs: Vec<_> = origins
             .into_iter()
             .map(|origin| {
@@ -163,6 +163,7 @@ impl Engine {
                     freshness: freshness.clone(),
                     gate: gate.clone(),
                     history: history.clone(),
+                    db: db.clone(),
                 };
                 source.run(origin, follow)
             })

@@ -226,6 +226,13 @@ impl Tracker {
         *self.scanned.borrow() && self.in_flight() <= 0
     }
 
+    /// Waits until nothing is in flight, at most `limit`; false when it gave up.
+    pub async fn wait_drained(&self, limit: Duration) -> bool {
+        let mut n = self.in_flight.subscribe();
+        let drained = tokio::time::timeout(limit, n.wait_for(|v| *v <= 0)).await.is_ok();
+        drained
+    }
+
     /// Waits until [`Tracker::is_ready`].
     pub async fn wait_ready(&self) {
         let mut scanned = self.scanned.subscribe();

@@ -147,6 +147,8 @@ pub(crate) struct Source {
     pub(crate) gate: ScanGate,
     /// Records the history of git refs and of a folder that is a git work tree (`None`: off).
     pub(crate) history: Option<Arc<Recorder>>,
+    /// The database (its URI): where a git source records its refs' overlays.
+    pub(crate) db: String,
 }
 
 impl Source {
@@ -255,6 +257,12 @@ impl Source {
             if let Some(recorder) = &self.history {
                 record_refs(recorder, &mut git).await;
             }
+            let overlays = git.take_overlays();
+            for change in &overlays {
+                if let Some(interim) = change.interim() {
+                    self.record_overlay(&change.view, Some(&interim)).await;
+                }
+            }
             match polled.1 {
                 Ok(changes) => {
                     let mut seen = Pass { completed: true, ..Pass::default() };
@@ -283,7 +291,20 @@ impl Source {
                             return Ok(());
                         }
                     }
+                    if !overlays.is_empty() {
+                        // A ref's view reads the base's files it shares once its own are in.
+                        if !self.emitter.tracker.wait_drained(OVERLAY_WAIT).await {
+                            tracing::warn!(source = git.name(), "files still in flight after {OVERLAY_WAIT:?}; recording the refs' overlays anyway");
+                        }
+                        for change in &overlays {
+                            self.record_overlay(&change.view, change.after.as_ref()).await;
+                        }
+                    }
                     if first {
+                        let views: Vec<String> = overlays.iter().filter(|c| c.after.is_some()).map(|c| c.view.clone()).collect();
+                        if let Err(e) = ctxd_index::overlay::retain(&self.db, &format!("{}@", git.name()), &views).await {
+                            overlay_failed(git.name(), &e);
+                        }
                         if !self.first_pass_done(&seen, &owner).await || !follow {
                             return Ok(());
                         }
@@ -304,6 +325,26 @@ impl Source {
         }
     }
 
+}
+
+/// How long a git source waits for a poll's files to be committed before it records the
+/// refs' overlays anyway.
+const OVERLAY_WAIT: Duration = Duration::from_secs(600);
+
+impl Source {
+    /// Records how the view of a git ref reads its base ([`ctxd_index::overlay`]); a failure is
+    /// counted and logged (the view then reads through its previous overlay until the next poll
+    /// that changes it, or a restart).
+    async fn record_overlay(&self, view: &str, overlay: Option<&ctxd_index::overlay::Overlay>) {
+        if let Err(e) = ctxd_index::overlay::replace(&self.db, view, overlay).await {
+            overlay_failed(view, &e);
+        }
+    }
+}
+
+fn overlay_failed(view: &str, e: &ctxd_index::IndexError) {
+    metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => "overlay").increment(1);
+    tracing::warn!("recording the overlay of the git ref view {view} failed: {e}; it is recorded again at the next restart");
 }
 
 /// A failed poll or listing: counted, logged, retried after `every`.

@@ -336,7 +336,7 @@ async fn completion_context(
     let pinned = searcher.retriever().pinned_index();
     let index = match &req.source {
         None => pinned.clone(),
-        Some(scope) => Arc::new(pinned.scoped(Some(scope.clone()))),
+        Some(scope) => Arc::new(pinned.scoped(Some(scope.clone())).await?),
     };
     // A cache holds one version of one view: another scope starts it afresh, as a new version does.
     let version = (index.version().await?, index.scope_key());

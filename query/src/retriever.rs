@@ -132,7 +132,7 @@ impl Retriever {
         };
         Ok(match source {
             None => (index, version),
-            Some(scope) => (Arc::new(index.scoped(Some(scope.clone()))), version),
+            Some(scope) => (Arc::new(index.scoped(Some(scope.clone())).await?), version),
         })
     }
 

@@ -309,7 +309,7 @@ impl FlightService for FlightApi {
                         }
                         None => index.clone(),
                     };
-                    let rows = view.scoped(scope).scan().await.map_err(index_status)?;
+                    let rows = view.scoped(scope).await.map_err(index_status)?.scan().await.map_err(index_status)?;
                     rows.map_err(|e| FlightError::ExternalError(Box::new(e))).boxed()
                 }
             };

@@ -387,7 +387,10 @@ async fn status(State(state): State<AppState>, caller: CallerExt) -> Response {
         let allowed = caller.as_ref().and_then(|c| c.sources.clone());
         let mut sources = Vec::new();
         for name in state.access.known.iter().filter(|n| allowed.as_ref().is_none_or(|a| a.contains(n))) {
-            let view = index.scoped(Some(SourceScope::new([name.as_str()])));
+            let view = match index.scoped(Some(SourceScope::new([name.as_str()]))).await {
+                Ok(v) => v,
+                Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            };
             let (files, chunks) = match (view.files().await, view.stats().await) {
                 (Ok(f), Ok(s)) => (f.len(), s.rows),
                 (Err(e), _) | (_, Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

@@ -319,7 +319,7 @@ impl McpServer {
         let prefix = args.get("prefix").and_then(Value::as_bool).unwrap_or(false);
         let limit = arg_usize(args, "limit", 20, 1, 100)?;
         let kind = args.get("kind").and_then(Value::as_str);
-        let index = self.assembler.searcher().index().scoped(source);
+        let index = self.assembler.searcher().index().scoped(source).await.map_err(|e| e.to_string())?;
         let fetch = if kind.is_some() { limit * 5 } else { limit };
         let rows = index.symbols_named(name, prefix, fetch).await.map_err(|e| e.to_string())?;
         let rows: Vec<_> = rows.into_iter().filter(|r| kind.is_none_or(|k| r.kind == k)).take(limit).collect();
@@ -353,7 +353,7 @@ impl McpServer {
     async fn symbol_source(&self, args: &Value, source: Option<SourceScope>) -> Result<Value, String> {
         let name = arg_str(args, "name")?;
         let path = args.get("path").and_then(Value::as_str);
-        let index = self.assembler.searcher().index().scoped(source);
+        let index = self.assembler.searcher().index().scoped(source).await.map_err(|e| e.to_string())?;
         let rows = index.symbols_named(name, false, 50).await.map_err(|e| e.to_string())?;
         let Some(sym) = rows.iter().find(|r| path.is_none_or(|p| r.path == p)) else {
             return Err(match path {
@@ -384,7 +384,7 @@ impl McpServer {
 
     async fn overview(&self, args: &Value, source: Option<SourceScope>) -> Result<Value, String> {
         let cap = arg_usize(args, "max_tokens", 1500, 100, 8000)?;
-        let index = self.assembler.searcher().index().scoped(source);
+        let index = self.assembler.searcher().index().scoped(source).await.map_err(|e| e.to_string())?;
         let files = index.files().await.map_err(|e| e.to_string())?;
         let mut langs: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
         let mut folders: BTreeMap<String, (usize, usize)> = BTreeMap::new();

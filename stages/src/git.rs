@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 use crate::metrics as m;
 use crate::select::Selector;
+use ctxd_index::overlay::Overlay;
 use crate::{SourceFile, StageError};
 
 /// What a blob that is a Git LFS pointer starts with.
@@ -46,11 +47,58 @@ pub enum GitChange {
     Removed(String),
 }
 
-/// A ref's resolved commit and the files it had when last indexed.
+/// A ref's resolved commit, its files, and those of them it stores itself.
 #[derive(Debug, Clone, Default)]
 struct RefState {
     commit: String,
+    /// Every indexable file of the commit's tree: path → blob id.
     files: BTreeMap<String, String>,
+    /// The files stored under the ref's own view: all of them for the base ref (or a ref
+    /// stored whole), else those whose blob differs from the base's.
+    stored: BTreeMap<String, String>,
+    /// How the ref reads the base's other files (`None`: stored whole).
+    overlay: Option<Overlay>,
+}
+
+/// A ref whose overlay changed in a poll ([`GitSource::take_overlays`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverlayChange {
+    /// The ref's view (`proj@release~1.0`).
+    pub view: String,
+    pub before: Option<Overlay>,
+    pub after: Option<Overlay>,
+}
+
+impl OverlayChange {
+    /// What to record while the poll's files are on their way: the paths shadowed before and
+    /// after (a base file appears in the view only once the view no longer has its own), or
+    /// `None` to keep the record as it is until they are committed.
+    pub fn interim(&self) -> Option<Overlay> {
+        match (&self.before, &self.after) {
+            (Some(b), Some(a)) if b.base == a.base => {
+                let shadowed = b.shadowed.intersection(&a.shadowed).cloned().collect();
+                let o = Overlay { base: a.base.clone(), shadowed };
+                (o != *b).then_some(o)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A ref that does not share this many of the base's files is stored whole (its overlay's
+/// filter would list them all).
+pub const MAX_SHADOWED: usize = 2_000;
+
+/// A ref's stored files and overlay, given the base ref's files (`None`: it is the base).
+fn split(files: &BTreeMap<String, String>, base: Option<(&str, &BTreeMap<String, String>)>) -> (BTreeMap<String, String>, Option<Overlay>) {
+    let Some((base_view, base_files)) = base else { return (files.clone(), None) };
+    let shadowed: std::collections::BTreeSet<String> =
+        base_files.iter().filter(|(p, b)| files.get(*p) != Some(*b)).map(|(p, _)| p.clone()).collect();
+    if shadowed.len() > MAX_SHADOWED || shadowed.len() * 2 > base_files.len().max(1) {
+        return (files.clone(), None);
+    }
+    let stored = files.iter().filter(|(p, b)| base_files.get(*p) != Some(*b)).map(|(p, b)| (p.clone(), b.clone())).collect();
+    (stored, Some(Overlay { base: base_view.to_string(), shadowed }))
 }
 
 /// A git repository source: its ref patterns, selector, mirror, and the trees last indexed.
@@ -64,6 +112,8 @@ pub struct GitSource {
     known: HashMap<String, RefState>,
     /// Refs whose commit changed in the polls since [`GitSource::take_moved`] (`None`: gone).
     moved: Vec<(String, Option<String>)>,
+    /// Overlays that changed in the polls since [`GitSource::take_overlays`].
+    overlays: Vec<OverlayChange>,
 }
 
 /// `release/1.0` → `release~1.0`: one path segment per ref.
@@ -112,6 +162,7 @@ impl GitSource {
             max_bytes: max_bytes.min(MAX_BLOB_BYTES),
             known: HashMap::new(),
             moved: Vec::new(),
+            overlays: Vec::new(),
         })
     }
 
@@ -133,6 +184,23 @@ impl GitSource {
     /// The refs that moved (with their new commit) or went away (`None`) since the last call.
     pub fn take_moved(&mut self) -> Vec<(String, Option<String>)> {
         std::mem::take(&mut self.moved)
+    }
+
+    /// The overlays that changed since the last call, in order.
+    pub fn take_overlays(&mut self) -> Vec<OverlayChange> {
+        std::mem::take(&mut self.overlays)
+    }
+
+    /// The view of ref `r`: `<name>@<ref>`.
+    pub fn view(&self, r: &str) -> String {
+        format!("{}@{}", self.name, ref_segment(r))
+    }
+
+    /// The base ref among `refs` (resolved, sorted by name): the first pattern's (a glob's first
+    /// match), else the next pattern's. Stored whole; the other refs read its files through
+    /// overlays ([`ctxd_index::overlay`]).
+    fn base_of<'r>(&self, refs: &'r [(String, String)]) -> Option<&'r str> {
+        self.patterns.iter().find_map(|p| refs.iter().find(|(r, _)| glob_match(p, r)).map(|(r, _)| r.as_str()))
     }
 
     /// The stored path of `path` in ref `r`: `<name>@<ref>/<path>`.
@@ -187,26 +255,44 @@ impl GitSource {
         let mut changes = Vec::new();
         let live: Vec<&String> = refs.iter().map(|(r, _)| r).collect();
         let gone: Vec<String> = self.known.keys().filter(|r| !live.contains(r)).cloned().collect();
+        let moved = !gone.is_empty() || refs.iter().any(|(r, c)| self.known.get(r).is_none_or(|s| s.commit != *c));
+        if !moved && !all {
+            return Ok(changes);
+        }
         for r in gone {
             let state = self.known.remove(&r).unwrap_or_default();
             self.moved.push((r.clone(), None));
-            changes.extend(state.files.keys().map(|p| GitChange::Removed(self.stored(&r, p))));
-        }
-        for (r, commit) in &refs {
-            let previous = self.known.get(r).cloned().unwrap_or_default();
-            if previous.commit == *commit && !all {
-                continue;
+            changes.extend(state.stored.keys().map(|p| GitChange::Removed(self.stored(&r, p))));
+            if state.overlay.is_some() {
+                self.overlays.push(OverlayChange { view: self.view(&r), before: state.overlay, after: None });
             }
-            let files = if previous.commit == *commit { previous.files.clone() } else { self.tree_files(&repo, commit)? };
-            for (path, blob) in &files {
-                if previous.files.get(path) == Some(blob) {
+        }
+        // Every ref's tree (read again only for a ref that moved), then what each stores: the
+        // base everything, the others what differs from the base.
+        let mut trees: Vec<(String, String, BTreeMap<String, String>)> = Vec::new();
+        for (r, commit) in &refs {
+            let files = match self.known.get(r) {
+                Some(s) if s.commit == *commit => s.files.clone(),
+                _ => self.tree_files(&repo, commit)?,
+            };
+            trees.push((r.clone(), commit.clone(), files));
+        }
+        let base = self.base_of(&refs).map(str::to_string);
+        let base_files = trees.iter().find(|t| Some(&t.0) == base.as_ref()).map(|t| t.2.clone()).unwrap_or_default();
+        let base_view = base.as_deref().map(|b| self.view(b));
+        for (r, commit, files) in trees {
+            let is_base = base.as_deref() == Some(r.as_str());
+            let (stored, overlay) = split(&files, base_view.as_deref().filter(|_| !is_base).map(|v| (v, &base_files)));
+            let previous = self.known.remove(&r).unwrap_or_default();
+            for (path, blob) in &stored {
+                if previous.stored.get(path) == Some(blob) {
                     if all {
-                        changes.push(GitChange::Unchanged(self.stored(r, path)));
+                        changes.push(GitChange::Unchanged(self.stored(&r, path)));
                     }
                     continue;
                 }
                 match self.materialize(&repo, blob) {
-                    Ok(Some(abs)) => changes.push(GitChange::Update(SourceFile { rel: self.stored(r, path), abs })),
+                    Ok(Some(abs)) => changes.push(GitChange::Update(SourceFile { rel: self.stored(&r, path), abs })),
                     Ok(None) => {}
                     Err(e) => {
                         tracing::warn!("{}: {path} (blob {blob}) in {r}: {e}; skipped", self.path.display());
@@ -214,13 +300,16 @@ impl GitSource {
                     }
                 }
             }
-            for path in previous.files.keys().filter(|p| !files.contains_key(*p)) {
-                changes.push(GitChange::Removed(self.stored(r, path)));
+            for path in previous.stored.keys().filter(|p| !stored.contains_key(*p)) {
+                changes.push(GitChange::Removed(self.stored(&r, path)));
             }
-            if previous.commit != *commit {
+            if previous.commit != commit {
                 self.moved.push((r.clone(), Some(commit.clone())));
             }
-            self.known.insert(r.clone(), RefState { commit: commit.clone(), files });
+            if previous.overlay != overlay || all {
+                self.overlays.push(OverlayChange { view: self.view(&r), before: previous.overlay.clone(), after: overlay.clone() });
+            }
+            self.known.insert(r, RefState { commit, files, stored, overlay });
         }
         Ok(changes)
     }

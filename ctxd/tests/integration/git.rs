@@ -139,9 +139,11 @@ fn git_sources_are_read_by_ref_from_the_object_database() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let summary: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
-    // proj: main 4 (invoice, tax, guide, export; broken's blob is gone), release 3; shallow: main
-    // 5 (with broken), release 3; notes 1; work 4 (src/: the work tree still has broken.py).
-    assert_eq!(summary["files_indexed"], 20, "{summary}\n{stderr}");
+    // proj: main 4 (invoice, tax, guide, export; broken's blob is gone), release 1 (its tax
+    // rule: the invoice module and the guide are main's, read through release's overlay);
+    // shallow: main 5 (with broken), release 1; notes 1; work 4 (src/: the work tree still has
+    // broken.py).
+    assert_eq!(summary["files_indexed"], 16, "{summary}\n{stderr}");
     for line in ["no-such-branch' names no branch", "vendor/lib is a submodule", "is a Git LFS pointer", "src/broken.py", "a shallow repository"] {
         assert!(stderr.contains(line), "no log line with '{line}':\n{stderr}");
     }
@@ -163,6 +165,13 @@ fn git_sources_are_read_by_ref_from_the_object_database() {
     assert!(!main["results"].to_string().contains("zebracalc"), "main has the flat rule: {main}");
     let all = search(&["invoice total", "--mode", "bm25"]);
     assert_eq!(field(&all, "source"), ["notes", "proj", "shallow", "work"], "{all}");
+    // A file the same on both refs is stored once (main's rows) and read by both views.
+    let shared = search(&["sums the invoice lines", "--source", "proj", "--mode", "bm25"]);
+    let invoice: Vec<String> = paths(&shared).into_iter().filter(|p| p.ends_with("src/invoice.py")).collect();
+    assert_eq!(invoice, ["proj@main/src/invoice.py"], "one row set for every ref: {shared}");
+    let shared = search(&["sums the invoice lines", "--source", "proj", "--ref", "release/1.0", "--mode", "bm25"]);
+    assert_eq!(paths(&shared)[0], "proj@release~1.0/src/invoice.py", "{shared}");
+    assert_eq!(field(&shared, "ref"), ["release/1.0"], "{shared}");
 
     // History: per ref, and for the folder that is a work tree (its HEAD, main).
     let history = |extra: &[&str]| -> Value {
@@ -221,6 +230,11 @@ fn git_sources_are_read_by_ref_from_the_object_database() {
     let found = &r["result"]["structuredContent"];
     assert_eq!(field(found, "ref"), ["release/1.0"], "{r}");
     assert!(paths(found)[0].starts_with("shallow@release~1.0/"), "{r}");
+    // Symbols of a shared file are read through the overlay too.
+    let msg = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "search_symbols", "arguments": {"name": "total_invoice", "source": "proj", "ref": "release/1.0"}}});
+    let r = d.post("/mcp", &msg).text().unwrap();
+    assert!(r.contains("proj@release~1.0/src/invoice.py") && !r.contains("proj@main/"), "{r}");
     let msg = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "history", "arguments": {"path": "src/export.py", "source": "proj"}}});
     let r: Value = d.post("/mcp", &msg).json().unwrap();

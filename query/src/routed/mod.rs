@@ -144,7 +144,7 @@ impl Routing {
         };
         let index = match &req.source {
             None => whole,
-            Some(scope) => Arc::new(whole.scoped(Some(scope.clone()))),
+            Some(scope) => Arc::new(whole.scoped(Some(scope.clone())).await?),
         };
         let a = analyze(&req.query, |w| vocab.modules.contains(&w.to_lowercase()));
         let w = a.intent.weights();

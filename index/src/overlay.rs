@@ -1,0 +1,245 @@
+//! Ref overlays: a git source's second ref stored as the files it does not share with the first.
+//!
+//! A git source indexes several refs (`refs = ["main", "release/*"]`); most files are the same
+//! blob on all of them. Its first ref (the **base**, `proj@main`) is stored whole; every other
+//! ref (`proj@release~1.0`) stores rows only for the files whose blob differs from the base's
+//! (or that the base lacks), and records here which of the base's files it does **not** share
+//! — its *shadowed* paths: changed on the ref, or absent from it. A read of the ref's view is
+//! then its own rows plus the base's rows of every path it does not shadow, shown under the
+//! ref's name (`proj@main/src/a.py` reads as `proj@release~1.0/src/a.py`), so two refs that
+//! share most files cost little more than one: no row, vector or full-text posting is stored
+//! twice.
+//!
+//! The `ref_overlays` table holds one row per overlay view:
+//!
+//! | column | type | meaning |
+//! |---|---|---|
+//! | view | utf8 | the ref's view (`proj@release~1.0`) |
+//! | base | utf8 | the view it reads through (`proj@main`) |
+//! | shadowed | utf8 | the base's paths (relative, `src/tax.py`) the view does not share, one per line |
+//!
+//! A view without a row is stored whole (a base, a folder, a work tree, or a ref that shares
+//! too little to be worth an overlay). The writer replaces a view's row after the files of the
+//! same change are committed ([`replace`]); readers load the table through a per-process cache
+//! re-checked at most every second ([`current`]), so a reader sees a new overlay within about a
+//! second of its files. Like the history table, it is not part of the chunks table's versions:
+//! `as_of` reads today's overlays.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use arrow_array::{RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use futures::TryStreamExt;
+use lancedb::query::ExecutableQuery;
+
+use crate::columns::str_col;
+use crate::session::connect;
+use crate::sql::sql_str;
+use crate::IndexError;
+
+/// Name of the table inside the database directory.
+pub const OVERLAYS_TABLE: &str = "ref_overlays";
+
+/// How long a loaded set of overlays answers before the table is read again.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// One view read through a base view.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Overlay {
+    /// The base view (`proj@main`).
+    pub base: String,
+    /// The base's paths (relative to the view) this view does not share.
+    pub shadowed: BTreeSet<String>,
+}
+
+/// Every overlay of an index, by view.
+pub type Overlays = HashMap<String, Arc<Overlay>>;
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("view", DataType::Utf8, false),
+        Field::new("base", DataType::Utf8, false),
+        Field::new("shadowed", DataType::Utf8, false),
+    ]))
+}
+
+/// Sets the overlay of `view` (`None`: the view is stored whole, or gone).
+pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>) -> Result<(), IndexError> {
+    let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
+    // One write at a time in a process (two git sources record theirs concurrently; the
+    // first creates the table).
+    static WRITING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one = WRITING.lock().await;
+    let conn = connect(uri).await?;
+    let names = conn.table_names().execute().await.map_err(lance)?;
+    let rows: Vec<(&str, &str, String)> = overlay
+        .map(|o| (view, o.base.as_str(), o.shadowed.iter().map(String::as_str).collect::<Vec<_>>().join("\n")))
+        .into_iter()
+        .collect();
+    let batch = RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2.as_str()))),
+        ],
+    )?;
+    if overlay.is_none() && !names.iter().any(|n| n == OVERLAYS_TABLE) {
+        return Ok(());
+    }
+    let table = crate::store::open_or_create_table(&conn, &names, OVERLAYS_TABLE, schema()).await.map_err(lance)?;
+    table.delete(&format!("view = {}", sql_str(view))).await.map_err(lance)?;
+    if overlay.is_some() {
+        table.add(batch).execute().await.map_err(lance)?;
+    }
+    forget(uri);
+    Ok(())
+}
+
+/// Drops the overlays of views that start with `prefix` (`proj@`) but are not in `keep` (refs
+/// no longer indexed).
+pub async fn retain(uri: &str, prefix: &str, keep: &[String]) -> Result<(), IndexError> {
+    let stale: Vec<String> =
+        load(uri).await?.into_keys().filter(|v| v.starts_with(prefix) && !keep.contains(v)).collect();
+    for view in stale {
+        replace(uri, &view, None).await?;
+    }
+    Ok(())
+}
+
+/// Every overlay of the database at `uri`, read now (none when the table does not exist).
+pub async fn load(uri: &str) -> Result<Overlays, IndexError> {
+    let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
+    let conn = connect(uri).await?;
+    let names = conn.table_names().execute().await.map_err(lance)?;
+    let mut out = Overlays::new();
+    if !names.iter().any(|n| n == OVERLAYS_TABLE) {
+        return Ok(out);
+    }
+    let table = conn.open_table(OVERLAYS_TABLE).execute().await.map_err(lance)?;
+    let batches: Vec<RecordBatch> =
+        table.query().execute().await.map_err(lance)?.try_collect().await.map_err(lance)?;
+    for b in &batches {
+        let (views, bases, shadowed) = (str_col(b, "view", uri)?, str_col(b, "base", uri)?, str_col(b, "shadowed", uri)?);
+        for i in 0..b.num_rows() {
+            let shadowed = shadowed.value(i).lines().filter(|l| !l.is_empty()).map(str::to_string).collect();
+            out.insert(views.value(i).to_string(), Arc::new(Overlay { base: bases.value(i).to_string(), shadowed }));
+        }
+    }
+    Ok(out)
+}
+
+type Cached = HashMap<String, (Instant, Arc<Overlays>)>;
+
+fn cache() -> &'static Mutex<Cached> {
+    static CACHE: OnceLock<Mutex<Cached>> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// Drops the cached overlays of `uri` (after this process wrote them).
+fn forget(uri: &str) {
+    cache().lock().unwrap_or_else(|p| p.into_inner()).remove(uri);
+}
+
+/// The overlays of `uri` as of at most a second ago (read again when older).
+pub async fn current(uri: &str) -> Result<Arc<Overlays>, IndexError> {
+    if let Some((at, o)) = cache().lock().unwrap_or_else(|p| p.into_inner()).get(uri) {
+        if at.elapsed() < RECHECK {
+            return Ok(o.clone());
+        }
+    }
+    let loaded = Arc::new(load(uri).await?);
+    cache().lock().unwrap_or_else(|p| p.into_inner()).insert(uri.to_string(), (Instant::now(), loaded.clone()));
+    Ok(loaded)
+}
+
+/// The overlays a scoped view reads through: `(view, overlay)` for each of its names that is one.
+#[derive(Debug, Clone, Default)]
+pub struct Lens {
+    views: Vec<(String, Arc<Overlay>)>,
+}
+
+impl Lens {
+    /// The overlays of the scope's `names` among `all`.
+    pub fn of(names: &[String], all: &Overlays) -> Self {
+        Self { views: names.iter().filter_map(|n| all.get(n).map(|o| (n.clone(), o.clone()))).collect() }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.views.is_empty()
+    }
+
+    /// LanceDB filter terms for the base rows the overlays read (each a superset: `NOT IN`
+    /// of the shadowed paths, `LIKE` of the base; checked exactly by [`Lens::show`]).
+    pub fn filter_terms(&self) -> Vec<String> {
+        self.views
+            .iter()
+            .map(|(_, o)| {
+                let like = format!("path LIKE {}", sql_str(&format!("{}/%", o.base.replace('%', ""))));
+                if o.shadowed.is_empty() {
+                    return like;
+                }
+                let stored: Vec<String> = o.shadowed.iter().map(|p| format!("{}/{p}", o.base)).collect();
+                format!("({like} AND NOT ({}))", crate::sql::in_list("path", &stored))
+            })
+            .collect()
+    }
+
+    /// The path a base row of `path` shows as in the first overlay that reads it (`None`: no
+    /// overlay of this lens reads it).
+    pub fn show(&self, path: &str) -> Option<String> {
+        self.views.iter().find_map(|(view, o)| {
+            let rel = path.strip_prefix(o.base.as_str())?.strip_prefix('/')?;
+            (!o.shadowed.contains(rel)).then(|| format!("{view}/{rel}"))
+        })
+    }
+
+    /// Where the rows of `path` (a path of an overlay view) are stored besides under its own
+    /// name: the base's path, when the view shares it.
+    pub fn stored(&self, path: &str) -> Option<String> {
+        self.views.iter().find_map(|(view, o)| {
+            let rel = path.strip_prefix(view.as_str())?.strip_prefix('/')?;
+            (!o.shadowed.contains(rel)).then(|| format!("{}/{rel}", o.base))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lens() -> Lens {
+        let o = Overlay { base: "lib@main".into(), shadowed: ["src/tax.py".to_string(), "gone.md".into()].into() };
+        Lens::of(&["lib@v2".into(), "docs".into()], &[("lib@v2".to_string(), Arc::new(o))].into_iter().collect())
+    }
+
+    #[test]
+    fn base_rows_show_under_the_view_unless_shadowed() {
+        let l = lens();
+        assert_eq!(l.show("lib@main/src/a.py").as_deref(), Some("lib@v2/src/a.py"));
+        assert_eq!(l.show("lib@main/src/tax.py"), None, "changed on v2: its own row answers");
+        assert_eq!(l.show("lib@mainline/src/a.py"), None);
+        assert_eq!(l.show("docs/a.md"), None);
+        assert_eq!(l.stored("lib@v2/src/a.py").as_deref(), Some("lib@main/src/a.py"));
+        assert_eq!(l.stored("lib@v2/src/tax.py"), None);
+        assert_eq!(l.filter_terms(), ["(path LIKE 'lib@main/%' AND NOT (path IN ('lib@main/gone.md', 'lib@main/src/tax.py')))"]);
+    }
+
+    #[tokio::test]
+    async fn replaced_per_view_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().to_str().unwrap();
+        assert!(current(uri).await.unwrap().is_empty(), "no table: no overlays");
+        let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string()].into() };
+        replace(uri, "lib@v2", Some(&o)).await.unwrap();
+        replace(uri, "lib@v3", Some(&Overlay { base: "lib@main".into(), shadowed: BTreeSet::new() })).await.unwrap();
+        let read = current(uri).await.unwrap();
+        assert_eq!(read.get("lib@v2").map(|o| o.as_ref()), Some(&o));
+        assert!(read["lib@v3"].shadowed.is_empty());
+        replace(uri, "lib@v2", None).await.unwrap();
+        let read = current(uri).await.unwrap();
+        assert!(!read.contains_key("lib@v2") && read.contains_key("lib@v3"), "a write is seen at once by its process");
+    }
+}
