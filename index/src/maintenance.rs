@@ -110,10 +110,10 @@ impl Index {
         Ok(true)
     }
 
-    /// A side table (symbols, edges): compacted, old untagged versions pruned, B-tree indexes
-    /// on the columns lookups filter on (symbols: `name`, `symbol`, `qualified_name`; edges:
-    /// `path`, which every commit's replacement of a file's edges filters on) built once it has
-    /// rows and kept current.
+    /// A side table (symbols, edges, history, ref overlays): compacted, old untagged versions
+    /// pruned, B-tree indexes on the columns lookups filter on (symbols: `name`, `symbol`,
+    /// `qualified_name`; edges: `path`, which every commit's replacement of a file's edges
+    /// filters on; none for the small ones) built once it has rows and kept current.
     async fn maintain_side(
         &self,
         table: Option<&lancedb::Table>,
@@ -130,7 +130,7 @@ impl Index {
             .await
             .map_err(lance)?;
         table.optimize(opts.prune()).await.map_err(lance)?;
-        if !ensure_btree(table, columns).await.map_err(lance)? {
+        if !columns.is_empty() && !ensure_btree(table, columns).await.map_err(lance)? {
             table.optimize(OptimizeAction::Index(Default::default())).await.map_err(lance)?;
         }
         Ok(())
@@ -162,6 +162,15 @@ impl Index {
         }
         self.maintain_side(self.symbols.as_ref(), &["name", "symbol", "qualified_name"], opts).await?;
         self.maintain_side(self.edges.as_ref(), &["path"], opts).await?;
+        // The small tables sources rewrite per ref (a version per write) are compacted and pruned too.
+        let conn = crate::session::connect(&self.uri).await?;
+        let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
+        for name in [crate::overlay::OVERLAYS_TABLE, crate::history::HISTORY_TABLE] {
+            if names.iter().any(|n| n == name) {
+                let table = conn.open_table(name).execute().await.map_err(|e| self.lance(e))?;
+                self.maintain_side(Some(&table), &[], opts).await?;
+            }
+        }
         let (versions_after, fragments_after) = self.layout().await?;
         report.versions_after = versions_after;
         report.fragments_after = fragments_after;

@@ -54,8 +54,13 @@ pub struct Overlay {
     pub shadowed: BTreeSet<String>,
 }
 
-/// Every overlay of an index, by view.
-pub type Overlays = HashMap<String, Arc<Overlay>>;
+/// Every overlay of an index, by view, and the version of the table they were read at (0:
+/// no table).
+#[derive(Debug, Clone, Default)]
+pub struct Overlays {
+    pub views: HashMap<String, Arc<Overlay>>,
+    pub version: u64,
+}
 
 fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -90,9 +95,17 @@ pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>) -> Result
         return Ok(());
     }
     let table = crate::store::open_or_create_table(&conn, &names, OVERLAYS_TABLE, schema()).await.map_err(lance)?;
-    table.delete(&format!("view = {}", sql_str(view))).await.map_err(lance)?;
-    if overlay.is_some() {
-        table.add(batch).execute().await.map_err(lance)?;
+    match overlay {
+        // One commit: a reader never sees the view without its row in between.
+        Some(_) => {
+            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch)], schema());
+            let mut merge = table.merge_insert(&["view"]);
+            merge.when_matched_update_all(None).when_not_matched_insert_all();
+            merge.execute(Box::new(reader)).await.map_err(lance)?;
+        }
+        None => {
+            table.delete(&format!("view = {}", sql_str(view))).await.map_err(lance)?;
+        }
     }
     forget(uri);
     Ok(())
@@ -102,7 +115,7 @@ pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>) -> Result
 /// no longer indexed).
 pub async fn retain(uri: &str, prefix: &str, keep: &[String]) -> Result<(), IndexError> {
     let stale: Vec<String> =
-        load(uri).await?.into_keys().filter(|v| v.starts_with(prefix) && !keep.contains(v)).collect();
+        load(uri).await?.views.into_keys().filter(|v| v.starts_with(prefix) && !keep.contains(v)).collect();
     for view in stale {
         replace(uri, &view, None).await?;
     }
@@ -114,18 +127,19 @@ pub async fn load(uri: &str) -> Result<Overlays, IndexError> {
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
     let conn = connect(uri).await?;
     let names = conn.table_names().execute().await.map_err(lance)?;
-    let mut out = Overlays::new();
+    let mut out = Overlays::default();
     if !names.iter().any(|n| n == OVERLAYS_TABLE) {
         return Ok(out);
     }
     let table = conn.open_table(OVERLAYS_TABLE).execute().await.map_err(lance)?;
+    out.version = table.version().await.map_err(lance)?;
     let batches: Vec<RecordBatch> =
         table.query().execute().await.map_err(lance)?.try_collect().await.map_err(lance)?;
     for b in &batches {
         let (views, bases, shadowed) = (str_col(b, "view", uri)?, str_col(b, "base", uri)?, str_col(b, "shadowed", uri)?);
         for i in 0..b.num_rows() {
             let shadowed = shadowed.value(i).lines().filter(|l| !l.is_empty()).map(str::to_string).collect();
-            out.insert(views.value(i).to_string(), Arc::new(Overlay { base: bases.value(i).to_string(), shadowed }));
+            out.views.insert(views.value(i).to_string(), Arc::new(Overlay { base: bases.value(i).to_string(), shadowed }));
         }
     }
     Ok(out)
@@ -143,14 +157,28 @@ fn forget(uri: &str) {
     cache().lock().unwrap_or_else(|p| p.into_inner()).remove(uri);
 }
 
-/// The overlays of `uri` as of at most a second ago (read again when older).
+/// The overlays of `uri` as of about a second ago (read again when older; while one query
+/// reads them again, the others answer with the previous ones).
 pub async fn current(uri: &str) -> Result<Arc<Overlays>, IndexError> {
-    if let Some((at, o)) = cache().lock().unwrap_or_else(|p| p.into_inner()).get(uri) {
-        if at.elapsed() < RECHECK {
-            return Ok(o.clone());
-        }
-    }
-    let loaded = Arc::new(load(uri).await?);
+    static READING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let cached = cache().lock().unwrap_or_else(|p| p.into_inner()).get(uri).cloned();
+    let _reading = match (cached, READING.try_lock()) {
+        (Some((at, o)), _) if at.elapsed() < RECHECK => return Ok(o),
+        (Some((_, o)), Err(_)) => return Ok(o),
+        (_, Ok(guard)) => guard,
+        (None, Err(_)) => READING.lock().await,
+    };
+    let loaded = match load(uri).await {
+        Ok(o) => Arc::new(o),
+        Err(e) => match cache().lock().unwrap_or_else(|p| p.into_inner()).get(uri) {
+            // Keep answering with the last overlays read (a bucket's hiccup); retried next time.
+            Some((_, o)) => {
+                tracing::warn!("reading the ref overlays of {uri} failed ({e}); reading through the last ones read");
+                return Ok(o.clone());
+            }
+            None => return Err(e),
+        },
+    };
     cache().lock().unwrap_or_else(|p| p.into_inner()).insert(uri.to_string(), (Instant::now(), loaded.clone()));
     Ok(loaded)
 }
@@ -159,12 +187,15 @@ pub async fn current(uri: &str) -> Result<Arc<Overlays>, IndexError> {
 #[derive(Debug, Clone, Default)]
 pub struct Lens {
     views: Vec<(String, Arc<Overlay>)>,
+    /// The overlays table's version they were read at (part of cache keys).
+    pub version: u64,
 }
 
 impl Lens {
     /// The overlays of the scope's `names` among `all`.
     pub fn of(names: &[String], all: &Overlays) -> Self {
-        Self { views: names.iter().filter_map(|n| all.get(n).map(|o| (n.clone(), o.clone()))).collect() }
+        let views = names.iter().filter_map(|n| all.views.get(n).map(|o| (n.clone(), o.clone()))).collect();
+        Self { views, version: all.version }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -177,7 +208,8 @@ impl Lens {
         self.views
             .iter()
             .map(|(_, o)| {
-                let like = format!("path LIKE {}", sql_str(&format!("{}/%", o.base.replace('%', ""))));
+                // (`%` would widen the pattern past the base; `_` keeps it a superset.)
+                let like = format!("path LIKE {}", sql_str(&format!("{}/%", o.base.replace('%', "_"))));
                 if o.shadowed.is_empty() {
                     return like;
                 }
@@ -212,7 +244,8 @@ mod tests {
 
     fn lens() -> Lens {
         let o = Overlay { base: "lib@main".into(), shadowed: ["src/tax.py".to_string(), "gone.md".into()].into() };
-        Lens::of(&["lib@v2".into(), "docs".into()], &[("lib@v2".to_string(), Arc::new(o))].into_iter().collect())
+        let views = [("lib@v2".to_string(), Arc::new(o))].into_iter().collect();
+        Lens::of(&["lib@v2".into(), "docs".into()], &Overlays { views, version: 3 })
     }
 
     #[test]
@@ -227,19 +260,92 @@ mod tests {
         assert_eq!(l.filter_terms(), ["(path LIKE 'lib@main/%' AND NOT (path IN ('lib@main/gone.md', 'lib@main/src/tax.py')))"]);
     }
 
+    /// `lib@main` has a.py and b.py; `lib@v2` changed b.py and shares a.py.
+    async fn two_refs(uri: &str) -> crate::Index {
+        let index = crate::Index::open_or_create(uri, "m", 8).await.unwrap();
+        index.name_sources(true);
+        let mut rows = Vec::new();
+        for (i, path, text) in [(0, "lib@main/a.py", "shared apple"), (1, "lib@main/b.py", "main banana"), (2, "lib@v2/b.py", "v2 banana")] {
+            let mut r = crate::testing::row(i);
+            (r.chunk.path, r.chunk.content, r.chunk.source) = (path.into(), text.into(), crate::record::source_of_path(path).into());
+            rows.push(r);
+        }
+        index.commit(crate::CommitBatch { rows, ..Default::default() }).await.unwrap();
+        index.build_fts().await.unwrap();
+        replace(uri, "lib@v2", Some(&Overlay { base: "lib@main".into(), shadowed: ["b.py".to_string()].into() })).await.unwrap();
+        index
+    }
+
+    #[tokio::test]
+    async fn every_read_of_a_ref_sees_its_own_rows_and_the_bases_it_shares() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().to_str().unwrap();
+        let index = two_refs(uri).await;
+        let v2 = index.scoped(Some(crate::SourceScope::new(["lib@v2"]))).await.unwrap();
+        let mut files: Vec<String> = v2.files().await.unwrap().into_iter().map(|f| f.0).collect();
+        files.sort();
+        assert_eq!(files, ["lib@v2/a.py", "lib@v2/b.py"]);
+        assert_eq!(v2.stats().await.unwrap().rows, 2, "main's b.py is not v2's");
+        let found = v2.fts_search("banana apple", 10).await.unwrap();
+        let mut seen: Vec<(String, String, String)> =
+            found.iter().map(|h| (h.path.clone(), h.git_ref.clone(), h.content.clone())).collect();
+        seen.sort();
+        assert_eq!(seen, [
+            ("lib@v2/a.py".to_string(), "v2".to_string(), "shared apple".to_string()),
+            ("lib@v2/b.py".into(), "v2".into(), "v2 banana".into()),
+        ]);
+        let near = v2.vector_search(&crate::testing::row(0).vector, 5).await.unwrap();
+        assert_eq!(near[0].path, "lib@v2/a.py");
+        assert!(near.iter().all(|h| h.path.starts_with("lib@v2/")), "{near:?}");
+        // By path: the view's path, or the base's (a path from the whole index's vocabulary).
+        let by_view = v2.chunks_of("lib@v2/a.py").await.unwrap();
+        assert_eq!((by_view.len(), by_view[0].path.as_str()), (1, "lib@v2/a.py"));
+        let by_base = v2.chunks_of_paths(&["lib@main/a.py".to_string()]).await.unwrap();
+        assert_eq!(by_base["lib@main/a.py"][0].path, "lib@v2/a.py");
+        assert!(v2.chunks_of("lib@main/b.py").await.unwrap().is_empty(), "shadowed");
+        assert_eq!(v2.chunk_vectors_of("lib@v2/a.py").await.unwrap().len(), 1);
+        // Flight's scan shows the same rows under the view.
+        use futures::StreamExt;
+        let mut scanned = Vec::new();
+        let mut stream = v2.scan().await.unwrap();
+        while let Some(b) = stream.next().await {
+            let b = b.unwrap();
+            let (p, src) = (str_col(&b, "path", uri).unwrap(), str_col(&b, crate::schema::SOURCE, uri).unwrap());
+            scanned.extend((0..b.num_rows()).map(|i| format!("{} {}", p.value(i), src.value(i))));
+        }
+        scanned.sort();
+        assert_eq!(scanned, ["lib@v2/a.py lib@v2", "lib@v2/b.py lib@v2"]);
+        // The base reads as before; with both in scope, a shared row shows once, under the base.
+        let main = index.scoped(Some(crate::SourceScope::new(["lib@main"]))).await.unwrap();
+        assert_eq!(main.files().await.unwrap().len(), 2);
+        let both = index.scoped(Some(crate::SourceScope::new(["lib@main", "lib@v2"]))).await.unwrap();
+        let mut all: Vec<String> = both.files().await.unwrap().into_iter().map(|f| f.0).collect();
+        all.sort();
+        assert_eq!(all, ["lib@main/a.py", "lib@main/b.py", "lib@v2/b.py"]);
+        assert_eq!(both.chunks_of("lib@v2/a.py").await.unwrap()[0].path, "lib@v2/a.py");
+        assert!(v2.scope_key().contains("overlays@"), "{}", v2.scope_key());
+    }
+
     #[tokio::test]
     async fn replaced_per_view_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().to_str().unwrap();
-        assert!(current(uri).await.unwrap().is_empty(), "no table: no overlays");
+        assert!(current(uri).await.unwrap().views.is_empty(), "no table: no overlays");
         let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string()].into() };
         replace(uri, "lib@v2", Some(&o)).await.unwrap();
         replace(uri, "lib@v3", Some(&Overlay { base: "lib@main".into(), shadowed: BTreeSet::new() })).await.unwrap();
         let read = current(uri).await.unwrap();
-        assert_eq!(read.get("lib@v2").map(|o| o.as_ref()), Some(&o));
-        assert!(read["lib@v3"].shadowed.is_empty());
+        assert_eq!(read.views.get("lib@v2").map(|o| o.as_ref()), Some(&o));
+        assert!(read.views["lib@v3"].shadowed.is_empty());
+        let changed = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
+        replace(uri, "lib@v2", Some(&changed)).await.unwrap();
+        let again = current(uri).await.unwrap();
+        assert_eq!(again.views["lib@v2"].as_ref(), &changed, "replaced in place");
+        assert_eq!(again.views.len(), 2);
+        assert!(again.version > read.version);
         replace(uri, "lib@v2", None).await.unwrap();
+        retain(uri, "lib@", &["lib@v4".to_string()]).await.unwrap();
         let read = current(uri).await.unwrap();
-        assert!(!read.contains_key("lib@v2") && read.contains_key("lib@v3"), "a write is seen at once by its process");
+        assert!(read.views.is_empty(), "a write is seen at once by its process; retain drops the rest: {read:?}");
     }
 }

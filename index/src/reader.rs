@@ -222,15 +222,11 @@ impl Index {
             return Ok(Vec::new());
         }
         let (stored, answers) = self.stored_paths(paths);
-        let asked: std::collections::HashSet<&String> = paths.iter().collect();
         let rows = self.symbols_where(table, in_list("path", &stored), None).await?;
-        // A base row the scope also holds itself comes back under the base's path.
         Ok(rows
             .into_iter()
             .filter_map(|mut s| {
-                if !asked.contains(&s.path) {
-                    s.path = answers.get(&s.path)?.clone();
-                }
+                s.path = answers.answer(&s.path)?.1;
                 Some(s)
             })
             .collect())

@@ -92,6 +92,32 @@ impl std::fmt::Display for SourceScope {
     }
 }
 
+/// Which asked path a row read by path answers (see [`Index::stored_paths`]).
+#[derive(Default)]
+pub(crate) struct PathAnswers {
+    asked: std::collections::HashSet<String>,
+    /// Base path → the overlay view's path asked for (when the scope holds the base too, its
+    /// rows come back under the base's path).
+    by_base: HashMap<String, String>,
+    lens: Option<Arc<Lens>>,
+}
+
+impl PathAnswers {
+    /// The path asked for that a row shown as `shown` answers, and the path the row should
+    /// show (`None`: it answers none). A base path asked for (a path found in the whole index's
+    /// vocabulary) is answered by the base row the overlay shows under its view.
+    pub(crate) fn answer(&self, shown: &str) -> Option<(String, String)> {
+        if self.asked.contains(shown) {
+            return Some((shown.to_string(), shown.to_string()));
+        }
+        if let Some(view_path) = self.by_base.get(shown) {
+            return Some((view_path.clone(), view_path.clone()));
+        }
+        let base = self.lens.as_ref()?.stored(shown)?;
+        self.asked.contains(&base).then(|| (base, shown.to_string()))
+    }
+}
+
 /// What decides how a scoped view shows a row: its scope and its overlays.
 pub(crate) struct ScopedPaths {
     scope: Arc<SourceScope>,
@@ -148,9 +174,16 @@ impl Index {
         self.scope.as_deref()
     }
 
+    /// The version of the git refs' overlays table as this process last read it (0: none;
+    /// see [`crate::overlay::current`]): part of the key of anything cached per version.
+    pub async fn overlays_version(&self) -> Result<u64, IndexError> {
+        Ok(crate::overlay::current(&self.uri).await?.version)
+    }
+
     /// Text that tells views of different scopes apart in a cache key (`""` without a scope).
     pub fn scope_key(&self) -> String {
-        self.scope.as_ref().map_or_else(String::new, |s| format!("scope:{}", s.key()))
+        let lens = self.lens.as_ref().map_or_else(String::new, |l| format!("|overlays@{}", l.version));
+        self.scope.as_ref().map_or_else(String::new, |s| format!("scope:{}{lens}", s.key()))
     }
 
     /// `filter` narrowed to the scope (the scope's filter alone when `filter` is `None`),
@@ -200,18 +233,19 @@ impl Index {
         self.scope.as_ref().map(|s| ScopedPaths { scope: s.clone(), lens: self.lens.clone() })
     }
 
-    /// The stored paths to read for the view paths `paths` (with the base's path of a file an
-    /// overlay shares), and for each stored path the view path it answers.
-    pub(crate) fn stored_paths(&self, paths: &[String]) -> (Vec<String>, HashMap<String, String>) {
+    /// The stored paths to read for `paths` (with the base's path of a view path an overlay
+    /// shares), and [`PathAnswers`] to file what comes back under the path asked for.
+    pub(crate) fn stored_paths(&self, paths: &[String]) -> (Vec<String>, PathAnswers) {
         let mut stored = paths.to_vec();
-        let mut answers = HashMap::new();
+        let mut answers = PathAnswers { asked: paths.iter().cloned().collect(), ..Default::default() };
         if let Some(lens) = &self.lens {
             for p in paths {
                 if let Some(base) = lens.stored(p) {
-                    answers.insert(base.clone(), p.clone());
+                    answers.by_base.insert(base.clone(), p.clone());
                     stored.push(base);
                 }
             }
+            answers.lens = Some(lens.clone());
         }
         (stored, answers)
     }

@@ -91,7 +91,6 @@ impl Index {
             return Ok(out);
         }
         let (stored, answers) = self.stored_paths(paths);
-        let asked: std::collections::HashSet<&String> = paths.iter().collect();
         let batches = self
             .collect(
                 self.table
@@ -101,14 +100,13 @@ impl Index {
             )
             .await?;
         for mut h in self.hits(&batches, "", |s| s)? {
-            // A base row the scope also holds itself comes back under the base's path.
-            if !asked.contains(&h.path) {
-                let Some(view_path) = answers.get(&h.path) else { continue };
-                h.chunk.path = view_path.clone();
-                let (name, git_ref) = crate::record::split_source(crate::record::source_of_path(view_path));
+            let Some((asked, shown)) = answers.answer(&h.path) else { continue };
+            if shown != h.path {
+                let (name, git_ref) = crate::record::split_source(crate::record::source_of_path(&shown));
                 (h.chunk.source, h.chunk.git_ref) = (name.to_string(), git_ref);
+                h.chunk.path = shown;
             }
-            out.entry(h.path.clone()).or_default().push(h);
+            out.entry(asked).or_default().push(h);
         }
         for hits in out.values_mut() {
             hits.sort_by_key(|h| h.start_line);

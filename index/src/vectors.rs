@@ -24,7 +24,9 @@ impl Index {
     /// Line ranges, ids and vectors of the chunks of `path` that have a vector (one query
     /// through the `path` B-tree), by start line.
     pub async fn chunk_vectors_of(&self, path: &str) -> Result<Vec<ChunkVector>, IndexError> {
-        let filter = format!("path = {} AND model != {}", sql_str(path), sql_str(NO_MODEL));
+        // A file an overlay view shares is stored under its base's path.
+        let (stored, _) = self.stored_paths(&[path.to_string()]);
+        let filter = format!("{} AND model != {}", crate::sql::in_list("path", &stored), sql_str(NO_MODEL));
         let query = self.table.query().only_if(filter).select(Select::columns(&[
             "chunk_id",
             "start_line",

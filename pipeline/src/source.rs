@@ -291,6 +291,11 @@ impl Source {
                             return Ok(());
                         }
                     }
+                    // The first pass also removes what the source no longer has (a ref stored
+                    // whole by an older ctxd keeps only what differs from the base).
+                    if first && !remove_gone(&self.state, &seen, &self.emitter, &owner).await {
+                        return Ok(());
+                    }
                     if !overlays.is_empty() {
                         // A ref's view reads the base's files it shares once its own are in.
                         if !self.emitter.tracker.wait_drained(OVERLAY_WAIT).await {
@@ -305,7 +310,8 @@ impl Source {
                         if let Err(e) = ctxd_index::overlay::retain(&self.db, &format!("{}@", git.name()), &views).await {
                             overlay_failed(git.name(), &e);
                         }
-                        if !self.first_pass_done(&seen, &owner).await || !follow {
+                        self.gate.passed(&self.emitter.tracker);
+                        if !follow {
                             return Ok(());
                         }
                         first = false;

@@ -108,7 +108,13 @@ impl Searcher {
         }
         let index = self.core.pinned_index();
         let version = index.version().await?;
-        Ok(Some((format!("{}@{version}:{}", index.table_name(), index.model_id()), version, format!("{req:?}"))))
+        // The git refs' overlays change how a ref reads without a new version of the table.
+        let overlays = match index.overlays_version().await? {
+            0 => String::new(),
+            v => format!("+overlays@{v}"),
+        };
+        let epoch = format!("{}@{version}{overlays}:{}", index.table_name(), index.model_id());
+        Ok(Some((epoch, version, format!("{req:?}"))))
     }
 
     /// The answer kept for `req` at the latest version, if any (nothing is computed; a serving

@@ -70,13 +70,15 @@ pub struct OverlayChange {
 }
 
 impl OverlayChange {
-    /// What to record while the poll's files are on their way: the paths shadowed before and
-    /// after (a base file appears in the view only once the view no longer has its own), or
-    /// `None` to keep the record as it is until they are committed.
+    /// What to record while the poll's files are on their way: the paths shadowed before or
+    /// after — a base file the ref no longer shares is hidden at once (the base's new version
+    /// never shows under the ref), one it shares again shows once the final record is written
+    /// (until the ref's own copy is removed, that one answers) — or `None` to keep the record
+    /// as it is until they are committed.
     pub fn interim(&self) -> Option<Overlay> {
         match (&self.before, &self.after) {
             (Some(b), Some(a)) if b.base == a.base => {
-                let shadowed = b.shadowed.intersection(&a.shadowed).cloned().collect();
+                let shadowed = b.shadowed.union(&a.shadowed).cloned().collect();
                 let o = Overlay { base: a.base.clone(), shadowed };
                 (o != *b).then_some(o)
             }
@@ -114,6 +116,8 @@ pub struct GitSource {
     moved: Vec<(String, Option<String>)>,
     /// Overlays that changed in the polls since [`GitSource::take_overlays`].
     overlays: Vec<OverlayChange>,
+    /// The base ref of the last poll (see [`GitSource::base_of`]).
+    base: Option<String>,
 }
 
 /// `release/1.0` → `release~1.0`: one path segment per ref.
@@ -163,6 +167,7 @@ impl GitSource {
             known: HashMap::new(),
             moved: Vec::new(),
             overlays: Vec::new(),
+            base: None,
         })
     }
 
@@ -196,11 +201,15 @@ impl GitSource {
         format!("{}@{}", self.name, ref_segment(r))
     }
 
-    /// The base ref among `refs` (resolved, sorted by name): the first pattern's (a glob's first
-    /// match), else the next pattern's. Stored whole; the other refs read its files through
-    /// overlays ([`ctxd_index::overlay`]).
-    fn base_of<'r>(&self, refs: &'r [(String, String)]) -> Option<&'r str> {
-        self.patterns.iter().find_map(|p| refs.iter().find(|(r, _)| glob_match(p, r)).map(|(r, _)| r.as_str()))
+    /// The base ref among `refs` (resolved, sorted by name): the one it was while it still
+    /// resolves (a new branch matching a glob never moves it), else the first pattern's (a
+    /// glob's first match), else the next pattern's. Stored whole; the other refs read its
+    /// files through overlays ([`ctxd_index::overlay`]).
+    fn base_of(&self, refs: &[(String, String)]) -> Option<String> {
+        if let Some(b) = self.base.as_ref().filter(|b| refs.iter().any(|(r, _)| r == *b)) {
+            return Some(b.clone());
+        }
+        self.patterns.iter().find_map(|p| refs.iter().find(|(r, _)| glob_match(p, r)).map(|(r, _)| r.clone()))
     }
 
     /// The stored path of `path` in ref `r`: `<name>@<ref>/<path>`.
@@ -259,16 +268,10 @@ impl GitSource {
         if !moved && !all {
             return Ok(changes);
         }
-        for r in gone {
-            let state = self.known.remove(&r).unwrap_or_default();
-            self.moved.push((r.clone(), None));
-            changes.extend(state.stored.keys().map(|p| GitChange::Removed(self.stored(&r, p))));
-            if state.overlay.is_some() {
-                self.overlays.push(OverlayChange { view: self.view(&r), before: state.overlay, after: None });
-            }
-        }
         // Every ref's tree (read again only for a ref that moved), then what each stores: the
         // base everything, the others what differs from the base.
+        let base = self.base_of(&refs);
+        self.base = base.clone();
         let mut trees: Vec<(String, String, BTreeMap<String, String>)> = Vec::new();
         for (r, commit) in &refs {
             let files = match self.known.get(r) {
@@ -277,7 +280,16 @@ impl GitSource {
             };
             trees.push((r.clone(), commit.clone(), files));
         }
-        let base = self.base_of(&refs).map(str::to_string);
+        // Refs that are gone go last: their rows are the embedding cache of what replaces them.
+        let mut gone_changes = Vec::new();
+        for r in gone {
+            let state = self.known.remove(&r).unwrap_or_default();
+            self.moved.push((r.clone(), None));
+            gone_changes.extend(state.stored.keys().map(|p| GitChange::Removed(self.stored(&r, p))));
+            if state.overlay.is_some() {
+                self.overlays.push(OverlayChange { view: self.view(&r), before: state.overlay, after: None });
+            }
+        }
         let base_files = trees.iter().find(|t| Some(&t.0) == base.as_ref()).map(|t| t.2.clone()).unwrap_or_default();
         let base_view = base.as_deref().map(|b| self.view(b));
         for (r, commit, files) in trees {
@@ -311,6 +323,7 @@ impl GitSource {
             }
             self.known.insert(r, RefState { commit, files, stored, overlay });
         }
+        changes.extend(gone_changes);
         Ok(changes)
     }
 
@@ -420,5 +433,37 @@ mod tests {
         assert!(!glob_match("release/*", "main") && !glob_match("v2*", "v1.9") && !glob_match("main", "mainline"));
         assert!(glob_match("*-rc*", "v1-rc2"));
         assert_eq!(ref_segment("release/1.0"), "release~1.0");
+    }
+
+    fn tree(files: &[(&str, &str)]) -> BTreeMap<String, String> {
+        files.iter().map(|(p, b)| (p.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn a_ref_stores_what_differs_from_the_base_and_shadows_what_it_does_not_share() {
+        let base = tree(&[("a.py", "1"), ("b.py", "2"), ("c.py", "3"), ("d.py", "4"), ("e.py", "5")]);
+        let (stored, overlay) = split(&base, None);
+        assert_eq!((stored, overlay), (base.clone(), None), "the base is stored whole");
+        // b changed, e gone, f new.
+        let r = tree(&[("a.py", "1"), ("b.py", "9"), ("c.py", "3"), ("d.py", "4"), ("f.py", "6")]);
+        let (stored, overlay) = split(&r, Some(("p@main", &base)));
+        assert_eq!(stored, tree(&[("b.py", "9"), ("f.py", "6")]));
+        let o = overlay.unwrap();
+        assert_eq!(o.base, "p@main");
+        assert_eq!(o.shadowed.iter().map(String::as_str).collect::<Vec<_>>(), ["b.py", "e.py"]);
+        // Sharing less than half of the base's files: stored whole.
+        let far = tree(&[("a.py", "1"), ("b.py", "8"), ("c.py", "7")]);
+        assert_eq!(split(&far, Some(("p@main", &base))), (far.clone(), None));
+    }
+
+    #[test]
+    fn while_files_are_on_their_way_a_ref_hides_paths_shadowed_before_or_after() {
+        let o = |s: &[&str]| Some(Overlay { base: "p@main".into(), shadowed: s.iter().map(|x| x.to_string()).collect() });
+        let change = OverlayChange { view: "p@v2".into(), before: o(&["a.py", "b.py"]), after: o(&["b.py", "c.py"]) };
+        assert_eq!(change.interim(), o(&["a.py", "b.py", "c.py"]));
+        let fewer = OverlayChange { view: "p@v2".into(), before: o(&["b.py", "c.py"]), after: o(&["b.py"]) };
+        assert_eq!(fewer.interim(), None, "nothing newly hidden: the record stays until the files are in");
+        let new = OverlayChange { view: "p@v2".into(), before: None, after: o(&["b.py"]) };
+        assert_eq!(new.interim(), None);
     }
 }

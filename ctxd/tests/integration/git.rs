@@ -255,6 +255,9 @@ fn git_sources_are_read_by_ref_from_the_object_database() {
     write(&repo, "src/refund.py", "def refund_wombat(invoice):\n    \"\"\"Issues the wombatrefund of an invoice.\"\"\"\n    return -invoice.total\n");
     git(&repo, &["add", "src/refund.py"]);
     git(&repo, &["rm", "-q", "docs/guide.md"]);
+    // main changes the invoice module the release branch shared: release keeps its own copy.
+    write(&repo, "src/invoice.py", "def total_invoice(lines):\n    \"\"\"Sums the invoice lines with their tax and the narwhalfee.\"\"\"\n    return sum(l.amount for l in lines) + 1\n");
+    git(&repo, &["add", "src/invoice.py"]);
     // (Its blob is gone: git would refuse to write a tree that names it.)
     git(&repo, &["rm", "-q", "--cached", "src/broken.py"]);
     git(&repo, &["commit", "-q", "-m", "refunds"]);
@@ -279,6 +282,13 @@ fn git_sources_are_read_by_ref_from_the_object_database() {
     });
     super::wait_for("the deletion", Duration::from_secs(30), || !guide("main"));
     assert!(guide("release/1.0"), "the release branch keeps its guide");
+    let invoice = |r: &str| d.search(json!({"query": "sums the invoice lines", "source": "proj", "ref": r, "mode": "bm25", "k": 5})).1;
+    super::wait_for("main's new invoice module", Duration::from_secs(30), || invoice("main").to_string().contains("narwhalfee"));
+    super::wait_for("release's own invoice module", Duration::from_secs(30), || {
+        paths(&invoice("release/1.0")).first().map(String::as_str) == Some("proj@release~1.0/src/invoice.py")
+    });
+    let release = invoice("release/1.0");
+    assert!(!release.to_string().contains("narwhalfee"), "main's change never shows under release: {release}");
     drop(d);
 
     // Not a repository: a clear error naming the path.
