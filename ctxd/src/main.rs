@@ -13,6 +13,7 @@ mod cmd;
 mod mcp;
 mod open;
 mod reembed;
+mod reload;
 mod sdnotify;
 mod serve;
 mod session_file;

@@ -89,7 +89,14 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
                 .map_err(|e| anyhow::anyhow!("invalid server.source_tokens_file {}: {e}", file.display()))?
         }
     };
-    let access = ctxd_query::Access { known: cfg.source_names(), git: cfg.git_sources(), worktrees: cfg.worktree_sources() };
+    let access = ctxd_query::LiveAccess::new(crate::reload::access_of(&cfg));
+    // A writer with a configuration file reloads its sources on SIGHUP.
+    let reload_spec = config.clone().filter(|_| !reader).map(|file| crate::reload::ReloadSpec {
+        file,
+        watch: watch.clone(),
+        db: db.clone(),
+        model: model.clone(),
+    });
     let auth = ctxd_serve::auth::Auth::new(full, limited);
     if auth.is_none() && cfg.server.exposed() {
         tracing::warn!("listening on a non-loopback address without a bearer token (set CTXD_AUTH_TOKEN)");
@@ -117,7 +124,19 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
     let follower = match backend {
         Backend::Writer { generation, lease } => {
             watch_lease(&lease);
-            let follow = writer::follow_switches(cfg.clone(), generation, (*searcher).clone(), drain, follow_stopped);
+            let (reload_tx, reloads) = tokio::sync::mpsc::channel(4);
+            if let Some(spec) = reload_spec {
+                tokio::spawn(crate::reload::on_hangup(spec, reload_tx));
+            }
+            let follow = writer::follow_switches(
+                cfg.clone(),
+                generation,
+                (*searcher).clone(),
+                drain,
+                follow_stopped,
+                reloads,
+                access.clone(),
+            );
             Follower::Writer(tokio::spawn(follow), lease)
         }
         Backend::Reader(model) => {

@@ -52,18 +52,28 @@ const SWITCH_POLL: Duration = Duration::from_secs(2);
 /// whatever changed since the job's last catch-up — and once its initial scan is committed
 /// the searcher is switched and the old generation drained. Queries are answered by the old
 /// table and model until that moment. A failing start keeps the old generation and is retried.
+///
+/// It also applies reloaded sources (`SIGHUP`, [`crate::reload`]): `reloads` brings the
+/// configuration read again; the pipeline is drained and started on the new sources, and
+/// `access` (what the query surfaces know of the sources) replaced.
 pub async fn follow_switches(
-    cfg: ctxd_pipeline::config::Config,
+    mut cfg: ctxd_pipeline::config::Config,
     mut current: Generation,
     searcher: Searcher,
     drain: Duration,
     mut stop: tokio::sync::oneshot::Receiver<()>,
+    mut reloads: tokio::sync::mpsc::Receiver<ctxd_pipeline::config::Config>,
+    access: ctxd_query::LiveAccess,
 ) -> Generation {
     let db = cfg.index.db.to_string_lossy().into_owned();
     loop {
         tokio::select! {
             _ = &mut stop => return current,
             _ = tokio::time::sleep(SWITCH_POLL) => {}
+            Some(fresh) = reloads.recv() => {
+                current = reload(&mut cfg, fresh, current, &searcher, drain, &access).await;
+                continue;
+            }
         }
         let active = match ctxd_index::active::current(&db).await {
             Ok(Some(a)) if a.table_name != current.engine.index().table_name() => a,
@@ -111,3 +121,62 @@ pub async fn follow_switches(
     }
 }
 
+
+/// Applies the sources of `fresh` (see [`crate::reload`]): checked first, then the running
+/// pipeline drained and a new one started on them. Returns the generation in force after.
+async fn reload(
+    cfg: &mut ctxd_pipeline::config::Config,
+    fresh: ctxd_pipeline::config::Config,
+    current: Generation,
+    searcher: &Searcher,
+    drain: Duration,
+    access: &ctxd_query::LiveAccess,
+) -> Generation {
+    let (next_cfg, ignored) = crate::reload::with_sources(cfg, &fresh);
+    if !ignored.is_empty() {
+        tracing::warn!("SIGHUP reloads the sources only: restart the daemon to apply the changes to {}", ignored.join(", "));
+    }
+    let Some(next_cfg) = next_cfg else {
+        metrics::counter!(ctxd_pipeline::metrics::SOURCE_RELOADS_TOTAL, "result" => "unchanged").increment(1);
+        tracing::info!("SIGHUP: the sources are unchanged");
+        return current;
+    };
+    if let Err(e) = ctxd_pipeline::daemon::check_sources(&next_cfg) {
+        crate::reload::failed(&e.to_string());
+        return current;
+    }
+    let names = next_cfg.source_names();
+    tracing::info!(sources = ?names, "SIGHUP: draining the pipeline to start it on the new sources");
+    crate::sdnotify::notify("STATUS=reloading the sources: draining the pipeline");
+    current.stop(drain).await;
+    match start(&next_cfg).await {
+        Ok(next) => {
+            searcher.switch(next.engine.index(), next.engine.embedder());
+            access.set(crate::reload::access_of(&next_cfg));
+            *cfg = next_cfg;
+            metrics::counter!(ctxd_pipeline::metrics::SOURCE_RELOADS_TOTAL, "result" => "applied").increment(1);
+            tracing::info!(sources = ?names, "SIGHUP: the pipeline runs on the new sources");
+            crate::sdnotify::notify("STATUS=serving; sources reloaded");
+            next
+        }
+        Err(e) => {
+            crate::reload::failed(&format!("{e:#}"));
+            // The previous sources again (they were running a moment ago).
+            match start(cfg).await {
+                Ok(previous) => {
+                    searcher.switch(previous.engine.index(), previous.engine.embedder());
+                    previous
+                }
+                Err(e) => {
+                    tracing::error!("restarting the pipeline on the previous sources failed too: {e:#}; exiting");
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
+}
+
+/// A new engine on `cfg` with its pipeline running.
+async fn start(cfg: &ctxd_pipeline::config::Config) -> Result<Generation> {
+    Generation::start(Engine::open(cfg.clone()).await?)
+}

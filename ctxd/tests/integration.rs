@@ -1441,7 +1441,10 @@ fn reembed_json(db: &Path, model: &str) -> Value {
 }
 
 fn count_versions(table_dir: &Path) -> usize {
-    std::fs::read_dir(table_dir.join("_versions")).map(|d| d.count()).unwrap_or(0)
+    // Manifests only: `_versions/` also holds Lance's `latest_version_hint.json`.
+    std::fs::read_dir(table_dir.join("_versions"))
+        .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".manifest")).count())
+        .unwrap_or(0)
 }
 
 #[test]

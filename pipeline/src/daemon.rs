@@ -59,6 +59,16 @@ pub struct Summary {
     pub chunks_reused: u64,
 }
 
+/// Opens every source of `cfg` as a pipeline would (a folder must exist, a git `git` must be a
+/// repository, a bucket prefix must parse, …) and closes them again: what a daemon checks before
+/// it stops its pipeline to reload its sources.
+pub fn check_sources(cfg: &crate::Config) -> Result<(), PipelineError> {
+    for src in cfg.sources() {
+        Origin::open_all(cfg, &src)?;
+    }
+    Ok(())
+}
+
 impl Engine {
     /// Starts the graph. With `follow` false it scans once and finishes when everything is
     /// committed; with `follow` true it keeps following filesystem events until `shutdown`

@@ -30,6 +30,9 @@ pub const PIPELINE_FRESHNESS_LAG_SECONDS: &str = "ctxd_pipeline_freshness_lag_se
 pub const REEMBED_ROWS_TOTAL: &str = "ctxd_reembed_rows_total";
 /// Counter: switches of the active chunks table a running daemon followed.
 pub const MODEL_SWITCHES_TOTAL: &str = "ctxd_pipeline_model_switches_total";
+/// Counter: reloads of the sources a running daemon was asked for (`SIGHUP`), by `result`
+/// (`applied`, `unchanged`, `failed`).
+pub const SOURCE_RELOADS_TOTAL: &str = "ctxd_pipeline_source_reloads_total";
 /// Gauge: 1 once the initial scan is committed.
 pub const PIPELINE_READY: &str = "ctxd_pipeline_ready_bool";
 
@@ -73,4 +76,8 @@ pub fn describe() {
     metrics::describe_counter!(REEMBED_ROWS_TOTAL, "Rows a re-embedding job wrote to its target table.");
     metrics::describe_counter!(MODEL_SWITCHES_TOTAL, "Switches of the active chunks table a running daemon followed.");
     metrics::describe_gauge!(PIPELINE_READY, "1 once the initial scan is committed.");
+    metrics::describe_counter!(
+        SOURCE_RELOADS_TOTAL,
+        "Reloads of the sources a running daemon was asked for (SIGHUP), by result (applied, unchanged, failed)."
+    );
 }

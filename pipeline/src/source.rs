@@ -246,8 +246,16 @@ impl Source {
         let owner = Selector::owning(&format!("{}@", git.name())).except(&format!("{}@{WORKTREE}/", git.name()));
         let poked = crate::trigger::for_source(git.name());
         let mut first = true;
+        // Whether the refs moved since the mirror was last cleaned up.
+        let mut moved_on = false;
         loop {
+            // The blobs of commits the refs moved past, once nothing emitted is in flight.
+            let clean = moved_on && self.emitter.tracker.in_flight() <= 0;
+            moved_on &= !clean;
             let polled = tokio::task::spawn_blocking(move || {
+                if clean {
+                    git.collect_garbage();
+                }
                 let out = git.poll(first);
                 (git, out)
             })
@@ -265,6 +273,7 @@ impl Source {
             }
             match polled.1 {
                 Ok(changes) => {
+                    moved_on |= changes.iter().any(|c| !matches!(c, GitChange::Unchanged(_)));
                     let mut seen = Pass { completed: true, ..Pass::default() };
                     for change in changes {
                         if *self.shutdown.borrow() {

@@ -50,5 +50,5 @@ pub use error::SearchError;
 pub use route::{Intent, Route};
 pub use search::{Mode, Scope, SearchRequest, SearchResponse, SearchResult};
 pub use searcher::Searcher;
-pub use sources::Access;
+pub use sources::{Access, LiveAccess};
 pub use ctxd_index::SourceScope;

@@ -65,6 +65,27 @@ pub struct Access {
     pub worktrees: Vec<String>,
 }
 
+/// The [`Access`] a server answers with now: one value shared by its HTTP, MCP and Flight
+/// surfaces, replaced whole when the daemon reloads its sources (`SIGHUP`).
+#[derive(Debug, Clone, Default)]
+pub struct LiveAccess(std::sync::Arc<std::sync::RwLock<std::sync::Arc<Access>>>);
+
+impl LiveAccess {
+    pub fn new(access: Access) -> Self {
+        Self(std::sync::Arc::new(std::sync::RwLock::new(std::sync::Arc::new(access))))
+    }
+
+    /// The access in force now.
+    pub fn get(&self) -> std::sync::Arc<Access> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces it (for every clone).
+    pub fn set(&self, access: Access) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = std::sync::Arc::new(access);
+    }
+}
+
 /// The ref that reads sources as they are on disk: a git source's work tree, or a folder.
 pub const WORKTREE: &str = "worktree";
 

@@ -40,7 +40,7 @@ type Stream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 
 pub struct FlightApi {
     searcher: Arc<Searcher>,
     /// The configured source names (`source` in tickets is checked against them).
-    access: ctxd_query::Access,
+    access: ctxd_query::LiveAccess,
     /// The process's admission gate, shared with HTTP (none: searches are not gated).
     gate: Option<Arc<crate::admission::Admission>>,
 }
@@ -71,7 +71,7 @@ impl FlightApi {
     }
 
     /// The same service checking `source` in tickets against the configured source names.
-    pub fn with_access(mut self, access: ctxd_query::Access) -> Self {
+    pub fn with_access(mut self, access: ctxd_query::LiveAccess) -> Self {
         self.access = access;
         self
     }
@@ -85,7 +85,7 @@ impl FlightApi {
         git_ref: Option<&str>,
     ) -> Result<Option<SourceScope>, Status> {
         let allowed = request.extensions().get::<crate::auth::Caller>().and_then(|c| c.sources.as_ref());
-        self.access.resolve(requested, git_ref, allowed).map_err(|e| {
+        self.access.get().resolve(requested, git_ref, allowed).map_err(|e| {
             if e.is_forbidden() {
                 Status::permission_denied(e.to_string())
             } else {

@@ -132,7 +132,7 @@ async fn answer(
             return crate::http::body_error(&rej);
         }
     };
-    let scope = match crate::http::scope_of_args(&state.access, caller, &args) {
+    let scope = match crate::http::scope_of_args(&state.access.get(), caller, &args) {
         Ok(s) => s,
         Err(resp) => return resp,
     };

@@ -58,7 +58,7 @@ pub struct AppState {
     /// sources it may read ([`crate::auth`]).
     pub auth: Option<crate::auth::Auth>,
     /// The configured source names, which `source` on a request is checked against.
-    pub access: ctxd_query::Access,
+    pub access: ctxd_query::LiveAccess,
     /// The MCP handler behind `POST /mcp` (none: the route answers 404).
     pub mcp: Option<Arc<crate::mcp::McpServer>>,
     /// The sources behind `POST /v1/aggregate` (none: 404).
@@ -168,7 +168,7 @@ async fn search(
         }
     };
     let mode = req.mode.as_str();
-    req.source = match scope_of(&state.access, &caller, req.source.as_ref(), req.git_ref.as_deref()) {
+    req.source = match scope_of(&state.access.get(), &caller, req.source.as_ref(), req.git_ref.as_deref()) {
         Ok(s) => s,
         Err(resp) => return resp,
     };
@@ -223,7 +223,7 @@ async fn context(
             return body_error(&rej);
         }
     };
-    req.source = match scope_of(&state.access, &caller, req.source.as_ref(), req.git_ref.as_deref()) {
+    req.source = match scope_of(&state.access.get(), &caller, req.source.as_ref(), req.git_ref.as_deref()) {
         Ok(s) => s,
         Err(resp) => return resp,
     };
@@ -251,7 +251,7 @@ async fn context_stream(
         Ok(Json(req)) => req,
         Err(rej) => return body_error(&rej),
     };
-    req.source = match scope_of(&state.access, &caller, req.source.as_ref(), req.git_ref.as_deref()) {
+    req.source = match scope_of(&state.access.get(), &caller, req.source.as_ref(), req.git_ref.as_deref()) {
         Ok(s) => s,
         Err(resp) => return resp,
     };
@@ -301,7 +301,7 @@ async fn completion_context(
         Ok(Json(req)) => req,
         Err(rej) => return body_error(&rej),
     };
-    req.source = match scope_of(&state.access, &caller, req.source.as_ref(), req.git_ref.as_deref()) {
+    req.source = match scope_of(&state.access.get(), &caller, req.source.as_ref(), req.git_ref.as_deref()) {
         Ok(s) => s,
         Err(resp) => return resp,
     };
@@ -355,7 +355,7 @@ async fn aggregate(
         Ok(Json(r)) => r,
         Err(rej) => return body_error(&rej),
     };
-    req.source = match scope_of(&state.access, &caller, req.source.as_ref(), req.git_ref.as_deref()) {
+    req.source = match scope_of(&state.access.get(), &caller, req.source.as_ref(), req.git_ref.as_deref()) {
         Ok(s) => s,
         Err(resp) => return resp,
     };
@@ -383,10 +383,11 @@ async fn status(State(state): State<AppState>, caller: CallerExt) -> Response {
         "model": index.model_id(),
         "table": index.table_name(),
     });
-    if !state.access.known.is_empty() {
+    let access = state.access.get();
+    if !access.known.is_empty() {
         let allowed = caller.as_ref().and_then(|c| c.sources.clone());
         let mut sources = Vec::new();
-        for name in state.access.known.iter().filter(|n| allowed.as_ref().is_none_or(|a| a.contains(n))) {
+        for name in access.known.iter().filter(|n| allowed.as_ref().is_none_or(|a| a.contains(n))) {
             let view = match index.scoped(Some(SourceScope::new([name.as_str()]))).await {
                 Ok(v) => v,
                 Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

@@ -53,7 +53,7 @@ pub struct McpServer {
     /// `session` argument belong to it.
     session: Option<String>,
     /// The configured source names (`source` arguments are checked against them).
-    access: ctxd_query::Access,
+    access: ctxd_query::LiveAccess,
     /// The sources the caller's token may read (`None`: all; stdio is the local user).
     allowed: Option<SourceScope>,
 }
@@ -117,7 +117,7 @@ impl McpServer {
     }
 
     /// The same server checking `source` arguments against the configured source names.
-    pub fn with_access(mut self, access: ctxd_query::Access) -> Self {
+    pub fn with_access(mut self, access: ctxd_query::LiveAccess) -> Self {
         self.access = access;
         self
     }
@@ -189,7 +189,7 @@ impl McpServer {
         let started = std::time::Instant::now();
         let scope = ctxd_query::sources::from_args(args).and_then(|requested| {
             let git_ref = ctxd_query::sources::ref_from_args(args)?;
-            self.access.resolve(requested.as_ref(), git_ref.as_deref(), self.allowed.as_ref())
+            self.access.get().resolve(requested.as_ref(), git_ref.as_deref(), self.allowed.as_ref())
         });
         let scope = match scope {
             Ok(s) => s,

@@ -79,7 +79,7 @@ pub(crate) async fn poll_handler(
             }
         }
     }
-    if !state.access.git.iter().any(|(g, _)| *g == name) {
+    if !state.access.get().git.iter().any(|(g, _)| *g == name) {
         return error(StatusCode::NOT_FOUND, format!("'{name}' is not a git source of this daemon"));
     }
     let Some(poke) = &state.poll else {

@@ -196,6 +196,36 @@ impl GitSource {
         std::mem::take(&mut self.overlays)
     }
 
+    /// Deletes the mirror's blobs that no ref stores now (files of commits the refs moved past,
+    /// of refs gone); returns how many. Run it when nothing the source emitted is in flight (a
+    /// pending file would find its blob gone: counted as vanished, and the next poll's
+    /// reconciliation writes it again). Blocking.
+    pub fn collect_garbage(&self) -> usize {
+        let live: std::collections::HashSet<&str> =
+            self.known.values().flat_map(|s| s.stored.values().map(String::as_str)).collect();
+        let mut removed = 0;
+        let Ok(dirs) = std::fs::read_dir(&self.mirror) else { return 0 };
+        for dir in dirs.flatten().filter(|d| d.file_type().is_ok_and(|t| t.is_dir())) {
+            let Ok(blobs) = std::fs::read_dir(dir.path()) else { continue };
+            for blob in blobs.flatten() {
+                let name = blob.file_name();
+                let name = name.to_string_lossy();
+                // Hex object ids only (a temporary `.oid.tmp` is another poll's write in progress).
+                if name.len() < 40 || !name.bytes().all(|b| b.is_ascii_hexdigit()) || live.contains(name.as_ref()) {
+                    continue;
+                }
+                if std::fs::remove_file(blob.path()).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        if removed > 0 {
+            metrics::counter!(m::GIT_MIRROR_REMOVED_TOTAL).increment(removed as u64);
+            tracing::debug!(source = %self.name, removed, "dropped mirror blobs no ref holds");
+        }
+        removed
+    }
+
     /// The view of ref `r`: `<name>@<ref>`.
     pub fn view(&self, r: &str) -> String {
         format!("{}@{}", self.name, ref_segment(r))
@@ -437,6 +467,38 @@ mod tests {
 
     fn tree(files: &[(&str, &str)]) -> BTreeMap<String, String> {
         files.iter().map(|(p, b)| (p.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn the_mirror_keeps_only_the_blobs_a_ref_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git").arg("-C").arg(&repo).args(args).output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        };
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&["init", "-q", "-b", "main"]);
+        git(&["config", "user.email", "t@example.com"]);
+        git(&["config", "user.name", "t"]);
+        std::fs::write(repo.join("a.py"), "x = 1\n").unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "one"]);
+        let mirror = dir.path().join("mirror");
+        let select = Selector::new("p", &[], &[]).unwrap();
+        let mut src = GitSource::open(&repo, "p", vec!["main".into()], select, mirror.clone(), 1 << 20).unwrap();
+        assert_eq!(src.poll(true).unwrap().len(), 1);
+        std::fs::write(repo.join("a.py"), "x = 2\n").unwrap();
+        git(&["commit", "-q", "-am", "two"]);
+        assert!(matches!(src.poll(false).unwrap()[..], [GitChange::Update(_)]));
+        let count = |d: &Path| walk(d);
+        assert_eq!(count(&mirror), 2, "both versions mirrored");
+        assert_eq!(src.collect_garbage(), 1, "the first version is no ref's any more");
+        assert_eq!(count(&mirror), 1);
+    }
+
+    fn walk(d: &Path) -> usize {
+        std::fs::read_dir(d).unwrap().flatten().map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 }).sum()
     }
 
     #[test]

@@ -5,6 +5,8 @@
 pub const WATCH_FILES_TOTAL: &str = "ctxd_watch_files_total";
 /// Counter: paths the watcher skipped, label `reason` = ignored|binary_ext|secret|not_file|unsafe_key|too_large.
 pub const WATCH_SKIPPED_TOTAL: &str = "ctxd_watch_skipped_total";
+/// Counter: blobs a git source's mirror dropped because no indexed ref holds them any more.
+pub const GIT_MIRROR_REMOVED_TOTAL: &str = "ctxd_watch_git_mirror_removed_blobs_total";
 /// Counter: listings of an object-storage source.
 pub const OBJECT_LISTINGS_TOTAL: &str = "ctxd_object_listings_total";
 /// Counter: objects downloaded into the mirror.
@@ -59,6 +61,10 @@ pub fn describe() {
     metrics::describe_counter!(
         WATCH_SKIPPED_TOTAL,
         "Paths the watcher skipped, label reason = ignored|binary_ext|secret|not_file|unsafe_key|too_large."
+    );
+    metrics::describe_counter!(
+        GIT_MIRROR_REMOVED_TOTAL,
+        "Blobs a git source's mirror dropped because no indexed ref holds them any more."
     );
     metrics::describe_counter!(OBJECT_LISTINGS_TOTAL, "Listings of an object-storage source.");
     metrics::describe_counter!(OBJECT_DOWNLOADS_TOTAL, "Objects downloaded into the mirror.");

@@ -237,3 +237,50 @@ print(json.dumps({"table_paths": table.column("path").to_pylist(), "table_source
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && err.contains("source.name") && err.contains("missing field `name`"), "{err}");
 }
+
+/// `SIGHUP` makes a running daemon read its configuration again and apply its sources: an added
+/// source is indexed, a removed one dropped, the others left as they are (not indexed again); a
+/// file that does not parse changes nothing.
+#[test]
+fn sighup_indexes_an_added_source_and_drops_a_removed_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path();
+    repos(base);
+    // An import, so the code graph has an edge (an index whose graph is empty is given one
+    // again at every start).
+    write(&base.join("api"), &[("billing/tax.py", "from billing.invoice import total_invoice\n\ndef tax(lines):\n    return total_invoice(lines) * 0.2\n")]);
+    let cfg = base.join("ctxd.toml");
+    let write_config = |names: &[&str]| {
+        let mut text: String = names.iter().map(|n| format!("[[source]]\nname = \"{n}\"\nroot = \"{n}\"\n\n")).collect();
+        text.push_str("[index]\ndb = \"db\"\n");
+        std::fs::write(&cfg, text).unwrap();
+    };
+    write_config(&["api", "docs"]);
+    let mut cmd = ctxd();
+    cmd.arg("serve").arg("--config").arg(&cfg).args(["--listen", "127.0.0.1:0", "--flight-listen", "127.0.0.1:0"]);
+    let d = Daemon::spawn_raw(&mut cmd);
+    d.wait_ready();
+    let found = || sources_of(&d.search(json!({"query": "invoice total", "mode": "bm25", "k": 30})).1, "results");
+    assert_eq!(found(), ["api", "docs"]);
+    let hangup = || assert!(Command::new("kill").args(["-HUP", &d.child.id().to_string()]).status().unwrap().success());
+    let metric = |name: &str| d.metric(name).unwrap_or(0.0);
+    let (upserted, removed) = (metric("ctxd_upsert_files_total"), metric("ctxd_upsert_removed_files_total"));
+
+    std::fs::write(&cfg, "[[source]]\nname = \n").unwrap();
+    hangup();
+    super::wait_for("the failed reload counted", Duration::from_secs(30), || {
+        metric("ctxd_pipeline_source_reloads_total{result=\"failed\"}") >= 1.0
+    });
+    assert_eq!(found(), ["api", "docs"], "a broken file changes nothing");
+
+    write_config(&["api", "web"]);
+    hangup();
+    super::wait_for("web indexed and docs dropped", Duration::from_secs(120), || found() == ["api", "web"]);
+    let (s, v) = d.search(json!({"query": "refund", "source": "docs"}));
+    assert_eq!(s, 400, "docs is no source any more: {v}");
+    let (s, v) = d.search(json!({"query": "render invoice", "source": "web", "mode": "bm25"}));
+    assert_eq!((s, paths(&v, "results").first().map(String::as_str)), (200, Some("web/src/invoice.js")), "{v}");
+    super::wait_for("the removals counted", Duration::from_secs(30), || metric("ctxd_upsert_removed_files_total") >= removed + 2.0);
+    assert_eq!(metric("ctxd_upsert_files_total"), upserted + 1.0, "only web's file is indexed; api's are not read again");
+    assert_eq!(metric("ctxd_pipeline_source_reloads_total{result=\"applied\"}"), 1.0);
+}

@@ -313,6 +313,9 @@ mod tests {
         for want in ["'a/b' may hold only", "used twice", "must agree", "is not a glob", "missing field `name`"] {
             assert!(err.contains(want) || (want == "must agree" && err.contains("the same in every")), "{want}: {err}");
         }
+        let shared = "[[source]]\nname = \"a\"\ngit = \"a\"\nmirror_dir = \"m\"\n[[source]]\nname = \"b\"\ngit = \"b\"\nmirror_dir = \"m\"\n";
+        let err = Config::from_toml(shared, Path::new("c.toml")).unwrap_err().to_string();
+        assert!(err.contains("has the mirror_dir of source 'a'"), "{err}");
         let one = Config::from_toml("[source]\nroot = \"r\"\nexclude = [\"*.log\"]\n", Path::new("/c.toml")).unwrap();
         assert!(!one.has_named_sources());
         assert_eq!(one.sources()[0].exclude, ["*.log"]);

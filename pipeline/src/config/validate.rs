@@ -183,6 +183,12 @@ fn named_sources(c: &mut Checker, cfg: &mut Config, entries: Vec<RawSource>) {
             c.problem(&[p, &["name"]].concat(), why);
         } else if cfg.named.iter().any(|s| s.name == name) {
             c.problem(&[p, &["name"]].concat(), format!("source name '{name}' is used twice"));
+        } else if let Some(other) = cfg.named.iter().find(|s| s.mirror_dir.is_some() && s.mirror_dir == one.mirror_dir) {
+            // A git source deletes the blobs of its mirror that its refs no longer hold.
+            c.problem(
+                &[p, &["mirror_dir"]].concat(),
+                format!("source '{name}' has the mirror_dir of source '{}': give each source its own", other.name),
+            );
         }
         cfg.named.push(NamedSource {
             name,
