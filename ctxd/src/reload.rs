@@ -70,8 +70,10 @@ pub fn access_of(cfg: &Config) -> ctxd_query::Access {
 }
 
 /// Sends the configuration re-read from `spec` to `reloads` on every `SIGHUP`, until the
-/// receiver is gone. A file that fails to read or validate is logged and counted.
-pub async fn on_hangup(spec: ReloadSpec, reloads: tokio::sync::mpsc::Sender<Config>) {
+/// receiver is gone. A file that fails to read or validate is logged and counted. Without a
+/// `spec` (a reader, or a daemon started without `--config`) each `SIGHUP` is logged and
+/// ignored — it never ends the process, as it would by default.
+pub async fn on_hangup(spec: Option<ReloadSpec>, reloads: tokio::sync::mpsc::Sender<Config>) {
     let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(h) => h,
         Err(e) => {
@@ -80,11 +82,15 @@ pub async fn on_hangup(spec: ReloadSpec, reloads: tokio::sync::mpsc::Sender<Conf
         }
     };
     while hangup.recv().await.is_some() {
+        let Some(spec) = &spec else {
+            tracing::info!("SIGHUP: nothing to reload (a reader, or a daemon started without --config); ignored");
+            continue;
+        };
         tracing::info!(file = %spec.file.display(), "SIGHUP: reading the configuration again");
         match spec.read() {
             Ok(cfg) => {
                 if reloads.send(cfg).await.is_err() {
-                    return;
+                    tracing::info!("SIGHUP: the daemon is stopping; not reloaded");
                 }
             }
             Err(e) => failed(&format!("{e:#}")),

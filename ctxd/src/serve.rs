@@ -121,13 +121,13 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
     };
     let Opened { searcher, token_counter, ready, backend } = opened;
     let (stop_follow, follow_stopped) = tokio::sync::oneshot::channel::<()>();
+    // SIGHUP never stops the daemon: a writer with a configuration file reloads its sources,
+    // any other says there is nothing to reload.
+    let (reload_tx, reloads) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(crate::reload::on_hangup(reload_spec, reload_tx));
     let follower = match backend {
         Backend::Writer { generation, lease } => {
             watch_lease(&lease);
-            let (reload_tx, reloads) = tokio::sync::mpsc::channel(4);
-            if let Some(spec) = reload_spec {
-                tokio::spawn(crate::reload::on_hangup(spec, reload_tx));
-            }
             let follow = writer::follow_switches(
                 cfg.clone(),
                 generation,

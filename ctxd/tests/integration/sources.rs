@@ -283,4 +283,12 @@ fn sighup_indexes_an_added_source_and_drops_a_removed_one() {
     super::wait_for("the removals counted", Duration::from_secs(30), || metric("ctxd_upsert_removed_files_total") >= removed + 2.0);
     assert_eq!(metric("ctxd_upsert_files_total"), upserted + 1.0, "only web's file is indexed; api's are not read again");
     assert_eq!(metric("ctxd_pipeline_source_reloads_total{result=\"applied\"}"), 1.0);
+    drop(d);
+
+    // Without --config there is nothing to reload: SIGHUP is ignored, never fatal.
+    let d = Daemon::start_with(&base.join("web"), &base.join("db-watch"), &["serve"]);
+    d.wait_ready();
+    assert!(Command::new("kill").args(["-HUP", &d.child.id().to_string()]).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(d.get("/healthz").status().as_u16(), 200, "still serving after SIGHUP");
 }
