@@ -16,6 +16,8 @@ full disk do to the index, each reported as figures against a goal.
 * `disk-full` — a local index on a 40 MB tmpfs: a few files indexed, the disk filled, files
   added (the daemon must keep serving the last good version and count the failed commit),
   the filler deleted (the pending files must become searchable without a restart).
+  `--disk-full-source git`: the source is a git repository polled every second, the files
+  committed while the disk is full.
 
 Everything runs on 127.0.0.1 (moto's server from the venv). Prints each scenario's figures
 and a summary table; exits 1 when a goal is missed. Uses `ctxd_daemon.py`'s helpers.
@@ -593,7 +595,8 @@ def mount_small(mnt, size_mb):
 
 
 def scenario_disk_full(a, work):
-    print("\n== disk-full: local index on a 40 MB filesystem, filled up, then freed", flush=True)
+    git_source = a.disk_full_source == "git"
+    print(f"\n== disk-full: local index on a 40 MB filesystem, filled up, then freed ({a.disk_full_source} source)", flush=True)
     mnt = "/tmp/ctxd-small"
     try:
         how = mount_small(mnt, 40)
@@ -607,9 +610,26 @@ def scenario_disk_full(a, work):
     db, filler = os.path.join(mnt, "db"), os.path.join(mnt, "filler")
     for i in range(8):
         write_file(src, i)
+    # A git source reads commits of `main` (polled every second) instead of watching the folder.
+    def commit():
+        if git_source:
+            for args in (["add", "-A"], ["commit", "-q", "-m", "more files"]):
+                subprocess.run(["git", "-C", src, *args], check=True, capture_output=True)
+    stored = (lambda i: f"repo@main/{file_name(i)}") if git_source else file_name
+    serve_args = ["--role", "writer", "--watch", src, "--db", db]
+    if git_source:
+        subprocess.run(["git", "init", "-q", "-b", "main", src], check=True)
+        for k, v in (("user.email", "bench@example.com"), ("user.name", "bench")):
+            subprocess.run(["git", "-C", src, "config", k, v], check=True)
+        commit()
+        cfg = os.path.join(work, "ctxd.toml")
+        with open(cfg, "w") as fh:
+            fh.write(f'[[source]]\nname = "repo"\ngit = "{src}"\nrefs = ["main"]\npoll_interval_secs = 1\n'
+                     f'mirror_dir = "{work}/mirror"\n\n[index]\ndb = "{db}"\n')
+        serve_args = ["--role", "writer", "--config", cfg]
     d = None
     try:
-        d = Serve(a.ctxd, ["--role", "writer", "--watch", src, "--db", db], os.path.join(logs, "writer.log"))
+        d = Serve(a.ctxd, serve_args, os.path.join(logs, "writer.log"))
         t = d.wait_ready(a.ready_within)
         if t is None:
             figure("disk-full", "writer ready", "never", "", False)
@@ -630,11 +650,12 @@ def scenario_disk_full(a, work):
             write_file(src, i)
         rev_edit = 1
         write_file(src, 0, rev_edit)  # and an edit of an indexed file
+        commit()
         time.sleep(a.full_wait)
         alive = d.alive()
-        old_ok = alive and all(file_name(i) in (d.paths(token(i), "bm25", 3) or []) for i in range(1, 8))
+        old_ok = alive and all(stored(i) in (d.paths(token(i), "bm25", 3) or []) for i in range(1, 8))
         st, _ = d.search("process the ledger invoice") if alive else (None, None)
-        new_visible = [i for i in range(8, 12) if alive and file_name(i) in (d.paths(token(i), "bm25", 3) or [])]
+        new_visible = [i for i in range(8, 12) if alive and stored(i) in (d.paths(token(i), "bm25", 3) or [])]
         during = fault_metrics(d.metrics()) if alive else []
         errs = log_lines(d.log, r"WARN|ERROR|No space|ENOSPC|os error 28", None)
         print(f"  step 3 ({a.full_wait:.0f}s after adding 4 files and editing 1 on a full disk): alive={alive}, "
@@ -655,7 +676,7 @@ def scenario_disk_full(a, work):
         t_free = time.time()
         pending = list(range(8, 12))
         while time.time() - t_free < a.settle and pending and d.alive():
-            pending = [i for i in pending if file_name(i) not in (d.paths(token(i), "bm25", 3) or [])]
+            pending = [i for i in pending if stored(i) not in (d.paths(token(i), "bm25", 3) or [])]
             time.sleep(1)
         edited = d.alive() and f"revision {rev_edit}" in json.dumps(d.search(token(0), "bm25", 3)[1])
         print(f"  step 4: filler deleted; after {time.time() - t_free:.0f}s pending files still missing: "
@@ -666,16 +687,17 @@ def scenario_disk_full(a, work):
             # Diagnosis: does a new event for a pending file bring it in? Does a restart?
             p = pending[0] if pending else 8
             write_file(src, p, 5)
+            commit()
             t0 = time.time()
             seen = False
             while time.time() - t0 < 20 and not seen:
-                seen = file_name(p) in (d.paths(token(p), "bm25", 3) or [])
+                seen = stored(p) in (d.paths(token(p), "bm25", 3) or [])
                 time.sleep(0.5)
             print(f"  diagnosis: touching {file_name(p)} again → searchable: {seen} ({time.time() - t0:.1f}s)")
             d.stop()
-            d = Serve(a.ctxd, ["--role", "writer", "--watch", src, "--db", db], os.path.join(logs, "writer-2.log"))
+            d = Serve(a.ctxd, serve_args, os.path.join(logs, "writer-2.log"))
             t = d.wait_ready(a.ready_within)
-            still = [i for i in range(8, 12) if file_name(i) not in (d.paths(token(i), "bm25", 3) or [])]
+            still = [i for i in range(8, 12) if stored(i) not in (d.paths(token(i), "bm25", 3) or [])]
             edited = f"revision {rev_edit}" in json.dumps(d.search(token(0), "bm25", 3)[1])
             print(f"  diagnosis: after a restart (ready {t and round(t, 1)}s): missing {[file_name(i) for i in still]}, "
                   f"edit visible: {edited}")
@@ -703,6 +725,8 @@ def main():
     ap.add_argument("--ready-within", type=float, default=240, help="seconds a start may take")
     ap.add_argument("--settle", type=float, default=90, help="seconds to wait for files to become searchable")
     ap.add_argument("--full-wait", type=float, default=12, help="disk-full: seconds with the disk full")
+    ap.add_argument("--disk-full-source", choices=["folder", "git"], default="folder",
+                    help="disk-full: the source is a watched folder or a git repository polled every second")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     if not os.access(a.ctxd, os.X_OK):

@@ -248,15 +248,21 @@ impl Source {
         let mut first = true;
         // Whether the refs moved since the mirror was last cleaned up.
         let mut moved_on = false;
+        // A commit failed: the next poll reports every file again (see `trigger`).
+        let (mut failed, mut backoff, mut recover) = (crate::trigger::failed_commits(), crate::trigger::Backoff::default(), false);
         loop {
             // The blobs of commits the refs moved past, once nothing emitted is in flight.
             let clean = moved_on && self.emitter.tracker.in_flight() <= 0;
             moved_on &= !clean;
+            let all = first || recover;
             let polled = tokio::task::spawn_blocking(move || {
                 if clean {
                     git.collect_garbage();
                 }
-                let out = git.poll(first);
+                if recover {
+                    git.forget_stored();
+                }
+                let out = git.poll(all);
                 (git, out)
             })
             .await
@@ -282,7 +288,7 @@ impl Source {
                         let work = match change {
                             GitChange::Update(file) => {
                                 seen.seen.insert(file.rel.clone());
-                                if !first {
+                                if !all {
                                     self.freshness.changed(&file.rel, SystemTime::now());
                                 }
                                 FileWork::Update(file)
@@ -291,7 +297,7 @@ impl Source {
                                 seen.seen.insert(rel);
                                 continue;
                             }
-                            GitChange::Removed(rel) => match self.removal(rel, first) {
+                            GitChange::Removed(rel) => match self.removal(rel, all) {
                                 Some(work) => work,
                                 None => continue,
                             },
@@ -301,10 +307,12 @@ impl Source {
                         }
                     }
                     // The first pass also removes what the source no longer has (a ref stored
-                    // whole by an older ctxd keeps only what differs from the base).
-                    if first && !remove_gone(&self.state, &seen, &self.emitter, &owner).await {
+                    // whole by an older ctxd keeps only what differs from the base); so does a
+                    // pass after a failed commit.
+                    if all && !remove_gone(&self.state, &seen, &self.emitter, &owner).await {
                         return Ok(());
                     }
+                    recover = false;
                     if !overlays.is_empty() {
                         // A ref's view reads the base's files it shares once its own are in.
                         if !self.emitter.tracker.wait_drained(OVERLAY_WAIT).await {
@@ -333,6 +341,9 @@ impl Source {
                 _ = tokio::time::sleep(every) => {}
                 _ = poked.notified() => tracing::debug!("a webhook asked for a poll"),
                 _ = self.shutdown.changed() => {}
+                Ok(()) = failed.changed() => {
+                    recover = self.after_failed_commit(&mut failed, &mut backoff, git.name()).await;
+                }
             }
             if *self.shutdown.borrow() {
                 return Ok(());
@@ -393,8 +404,11 @@ impl Source {
     /// from the listing removed), then, when following, every `every` (only the diff).
     async fn run_objects(mut self, mut objects: ObjectSource, every: Duration, follow: bool) -> Result<(), StageError> {
         let mut first = true;
+        // A commit failed: the next listing reports every object again (see `trigger`).
+        let (mut failed, mut backoff, mut recover) = (crate::trigger::failed_commits(), crate::trigger::Backoff::default(), false);
         loop {
-            match objects.poll(first).await {
+            let all = first || recover;
+            match objects.poll(all).await {
                 Ok(changes) => {
                     let mut listed = Pass { completed: true, ..Pass::default() };
                     for change in changes {
@@ -411,7 +425,7 @@ impl Source {
                                 listed.seen.insert(objects.qualify(&l.rel));
                                 match objects.fetch(&l).await {
                                     Ok(Some(file)) => {
-                                        if !first {
+                                        if !all {
                                             self.freshness.changed(&file.rel, l.modified);
                                         }
                                         FileWork::Update(file)
@@ -426,7 +440,7 @@ impl Source {
                                     }
                                 }
                             }
-                            ObjectChange::Removed(rel) => match self.removal(rel, first) {
+                            ObjectChange::Removed(rel) => match self.removal(rel, all) {
                                 Some(work) => work,
                                 None => continue,
                             },
@@ -441,7 +455,10 @@ impl Source {
                             return Ok(());
                         }
                         first = false;
+                    } else if recover && !remove_gone(&self.state, &listed, &self.emitter, objects.selector()).await {
+                        return Ok(());
                     }
+                    recover = false;
                 }
                 // Without a first listing a one-shot run has nothing to do: say why. A daemon
                 // stays up (not ready) and retries.
@@ -453,7 +470,28 @@ impl Source {
                     if *self.shutdown.borrow() { return Ok(()); }
                 }
                 _ = tokio::time::sleep(every) => {}
+                Ok(()) = failed.changed() => {
+                    recover = self.after_failed_commit(&mut failed, &mut backoff, &objects.uri().to_string()).await;
+                }
             }
         }
+    }
+
+    /// A batch was not committed: after a growing pause (cut short by shutdown), the polled
+    /// source `what` reports everything again at its next poll. Returns whether to.
+    async fn after_failed_commit(
+        &mut self,
+        failed: &mut watch::Receiver<u64>,
+        backoff: &mut crate::trigger::Backoff,
+        what: &str,
+    ) -> bool {
+        let pause = backoff.next();
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = self.shutdown.changed() => {}
+        }
+        failed.borrow_and_update();
+        tracing::info!(source = what, "listing everything again after a failed commit ({} s pause)", pause.as_secs());
+        true
     }
 }

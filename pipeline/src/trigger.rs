@@ -13,8 +13,10 @@
 //! root: every file whose content differs from the index (exactly those of the lost batch, and
 //! anything changed meanwhile) goes through the pipeline again, removals are reconciled. While
 //! the fault lasts the pause doubles up to [`RESCAN_AFTER_FAILURE_MAX`] ([`Backoff`]); once it is
-//! gone the index catches up by itself. (A bucket or git source lists only what changed since
-//! its last listing: a lost batch of theirs comes back at the next restart.)
+//! gone the index catches up by itself. A bucket or git source lists only what changed since
+//! its last listing, so after the same pause its next poll reports everything again (as at
+//! start: the files whose content the index lacks are indexed, the others skipped by hash, and
+//! removals reconciled).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -53,7 +55,8 @@ fn failures() -> &'static watch::Sender<u64> {
     FAILED.get_or_init(|| watch::channel(0).0)
 }
 
-/// Counts a batch the sink could not commit: folder sources rescan (see the module docs).
+/// Counts a batch the sink could not commit: every source finds its files again (see the
+/// module docs).
 pub(crate) fn commit_failed() {
     failures().send_modify(|n| *n += 1);
 }

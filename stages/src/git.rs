@@ -191,6 +191,17 @@ impl GitSource {
         std::mem::take(&mut self.moved)
     }
 
+    /// Forgets which files the refs' views hold (their commits and trees stay known): the next
+    /// `poll(true)` reports every file again, as after a restart, and every ref counts as moved
+    /// (its history is recorded again). For a batch the sink could not commit: the files the
+    /// index lacks are found again (the load stage skips the others by their content hash).
+    pub fn forget_stored(&mut self) {
+        for (r, state) in self.known.iter_mut() {
+            state.stored.clear();
+            self.moved.push((r.clone(), Some(state.commit.clone())));
+        }
+    }
+
     /// The overlays that changed since the last call, in order.
     pub fn take_overlays(&mut self) -> Vec<OverlayChange> {
         std::mem::take(&mut self.overlays)
