@@ -14,7 +14,9 @@
 //! * [`Index::commit_fragments`] publishes described fragments as one `Append` commit.
 //!   Committing is idempotent: fragments whose data files the table already references
 //!   (a commit that succeeded but whose caller died before clearing the staging rows) are
-//!   left out, so a re-run never doubles rows.
+//!   left out, so a re-run never doubles rows. A described data file that is gone (a cleanup
+//!   deleted a staged file older than its retention) fails the commit before anything is
+//!   published, naming the files and the shards to run again.
 //!
 //! Data files of a shard that crashed before recording its fragments are referenced by no
 //! version; Lance's cleanup (`ctxd compact`, the daemon's scheduled maintenance) deletes such
@@ -115,6 +117,27 @@ impl Index {
         if fragments.is_empty() {
             return Ok(Fragments::default());
         }
+        // A staged data file a cleanup deleted (or a shard that never finished writing it)
+        // would make the new version unreadable: nothing is committed then.
+        let store = dataset.object_store(None).await.map_err(|e| self.lance(e.into()))?;
+        let data = dataset.data_dir();
+        let mut missing = Vec::new();
+        for file in fragments.iter().flat_map(|f| f.files.iter()) {
+            let path = object_store::path::Path::parse(format!("{data}/{}", file.path))
+                .map_err(|e| self.staged(format!("staged data file {}: {e}", file.path)))?;
+            if !store.exists(&path).await.map_err(|e| self.lance(e.into()))? {
+                missing.push(file.path.clone());
+            }
+        }
+        if !missing.is_empty() {
+            return Err(self.staged(format!(
+                "{} staged data file(s) are gone from {data} ({}); nothing was committed: run the shards that wrote \
+                 them again (`ctxd reembed --shard I/N`; a cleanup deletes unreferenced files older than its \
+                 retention), then `ctxd reembed --commit`",
+                missing.len(),
+                missing.join(", ")
+            )));
+        }
         let appended = Fragments(fragments.clone());
         let txn = Transaction::new(dataset.version().version, Operation::Append { fragments }, None);
         CommitBuilder::new(dataset).execute(txn).await.map_err(|e| self.lance(e.into()))?;
@@ -157,5 +180,23 @@ mod tests {
         reader.refresh().await.unwrap();
         assert_eq!(reader.chunk_ids().await.unwrap().len(), 11);
         assert!(index.write_fragments(Vec::new()).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn fragments_whose_data_files_are_gone_are_not_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().to_string_lossy().into_owned();
+        let index = Index::open_or_create(&uri, "m", 8).await.unwrap();
+        index.commit(CommitBatch { rows: vec![row(0)], ..Default::default() }).await.unwrap();
+        let batch = crate::schema::rows_to_batch(&(10..15).map(row).collect::<Vec<_>>(), 8, false).unwrap();
+        let staged = index.write_fragments(vec![batch]).await.unwrap();
+        let name = staged.0[0].files[0].path.clone();
+        let file = std::fs::read_dir(dir.path()).unwrap().flatten().map(|t| t.path().join("data").join(&name)).find(|p| p.exists());
+        std::fs::remove_file(file.expect("the staged data file on disk")).unwrap();
+        let before = index.version().await.unwrap();
+        let err = index.commit_fragments(vec![staged]).await.unwrap_err().to_string();
+        assert!(err.contains("gone") && err.contains(&name) && err.contains("--shard"), "{err}");
+        assert_eq!(index.version().await.unwrap(), before, "nothing committed");
+        assert_eq!(index.chunk_ids().await.unwrap().len(), 1);
     }
 }
