@@ -167,6 +167,13 @@ impl Index {
         let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
         for name in [crate::overlay::OVERLAYS_TABLE, crate::history::HISTORY_TABLE] {
             if names.iter().any(|n| n == name) {
+                if name == crate::overlay::OVERLAYS_TABLE {
+                    // Overlay records of versions the cleanup removed are no read's any more.
+                    let versions = self.table.list_versions().await.map_err(|e| self.lance(e))?;
+                    if let Some(oldest) = versions.iter().map(|v| v.version).min() {
+                        crate::overlay::prune(&self.uri, oldest).await?;
+                    }
+                }
                 let table = conn.open_table(name).execute().await.map_err(|e| self.lance(e))?;
                 self.maintain_side(Some(&table), &[], opts).await?;
             }

@@ -10,20 +10,22 @@
 //! share most files cost little more than one: no row, vector or full-text posting is stored
 //! twice.
 //!
-//! The `ref_overlays` table holds one row per overlay view:
+//! The `ref_overlays` table holds the overlay records of each view, by chunks-table version:
 //!
 //! | column | type | meaning |
 //! |---|---|---|
 //! | view | utf8 | the ref's view (`proj@release~1.0`) |
-//! | base | utf8 | the view it reads through (`proj@main`) |
+//! | base | utf8 | the view it reads through (`proj@main`; empty: from then on stored whole) |
 //! | shadowed | utf8 | the base's paths (relative, `src/tax.py`) the view does not share, one per line |
+//! | at_version | uint64 | the chunks table's version when it was recorded |
 //!
-//! A view without a row is stored whole (a base, a folder, a work tree, or a ref that shares
-//! too little to be worth an overlay). The writer replaces a view's row after the files of the
-//! same change are committed ([`replace`]); readers load the table through a per-process cache
-//! re-checked at most every second ([`current`]), so a reader sees a new overlay within about a
-//! second of its files. Like the history table, it is not part of the chunks table's versions:
-//! `as_of` reads today's overlays.
+//! A view without a record is stored whole (a base, a folder, a work tree, or a ref that shares
+//! too little to be worth an overlay). The writer records a view's overlay after the files of
+//! the same change are committed ([`replace`]); a read of the latest version takes each view's
+//! newest record, a read of a past version (`as_of`) the newest recorded at or before it.
+//! Readers load the table through a per-process cache re-checked at most every second
+//! ([`current`]), so a reader sees a new overlay within about a second of its files.
+//! Maintenance drops records no kept version needs ([`prune`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -54,12 +56,32 @@ pub struct Overlay {
     pub shadowed: BTreeSet<String>,
 }
 
-/// Every overlay of an index, by view, and the version of the table they were read at (0:
-/// no table).
+/// One record of a view: from chunks-table version `at` on, it reads through `overlay`
+/// (`None`: it is stored whole, or gone).
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub at: u64,
+    pub overlay: Option<Arc<Overlay>>,
+}
+
+/// Every overlay record of an index, by view (oldest first), and the version of the table they
+/// were read at (0: no table).
 #[derive(Debug, Clone, Default)]
 pub struct Overlays {
-    pub views: HashMap<String, Arc<Overlay>>,
+    pub views: HashMap<String, Vec<Record>>,
     pub version: u64,
+}
+
+impl Overlays {
+    /// The overlay of `view` at chunks-table version `as_of` (`None`: the latest record).
+    pub fn get(&self, view: &str, as_of: Option<u64>) -> Option<&Arc<Overlay>> {
+        let records = self.views.get(view)?;
+        let record = match as_of {
+            None => records.last(),
+            Some(v) => records.iter().rev().find(|r| r.at <= v),
+        };
+        record?.overlay.as_ref()
+    }
 }
 
 fn schema() -> SchemaRef {
@@ -67,10 +89,12 @@ fn schema() -> SchemaRef {
         Field::new("view", DataType::Utf8, false),
         Field::new("base", DataType::Utf8, false),
         Field::new("shadowed", DataType::Utf8, false),
+        Field::new("at_version", DataType::UInt64, false),
     ]))
 }
 
-/// Sets the overlay of `view` (`None`: the view is stored whole, or gone).
+/// Records the overlay of `view` from the active chunks table's current version on (`None`: the
+/// view is stored whole, or gone). Earlier records stay for `as_of` reads of earlier versions.
 pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>) -> Result<(), IndexError> {
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
     // One write at a time in a process (two git sources record theirs concurrently; the
@@ -79,46 +103,64 @@ pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>) -> Result
     let _one = WRITING.lock().await;
     let conn = connect(uri).await?;
     let names = conn.table_names().execute().await.map_err(lance)?;
-    let rows: Vec<(&str, &str, String)> = overlay
-        .map(|o| (view, o.base.as_str(), o.shadowed.iter().map(String::as_str).collect::<Vec<_>>().join("\n")))
-        .into_iter()
-        .collect();
+    if overlay.is_none() && load(uri).await?.get(view, None).is_none() {
+        return Ok(()); // nothing recorded, or already stored whole
+    }
+    let chunks = crate::active::current_table(uri).await?;
+    let at = match names.iter().any(|n| *n == chunks) {
+        true => conn.open_table(&chunks).execute().await.map_err(lance)?.version().await.map_err(lance)?,
+        false => 0,
+    };
+    let (base, shadowed) = match overlay {
+        Some(o) => (o.base.clone(), o.shadowed.iter().map(String::as_str).collect::<Vec<_>>().join("\n")),
+        None => (String::new(), String::new()),
+    };
     let batch = RecordBatch::try_new(
         schema(),
         vec![
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2.as_str()))),
+            Arc::new(StringArray::from(vec![view])),
+            Arc::new(StringArray::from(vec![base])),
+            Arc::new(StringArray::from(vec![shadowed])),
+            Arc::new(arrow_array::UInt64Array::from(vec![at])),
         ],
     )?;
-    if overlay.is_none() && !names.iter().any(|n| n == OVERLAYS_TABLE) {
-        return Ok(());
-    }
     let table = crate::store::open_or_create_table(&conn, &names, OVERLAYS_TABLE, schema()).await.map_err(lance)?;
-    match overlay {
-        // One commit: a reader never sees the view without its row in between.
-        Some(_) => {
-            let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch)], schema());
-            let mut merge = table.merge_insert(&["view"]);
-            merge.when_matched_update_all(None).when_not_matched_insert_all();
-            merge.execute(Box::new(reader)).await.map_err(lance)?;
-        }
-        None => {
-            table.delete(&format!("view = {}", sql_str(view))).await.map_err(lance)?;
-        }
-    }
+    // One commit (a reader never sees the view without its record); a second record at the
+    // same version replaces the first.
+    let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch)], schema());
+    let mut merge = table.merge_insert(&["view", "at_version"]);
+    merge.when_matched_update_all(None).when_not_matched_insert_all();
+    merge.execute(Box::new(reader)).await.map_err(lance)?;
     forget(uri);
     Ok(())
 }
 
-/// Drops the overlays of views that start with `prefix` (`proj@`) but are not in `keep` (refs
-/// no longer indexed).
+/// Records the views that start with `prefix` (`proj@`) but are not in `keep` (refs no longer
+/// indexed) as stored whole from now on.
 pub async fn retain(uri: &str, prefix: &str, keep: &[String]) -> Result<(), IndexError> {
-    let stale: Vec<String> =
-        load(uri).await?.views.into_keys().filter(|v| v.starts_with(prefix) && !keep.contains(v)).collect();
+    let all = load(uri).await?;
+    let stale: Vec<&String> =
+        all.views.keys().filter(|v| v.starts_with(prefix) && !keep.contains(v) && all.get(v, None).is_some()).collect();
     for view in stale {
-        replace(uri, &view, None).await?;
+        replace(uri, view, None).await?;
     }
+    Ok(())
+}
+
+/// Drops the records no read can use any more: those older than the newest record at or
+/// before `oldest`, the oldest chunks-table version kept (maintenance, after its cleanup).
+pub async fn prune(uri: &str, oldest: u64) -> Result<(), IndexError> {
+    let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
+    let all = load(uri).await?;
+    let conn = connect(uri).await?;
+    for (view, records) in &all.views {
+        let Some(floor) = records.iter().rev().find(|r| r.at <= oldest).map(|r| r.at) else { continue };
+        if records.iter().any(|r| r.at < floor) {
+            let table = conn.open_table(OVERLAYS_TABLE).execute().await.map_err(lance)?;
+            table.delete(&format!("view = {} AND at_version < {floor}", sql_str(view))).await.map_err(lance)?;
+        }
+    }
+    forget(uri);
     Ok(())
 }
 
@@ -137,10 +179,16 @@ pub async fn load(uri: &str) -> Result<Overlays, IndexError> {
         table.query().execute().await.map_err(lance)?.try_collect().await.map_err(lance)?;
     for b in &batches {
         let (views, bases, shadowed) = (str_col(b, "view", uri)?, str_col(b, "base", uri)?, str_col(b, "shadowed", uri)?);
+        let ats = crate::columns::typed_col::<arrow_array::UInt64Array>(b, "at_version", uri)?;
         for i in 0..b.num_rows() {
             let shadowed = shadowed.value(i).lines().filter(|l| !l.is_empty()).map(str::to_string).collect();
-            out.views.insert(views.value(i).to_string(), Arc::new(Overlay { base: bases.value(i).to_string(), shadowed }));
+            let overlay =
+                (!bases.value(i).is_empty()).then(|| Arc::new(Overlay { base: bases.value(i).to_string(), shadowed }));
+            out.views.entry(views.value(i).to_string()).or_default().push(Record { at: ats.value(i), overlay });
         }
+    }
+    for records in out.views.values_mut() {
+        records.sort_by_key(|r| r.at);
     }
     Ok(out)
 }
@@ -192,9 +240,10 @@ pub struct Lens {
 }
 
 impl Lens {
-    /// The overlays of the scope's `names` among `all`.
-    pub fn of(names: &[String], all: &Overlays) -> Self {
-        let views = names.iter().filter_map(|n| all.views.get(n).map(|o| (n.clone(), o.clone()))).collect();
+    /// The overlays of the scope's `names` among `all`, at chunks-table version `as_of` (`None`:
+    /// the latest).
+    pub fn of(names: &[String], all: &Overlays, as_of: Option<u64>) -> Self {
+        let views = names.iter().filter_map(|n| all.get(n, as_of).map(|o| (n.clone(), o.clone()))).collect();
         Self { views, version: all.version }
     }
 
@@ -244,8 +293,8 @@ mod tests {
 
     fn lens() -> Lens {
         let o = Overlay { base: "lib@main".into(), shadowed: ["src/tax.py".to_string(), "gone.md".into()].into() };
-        let views = [("lib@v2".to_string(), Arc::new(o))].into_iter().collect();
-        Lens::of(&["lib@v2".into(), "docs".into()], &Overlays { views, version: 3 })
+        let views = [("lib@v2".to_string(), vec![Record { at: 1, overlay: Some(Arc::new(o)) }])].into_iter().collect();
+        Lens::of(&["lib@v2".into(), "docs".into()], &Overlays { views, version: 3 }, None)
     }
 
     #[test]
@@ -327,6 +376,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_past_version_reads_the_overlay_recorded_then() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().to_str().unwrap();
+        let index = two_refs(uri).await;
+        let then = index.version().await.unwrap();
+        // Later v2 stops sharing a.py too (its own copy would come in the same change).
+        index.commit(crate::CommitBatch { rows: vec![crate::testing::row(7)], ..Default::default() }).await.unwrap();
+        let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
+        replace(uri, "lib@v2", Some(&o)).await.unwrap();
+        let scope = || Some(crate::SourceScope::new(["lib@v2"]));
+        let now: Vec<String> = index.scoped(scope()).await.unwrap().files().await.unwrap().into_iter().map(|f| f.0).collect();
+        assert_eq!(now, ["lib@v2/b.py"]);
+        let past = index.at(then).await.unwrap().scoped(scope()).await.unwrap();
+        let mut files: Vec<String> = past.files().await.unwrap().into_iter().map(|f| f.0).collect();
+        files.sort();
+        assert_eq!(files, ["lib@v2/a.py", "lib@v2/b.py"], "as of {then}");
+        // Maintenance keeps the record a kept version needs, drops the older ones.
+        prune(uri, then + 1).await.unwrap();
+        assert_eq!(load(uri).await.unwrap().views["lib@v2"].len(), 1);
+    }
+
+    #[tokio::test]
     async fn replaced_per_view_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().to_str().unwrap();
@@ -335,17 +406,17 @@ mod tests {
         replace(uri, "lib@v2", Some(&o)).await.unwrap();
         replace(uri, "lib@v3", Some(&Overlay { base: "lib@main".into(), shadowed: BTreeSet::new() })).await.unwrap();
         let read = current(uri).await.unwrap();
-        assert_eq!(read.views.get("lib@v2").map(|o| o.as_ref()), Some(&o));
-        assert!(read.views["lib@v3"].shadowed.is_empty());
+        assert_eq!(read.get("lib@v2", None).map(|o| o.as_ref()), Some(&o));
+        assert!(read.get("lib@v3", None).unwrap().shadowed.is_empty());
         let changed = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
         replace(uri, "lib@v2", Some(&changed)).await.unwrap();
         let again = current(uri).await.unwrap();
-        assert_eq!(again.views["lib@v2"].as_ref(), &changed, "replaced in place");
-        assert_eq!(again.views.len(), 2);
+        assert_eq!(again.get("lib@v2", None).map(|o| o.as_ref()), Some(&changed), "replaced at the same version");
+        assert_eq!(again.views["lib@v2"].len(), 1);
         assert!(again.version > read.version);
         replace(uri, "lib@v2", None).await.unwrap();
         retain(uri, "lib@", &["lib@v4".to_string()]).await.unwrap();
         let read = current(uri).await.unwrap();
-        assert!(read.views.is_empty(), "a write is seen at once by its process; retain drops the rest: {read:?}");
+        assert!(read.get("lib@v2", None).is_none() && read.get("lib@v3", None).is_none(), "retain: stored whole: {read:?}");
     }
 }

@@ -146,7 +146,8 @@ impl Index {
     pub async fn scoped(&self, scope: Option<SourceScope>) -> Result<Index, IndexError> {
         let lens = match &scope {
             Some(s) => {
-                let lens = Lens::of(s.names(), &*crate::overlay::current(&self.uri).await?);
+                // A view of a past version (`as_of`) reads the overlays recorded then.
+                let lens = Lens::of(s.names(), &*crate::overlay::current(&self.uri).await?, self.pinned);
                 (!lens.is_empty()).then(|| Arc::new(lens))
             }
             None => None,
@@ -166,6 +167,7 @@ impl Index {
             named_sources: AtomicBool::new(false),
             scope: scope.map(Arc::new),
             lens,
+            pinned: self.pinned,
         })
     }
 

@@ -53,6 +53,8 @@ pub struct Index {
     pub(crate) scope: Option<std::sync::Arc<crate::scope::SourceScope>>,
     /// The ref overlays the scope reads through (see [`crate::overlay`]).
     pub(crate) lens: Option<std::sync::Arc<crate::overlay::Lens>>,
+    /// The version a view of a past version ([`Index::at`]) is checked out at.
+    pub(crate) pinned: Option<u64>,
 }
 
 /// Opens table `name` of `conn` (whose tables are `names`), creating it empty with `schema`
@@ -202,6 +204,7 @@ impl Index {
             named_sources: AtomicBool::new(false),
             scope: None,
             lens: None,
+            pinned: None,
         })
     }
 
