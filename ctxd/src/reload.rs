@@ -73,14 +73,11 @@ pub fn access_of(cfg: &Config) -> ctxd_query::Access {
 /// receiver is gone. A file that fails to read or validate is logged and counted. Without a
 /// `spec` (a reader, or a daemon started without `--config`) each `SIGHUP` is logged and
 /// ignored — it never ends the process, as it would by default.
-pub async fn on_hangup(spec: Option<ReloadSpec>, reloads: tokio::sync::mpsc::Sender<Config>) {
-    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(h) => h,
-        Err(e) => {
-            tracing::warn!("cannot listen for SIGHUP ({e}): reloading the sources needs a restart");
-            return;
-        }
-    };
+pub async fn on_hangup(
+    mut hangup: tokio::signal::unix::Signal,
+    spec: Option<ReloadSpec>,
+    reloads: tokio::sync::mpsc::Sender<Config>,
+) {
     while hangup.recv().await.is_some() {
         let Some(spec) = &spec else {
             tracing::info!("SIGHUP: nothing to reload (a reader, or a daemon started without --config); ignored");
@@ -94,6 +91,18 @@ pub async fn on_hangup(spec: Option<ReloadSpec>, reloads: tokio::sync::mpsc::Sen
                 }
             }
             Err(e) => failed(&format!("{e:#}")),
+        }
+    }
+}
+
+/// Listens for `SIGHUP` from now on (before the model loads: its default action would end the
+/// process); `None` when the handler cannot be installed.
+pub fn listen() -> Option<tokio::signal::unix::Signal> {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(h) => Some(h),
+        Err(e) => {
+            tracing::warn!("cannot listen for SIGHUP ({e}): reloading the sources needs a restart");
+            None
         }
     }
 }

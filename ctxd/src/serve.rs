@@ -59,6 +59,7 @@ pub struct ServeArgs {
 /// Runs the daemon until SIGTERM/Ctrl-C.
 pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
     let ServeArgs { config, watch, db, listen, flight_listen, role } = args;
+    let hangup = crate::reload::listen();
     let reader = role == Role::Reader;
     if config.is_none() && watch.is_none() && !(reader && db.is_some()) {
         bail!("nothing to serve: pass --config <FILE> or --watch <PATH> --db <DIR> (a reader: --db <DIR> alone)");
@@ -124,7 +125,9 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
     // SIGHUP never stops the daemon: a writer with a configuration file reloads its sources,
     // any other says there is nothing to reload.
     let (reload_tx, reloads) = tokio::sync::mpsc::channel(4);
-    tokio::spawn(crate::reload::on_hangup(reload_spec, reload_tx));
+    if let Some(hangup) = hangup {
+        tokio::spawn(crate::reload::on_hangup(hangup, reload_spec, reload_tx));
+    }
     let follower = match backend {
         Backend::Writer { generation, lease } => {
             watch_lease(&lease);

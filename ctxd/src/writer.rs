@@ -113,6 +113,7 @@ pub async fn follow_switches(
             _ = tracker.wait_ready() => {}
         }
         searcher.switch(next.engine.index(), next.engine.embedder());
+        metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
         metrics::counter!(ctxd_pipeline::metrics::MODEL_SWITCHES_TOTAL).increment(1);
         tracing::info!(table = %active.table_name, model = %active.model_id, "model switch: queries use the new table");
         crate::sdnotify::notify(&format!("STATUS=serving model {}", active.model_id));
@@ -153,6 +154,13 @@ async fn reload(
         Ok(next) => {
             searcher.switch(next.engine.index(), next.engine.embedder());
             access.set(crate::reload::access_of(&next_cfg));
+            // The new pipeline's first pass: the ready gauge is 1 again once it is committed.
+            let tracker = next.running.tracker();
+            tokio::spawn(async move {
+                tracker.wait_ready().await;
+                metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
+                tracing::info!("SIGHUP: the new sources' initial pass is committed");
+            });
             *cfg = next_cfg;
             metrics::counter!(ctxd_pipeline::metrics::SOURCE_RELOADS_TOTAL, "result" => "applied").increment(1);
             tracing::info!(sources = ?names, "SIGHUP: the pipeline runs on the new sources");

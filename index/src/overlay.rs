@@ -17,7 +17,9 @@
 //! | view | utf8 | the ref's view (`proj@release~1.0`) |
 //! | base | utf8 | the view it reads through (`proj@main`; empty: from then on stored whole) |
 //! | shadowed | utf8 | the base's paths (relative, `src/tax.py`) the view does not share, one per line |
-//! | at_version | uint64 | the chunks table's version when it was recorded |
+//! | at_version | uint64 | the chunks table's version it takes effect at |
+//! | chunks_table | utf8 | that chunks table (a re-embedding switches tables; records carry over) |
+//! | seq | uint64 | the order records were written in (the newest answers the latest reads) |
 //!
 //! A view without a record is stored whole (a base, a folder, a work tree, or a ref that shares
 //! too little to be worth an overlay). The writer records a view's overlay after the files of
@@ -56,12 +58,23 @@ pub struct Overlay {
     pub shadowed: BTreeSet<String>,
 }
 
-/// One record of a view: from chunks-table version `at` on, it reads through `overlay`
-/// (`None`: it is stored whole, or gone).
+/// One record of a view: from version `at` of chunks table `table` on, it reads through
+/// `overlay` (`None`: it is stored whole, or gone). `seq` orders the records as written.
 #[derive(Debug, Clone)]
 pub struct Record {
+    pub seq: u64,
+    pub table: String,
     pub at: u64,
     pub overlay: Option<Arc<Overlay>>,
+}
+
+/// Which version of the chunks table a record takes effect at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effective {
+    /// The version now (the change's files are committed).
+    Now,
+    /// The next version: the change's files are on their way (an interim record).
+    NextCommit,
 }
 
 /// Every overlay record of an index, by view (oldest first), and the version of the table they
@@ -73,14 +86,23 @@ pub struct Overlays {
 }
 
 impl Overlays {
-    /// The overlay of `view` at chunks-table version `as_of` (`None`: the latest record).
-    pub fn get(&self, view: &str, as_of: Option<u64>) -> Option<&Arc<Overlay>> {
+    /// The overlay of `view` as of version `as_of.0` of chunks table `as_of.1` (`None`: the
+    /// latest record).
+    pub fn get(&self, view: &str, as_of: Option<(u64, &str)>) -> Option<&Arc<Overlay>> {
+        self.record(view, as_of)?.overlay.as_ref()
+    }
+
+    /// The record of `view` in force at `as_of` (see [`Overlays::get`]): the newest of that
+    /// table at or before the version, else one carried over from the table before it (a
+    /// re-embedding switched tables; its rows mirror the old table's).
+    fn record(&self, view: &str, as_of: Option<(u64, &str)>) -> Option<&Record> {
         let records = self.views.get(view)?;
-        let record = match as_of {
-            None => records.last(),
-            Some(v) => records.iter().rev().find(|r| r.at <= v),
-        };
-        record?.overlay.as_ref()
+        let Some((version, table)) = as_of else { return records.last() };
+        let first_here = records.iter().filter(|r| r.table == table).map(|r| r.seq).min();
+        records.iter().rev().find(|r| match r.table == table {
+            true => r.at <= version,
+            false => first_here.is_none_or(|f| r.seq < f),
+        })
     }
 }
 
@@ -90,12 +112,14 @@ fn schema() -> SchemaRef {
         Field::new("base", DataType::Utf8, false),
         Field::new("shadowed", DataType::Utf8, false),
         Field::new("at_version", DataType::UInt64, false),
+        Field::new("chunks_table", DataType::Utf8, false),
+        Field::new("seq", DataType::UInt64, false),
     ]))
 }
 
-/// Records the overlay of `view` from the active chunks table's current version on (`None`: the
-/// view is stored whole, or gone). Earlier records stay for `as_of` reads of earlier versions.
-pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>) -> Result<(), IndexError> {
+/// Records the overlay of `view` from the active chunks table's current (or next) version on
+/// (`None`: the view is stored whole, or gone). Earlier records stay for `as_of` reads.
+pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>, from: Effective) -> Result<(), IndexError> {
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
     // One write at a time in a process (two git sources record theirs concurrently; the
     // first creates the table).
@@ -103,14 +127,17 @@ pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>) -> Result
     let _one = WRITING.lock().await;
     let conn = connect(uri).await?;
     let names = conn.table_names().execute().await.map_err(lance)?;
-    if overlay.is_none() && load(uri).await?.get(view, None).is_none() {
+    let recorded = load(uri).await?;
+    if overlay.is_none() && recorded.get(view, None).is_none() {
         return Ok(()); // nothing recorded, or already stored whole
     }
+    let seq = recorded.views.values().flatten().map(|r| r.seq + 1).max().unwrap_or(1);
     let chunks = crate::active::current_table(uri).await?;
-    let at = match names.iter().any(|n| *n == chunks) {
+    let now = match names.iter().any(|n| *n == chunks) {
         true => conn.open_table(&chunks).execute().await.map_err(lance)?.version().await.map_err(lance)?,
         false => 0,
     };
+    let at = now + u64::from(from == Effective::NextCommit);
     let (base, shadowed) = match overlay {
         Some(o) => (o.base.clone(), o.shadowed.iter().map(String::as_str).collect::<Vec<_>>().join("\n")),
         None => (String::new(), String::new()),
@@ -122,15 +149,13 @@ pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>) -> Result
             Arc::new(StringArray::from(vec![base])),
             Arc::new(StringArray::from(vec![shadowed])),
             Arc::new(arrow_array::UInt64Array::from(vec![at])),
+            Arc::new(StringArray::from(vec![chunks.as_str()])),
+            Arc::new(arrow_array::UInt64Array::from(vec![seq])),
         ],
     )?;
     let table = crate::store::open_or_create_table(&conn, &names, OVERLAYS_TABLE, schema()).await.map_err(lance)?;
-    // One commit (a reader never sees the view without its record); a second record at the
-    // same version replaces the first.
-    let reader = arrow_array::RecordBatchIterator::new(vec![Ok(batch)], schema());
-    let mut merge = table.merge_insert(&["view", "at_version"]);
-    merge.when_matched_update_all(None).when_not_matched_insert_all();
-    merge.execute(Box::new(reader)).await.map_err(lance)?;
+    // One commit: a reader never sees the view without its record.
+    table.add(batch).execute().await.map_err(lance)?;
     forget(uri);
     Ok(())
 }
@@ -142,22 +167,23 @@ pub async fn retain(uri: &str, prefix: &str, keep: &[String]) -> Result<(), Inde
     let stale: Vec<&String> =
         all.views.keys().filter(|v| v.starts_with(prefix) && !keep.contains(v) && all.get(v, None).is_some()).collect();
     for view in stale {
-        replace(uri, view, None).await?;
+        replace(uri, view, None, Effective::Now).await?;
     }
     Ok(())
 }
 
-/// Drops the records no read can use any more: those older than the newest record at or
-/// before `oldest`, the oldest chunks-table version kept (maintenance, after its cleanup).
-pub async fn prune(uri: &str, oldest: u64) -> Result<(), IndexError> {
+/// Drops the records no read can use any more: those written before the one in force at
+/// version `oldest` of chunks table `table`, the oldest version kept (maintenance, after its
+/// cleanup; the active table is the only one read).
+pub async fn prune(uri: &str, oldest: u64, table: &str) -> Result<(), IndexError> {
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
     let all = load(uri).await?;
     let conn = connect(uri).await?;
     for (view, records) in &all.views {
-        let Some(floor) = records.iter().rev().find(|r| r.at <= oldest).map(|r| r.at) else { continue };
-        if records.iter().any(|r| r.at < floor) {
-            let table = conn.open_table(OVERLAYS_TABLE).execute().await.map_err(lance)?;
-            table.delete(&format!("view = {} AND at_version < {floor}", sql_str(view))).await.map_err(lance)?;
+        let Some(floor) = all.record(view, Some((oldest, table))).map(|r| r.seq) else { continue };
+        if records.iter().any(|r| r.seq < floor) {
+            let t = conn.open_table(OVERLAYS_TABLE).execute().await.map_err(lance)?;
+            t.delete(&format!("view = {} AND seq < {floor}", sql_str(view))).await.map_err(lance)?;
         }
     }
     forget(uri);
@@ -180,15 +206,18 @@ pub async fn load(uri: &str) -> Result<Overlays, IndexError> {
     for b in &batches {
         let (views, bases, shadowed) = (str_col(b, "view", uri)?, str_col(b, "base", uri)?, str_col(b, "shadowed", uri)?);
         let ats = crate::columns::typed_col::<arrow_array::UInt64Array>(b, "at_version", uri)?;
+        let seqs = crate::columns::typed_col::<arrow_array::UInt64Array>(b, "seq", uri)?;
+        let tables = str_col(b, "chunks_table", uri)?;
         for i in 0..b.num_rows() {
             let shadowed = shadowed.value(i).lines().filter(|l| !l.is_empty()).map(str::to_string).collect();
             let overlay =
                 (!bases.value(i).is_empty()).then(|| Arc::new(Overlay { base: bases.value(i).to_string(), shadowed }));
-            out.views.entry(views.value(i).to_string()).or_default().push(Record { at: ats.value(i), overlay });
+            let record = Record { seq: seqs.value(i), table: tables.value(i).to_string(), at: ats.value(i), overlay };
+            out.views.entry(views.value(i).to_string()).or_default().push(record);
         }
     }
     for records in out.views.values_mut() {
-        records.sort_by_key(|r| r.at);
+        records.sort_by_key(|r| r.seq);
     }
     Ok(out)
 }
@@ -240,9 +269,9 @@ pub struct Lens {
 }
 
 impl Lens {
-    /// The overlays of the scope's `names` among `all`, at chunks-table version `as_of` (`None`:
+    /// The overlays of the scope's `names` among `all`, at a version of a chunks table (`None`:
     /// the latest).
-    pub fn of(names: &[String], all: &Overlays, as_of: Option<u64>) -> Self {
+    pub fn of(names: &[String], all: &Overlays, as_of: Option<(u64, &str)>) -> Self {
         let views = names.iter().filter_map(|n| all.get(n, as_of).map(|o| (n.clone(), o.clone()))).collect();
         Self { views, version: all.version }
     }
@@ -293,7 +322,7 @@ mod tests {
 
     fn lens() -> Lens {
         let o = Overlay { base: "lib@main".into(), shadowed: ["src/tax.py".to_string(), "gone.md".into()].into() };
-        let views = [("lib@v2".to_string(), vec![Record { at: 1, overlay: Some(Arc::new(o)) }])].into_iter().collect();
+        let views = [("lib@v2".to_string(), vec![Record { seq: 1, table: "chunks".into(), at: 1, overlay: Some(Arc::new(o)) }])].into_iter().collect();
         Lens::of(&["lib@v2".into(), "docs".into()], &Overlays { views, version: 3 }, None)
     }
 
@@ -321,7 +350,7 @@ mod tests {
         }
         index.commit(crate::CommitBatch { rows, ..Default::default() }).await.unwrap();
         index.build_fts().await.unwrap();
-        replace(uri, "lib@v2", Some(&Overlay { base: "lib@main".into(), shadowed: ["b.py".to_string()].into() })).await.unwrap();
+        replace(uri, "lib@v2", Some(&Overlay { base: "lib@main".into(), shadowed: ["b.py".to_string()].into() }), Effective::Now).await.unwrap();
         index
     }
 
@@ -384,7 +413,7 @@ mod tests {
         // Later v2 stops sharing a.py too (its own copy would come in the same change).
         index.commit(crate::CommitBatch { rows: vec![crate::testing::row(7)], ..Default::default() }).await.unwrap();
         let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
-        replace(uri, "lib@v2", Some(&o)).await.unwrap();
+        replace(uri, "lib@v2", Some(&o), Effective::Now).await.unwrap();
         let scope = || Some(crate::SourceScope::new(["lib@v2"]));
         let now: Vec<String> = index.scoped(scope()).await.unwrap().files().await.unwrap().into_iter().map(|f| f.0).collect();
         assert_eq!(now, ["lib@v2/b.py"]);
@@ -393,7 +422,7 @@ mod tests {
         files.sort();
         assert_eq!(files, ["lib@v2/a.py", "lib@v2/b.py"], "as of {then}");
         // Maintenance keeps the record a kept version needs, drops the older ones.
-        prune(uri, then + 1).await.unwrap();
+        prune(uri, then + 1, "chunks").await.unwrap();
         assert_eq!(load(uri).await.unwrap().views["lib@v2"].len(), 1);
     }
 
@@ -403,18 +432,19 @@ mod tests {
         let uri = dir.path().to_str().unwrap();
         assert!(current(uri).await.unwrap().views.is_empty(), "no table: no overlays");
         let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string()].into() };
-        replace(uri, "lib@v2", Some(&o)).await.unwrap();
-        replace(uri, "lib@v3", Some(&Overlay { base: "lib@main".into(), shadowed: BTreeSet::new() })).await.unwrap();
+        replace(uri, "lib@v2", Some(&o), Effective::Now).await.unwrap();
+        replace(uri, "lib@v3", Some(&Overlay { base: "lib@main".into(), shadowed: BTreeSet::new() }), Effective::Now).await.unwrap();
         let read = current(uri).await.unwrap();
         assert_eq!(read.get("lib@v2", None).map(|o| o.as_ref()), Some(&o));
         assert!(read.get("lib@v3", None).unwrap().shadowed.is_empty());
         let changed = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
-        replace(uri, "lib@v2", Some(&changed)).await.unwrap();
+        replace(uri, "lib@v2", Some(&changed), Effective::Now).await.unwrap();
         let again = current(uri).await.unwrap();
-        assert_eq!(again.get("lib@v2", None).map(|o| o.as_ref()), Some(&changed), "replaced at the same version");
-        assert_eq!(again.views["lib@v2"].len(), 1);
+        assert_eq!(again.get("lib@v2", None).map(|o| o.as_ref()), Some(&changed), "the newest record answers");
+        assert_eq!(again.get("lib@v2", Some((0, "chunks"))).map(|o| o.as_ref()), Some(&changed), "no table: version 0");
+        assert_eq!(again.get("lib@v2", Some((0, "chunks__other"))).map(|o| o.as_ref()), Some(&changed), "carried over");
         assert!(again.version > read.version);
-        replace(uri, "lib@v2", None).await.unwrap();
+        replace(uri, "lib@v2", None, Effective::Now).await.unwrap();
         retain(uri, "lib@", &["lib@v4".to_string()]).await.unwrap();
         let read = current(uri).await.unwrap();
         assert!(read.get("lib@v2", None).is_none() && read.get("lib@v3", None).is_none(), "retain: stored whole: {read:?}");

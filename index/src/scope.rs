@@ -147,7 +147,8 @@ impl Index {
         let lens = match &scope {
             Some(s) => {
                 // A view of a past version (`as_of`) reads the overlays recorded then.
-                let lens = Lens::of(s.names(), &*crate::overlay::current(&self.uri).await?, self.pinned);
+                let as_of = self.pinned.map(|v| (v, self.table_name.as_str()));
+                let lens = Lens::of(s.names(), &*crate::overlay::current(&self.uri).await?, as_of);
                 (!lens.is_empty()).then(|| Arc::new(lens))
             }
             None => None,

@@ -19,6 +19,7 @@ use tokio::sync::watch;
 
 use crate::config::{Config, NamedSource, WORKTREE};
 use ctxd_stages::git::{GitChange, GitSource};
+use ctxd_index::overlay::Effective;
 use ctxd_stages::select::Selector;
 use crate::emit::Emitter;
 use crate::history::{Recorder, View};
@@ -274,7 +275,7 @@ impl Source {
             let overlays = git.take_overlays();
             for change in &overlays {
                 if let Some(interim) = change.interim() {
-                    self.record_overlay(&change.view, Some(&interim)).await;
+                    self.record_overlay(&change.view, Some(&interim), Effective::NextCommit).await;
                 }
             }
             match polled.1 {
@@ -319,7 +320,7 @@ impl Source {
                             tracing::warn!(source = git.name(), "files still in flight after {OVERLAY_WAIT:?}; recording the refs' overlays anyway");
                         }
                         for change in &overlays {
-                            self.record_overlay(&change.view, change.after.as_ref()).await;
+                            self.record_overlay(&change.view, change.after.as_ref(), Effective::Now).await;
                         }
                     }
                     if first {
@@ -361,8 +362,8 @@ impl Source {
     /// Records how the view of a git ref reads its base ([`ctxd_index::overlay`]); a failure is
     /// counted and logged (the view then reads through its previous overlay until the next poll
     /// that changes it, or a restart).
-    async fn record_overlay(&self, view: &str, overlay: Option<&ctxd_index::overlay::Overlay>) {
-        if let Err(e) = ctxd_index::overlay::replace(&self.db, view, overlay).await {
+    async fn record_overlay(&self, view: &str, overlay: Option<&ctxd_index::overlay::Overlay>, from: Effective) {
+        if let Err(e) = ctxd_index::overlay::replace(&self.db, view, overlay, from).await {
             overlay_failed(view, &e);
         }
     }

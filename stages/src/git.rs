@@ -30,6 +30,10 @@ use crate::select::Selector;
 use ctxd_index::overlay::Overlay;
 use crate::{SourceFile, StageError};
 
+/// How long a mirror blob written or reported last is kept even when no ref of this process
+/// stores it (see [`GitSource::collect_garbage`]).
+pub const MIRROR_GC_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// What a blob that is a Git LFS pointer starts with.
 const LFS_POINTER: &[u8] = b"version https://git-lfs.github.com/spec/";
 
@@ -212,8 +216,18 @@ impl GitSource {
     /// pending file would find its blob gone: counted as vanished, and the next poll's
     /// reconciliation writes it again). Blocking.
     pub fn collect_garbage(&self) -> usize {
+        self.collect_garbage_older_than(MIRROR_GC_AGE)
+    }
+
+    /// [`GitSource::collect_garbage`] of the blobs last written or reported more than `age`
+    /// ago only: another process on the same mirror (a daemon and a `ctxd index` of the same
+    /// source name, two generations during a model switch) may have just reported the others.
+    pub fn collect_garbage_older_than(&self, age: std::time::Duration) -> usize {
         let live: std::collections::HashSet<&str> =
             self.known.values().flat_map(|s| s.stored.values().map(String::as_str)).collect();
+        let fresh = |p: &Path| {
+            std::fs::metadata(p).and_then(|m| m.modified()).map_or(true, |t| t.elapsed().map_or(true, |e| e < age))
+        };
         let mut removed = 0;
         let Ok(dirs) = std::fs::read_dir(&self.mirror) else { return 0 };
         for dir in dirs.flatten().filter(|d| d.file_type().is_ok_and(|t| t.is_dir())) {
@@ -223,6 +237,9 @@ impl GitSource {
                 let name = name.to_string_lossy();
                 // Hex object ids only (a temporary `.oid.tmp` is another poll's write in progress).
                 if name.len() < 40 || !name.bytes().all(|b| b.is_ascii_hexdigit()) || live.contains(name.as_ref()) {
+                    continue;
+                }
+                if fresh(&blob.path()) {
                     continue;
                 }
                 if std::fs::remove_file(blob.path()).is_ok() {
@@ -445,6 +462,9 @@ impl GitSource {
         } else if std::fs::read(&file).is_ok_and(|d| d.starts_with(LFS_POINTER)) {
             metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "lfs_pointer").increment(1);
             return Ok(None);
+        } else {
+            // Reported again: the mirror's cleanup (of any process sharing it) leaves it alone a while.
+            let _ = std::fs::File::options().write(true).open(&file).and_then(|f| f.set_modified(std::time::SystemTime::now()));
         }
         Ok(Some(file))
     }
@@ -504,7 +524,8 @@ mod tests {
         assert!(matches!(src.poll(false).unwrap()[..], [GitChange::Update(_)]));
         let count = |d: &Path| walk(d);
         assert_eq!(count(&mirror), 2, "both versions mirrored");
-        assert_eq!(src.collect_garbage(), 1, "the first version is no ref's any more");
+        assert_eq!(src.collect_garbage(), 0, "written just now: kept a while (another process may need it)");
+        assert_eq!(src.collect_garbage_older_than(std::time::Duration::ZERO), 1, "the first version is no ref's any more");
         assert_eq!(count(&mirror), 1);
     }
 

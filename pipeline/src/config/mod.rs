@@ -315,7 +315,9 @@ mod tests {
         }
         let shared = "[[source]]\nname = \"a\"\ngit = \"a\"\nmirror_dir = \"m\"\n[[source]]\nname = \"b\"\ngit = \"b\"\nmirror_dir = \"m\"\n";
         let err = Config::from_toml(shared, Path::new("c.toml")).unwrap_err().to_string();
-        assert!(err.contains("has the mirror_dir of source 'a'"), "{err}");
+        assert!(err.contains("has the mirror_dir of source"), "{err}");
+        let dotted = shared.replacen("mirror_dir = \"m\"", "mirror_dir = \"./m\"", 1);
+        assert!(Config::from_toml(&dotted, Path::new("c.toml")).is_err(), "m and ./m are one folder");
         let one = Config::from_toml("[source]\nroot = \"r\"\nexclude = [\"*.log\"]\n", Path::new("/c.toml")).unwrap();
         assert!(!one.has_named_sources());
         assert_eq!(one.sources()[0].exclude, ["*.log"]);

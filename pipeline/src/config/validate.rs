@@ -183,12 +183,6 @@ fn named_sources(c: &mut Checker, cfg: &mut Config, entries: Vec<RawSource>) {
             c.problem(&[p, &["name"]].concat(), why);
         } else if cfg.named.iter().any(|s| s.name == name) {
             c.problem(&[p, &["name"]].concat(), format!("source name '{name}' is used twice"));
-        } else if let Some(other) = cfg.named.iter().find(|s| s.mirror_dir.is_some() && s.mirror_dir == one.mirror_dir) {
-            // A git source deletes the blobs of its mirror that its refs no longer hold.
-            c.problem(
-                &[p, &["mirror_dir"]].concat(),
-                format!("source '{name}' has the mirror_dir of source '{}': give each source its own", other.name),
-            );
         }
         cfg.named.push(NamedSource {
             name,
@@ -395,6 +389,20 @@ pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {
     }
     if src.is_object_store() && src.poll_interval_secs == 0 {
         err("source.poll_interval_secs", "source.poll_interval_secs must be at least 1".into());
+    }
+    // A git source deletes the blobs of its mirror that its refs no longer hold: one mirror
+    // per source (paths as resolved, so `m` and `./m` are the same folder).
+    let git: Vec<&crate::config::named::NamedSource> = cfg.named.iter().filter(|s| s.git.is_some()).collect();
+    for (i, s) in git.iter().enumerate() {
+        let mirror = s.mirror();
+        let norm = |p: &std::path::Path| {
+            p.components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect::<std::path::PathBuf>()
+        };
+        if let Some(other) = cfg.named.iter().find(|o| o.name != s.name && norm(&o.mirror()) == norm(&mirror)) {
+            if git[..i].iter().all(|g| g.name != other.name) {
+                err("source.mirror_dir", format!("source '{}' has the mirror_dir of source '{}': give each source its own", s.name, other.name));
+            }
+        }
     }
     for s in cfg.named.iter().filter(|s| s.is_object_store() && s.poll_interval_secs == 0) {
         err("source.poll_interval_secs", format!("source '{}': poll_interval_secs must be at least 1", s.name));
