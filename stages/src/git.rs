@@ -28,6 +28,8 @@ use std::path::{Path, PathBuf};
 use crate::metrics as m;
 use crate::select::Selector;
 use ctxd_index::overlay::Overlay;
+use crate::git_views::split;
+pub use crate::git_views::{OverlayChange, MAX_SHADOWED};
 use crate::{SourceFile, StageError};
 
 /// How long a mirror blob written or reported last is kept even when no ref of this process
@@ -64,48 +66,6 @@ struct RefState {
     overlay: Option<Overlay>,
 }
 
-/// A ref whose overlay changed in a poll ([`GitSource::take_overlays`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OverlayChange {
-    /// The ref's view (`proj@release~1.0`).
-    pub view: String,
-    pub before: Option<Overlay>,
-    pub after: Option<Overlay>,
-}
-
-impl OverlayChange {
-    /// What to record while the poll's files are on their way: the paths shadowed before or
-    /// after — a base file the ref no longer shares is hidden at once (the base's new version
-    /// never shows under the ref), one it shares again shows once the final record is written
-    /// (until the ref's own copy is removed, that one answers) — or `None` to keep the record
-    /// as it is until they are committed.
-    pub fn interim(&self) -> Option<Overlay> {
-        match (&self.before, &self.after) {
-            (Some(b), Some(a)) if b.base == a.base => {
-                let shadowed = b.shadowed.union(&a.shadowed).cloned().collect();
-                let o = Overlay { base: a.base.clone(), shadowed };
-                (o != *b).then_some(o)
-            }
-            _ => None,
-        }
-    }
-}
-
-/// A ref that does not share this many of the base's files is stored whole (its overlay's
-/// filter would list them all).
-pub const MAX_SHADOWED: usize = 2_000;
-
-/// A ref's stored files and overlay, given the base ref's files (`None`: it is the base).
-fn split(files: &BTreeMap<String, String>, base: Option<(&str, &BTreeMap<String, String>)>) -> (BTreeMap<String, String>, Option<Overlay>) {
-    let Some((base_view, base_files)) = base else { return (files.clone(), None) };
-    let shadowed: std::collections::BTreeSet<String> =
-        base_files.iter().filter(|(p, b)| files.get(*p) != Some(*b)).map(|(p, _)| p.clone()).collect();
-    if shadowed.len() > MAX_SHADOWED || shadowed.len() * 2 > base_files.len().max(1) {
-        return (files.clone(), None);
-    }
-    let stored = files.iter().filter(|(p, b)| base_files.get(*p) != Some(*b)).map(|(p, b)| (p.clone(), b.clone())).collect();
-    (stored, Some(Overlay { base: base_view.to_string(), shadowed }))
-}
 
 /// A git repository source: its ref patterns, selector, mirror, and the trees last indexed.
 pub struct GitSource {
@@ -496,10 +456,6 @@ mod tests {
         assert_eq!(ref_segment("release/1.0"), "release~1.0");
     }
 
-    fn tree(files: &[(&str, &str)]) -> BTreeMap<String, String> {
-        files.iter().map(|(p, b)| (p.to_string(), b.to_string())).collect()
-    }
-
     #[test]
     fn the_mirror_keeps_only_the_blobs_a_ref_stores() {
         let dir = tempfile::tempdir().unwrap();
@@ -533,31 +489,4 @@ mod tests {
         std::fs::read_dir(d).unwrap().flatten().map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 }).sum()
     }
 
-    #[test]
-    fn a_ref_stores_what_differs_from_the_base_and_shadows_what_it_does_not_share() {
-        let base = tree(&[("a.py", "1"), ("b.py", "2"), ("c.py", "3"), ("d.py", "4"), ("e.py", "5")]);
-        let (stored, overlay) = split(&base, None);
-        assert_eq!((stored, overlay), (base.clone(), None), "the base is stored whole");
-        // b changed, e gone, f new.
-        let r = tree(&[("a.py", "1"), ("b.py", "9"), ("c.py", "3"), ("d.py", "4"), ("f.py", "6")]);
-        let (stored, overlay) = split(&r, Some(("p@main", &base)));
-        assert_eq!(stored, tree(&[("b.py", "9"), ("f.py", "6")]));
-        let o = overlay.unwrap();
-        assert_eq!(o.base, "p@main");
-        assert_eq!(o.shadowed.iter().map(String::as_str).collect::<Vec<_>>(), ["b.py", "e.py"]);
-        // Sharing less than half of the base's files: stored whole.
-        let far = tree(&[("a.py", "1"), ("b.py", "8"), ("c.py", "7")]);
-        assert_eq!(split(&far, Some(("p@main", &base))), (far.clone(), None));
-    }
-
-    #[test]
-    fn while_files_are_on_their_way_a_ref_hides_paths_shadowed_before_or_after() {
-        let o = |s: &[&str]| Some(Overlay { base: "p@main".into(), shadowed: s.iter().map(|x| x.to_string()).collect() });
-        let change = OverlayChange { view: "p@v2".into(), before: o(&["a.py", "b.py"]), after: o(&["b.py", "c.py"]) };
-        assert_eq!(change.interim(), o(&["a.py", "b.py", "c.py"]));
-        let fewer = OverlayChange { view: "p@v2".into(), before: o(&["b.py", "c.py"]), after: o(&["b.py"]) };
-        assert_eq!(fewer.interim(), None, "nothing newly hidden: the record stays until the files are in");
-        let new = OverlayChange { view: "p@v2".into(), before: None, after: o(&["b.py"]) };
-        assert_eq!(new.interim(), None);
-    }
 }

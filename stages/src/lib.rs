@@ -9,7 +9,8 @@
 //! * [`object`] — an `s3://` prefix as a source: listing + ETag/size diff on an interval,
 //!   changed objects streamed into a local mirror.
 //! * [`git`] — a git repository read from its object database: refs resolved, trees diffed,
-//!   blobs mirrored once by id, files under `<name>@<ref>/`.
+//!   blobs mirrored once by id, files under `<name>@<ref>/`; [`git_views`] — what each ref stores
+//!   beside its base ref (the rest read through an overlay).
 //! * [`select`] — a source's include/exclude globs and the `<name>/` its paths are stored under.
 //! * [`load`] — reads a file, skips unchanged ones by content hash, decodes UTF-8 (lossy with
 //!   a counted warning) and UTF-16, rejects binaries and oversized files with a counted reason;
@@ -29,6 +30,7 @@ pub mod embed;
 pub mod error;
 pub mod formats;
 pub mod git;
+pub mod git_views;
 pub mod graph;
 pub mod history;
 pub mod lang;
