@@ -268,15 +268,7 @@ async fn open_writer(cfg: &ctxd_pipeline::config::Config) -> Result<Opened> {
     let token_counter = engine.token_counter();
     let generation = writer::Generation::start(engine)?;
     let tracker = generation.running.tracker();
-    {
-        let tracker = tracker.clone();
-        tokio::spawn(async move {
-            tracker.wait_ready().await;
-            metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
-            tracing::info!("ready: initial scan committed");
-            crate::sdnotify::notify("STATUS=ready: initial scan committed, watching for changes");
-        });
-    }
+    writer::when_ready(tracker.clone(), "initial scan committed");
     let searcher = Arc::new(
         Searcher::new(generation.engine.index(), generation.engine.embedder())
             .with_rerank_depth(cfg.server.rerank_depth),

@@ -155,12 +155,7 @@ async fn reload(
             searcher.switch(next.engine.index(), next.engine.embedder());
             access.set(crate::reload::access_of(&next_cfg));
             // The new pipeline's first pass: the ready gauge is 1 again once it is committed.
-            let tracker = next.running.tracker();
-            tokio::spawn(async move {
-                tracker.wait_ready().await;
-                metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
-                tracing::info!("SIGHUP: the new sources' initial pass is committed");
-            });
+            when_ready(next.running.tracker(), "the reloaded sources' initial pass committed");
             *cfg = next_cfg;
             metrics::counter!(ctxd_pipeline::metrics::SOURCE_RELOADS_TOTAL, "result" => "applied").increment(1);
             tracing::info!(sources = ?names, "SIGHUP: the pipeline runs on the new sources");
@@ -182,6 +177,17 @@ async fn reload(
             }
         }
     }
+}
+
+/// Once the pipeline `tracker` counts has committed its initial pass (`what`): the ready gauge
+/// set, logged, and told to systemd.
+pub fn when_ready(tracker: ctxd_pipeline::graph::Tracker, what: &'static str) {
+    tokio::spawn(async move {
+        tracker.wait_ready().await;
+        metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
+        tracing::info!("ready: {what}");
+        crate::sdnotify::notify(&format!("STATUS=ready: {what}, watching for changes"));
+    });
 }
 
 /// A new engine on `cfg` with its pipeline running.

@@ -28,18 +28,6 @@ pub(crate) fn vector_at(vectors: &FixedSizeListArray, i: usize, uri: &str) -> Re
     Ok(floats.values().to_vec())
 }
 
-/// The rows of `batch` whose `path` passes `keep` (all of them when it has no `path` column).
-pub(crate) fn keep_rows(batch: &RecordBatch, keep: impl Fn(&str) -> bool) -> Result<RecordBatch, IndexError> {
-    let Some(paths) = batch.column_by_name("path").and_then(|c| c.as_any().downcast_ref::<StringArray>()) else {
-        return Ok(batch.clone());
-    };
-    let mask: arrow_array::BooleanArray = paths.iter().map(|p| Some(p.is_some_and(&keep))).collect();
-    if mask.true_count() == batch.num_rows() {
-        return Ok(batch.clone());
-    }
-    Ok(arrow_select::filter::filter_record_batch(batch, &mask)?)
-}
-
 /// The rows of `batch` that `show` maps to a path (all of them when it has no `path` column),
 /// with `path` (and `source`, its first segment) rewritten where `show` gave another path.
 pub(crate) fn show_rows(
@@ -50,18 +38,23 @@ pub(crate) fn show_rows(
         return Ok(batch.clone());
     };
     let shown: Vec<Option<std::borrow::Cow<'_, str>>> = paths.iter().map(|p| p.and_then(&show)).collect();
-    if !shown.iter().any(|p| matches!(p, Some(std::borrow::Cow::Owned(_)))) {
-        return keep_rows(batch, |p| show(p).is_some());
+    let rewritten = match shown.iter().any(|p| matches!(p, Some(std::borrow::Cow::Owned(_)))) {
+        false => batch.clone(),
+        true => {
+            let schema = batch.schema();
+            let mut columns = batch.columns().to_vec();
+            let new_paths: StringArray = shown.iter().map(|p| p.as_deref()).collect();
+            if let Ok(i) = schema.index_of(crate::schema::SOURCE) {
+                let sources: StringArray = shown.iter().map(|p| p.as_deref().map(crate::record::source_of_path)).collect();
+                columns[i] = std::sync::Arc::new(sources);
+            }
+            columns[schema.index_of("path")?] = std::sync::Arc::new(new_paths);
+            RecordBatch::try_new(schema, columns)?
+        }
+    };
+    if shown.iter().all(Option::is_some) {
+        return Ok(rewritten);
     }
-    let schema = batch.schema();
-    let mut columns = batch.columns().to_vec();
-    let new_paths: StringArray = shown.iter().map(|p| p.as_deref()).collect();
-    if let Ok(i) = schema.index_of(crate::schema::SOURCE) {
-        let sources: StringArray = shown.iter().map(|p| p.as_deref().map(crate::record::source_of_path)).collect();
-        columns[i] = std::sync::Arc::new(sources);
-    }
-    columns[schema.index_of("path")?] = std::sync::Arc::new(new_paths);
-    let rewritten = RecordBatch::try_new(schema, columns)?;
     let mask: arrow_array::BooleanArray = shown.iter().map(|p| Some(p.is_some())).collect();
     Ok(arrow_select::filter::filter_record_batch(&rewritten, &mask)?)
 }

@@ -127,7 +127,7 @@ pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>, from: Eff
     let _one = WRITING.lock().await;
     let conn = connect(uri).await?;
     let names = conn.table_names().execute().await.map_err(lance)?;
-    let recorded = load(uri).await?;
+    let recorded = read(&conn, &names, uri).await?;
     if overlay.is_none() && recorded.get(view, None).is_none() {
         return Ok(()); // nothing recorded, or already stored whole
     }
@@ -177,14 +177,23 @@ pub async fn retain(uri: &str, prefix: &str, keep: &[String]) -> Result<(), Inde
 /// cleanup; the active table is the only one read).
 pub async fn prune(uri: &str, oldest: u64, table: &str) -> Result<(), IndexError> {
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
-    let all = load(uri).await?;
     let conn = connect(uri).await?;
-    for (view, records) in &all.views {
-        let Some(floor) = all.record(view, Some((oldest, table))).map(|r| r.seq) else { continue };
-        if records.iter().any(|r| r.seq < floor) {
-            let t = conn.open_table(OVERLAYS_TABLE).execute().await.map_err(lance)?;
-            t.delete(&format!("view = {} AND seq < {floor}", sql_str(view))).await.map_err(lance)?;
-        }
+    let names = conn.table_names().execute().await.map_err(lance)?;
+    let all = read(&conn, &names, uri).await?;
+    let stale: Vec<(&String, u64)> = all
+        .views
+        .iter()
+        .filter_map(|(view, records)| {
+            let floor = all.record(view, Some((oldest, table)))?.seq;
+            records.iter().any(|r| r.seq < floor).then_some((view, floor))
+        })
+        .collect();
+    if stale.is_empty() {
+        return Ok(());
+    }
+    let t = conn.open_table(OVERLAYS_TABLE).execute().await.map_err(lance)?;
+    for (view, floor) in stale {
+        t.delete(&format!("view = {} AND seq < {floor}", sql_str(view))).await.map_err(lance)?;
     }
     forget(uri);
     Ok(())
@@ -192,9 +201,14 @@ pub async fn prune(uri: &str, oldest: u64, table: &str) -> Result<(), IndexError
 
 /// Every overlay of the database at `uri`, read now (none when the table does not exist).
 pub async fn load(uri: &str) -> Result<Overlays, IndexError> {
-    let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
     let conn = connect(uri).await?;
-    let names = conn.table_names().execute().await.map_err(lance)?;
+    let names = conn.table_names().execute().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
+    read(&conn, &names, uri).await
+}
+
+/// [`load`] through an open connection whose tables are `names`.
+async fn read(conn: &lancedb::Connection, names: &[String], uri: &str) -> Result<Overlays, IndexError> {
+    let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
     let mut out = Overlays::default();
     if !names.iter().any(|n| n == OVERLAYS_TABLE) {
         return Ok(out);

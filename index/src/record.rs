@@ -54,6 +54,12 @@ impl Chunk {
     pub fn citation(&self) -> String {
         format!("{}:{}-{}", self.path, self.start_line, self.end_line)
     }
+
+    /// Sets `source` and `git_ref` from a stored segment (`name` or `name@ref`, see [`split_source`]).
+    pub fn set_source(&mut self, segment: &str) {
+        let (name, git_ref) = split_source(segment);
+        (self.source, self.git_ref) = (name.to_string(), git_ref);
+    }
 }
 
 /// The named source of a path written by a pipeline of named sources: its first segment

@@ -102,8 +102,7 @@ impl Index {
         for mut h in self.hits(&batches, "", |s| s)? {
             let Some((asked, shown)) = answers.answer(&h.path) else { continue };
             if shown != h.path {
-                let (name, git_ref) = crate::record::split_source(crate::record::source_of_path(&shown));
-                (h.chunk.source, h.chunk.git_ref) = (name.to_string(), git_ref);
+                h.chunk.set_source(crate::record::source_of_path(&shown));
                 h.chunk.path = shown;
             }
             out.entry(asked).or_default().push(h);
@@ -153,8 +152,7 @@ impl Index {
                     false => sources.and_then(opt),
                 };
                 if let Some(segment) = segment {
-                    let (name, git_ref) = crate::record::split_source(&segment);
-                    (chunk.source, chunk.git_ref) = (name.to_string(), git_ref);
+                    chunk.set_source(&segment);
                 }
                 out.push(Hit { chunk, score: scores.map(|s| f(s.value(i))).unwrap_or(0.0) });
             }

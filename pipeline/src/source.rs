@@ -185,13 +185,9 @@ impl Source {
                 Ok(()) = failed.changed() => {
                     // A batch was not committed: its files are not in the index's state, so a
                     // rescan finds them again (see `trigger`), after a growing pause.
-                    let pause = backoff.next();
-                    tokio::select! {
-                        _ = tokio::time::sleep(pause) => {}
-                        _ = self.shutdown.changed() => if *self.shutdown.borrow() { break },
-                    }
-                    failed.borrow_and_update();
-                    tracing::info!(root = %scanner.root().display(), "rescanning after a failed commit ({} s pause)", pause.as_secs());
+                    let root = scanner.root().display().to_string();
+                    self.after_failed_commit(&mut failed, &mut backoff, &root, "rescanning").await;
+                    if *self.shutdown.borrow() { break; }
                     scan_and_reconcile(&scanner, &self.state, &self.emitter, &self.shutdown).await
                 }
                 ev = watcher.next() => match ev {
@@ -343,7 +339,8 @@ impl Source {
                 _ = poked.notified() => tracing::debug!("a webhook asked for a poll"),
                 _ = self.shutdown.changed() => {}
                 Ok(()) = failed.changed() => {
-                    recover = self.after_failed_commit(&mut failed, &mut backoff, git.name()).await;
+                    self.after_failed_commit(&mut failed, &mut backoff, git.name(), "listing everything again").await;
+                    recover = true;
                 }
             }
             if *self.shutdown.borrow() {
@@ -472,27 +469,29 @@ impl Source {
                 }
                 _ = tokio::time::sleep(every) => {}
                 Ok(()) = failed.changed() => {
-                    recover = self.after_failed_commit(&mut failed, &mut backoff, &objects.uri().to_string()).await;
+                    self.after_failed_commit(&mut failed, &mut backoff, &objects.uri().to_string(), "listing everything again").await;
+                    recover = true;
                 }
             }
         }
     }
 
-    /// A batch was not committed: after a growing pause (cut short by shutdown), the polled
-    /// source `what` reports everything again at its next poll. Returns whether to.
+    /// A batch was not committed: waits the growing pause of `backoff` (cut short by
+    /// shutdown) before source `what` goes `doing` (a rescan, or a full listing) to find the
+    /// batch's files again (see `trigger`).
     async fn after_failed_commit(
         &mut self,
         failed: &mut watch::Receiver<u64>,
         backoff: &mut crate::trigger::Backoff,
         what: &str,
-    ) -> bool {
+        doing: &str,
+    ) {
         let pause = backoff.next();
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             _ = self.shutdown.changed() => {}
         }
         failed.borrow_and_update();
-        tracing::info!(source = what, "listing everything again after a failed commit ({} s pause)", pause.as_secs());
-        true
+        tracing::info!(source = what, "{doing} after a failed commit ({} s pause)", pause.as_secs());
     }
 }
