@@ -19,7 +19,8 @@ A 503 answer is counted (with or without `Retry-After`) and the client waits `Re
 seconds before its next request (`--ignore-retry-after`: it does not). Latency percentiles
 are of answered (200) requests; QPS = answered requests / wall time of the run (requests
 started within `--seconds`, all waited for). After each run the deltas of the daemon's
-/metrics: answer cache hits/misses, 503s by reason, queue wait p50/p99 (histogram buckets),
+/metrics: answer cache hits/stale hits/joined/misses (and, from the answers, how many said `stale_ms`
+and how stale), 503s by reason, queue wait p50/p99 (histogram buckets),
 the most queries seen waiting/running (sampled every 0.5 s), and the CPU the daemon used.
 
 Scenarios (`--scenarios`, default `idle,ingest`):
@@ -266,6 +267,7 @@ class Stats:
         self.rejected_other = 0  # 503 without Retry-After
         self.errors = {}  # kind -> count
         self.routes = {}
+        self.stale_ms = []  # stale_ms of the answers served from a superseded version
         self.sent = 0
         self.reject_latencies = []
 
@@ -281,7 +283,7 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
     rng.shuffle(order)
     conn = None
     n = 0
-    local_lat, local_routes, local_rej = [], {}, []
+    local_lat, local_routes, local_rej, local_stale = [], {}, [], []
     while time.monotonic() < deadline:
         q = order[n % len(order)]
         if mix == "unique":
@@ -317,7 +319,10 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
         if status == 200:
             local_lat.append(dt)
             try:
-                route = json.loads(payload).get("route", "?")
+                answer = json.loads(payload)
+                route = answer.get("route", "?")
+                if answer.get("stale_ms") is not None:
+                    local_stale.append(answer["stale_ms"])
             except ValueError:
                 route = "?bad-json"
             local_routes[route] = local_routes.get(route, 0) + 1
@@ -343,6 +348,7 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
     with stats.lock:
         stats.latencies.extend(local_lat)
         stats.reject_latencies.extend(local_rej)
+        stats.stale_ms.extend(local_stale)
         for r, c in local_routes.items():
             stats.routes[r] = stats.routes.get(r, 0) + c
 
@@ -470,6 +476,12 @@ def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=Non
         "routes": stats.routes,
         "cache_hits": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_hits_total"))),
         "cache_misses": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_misses_total"))),
+        "cache_stale_hits": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_stale_hits_total"))),
+        "cache_joined": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_joined_total"))),
+        "cache_revalidations": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_revalidations_total"))),
+        "stale_answers": len(stats.stale_ms),
+        "stale_ms_p50": pct(sorted(stats.stale_ms), 0.5),
+        "stale_ms_max": max(stats.stale_ms) if stats.stale_ms else None,
         "rejected_by_reason": rejected,
         "queue_waited": int(waited),
         "queue_wait_p50_ms": None if qw50 is None else qw50 * 1000,
@@ -517,7 +529,8 @@ def print_row(r):
         f"{r['r503_retry_after']:>7} {r['r503_no_retry_after']:>9} {r['other_errors']:>5}"
     )
     log(
-        f"  metrics: answer cache hits {r['cache_hits']} / misses {r['cache_misses']}; rejected by reason {r['rejected_by_reason'] or '{}'}; "
+        f"  metrics: answer cache hits {r['cache_hits']} / stale {r['cache_stale_hits']} / joined {r['cache_joined']} / misses {r['cache_misses']} (background revalidations {r['cache_revalidations']}); "
+        f"stale answers seen by clients {r['stale_answers']} (stale_ms p50 {fmt_ms(r['stale_ms_p50'])}, max {fmt_ms(r['stale_ms_max'])}); rejected by reason {r['rejected_by_reason'] or '{}'}; "
         f"queue waits {r['queue_waited']} (p50 {fmt_ms(r['queue_wait_p50_ms'])} ms, p99 {fmt_ms(r['queue_wait_p99_ms'])} ms); "
         f"server query p50 {fmt_ms(r['server_query_p50_ms'])} ms p99 {fmt_ms(r['server_query_p99_ms'])} ms; reranks {r['reranks']}"
     )

@@ -269,19 +269,23 @@ async fn open_writer(cfg: &ctxd_pipeline::config::Config) -> Result<Opened> {
     let generation = writer::Generation::start(engine)?;
     let tracker = generation.running.tracker();
     writer::when_ready(tracker.clone(), "initial scan committed");
-    let searcher = Arc::new(
-        Searcher::new(generation.engine.index(), generation.engine.embedder())
-            .with_rerank_depth(cfg.server.rerank_depth),
-    );
+    let searcher = Arc::new(tuned(Searcher::new(generation.engine.index(), generation.engine.embedder()), cfg));
     let ready = Arc::new(move || tracker.is_ready());
     Ok(Opened { searcher, token_counter, ready, backend: Backend::Writer { generation, lease } })
+}
+
+/// A serving process's searcher: `[server]`'s rescoring depth and stale answers while busy.
+fn tuned(searcher: Searcher, cfg: &ctxd_pipeline::config::Config) -> Searcher {
+    searcher
+        .with_rerank_depth(cfg.server.rerank_depth)
+        .with_stale_answers(Duration::from_millis(cfg.server.stale_answer_ms))
 }
 
 /// Role `reader`: the index as it is (waiting for the writer to create it) and its model.
 async fn open_reader(cfg: &ctxd_pipeline::config::Config, model: ModelArgs) -> Result<Opened> {
     let opened = reader::open(&cfg.index.db, &model).await?;
     let token_counter = opened.tokenizer().await?;
-    let searcher = Arc::new(opened.searcher.with_rerank_depth(cfg.server.rerank_depth));
+    let searcher = Arc::new(tuned(opened.searcher, cfg));
     metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
     Ok(Opened { searcher, token_counter, ready: Arc::new(|| true), backend: Backend::Reader(model) })
 }

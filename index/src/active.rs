@@ -72,13 +72,8 @@ pub fn table_for_model(model_id: &str) -> String {
 
 /// Every switch recorded at `uri`, oldest first (empty when the index was never re-embedded).
 pub async fn history(uri: &str) -> Result<Vec<ActiveTable>, IndexError> {
-    let conn = connect(uri).await?;
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
-    let names = conn.table_names().execute().await.map_err(lance)?;
-    if !names.iter().any(|n| n == ACTIVE_TABLE) {
-        return Ok(Vec::new());
-    }
-    let table = conn.open_table(ACTIVE_TABLE).execute().await.map_err(lance)?;
+    let Some(table) = crate::session::open_if_exists(uri, ACTIVE_TABLE).await? else { return Ok(Vec::new()) };
     let batches: Vec<RecordBatch> = table.query().execute().await.map_err(lance)?.try_collect().await.map_err(lance)?;
     let mut rows = Vec::new();
     for b in &batches {

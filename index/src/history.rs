@@ -133,12 +133,9 @@ impl History {
 impl Index {
     /// The history of this view's files (empty when no source recorded any).
     pub async fn file_history(&self) -> Result<History, IndexError> {
-        let conn = connect(&self.uri).await?;
-        let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
-        if !names.iter().any(|n| n == HISTORY_TABLE) {
+        let Some(table) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? else {
             return Ok(History::default());
-        }
-        let table = conn.open_table(HISTORY_TABLE).execute().await.map_err(|e| self.lance(e))?;
+        };
         let mut query = table.query();
         if let Some(f) = self.within(None) {
             query = query.only_if(f);
@@ -173,12 +170,7 @@ impl Index {
 
     /// The version of the history table (`0` without one): a cache key for [`Self::file_history`].
     pub async fn history_version(&self) -> Result<u64, IndexError> {
-        let conn = connect(&self.uri).await?;
-        let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
-        if !names.iter().any(|n| n == HISTORY_TABLE) {
-            return Ok(0);
-        }
-        let table = conn.open_table(HISTORY_TABLE).execute().await.map_err(|e| self.lance(e))?;
+        let Some(table) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? else { return Ok(0) };
         table.version().await.map_err(|e| self.lance(e))
     }
 }

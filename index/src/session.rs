@@ -75,6 +75,17 @@ pub(crate) async fn connect(uri: &str) -> Result<lancedb::Connection, crate::Ind
         .map_err(|source| crate::IndexError::Lance { uri: uri.to_string(), source })
 }
 
+/// The table `name` of the database at `uri`, or `None` when it was never created (the small
+/// side tables — switches, file history — exist only once something was recorded).
+pub(crate) async fn open_if_exists(uri: &str, name: &str) -> Result<Option<lancedb::Table>, crate::IndexError> {
+    let conn = connect(uri).await?;
+    let lance = |source| crate::IndexError::Lance { uri: uri.to_string(), source };
+    if !conn.table_names().execute().await.map_err(lance)?.iter().any(|n| n == name) {
+        return Ok(None);
+    }
+    conn.open_table(name).execute().await.map(Some).map_err(lance)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

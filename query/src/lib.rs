@@ -49,6 +49,6 @@ pub mod tools;
 pub use error::SearchError;
 pub use route::{Intent, Route};
 pub use search::{Mode, Scope, SearchRequest, SearchResponse, SearchResult};
-pub use searcher::Searcher;
+pub use searcher::{Cached, Searcher};
 pub use sources::{Access, LiveAccess};
 pub use ctxd_index::SourceScope;

@@ -40,6 +40,12 @@ pub const QUERY_REJECTED_TOTAL: &str = "ctxd_query_rejected_total";
 pub const QUERY_QUEUE_WAIT_SECONDS: &str = "ctxd_query_queue_wait_seconds";
 /// Counter: searches answered from the per-version answer cache.
 pub const ANSWER_CACHE_HITS_TOTAL: &str = "ctxd_query_answer_cache_hits_total";
+/// Counter: searches answered while busy from a superseded version's answers (`stale_ms` set).
+pub const ANSWER_CACHE_STALE_HITS_TOTAL: &str = "ctxd_query_answer_cache_stale_hits_total";
+/// Counter: searches that waited for the same question's computation by another request.
+pub const ANSWER_CACHE_JOINED_TOTAL: &str = "ctxd_query_answer_cache_joined_total";
+/// Counter: stale answers' questions computed again in the background.
+pub const ANSWER_CACHE_REVALIDATIONS_TOTAL: &str = "ctxd_query_answer_cache_revalidations_total";
 /// Counter: searches computed (answer cache misses).
 pub const ANSWER_CACHE_MISSES_TOTAL: &str = "ctxd_query_answer_cache_misses_total";
 
@@ -53,6 +59,9 @@ pub fn describe() {
         metrics::counter!(QUERY_REJECTED_TOTAL, "reason" => reason).increment(0);
     }
     metrics::counter!(ANSWER_CACHE_HITS_TOTAL).increment(0);
+    metrics::counter!(ANSWER_CACHE_STALE_HITS_TOTAL).increment(0);
+    metrics::counter!(ANSWER_CACHE_JOINED_TOTAL).increment(0);
+    metrics::counter!(ANSWER_CACHE_REVALIDATIONS_TOTAL).increment(0);
     metrics::counter!(ANSWER_CACHE_MISSES_TOTAL).increment(0);
     metrics::describe_histogram!(
         RERANK_SECONDS,
@@ -98,6 +107,18 @@ pub fn describe() {
         "Seconds a query waited for an admission slot (only queries that waited)."
     );
     metrics::describe_counter!(ANSWER_CACHE_HITS_TOTAL, "Searches answered from the per-version answer cache.");
+    metrics::describe_counter!(
+        ANSWER_CACHE_STALE_HITS_TOTAL,
+        "Searches answered while queries waited from the answers of a superseded index version (server.stale_answer_ms)."
+    );
+    metrics::describe_counter!(
+        ANSWER_CACHE_JOINED_TOTAL,
+        "Searches that waited, without a slot, for another request computing the same question at the same version."
+    );
+    metrics::describe_counter!(
+        ANSWER_CACHE_REVALIDATIONS_TOTAL,
+        "Questions answered stale while busy, computed again at the latest version in the background."
+    );
     metrics::describe_counter!(ANSWER_CACHE_MISSES_TOTAL, "Searches computed (answer cache misses).");
     metrics::describe_counter!(
         SESSION_REPEATS_AVOIDED_TOTAL,

@@ -187,6 +187,7 @@ impl Retriever {
             version,
             route: Some(route),
             intent: None,
+            stale_ms: None,
         })
     }
 }

@@ -194,6 +194,11 @@ pub struct SearchResponse {
     /// The intent the router read from the query (routed and symbol modes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent: Option<Intent>,
+    /// Set only on an answer the answer cache served from a superseded index version while the
+    /// process was busy: how many milliseconds ago that version stopped being the latest (at
+    /// most `[server] stale_answer_ms`; see [`crate::answers`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_ms: Option<u64>,
 }
 
 #[cfg(test)]
@@ -217,6 +222,7 @@ mod tests {
             version: None,
             route: Some(Route::Symbol),
             intent: Some(Intent::FindDefinition),
+            stale_ms: None,
         };
         let json = serde_json::to_value(&resp).unwrap();
         assert_eq!(json, serde_json::json!({"results": [], "route": "symbol", "intent": "find-definition"}));

@@ -13,12 +13,19 @@ use std::sync::Arc;
 use ctxd_index::Index;
 use ctxd_models::EmbedService;
 
-use crate::answers::AnswerCache;
+use crate::answers::{AnswerCache, Epoch, Lead};
 use crate::pressure::Pressure;
 use crate::retriever::Retriever;
 use crate::routed::{QueryVector, Routing, Vocab};
 use crate::search::{Mode, SearchRequest, SearchResponse};
 use crate::SearchError;
+
+/// What [`Searcher::cached`] found: the answer, or that the caller computes it (holding the
+/// lead that requests asking the same meanwhile wait for; `None` when not cacheable).
+pub enum Cached {
+    Answer(SearchResponse),
+    Compute(Option<Lead>),
+}
 
 /// Answers queries against one index (see the module docs).
 ///
@@ -56,6 +63,13 @@ impl Searcher {
     /// serving process's admission control keeps it; see [`crate::pressure`]).
     pub fn with_pressure(mut self, pressure: Pressure) -> Self {
         self.routing.pressure = pressure;
+        self
+    }
+
+    /// The same searcher answering, while queries wait for a slot, from the answers of an index
+    /// version superseded at most `stale_after` ago (zero: never; see [`crate::answers`]).
+    pub fn with_stale_answers(mut self, stale_after: std::time::Duration) -> Self {
+        self.answers = AnswerCache::with_stale_answers(stale_after);
         self
     }
 
@@ -100,30 +114,51 @@ impl Searcher {
         self.core.embed_queries(queries).await
     }
 
-    /// The answer cache's key of `req` on the pinned index: (table, version, model), the
-    /// version, the request. `None`: not cached (`as_of`, or a large `k`).
-    async fn answer_key(&self, req: &SearchRequest) -> Result<Option<(String, u64, String)>, SearchError> {
+    /// The answer cache's key of `req` on the pinned index: its epoch and the request. `None`:
+    /// not cached (`as_of`, or a large `k`).
+    async fn answer_key(&self, req: &SearchRequest) -> Result<Option<(Epoch, String)>, SearchError> {
         if req.as_of.is_some() || req.k > crate::answers::ANSWER_CACHE_MAX_K {
             return Ok(None);
         }
         let index = self.core.pinned_index();
-        let version = index.version().await?;
-        // The git refs' overlays change how a ref reads without a new version of the table.
-        let overlays = match index.overlays_version().await? {
-            0 => String::new(),
-            v => format!("+overlays@{v}"),
+        let epoch = Epoch {
+            table: index.table_name().to_string(),
+            model: index.model_id().to_string(),
+            version: index.version().await?,
+            // The git refs' overlays change how a ref reads without a new version of the table.
+            overlays: index.overlays_version().await?,
         };
-        let epoch = format!("{}@{version}{overlays}:{}", index.table_name(), index.model_id());
-        Ok(Some((epoch, version, format!("{req:?}"))))
+        Ok(Some((epoch, format!("{req:?}"))))
     }
 
-    /// The answer kept for `req` at the latest version, if any (nothing is computed; a serving
-    /// process asks this before it queues the request for a slot).
-    pub async fn cached(&self, req: &SearchRequest) -> Result<Option<SearchResponse>, SearchError> {
+    /// The answer of `req` at the latest version if it is kept, or once another request that
+    /// is computing it now has finished; else what the caller must do to compute it (with the
+    /// [`Lead`] others will wait for, when the answer is cacheable). Nothing is computed here:
+    /// a serving process asks this before it queues the request for a slot.
+    pub async fn cached(&self, req: &SearchRequest) -> Result<Cached, SearchError> {
         req.validate()?;
-        let Some((epoch, _, key)) = self.current().answer_key(req).await? else { return Ok(None) };
-        let loaded = self.routing.pressure.queued() > 0;
-        Ok(self.answers.peek(&epoch, &key, loaded).map(|a| (*a).clone()))
+        let Some((epoch, key)) = self.current().answer_key(req).await? else { return Ok(Cached::Compute(None)) };
+        loop {
+            let loaded = self.routing.pressure.queued() > 0;
+            if let Some(answer) = self.answers.peek(&epoch, &key, loaded) {
+                return Ok(Cached::Answer(answer));
+            }
+            // Another request computing it: wait, then look again (it may have failed).
+            if let Some(lead) = self.answers.lead(&epoch, &key).await {
+                return Ok(Cached::Compute(Some(lead)));
+            }
+        }
+    }
+
+    /// The lead to compute `req` again at the latest version after a stale answer was served
+    /// for it ([`crate::answers`]): `None` when it is not cacheable, already answered at the
+    /// latest version, or being computed by another request now.
+    pub async fn revalidation(&self, req: &SearchRequest) -> Option<Lead> {
+        let (epoch, key) = self.current().answer_key(req).await.ok()??;
+        if self.answers.holds(&epoch, &key) {
+            return None;
+        }
+        self.answers.try_lead(&epoch, &key).ok()
     }
 
     /// Answers a request; a request asked before at the same index version is answered from
@@ -132,17 +167,17 @@ impl Searcher {
         req.validate()?;
         // One index and model for the whole request, even if a model switch lands meanwhile.
         let pinned = self.current();
-        let Some((epoch, version, key)) = pinned.answer_key(req).await? else {
+        let Some((epoch, key)) = pinned.answer_key(req).await? else {
             return pinned.search_uncached(req).await;
         };
         let pressure = &self.routing.pressure;
         if let Some(hit) = self.answers.get(&epoch, &key, pressure.queued() > 0) {
-            return Ok((*hit).clone());
+            return Ok(hit);
         }
         let depth = self.routing.rerank_depth;
         let full = pressure.rerank_depth(depth) == depth;
         let answer = pinned.search_uncached(req).await?;
-        self.answers.put(&epoch, version, key, std::sync::Arc::new(answer.clone()), full);
+        self.answers.put(&epoch, key, Arc::new(answer.clone()), full);
         Ok(answer)
     }
 

@@ -16,7 +16,8 @@
 //! The queue's depth is also the **load signal** ([`Pressure`]) routed search reads to shrink its
 //! rescoring depth while queries wait ([`ctxd_query::pressure`]). `POST /v1/search` looks in the
 //! answer cache ([`ctxd_query::answers`]) *before* it asks for a slot: a repeated question is
-//! answered at once even when the queue is full.
+//! answered at once even when the queue is full, and a question another request is computing
+//! now waits for that answer without taking a slot or a place in the queue.
 //!
 //! One gate serves the whole process: the HTTP query routes and Arrow Flight searches (a
 //! refused Flight search gets `UNAVAILABLE` with the same message and `retry-after: 1` in its
@@ -26,6 +27,7 @@
 //! `ctxd_query_queue_wait_seconds` (histogram), `ctxd_query_rejected_total{reason=queue_full|queue_timeout}`.
 //! Health, readiness, metrics and status routes are never queued.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,6 +62,8 @@ pub struct Admission {
     slots: Arc<Semaphore>,
     limits: AdmissionLimits,
     pressure: Pressure,
+    /// Questions of stale answers being computed again in the background now.
+    revalidating: AtomicUsize,
 }
 
 impl Admission {
@@ -70,7 +74,12 @@ impl Admission {
             n => n,
         };
         pressure.set_slots(concurrent);
-        Self { slots: Arc::new(Semaphore::new(concurrent)), limits: AdmissionLimits { concurrent, ..limits }, pressure }
+        Self {
+            slots: Arc::new(Semaphore::new(concurrent)),
+            limits: AdmissionLimits { concurrent, ..limits },
+            pressure,
+            revalidating: AtomicUsize::new(0),
+        }
     }
 
     fn refuse(&self, reason: &'static str, message: String) -> Refused {
@@ -117,23 +126,61 @@ impl Admission {
 
 /// A search as `POST /v1/search` and Flight answer it: from the answer cache without queueing
 /// (an invalid request's error too), else once `gate` (if any) gives it a slot; `Err` when the
-/// gate refused it.
+/// gate refused it. A stale answer (served while busy, see [`ctxd_query::answers`]) is
+/// returned at once and its question computed again in the background ([`revalidate`]).
 pub async fn search(
-    gate: Option<&Admission>,
+    gate: Option<&Arc<Admission>>,
     searcher: &crate::Searcher,
     req: &crate::SearchRequest,
 ) -> Result<Result<crate::SearchResponse, crate::SearchError>, Refused> {
     match searcher.cached(req).await {
-        Ok(Some(answer)) => Ok(Ok(answer)),
+        Ok(ctxd_query::Cached::Answer(answer)) => {
+            if let (Some(gate), Some(_)) = (gate, answer.stale_ms) {
+                revalidate(gate, searcher, req);
+            }
+            Ok(Ok(answer))
+        }
         Err(_) => Ok(searcher.search(req).await),
-        Ok(None) => {
+        Ok(ctxd_query::Cached::Compute(lead)) => {
             let _entered = match gate {
                 Some(gate) => Some(gate.enter().await?),
                 None => None,
             };
-            Ok(searcher.search(req).await)
+            let answer = searcher.search(req).await;
+            // The answer is kept: the requests that waited for this one look in the cache now.
+            drop(lead);
+            Ok(answer)
         }
     }
+}
+
+/// Computes a stale answer's question again at the latest version, in the background, through
+/// the gate like any query (so it waits its turn, and sheds rescoring under load as they do):
+/// the client got the stale answer at once; the next one asking gets the fresh answer. At most
+/// half the queue (at least one) is taken by such work, and none is started while the queue is
+/// half full, so clients' own questions keep their places; a question
+/// already answered at the latest version, or being computed, is not computed again.
+/// `ctxd_query_answer_cache_revalidations_total`.
+fn revalidate(gate: &Arc<Admission>, searcher: &crate::Searcher, req: &crate::SearchRequest) {
+    let most = (gate.limits.queued / 2).max(1);
+    if gate.pressure.queued() >= most {
+        return; // clients' own questions first
+    }
+    if gate.revalidating.fetch_add(1, Ordering::AcqRel) >= most {
+        gate.revalidating.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let (gate, searcher, req) = (gate.clone(), searcher.clone(), req.clone());
+    tokio::spawn(async move {
+        if let Some(lead) = searcher.revalidation(&req).await {
+            if let Ok(_entered) = gate.enter().await {
+                metrics::counter!(m::ANSWER_CACHE_REVALIDATIONS_TOTAL).increment(1);
+                let _ = searcher.search(&req).await;
+            }
+            drop(lead);
+        }
+        gate.revalidating.fetch_sub(1, Ordering::AcqRel);
+    });
 }
 
 /// A query refused: the sentence saying which limit it hit. HTTP answers it with 503 and

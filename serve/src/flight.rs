@@ -61,7 +61,7 @@ impl FlightApi {
     /// A search's answer: from the answer cache without queueing (as `POST /v1/search`), else
     /// once the gate lets it run.
     async fn search(&self, req: &SearchRequest) -> Result<SearchResponse, Status> {
-        let answer = crate::admission::search(self.gate.as_deref(), &self.searcher, req).await.map_err(|refused| {
+        let answer = crate::admission::search(self.gate.as_ref(), &self.searcher, req).await.map_err(|refused| {
             let mut s = Status::unavailable(refused.message);
             let retry = tonic::metadata::MetadataValue::from_static(crate::admission::RETRY_AFTER_SECS);
             s.metadata_mut().insert("retry-after", retry);

@@ -187,6 +187,7 @@ pub(crate) struct RawServer {
     pub max_concurrent_queries: Key<usize>,
     pub max_queued_queries: Key<usize>,
     pub queue_timeout_ms: Key<u64>,
+    pub stale_answer_ms: Key<u64>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }

@@ -407,7 +407,15 @@ pub struct ServerConfig {
     pub max_queued_queries: usize,
     /// Longest wait for a slot, in milliseconds (then 503 with `Retry-After`).
     pub queue_timeout_ms: u64,
+    /// While queries wait for a slot, a repeated search may be answered from an index version
+    /// superseded at most this many milliseconds ago (the answer says `stale_ms`); 0: never.
+    pub stale_answer_ms: u64,
 }
+
+/// `server.stale_answer_ms` by default.
+pub const DEFAULT_STALE_ANSWER_MS: u64 = 2000;
+/// Largest `server.stale_answer_ms` (a minute: beyond that an answer is not "under load" any more).
+pub const MAX_STALE_ANSWER_MS: u64 = 60_000;
 
 /// Most candidates `server.rerank_depth` may ask to rescore (one forward pass over them per query).
 pub const MAX_RERANK_DEPTH: usize = 200;
@@ -428,6 +436,7 @@ impl Default for ServerConfig {
             max_concurrent_queries: 0,
             max_queued_queries: 64,
             queue_timeout_ms: 2000,
+            stale_answer_ms: DEFAULT_STALE_ANSWER_MS,
         }
     }
 }

@@ -15,7 +15,7 @@ use super::raw::{
 use std::path::PathBuf;
 
 use super::named::{glob_problem, name_problem, NamedSource};
-use super::sections::{AggregateSourceConfig, Config, SourceConfig, StageTuning, MAX_RERANK_DEPTH};
+use super::sections::{AggregateSourceConfig, Config, SourceConfig, StageTuning, MAX_RERANK_DEPTH, MAX_STALE_ANSWER_MS};
 
 /// Collects the problems of one configuration while building it.
 struct Checker<'a> {
@@ -310,6 +310,7 @@ fn server(c: &mut Checker, cfg: &mut Config, raw: RawServer) {
     c.set(&mut out.max_concurrent_queries, p, "max_concurrent_queries", raw.max_concurrent_queries);
     c.set(&mut out.max_queued_queries, p, "max_queued_queries", raw.max_queued_queries);
     c.set(&mut out.queue_timeout_ms, p, "queue_timeout_ms", raw.queue_timeout_ms);
+    c.set(&mut out.stale_answer_ms, p, "stale_answer_ms", raw.stale_answer_ms);
     c.unknown(p, raw.unknown);
 }
 
@@ -458,6 +459,10 @@ pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {
     if server.rerank_depth > MAX_RERANK_DEPTH {
         let message = format!("server.rerank_depth must be at most {MAX_RERANK_DEPTH} (0 turns rescoring off)");
         err("server.rerank_depth", message);
+    }
+    if server.stale_answer_ms > MAX_STALE_ANSWER_MS {
+        let message = format!("server.stale_answer_ms must be at most {MAX_STALE_ANSWER_MS} (0: never answer from a superseded version)");
+        err("server.stale_answer_ms", message);
     }
     let mut names = std::collections::HashSet::new();
     for (i, s) in cfg.aggregate.sources.iter().enumerate() {

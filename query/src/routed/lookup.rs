@@ -119,5 +119,6 @@ pub(crate) async fn symbol_search(core: &Retriever, req: &SearchRequest) -> Resu
         version,
         route: Some(Route::Symbol),
         intent: Some(a.intent),
+        stale_ms: None,
     })
 }

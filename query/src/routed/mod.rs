@@ -273,7 +273,7 @@ impl Routing {
         }
         metrics::counter!(crate::metrics::ROUTE_QUERIES_TOTAL, "route" => a.route.as_str(), "intent" => a.intent.as_str())
             .increment(1);
-        Ok(SearchResponse { results, version, route: Some(a.route), intent: Some(a.intent) })
+        Ok(SearchResponse { results, version, route: Some(a.route), intent: Some(a.intent), stale_ms: None })
     }
 }
 
