@@ -158,13 +158,13 @@ pub async fn search(
 /// the gate like any query (so it waits its turn, and sheds rescoring under load as they do):
 /// the client got the stale answer at once; the next one asking gets the fresh answer. At most
 /// half the queue (at least one) is taken by such work, and none is started while the queue is
-/// half full, so clients' own questions keep their places; a question
+/// three quarters full, so clients' own questions keep places; a question
 /// already answered at the latest version, or being computed, is not computed again.
 /// `ctxd_query_answer_cache_revalidations_total`.
 fn revalidate(gate: &Arc<Admission>, searcher: &crate::Searcher, req: &crate::SearchRequest) {
     let most = (gate.limits.queued / 2).max(1);
-    if gate.pressure.queued() >= most {
-        return; // clients' own questions first
+    if gate.pressure.queued() >= gate.limits.queued * 3 / 4 {
+        return; // the last quarter of the queue is the clients' own
     }
     if gate.revalidating.fetch_add(1, Ordering::AcqRel) >= most {
         gate.revalidating.fetch_sub(1, Ordering::AcqRel);

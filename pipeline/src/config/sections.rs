@@ -412,8 +412,9 @@ pub struct ServerConfig {
     pub stale_answer_ms: u64,
 }
 
-/// `server.stale_answer_ms` by default.
-pub const DEFAULT_STALE_ANSWER_MS: u64 = 2000;
+/// `server.stale_answer_ms` by default: off — answers are always of the latest version unless an
+/// operator trades that for latency under load (see `query/src/answers.rs` and the README).
+pub const DEFAULT_STALE_ANSWER_MS: u64 = 0;
 /// Largest `server.stale_answer_ms` (a minute: beyond that an answer is not "under load" any more).
 pub const MAX_STALE_ANSWER_MS: u64 = 60_000;
 
