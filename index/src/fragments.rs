@@ -155,12 +155,18 @@ mod tests {
     use crate::testing::row;
     use crate::{CommitBatch, Index};
 
-    #[tokio::test]
-    async fn fragments_stay_invisible_until_one_commit_publishes_them_once() {
+    /// An index in a new folder holding one committed row: its folder, URI and handle.
+    async fn one_row() -> (tempfile::TempDir, String, Index) {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().to_string_lossy().into_owned();
         let index = Index::open_or_create(&uri, "m", 8).await.unwrap();
         index.commit(CommitBatch { rows: vec![row(0)], ..Default::default() }).await.unwrap();
+        (dir, uri, index)
+    }
+
+    #[tokio::test]
+    async fn fragments_stay_invisible_until_one_commit_publishes_them_once() {
+        let (_dir, uri, index) = one_row().await;
         let batch = |from: usize| crate::schema::rows_to_batch(&(from..from + 5).map(row).collect::<Vec<_>>(), 8, false).unwrap();
         // Two workers write; nothing is visible yet.
         let (a, b) = (index.write_fragments(vec![batch(10)]).await.unwrap(), index.write_fragments(vec![batch(20)]).await.unwrap());
@@ -184,10 +190,7 @@ mod tests {
 
     #[tokio::test]
     async fn fragments_whose_data_files_are_gone_are_not_committed() {
-        let dir = tempfile::tempdir().unwrap();
-        let uri = dir.path().to_string_lossy().into_owned();
-        let index = Index::open_or_create(&uri, "m", 8).await.unwrap();
-        index.commit(CommitBatch { rows: vec![row(0)], ..Default::default() }).await.unwrap();
+        let (dir, _, index) = one_row().await;
         let batch = crate::schema::rows_to_batch(&(10..15).map(row).collect::<Vec<_>>(), 8, false).unwrap();
         let staged = index.write_fragments(vec![batch]).await.unwrap();
         let name = staged.0[0].files[0].path.clone();

@@ -178,8 +178,9 @@ impl Entries {
 }
 
 /// Questions being computed now: epoch and request → a receiver closed when the computation
-/// ends (its [`Lead`] dropped), and the lead's number.
-type InFlight = Arc<Mutex<HashMap<String, (u64, tokio::sync::watch::Receiver<()>)>>>;
+/// ends (its [`Lead`] dropped). An entry is only added where none is and only removed by its
+/// own lead, so a lead always removes its own.
+type InFlight = Arc<Mutex<HashMap<String, tokio::sync::watch::Receiver<()>>>>;
 
 /// Search answers of the current index version, and of the last few while busy (clones share
 /// them).
@@ -275,14 +276,12 @@ impl AnswerCache {
     pub fn try_lead(&self, epoch: &Epoch, request: &str) -> Result<Lead, tokio::sync::watch::Receiver<()>> {
         let key = format!("{epoch:?}\n{request}");
         let mut flights = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, rx)) = flights.get(&key) {
+        if let Some(rx) = flights.get(&key) {
             return Err(rx.clone());
         }
-        static LEADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let id = LEADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (tx, rx) = tokio::sync::watch::channel(());
-        flights.insert(key.clone(), (id, rx));
-        Ok(Lead { flights: self.in_flight.clone(), key, id, _done: tx })
+        flights.insert(key.clone(), rx);
+        Ok(Lead { flights: self.in_flight.clone(), key, _done: tx })
     }
 
     /// True when an answer of `request` at `epoch` itself is kept (counts nothing).
@@ -306,16 +305,12 @@ impl AnswerCache {
 pub struct Lead {
     flights: InFlight,
     key: String,
-    id: u64,
     _done: tokio::sync::watch::Sender<()>,
 }
 
 impl Drop for Lead {
     fn drop(&mut self) {
-        let mut flights = self.flights.lock().unwrap_or_else(|e| e.into_inner());
-        if flights.get(&self.key).is_some_and(|(id, _)| *id == self.id) {
-            flights.remove(&self.key);
-        }
+        self.flights.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
     }
 }
 
