@@ -10,7 +10,10 @@
 //! Answers computed while queries waited for a slot (rescoring shrunk, see [`crate::pressure`])
 //! are kept too, marked: under load a repeated question then costs nothing (keeping only
 //! full-depth answers left the cache empty exactly when it mattered: `benches/load.py`), but
-//! once nothing waits such an answer is computed again at full depth and replaced.
+//! once nothing waits such an answer is computed again at full depth and replaced. (An answer
+//! computed under load whose candidates' rescoring scores were all kept — the same question
+//! asked at an earlier version, say — is a full one: [`crate::rerank`] then rescores the full
+//! depth without a forward pass, so after a commit a repeated question costs one search.)
 //!
 //! **Stale answers while busy.** While the writer ingests, every commit starts a new version,
 //! so without more a repeated question was computed again after each commit — under load

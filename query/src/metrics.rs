@@ -4,7 +4,7 @@
 
 /// Histogram: seconds spent rescoring a routed query's best candidates by late interaction.
 pub const RERANK_SECONDS: &str = "ctxd_query_rerank_duration_seconds";
-/// Counter: rescored candidates whose token embeddings came from the cache.
+/// Counter: rescored candidates whose score or token embeddings came from the cache.
 pub const RERANK_CACHE_HITS_TOTAL: &str = "ctxd_query_rerank_cache_hits_total";
 /// Counter: rescored candidates encoded by the model.
 pub const RERANK_CACHE_MISSES_TOTAL: &str = "ctxd_query_rerank_cache_misses_total";
@@ -69,9 +69,10 @@ pub fn describe() {
     );
     metrics::describe_counter!(
         RERANK_CACHE_HITS_TOTAL,
-        "Rescored candidates whose token embeddings came from the cache."
+        "Rescored candidates whose score or token embeddings came from the cache (no encoding)."
     );
     metrics::describe_counter!(RERANK_CACHE_MISSES_TOTAL, "Rescored candidates encoded by the model.");
+
     metrics::describe_counter!(
         ROUTE_QUERIES_TOTAL,
         "Routed queries, labels route (path|symbol|error|module|hybrid) and intent."

@@ -14,7 +14,11 @@
 //! texts per query (≈ 30 chunks), so it is used for routed searches and context assembly, not
 //! for completion context (its lean queries skip it). The candidates' token embeddings are
 //! kept (8-bit, [`TOKEN_CACHE_ENTRIES`] chunks) by the text encoded, so a repeated or
-//! overlapping query encodes only what it has not seen.
+//! overlapping query encodes only what it has not seen; and each (query, candidate text)
+//! MaxSim score is kept ([`SCORE_CACHE_ENTRIES`] pairs, 16 bytes of key each), so a question
+//! asked again — after a commit emptied the answer cache ([`crate::answers`]), say — whose
+//! candidates are all scored already needs no forward pass at all. Both are keyed by the exact
+//! texts, so they hold across index versions and give the scores a fresh encoding would.
 //!
 //! Measured on the shared CoSQA dev set (see the README): rescoring the best 30 lifts routed
 //! nDCG@10 above the best single signal, where fusing BM25 into the vector signal could not.
@@ -37,14 +41,26 @@ pub const RERANK_DEPTH: usize = 30;
 /// re-encodes only the query.
 pub const TOKEN_CACHE_ENTRIES: usize = 512;
 
-/// Token embeddings of recently rescored chunk texts, by a hash of the exact text encoded:
-/// valid across versions and snapshots, and replaced with the model on a switch (the router
-/// keeps one per (index, model) pair).
-pub(crate) struct TokenCache(Mutex<Bounded<u64, Arc<QuantRows>>>);
+/// (query, candidate text) MaxSim scores kept: ~4 MB, the candidates of a few thousand
+/// questions (a routed search rescores at most [`RERANK_DEPTH`]).
+pub const SCORE_CACHE_ENTRIES: usize = 65_536;
 
-impl Default for TokenCache {
+/// What rescoring keeps of its work, by hashes of the exact texts encoded: valid across
+/// versions and snapshots, and replaced with the model on a switch (the router keeps one per
+/// (index, model) pair).
+pub(crate) struct RerankCache {
+    /// Token embeddings of recently rescored chunk texts.
+    tokens: Mutex<Bounded<u64, Arc<QuantRows>>>,
+    /// MaxSim scores by (query text, chunk text).
+    scores: Mutex<Bounded<(u64, u64), f32>>,
+}
+
+impl Default for RerankCache {
     fn default() -> Self {
-        Self(Mutex::new(Bounded::new(TOKEN_CACHE_ENTRIES)))
+        Self {
+            tokens: Mutex::new(Bounded::new(TOKEN_CACHE_ENTRIES)),
+            scores: Mutex::new(Bounded::new(SCORE_CACHE_ENTRIES)),
+        }
     }
 }
 
@@ -86,26 +102,52 @@ fn text_key(text: &str) -> u64 {
     h.finish()
 }
 
-/// MaxSim scores of `candidates` (one each, in order) against `query`: one forward pass over
-/// the query and the candidates' indexed texts that are not in `cache`.
+impl RerankCache {
+    /// True when the MaxSim score of every one of `candidates` against `query` is kept: their
+    /// rescoring needs no forward pass.
+    fn scored_all(&self, query: &str, candidates: &[&Hit]) -> bool {
+        let query_key = text_key(query);
+        let kept = lock(&self.scores);
+        candidates.iter().all(|h| kept.get(&(query_key, text_key(&candidate_text(h)))).is_some())
+    }
+}
+
+/// The text a candidate was indexed with (what its token embeddings are computed from).
+fn candidate_text(h: &Hit) -> String {
+    chunk_text(&h.path, h.symbol.as_deref(), &h.content)
+}
+
+/// MaxSim scores of `candidates` (one each, in order) against `query`: the kept ones, and one
+/// forward pass over the query and the candidates' indexed texts that are not in `cache`
+/// (none when every score is kept).
 async fn late_interaction(
     embed: &EmbedService,
-    cache: &TokenCache,
+    cache: &RerankCache,
     query: &str,
     candidates: &[&Hit],
 ) -> Result<Vec<f32>, SearchError> {
-    let texts: Vec<String> = candidates.iter().map(|h| chunk_text(&h.path, h.symbol.as_deref(), &h.content)).collect();
+    let texts: Vec<String> = candidates.iter().map(|h| candidate_text(h)).collect();
     let keys: Vec<u64> = texts.iter().map(|t| text_key(t)).collect();
-    let mut docs: Vec<Option<Arc<QuantRows>>> = {
-        let cache = cache.0.lock().unwrap_or_else(|e| e.into_inner());
-        keys.iter().map(|k| cache.get(k).cloned()).collect()
+    let query_key = text_key(query);
+    let mut scores: Vec<Option<f32>> = {
+        let kept = lock(&cache.scores);
+        keys.iter().map(|&k| kept.get(&(query_key, k)).copied()).collect()
     };
-    let missing: Vec<usize> = (0..docs.len()).filter(|&i| docs[i].is_none()).collect();
-    metrics::counter!(crate::metrics::RERANK_CACHE_HITS_TOTAL).increment((docs.len() - missing.len()) as u64);
+    let unscored: Vec<usize> = (0..scores.len()).filter(|&i| scores[i].is_none()).collect();
+    if unscored.is_empty() {
+        metrics::counter!(crate::metrics::RERANK_CACHE_HITS_TOTAL).increment(scores.len() as u64);
+        return Ok(scores.into_iter().map(|s| s.unwrap_or(0.0)).collect());
+    }
+    let mut docs: Vec<Option<Arc<QuantRows>>> = {
+        let kept = lock(&cache.tokens);
+        unscored.iter().map(|&i| kept.get(&keys[i]).cloned()).collect()
+    };
+    let missing: Vec<usize> = (0..docs.len()).filter(|&j| docs[j].is_none()).collect();
+    metrics::counter!(crate::metrics::RERANK_CACHE_HITS_TOTAL).increment((scores.len() - missing.len()) as u64);
     metrics::counter!(crate::metrics::RERANK_CACHE_MISSES_TOTAL).increment(missing.len() as u64);
     let mut batch = Vec::with_capacity(missing.len() + 1);
     batch.push(query.to_string());
-    batch.extend(missing.iter().map(|&i| texts[i].clone()));
+    batch.extend(missing.iter().map(|&j| texts[unscored[j]].clone()));
     let tokens = embed.embed_tokens(batch).await?;
     let dim = embed.dim();
     let (q, encoded) = match tokens.split_first() {
@@ -116,30 +158,53 @@ async fn late_interaction(
         }
     };
     {
-        let mut cache = cache.0.lock().unwrap_or_else(|e| e.into_inner());
-        for (&i, rows) in missing.iter().zip(encoded) {
+        let mut kept = lock(&cache.tokens);
+        for (&j, rows) in missing.iter().zip(encoded) {
             let rows = Arc::new(quantize(rows, dim));
-            cache.put(keys[i], rows.clone());
-            docs[i] = Some(rows);
+            kept.put(keys[unscored[j]], rows.clone());
+            docs[j] = Some(rows);
         }
     }
-    Ok(docs.iter().map(|d| d.as_ref().map_or(0.0, |d| max_sim_q(q, d, dim))).collect())
+    let mut kept = lock(&cache.scores);
+    for (&i, doc) in unscored.iter().zip(&docs) {
+        let score = doc.as_ref().map_or(0.0, |d| max_sim_q(q, d, dim));
+        kept.put((query_key, keys[i]), score);
+        scores[i] = Some(score);
+    }
+    Ok(scores.into_iter().map(|s| s.unwrap_or(0.0)).collect())
 }
 
-/// Rescores the best `depth` hits that pass the filters by late interaction
-/// and re-sorts `fused` (sorted by score on entry). On a model error the
-/// first-stage order stays, with a warning: rescoring refines an answer, it never costs one.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Rescores the best `depth` hits that pass the filters by late interaction and re-sorts
+/// `fused` (sorted by score on entry). Under load the caller passes a smaller `shed` depth
+/// (0: none; see [`crate::pressure`]): it is used unless the scores of all `depth` candidates
+/// are kept, in which case the full rescoring costs no forward pass and is done. Returns true
+/// when the order is the one the full depth gives (what an idle process answers). On a model
+/// error the first-stage order stays, with a warning: rescoring refines an answer, it never
+/// costs one.
 pub(crate) async fn rescore(
     embed: &ctxd_models::EmbedService,
-    cache: &TokenCache,
+    cache: &RerankCache,
     query: &str,
     fused: &mut [Hit],
     passes: &impl Fn(&Hit) -> bool,
     depth: usize,
-) {
-    let chosen: Vec<usize> = (0..fused.len()).filter(|&i| passes(&fused[i])).take(depth).collect();
+    shed: usize,
+) -> bool {
+    let mut chosen: Vec<usize> = (0..fused.len()).filter(|&i| passes(&fused[i])).take(depth).collect();
+    let all = chosen.len();
+    if shed < all {
+        let candidates: Vec<&Hit> = chosen.iter().map(|&i| &fused[i]).collect();
+        if !cache.scored_all(query, &candidates) {
+            chosen.truncate(shed);
+        }
+    }
+    let full = chosen.len() == all;
     if chosen.len() < 2 {
-        return;
+        return full || all < 2;
     }
     let started = Instant::now();
     let candidates: Vec<&Hit> = chosen.iter().map(|&i| &fused[i]).collect();
@@ -147,7 +212,7 @@ pub(crate) async fn rescore(
         Ok(s) => s,
         Err(e) => {
             tracing::warn!("rescoring by late interaction failed, keeping the first-stage order: {e}");
-            return;
+            return false;
         }
     };
     let first: Vec<f32> = candidates.iter().map(|h| h.score).collect();
@@ -160,6 +225,7 @@ pub(crate) async fn rescore(
     }
     fused.sort_by(|x, y| y.score.total_cmp(&x.score));
     metrics::histogram!(crate::metrics::RERANK_SECONDS).record(started.elapsed().as_secs_f64());
+    full
 }
 
 /// New scores for rescored candidates: `1 + (first + second) / 2` with both stages min-max
@@ -204,5 +270,104 @@ mod tests {
         // 0: (1 + 0) / 2, 1: (0.875 + 0.8) / 2, 2: (0 + 1) / 2.
         assert!(s[1] > s[0] && s[1] > s[2], "agreement wins: {s:?}");
         assert_eq!(combine(&[0.5, 0.5], &[0.3, 0.3]), vec![2.0, 2.0]);
+    }
+
+    /// Token rows from bytes (one 4-dimension row per byte), counting the texts encoded.
+    struct Bytes(Arc<Mutex<Vec<usize>>>);
+
+    impl ctxd_models::Embedder for Bytes {
+        fn model_id(&self) -> &str {
+            "bytes"
+        }
+        fn dim(&self) -> usize {
+            4
+        }
+        fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ctxd_models::ModelError> {
+            Ok(texts.iter().map(|t| t.bytes().map(u32::from).collect()).collect())
+        }
+        fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ctxd_models::ModelError> {
+            Ok(ids.iter().map(|_| vec![0.5; 4]).collect())
+        }
+        fn forward_tokens(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ctxd_models::ModelError> {
+            self.0.lock().unwrap().push(ids.len());
+            let row = |b: u32| {
+                let v = [(b % 7) as f32 + 1.0, (b % 5) as f32, (b % 3) as f32, 1.0];
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                v.map(|x| x / n)
+            };
+            Ok(ids.iter().map(|t| t.iter().flat_map(|&b| row(b)).collect()).collect())
+        }
+    }
+
+    fn hit(path: &str, content: &str) -> Hit {
+        let chunk = ctxd_index::Chunk { path: path.into(), content: content.into(), ..Default::default() };
+        Hit { chunk, score: 0.0 }
+    }
+
+    #[tokio::test]
+    async fn a_question_scored_before_needs_no_forward_pass() {
+        let passes = Arc::new(Mutex::new(Vec::new()));
+        let embed = EmbedService::spawn(Bytes(passes.clone()), Default::default());
+        let cache = RerankCache::default();
+        let hits = [hit("a.py", "def add(a, b)"), hit("b.py", "class Stack"), hit("c.py", "import os")];
+        let refs: Vec<&Hit> = hits.iter().collect();
+        let first = late_interaction(&embed, &cache, "push onto a stack", &refs).await.unwrap();
+        assert_eq!(*passes.lock().unwrap(), vec![4], "the query and three candidates");
+        assert!(first.iter().all(|s| s.is_finite() && *s > 0.0), "{first:?}");
+
+        // Asked again (a new index version, same candidates): the kept scores, no pass.
+        let again = late_interaction(&embed, &cache, "push onto a stack", &refs).await.unwrap();
+        assert_eq!(again, first);
+        assert_eq!(passes.lock().unwrap().len(), 1, "no forward pass for kept scores");
+
+        // One new candidate: the query and it only; the others' scores are the kept ones.
+        let more = [hits[0].clone(), hit("d.py", "def pop(self)"), hits[2].clone()];
+        let refs: Vec<&Hit> = more.iter().collect();
+        let mixed = late_interaction(&embed, &cache, "push onto a stack", &refs).await.unwrap();
+        assert_eq!(passes.lock().unwrap()[1], 2);
+        assert_eq!((mixed[0], mixed[2]), (first[0], first[2]));
+
+        // Another question over the same chunks: their token rows are kept, only it is encoded,
+        // and its scores are its own.
+        let other = late_interaction(&embed, &cache, "sum two numbers", &refs).await.unwrap();
+        assert_eq!(passes.lock().unwrap()[2], 1);
+        assert_ne!(other, mixed);
+    }
+
+    #[tokio::test]
+    async fn under_load_the_full_depth_is_rescored_when_its_scores_are_kept() {
+        let passes = Arc::new(Mutex::new(Vec::new()));
+        let embed = EmbedService::spawn(Bytes(passes.clone()), Default::default());
+        let cache = RerankCache::default();
+        let mut hits = vec![hit("a.py", "import os"), hit("b.py", "class Stack"), hit("c.py", "def push(x)")];
+        for (h, s) in hits.iter_mut().zip([0.9, 0.8, 0.7]) {
+            h.score = s;
+        }
+        let all = |_: &Hit| true;
+        let order = |f: &[Hit]| f.iter().map(|h| h.path.clone()).collect::<Vec<_>>();
+
+        // Loaded, nothing kept: rescoring is shed (no forward pass), the first-stage order stays.
+        let mut loaded = hits.clone();
+        assert!(!rescore(&embed, &cache, "stack push", &mut loaded, &all, 3, 0).await);
+        assert!(passes.lock().unwrap().is_empty());
+        assert_eq!(order(&loaded), ["a.py", "b.py", "c.py"]);
+
+        // Idle: the full depth, one pass.
+        let mut idle = hits.clone();
+        assert!(rescore(&embed, &cache, "stack push", &mut idle, &all, 3, 3).await);
+        assert_eq!(*passes.lock().unwrap(), vec![4]);
+
+        // Loaded again (a new index version): every score is kept, so the full depth is rescored
+        // without a pass and the answer is the idle one.
+        let mut again = hits.clone();
+        assert!(rescore(&embed, &cache, "stack push", &mut again, &all, 3, 0).await);
+        assert_eq!(passes.lock().unwrap().len(), 1);
+        assert_eq!(order(&again), order(&idle));
+        assert_eq!(again.iter().map(|h| h.score).collect::<Vec<_>>(), idle.iter().map(|h| h.score).collect::<Vec<_>>());
+
+        // A new candidate among them: shed again (a partial depth of 1 rescores nothing).
+        let mut changed = vec![hits[0].clone(), hit("d.py", "def pop()"), hits[2].clone()];
+        assert!(!rescore(&embed, &cache, "stack push", &mut changed, &all, 3, 1).await);
+        assert_eq!(passes.lock().unwrap().len(), 1);
     }
 }

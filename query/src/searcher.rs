@@ -168,29 +168,30 @@ impl Searcher {
         // One index and model for the whole request, even if a model switch lands meanwhile.
         let pinned = self.current();
         let Some((epoch, key)) = pinned.answer_key(req).await? else {
-            return pinned.search_uncached(req).await;
+            return Ok(pinned.search_uncached(req).await?.0);
         };
         let pressure = &self.routing.pressure;
         if let Some(hit) = self.answers.get(&epoch, &key, pressure.queued() > 0) {
             return Ok(hit);
         }
-        let depth = self.routing.rerank_depth;
-        let full = pressure.rerank_depth(depth) == depth;
-        let answer = pinned.search_uncached(req).await?;
+        let (answer, full) = pinned.search_uncached(req).await?;
         self.answers.put(&epoch, key, Arc::new(answer.clone()), full);
         Ok(answer)
     }
 
-    async fn search_uncached(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
+    /// The answer, and whether it is the one an idle process gives (false: rescoring was shed
+    /// under load; see [`crate::answers`]).
+    async fn search_uncached(&self, req: &SearchRequest) -> Result<(SearchResponse, bool), SearchError> {
         if let (Mode::Routed, Some(embed)) = (req.mode, self.core.embed()) {
-            return self.routed_search(req, QueryVector::Embed(embed)).await;
+            let routed = self.routing.answer(&self.core, req, QueryVector::Embed(embed)).await?;
+            return Ok((routed.response, routed.full));
         }
         let vector = match (req.mode, self.core.embed()) {
             (Mode::Bm25 | Mode::Symbol, _) | (Mode::Hybrid | Mode::Routed, None) => None,
             (Mode::Vector, None) => return Err(SearchError::NoModel("vector")),
             (_, Some(embed)) => embed.embed(vec![req.query.clone()]).await?.into_iter().next(),
         };
-        self.search_with_vector(req, vector.as_deref()).await
+        Ok((self.search_with_vector(req, vector.as_deref()).await?, true))
     }
 
     /// Answers a request whose query vector is already computed (`None` for bm25).

@@ -19,7 +19,7 @@
 //!
 //! The pieces: the path vocabulary and its caches (`vocab`), the symbol-table and path lookups
 //! (`lookup`), the BM25 text (`text`); fusion is [`crate::fusion`], rescoring [`crate::rerank`].
-//! [`Routing`] is the router's state — the vocabularies and the rescoring token cache of each
+//! [`Routing`] is the router's state — the vocabularies and the rescoring caches of each
 //! (index, model) pair — shared by the clones of a [`crate::Searcher`].
 
 use std::collections::{HashMap, HashSet};
@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use ctxd_index::Hit;
 
-use crate::rerank::{rescore, TokenCache};
+use crate::rerank::{rescore, RerankCache};
 use crate::retriever::{PerBackend, Retriever};
 use crate::route::{analyze, Route};
 use crate::search::{SearchRequest, SearchResponse, SearchResult};
@@ -105,13 +105,20 @@ pub struct Routing {
     pub(crate) pressure: crate::pressure::Pressure,
 }
 
+/// A routed answer and whether it is the one an idle process gives: false when rescoring was
+/// shed under load ([`crate::pressure`]) and the kept scores did not cover the full depth.
+pub(crate) struct Routed {
+    pub response: SearchResponse,
+    pub full: bool,
+}
+
 /// What the router keeps per (index, model) pair.
 #[derive(Default)]
 struct Caches {
     /// Indexed paths and folder names, of the latest version and of queried snapshots.
     vocabs: vocab::Vocabs,
-    /// Token embeddings of recently rescored chunks (this model's).
-    tokens: TokenCache,
+    /// Token embeddings and MaxSim scores of recently rescored chunks (this model's).
+    rerank: RerankCache,
 }
 
 impl Routing {
@@ -133,6 +140,16 @@ impl Routing {
         req: &SearchRequest,
         vector: QueryVector<'_>,
     ) -> Result<SearchResponse, SearchError> {
+        Ok(self.answer(core, req, vector).await?.response)
+    }
+
+    /// [`Routing::search`], saying whether rescoring was shed under load.
+    pub(crate) async fn answer(
+        &self,
+        core: &Retriever,
+        req: &SearchRequest,
+        vector: QueryVector<'_>,
+    ) -> Result<Routed, SearchError> {
         req.validate()?;
         let caches = self.caches.of(core);
         // The path vocabulary (for recognising paths in the query) is the whole index's, cached
@@ -234,10 +251,12 @@ impl Routing {
                 Some(Scope::Dependencies) => in_dependency(&h.path),
             }
         };
-        let depth = self.pressure.rerank_depth(self.rerank_depth);
-        if !req.lean && req.rerank != Some(false) && depth > 0 && w.vector > 0.0 {
+        // Whether the answer is the one an idle process gives (rescoring not shed under load).
+        let mut full = true;
+        if !req.lean && req.rerank != Some(false) && self.rerank_depth > 0 && w.vector > 0.0 {
             if let Some(embed) = core.embed() {
-                rescore(embed, &caches.tokens, &req.query, &mut fused, &passes, depth).await;
+                let shed = self.pressure.rerank_depth(self.rerank_depth);
+                full = rescore(embed, &caches.rerank, &req.query, &mut fused, &passes, self.rerank_depth, shed).await;
             }
         }
         // The files a path route names are not capped.
@@ -273,7 +292,9 @@ impl Routing {
         }
         metrics::counter!(crate::metrics::ROUTE_QUERIES_TOTAL, "route" => a.route.as_str(), "intent" => a.intent.as_str())
             .increment(1);
-        Ok(SearchResponse { results, version, route: Some(a.route), intent: Some(a.intent), stale_ms: None })
+        let response =
+            SearchResponse { results, version, route: Some(a.route), intent: Some(a.intent), stale_ms: None };
+        Ok(Routed { response, full })
     }
 }
 
