@@ -21,39 +21,26 @@ candidates encoded by the model) and of the answer cache's hits and misses.
 
     python3 benches/repeat_after_commit.py [--ctxd BIN] [--questions 200]
 """
-import argparse, json, os, sys, time, urllib.request
+import argparse, json, os, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ctxd_daemon import default_ctxd, post, start_daemon  # noqa: E402
+from load import scrape  # noqa: E402
 
 WORK = os.path.expanduser("~/.cache/ctxd/bench-load")
 QUERIES = "/work/shared/eval/cosqa/queries-dev.jsonl"
 PROBE = "_repeat_after_commit_probe.py"
 
 
-def metrics(base):
-    with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
-        body = r.read().decode(errors="replace")
-    out = {}
-    for line in body.splitlines():
-        if line and not line.startswith("#") and "{" not in line.split(" ")[0]:
-            name, _, value = line.rpartition(" ")
-            try:
-                out[name] = float(value)
-            except ValueError:
-                pass
-    return out
-
-
 def run_pass(base, questions):
-    before = metrics(base)
+    before = scrape(base)
     lat = []
     for q in questions:
         t = time.perf_counter()
         post(base, "/v1/search", {"query": q, "k": 10, "mode": "routed"}, timeout=120)
         lat.append((time.perf_counter() - t) * 1000)
-    after = metrics(base)
-    d = lambda n: int(after.get(n, 0) - before.get(n, 0))  # noqa: E731
+    after = scrape(base)
+    d = lambda n: int(after.get((n, ""), 0) - before.get((n, ""), 0))  # noqa: E731
     lat.sort()
     pct = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))]  # noqa: E731
     return {

@@ -72,7 +72,6 @@ pub fn describe() {
         "Rescored candidates whose score or token embeddings came from the cache (no encoding)."
     );
     metrics::describe_counter!(RERANK_CACHE_MISSES_TOTAL, "Rescored candidates encoded by the model.");
-
     metrics::describe_counter!(
         ROUTE_QUERIES_TOTAL,
         "Routed queries, labels route (path|symbol|error|module|hybrid) and intent."

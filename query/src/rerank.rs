@@ -103,18 +103,33 @@ fn text_key(text: &str) -> u64 {
 }
 
 impl RerankCache {
-    /// True when the MaxSim score of every one of `candidates` against `query` is kept: their
-    /// rescoring needs no forward pass.
-    fn scored_all(&self, query: &str, candidates: &[&Hit]) -> bool {
-        let query_key = text_key(query);
+    /// True when the MaxSim score of every one of `candidates` against the query `query_key`
+    /// is kept: their rescoring needs no forward pass.
+    fn scored_all(&self, query_key: u64, candidates: &Texts) -> bool {
         let kept = lock(&self.scores);
-        candidates.iter().all(|h| kept.get(&(query_key, text_key(&candidate_text(h)))).is_some())
+        candidates.keys.iter().all(|&k| kept.get(&(query_key, k)).is_some())
     }
 }
 
-/// The text a candidate was indexed with (what its token embeddings are computed from).
-fn candidate_text(h: &Hit) -> String {
-    chunk_text(&h.path, h.symbol.as_deref(), &h.content)
+/// Candidates as rescoring sees them: the texts they were indexed with (what their token
+/// embeddings are computed from) and those texts' cache keys, built once per search.
+struct Texts {
+    texts: Vec<String>,
+    keys: Vec<u64>,
+}
+
+impl Texts {
+    fn of(candidates: &[&Hit]) -> Self {
+        let texts: Vec<String> =
+            candidates.iter().map(|h| chunk_text(&h.path, h.symbol.as_deref(), &h.content)).collect();
+        let keys = texts.iter().map(|t| text_key(t)).collect();
+        Self { texts, keys }
+    }
+
+    fn truncate(&mut self, n: usize) {
+        self.texts.truncate(n);
+        self.keys.truncate(n);
+    }
 }
 
 /// MaxSim scores of `candidates` (one each, in order) against `query`: the kept ones, and one
@@ -124,10 +139,9 @@ async fn late_interaction(
     embed: &EmbedService,
     cache: &RerankCache,
     query: &str,
-    candidates: &[&Hit],
+    candidates: &Texts,
 ) -> Result<Vec<f32>, SearchError> {
-    let texts: Vec<String> = candidates.iter().map(|h| candidate_text(h)).collect();
-    let keys: Vec<u64> = texts.iter().map(|t| text_key(t)).collect();
+    let Texts { texts, keys } = candidates;
     let query_key = text_key(query);
     let mut scores: Vec<Option<f32>> = {
         let kept = lock(&cache.scores);
@@ -196,26 +210,27 @@ pub(crate) async fn rescore(
 ) -> bool {
     let mut chosen: Vec<usize> = (0..fused.len()).filter(|&i| passes(&fused[i])).take(depth).collect();
     let all = chosen.len();
-    if shed < all {
-        let candidates: Vec<&Hit> = chosen.iter().map(|&i| &fused[i]).collect();
-        if !cache.scored_all(query, &candidates) {
-            chosen.truncate(shed);
-        }
+    if all < 2 {
+        return true;
     }
-    let full = chosen.len() == all;
+    let candidates: Vec<&Hit> = chosen.iter().map(|&i| &fused[i]).collect();
+    let mut texts = Texts::of(&candidates);
+    if shed < all && !cache.scored_all(text_key(query), &texts) {
+        chosen.truncate(shed);
+        texts.truncate(shed);
+    }
     if chosen.len() < 2 {
-        return full || all < 2;
+        return false;
     }
     let started = Instant::now();
-    let candidates: Vec<&Hit> = chosen.iter().map(|&i| &fused[i]).collect();
-    let second = match late_interaction(embed, cache, query, &candidates).await {
+    let second = match late_interaction(embed, cache, query, &texts).await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!("rescoring by late interaction failed, keeping the first-stage order: {e}");
             return false;
         }
     };
-    let first: Vec<f32> = candidates.iter().map(|h| h.score).collect();
+    let first: Vec<f32> = chosen.iter().map(|&i| fused[i].score).collect();
     let top = fused.first().map_or(1.0, |h| h.score.max(1e-6));
     for h in fused.iter_mut() {
         h.score /= top;
@@ -225,7 +240,7 @@ pub(crate) async fn rescore(
     }
     fused.sort_by(|x, y| y.score.total_cmp(&x.score));
     metrics::histogram!(crate::metrics::RERANK_SECONDS).record(started.elapsed().as_secs_f64());
-    full
+    chosen.len() == all
 }
 
 /// New scores for rescored candidates: `1 + (first + second) / 2` with both stages min-max
@@ -311,25 +326,25 @@ mod tests {
         let cache = RerankCache::default();
         let hits = [hit("a.py", "def add(a, b)"), hit("b.py", "class Stack"), hit("c.py", "import os")];
         let refs: Vec<&Hit> = hits.iter().collect();
-        let first = late_interaction(&embed, &cache, "push onto a stack", &refs).await.unwrap();
+        let first = late_interaction(&embed, &cache, "push onto a stack", &Texts::of(&refs)).await.unwrap();
         assert_eq!(*passes.lock().unwrap(), vec![4], "the query and three candidates");
         assert!(first.iter().all(|s| s.is_finite() && *s > 0.0), "{first:?}");
 
         // Asked again (a new index version, same candidates): the kept scores, no pass.
-        let again = late_interaction(&embed, &cache, "push onto a stack", &refs).await.unwrap();
+        let again = late_interaction(&embed, &cache, "push onto a stack", &Texts::of(&refs)).await.unwrap();
         assert_eq!(again, first);
         assert_eq!(passes.lock().unwrap().len(), 1, "no forward pass for kept scores");
 
         // One new candidate: the query and it only; the others' scores are the kept ones.
         let more = [hits[0].clone(), hit("d.py", "def pop(self)"), hits[2].clone()];
         let refs: Vec<&Hit> = more.iter().collect();
-        let mixed = late_interaction(&embed, &cache, "push onto a stack", &refs).await.unwrap();
+        let mixed = late_interaction(&embed, &cache, "push onto a stack", &Texts::of(&refs)).await.unwrap();
         assert_eq!(passes.lock().unwrap()[1], 2);
         assert_eq!((mixed[0], mixed[2]), (first[0], first[2]));
 
         // Another question over the same chunks: their token rows are kept, only it is encoded,
         // and its scores are its own.
-        let other = late_interaction(&embed, &cache, "sum two numbers", &refs).await.unwrap();
+        let other = late_interaction(&embed, &cache, "sum two numbers", &Texts::of(&refs)).await.unwrap();
         assert_eq!(passes.lock().unwrap()[2], 1);
         assert_ne!(other, mixed);
     }
