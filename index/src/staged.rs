@@ -1,8 +1,9 @@
 //! The staging table of a distributed re-embedding: which shard wrote which uncommitted
 //! fragments ([`crate::fragments`]) into which target table.
 //!
-//! `ctxd reembed --shard I/N` appends one row here when its share is written (one small
-//! commit; shards append concurrently, which Lance resolves without conflict); `ctxd reembed
+//! `ctxd reembed --shard I/N` creates the table when it starts ([`prepare`]) and appends one
+//! row here when its share is written (one small commit; shards append concurrently, which
+//! Lance resolves without conflict); `ctxd reembed
 //! --commit` reads the rows of its target, checks that every shard of the run is there,
 //! publishes their fragments in one commit and deletes the rows. A shard that crashed wrote
 //! no row, so re-running it alone is enough; a shard run twice leaves two rows, and only the
@@ -70,6 +71,14 @@ async fn table(uri: &str, create: bool) -> Result<Option<lancedb::Table>, IndexE
         return Ok(None);
     }
     crate::store::open_or_create_table(&conn, &names, STAGED_TABLE, schema()).await.map(Some).map_err(lance)
+}
+
+/// Creates the staging table when missing. A shard calls it when it starts, so that shards
+/// started together race on the table's creation while nothing is at stake yet, and their
+/// records, minutes later, are plain concurrent appends to an existing table (in the roles test
+/// on moto a record written while another shard was still creating the table was lost once).
+pub async fn prepare(uri: &str) -> Result<(), IndexError> {
+    table(uri, true).await.map(|_| ())
 }
 
 /// Records `shard` (its `written_at` is set to now).

@@ -116,6 +116,7 @@ pub async fn reembed_shard(
     let started = Instant::now();
     let model: JobModel = service.into();
     let job = open_job(db, &model, false).await?;
+    staged::prepare(db).await?;
     let tag = shard.source_tag();
     // The tag keeps the version from cleanup during a long read; without it the shard still
     // runs (at worst a cleanup removes the version and the shard fails: run it again).
