@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test of the workspace (unit tests, the model reference test, the end-to-end
+# Checks the house rules (cargo fmt, the tidy checks of ARCHITECTURE.md, clippy with warnings
+# denied), runs every test of the workspace (unit tests, the model reference test, the end-to-end
 # integration tests with the real model, LanceDB, HTTP and Arrow Flight servers, and the real
 # pyarrow / pylance / lancedb Python clients), then the model tests and a smoke on the AVX2 path
 # (scripts/avx2-smoke.sh). Installs what it needs first.
@@ -32,6 +33,18 @@ if ! command -v promtool >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
 fi
 command -v promtool >/dev/null 2>&1 && export CTXD_TEST_PROMTOOL="$(command -v promtool)"
 export CTXD_TEST_MOTO="$venv/bin/moto_server"
+# The house rules first, each in seconds: formatting, then the tidy checks (`tidy/`: no import
+# circle inside a crate, no file over 600 lines without its tests, ARCHITECTURE.md's code map and
+# crate directions true of the tree). Then clippy with warnings denied on every workspace crate
+# and target, as part of the test build (scripts/clippy-rustc.sh: no second, check-only build of
+# the dependencies), and every test.
+if ! cargo fmt --all --check >/dev/null; then
+    cargo fmt --all --check | head -40 >&2 || true
+    echo "test: cargo fmt --check failed: run \`cargo fmt --all\` and commit the result" >&2
+    exit 1
+fi
+cargo test -p ctxd-tidy --quiet
+export RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/clippy-rustc.sh"
 cargo test --workspace "$@"
 # The machines that run this vary: some CPUs have AVX-512 with bf16, some only AVX2 (where
 # oneDNN has no bf16 matmul). The model tests and an index + search smoke run again with

@@ -376,7 +376,7 @@ pub enum Command {
         /// Distributed: embed only shard I of N (0-based) into uncommitted fragments of the new
         /// table, recorded for `--commit` (run I = 0..N-1 anywhere, in parallel).
         #[arg(long, value_name = "I/N", conflicts_with_all = ["commit", "no_switch"])]
-        shard: Option<ctxd_pipeline::shard::Shard>,
+        shard: Option<ctxd_pipeline::reembed::Shard>,
         /// Distributed: publish every shard's fragments in one commit, catch up on what changed
         /// since, and switch (unless --no-switch).
         #[arg(long)]

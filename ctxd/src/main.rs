@@ -12,19 +12,17 @@ mod cli;
 mod cmd;
 mod mcp;
 mod open;
+mod reader;
 mod reembed;
 mod reload;
-mod sdnotify;
 mod serve;
 mod session_file;
 mod staleness;
-mod reader;
-mod writer;
 
 use anyhow::Result;
 use clap::Parser;
-use ctxd_serve::context::ContextRequest;
-use ctxd_serve::symbols::{GetSymbolsRequest, ListSymbolsRequest};
+use ctxd_context::request::ContextRequest;
+use ctxd_context::symbols::{GetSymbolsRequest, ListSymbolsRequest};
 
 use crate::cli::{Cli, Command, ConfigAction, SnapshotAction};
 
@@ -66,7 +64,10 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Search { query, db, k, mode, as_of, source, git_ref, no_rerank, model, json } => {
             let source = cli_scope(source.as_deref(), git_ref.as_deref());
-            cmd::query::search(&query, &db, k, &mode, (as_of, source), !no_rerank, &model, json).await
+            let mode: ctxd_search::search::Mode = mode.parse()?;
+            let mut req = ctxd_search::search::SearchRequest::new(query).with(k, mode);
+            (req.as_of, req.source, req.rerank) = (as_of, source, Some(!no_rerank));
+            cmd::query::search(req, &db, &model, json).await
         }
         Command::Context {
             query,
@@ -90,7 +91,8 @@ async fn run(cli: Cli) -> Result<()> {
         } => {
             let mut req = ContextRequest::new(query, budget);
             req.assembly = assembly.parse()?;
-            req.doc_types = doc_types.as_deref().map(ctxd_serve::doc_type::parse_list).transpose()?.unwrap_or_default();
+            req.doc_types =
+                doc_types.as_deref().map(ctxd_context::doc_type::parse_list).transpose()?.unwrap_or_default();
             req.session = session;
             req.skeletons = !no_skeletons;
             req.reserve = reserve;
@@ -150,10 +152,10 @@ async fn run(cli: Cli) -> Result<()> {
 
 /// `--source A,B` and `--ref R` as a scope: each source at the ref (`name@ref`); without
 /// `--ref`, a git source is read at every ref it has in the index.
-fn cli_scope(source: Option<&str>, git_ref: Option<&str>) -> Option<ctxd_query::SourceScope> {
-    let names = source.and_then(ctxd_query::sources::parse_list)?;
+fn cli_scope(source: Option<&str>, git_ref: Option<&str>) -> Option<ctxd_index::SourceScope> {
+    let names = source.and_then(ctxd_search::sources::parse_list)?;
     Some(match git_ref {
         None => names,
-        Some(r) => ctxd_query::SourceScope::new(names.names().iter().map(|n| format!("{n}@{}", r.replace('/', "~")))),
+        Some(r) => ctxd_index::SourceScope::new(names.names().iter().map(|n| format!("{n}@{}", r.replace('/', "~")))),
     })
 }

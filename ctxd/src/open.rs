@@ -8,11 +8,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
+use ctxd_context::assembler::Assembler;
 use ctxd_index::Index;
 use ctxd_models::{EmbedService, EmbedServiceConfig, TokenCounter, DEFAULT_MODEL};
 use ctxd_pipeline::Config;
-use ctxd_serve::context::Assembler;
-use ctxd_serve::Searcher;
+use ctxd_search::searcher::Searcher;
 
 use crate::cli::ModelArgs;
 

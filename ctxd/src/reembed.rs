@@ -1,12 +1,13 @@
 //! `ctxd reembed`: the re-embedding job ([`ctxd_pipeline::reembed`]) with a progress bar, on
-//! one machine or distributed (`--shard I/N` on many, then `--commit`: [`ctxd_pipeline::shard`]).
+//! one machine or distributed (`--shard I/N` on many, then `--commit`: [`ctxd_pipeline::reembed`]).
 
 use std::path::Path;
 use std::sync::Mutex;
 
 use anyhow::{bail, Result};
-use ctxd_pipeline::reembed::{reembed, reembed_commit, Progress, Quiet, ReembedOptions, ReembedReport};
-use ctxd_pipeline::shard::{reembed_shard, Shard, ShardReport};
+use ctxd_pipeline::reembed::{
+    reembed, reembed_commit, reembed_shard, Progress, Quiet, ReembedOptions, ReembedReport, Shard, ShardReport,
+};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::ModelArgs;
@@ -101,7 +102,9 @@ fn print_shard(r: &ShardReport) {
          fragment(s) of table {} (source version {})",
         r.shard, r.embedded, r.rows, r.to_model, r.seconds, r.rows_per_second, r.resumed, r.fragments, r.to_table, r.source_version
     );
-    println!("not visible yet: when every shard has finished, run `ctxd reembed --commit` with the same --db and --model");
+    println!(
+        "not visible yet: when every shard has finished, run `ctxd reembed --commit` with the same --db and --model"
+    );
 }
 
 fn print_job(report: &ReembedReport) {

@@ -5,14 +5,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use ctxd_pipeline::Engine;
-use ctxd_serve::http::AppState;
-use ctxd_serve::Searcher;
+use ctxd_pipeline::config::Config;
+use ctxd_pipeline::engine::Engine;
+use ctxd_roles::generation::Generation;
+use ctxd_roles::reload::access_of;
+use ctxd_roles::sdnotify::notify;
+use ctxd_roles::writer::{follow_switches, when_ready};
+use ctxd_search::searcher::Searcher;
+use ctxd_search::sources::LiveAccess;
+use ctxd_serve::admission::{Admission, AdmissionLimits};
+use ctxd_serve::auth::{Auth, SourceTokens, Token};
+use ctxd_serve::state::AppState;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::cli::{ModelArgs, Role};
-use crate::{reader, writer};
 use crate::open::{build_config, termination};
+use crate::reader;
 
 /// Installs the Prometheus recorder (histograms with buckets for every `*_seconds` metric).
 pub fn install_metrics() -> Result<PrometheusHandle> {
@@ -34,7 +42,9 @@ pub fn install_metrics() -> Result<PrometheusHandle> {
     ctxd_models::metrics::describe();
     ctxd_stages::metrics::describe();
     ctxd_pipeline::metrics::describe();
-    ctxd_query::metrics::describe();
+    ctxd_search::metrics::describe();
+    ctxd_codegraph::metrics::describe();
+    ctxd_context::metrics::describe();
     ctxd_serve::metrics::describe();
     let upkeep = handle.clone();
     tokio::spawn(async move {
@@ -56,26 +66,30 @@ pub struct ServeArgs {
     pub role: Role,
 }
 
-/// Runs the daemon until SIGTERM/Ctrl-C.
-pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
-    let ServeArgs { config, watch, db, listen, flight_listen, role } = args;
-    let hangup = crate::reload::listen();
-    let reader = role == Role::Reader;
-    if config.is_none() && watch.is_none() && !(reader && db.is_some()) {
+/// The configuration `ctxd serve` runs with: the file or flags, the listen addresses given on
+/// the command line, validated.
+fn serve_config(args: &ServeArgs, model: &ModelArgs) -> Result<Config> {
+    let reader = args.role == Role::Reader;
+    if args.config.is_none() && args.watch.is_none() && !(reader && args.db.is_some()) {
         bail!("nothing to serve: pass --config <FILE> or --watch <PATH> --db <DIR> (a reader: --db <DIR> alone)");
     }
-    if reader && watch.is_some() {
+    if reader && args.watch.is_some() {
         bail!("--role reader serves an index another process writes: drop --watch (pass --db, or --config)");
     }
-    let mut cfg = build_config(config.as_deref(), watch.as_deref(), db.as_deref(), &model)?;
-    if let Some(l) = listen {
-        cfg.server.listen = l;
+    let mut cfg = build_config(args.config.as_deref(), args.watch.as_deref(), args.db.as_deref(), model)?;
+    if let Some(l) = &args.listen {
+        cfg.server.listen = l.clone();
     }
-    if let Some(l) = flight_listen {
-        cfg.server.flight_listen = l;
+    if let Some(l) = &args.flight_listen {
+        cfg.server.flight_listen = l.clone();
     }
     cfg.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-    let full = cfg.server.auth_token()?.as_deref().and_then(ctxd_serve::auth::Token::new);
+    Ok(cfg)
+}
+
+/// The bearer tokens of `[server]` (the full token and the source-limited ones), if any.
+fn auth_of(cfg: &Config) -> Result<Option<Auth>> {
+    let full = cfg.server.auth_token()?.as_deref().and_then(Token::new);
     let limited = match cfg.server.source_tokens()? {
         None => Vec::new(),
         Some((file, text)) => {
@@ -86,19 +100,26 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
                     file.display()
                 );
             }
-            ctxd_serve::auth::SourceTokens::parse(&text, &cfg.source_names())
-                .map_err(|e| anyhow::anyhow!("invalid server.source_tokens_file {}: {e}", file.display()))?
+            SourceTokens::parse(&text, &cfg.source_names())
+                .with_context(|| format!("invalid server.source_tokens_file {}", file.display()))?
         }
     };
-    let access = ctxd_query::LiveAccess::new(crate::reload::access_of(&cfg));
+    Ok(Auth::new(full, limited))
+}
+
+/// Runs the daemon until SIGTERM/Ctrl-C.
+pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
+    let hangup = ctxd_roles::reload::listen();
+    let cfg = serve_config(&args, &model)?;
+    let ServeArgs { config, watch, db, role, .. } = args;
+    let reader = role == Role::Reader;
+    let access = LiveAccess::new(access_of(&cfg));
     // A writer with a configuration file reloads its sources on SIGHUP.
-    let reload_spec = config.clone().filter(|_| !reader).map(|file| crate::reload::ReloadSpec {
-        file,
-        watch: watch.clone(),
-        db: db.clone(),
-        model: model.clone(),
+    let read_again = config.clone().filter(|_| !reader).map(|file| {
+        let spec = crate::reload::ReloadSpec { file, watch: watch.clone(), db: db.clone(), model: model.clone() };
+        Box::new(move || spec.read().map_err(Into::into)) as ctxd_roles::reload::ReadAgain
     });
-    let auth = ctxd_serve::auth::Auth::new(full, limited);
+    let auth = auth_of(&cfg)?;
     if auth.is_none() && cfg.server.exposed() {
         tracing::warn!("listening on a non-loopback address without a bearer token (set CTXD_AUTH_TOKEN)");
     }
@@ -126,14 +147,14 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
     // any other says there is nothing to reload.
     let (reload_tx, reloads) = tokio::sync::mpsc::channel(4);
     if let Some(hangup) = hangup {
-        tokio::spawn(crate::reload::on_hangup(hangup, reload_spec, reload_tx));
+        tokio::spawn(ctxd_roles::reload::on_hangup(hangup, read_again, reload_tx));
     }
     let follower = match backend {
         Backend::Writer { generation, lease } => {
             watch_lease(&lease);
-            let follow = writer::follow_switches(
+            let follow = follow_switches(
                 cfg.clone(),
-                generation,
+                *generation,
                 (*searcher).clone(),
                 drain,
                 follow_stopped,
@@ -144,23 +165,27 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         }
         Backend::Reader(model) => {
             let every = Duration::from_millis(cfg.server.reader_poll_ms);
-            let db = cfg.index.db.clone();
-            Follower::Reader(tokio::spawn(reader::follow(db, model, (*searcher).clone(), every, follow_stopped)))
+            let (db, searcher) = (cfg.index.db.clone(), (*searcher).clone());
+            let reopen = reader::reopen(&db, &model);
+            Follower::Reader(tokio::spawn(async move {
+                ctxd_roles::reader::follow(&db, searcher, every, follow_stopped, reopen).await
+            }))
         }
     };
     // One admission gate for HTTP and Flight queries.
-    let limits = ctxd_serve::admission::AdmissionLimits {
+    let limits = AdmissionLimits {
         concurrent: cfg.server.max_concurrent_queries,
         queued: cfg.server.max_queued_queries,
         timeout: std::time::Duration::from_millis(cfg.server.queue_timeout_ms),
     };
-    let gate = Arc::new(ctxd_serve::admission::Admission::new(limits, searcher.pressure().clone()));
+    let gate = Arc::new(Admission::new(limits, searcher.pressure().clone()));
     let (stop_flight, flight_stopped) = tokio::sync::oneshot::channel::<()>();
     let flight = match flight_listener {
         Some(l) => {
             let faddr = l.local_addr()?;
-            let api =
-                ctxd_serve::flight::FlightApi::new(searcher.clone()).with_access(access.clone()).with_gate(gate.clone());
+            let api = ctxd_serve::flight::FlightApi::new(searcher.clone())
+                .with_access(access.clone())
+                .with_gate(gate.clone());
             eprintln!("ctxd: arrow flight on grpc://{faddr}");
             Some(tokio::spawn(ctxd_serve::flight::serve(l, api, auth.clone(), async move {
                 let _ = flight_stopped.await;
@@ -168,13 +193,13 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         }
         None => None,
     };
-    let sessions = ctxd_serve::session::Sessions::new(ctxd_serve::session::SessionLimits {
+    let sessions = ctxd_context::session::Sessions::new(ctxd_context::session::SessionLimits {
         ttl: std::time::Duration::from_secs(cfg.server.session_ttl_secs),
         max_sessions: cfg.server.max_sessions,
         max_bytes: cfg.server.session_memory_mb << 20,
     });
     let assembler =
-        Arc::new(ctxd_serve::context::Assembler::new((*searcher).clone(), token_counter).with_sessions(sessions));
+        Arc::new(ctxd_context::assembler::Assembler::new((*searcher).clone(), token_counter).with_sessions(sessions));
     // The staleness check compares one root with the index: a configuration of one source.
     let check = (!reader && !cfg.source.is_object_store() && !cfg.has_named_sources())
         .then(|| crate::staleness::checker((*searcher).clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
@@ -197,18 +222,21 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
     let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {
         let _ = http_stopped.await;
     }));
-    let roots: Vec<String> = cfg.sources().iter().map(|s| s.git.as_ref().unwrap_or(&s.root).display().to_string()).collect();
+    let roots: Vec<String> =
+        cfg.sources().iter().map(|s| s.git.as_ref().unwrap_or(&s.root).display().to_string()).collect();
     match reader {
         true => tracing::info!("reader listening on http://{addr} (db {})", cfg.index.db.display()),
-        false => tracing::info!("listening on http://{addr} (sources {}, db {})", roots.join(", "), cfg.index.db.display()),
+        false => {
+            tracing::info!("listening on http://{addr} (sources {}, db {})", roots.join(", "), cfg.index.db.display())
+        }
     }
     eprintln!("ctxd: listening on http://{addr}");
-    crate::sdnotify::notify("READY=1\nSTATUS=serving; initial scan in progress");
-    crate::sdnotify::spawn_watchdog();
+    notify("READY=1\nSTATUS=serving; initial scan in progress");
+    ctxd_roles::sdnotify::spawn_watchdog();
 
     termination().await;
     tracing::info!("shutting down: stopping sources and draining the pipeline (up to {}s)", drain.as_secs());
-    crate::sdnotify::notify("STOPPING=1\nSTATUS=draining the pipeline");
+    notify("STOPPING=1\nSTATUS=draining the pipeline");
     let _ = stop_follow.send(());
     match follower {
         Follower::Writer(task, lease) => {
@@ -236,24 +264,27 @@ struct Opened {
 }
 
 enum Backend {
-    Writer { generation: writer::Generation, lease: ctxd_index::WriterLease },
+    Writer {
+        generation: Box<Generation>,
+        lease: ctxd_index::WriterLease,
+    },
     /// The model arguments a reader re-opens the index with after a model switch.
     Reader(ModelArgs),
 }
 
 enum Follower {
-    Writer(tokio::task::JoinHandle<writer::Generation>, ctxd_index::WriterLease),
+    Writer(tokio::task::JoinHandle<Generation>, ctxd_index::WriterLease),
     Reader(tokio::task::JoinHandle<()>),
 }
 
 /// Roles `both` and `writer`: the writer lease, then the engine (model and tables) and its pipeline.
-async fn open_writer(cfg: &ctxd_pipeline::config::Config) -> Result<Opened> {
+async fn open_writer(cfg: &Config) -> Result<Opened> {
     let lease = crate::open::writer_lease(cfg, "ctxd serve").await?;
     // Opening can take long: the model loads, and an index of an older ctxd is re-embedded once
-    // (`ctxd_pipeline::migrate::migrate`). systemd's start timeout is extended meanwhile.
+    // (`ctxd_pipeline::reembed::migrate`). systemd's start timeout is extended meanwhile.
     let extend = tokio::spawn(async {
         loop {
-            crate::sdnotify::notify(
+            notify(
                 "EXTEND_TIMEOUT_USEC=90000000\nSTATUS=opening the index: loading the model \
                  (an index of an older ctxd is re-embedded once first)",
             );
@@ -266,23 +297,23 @@ async fn open_writer(cfg: &ctxd_pipeline::config::Config) -> Result<Opened> {
     // Context budgets keep counting with this tokenizer after a model switch (a restart picks
     // up the new model's).
     let token_counter = engine.token_counter();
-    let generation = writer::Generation::start(engine)?;
+    let generation = Generation::start(engine)?;
     let tracker = generation.running.tracker();
-    writer::when_ready(tracker.clone(), "initial scan committed");
+    when_ready(tracker.clone(), "initial scan committed");
     let searcher = Arc::new(tuned(Searcher::new(generation.engine.index(), generation.engine.embedder()), cfg));
     let ready = Arc::new(move || tracker.is_ready());
-    Ok(Opened { searcher, token_counter, ready, backend: Backend::Writer { generation, lease } })
+    Ok(Opened { searcher, token_counter, ready, backend: Backend::Writer { generation: Box::new(generation), lease } })
 }
 
 /// A serving process's searcher: `[server]`'s rescoring depth and stale answers while busy.
-fn tuned(searcher: Searcher, cfg: &ctxd_pipeline::config::Config) -> Searcher {
+fn tuned(searcher: Searcher, cfg: &Config) -> Searcher {
     searcher
         .with_rerank_depth(cfg.server.rerank_depth)
         .with_stale_answers(Duration::from_millis(cfg.server.stale_answer_ms))
 }
 
 /// Role `reader`: the index as it is (waiting for the writer to create it) and its model.
-async fn open_reader(cfg: &ctxd_pipeline::config::Config, model: ModelArgs) -> Result<Opened> {
+async fn open_reader(cfg: &Config, model: ModelArgs) -> Result<Opened> {
     let opened = reader::open(&cfg.index.db, &model).await?;
     let token_counter = opened.tokenizer().await?;
     let searcher = Arc::new(tuned(opened.searcher, cfg));
@@ -306,8 +337,8 @@ fn watch_lease(lease: &ctxd_index::WriterLease) {
 
 /// The aggregate sources of the config (the local index alone when none are configured).
 fn aggregator(
-    cfg: &ctxd_pipeline::config::Config,
-    local: Arc<ctxd_serve::context::Assembler>,
+    cfg: &Config,
+    local: Arc<ctxd_context::assembler::Assembler>,
 ) -> Result<ctxd_serve::aggregate::Aggregator> {
     use ctxd_serve::aggregate::{Aggregator, SourceKind, SourceSpec};
     let mut sources = Vec::new();
@@ -342,5 +373,5 @@ fn aggregator(
             token: None,
         });
     }
-    Aggregator::new(local, sources, cfg.aggregate.cache_entries).map_err(|e| anyhow::anyhow!(e))
+    Ok(Aggregator::new(local, sources, cfg.aggregate.cache_entries)?)
 }

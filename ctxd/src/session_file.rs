@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use ctxd_query::session::{validate_id, SavedSession, Sessions};
+use ctxd_context::session::{validate_id, SavedSession, Sessions};
 
 /// Where session `id` of database `db` is kept.
 fn path_of(db: &Path, id: &str) -> PathBuf {

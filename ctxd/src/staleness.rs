@@ -8,9 +8,9 @@ use std::time::{Duration, SystemTime};
 use anyhow::Result;
 use ctxd_index::Index;
 use ctxd_pipeline::config::Config;
-use ctxd_pipeline::daemon::Engine;
+use ctxd_pipeline::engine::Engine;
+use ctxd_search::searcher::Searcher;
 use ctxd_serve::mcp::CheckIndex;
-use ctxd_serve::Searcher;
 use ctxd_stages::watch::Scanner;
 use serde_json::{json, Value};
 
@@ -101,7 +101,7 @@ pub fn checker(searcher: Searcher, root: PathBuf, db: PathBuf, refresh_with: Opt
                 }
                 anyhow::Ok(report)
             };
-            run.await.map_err(|e| format!("{e:#}"))
+            run.await.map_err(Into::into)
         })
     })
 }

@@ -45,7 +45,8 @@ pub(crate) fn show_rows(
             let mut columns = batch.columns().to_vec();
             let new_paths: StringArray = shown.iter().map(|p| p.as_deref()).collect();
             if let Ok(i) = schema.index_of(crate::schema::SOURCE) {
-                let sources: StringArray = shown.iter().map(|p| p.as_deref().map(crate::record::source_of_path)).collect();
+                let sources: StringArray =
+                    shown.iter().map(|p| p.as_deref().map(crate::record::source_of_path)).collect();
                 columns[i] = std::sync::Arc::new(sources);
             }
             columns[schema.index_of("path")?] = std::sync::Arc::new(new_paths);

@@ -60,13 +60,15 @@ impl fmt::Display for EdgeKind {
     }
 }
 
+/// A name that is no [`EdgeKind`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown edge kind {0:?} (one of imports, calls, references, inherits)")]
+pub struct UnknownEdgeKind(pub String);
+
 impl FromStr for EdgeKind {
-    type Err = String;
+    type Err = UnknownEdgeKind;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        EdgeKind::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("unknown edge kind {s:?} (one of imports, calls, references, inherits)"))
+        EdgeKind::ALL.into_iter().find(|k| k.as_str() == s).ok_or_else(|| UnknownEdgeKind(s.to_string()))
     }
 }
 
@@ -190,6 +192,6 @@ mod tests {
         assert_eq!(batch_to_edges(&batch), rows);
         assert_ne!(rows[0].edge_id, rows[1].edge_id);
         assert_eq!("inherits".parse::<EdgeKind>(), Ok(EdgeKind::Inherits));
-        assert!("calls_into".parse::<EdgeKind>().unwrap_err().contains("imports, calls"));
+        assert!("calls_into".parse::<EdgeKind>().unwrap_err().to_string().contains("imports, calls"));
     }
 }

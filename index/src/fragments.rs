@@ -76,7 +76,10 @@ impl Index {
         let Some(wrapper) = self.table.dataset() else {
             return Err(IndexError::Staged {
                 uri: self.uri.clone(),
-                message: format!("table {} is not a native Lance table; it cannot take uncommitted fragments", self.table_name),
+                message: format!(
+                    "table {} is not a native Lance table; it cannot take uncommitted fragments",
+                    self.table_name
+                ),
             });
         };
         wrapper.get().await.map_err(|e| self.lance(e))
@@ -167,9 +170,14 @@ mod tests {
     #[tokio::test]
     async fn fragments_stay_invisible_until_one_commit_publishes_them_once() {
         let (_dir, uri, index) = one_row().await;
-        let batch = |from: usize| crate::schema::rows_to_batch(&(from..from + 5).map(row).collect::<Vec<_>>(), 8, false).unwrap();
+        let batch = |from: usize| {
+            crate::schema::rows_to_batch(&(from..from + 5).map(row).collect::<Vec<_>>(), 8, false).unwrap()
+        };
         // Two workers write; nothing is visible yet.
-        let (a, b) = (index.write_fragments(vec![batch(10)]).await.unwrap(), index.write_fragments(vec![batch(20)]).await.unwrap());
+        let (a, b) = (
+            index.write_fragments(vec![batch(10)]).await.unwrap(),
+            index.write_fragments(vec![batch(20)]).await.unwrap(),
+        );
         assert_eq!((a.len(), a.rows()), (1, 5));
         let reader = Index::open(&uri).await.unwrap();
         assert_eq!(reader.chunk_ids().await.unwrap().len(), 1);
@@ -194,7 +202,11 @@ mod tests {
         let batch = crate::schema::rows_to_batch(&(10..15).map(row).collect::<Vec<_>>(), 8, false).unwrap();
         let staged = index.write_fragments(vec![batch]).await.unwrap();
         let name = staged.0[0].files[0].path.clone();
-        let file = std::fs::read_dir(dir.path()).unwrap().flatten().map(|t| t.path().join("data").join(&name)).find(|p| p.exists());
+        let file = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|t| t.path().join("data").join(&name))
+            .find(|p| p.exists());
         std::fs::remove_file(file.expect("the staged data file on disk")).unwrap();
         let before = index.version().await.unwrap();
         let err = index.commit_fragments(vec![staged]).await.unwrap_err().to_string();

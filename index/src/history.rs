@@ -72,7 +72,11 @@ pub async fn replace(uri: &str, prefix: &str, rows: &[FileCommit]) -> Result<(),
         return Ok(());
     }
     let table = conn.open_table(HISTORY_TABLE).execute().await.map_err(lance)?;
-    let filter = if prefix.is_empty() { "TRUE".to_string() } else { format!("path LIKE {}", sql_str(&format!("{}%", prefix.replace('%', "")))) };
+    let filter = if prefix.is_empty() {
+        "TRUE".to_string()
+    } else {
+        format!("path LIKE {}", sql_str(&format!("{}%", prefix.replace('%', ""))))
+    };
     table.delete(&filter).await.map_err(lance)?;
     if !rows.is_empty() {
         table.add(batch).execute().await.map_err(lance)?;
@@ -180,7 +184,13 @@ mod tests {
     use super::*;
 
     fn row(path: &str, commit: &str, time: i64) -> FileCommit {
-        FileCommit { path: path.into(), commit: commit.into(), time, author: "a".into(), summary: format!("c {commit}") }
+        FileCommit {
+            path: path.into(),
+            commit: commit.into(),
+            time,
+            author: "a".into(),
+            summary: format!("c {commit}"),
+        }
     }
 
     #[tokio::test]
@@ -189,9 +199,13 @@ mod tests {
         let uri = dir.path().to_string_lossy().into_owned();
         let idx = Index::open_or_create(&uri, "m", 4).await.unwrap();
         assert!(idx.file_history().await.unwrap().is_empty());
-        replace(&uri, "lib@main/", &[row("lib@main/a.py", "c1", 10), row("lib@main/b.py", "c1", 10), row("lib@main/a.py", "c2", 20)])
-            .await
-            .unwrap();
+        replace(
+            &uri,
+            "lib@main/",
+            &[row("lib@main/a.py", "c1", 10), row("lib@main/b.py", "c1", 10), row("lib@main/a.py", "c2", 20)],
+        )
+        .await
+        .unwrap();
         replace(&uri, "docs/", &[row("docs/x.md", "d1", 5)]).await.unwrap();
         let h = idx.file_history().await.unwrap();
         assert_eq!(h.of("lib@main/a.py").iter().map(|r| r.commit.as_str()).collect::<Vec<_>>(), ["c2", "c1"]);

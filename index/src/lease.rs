@@ -78,7 +78,12 @@ enum Held {
     /// if nothing but the lock file was written: a writer that failed early leaves no index).
     Local { _file: std::fs::File, created: Option<PathBuf> },
     /// The renewal task and what it needs to delete the lease on release.
-    Object { renew: tokio::task::JoinHandle<()>, store: Arc<dyn ObjectStore>, key: StorePath, etag: watch::Receiver<String> },
+    Object {
+        renew: tokio::task::JoinHandle<()>,
+        store: Arc<dyn ObjectStore>,
+        key: StorePath,
+        etag: watch::Receiver<String>,
+    },
 }
 
 impl WriterLease {
@@ -141,7 +146,12 @@ impl WriterLease {
             let mut other = String::new();
             let _ = file.read_to_string(&mut other);
             let other = if other.trim().is_empty() { "another process".to_string() } else { other.trim().to_string() };
-            return Err(IndexError::Locked { uri: dir.display().to_string(), holder: other, lock, detail: String::new() });
+            return Err(IndexError::Locked {
+                uri: dir.display().to_string(),
+                holder: other,
+                lock,
+                detail: String::new(),
+            });
         }
         file.set_len(0).and_then(|_| file.rewind()).and_then(|_| writeln!(file, "{holder}")).map_err(io)?;
         let (_tx, lost) = watch::channel(None);
@@ -180,7 +190,9 @@ impl WriterLease {
                             detail: format!(" (the lease expires in {left} s unless its holder renews it)"),
                         });
                     }
-                    Ok(other) => tracing::warn!(lease = %lock, previous = %other.holder, "taking over an expired writer lease"),
+                    Ok(other) => {
+                        tracing::warn!(lease = %lock, previous = %other.holder, "taking over an expired writer lease")
+                    }
                     Err(e) => tracing::warn!(lease = %lock, "replacing an unreadable writer lease: {e}"),
                 }
                 PutMode::Update(version)

@@ -133,7 +133,7 @@ pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>, from: Eff
     }
     let seq = recorded.views.values().flatten().map(|r| r.seq + 1).max().unwrap_or(1);
     let chunks = crate::active::current_table(uri).await?;
-    let now = match names.iter().any(|n| *n == chunks) {
+    let now = match names.contains(&chunks) {
         true => conn.open_table(&chunks).execute().await.map_err(lance)?.version().await.map_err(lance)?,
         false => 0,
     };
@@ -153,7 +153,7 @@ pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>, from: Eff
             Arc::new(arrow_array::UInt64Array::from(vec![seq])),
         ],
     )?;
-    let table = crate::store::open_or_create_table(&conn, &names, OVERLAYS_TABLE, schema()).await.map_err(lance)?;
+    let table = crate::session::open_or_create_table(&conn, &names, OVERLAYS_TABLE, schema()).await.map_err(lance)?;
     // One commit: a reader never sees the view without its record.
     table.add(batch).execute().await.map_err(lance)?;
     forget(uri);
@@ -202,7 +202,8 @@ pub async fn prune(uri: &str, oldest: u64, table: &str) -> Result<(), IndexError
 /// Every overlay of the database at `uri`, read now (none when the table does not exist).
 pub async fn load(uri: &str) -> Result<Overlays, IndexError> {
     let conn = connect(uri).await?;
-    let names = conn.table_names().execute().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
+    let names =
+        conn.table_names().execute().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
     read(&conn, &names, uri).await
 }
 
@@ -215,10 +216,10 @@ async fn read(conn: &lancedb::Connection, names: &[String], uri: &str) -> Result
     }
     let table = conn.open_table(OVERLAYS_TABLE).execute().await.map_err(lance)?;
     out.version = table.version().await.map_err(lance)?;
-    let batches: Vec<RecordBatch> =
-        table.query().execute().await.map_err(lance)?.try_collect().await.map_err(lance)?;
+    let batches: Vec<RecordBatch> = table.query().execute().await.map_err(lance)?.try_collect().await.map_err(lance)?;
     for b in &batches {
-        let (views, bases, shadowed) = (str_col(b, "view", uri)?, str_col(b, "base", uri)?, str_col(b, "shadowed", uri)?);
+        let (views, bases, shadowed) =
+            (str_col(b, "view", uri)?, str_col(b, "base", uri)?, str_col(b, "shadowed", uri)?);
         let ats = crate::columns::typed_col::<arrow_array::UInt64Array>(b, "at_version", uri)?;
         let seqs = crate::columns::typed_col::<arrow_array::UInt64Array>(b, "seq", uri)?;
         let tables = str_col(b, "chunks_table", uri)?;
@@ -336,7 +337,12 @@ mod tests {
 
     fn lens() -> Lens {
         let o = Overlay { base: "lib@main".into(), shadowed: ["src/tax.py".to_string(), "gone.md".into()].into() };
-        let views = [("lib@v2".to_string(), vec![Record { seq: 1, table: "chunks".into(), at: 1, overlay: Some(Arc::new(o)) }])].into_iter().collect();
+        let views = [(
+            "lib@v2".to_string(),
+            vec![Record { seq: 1, table: "chunks".into(), at: 1, overlay: Some(Arc::new(o)) }],
+        )]
+        .into_iter()
+        .collect();
         Lens::of(&["lib@v2".into(), "docs".into()], &Overlays { views, version: 3 }, None)
     }
 
@@ -349,7 +355,10 @@ mod tests {
         assert_eq!(l.show("docs/a.md"), None);
         assert_eq!(l.stored("lib@v2/src/a.py").as_deref(), Some("lib@main/src/a.py"));
         assert_eq!(l.stored("lib@v2/src/tax.py"), None);
-        assert_eq!(l.filter_terms(), ["(path LIKE 'lib@main/%' AND NOT (path IN ('lib@main/gone.md', 'lib@main/src/tax.py')))"]);
+        assert_eq!(
+            l.filter_terms(),
+            ["(path LIKE 'lib@main/%' AND NOT (path IN ('lib@main/gone.md', 'lib@main/src/tax.py')))"]
+        );
     }
 
     /// `lib@main` has a.py and b.py; `lib@v2` changed b.py and shares a.py.
@@ -357,14 +366,24 @@ mod tests {
         let index = crate::Index::open_or_create(uri, "m", 8).await.unwrap();
         index.name_sources(true);
         let mut rows = Vec::new();
-        for (i, path, text) in [(0, "lib@main/a.py", "shared apple"), (1, "lib@main/b.py", "main banana"), (2, "lib@v2/b.py", "v2 banana")] {
+        for (i, path, text) in
+            [(0, "lib@main/a.py", "shared apple"), (1, "lib@main/b.py", "main banana"), (2, "lib@v2/b.py", "v2 banana")]
+        {
             let mut r = crate::testing::row(i);
-            (r.chunk.path, r.chunk.content, r.chunk.source) = (path.into(), text.into(), crate::record::source_of_path(path).into());
+            (r.chunk.path, r.chunk.content, r.chunk.source) =
+                (path.into(), text.into(), crate::record::source_of_path(path).into());
             rows.push(r);
         }
         index.commit(crate::CommitBatch { rows, ..Default::default() }).await.unwrap();
         index.build_fts().await.unwrap();
-        replace(uri, "lib@v2", Some(&Overlay { base: "lib@main".into(), shadowed: ["b.py".to_string()].into() }), Effective::Now).await.unwrap();
+        replace(
+            uri,
+            "lib@v2",
+            Some(&Overlay { base: "lib@main".into(), shadowed: ["b.py".to_string()].into() }),
+            Effective::Now,
+        )
+        .await
+        .unwrap();
         index
     }
 
@@ -382,10 +401,13 @@ mod tests {
         let mut seen: Vec<(String, String, String)> =
             found.iter().map(|h| (h.path.clone(), h.git_ref.clone(), h.content.clone())).collect();
         seen.sort();
-        assert_eq!(seen, [
-            ("lib@v2/a.py".to_string(), "v2".to_string(), "shared apple".to_string()),
-            ("lib@v2/b.py".into(), "v2".into(), "v2 banana".into()),
-        ]);
+        assert_eq!(
+            seen,
+            [
+                ("lib@v2/a.py".to_string(), "v2".to_string(), "shared apple".to_string()),
+                ("lib@v2/b.py".into(), "v2".into(), "v2 banana".into()),
+            ]
+        );
         let near = v2.vector_search(&crate::testing::row(0).vector, 5).await.unwrap();
         assert_eq!(near[0].path, "lib@v2/a.py");
         assert!(near.iter().all(|h| h.path.starts_with("lib@v2/")), "{near:?}");
@@ -429,7 +451,8 @@ mod tests {
         let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
         replace(uri, "lib@v2", Some(&o), Effective::Now).await.unwrap();
         let scope = || Some(crate::SourceScope::new(["lib@v2"]));
-        let now: Vec<String> = index.scoped(scope()).await.unwrap().files().await.unwrap().into_iter().map(|f| f.0).collect();
+        let now: Vec<String> =
+            index.scoped(scope()).await.unwrap().files().await.unwrap().into_iter().map(|f| f.0).collect();
         assert_eq!(now, ["lib@v2/b.py"]);
         let past = index.at(then).await.unwrap().scoped(scope()).await.unwrap();
         let mut files: Vec<String> = past.files().await.unwrap().into_iter().map(|f| f.0).collect();
@@ -447,7 +470,9 @@ mod tests {
         assert!(current(uri).await.unwrap().views.is_empty(), "no table: no overlays");
         let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string()].into() };
         replace(uri, "lib@v2", Some(&o), Effective::Now).await.unwrap();
-        replace(uri, "lib@v3", Some(&Overlay { base: "lib@main".into(), shadowed: BTreeSet::new() }), Effective::Now).await.unwrap();
+        replace(uri, "lib@v3", Some(&Overlay { base: "lib@main".into(), shadowed: BTreeSet::new() }), Effective::Now)
+            .await
+            .unwrap();
         let read = current(uri).await.unwrap();
         assert_eq!(read.get("lib@v2", None).map(|o| o.as_ref()), Some(&o));
         assert!(read.get("lib@v3", None).unwrap().shadowed.is_empty());
@@ -461,6 +486,9 @@ mod tests {
         replace(uri, "lib@v2", None, Effective::Now).await.unwrap();
         retain(uri, "lib@", &["lib@v4".to_string()]).await.unwrap();
         let read = current(uri).await.unwrap();
-        assert!(read.get("lib@v2", None).is_none() && read.get("lib@v3", None).is_none(), "retain: stored whole: {read:?}");
+        assert!(
+            read.get("lib@v2", None).is_none() && read.get("lib@v3", None).is_none(),
+            "retain: stored whole: {read:?}"
+        );
     }
 }

@@ -49,7 +49,8 @@ impl Index {
             query = query.maximum_nprobes(Some(n)).map_err(|e| self.lance(e))?;
         }
         let no_model = format!("model != {}", sql_str(NO_MODEL));
-        let query = query.distance_type(DistanceType::Cosine).select(Select::columns(&self.hit_columns(Some("_distance"))));
+        let query =
+            query.distance_type(DistanceType::Cosine).select(Select::columns(&self.hit_columns(Some("_distance"))));
         let query = match self.within(None) {
             // After the search, not before: a pre-filter reads the `model` column of every row
             // on each query (rows stored without a vector are zeros, which never rank near a
@@ -129,7 +130,8 @@ impl Index {
             let starts = typed_col::<UInt32Array>(batch, "start_line", &self.uri)?;
             let ends = typed_col::<UInt32Array>(batch, "end_line", &self.uri)?;
             let scores = batch.column_by_name(score_col).and_then(|c| c.as_any().downcast_ref::<Float32Array>());
-            let sources = batch.column_by_name(crate::schema::SOURCE).and_then(|c| c.as_any().downcast_ref::<StringArray>());
+            let sources =
+                batch.column_by_name(crate::schema::SOURCE).and_then(|c| c.as_any().downcast_ref::<StringArray>());
             for i in 0..batch.num_rows() {
                 // A base row read through an overlay shows under the overlay's view.
                 let Some(path) = self.show(paths.value(i)) else { continue };

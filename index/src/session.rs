@@ -86,6 +86,35 @@ pub(crate) async fn open_if_exists(uri: &str, name: &str) -> Result<Option<lance
     conn.open_table(name).execute().await.map(Some).map_err(lance)
 }
 
+/// Opens table `name` of `conn` (whose tables are `names`), creating it empty with `schema`
+/// when missing; if another writer creates it in the meantime, that one is opened.
+pub(crate) async fn open_or_create_table(
+    conn: &lancedb::Connection,
+    names: &[String],
+    name: &str,
+    schema: arrow_schema::SchemaRef,
+) -> Result<lancedb::Table, lancedb::Error> {
+    if names.iter().any(|n| n == name) {
+        return conn.open_table(name).execute().await;
+    }
+    match conn.create_empty_table(name, schema).execute().await {
+        Ok(t) => Ok(t),
+        Err(_) => {
+            // Another writer is creating it (parallel re-embedding shards on S3): its first
+            // version may not be readable yet, so the open is retried for a few seconds.
+            let mut opened = conn.open_table(name).execute().await;
+            for wait_ms in [100, 300, 1000, 2000] {
+                if opened.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+                opened = conn.open_table(name).execute().await;
+            }
+            opened
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

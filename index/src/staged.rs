@@ -70,7 +70,7 @@ async fn table(uri: &str, create: bool) -> Result<Option<lancedb::Table>, IndexE
     if !create && !names.iter().any(|n| n == STAGED_TABLE) {
         return Ok(None);
     }
-    crate::store::open_or_create_table(&conn, &names, STAGED_TABLE, schema()).await.map(Some).map_err(lance)
+    crate::session::open_or_create_table(&conn, &names, STAGED_TABLE, schema()).await.map(Some).map_err(lance)
 }
 
 /// Creates the staging table when missing. A shard calls it when it starts, so that shards
@@ -112,7 +112,8 @@ pub async fn list(uri: &str, target: &str) -> Result<Vec<StagedShard>, IndexErro
         let strings = |name: &str| typed_col::<StringArray>(b, name, uri);
         let (targets, fragments, holders) = (strings("target")?, strings("fragments")?, strings("holder")?);
         let (shard, of) = (typed_col::<UInt32Array>(b, "shard", uri)?, typed_col::<UInt32Array>(b, "of", uri)?);
-        let (count, version) = (typed_col::<UInt64Array>(b, "rows", uri)?, typed_col::<UInt64Array>(b, "source_version", uri)?);
+        let (count, version) =
+            (typed_col::<UInt64Array>(b, "rows", uri)?, typed_col::<UInt64Array>(b, "source_version", uri)?);
         let at = typed_col::<TimestampMicrosecondArray>(b, "written_at", uri)?;
         for i in 0..b.num_rows() {
             rows.push(StagedShard {

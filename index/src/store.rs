@@ -13,18 +13,15 @@ use arrow_array::{Array, RecordBatch, StringArray};
 use arrow_schema::DataType;
 use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
-use lancedb::{Connection, Table};
+use lancedb::Table;
 
 use crate::edges::{edges_schema, EDGES_TABLE};
 use crate::schema::{chunks_schema, EMBED_KEY};
-use crate::session::connect;
+use crate::session::{connect, open_or_create_table};
+use crate::sql::sql_str;
 use crate::streams::{streams_schema, STREAMS_TABLE};
 use crate::symbols::{symbols_schema, SYMBOLS_TABLE};
 use crate::{IndexError, NO_MODEL};
-
-// Their paths before this module was split (`ctxd_index::store::typed_col` is used outside).
-pub use crate::columns::typed_col;
-pub use crate::sql::sql_str;
 
 /// The chunks table of one database directory.
 pub struct Index {
@@ -55,35 +52,6 @@ pub struct Index {
     pub(crate) lens: Option<std::sync::Arc<crate::overlay::Lens>>,
     /// The version a view of a past version ([`Index::at`]) is checked out at.
     pub(crate) pinned: Option<u64>,
-}
-
-/// Opens table `name` of `conn` (whose tables are `names`), creating it empty with `schema`
-/// when missing; if another writer creates it in the meantime, that one is opened.
-pub(crate) async fn open_or_create_table(
-    conn: &Connection,
-    names: &[String],
-    name: &str,
-    schema: arrow_schema::SchemaRef,
-) -> Result<Table, lancedb::Error> {
-    if names.iter().any(|n| n == name) {
-        return conn.open_table(name).execute().await;
-    }
-    match conn.create_empty_table(name, schema).execute().await {
-        Ok(t) => Ok(t),
-        Err(_) => {
-            // Another writer is creating it (parallel re-embedding shards on S3): its first
-            // version may not be readable yet, so the open is retried for a few seconds.
-            let mut opened = conn.open_table(name).execute().await;
-            for wait_ms in [100, 300, 1000, 2000] {
-                if opened.is_ok() {
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
-                opened = conn.open_table(name).execute().await;
-            }
-            opened
-        }
-    }
 }
 
 impl Index {
@@ -118,11 +86,8 @@ impl Index {
         if !index.has_source {
             // A table written before sources had names gains the column (null: no name), in a
             // metadata-only commit.
-            let column = arrow_schema::Schema::new(vec![arrow_schema::Field::new(
-                crate::schema::SOURCE,
-                DataType::Utf8,
-                true,
-            )]);
+            let column =
+                arrow_schema::Schema::new(vec![arrow_schema::Field::new(crate::schema::SOURCE, DataType::Utf8, true)]);
             index
                 .table
                 .add_columns()
@@ -232,7 +197,7 @@ impl Index {
     /// by an older ctxd does not: its vectors were cached by content alone, so some may be of
     /// another text than their row's (a moved file, a re-embedding of bare content). Such a
     /// table can be read and searched, but not written: a writer re-embeds it once first
-    /// (`ctxd_pipeline::migrate::migrate`).
+    /// (`ctxd_pipeline::reembed::migrate`).
     pub fn embed_keyed(&self) -> bool {
         self.keyed
     }

@@ -39,8 +39,14 @@ pub fn describe() {
     metrics::describe_counter!(EMBED_PADDED_TOKENS_TOTAL, "Padded positions run through the model (tokens + padding).");
     metrics::describe_histogram!(EMBED_BATCH_SECONDS, "Seconds one model forward pass took.");
     metrics::describe_histogram!(EMBED_BATCH_SIZE, "Texts per model forward pass.");
-    metrics::describe_counter!(EMBED_QUERY_CACHE_HITS_TOTAL, "Query embeddings answered from the query-vector cache (a repeated question skips the model).");
-    metrics::describe_counter!(EMBED_QUERY_CACHE_MISSES_TOTAL, "Query embeddings the query-vector cache did not have (computed by the model).");
+    metrics::describe_counter!(
+        EMBED_QUERY_CACHE_HITS_TOTAL,
+        "Query embeddings answered from the query-vector cache (a repeated question skips the model)."
+    );
+    metrics::describe_counter!(
+        EMBED_QUERY_CACHE_MISSES_TOTAL,
+        "Query embeddings the query-vector cache did not have (computed by the model)."
+    );
     metrics::describe_histogram!(EMBED_QUEUE_WAIT_SECONDS, "Seconds a request waited for the model thread, by lane (interactive: queries, taken first; bulk: indexing and re-embedding).");
     metrics::describe_gauge!(EMBED_THROUGHPUT, "Model tokens per second of the last forward pass (throughput while busy, unlike rate(ctxd_embed_tokens_total), which includes idle time).");
     metrics::describe_gauge!(EMBED_BACKEND_INFO, "1, labelled with what runs the model and why: backend = onednn|candle, device (cpu | cuda:N, what auto resolved to), precision, isa (the instruction set oneDNN runs, e.g. avx2 or avx512_core_bf16, which decides bf16; cuda on a GPU).");

@@ -87,6 +87,9 @@ mod tests {
             cache.put(&one(&format!("t{i}")), &[vec![i as f32]]);
         }
         assert_eq!(cache.get(&one("a")), None, "the oldest was dropped");
-        assert_eq!(cache.get(&one(&format!("t{}", QUERY_CACHE_ENTRIES - 1))), Some(vec![(QUERY_CACHE_ENTRIES - 1) as f32]));
+        assert_eq!(
+            cache.get(&one(&format!("t{}", QUERY_CACHE_ENTRIES - 1))),
+            Some(vec![(QUERY_CACHE_ENTRIES - 1) as f32])
+        );
     }
 }

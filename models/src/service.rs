@@ -288,7 +288,8 @@ fn run_job<E: Embedder>(
 
 /// Runs `job` and sends its reply (a caller that gave up is not an error).
 fn answer<E: Embedder>(embedder: &mut E, cfg: &EmbedServiceConfig, job: Job, lane: Lane, shared: Option<&Shared>) {
-    metrics::histogram!(m::EMBED_QUEUE_WAIT_SECONDS, "lane" => lane.as_str()).record(job.queued.elapsed().as_secs_f64());
+    metrics::histogram!(m::EMBED_QUEUE_WAIT_SECONDS, "lane" => lane.as_str())
+        .record(job.queued.elapsed().as_secs_f64());
     let result = run_job(embedder, cfg, &job, shared);
     let _ = job.reply.send(result);
 }
@@ -368,7 +369,12 @@ impl EmbedService {
         self.request(texts, true, Lane::Interactive).await
     }
 
-    fn send(&self, texts: Vec<String>, tokens: bool, lane: Lane) -> oneshot::Receiver<Result<Vec<Vec<f32>>, ModelError>> {
+    fn send(
+        &self,
+        texts: Vec<String>,
+        tokens: bool,
+        lane: Lane,
+    ) -> oneshot::Receiver<Result<Vec<Vec<f32>>, ModelError>> {
         let (reply, rx) = oneshot::channel();
         self.owner.0.push(lane, Job { texts, tokens, reply, queued: Instant::now() });
         rx
@@ -499,7 +505,8 @@ mod tests {
 
     #[test]
     fn results_come_back_in_input_order() {
-        let (svc, _) = recorder(0, EmbedServiceConfig { max_batch_tokens: 6, max_batch_texts: 2, ..Default::default() });
+        let (svc, _) =
+            recorder(0, EmbedServiceConfig { max_batch_tokens: 6, max_batch_texts: 2, ..Default::default() });
         let texts: Vec<String> = ["ccc", "a", "bbbbb", "dd"].iter().map(|s| s.to_string()).collect();
         let out = svc.embed_blocking(texts.clone()).unwrap();
         for (t, v) in texts.iter().zip(&out) {

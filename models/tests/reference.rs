@@ -51,7 +51,10 @@ fn service_batches_by_tokens_and_keeps_order() {
     let loaded = LoadedModel::resolve(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
     let model = BertEmbedder::load(&loaded, candle_core::Device::Cpu).unwrap();
     // A small token cap forces several forward passes of length-sorted texts.
-    let svc = EmbedService::spawn(model, EmbedServiceConfig { max_batch_tokens: 300, max_batch_texts: 4, ..Default::default() });
+    let svc = EmbedService::spawn(
+        model,
+        EmbedServiceConfig { max_batch_tokens: 300, max_batch_texts: 4, ..Default::default() },
+    );
     let reference = reference();
     let got = svc.embed_blocking(reference.texts.clone()).unwrap();
     assert_eq!(got.len(), reference.texts.len());

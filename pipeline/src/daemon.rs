@@ -32,10 +32,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::emit::Emitter;
-pub use crate::engine::Engine;
+use crate::engine::Engine;
 use crate::freshness::Freshness;
-use crate::graph::{edge, spawn_batch_stage, spawn_sink, spawn_stage, BatchLimits, Tracker};
 use crate::metrics as m;
+use crate::runtime::{edge, spawn_batch_stage, spawn_sink, spawn_stage, BatchLimits, Output, Tracker};
 use crate::source::{Origin, ScanGate, Source};
 use crate::PipelineError;
 
@@ -74,20 +74,47 @@ impl Engine {
     /// committed; with `follow` true it keeps following filesystem events until `shutdown`
     /// becomes true. Either way, `shutdown` stops the source and drains the graph.
     pub fn run(&self, follow: bool, shutdown: watch::Receiver<bool>) -> Result<Running, PipelineError> {
-        let sources = self.cfg.sources();
-        let origins: Vec<Origin> = sources
-            .iter()
-            .map(|src| Origin::open_all(&self.cfg, src))
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .flatten()
-            .collect();
+        let origins = self.open_origins()?;
         self.index.name_sources(self.cfg.has_named_sources());
         let tracker = Tracker::default();
         let counters = Arc::new(Counters::default());
         let freshness = Arc::new(Freshness::default());
-        let p = &self.cfg.pipeline;
+        let stages = self.spawn_stages(&tracker, &counters, &freshness);
+        let emitter = Emitter { out: stages.source_out, tracker: tracker.clone(), counters: counters.clone() };
+        let source = self.spawn_sources(origins, emitter, &shutdown, &freshness, follow);
+        // One pass: at the end of a one-shot run that left many fragments (`ctxd index`).
+        let maintain_at_end =
+            (!follow && self.cfg.index.maintenance_interval_secs > 0).then(|| self.cfg.index.maintenance());
+        let maintenance = (follow && self.cfg.index.maintenance_interval_secs > 0).then(|| {
+            let every = Duration::from_secs(self.cfg.index.maintenance_interval_secs);
+            let when = MaintainWhen { every, after_commits: COMPACT_AFTER_COMMITS, commits: counters.clone() };
+            tokio::spawn(maintain_every(self.index.clone(), self.cfg.index.maintenance(), when, shutdown))
+        });
+        metrics::gauge!(m::PIPELINE_READY).set(0.0);
+        Ok(Running {
+            tracker,
+            source,
+            stages: stages.handles,
+            counters,
+            started: Instant::now(),
+            index: self.index.clone(),
+            maintenance,
+            maintain_at_end,
+            embed_counts: stages.embed_counts,
+        })
+    }
 
+    /// Every source of the configuration, opened (a git source with a work tree is two).
+    fn open_origins(&self) -> Result<Vec<Origin>, PipelineError> {
+        let sources = self.cfg.sources();
+        let opened = sources.iter().map(|src| Origin::open_all(&self.cfg, src)).collect::<Result<Vec<_>, _>>()?;
+        Ok(opened.into_iter().flatten().collect())
+    }
+
+    /// The graph's edges and its four stages (load, chunk, embed, upsert) spawned; the source's
+    /// end of the first edge is returned for the sources to feed.
+    fn spawn_stages(&self, tracker: &Tracker, counters: &Arc<Counters>, freshness: &Arc<Freshness>) -> Stages {
+        let p = &self.cfg.pipeline;
         let (src_out, load_in) = edge::<FileWork<SourceFile>>("watch", "load", p.load.capacity);
         let (load_out, chunk_in) = edge::<FileWork<LoadedFile>>("load", "chunk", p.chunk.capacity);
         let (chunk_out, embed_in) = edge::<FileWork<ChunkedFile>>("chunk", "embed", p.embed.capacity);
@@ -157,8 +184,20 @@ impl Engine {
         };
         let sink_limits = BatchLimits { max_weight: p.commit_max_rows, max_items: 4096, max_wait: p.commit_interval() };
         handles.push(spawn_sink(Arc::new(sink), sink_limits, upsert_in, tracker.clone()));
+        Stages { handles, source_out: src_out, embed_counts }
+    }
 
-        let emitter = Emitter { out: src_out, tracker: tracker.clone(), counters: counters.clone() };
+    /// The sources' task: the files of sources no longer configured (or of the unnamed source a
+    /// configuration of named ones replaced) removed first, then every origin run (scanned, and
+    /// followed with `follow`) into `emitter`.
+    fn spawn_sources(
+        &self,
+        origins: Vec<Origin>,
+        emitter: Emitter,
+        shutdown: &watch::Receiver<bool>,
+        freshness: &Arc<Freshness>,
+        follow: bool,
+    ) -> JoinHandle<Result<(), StageError>> {
         let gate = ScanGate::new(origins.len());
         let db = self.cfg.index.db.to_string_lossy().into_owned();
         let history = crate::history::Recorder::new(db.clone(), self.cfg.index.history_commits);
@@ -178,23 +217,13 @@ impl Engine {
                 source.run(origin, follow)
             })
             .collect();
-        // Files of sources no longer configured (or of the unnamed source a configuration of
-        // named ones replaced) are dropped first.
         let dropped = self.cfg.has_named_sources().then(|| {
             // `name/…` of a folder or bucket, `name@ref/…` of a git source's refs.
             let names = ctxd_index::SourceScope::new(self.cfg.source_names());
             let gone: Vec<String> = self.state.paths().into_iter().filter(|p| !names.allows(p)).collect();
             gone
         });
-        let maintenance_stop = shutdown;
-        // One pass: at the end of a one-shot run that left many fragments (`ctxd index`).
-        let maintain_at_end = (!follow && self.cfg.index.maintenance_interval_secs > 0).then(|| self.cfg.index.maintenance());
-        let maintenance = (follow && self.cfg.index.maintenance_interval_secs > 0).then(|| {
-            let every = Duration::from_secs(self.cfg.index.maintenance_interval_secs);
-            let when = MaintainWhen { every, after_commits: COMPACT_AFTER_COMMITS, commits: counters.clone() };
-            tokio::spawn(maintain_every(self.index.clone(), self.cfg.index.maintenance(), when, maintenance_stop))
-        });
-        let source_handle = tokio::spawn(async move {
+        tokio::spawn(async move {
             if let Some(gone) = dropped.filter(|g| !g.is_empty()) {
                 tracing::info!(files = gone.len(), "dropping the files of sources no longer configured");
                 for p in gone {
@@ -206,20 +235,16 @@ impl Engine {
             drop(emitter);
             let results = futures::future::join_all(runs).await;
             results.into_iter().collect::<Result<Vec<()>, StageError>>().map(|_| ())
-        });
-        metrics::gauge!(m::PIPELINE_READY).set(0.0);
-        Ok(Running {
-            tracker,
-            source: source_handle,
-            stages: handles,
-            counters,
-            started: Instant::now(),
-            index: self.index.clone(),
-            maintenance,
-            maintain_at_end,
-            embed_counts,
         })
     }
+}
+
+/// What [`Engine::spawn_stages`] started: the stage tasks, the edge the sources feed, and the
+/// embedder's reuse counts.
+struct Stages {
+    handles: Vec<JoinHandle<()>>,
+    source_out: Output<FileWork<SourceFile>>,
+    embed_counts: Arc<EmbedCounts>,
 }
 
 /// Commits that bring the next maintenance pass forward (at most one pass per

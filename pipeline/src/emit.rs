@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ctxd_stages::counters::Counters;
 use ctxd_stages::{FileWork, SourceFile};
 
-use crate::graph::{Output, Tracker};
+use crate::runtime::{Output, Tracker};
 
 /// Sends the source's work into the graph.
 #[derive(Clone)]

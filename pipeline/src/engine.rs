@@ -3,7 +3,7 @@
 //! [`Engine::open`] fails on a bad root before anything else, follows the model a `ctxd
 //! reembed` switched the index to, resolves and loads the model (on its own thread; only the
 //! tokenizer for a full-text-only source), opens or creates the index (migrating a table an
-//! older ctxd wrote, see [`crate::migrate`]) and reads the incremental state from it. The
+//! older ctxd wrote, see [`crate::reembed::migrate`]) and reads the incremental state from it. The
 //! graph it runs is wired in the `daemon` module.
 
 use std::sync::Arc;
@@ -13,8 +13,7 @@ use ctxd_models::{EmbedService, EmbedServiceConfig, TokenCounter};
 use ctxd_stages::FileState;
 
 use crate::config::Config;
-use crate::job::JobModel;
-use crate::migrate::migrate;
+use crate::reembed::{migrate, JobModel};
 use crate::PipelineError;
 
 /// Model, index and state, ready to run the graph or answer queries.

@@ -1,18 +1,18 @@
 //! The ctxd stage-graph runtime and the daemon wiring.
 //!
-//! [`graph`] is a small, typed runtime for pipelines of async stages:
+//! [`runtime`] is a small, typed runtime for pipelines of async stages:
 //!
 //! * every edge is a **bounded** `async-channel`; a full queue blocks its producer (back-pressure)
 //!   and the time spent blocked is counted per stage (`ctxd_stage_blocked_seconds_total`);
-//! * a stage runs `workers` copies; a [`graph::Stage`] maps one item to zero or one item, a
-//!   [`graph::BatchStage`] takes batches capped by a weight (e.g. tokens) and a wait, and a
-//!   [`graph::Sink`] consumes batches (commits); the traits and each stage's impl live in
+//! * a stage runs `workers` copies; a [`ctxd_stages::stage::Stage`] maps one item to zero or one item, a
+//!   [`ctxd_stages::stage::BatchStage`] takes batches capped by a weight (e.g. tokens) and a wait, and a
+//!   [`ctxd_stages::stage::Sink`] consumes batches (commits); the traits and each stage's impl live in
 //!   `ctxd-stages` ([`ctxd_stages::stage`]);
 //! * a failing item is counted by error kind and skipped: it never ends the graph;
 //! * drain is ordered by construction: when the source stops, it drops its sender, each stage
 //!   finishes what is queued and in flight and then drops its own sender, down to the sink,
 //!   which commits its last batch;
-//! * a [`graph::Tracker`] counts files in flight so callers can wait until everything the
+//! * a [`runtime::Tracker`] counts files in flight so callers can wait until everything the
 //!   source emitted has been committed or skipped (readiness, one-shot indexing).
 //!
 //! The daemon: [`engine`] opens model, index and state; [`daemon`] builds the ctxd graph
@@ -31,14 +31,10 @@ pub mod engine;
 pub mod error;
 mod freshness;
 mod history;
-pub mod graph;
-pub mod job;
 pub mod metrics;
-pub mod migrate;
-mod pass;
 mod reconcile;
 pub mod reembed;
-pub mod shard;
+pub mod runtime;
 mod source;
 #[cfg(test)]
 mod testkit;

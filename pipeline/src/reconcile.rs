@@ -82,7 +82,7 @@ pub(crate) async fn scan_and_reconcile(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{edge, Input, Tracker};
+    use crate::runtime::{edge, Input, Tracker};
     use std::collections::HashMap;
     use std::sync::Arc;
 

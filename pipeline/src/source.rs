@@ -18,15 +18,15 @@ use ctxd_stages::{FileState, FileWork, StageError};
 use tokio::sync::watch;
 
 use crate::config::{Config, NamedSource, WORKTREE};
-use ctxd_stages::git::{GitChange, GitSource};
-use ctxd_index::overlay::Effective;
-use ctxd_stages::select::Selector;
 use crate::emit::Emitter;
-use crate::history::{Recorder, View};
 use crate::freshness::Freshness;
+use crate::history::{Recorder, View};
 use crate::metrics as m;
 use crate::reconcile::{remove_gone, scan_and_reconcile, Pass};
 use crate::PipelineError;
+use ctxd_index::overlay::Effective;
+use ctxd_stages::git::{GitChange, GitSource};
+use ctxd_stages::select::Selector;
 
 /// Fails unless `root` is a readable directory.
 pub(crate) fn check_root(root: &Path) -> Result<(), PipelineError> {
@@ -43,7 +43,7 @@ pub(crate) enum Origin {
     /// A local directory: scanned, then followed through `notify` events.
     Local(Scanner),
     /// An `s3://` prefix: listed every `every`, changed objects mirrored locally.
-    Objects { source: ObjectSource, every: Duration },
+    Objects { source: Box<ObjectSource>, every: Duration },
     /// A git repository: its refs polled every `every` ([`ctxd_stages::git`]).
     Git { source: Box<GitSource>, every: Duration },
 }
@@ -88,8 +88,7 @@ impl Origin {
         let select = Selector::new(&src.name, &src.include, &src.exclude)?;
         if src.is_object_store() {
             let uri = root.to_string_lossy().into_owned();
-            let mut objects =
-                ObjectSource::open(&uri, src.mirror(), cfg.source.max_file_bytes)?.with_selector(select);
+            let mut objects = ObjectSource::open(&uri, src.mirror(), cfg.source.max_file_bytes)?.with_selector(select);
             // An index inside the watched prefix must not index itself.
             let db = cfg.index.db.to_string_lossy().into_owned();
             if let (Some(u), Some(d)) = (ObjectUri::parse(&uri), ObjectUri::parse(&db)) {
@@ -105,7 +104,10 @@ impl Origin {
                 }
             }
             tracing::info!(source = %uri, mirror = %objects.mirror().display(), "watching object storage by listing");
-            return Ok(Origin::Objects { source: objects, every: Duration::from_secs(src.poll_interval_secs.max(1)) });
+            return Ok(Origin::Objects {
+                source: Box::new(objects),
+                every: Duration::from_secs(src.poll_interval_secs.max(1)),
+            });
         }
         check_root(&root)?;
         Ok(Origin::Local(Scanner::new(root, index_excludes(cfg)).with_selector(select)))
@@ -131,7 +133,7 @@ impl ScanGate {
         Self(Arc::new(std::sync::atomic::AtomicUsize::new(sources)))
     }
 
-    fn passed(&self, tracker: &crate::graph::Tracker) {
+    fn passed(&self, tracker: &crate::runtime::Tracker) {
         if self.0.fetch_sub(1, Ordering::AcqRel) == 1 {
             tracker.mark_scanned();
         }
@@ -157,7 +159,7 @@ impl Source {
     pub(crate) async fn run(mut self, origin: Origin, follow: bool) -> Result<(), StageError> {
         let scanner = match origin {
             Origin::Local(scanner) => scanner,
-            Origin::Objects { source, every } => return self.run_objects(source, every, follow).await,
+            Origin::Objects { source, every } => return self.run_objects(*source, every, follow).await,
             Origin::Git { source, every } => return self.run_git(*source, every, follow).await,
         };
         // Start watching before scanning: a change during the scan is not lost; likewise a
@@ -246,7 +248,8 @@ impl Source {
         // Whether the refs moved since the mirror was last cleaned up.
         let mut moved_on = false;
         // A commit failed: the next poll reports every file again (see `trigger`).
-        let (mut failed, mut backoff, mut recover) = (crate::trigger::failed_commits(), crate::trigger::Backoff::default(), false);
+        let (mut failed, mut backoff, mut recover) =
+            (crate::trigger::failed_commits(), crate::trigger::Backoff::default(), false);
         loop {
             // The blobs of commits the refs moved past, once nothing emitted is in flight.
             let clean = moved_on && self.emitter.tracker.in_flight() <= 0;
@@ -263,7 +266,11 @@ impl Source {
                 (git, out)
             })
             .await
-            .map_err(|e| StageError::Git { path: Default::default(), message: format!("poll thread: {e}") })?;
+            .map_err(|e| StageError::Git {
+                path: Default::default(),
+                what: "the poll thread".into(),
+                source: e.into(),
+            })?;
             git = polled.0;
             if let Some(recorder) = &self.history {
                 record_refs(recorder, &mut git).await;
@@ -313,15 +320,20 @@ impl Source {
                     if !overlays.is_empty() {
                         // A ref's view reads the base's files it shares once its own are in.
                         if !self.emitter.tracker.wait_drained(OVERLAY_WAIT).await {
-                            tracing::warn!(source = git.name(), "files still in flight after {OVERLAY_WAIT:?}; recording the refs' overlays anyway");
+                            tracing::warn!(
+                                source = git.name(),
+                                "files still in flight after {OVERLAY_WAIT:?}; recording the refs' overlays anyway"
+                            );
                         }
                         for change in &overlays {
                             self.record_overlay(&change.view, change.after.as_ref(), Effective::Now).await;
                         }
                     }
                     if first {
-                        let views: Vec<String> = overlays.iter().filter(|c| c.after.is_some()).map(|c| c.view.clone()).collect();
-                        if let Err(e) = ctxd_index::overlay::retain(&self.db, &format!("{}@", git.name()), &views).await {
+                        let views: Vec<String> =
+                            overlays.iter().filter(|c| c.after.is_some()).map(|c| c.view.clone()).collect();
+                        if let Err(e) = ctxd_index::overlay::retain(&self.db, &format!("{}@", git.name()), &views).await
+                        {
                             overlay_failed(git.name(), &e);
                         }
                         self.gate.passed(&self.emitter.tracker);
@@ -348,7 +360,6 @@ impl Source {
             }
         }
     }
-
 }
 
 /// How long a git source waits for a poll's files to be committed before it records the
@@ -368,7 +379,9 @@ impl Source {
 
 fn overlay_failed(view: &str, e: &ctxd_index::IndexError) {
     metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => "overlay").increment(1);
-    tracing::warn!("recording the overlay of the git ref view {view} failed: {e}; it is recorded again at the next restart");
+    tracing::warn!(
+        "recording the overlay of the git ref view {view} failed: {e}; it is recorded again at the next restart"
+    );
 }
 
 /// A failed poll or listing: counted, logged, retried after `every`.
@@ -403,7 +416,8 @@ impl Source {
     async fn run_objects(mut self, mut objects: ObjectSource, every: Duration, follow: bool) -> Result<(), StageError> {
         let mut first = true;
         // A commit failed: the next listing reports every object again (see `trigger`).
-        let (mut failed, mut backoff, mut recover) = (crate::trigger::failed_commits(), crate::trigger::Backoff::default(), false);
+        let (mut failed, mut backoff, mut recover) =
+            (crate::trigger::failed_commits(), crate::trigger::Backoff::default(), false);
         loop {
             let all = first || recover;
             match objects.poll(all).await {

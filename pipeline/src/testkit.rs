@@ -24,7 +24,7 @@ impl Embedder for Letters {
 }
 
 pub(crate) fn letters(len: usize) -> Vec<f32> {
-    let mut v = vec![0.1f32; 6];
+    let mut v = [0.1f32; 6];
     v[len % 6] = 1.0;
     let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     v.iter().map(|x| x / n).collect()

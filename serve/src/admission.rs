@@ -14,8 +14,8 @@
 //!   load balancer in front of several readers) retries elsewhere or later instead of piling up.
 //!
 //! The queue's depth is also the **load signal** ([`Pressure`]) routed search reads to shrink its
-//! rescoring depth while queries wait ([`ctxd_query::pressure`]). `POST /v1/search` looks in the
-//! answer cache ([`ctxd_query::answers`]) *before* it asks for a slot: a repeated question is
+//! rescoring depth while queries wait ([`ctxd_search::pressure`]). `POST /v1/search` looks in the
+//! answer cache ([`ctxd_search::answers`]) *before* it asks for a slot: a repeated question is
 //! answered at once even when the queue is full, and a question another request is computing
 //! now waits for that answer without taking a slot or a place in the queue.
 //!
@@ -35,10 +35,10 @@ use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use ctxd_query::pressure::Pressure;
+use ctxd_search::pressure::Pressure;
 use tokio::sync::Semaphore;
 
-use crate::metrics as m;
+use ctxd_search::metrics as search_m;
 
 /// The limits (`[server] max_concurrent_queries`, `max_queued_queries`, `queue_timeout_ms`).
 #[derive(Debug, Clone, Copy)]
@@ -83,7 +83,7 @@ impl Admission {
     }
 
     fn refuse(&self, reason: &'static str, message: String) -> Refused {
-        metrics::counter!(m::QUERY_REJECTED_TOTAL, "reason" => reason).increment(1);
+        metrics::counter!(search_m::QUERY_REJECTED_TOTAL, "reason" => reason).increment(1);
         Refused { message }
     }
 
@@ -104,7 +104,7 @@ impl Admission {
                 };
                 let started = Instant::now();
                 let acquired = tokio::time::timeout(self.limits.timeout, self.slots.clone().acquire_owned()).await;
-                metrics::histogram!(m::QUERY_QUEUE_WAIT_SECONDS).record(started.elapsed().as_secs_f64());
+                metrics::histogram!(search_m::QUERY_QUEUE_WAIT_SECONDS).record(started.elapsed().as_secs_f64());
                 match acquired {
                     Ok(Ok(p)) => p,
                     _ => {
@@ -126,22 +126,22 @@ impl Admission {
 
 /// A search as `POST /v1/search` and Flight answer it: from the answer cache without queueing
 /// (an invalid request's error too), else once `gate` (if any) gives it a slot; `Err` when the
-/// gate refused it. A stale answer (served while busy, see [`ctxd_query::answers`]) is
+/// gate refused it. A stale answer (served while busy, see [`ctxd_search::answers`]) is
 /// returned at once and its question computed again in the background ([`revalidate`]).
 pub async fn search(
     gate: Option<&Arc<Admission>>,
-    searcher: &crate::Searcher,
-    req: &crate::SearchRequest,
-) -> Result<Result<crate::SearchResponse, crate::SearchError>, Refused> {
+    searcher: &ctxd_search::searcher::Searcher,
+    req: &ctxd_search::search::SearchRequest,
+) -> Result<Result<ctxd_search::search::SearchResponse, ctxd_search::error::SearchError>, Refused> {
     match searcher.cached(req).await {
-        Ok(ctxd_query::Cached::Answer(answer)) => {
+        Ok(ctxd_search::searcher::Cached::Answer(answer)) => {
             if let (Some(gate), Some(_)) = (gate, answer.stale_ms) {
                 revalidate(gate, searcher, req);
             }
             Ok(Ok(answer))
         }
         Err(_) => Ok(searcher.search(req).await),
-        Ok(ctxd_query::Cached::Compute(lead)) => {
+        Ok(ctxd_search::searcher::Cached::Compute(lead)) => {
             let _entered = match gate {
                 Some(gate) => Some(gate.enter().await?),
                 None => None,
@@ -161,7 +161,11 @@ pub async fn search(
 /// three quarters full, so clients' own questions keep places; a question
 /// already answered at the latest version, or being computed, is not computed again.
 /// `ctxd_query_answer_cache_revalidations_total`.
-fn revalidate(gate: &Arc<Admission>, searcher: &crate::Searcher, req: &crate::SearchRequest) {
+fn revalidate(
+    gate: &Arc<Admission>,
+    searcher: &ctxd_search::searcher::Searcher,
+    req: &ctxd_search::search::SearchRequest,
+) {
     let most = (gate.limits.queued / 2).max(1);
     if gate.pressure.queued() >= gate.limits.queued * 3 / 4 {
         return; // the last quarter of the queue is the clients' own
@@ -174,7 +178,7 @@ fn revalidate(gate: &Arc<Admission>, searcher: &crate::Searcher, req: &crate::Se
     tokio::spawn(async move {
         if let Some(lead) = searcher.revalidation(&req).await {
             if let Ok(_entered) = gate.enter().await {
-                metrics::counter!(m::ANSWER_CACHE_REVALIDATIONS_TOTAL).increment(1);
+                metrics::counter!(search_m::ANSWER_CACHE_REVALIDATIONS_TOTAL).increment(1);
                 let _ = searcher.search(&req).await;
             }
             drop(lead);
@@ -203,7 +207,7 @@ impl IntoResponse for Refused {
 /// A query admitted: its slot and its count as running, both given back when dropped.
 pub struct Entered {
     _slot: tokio::sync::OwnedSemaphorePermit,
-    _running: ctxd_query::pressure::Running,
+    _running: ctxd_search::pressure::Running,
 }
 
 /// The middleware: reads the request's body, then runs the request once a slot is free, or
@@ -212,13 +216,16 @@ pub struct Entered {
 /// (each route's own limit still applies after).
 pub async fn admit(State(gate): State<Arc<Admission>>, req: Request, next: Next) -> Response {
     let (parts, body) = req.into_parts();
-    let bytes = match axum::body::to_bytes(body, crate::tools::MAX_TOOL_BODY_BYTES).await {
+    let bytes = match axum::body::to_bytes(body, ctxd_codegraph::tools::MAX_TOOL_BODY_BYTES).await {
         Ok(bytes) => bytes,
         Err(e) => {
             let too_large = e.to_string().contains("length limit");
             let (status, message) = if too_large {
-                let max = crate::tools::MAX_TOOL_BODY_BYTES;
-                (StatusCode::PAYLOAD_TOO_LARGE, format!("request body over {max} bytes: send less (e.g. a shorter issue text)"))
+                let max = ctxd_codegraph::tools::MAX_TOOL_BODY_BYTES;
+                (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("request body over {max} bytes: send less (e.g. a shorter issue text)"),
+                )
             } else {
                 (StatusCode::BAD_REQUEST, format!("reading the request body failed (the client stopped sending?): {e}"))
             };
@@ -248,7 +255,16 @@ mod tests {
         let release = Arc::new(tokio::sync::Notify::new());
         let held = release.clone();
         let app = Router::new()
-            .route("/q", post(move || { let held = held.clone(); async move { held.notified().await; "done" } }))
+            .route(
+                "/q",
+                post(move || {
+                    let held = held.clone();
+                    async move {
+                        held.notified().await;
+                        "done"
+                    }
+                }),
+            )
             .layer(axum::middleware::from_fn_with_state(gate.clone(), admit));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -11,10 +11,9 @@
 //!
 //! Each source gets a share of the token budget proportional to its `priority` and its own
 //! timeout; a source that fails or is slow is reported (`status: "timeout" | "error"`) and
-//! its share is simply missing — never an error of the whole request. Blocks are then
-//! deduplicated across sources (same text, or one text inside another, whitespace-insensitive;
-//! the higher-priority source keeps it), re-counted with this daemon's tokenizer and packed into the budget by priority,
-//! then relevance. Answers of `local` and `ctxd` sources are cached under
+//! its share is simply missing — never an error of the whole request. The answers are then
+//! merged below the wire (`ctxd_context::merge`: deduplicated across sources, re-counted with
+//! this daemon's tokenizer, packed into the budget by priority, then relevance). Answers of `local` and `ctxd` sources are cached under
 //! `(source, index version, query, share)`: a new commit changes the version, so the cache
 //! never serves stale context and needs no TTL. MCP sources expose no version and are not
 //! cached. Per-source latency, tokens, blocks and cache hits are in the response and in
@@ -28,11 +27,14 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::context::{Assembler, Block, ContextRequest, Format};
-use crate::error::SearchError;
 use crate::metrics as m;
+use ctxd_context::assembler::Assembler;
+use ctxd_context::block::{Block, Format};
+use ctxd_context::merge::{merge, render, SourceAnswer, SourcedBlock};
+use ctxd_context::request::ContextRequest;
 use ctxd_index::{Chunk, Hit};
-use ctxd_query::bounded::Bounded;
+use ctxd_search::bounded::Bounded;
+use ctxd_search::error::SearchError;
 
 /// Where a source's context comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,21 +82,13 @@ pub struct AggregateRequest {
     pub sources: Option<Vec<String>>,
     #[serde(default)]
     pub format: Format,
-    /// Only these named sources of the local index (see `ctxd_query::sources`; narrowed by the
+    /// Only these named sources of the local index (see `ctxd_search::sources`; narrowed by the
     /// wire to what the caller's token may read). Other daemons answer with their own sources.
-    #[serde(default, deserialize_with = "ctxd_query::sources::de_sources")]
+    #[serde(default, deserialize_with = "ctxd_search::sources::de_sources")]
     pub source: Option<ctxd_index::SourceScope>,
     /// A git source's branch, tag or commit to read (default: each git source's first ref).
     #[serde(default, rename = "ref")]
     pub git_ref: Option<String>,
-}
-
-/// One block of the aggregated context.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct SourcedBlock {
-    pub source: String,
-    #[serde(flatten)]
-    pub block: Block,
 }
 
 /// What one source did.
@@ -146,26 +140,35 @@ async fn send(req: reqwest::RequestBuilder, what: &str) -> Result<reqwest::Respo
     Ok(resp)
 }
 
-fn normalized(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+/// Why an aggregator could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum AggregateError {
+    #[error("aggregate source '{0}' is configured twice")]
+    Twice(String),
+    #[error("aggregate source '{name}' ({kind:?}) needs a url")]
+    NoUrl { name: String, kind: SourceKind },
+    #[error("aggregate source '{0}': priority and timeout_ms must be at least 1")]
+    Limits(String),
+    #[error("http client: {0}")]
+    Client(#[source] reqwest::Error),
 }
 
 impl Aggregator {
     /// `sources` must have unique names; `cache_entries` 0 disables the cache.
-    pub fn new(local: Arc<Assembler>, sources: Vec<SourceSpec>, cache_entries: usize) -> Result<Self, String> {
+    pub fn new(local: Arc<Assembler>, sources: Vec<SourceSpec>, cache_entries: usize) -> Result<Self, AggregateError> {
         let mut names = HashSet::new();
         for s in &sources {
             if !names.insert(s.name.as_str()) {
-                return Err(format!("aggregate source '{}' is configured twice", s.name));
+                return Err(AggregateError::Twice(s.name.clone()));
             }
             if s.kind != SourceKind::Local && s.url.is_none() {
-                return Err(format!("aggregate source '{}' ({:?}) needs a url", s.name, s.kind));
+                return Err(AggregateError::NoUrl { name: s.name.clone(), kind: s.kind });
             }
             if s.priority == 0 || s.timeout_ms == 0 {
-                return Err(format!("aggregate source '{}': priority and timeout_ms must be at least 1", s.name));
+                return Err(AggregateError::Limits(s.name.clone()));
             }
         }
-        let http = reqwest::Client::builder().build().map_err(|e| format!("http client: {e}"))?;
+        let http = reqwest::Client::builder().build().map_err(AggregateError::Client)?;
         Ok(Self { local, sources, http, cache: Mutex::new(Cache::new(cache_entries)) })
     }
 
@@ -178,10 +181,10 @@ impl Aggregator {
         if req.query.trim().is_empty() {
             return Err(SearchError::BadRequest("query is empty".into()));
         }
-        if req.budget < 16 || req.budget > crate::context::MAX_BUDGET {
+        if req.budget < 16 || req.budget > ctxd_context::request::MAX_BUDGET {
             return Err(SearchError::BadRequest(format!(
                 "budget must be between 16 and {} tokens",
-                crate::context::MAX_BUDGET
+                ctxd_context::request::MAX_BUDGET
             )));
         }
         let chosen: Vec<&SourceSpec> = match &req.sources {
@@ -206,54 +209,23 @@ impl Aggregator {
         let runs = chosen.iter().zip(&shares).map(|(s, share)| self.ask(s, &req.query, *share, req.source.as_ref()));
         let answers = futures::future::join_all(runs).await;
 
-        // Priority order (then configuration order): the first source to bring a text keeps it.
-        let mut order: Vec<usize> = (0..chosen.len()).collect();
-        order.sort_by_key(|i| std::cmp::Reverse(chosen[*i].priority));
-        let counter = self.local.tokens();
-        let mut kept: Vec<String> = Vec::new();
-        let mut duplicates = 0;
-        let mut candidates: Vec<(usize, SourcedBlock)> = Vec::new();
-        for &i in &order {
-            if let Ok(blocks) = &answers[i].0 {
-                let mut ranked = blocks.clone();
-                ranked.sort_by_key(|b| b.relevance_rank);
-                for mut b in ranked {
-                    // The same text (or one inside the other: an MCP answer rendering a block
-                    // another source returned raw) is kept once.
-                    let text = normalized(&b.content);
-                    let dup = kept.iter().any(|k| {
-                        *k == text
-                            || (k.len().min(text.len()) >= 40 && (k.contains(&text) || text.contains(k.as_str())))
-                    });
-                    if dup {
-                        duplicates += 1;
-                        continue;
-                    }
-                    kept.push(text);
-                    b.tokens = counter.count(&b.render(req.format));
-                    candidates.push((i, SourcedBlock { source: chosen[i].name.clone(), block: b }));
-                }
-            }
-        }
-        // Pack: each source up to its share first, then leftovers in the same order.
-        let mut used = 0;
-        let mut per_source_used = vec![0usize; chosen.len()];
-        let mut picked: Vec<bool> = vec![false; candidates.len()];
-        for pass in 0..2 {
-            for (j, (i, b)) in candidates.iter().enumerate() {
-                if picked[j] || used + b.block.tokens > req.budget {
-                    continue;
-                }
-                if pass == 0 && per_source_used[*i] + b.block.tokens > shares[*i] {
-                    continue;
-                }
-                picked[j] = true;
-                used += b.block.tokens;
-                per_source_used[*i] += b.block.tokens;
-            }
-        }
-        let blocks: Vec<SourcedBlock> =
-            candidates.into_iter().zip(picked).filter(|(_, p)| *p).map(|((_, b), _)| b).collect();
+        let merged = merge(
+            &chosen
+                .iter()
+                .zip(&shares)
+                .zip(&answers)
+                .map(|((s, share), answer)| SourceAnswer {
+                    name: &s.name,
+                    priority: s.priority,
+                    share: *share,
+                    blocks: answer.0.as_deref().ok(),
+                })
+                .collect::<Vec<_>>(),
+            req.budget,
+            self.local.tokens(),
+            req.format,
+        );
+        let blocks = merged.blocks;
         let mut reports = Vec::new();
         for (i, s) in chosen.iter().enumerate() {
             let (res, latency, cache_hit, version) = &answers[i];
@@ -284,22 +256,12 @@ impl Aggregator {
                 version: *version,
             });
         }
-        let context = blocks
-            .iter()
-            .map(|b| {
-                let mut text = b.block.render(req.format);
-                if req.format == Format::Xml {
-                    text = text.replacen("<block ", &format!("<block origin=\"{}\" ", b.source), 1);
-                }
-                text
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
+        let context = render(&blocks, req.format);
         Ok(AggregateResponse {
             blocks,
-            tokens_used: used,
+            tokens_used: merged.tokens_used,
             budget: req.budget,
-            duplicates_dropped: duplicates,
+            duplicates_dropped: merged.duplicates_dropped,
             sources: reports,
             context,
         })

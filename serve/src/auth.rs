@@ -9,7 +9,7 @@
 //! compared in constant time. Failures are counted in `ctxd_auth_failures_total`.
 //!
 //! An accepted request carries its [`Caller`] (as a request extension): the sources its token
-//! may read (`None`: all). Handlers narrow every request to them (`ctxd_query::sources`); a
+//! may read (`None`: all). Handlers narrow every request to them (`ctxd_search::sources`); a
 //! request naming another source is answered 403. `/metrics` is for operators: only a token
 //! that reads every source may scrape it.
 
@@ -49,7 +49,9 @@ impl Token {
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Whether `a` equals `b`, in a time that depends on their lengths only (tokens, webhook
+/// signatures).
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -108,9 +110,20 @@ impl Auth {
 /// ```
 pub struct SourceTokens;
 
+/// Why a `source_tokens_file` was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceTokensError {
+    /// Not TOML of the expected shape.
+    #[error("{}", .0.to_string().trim().replace('\n', " "))]
+    Toml(#[source] toml::de::Error),
+    /// Entries that cannot be used, each with its number.
+    #[error("{}", .0.join("; "))]
+    Entries(Vec<String>),
+}
+
 impl SourceTokens {
     /// Parses the file's text; every problem (with the entry's number) in one error.
-    pub fn parse(text: &str, known: &[String]) -> Result<Vec<(Token, SourceScope)>, String> {
+    pub fn parse(text: &str, known: &[String]) -> Result<Vec<(Token, SourceScope)>, SourceTokensError> {
         #[derive(serde::Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Entry {
@@ -123,7 +136,7 @@ impl SourceTokens {
             #[serde(default)]
             token: Vec<Entry>,
         }
-        let file: File = toml::from_str(text).map_err(|e| e.to_string().trim().replace('\n', " "))?;
+        let file: File = toml::from_str(text).map_err(SourceTokensError::Toml)?;
         let mut out = Vec::new();
         let mut problems = Vec::new();
         for (i, e) in file.token.into_iter().enumerate() {
@@ -146,39 +159,42 @@ impl SourceTokens {
         if problems.is_empty() {
             Ok(out)
         } else {
-            Err(problems.join("; "))
+            Err(SourceTokensError::Entries(problems))
         }
     }
 }
 
+/// The caller a request with `headers` is (every source when no token is configured), or the
+/// answer to a request without a valid token: 401 with `WWW-Authenticate: Bearer`, counted.
+pub(crate) fn authenticate(auth: Option<&Auth>, headers: &axum::http::HeaderMap) -> Result<Caller, Response> {
+    let Some(auth) = auth else { return Ok(Caller::default()) };
+    let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    auth.caller(given).ok_or_else(|| {
+        metrics::counter!(m::AUTH_FAILURES_TOTAL, "transport" => "http").increment(1);
+        let body = axum::Json(serde_json::json!({ "error": "missing or wrong bearer token" }));
+        (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], body).into_response()
+    })
+}
+
 /// axum middleware: lets `/healthz` and authenticated requests through, each with its
-/// [`Caller`]; `/metrics` only with a token that reads every source.
+/// [`Caller`]; `/metrics` only with a token that reads every source. (A git host's signed
+/// webhook, which carries no bearer token, is routed outside this layer: `crate::webhook`.)
 pub async fn require_bearer(State(auth): State<Option<Auth>>, mut req: Request, next: Next) -> Response {
-    let Some(auth) = auth else {
-        req.extensions_mut().insert(Caller::default());
-        return next.run(req).await;
-    };
-    // A git host's signed webhook carries no bearer token: its handler checks the signature.
-    if req.uri().path() == "/healthz" || crate::webhook::is_webhook(req.uri().path(), req.headers()) {
+    if auth.is_some() && req.uri().path() == "/healthz" {
         return next.run(req).await;
     }
-    let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    match auth.caller(given) {
-        Some(caller) if caller.sources.is_some() && req.uri().path() == "/metrics" => {
+    match authenticate(auth.as_ref(), req.headers()) {
+        Ok(caller) if caller.sources.is_some() && req.uri().path() == "/metrics" => {
             let body = axum::Json(serde_json::json!({
                 "error": "/metrics is for operators: scrape it with a token that reads every source"
             }));
             (StatusCode::FORBIDDEN, body).into_response()
         }
-        Some(caller) => {
+        Ok(caller) => {
             req.extensions_mut().insert(caller);
             next.run(req).await
         }
-        None => {
-            metrics::counter!(m::AUTH_FAILURES_TOTAL, "transport" => "http").increment(1);
-            let body = axum::Json(serde_json::json!({ "error": "missing or wrong bearer token" }));
-            (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], body).into_response()
-        }
+        Err(refused) => refused,
     }
 }
 
@@ -234,7 +250,8 @@ mod tests {
         assert!(auth.caller(Some("Bearer admin-0123456789abcdef")).unwrap().sources.is_none());
         assert!(auth.caller(Some("Bearer nope")).is_none());
         let bad = SourceTokens::parse("[[token]]\ntoken = \"short\"\nsources = [\"web\"]\n[[token]]\ntoken = \"long-enough-0123456\"\nsources = [\"web\"]\n", &known)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(bad.contains("token 1") && bad.contains("unknown source 'web'"), "{bad}");
     }
 }

@@ -28,10 +28,10 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::search::{SearchRequest, SearchResponse};
 use ctxd_index::SourceScope;
-use crate::SearchError;
-use crate::Searcher;
+use ctxd_search::error::SearchError;
+use ctxd_search::search::{SearchRequest, SearchResponse};
+use ctxd_search::searcher::Searcher;
 
 type Stream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -40,7 +40,7 @@ type Stream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 
 pub struct FlightApi {
     searcher: Arc<Searcher>,
     /// The configured source names (`source` in tickets is checked against them).
-    access: ctxd_query::LiveAccess,
+    access: ctxd_search::sources::LiveAccess,
     /// The process's admission gate, shared with HTTP (none: searches are not gated).
     gate: Option<Arc<crate::admission::Admission>>,
 }
@@ -71,7 +71,7 @@ impl FlightApi {
     }
 
     /// The same service checking `source` in tickets against the configured source names.
-    pub fn with_access(mut self, access: ctxd_query::LiveAccess) -> Self {
+    pub fn with_access(mut self, access: ctxd_search::sources::LiveAccess) -> Self {
         self.access = access;
         self
     }
@@ -185,13 +185,15 @@ fn parse_ticket(bytes: &[u8]) -> Result<TicketRequest, Status> {
                 return Err(Status::invalid_argument(format!("as_of must be a version or a tag, got {other}")))
             }
         };
-        if let Some(extra) =
-            value.as_object().and_then(|o| o.keys().find(|k| !["table", "as_of", "source", "ref"].contains(&k.as_str())))
+        if let Some(extra) = value
+            .as_object()
+            .and_then(|o| o.keys().find(|k| !["table", "as_of", "source", "ref"].contains(&k.as_str())))
         {
             return Err(Status::invalid_argument(format!("unknown ticket field '{extra}'")));
         }
-        let source = ctxd_query::sources::from_args(&value).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let git_ref = ctxd_query::sources::ref_from_args(&value).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let source = ctxd_search::sources::from_args(&value).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let git_ref =
+            ctxd_search::sources::ref_from_args(&value).map_err(|e| Status::invalid_argument(e.to_string()))?;
         return Ok(TicketRequest::Table { as_of, source, git_ref });
     }
     let req: SearchRequest = serde_json::from_value(value)
@@ -293,30 +295,29 @@ impl FlightService for FlightApi {
         // A search answered from a superseded version while busy (`server.stale_answer_ms`)
         // says so in the response metadata, as `stale_ms` does in JSON.
         let mut stale_ms = None;
-        let batches: BoxStream<'static, Result<RecordBatch, FlightError>> =
-            match ticket {
-                TicketRequest::Search(mut req) => {
-                    req.source = self.scope(&request, req.source.as_ref(), req.git_ref.as_deref())?;
-                    let resp = self.search(&req).await?;
-                    stale_ms = resp.stale_ms;
-                    let batch = results_batch(&resp).map_err(|e| Status::internal(e.to_string()))?;
-                    stream::iter([Ok(batch)]).boxed()
-                }
-                TicketRequest::Table { as_of, source, git_ref } => {
-                    let scope = self.scope(&request, source.as_ref(), git_ref.as_deref())?;
-                    let index = self.searcher.index();
-                    let view = match as_of {
-                        Some(spec) => {
-                            let as_of: ctxd_index::AsOf = spec.parse().map_err(index_status)?;
-                            let version = index.resolve(&as_of).await.map_err(index_status)?;
-                            Arc::new(index.at(version).await.map_err(index_status)?)
-                        }
-                        None => index.clone(),
-                    };
-                    let rows = view.scoped(scope).await.map_err(index_status)?.scan().await.map_err(index_status)?;
-                    rows.map_err(|e| FlightError::ExternalError(Box::new(e))).boxed()
-                }
-            };
+        let batches: BoxStream<'static, Result<RecordBatch, FlightError>> = match ticket {
+            TicketRequest::Search(mut req) => {
+                req.source = self.scope(&request, req.source.as_ref(), req.git_ref.as_deref())?;
+                let resp = self.search(&req).await?;
+                stale_ms = resp.stale_ms;
+                let batch = results_batch(&resp).map_err(|e| Status::internal(e.to_string()))?;
+                stream::iter([Ok(batch)]).boxed()
+            }
+            TicketRequest::Table { as_of, source, git_ref } => {
+                let scope = self.scope(&request, source.as_ref(), git_ref.as_deref())?;
+                let index = self.searcher.index();
+                let view = match as_of {
+                    Some(spec) => {
+                        let as_of: ctxd_index::AsOf = spec.parse().map_err(index_status)?;
+                        let version = index.resolve(&as_of).await.map_err(index_status)?;
+                        Arc::new(index.at(version).await.map_err(index_status)?)
+                    }
+                    None => index.clone(),
+                };
+                let rows = view.scoped(scope).await.map_err(index_status)?.scan().await.map_err(index_status)?;
+                rows.map_err(|e| FlightError::ExternalError(Box::new(e))).boxed()
+            }
+        };
         let data = FlightDataEncoderBuilder::new().build(batches).map_err(|e| match e {
             FlightError::Tonic(s) => *s,
             other => Status::internal(other.to_string()),
@@ -377,7 +378,10 @@ mod tests {
         assert!(
             matches!(parse_ticket(br#"{"table":"chunks","as_of":3}"#), Ok(TicketRequest::Table { as_of: Some(v), .. }) if v == "3")
         );
-        assert!(matches!(parse_ticket(br#"{"table":"chunks"}"#), Ok(TicketRequest::Table { as_of: None, source: None, .. })));
+        assert!(matches!(
+            parse_ticket(br#"{"table":"chunks"}"#),
+            Ok(TicketRequest::Table { as_of: None, source: None, .. })
+        ));
         assert!(matches!(
             parse_ticket(br#"{"table":"chunks","source":["api"]}"#),
             Ok(TicketRequest::Table { source: Some(s), .. }) if s.names() == ["api"]

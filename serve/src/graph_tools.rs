@@ -1,10 +1,10 @@
 //! The code-graph tools and localization on the wire: their MCP tool descriptions (each with
 //! its token cost) and the HTTP handler of `POST /v1/locate` and `POST /v1/graph/<tool>`.
-//! Both call [`ctxd_query::tools::GraphTools`], so MCP and HTTP answer alike.
+//! Both call [`ctxd_codegraph::tools::GraphTools`], so MCP and HTTP answer alike.
 
 use serde_json::{json, Value};
 
-use crate::tools::GraphTool;
+use ctxd_codegraph::tools::GraphTool;
 
 fn tool(name: &str, description: &str, schema: Value) -> Value {
     json!({ "name": name, "description": description, "inputSchema": schema })
@@ -83,67 +83,4 @@ pub fn mcp_tools() -> Vec<Value> {
                 "limit": {"type": "integer", "minimum": 1, "maximum": 300, "default": 10}}, "required": ["path"]}),
         ),
     ]
-}
-
-/// `POST /v1/locate`: the body is `locate`'s arguments.
-pub(crate) async fn locate_handler(
-    axum::extract::State(tools): axum::extract::State<std::sync::Arc<crate::tools::GraphTools>>,
-    axum::extract::State(state): axum::extract::State<crate::http::AppState>,
-    caller: crate::http::CallerExt,
-    body: Result<axum::Json<Value>, axum::extract::rejection::JsonRejection>,
-) -> axum::response::Response {
-    answer(&tools, &state, &caller, GraphTool::Locate, body).await
-}
-
-/// `POST /v1/graph/<tool>`: the body is the tool's arguments.
-pub(crate) async fn graph_handler(
-    axum::extract::State(tools): axum::extract::State<std::sync::Arc<crate::tools::GraphTools>>,
-    axum::extract::State(state): axum::extract::State<crate::http::AppState>,
-    caller: crate::http::CallerExt,
-    axum::extract::Path(name): axum::extract::Path<String>,
-    body: Result<axum::Json<Value>, axum::extract::rejection::JsonRejection>,
-) -> axum::response::Response {
-    match GraphTool::from_name(&name).filter(|t| *t != GraphTool::Locate) {
-        Some(tool) => answer(&tools, &state, &caller, tool, body).await,
-        None => {
-            let names: Vec<&str> =
-                GraphTool::ALL.iter().filter(|t| **t != GraphTool::Locate).map(|t| t.name()).collect();
-            crate::http::error(
-                axum::http::StatusCode::NOT_FOUND,
-                format!("no graph tool '{name}': use /v1/graph/ followed by one of {}", names.join(", ")),
-            )
-        }
-    }
-}
-
-async fn answer(
-    tools: &crate::tools::GraphTools,
-    state: &crate::http::AppState,
-    caller: &crate::http::CallerExt,
-    tool: GraphTool,
-    body: Result<axum::Json<Value>, axum::extract::rejection::JsonRejection>,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let started = std::time::Instant::now();
-    let args = match body {
-        Ok(axum::Json(v)) => v,
-        Err(rej) => {
-            crate::http::outcome(tool.name(), "graph", started, Some(&crate::SearchError::BadRequest(String::new())));
-            return crate::http::body_error(&rej);
-        }
-    };
-    let scope = match crate::http::scope_of_args(&state.access.get(), caller, &args) {
-        Ok(s) => s,
-        Err(resp) => return resp,
-    };
-    let res = tools.call(tool, &args, scope.as_ref()).await;
-    crate::http::outcome(tool.name(), "graph", started, res.as_ref().err());
-    match res {
-        Ok(v) => axum::Json(v).into_response(),
-        Err(e) if e.is_client_error() => crate::http::error(axum::http::StatusCode::BAD_REQUEST, e.to_string()),
-        Err(e) => {
-            tracing::error!("{} failed: {e}", tool.name());
-            crate::http::error(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-        }
-    }
 }

@@ -9,13 +9,19 @@
 //!   versions of the chunks table as record-batch streams.
 //! * [`aggregate`] gathers one budgeted context from several sources (this index, other ctxd
 //!   daemons, MCP servers) with timeouts, priorities, dedup and a version-keyed cache.
-//! * [`graph_tools`] is `locate` and the code-graph tools on HTTP and MCP.
+//! * [`graph_tools`] and [`symbol_tools`] describe `locate`, the code-graph and the symbol
+//!   tools for MCP; `tool_handlers.rs` serves them on HTTP.
 //! * [`auth`] is the optional bearer token every endpoint but `/healthz` requires;
 //!   [`admission`] bounds the queries running and waiting (503 with `Retry-After` beyond).
-//! * [`metrics`] names the wire's metrics (and re-exports the query crate's).
+//! * [`state`] is what the HTTP handlers share, `reply.rs` how they read a request and answer;
+//!   [`webhook`] is a git host's push webhook.
+//! * [`metrics`] names the wire's metrics.
 //!
-//! The query crate's modules are re-exported under their old names (`ctxd_serve::search`,
-//! `ctxd_serve::context`, …) for the callers that import them from here.
+//! Types of the query side are imported from [`ctxd_query`] itself: one path to every type.
+
+// Handlers answer with axum's `Response` (128 bytes) as their error: it is what they send, and
+// boxing it only to unbox it in the next line saves nothing.
+#![allow(clippy::result_large_err)]
 
 pub mod admission;
 pub mod aggregate;
@@ -27,10 +33,10 @@ pub mod mcp;
 mod mcp_catalog;
 mod mcp_http;
 pub mod metrics;
+mod query_handlers;
+mod reply;
+pub mod state;
+mod status_handlers;
 pub mod symbol_tools;
+mod tool_handlers;
 pub mod webhook;
-
-pub use ctxd_query::{
-    completion, context, doc_type, error, eval, graph, locate, rerank, route, routed, search, session, symbols, tools,
-};
-pub use ctxd_query::{Mode, SearchError, SearchRequest, SearchResponse, SearchResult, Searcher};

@@ -28,10 +28,13 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::context::{indexed_lines, Assembler, ContextRequest, Format};
-use crate::search::{Mode, SearchRequest};
-use crate::tools::{GraphTool, GraphTools};
+use ctxd_codegraph::tools::{GraphTool, GraphTools};
+use ctxd_context::assembler::Assembler;
+use ctxd_context::block::Format;
+use ctxd_context::draft::indexed_lines;
+use ctxd_context::request::ContextRequest;
 use ctxd_index::SourceScope;
+use ctxd_search::search::{Mode, SearchRequest};
 
 pub use crate::mcp_catalog::tools;
 
@@ -41,7 +44,21 @@ pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26
 /// The staleness check behind `check_index`: given `refresh`, reports (and optionally
 /// re-indexes) what changed in the sources since the last commit. Supplied by the binary,
 /// which knows the source roots and the ingest pipeline.
-pub type CheckIndex = Arc<dyn Fn(bool) -> BoxFuture<'static, Result<Value, String>> + Send + Sync>;
+pub type CheckIndex = Arc<dyn Fn(bool) -> BoxFuture<'static, Result<Value, CheckFailed>> + Send + Sync>;
+
+/// Why `check_index` failed: the checker's error with its causes.
+pub type CheckFailed = Box<dyn std::error::Error + Send + Sync>;
+
+/// An error and each of its causes, `: `-separated.
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    text
+}
 
 /// The MCP request handler (transport-independent).
 #[derive(Clone)]
@@ -53,7 +70,7 @@ pub struct McpServer {
     /// `session` argument belong to it.
     session: Option<String>,
     /// The configured source names (`source` arguments are checked against them).
-    access: ctxd_query::LiveAccess,
+    access: ctxd_search::sources::LiveAccess,
     /// The sources the caller's token may read (`None`: all; stdio is the local user).
     allowed: Option<SourceScope>,
 }
@@ -117,7 +134,7 @@ impl McpServer {
     }
 
     /// The same server checking `source` arguments against the configured source names.
-    pub fn with_access(mut self, access: ctxd_query::LiveAccess) -> Self {
+    pub fn with_access(mut self, access: ctxd_search::sources::LiveAccess) -> Self {
         self.access = access;
         self
     }
@@ -187,8 +204,8 @@ impl McpServer {
 
     async fn call(&self, name: &str, args: &Value) -> Result<Value, CallError> {
         let started = std::time::Instant::now();
-        let scope = ctxd_query::sources::from_args(args).and_then(|requested| {
-            let git_ref = ctxd_query::sources::ref_from_args(args)?;
+        let scope = ctxd_search::sources::from_args(args).and_then(|requested| {
+            let git_ref = ctxd_search::sources::ref_from_args(args)?;
             self.access.get().resolve(requested.as_ref(), git_ref.as_deref(), self.allowed.as_ref())
         });
         let scope = match scope {
@@ -207,10 +224,13 @@ impl McpServer {
             "check_index" => match &self.check {
                 Some(check) => {
                     let refresh = args.get("refresh").and_then(Value::as_bool).unwrap_or(false);
-                    check(refresh).await.map(|v| {
-                        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
-                        text_result(text, Some(v))
-                    })
+                    check(refresh)
+                        .await
+                        .map(|v| {
+                            let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+                            text_result(text, Some(v))
+                        })
+                        .map_err(|e| with_causes(&*e))
                 }
                 None => Err("check_index needs the source root (start ctxd mcp with --root or --config)".into()),
             },
@@ -292,7 +312,7 @@ impl McpServer {
         req.skeletons = args.get("skeletons").and_then(Value::as_bool).unwrap_or(true);
         if let Some(a) = args.get("assembly") {
             let a = a.as_str().ok_or("assembly must be a string")?;
-            req.assembly = a.parse().map_err(|e: crate::SearchError| e.to_string())?;
+            req.assembly = a.parse().map_err(|e: ctxd_search::error::SearchError| e.to_string())?;
         }
         if let Some(types) = args.get("doc_types") {
             req.doc_types = serde_json::from_value(types.clone())
@@ -397,7 +417,7 @@ impl McpServer {
             f.1 += chunks;
         }
         let mut langs: Vec<_> = langs.into_iter().collect();
-        langs.sort_by(|a, b| b.1 .1.cmp(&a.1 .1));
+        langs.sort_by_key(|b| std::cmp::Reverse(b.1 .1));
         let mut folders: Vec<_> = folders.into_iter().collect();
         folders.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(&b.0)));
         let kinds = ["module", "struct", "class", "trait", "interface", "enum", "type"];

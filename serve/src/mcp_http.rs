@@ -9,7 +9,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::http::{error, AppState, CallerExt};
+use crate::reply::error;
+use crate::state::{AppState, CallerExt};
 
 /// The MCP session header of the streamable HTTP transport.
 const MCP_SESSION_ID: &str = "mcp-session-id";
@@ -48,7 +49,7 @@ pub(crate) async fn mcp(
     };
     let given = match headers.get(MCP_SESSION_ID).map(|v| v.to_str()) {
         None => None,
-        Some(Ok(id)) if crate::session::validate_id(id).is_ok() => Some(id.to_string()),
+        Some(Ok(id)) if ctxd_context::session::validate_id(id).is_ok() => Some(id.to_string()),
         Some(_) => {
             return error(
                 StatusCode::BAD_REQUEST,

@@ -1,8 +1,6 @@
 //! Metric names of the wire (all of them, in one place): requests per endpoint, refused
-//! tokens and aggregate sources. The query crate's (routing, rescoring, completion cache) are
-//! re-exported here, so every name ctxd records is reachable from `ctxd_serve::metrics`.
-
-pub use ctxd_query::metrics::*;
+//! tokens and aggregate sources. The query side's (routing, rescoring, caches) are in its own
+//! crates' `metrics.rs`.
 
 /// Histogram: seconds to answer a query, labels `endpoint` and `mode`.
 pub const QUERY_DURATION_SECONDS: &str = "ctxd_query_duration_seconds";

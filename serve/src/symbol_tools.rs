@@ -1,15 +1,13 @@
 //! The batch symbol tools on the wire: MCP `list_symbols` / `get_symbols` (descriptions with
 //! their token cost) and HTTP `POST /v1/symbols/list` / `POST /v1/symbols/get`. Both parse the
 //! same JSON into [`ListSymbolsRequest`] / [`GetSymbolsRequest`] and call the assembler
-//! ([`ctxd_query::symbols`]), so MCP and HTTP answer alike.
-
-use std::sync::Arc;
+//! ([`ctxd_context::symbols`]), so MCP and HTTP answer alike.
 
 use serde_json::{json, Value};
 
-use crate::context::Assembler;
-use crate::SearchError;
-use ctxd_query::symbols::{GetSymbolsRequest, ListSymbolsRequest};
+use ctxd_context::assembler::Assembler;
+use ctxd_context::symbols::{GetSymbolsRequest, ListSymbolsRequest};
+use ctxd_search::error::SearchError;
 
 fn tool(name: &str, description: &str, schema: Value) -> Value {
     json!({ "name": name, "description": description, "inputSchema": schema })
@@ -87,49 +85,6 @@ pub async fn call(
                 ));
             }
             Ok((text, serde_json::to_value(&out).unwrap_or_default()))
-        }
-    }
-}
-
-/// `POST /v1/symbols/<list|get>`: the body is the tool's arguments.
-pub(crate) async fn handler(
-    axum::extract::State(assembler): axum::extract::State<Arc<Assembler>>,
-    axum::extract::State(state): axum::extract::State<crate::http::AppState>,
-    caller: crate::http::CallerExt,
-    axum::extract::Path(which): axum::extract::Path<String>,
-    body: Result<axum::Json<Value>, axum::extract::rejection::JsonRejection>,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let name = match which.as_str() {
-        "list" => "list_symbols",
-        "get" => "get_symbols",
-        _ => {
-            return crate::http::error(
-                axum::http::StatusCode::NOT_FOUND,
-                format!("no symbol tool '{which}': use /v1/symbols/list or /v1/symbols/get"),
-            )
-        }
-    };
-    let started = std::time::Instant::now();
-    let args = match body {
-        Ok(axum::Json(v)) => v,
-        Err(rej) => {
-            crate::http::outcome(name, "symbols", started, Some(&SearchError::BadRequest(String::new())));
-            return crate::http::body_error(&rej);
-        }
-    };
-    let scope = match crate::http::scope_of_args(&state.access.get(), &caller, &args) {
-        Ok(s) => s,
-        Err(resp) => return resp,
-    };
-    let res = call(&assembler, name, args, None, scope.as_ref()).await;
-    crate::http::outcome(name, "symbols", started, res.as_ref().err());
-    match res {
-        Ok((_, v)) => axum::Json(v).into_response(),
-        Err(e) if e.is_client_error() => crate::http::error(axum::http::StatusCode::BAD_REQUEST, e.to_string()),
-        Err(e) => {
-            tracing::error!("{name} failed: {e}");
-            crate::http::error(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
         }
     }
 }

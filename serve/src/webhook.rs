@@ -4,9 +4,10 @@
 //! Who may call it: with `[server] webhook_secret_file`, a request that carries GitHub's
 //! `X-Hub-Signature-256` (`sha256=` and the HMAC-SHA256 of the body under the secret) or
 //! GitLab's `X-Gitlab-Token` (the secret itself) is checked against the secret (compared in
-//! constant time) and needs no bearer token: git hosts cannot send one. Every other request
-//! needs the bearer token like any route, and a token limited to some sources may poke only
-//! those. The body (the host's push event) is not read beyond the signature: the poll resolves
+//! constant time) and needs no bearer token: git hosts cannot send one. So the route is mounted
+//! outside the bearer middleware and checks a request without a signature itself
+//! ([`crate::auth::authenticate`]): it needs the bearer token like any route, and a token limited
+//! to some sources may poke only those. The body (the host's push event) is not read beyond the signature: the poll resolves
 //! every configured ref of the source itself.
 //!
 //! Answers: 202 `{"source","polling":true}`; 404 for a name that is no git source; 401 for a
@@ -19,21 +20,12 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hmac::{KeyInit, Mac};
 
-use crate::http::{error, AppState, CallerExt};
+use crate::auth::{authenticate, constant_time_eq};
+use crate::reply::error;
+use crate::state::AppState;
 
 /// The headers of a git host's webhook.
 pub(crate) const SIGNATURE_HEADERS: [&str; 2] = ["x-hub-signature-256", "x-gitlab-token"];
-
-/// Whether `path` is this route (the bearer middleware lets a signed request through to it).
-pub(crate) fn is_webhook(path: &str, headers: &HeaderMap) -> bool {
-    path.starts_with("/v1/sources/")
-        && path.ends_with("/poll")
-        && SIGNATURE_HEADERS.iter().any(|h| headers.contains_key(*h))
-}
-
-fn equal(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -45,19 +37,18 @@ pub(crate) fn signed(secret: &str, headers: &HeaderMap, body: &[u8]) -> bool {
         let Ok(mut mac) = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()) else { return false };
         mac.update(body);
         let want = format!("sha256={}", hex(&mac.finalize().into_bytes()));
-        return equal(want.as_bytes(), sig.trim().as_bytes());
+        return constant_time_eq(want.as_bytes(), sig.trim().as_bytes());
     }
     if let Some(token) = headers.get("x-gitlab-token").and_then(|v| v.to_str().ok()) {
-        return equal(secret.as_bytes(), token.trim().as_bytes());
+        return constant_time_eq(secret.as_bytes(), token.trim().as_bytes());
     }
     false
 }
 
-/// The handler.
+/// The handler (mounted outside the bearer middleware: it authenticates what is not signed).
 pub(crate) async fn poll_handler(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    caller: CallerExt,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -66,15 +57,18 @@ pub(crate) async fn poll_handler(
         (Some(secret), true) => {
             if !signed(secret, &headers, &body) {
                 metrics::counter!(crate::metrics::AUTH_FAILURES_TOTAL, "transport" => "webhook").increment(1);
-                return error(StatusCode::UNAUTHORIZED, "the webhook's signature does not match server.webhook_secret_file".into());
+                return error(
+                    StatusCode::UNAUTHORIZED,
+                    "the webhook's signature does not match server.webhook_secret_file".into(),
+                );
             }
         }
-        _ if caller.is_none() => {
-            return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token".into());
-        }
         _ => {
-            let allowed = caller.as_ref().and_then(|c| c.sources.as_ref());
-            if allowed.is_some_and(|a| !a.contains(&name)) {
+            let caller = match authenticate(state.auth.as_ref(), &headers) {
+                Ok(caller) => caller,
+                Err(refused) => return refused,
+            };
+            if caller.sources.as_ref().is_some_and(|a| !a.contains(&name)) {
                 return error(StatusCode::FORBIDDEN, format!("this token may not read source '{name}'"));
             }
         }
@@ -83,7 +77,10 @@ pub(crate) async fn poll_handler(
         return error(StatusCode::NOT_FOUND, format!("'{name}' is not a git source of this daemon"));
     }
     let Some(poke) = &state.poll else {
-        return error(StatusCode::NOT_FOUND, "this server runs no sources (a reader): send the webhook to the writer".into());
+        return error(
+            StatusCode::NOT_FOUND,
+            "this server runs no sources (a reader): send the webhook to the writer".into(),
+        );
     };
     if !poke(&name) {
         return error(StatusCode::SERVICE_UNAVAILABLE, format!("git source '{name}' is not running yet; retry"));
@@ -110,6 +107,5 @@ mod tests {
         g.insert("x-gitlab-token", "s3cret-s3cret-s3cret".parse().unwrap());
         assert!(signed("s3cret-s3cret-s3cret", &g, b"{}") && !signed("s3cret-s3cret-s3creT", &g, b"{}"));
         assert!(!signed("x", &HeaderMap::new(), b""));
-        assert!(is_webhook("/v1/sources/lib/poll", &g) && !is_webhook("/v1/search", &g));
     }
 }

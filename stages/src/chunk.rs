@@ -45,11 +45,8 @@ pub mod symbols;
 
 pub use chunker::{ChunkConfig, Chunker, TokenCountFn};
 pub use lang::grammar;
-pub use record::{chunk_id, Chunk, ChunkedFile, Part};
+pub use record::{chunk_id, ChunkedFile, Part};
 pub use stream::PartBudget;
-
-/// Prefix of the `file_hash` of the rows of a streamed file (see [`ctxd_index::streams`]).
-pub use ctxd_index::PARTIAL_PREFIX;
 
 /// The chunkers of the unit tests: tokens are whitespace-separated words.
 #[cfg(test)]

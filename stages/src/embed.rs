@@ -18,9 +18,10 @@ use std::sync::Arc;
 use ctxd_index::{ChunkRow, Index};
 use ctxd_models::EmbedService;
 
-use crate::chunk::{Chunk, ChunkedFile};
+use crate::chunk::ChunkedFile;
 use crate::metrics as m;
 use crate::StageError;
+use ctxd_index::Chunk;
 
 /// A file with one index row per chunk, vectors filled in.
 #[derive(Debug, Clone)]
@@ -173,10 +174,10 @@ impl Embed {
             Ok(v) => v,
             Err(source) => {
                 let paths = files.iter().map(|f| f.rel.as_str()).collect::<Vec<_>>().join(", ");
-                let message = source.to_string();
+                let source = std::sync::Arc::new(source);
                 return files
                     .iter()
-                    .map(|_| Err(StageError::Embed { paths: paths.clone(), count, message: message.clone() }))
+                    .map(|_| Err(StageError::Embed { paths: paths.clone(), count, source: source.clone() }))
                     .collect();
             }
         };

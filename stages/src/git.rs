@@ -25,12 +25,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use crate::error::Cause;
+use crate::git_views::split;
+use crate::git_views::OverlayChange;
 use crate::metrics as m;
 use crate::select::Selector;
-use ctxd_index::overlay::Overlay;
-use crate::git_views::split;
-pub use crate::git_views::{OverlayChange, MAX_SHADOWED};
 use crate::{SourceFile, StageError};
+use ctxd_index::overlay::Overlay;
 
 /// How long a mirror blob written or reported last is kept even when no ref of this process
 /// stores it (see [`GitSource::collect_garbage`]).
@@ -65,7 +66,6 @@ struct RefState {
     /// How the ref reads the base's other files (`None`: stored whole).
     overlay: Option<Overlay>,
 }
-
 
 /// A git repository source: its ref patterns, selector, mirror, and the trees last indexed.
 pub struct GitSource {
@@ -239,10 +239,10 @@ impl GitSource {
     /// match nothing are logged and counted).
     pub fn resolve_refs(&self) -> Result<Vec<(String, String)>, StageError> {
         let repo = open_repo(&self.path)?;
-        let err = |e: &dyn std::fmt::Display| StageError::Git { path: self.path.clone(), message: e.to_string() };
+        let err = |e: Cause| StageError::Git { path: self.path.clone(), what: "listing its refs".into(), source: e };
         let mut names: Vec<(String, String)> = Vec::new();
-        let platform = repo.references().map_err(|e| err(&e))?;
-        for r in platform.all().map_err(|e| err(&e))? {
+        let platform = repo.references().map_err(|e| err(e.into()))?;
+        for r in platform.all().map_err(|e| err(e.into()))? {
             let Ok(mut r) = r else { continue };
             let full = r.name().as_bstr().to_string();
             let short = match full.strip_prefix("refs/heads/").or_else(|| full.strip_prefix("refs/tags/")) {
@@ -337,7 +337,11 @@ impl GitSource {
                 self.moved.push((r.clone(), Some(commit.clone())));
             }
             if previous.overlay != overlay || all {
-                self.overlays.push(OverlayChange { view: self.view(&r), before: previous.overlay.clone(), after: overlay.clone() });
+                self.overlays.push(OverlayChange {
+                    view: self.view(&r),
+                    before: previous.overlay.clone(),
+                    after: overlay.clone(),
+                });
             }
             self.known.insert(r, RefState { commit, files, stored, overlay });
         }
@@ -348,19 +352,20 @@ impl GitSource {
     /// `path → blob id` of the indexable files of `commit`'s tree (submodules, symlinks,
     /// excluded paths and skipped names left out, counted).
     fn tree_files(&self, repo: &gix::Repository, commit: &str) -> Result<BTreeMap<String, String>, StageError> {
-        let err = |e: &dyn std::fmt::Display| StageError::Git {
+        let err = |e: Cause| StageError::Git {
             path: self.path.clone(),
-            message: format!("reading the tree of commit {commit}: {e}"),
+            what: format!("reading the tree of commit {commit}"),
+            source: e,
         };
-        let id = gix::ObjectId::from_hex(commit.as_bytes()).map_err(|e| err(&e))?;
+        let id = gix::ObjectId::from_hex(commit.as_bytes()).map_err(|e| err(e.into()))?;
         let tree = repo
             .find_object(id)
-            .map_err(|e| err(&e))?
+            .map_err(|e| err(e.into()))?
             .peel_to_commit()
-            .map_err(|e| err(&e))?
+            .map_err(|e| err(e.into()))?
             .tree()
-            .map_err(|e| err(&e))?;
-        let entries = tree.traverse().breadthfirst.files().map_err(|e| err(&e))?;
+            .map_err(|e| err(e.into()))?;
+        let entries = tree.traverse().breadthfirst.files().map_err(|e| err(e.into()))?;
         let mut out = BTreeMap::new();
         for e in entries {
             let path = e.filepath.to_string();
@@ -368,7 +373,10 @@ impl GitSource {
                 metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => reason).increment(1);
             };
             if e.mode.is_commit() {
-                tracing::info!("{}: {path} is a submodule; skipped (index its repository as a source of its own)", self.path.display());
+                tracing::info!(
+                    "{}: {path} is a submodule; skipped (index its repository as a source of its own)",
+                    self.path.display()
+                );
                 skip("submodule");
                 continue;
             }
@@ -383,7 +391,7 @@ impl GitSource {
                 skip("excluded");
                 continue;
             }
-            if let Some(reason) = crate::watch::classify_name(Path::new(&path)) {
+            if let Some(reason) = crate::skip::classify_name(Path::new(&path)) {
                 skip(reason.label());
                 continue;
             }
@@ -394,11 +402,11 @@ impl GitSource {
 
     /// The mirror file of `blob`, written when missing; `None` (counted) for a blob that is
     /// not indexed (too large, an LFS pointer).
-    fn materialize(&self, repo: &gix::Repository, blob: &str) -> Result<Option<PathBuf>, String> {
-        let id = gix::ObjectId::from_hex(blob.as_bytes()).map_err(|e| e.to_string())?;
+    fn materialize(&self, repo: &gix::Repository, blob: &str) -> Result<Option<PathBuf>, Cause> {
+        let id = gix::ObjectId::from_hex(blob.as_bytes())?;
         let dir = self.mirror.join(&blob[..2]);
         let file = dir.join(blob);
-        let size = repo.find_header(id).map_err(|e| e.to_string())?.size();
+        let size = repo.find_header(id)?.size();
         if size > self.max_bytes {
             tracing::warn!(
                 "{}: blob {blob} is {size} bytes, over the {} byte limit; skipped",
@@ -409,22 +417,25 @@ impl GitSource {
             return Ok(None);
         }
         if !file.is_file() {
-            let data = repo.find_blob(id).map_err(|e| e.to_string())?.detach().data;
+            let data = repo.find_blob(id)?.detach().data;
             if data.starts_with(LFS_POINTER) {
                 tracing::info!("{}: blob {blob} is a Git LFS pointer; skipped", self.path.display());
                 metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "lfs_pointer").increment(1);
                 return Ok(None);
             }
-            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            std::fs::create_dir_all(&dir)?;
             let tmp = dir.join(format!(".{blob}.tmp"));
-            std::fs::write(&tmp, &data).map_err(|e| e.to_string())?;
-            std::fs::rename(&tmp, &file).map_err(|e| e.to_string())?;
+            std::fs::write(&tmp, &data)?;
+            std::fs::rename(&tmp, &file)?;
         } else if std::fs::read(&file).is_ok_and(|d| d.starts_with(LFS_POINTER)) {
             metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "lfs_pointer").increment(1);
             return Ok(None);
         } else {
             // Reported again: the mirror's cleanup (of any process sharing it) leaves it alone a while.
-            let _ = std::fs::File::options().write(true).open(&file).and_then(|f| f.set_modified(std::time::SystemTime::now()));
+            let _ = std::fs::File::options()
+                .write(true)
+                .open(&file)
+                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
         }
         Ok(Some(file))
     }
@@ -433,7 +444,8 @@ impl GitSource {
 fn open_repo(path: &Path) -> Result<gix::Repository, StageError> {
     gix::open(path).map_err(|e| StageError::Git {
         path: path.to_path_buf(),
-        message: format!("not a readable git repository ({e}); check `git` points at a clone or a bare repository"),
+        what: "not a readable git repository; check `git` points at a clone or a bare repository".into(),
+        source: e.into(),
     })
 }
 
@@ -481,12 +493,15 @@ mod tests {
         let count = |d: &Path| walk(d);
         assert_eq!(count(&mirror), 2, "both versions mirrored");
         assert_eq!(src.collect_garbage(), 0, "written just now: kept a while (another process may need it)");
-        assert_eq!(src.collect_garbage_older_than(std::time::Duration::ZERO), 1, "the first version is no ref's any more");
+        assert_eq!(
+            src.collect_garbage_older_than(std::time::Duration::ZERO),
+            1,
+            "the first version is no ref's any more"
+        );
         assert_eq!(count(&mirror), 1);
     }
 
     fn walk(d: &Path) -> usize {
         std::fs::read_dir(d).unwrap().flatten().map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 }).sum()
     }
-
 }

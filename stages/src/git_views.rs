@@ -41,14 +41,18 @@ impl OverlayChange {
 pub const MAX_SHADOWED: usize = 2_000;
 
 /// A ref's stored files and overlay, given the base ref's files (`None`: it is the base).
-pub(crate) fn split(files: &BTreeMap<String, String>, base: Option<(&str, &BTreeMap<String, String>)>) -> (BTreeMap<String, String>, Option<Overlay>) {
+pub(crate) fn split(
+    files: &BTreeMap<String, String>,
+    base: Option<(&str, &BTreeMap<String, String>)>,
+) -> (BTreeMap<String, String>, Option<Overlay>) {
     let Some((base_view, base_files)) = base else { return (files.clone(), None) };
     let shadowed: std::collections::BTreeSet<String> =
         base_files.iter().filter(|(p, b)| files.get(*p) != Some(*b)).map(|(p, _)| p.clone()).collect();
     if shadowed.len() > MAX_SHADOWED || shadowed.len() * 2 > base_files.len().max(1) {
         return (files.clone(), None);
     }
-    let stored = files.iter().filter(|(p, b)| base_files.get(*p) != Some(*b)).map(|(p, b)| (p.clone(), b.clone())).collect();
+    let stored =
+        files.iter().filter(|(p, b)| base_files.get(*p) != Some(*b)).map(|(p, b)| (p.clone(), b.clone())).collect();
     (stored, Some(Overlay { base: base_view.to_string(), shadowed }))
 }
 
@@ -79,7 +83,8 @@ mod tests {
 
     #[test]
     fn while_files_are_on_their_way_a_ref_hides_paths_shadowed_before_or_after() {
-        let o = |s: &[&str]| Some(Overlay { base: "p@main".into(), shadowed: s.iter().map(|x| x.to_string()).collect() });
+        let o =
+            |s: &[&str]| Some(Overlay { base: "p@main".into(), shadowed: s.iter().map(|x| x.to_string()).collect() });
         let change = OverlayChange { view: "p@v2".into(), before: o(&["a.py", "b.py"]), after: o(&["b.py", "c.py"]) };
         assert_eq!(change.interim(), o(&["a.py", "b.py", "c.py"]));
         let fewer = OverlayChange { view: "p@v2".into(), before: o(&["b.py", "c.py"]), after: o(&["b.py"]) };

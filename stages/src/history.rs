@@ -13,6 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::Cause;
 use crate::StageError;
 
 /// Commits read per ref by default.
@@ -37,16 +38,14 @@ pub struct CommitFiles {
 /// `repo_path`, with the files each changed under `prefix` (a folder of the repository, `""`
 /// for all), made relative to it.
 pub fn read(repo_path: &Path, tip: &str, prefix: &str, max_commits: usize) -> Result<Vec<CommitFiles>, StageError> {
-    let repo = gix::open(repo_path).map_err(|e| err(repo_path, format!("not a readable git repository ({e})")))?;
-    let id = repo
-        .rev_parse_single(tip)
-        .map_err(|e| err(repo_path, format!("'{tip}' names no commit ({e})")))?
-        .detach();
+    let repo = gix::open(repo_path).map_err(|e| err(repo_path, "not a readable git repository".into(), e.into()))?;
+    let id =
+        repo.rev_parse_single(tip).map_err(|e| err(repo_path, format!("'{tip}' names no commit"), e.into()))?.detach();
     let walk = repo
         .rev_walk([id])
         .first_parent_only()
         .all()
-        .map_err(|e| err(repo_path, format!("walking the history of {tip}: {e}")))?;
+        .map_err(|e| err(repo_path, format!("walking the history of {tip}"), e.into()))?;
     let mut out = Vec::new();
     for info in walk.take(max_commits) {
         let commit = match info.and_then(|i| i.object()) {
@@ -57,7 +56,12 @@ pub fn read(repo_path: &Path, tip: &str, prefix: &str, max_commits: usize) -> Re
             }
         };
         let tree = commit.tree_id().ok().map(|t| t.detach());
-        let parent = commit.parent_ids().next().and_then(|p| repo.find_commit(p).ok()).and_then(|p| p.tree_id().ok()).map(|t| t.detach());
+        let parent = commit
+            .parent_ids()
+            .next()
+            .and_then(|p| repo.find_commit(p).ok())
+            .and_then(|p| p.tree_id().ok())
+            .map(|t| t.detach());
         let mut files = Vec::new();
         if let Some(tree) = tree {
             if let Err(e) = changed(&repo, parent, Some(tree), "", &mut files) {
@@ -104,14 +108,14 @@ fn changed(
     new: Option<gix::ObjectId>,
     base: &str,
     out: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), Cause> {
     if old == new {
         return Ok(());
     }
-    let entries = |id: Option<gix::ObjectId>| -> Result<Vec<(String, bool, gix::ObjectId)>, String> {
+    let entries = |id: Option<gix::ObjectId>| -> Result<Vec<(String, bool, gix::ObjectId)>, Cause> {
         let Some(id) = id else { return Ok(Vec::new()) };
-        let tree = repo.find_tree(id).map_err(|e| e.to_string())?;
-        let decoded = tree.decode().map_err(|e| e.to_string())?;
+        let tree = repo.find_tree(id)?;
+        let decoded = tree.decode()?;
         Ok(decoded
             .entries
             .iter()
@@ -148,8 +152,8 @@ fn changed(
     Ok(())
 }
 
-fn err(path: &Path, message: String) -> StageError {
-    StageError::Git { path: path.to_path_buf(), message }
+fn err(path: &Path, what: String, source: Cause) -> StageError {
+    StageError::Git { path: path.to_path_buf(), what, source }
 }
 
 #[cfg(test)]

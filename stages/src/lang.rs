@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-pub use ctxd_index::Language;
+use ctxd_index::Language;
 
 /// Language label of a path (`rust`, `python`, …, `text` when unknown).
 pub fn detect(path: &str) -> &'static str {

@@ -26,12 +26,11 @@
 
 pub mod chunk;
 pub mod counters;
+pub mod edges;
 pub mod embed;
 pub mod error;
-pub mod formats;
 pub mod git;
 pub mod git_views;
-pub mod graph;
 pub mod history;
 pub mod lang;
 pub mod load;

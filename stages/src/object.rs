@@ -16,7 +16,7 @@
 //! every listed object ([`ObjectSource::poll`] with `all`) so the caller can reconcile the index
 //! against the bucket (indexed paths missing from the listing are removed).
 //!
-//! Keys are filtered like local paths ([`crate::watch::classify_name`]: binaries, secrets) and
+//! Keys are filtered like local paths ([`crate::skip::classify_name`]: binaries, secrets) and
 //! keys with `..` or empty segments are refused, so nothing is written outside the mirror.
 //! Credentials and endpoint come from the usual variables: `AWS_ACCESS_KEY_ID`,
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`, `AWS_ENDPOINT_URL` and
@@ -118,12 +118,11 @@ pub struct ObjectSource {
 impl ObjectSource {
     /// Connects to `uri` with credentials from the environment; `mirror` is created if needed.
     pub fn open(uri: &str, mirror: PathBuf, max_bytes: u64) -> Result<Self, StageError> {
-        let parsed = ObjectUri::parse(uri)
-            .ok_or_else(|| StageError::Object { uri: uri.to_string(), message: "not an s3:// uri".into() })?;
+        let parsed = ObjectUri::parse(uri).ok_or_else(|| StageError::NotObjectUri { uri: uri.to_string() })?;
         let store = AmazonS3Builder::from_env()
             .with_bucket_name(&parsed.bucket)
             .build()
-            .map_err(|e| StageError::Object { uri: uri.to_string(), message: e.to_string() })?;
+            .map_err(|e| StageError::Object { uri: uri.to_string(), source: e.into() })?;
         Self::with_store(parsed, Arc::new(store), mirror, max_bytes)
     }
 
@@ -183,7 +182,7 @@ impl ObjectSource {
     /// are reported too (as [`ObjectChange::Unchanged`]) so a start-up pass sees everything.
     /// Removed objects are deleted from the mirror before this returns.
     pub async fn poll(&mut self, all: bool) -> Result<Vec<ObjectChange>, StageError> {
-        let err = |e: object_store::Error| StageError::Object { uri: self.uri.to_string(), message: e.to_string() };
+        let err = |e: object_store::Error| StageError::Object { uri: self.uri.to_string(), source: e.into() };
         let prefix = (!self.uri.prefix.is_empty()).then(|| ObjectPath::from(self.uri.prefix.as_str()));
         let mut listing = self.store.list(prefix.as_ref());
         let mut seen: HashMap<String, Listed> = HashMap::new();
@@ -228,7 +227,7 @@ impl ObjectSource {
         }
         let obj_err = |e: object_store::Error| StageError::Object {
             uri: format!("s3://{}/{}", self.uri.bucket, listed.location),
-            message: e.to_string(),
+            source: e.into(),
         };
         let got = match self.store.get(&listed.location).await {
             Ok(g) => g,
@@ -299,7 +298,7 @@ impl ObjectSource {
         if !self.select.matches(rel) {
             return skip("excluded");
         }
-        if let Some(reason) = crate::watch::classify_name(Path::new(rel)) {
+        if let Some(reason) = crate::skip::classify_name(Path::new(rel)) {
             return skip(reason.label());
         }
         if meta.size > self.max_bytes {

@@ -181,15 +181,37 @@ mod tests {
         assert_eq!(classify_name(Path::new("logo.PNG")), Some(SkipReason::BinaryExt));
         assert_eq!(classify_name(Path::new("main.rs")), None);
         for secret in [
-            "secrets.yaml", "service-account.json", "terraform.tfvars", "prod.tfstate", "prod.env", "kubeconfig",
-            "id_rsa~", "id_rsa_old", "server.key.bak", "server.pem~", "putty.ppk", "AuthKey_X1.p8", "a.jceks",
-            "vpn.ovpn", ".git-credentials", "pgpass", "my.cnf",
+            "secrets.yaml",
+            "service-account.json",
+            "terraform.tfvars",
+            "prod.tfstate",
+            "prod.env",
+            "kubeconfig",
+            "id_rsa~",
+            "id_rsa_old",
+            "server.key.bak",
+            "server.pem~",
+            "putty.ppk",
+            "AuthKey_X1.p8",
+            "a.jceks",
+            "vpn.ovpn",
+            ".git-credentials",
+            "pgpass",
+            "my.cnf",
         ] {
             assert_eq!(classify_name(Path::new(secret)), Some(SkipReason::Secret), "{secret}");
         }
         for code in [
-            "secrets.py", "settings.py", "key_value.rs", "environment.md", "tokenizer.json", "prod.env.example",
-            "credentials.go", "kubeconfig.go", "htpasswd.c", "pgpass.go",
+            "secrets.py",
+            "settings.py",
+            "key_value.rs",
+            "environment.md",
+            "tokenizer.json",
+            "prod.env.example",
+            "credentials.go",
+            "kubeconfig.go",
+            "htpasswd.c",
+            "pgpass.go",
         ] {
             assert_eq!(classify_name(Path::new(code)), None, "{code}");
         }

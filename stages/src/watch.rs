@@ -21,7 +21,7 @@ use crate::metrics as m;
 use crate::select::Selector;
 use crate::{SourceFile, StageError};
 
-pub use crate::skip::{classify_name, SkipReason};
+use crate::skip::classify_name;
 
 /// Relative, `/`-separated form of `abs` under `root`.
 pub fn rel_path(root: &Path, abs: &Path) -> Option<String> {
@@ -204,10 +204,10 @@ impl EventWatcher {
                 let _ = raw_tx.blocking_send((PathBuf::new(), true));
             }
         })
-        .map_err(|e| StageError::Watch { path: scanner.root().to_path_buf(), message: e.to_string() })?;
+        .map_err(|e| StageError::Watch { path: scanner.root().to_path_buf(), source: e.into() })?;
         watcher
             .watch(scanner.root(), RecursiveMode::Recursive)
-            .map_err(|e| StageError::Watch { path: scanner.root().to_path_buf(), message: e.to_string() })?;
+            .map_err(|e| StageError::Watch { path: scanner.root().to_path_buf(), source: e.into() })?;
 
         let (tx, rx) = mpsc::channel::<WatchEvent>(1024);
         let root = scanner.root().to_path_buf();

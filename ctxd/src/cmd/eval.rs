@@ -4,9 +4,10 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use ctxd_serve::context::{Assembler, Assembly};
-use ctxd_serve::eval::{evaluate, evaluate_context, read_queries};
-use ctxd_serve::Mode;
+use ctxd_context::assembler::Assembler;
+use ctxd_context::assembly::Assembly;
+use ctxd_context::eval::{evaluate, evaluate_context, read_queries};
+use ctxd_search::search::Mode;
 
 use crate::cli::ModelArgs;
 use crate::open::open_read;

@@ -5,11 +5,11 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use ctxd_query::graph::impact::{impact, parse_diff, Change};
-use ctxd_query::graph::tools::{self, FileAnswer, SymbolAnswer};
-use ctxd_query::graph::GraphCache;
-use ctxd_query::locate::LocateRequest;
-use ctxd_query::tools::GraphTools;
+use ctxd_codegraph::graph::cache::GraphCache;
+use ctxd_codegraph::graph::impact::{impact, parse_diff, Change};
+use ctxd_codegraph::graph::tools::{self, FileAnswer, SymbolAnswer};
+use ctxd_codegraph::locate::request::LocateRequest;
+use ctxd_codegraph::tools::GraphTools;
 
 use crate::cli::{FileArgs, GraphAction, ModelArgs, SymbolArgs};
 use crate::open::{open_index, open_searcher};
@@ -20,7 +20,7 @@ fn text_arg(text: &str) -> Result<String> {
         return Ok(text.to_string());
     }
     let mut buf = Vec::new();
-    std::io::stdin().take(ctxd_query::locate::MAX_LOCATE_BYTES as u64 + 1).read_to_end(&mut buf)?;
+    std::io::stdin().take(ctxd_codegraph::locate::request::MAX_LOCATE_BYTES as u64 + 1).read_to_end(&mut buf)?;
     String::from_utf8(buf).context("reading the text from stdin: it is not UTF-8 text")
 }
 
@@ -29,7 +29,7 @@ pub async fn locate(
     db: &Path,
     k: usize,
     without: Vec<String>,
-    (as_of, source): (Option<String>, Option<ctxd_query::SourceScope>),
+    (as_of, source): (Option<String>, Option<ctxd_index::SourceScope>),
     model: &ModelArgs,
     json: bool,
 ) -> Result<()> {
@@ -39,7 +39,7 @@ pub async fn locate(
     req.as_of = as_of;
     req.source = source;
     let skip = req.validate()?;
-    let need_model = !skip.contains(&ctxd_query::locate::Signal::Vector);
+    let need_model = !skip.contains(&ctxd_codegraph::locate::signals::Signal::Vector);
     let searcher = open_searcher(db, model, need_model).await?;
     let answer = GraphTools::new(searcher.retriever().clone()).locate(&req).await?;
     if json {
@@ -67,7 +67,7 @@ pub async fn history(
     path: &str,
     db: &Path,
     limit: usize,
-    source: Option<ctxd_query::SourceScope>,
+    source: Option<ctxd_index::SourceScope>,
     json: bool,
 ) -> Result<()> {
     anyhow::ensure!((1..=300).contains(&limit), "--limit must be between 1 and 300 (got {limit})");
@@ -81,7 +81,13 @@ pub async fn history(
     for f in &answer.files {
         println!("{}", f.path);
         for c in &f.commits {
-            println!("  {} {} {:<16} {}", &c.commit[..c.commit.len().min(10)], &c.date[..c.date.len().min(10)], c.author, c.summary);
+            println!(
+                "  {} {} {:<16} {}",
+                &c.commit[..c.commit.len().min(10)],
+                &c.date[..c.date.len().min(10)],
+                c.author,
+                c.summary
+            );
         }
         if !f.cochanged.is_empty() {
             let with: Vec<String> = f.cochanged.iter().take(5).map(|(p, n)| format!("{p} ({n})")).collect();
@@ -127,7 +133,7 @@ fn print_file_answer(a: &FileAnswer, json: bool) -> Result<()> {
 }
 
 /// The code graph of the index at `db` (latest version).
-async fn graph_of(db: &Path) -> Result<std::sync::Arc<ctxd_query::graph::cache::Graph>> {
+async fn graph_of(db: &Path) -> Result<std::sync::Arc<ctxd_codegraph::graph::cache::Graph>> {
     Ok(GraphCache::default().get(&open_index(db).await?).await?)
 }
 
@@ -170,7 +176,9 @@ pub async fn graph(action: GraphAction) -> Result<()> {
             let mut a = impact(&g.code, &changes, limit);
             let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
             let history = index.file_history().await?;
-            a.cochanged = ctxd_query::locate::history::cochanged_with(&history, &changed, limit, |p| g.code.file(p).is_some());
+            a.cochanged = ctxd_codegraph::locate::history::cochanged_with(&history, &changed, limit, |p| {
+                g.code.file(p).is_some()
+            });
             if json {
                 println!("{}", serde_json::to_string(&a)?);
                 return Ok(());
@@ -200,7 +208,8 @@ pub async fn graph(action: GraphAction) -> Result<()> {
         GraphAction::RepoMap { query, budget, db, model, json } => {
             let started = std::time::Instant::now();
             let searcher = open_searcher(&db, &model, query.is_some()).await?;
-            let map = GraphTools::new(searcher.retriever().clone()).repo_map(query.as_deref(), budget, None, None).await?;
+            let map =
+                GraphTools::new(searcher.retriever().clone()).repo_map(query.as_deref(), budget, None, None).await?;
             let ms = started.elapsed().as_millis();
             if json {
                 println!("{}", serde_json::to_string(&map)?);

@@ -30,7 +30,13 @@ pub async fn run(
     let what: Vec<String> = cfg
         .sources()
         .iter()
-        .map(|s| if s.name.is_empty() { s.root.display().to_string() } else { format!("{} ({})", s.name, s.root.display()) })
+        .map(|s| {
+            if s.name.is_empty() {
+                s.root.display().to_string()
+            } else {
+                format!("{} ({})", s.name, s.root.display())
+            }
+        })
         .collect();
     let lease = crate::open::writer_lease(&cfg, "ctxd index").await?;
     let engine = Engine::open(cfg).await.with_context(|| format!("opening index {}", db.display()))?;

@@ -4,30 +4,20 @@
 use std::path::Path;
 
 use anyhow::Result;
-use ctxd_serve::context::{Assembler, ContextRequest};
-use ctxd_serve::symbols::{GetSymbolsRequest, ListSymbolsRequest};
-use ctxd_serve::{Mode, SearchRequest, Searcher};
+use ctxd_context::assembler::Assembler;
+use ctxd_context::request::ContextRequest;
+use ctxd_context::symbols::{GetSymbolsRequest, ListSymbolsRequest};
+use ctxd_search::search::{Mode, SearchRequest};
+use ctxd_search::searcher::Searcher;
 
 use crate::cli::ModelArgs;
 use crate::open::{open_assembler, open_index, open_searcher};
 use crate::session_file::SessionFile;
 
-pub async fn search(
-    query: &str,
-    db: &Path,
-    k: usize,
-    mode: &str,
-    (as_of, source): (Option<String>, Option<ctxd_query::SourceScope>),
-    rerank: bool,
-    model: &ModelArgs,
-    json: bool,
-) -> Result<()> {
-    let mode: Mode = mode.parse()?;
-    let mut req = SearchRequest::new(query).with(k, mode);
-    req.as_of = as_of;
-    req.source = source;
-    req.rerank = Some(rerank);
+/// `ctxd search`: `req` answered over the index at `db`, as JSON or lines.
+pub async fn search(req: SearchRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
     Searcher::validate(&req)?;
+    let mode = req.mode;
     let searcher = open_searcher(db, model, !matches!(mode, Mode::Bm25 | Mode::Symbol)).await?;
     let resp = searcher.search(&req).await?;
     if json {

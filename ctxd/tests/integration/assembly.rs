@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::{ctxd, run_ok, serve_project};
+use super::support::{ctxd, run_ok, serve_project};
 
 fn project(root: &Path) {
     let files = [

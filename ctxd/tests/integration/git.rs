@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{ctxd, run_ok, Daemon};
+use super::support::{ctxd, run_ok, Daemon};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -38,7 +38,11 @@ fn project(base: &Path) -> std::path::PathBuf {
     std::fs::create_dir_all(&repo).unwrap();
     git(&repo, &["init", "-q", "-b", "main"]);
     write(&repo, "src/invoice.py", "def total_invoice(lines):\n    \"\"\"Sums the invoice lines with their tax.\"\"\"\n    return sum(l.amount for l in lines)\n");
-    write(&repo, "src/tax.py", "def tax_rate(country):\n    \"\"\"The flat tax rate of a country.\"\"\"\n    return 0.2\n");
+    write(
+        &repo,
+        "src/tax.py",
+        "def tax_rate(country):\n    \"\"\"The flat tax rate of a country.\"\"\"\n    return 0.2\n",
+    );
     write(&repo, "docs/guide.md", "# Guide\nHow invoices are totalled and taxed.\n");
     write(&repo, "data/weights.csv", "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n");
     std::os::unix::fs::symlink("src/invoice.py", repo.join("invoice_link.py")).unwrap();
@@ -54,7 +58,11 @@ fn project(base: &Path) -> std::path::PathBuf {
     git(&repo, &["commit", "-q", "-am", "release tax rule"]);
     git(&repo, &["checkout", "-q", "main"]);
     write(&repo, "src/export.py", "def export_quokka(invoices):\n    \"\"\"Writes the quokkaexport file of every invoice.\"\"\"\n    return [i.id for i in invoices]\n");
-    write(&repo, "src/broken.py", "def soon_missing():\n    \"\"\"A blob this test deletes from the object database.\"\"\"\n");
+    write(
+        &repo,
+        "src/broken.py",
+        "def soon_missing():\n    \"\"\"A blob this test deletes from the object database.\"\"\"\n",
+    );
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "exporter"]);
     repo
@@ -144,7 +152,13 @@ fn git_sources_are_read_by_ref_from_the_object_database() {
     // shallow: main 5 (with broken), release 1; notes 1; work 4 (src/: the work tree still has
     // broken.py).
     assert_eq!(summary["files_indexed"], 16, "{summary}\n{stderr}");
-    for line in ["no-such-branch' names no branch", "vendor/lib is a submodule", "is a Git LFS pointer", "src/broken.py", "a shallow repository"] {
+    for line in [
+        "no-such-branch' names no branch",
+        "vendor/lib is a submodule",
+        "is a Git LFS pointer",
+        "src/broken.py",
+        "a shallow repository",
+    ] {
         assert!(stderr.contains(line), "no log line with '{line}':\n{stderr}");
     }
     // The mirror holds each blob once: the invoice module and the guide are shared by 4 views.
@@ -181,27 +195,53 @@ fn git_sources_are_read_by_ref_from_the_object_database() {
     let h = history(&["src/tax.py", "--source", "proj", "--ref", "release/1.0"]);
     let files = h["files"].as_array().unwrap();
     assert_eq!(files.len(), 1, "{h}");
-    assert_eq!((files[0]["path"].as_str(), files[0]["ref"].as_str()), (Some("proj@release~1.0/src/tax.py"), Some("release/1.0")));
-    let summaries: Vec<&str> = files[0]["commits"].as_array().unwrap().iter().map(|c| c["summary"].as_str().unwrap()).collect();
+    assert_eq!(
+        (files[0]["path"].as_str(), files[0]["ref"].as_str()),
+        (Some("proj@release~1.0/src/tax.py"), Some("release/1.0"))
+    );
+    let summaries: Vec<&str> =
+        files[0]["commits"].as_array().unwrap().iter().map(|c| c["summary"].as_str().unwrap()).collect();
     assert_eq!(summaries, ["release tax rule", "first"], "{h}");
     let every_view = history(&["src/invoice.py"]);
-    let views: Vec<&str> = every_view["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
-    assert_eq!(views, ["proj@main/src/invoice.py", "proj@release~1.0/src/invoice.py", "shallow@main/src/invoice.py",
-        "shallow@release~1.0/src/invoice.py", "work/src/invoice.py"], "{every_view}");
+    let views: Vec<&str> =
+        every_view["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(
+        views,
+        [
+            "proj@main/src/invoice.py",
+            "proj@release~1.0/src/invoice.py",
+            "shallow@main/src/invoice.py",
+            "shallow@release~1.0/src/invoice.py",
+            "work/src/invoice.py"
+        ],
+        "{every_view}"
+    );
     let work = history(&["work/src/export.py"]);
     assert_eq!(work["files"][0]["commits"][0]["summary"], "exporter", "{work}");
     let cochanged = work["files"][0]["cochanged"].as_array().unwrap();
-    assert!(cochanged.iter().any(|c| c[0] == "work/src/broken.py"), "export.py and broken.py came in one commit: {work}");
+    assert!(
+        cochanged.iter().any(|c| c[0] == "work/src/broken.py"),
+        "export.py and broken.py came in one commit: {work}"
+    );
     // impact lists what changes with a changed file.
     let out = run_ok(ctxd().args(["graph", "impact", "work/src/export.py", "--json", "--db"]).arg(&db));
     let impact: Value = serde_json::from_str(out.trim()).unwrap();
     let partners = impact["cochanged"].as_array().unwrap_or_else(|| panic!("no cochanged: {impact}"));
-    assert!(partners.iter().any(|c| c["path"] == "work/src/broken.py" && c["with"] == "work/src/export.py"), "{impact}");
+    assert!(
+        partners.iter().any(|c| c["path"] == "work/src/broken.py" && c["with"] == "work/src/export.py"),
+        "{impact}"
+    );
     let missing = ctxd().args(["history", "src/nope.py", "--db"]).arg(&db).output().unwrap();
     assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("src/nope.py"));
     // locate says why: the release branch's tax rule changed in its last commit.
-    let out = run_ok(ctxd().args(["locate", "the graduated tax rate rule is wrong for country xx", "--db"]).arg(&db)
-        .args(["--json", "--source", "proj", "--ref", "release/1.0"]));
+    let out =
+        run_ok(ctxd().args(["locate", "the graduated tax rate rule is wrong for country xx", "--db"]).arg(&db).args([
+            "--json",
+            "--source",
+            "proj",
+            "--ref",
+            "release/1.0",
+        ]));
     let located: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(located["files"][0]["path"], "proj@release~1.0/src/tax.py", "{located}");
     let why = located["files"][0]["why"].to_string();
@@ -247,7 +287,8 @@ fn git_sources_are_read_by_ref_from_the_object_database() {
     }
 
     let guide = |r: &str| {
-        let found = paths(&d.search(json!({"query": "guide invoices", "source": "proj", "ref": r, "mode": "bm25", "k": 20})).1);
+        let found =
+            paths(&d.search(json!({"query": "guide invoices", "source": "proj", "ref": r, "mode": "bm25", "k": 20})).1);
         found.iter().any(|p| p.ends_with("/docs/guide.md"))
     };
     assert!(guide("main") && guide("release/1.0"), "a restart keeps every ref's files");
@@ -274,17 +315,25 @@ fn git_sources_are_read_by_ref_from_the_object_database() {
     assert_eq!(poll("notes", None).0, 404, "a folder is watched, not polled");
     assert_eq!(poll("nope", None).0, 404);
     std::thread::sleep(Duration::from_secs(2));
-    assert!(paths(&d.search(json!({"query": "wombatrefund", "source": "proj", "mode": "bm25"})).1).is_empty(), "no poll yet");
+    assert!(
+        paths(&d.search(json!({"query": "wombatrefund", "source": "proj", "mode": "bm25"})).1).is_empty(),
+        "no poll yet"
+    );
     let (s, body) = poll("proj", Some(("X-Gitlab-Token", "a-long-webhook-secret-0123456789")));
     assert_eq!(s, 202, "{body}");
-    super::wait_for("the new commit after the webhook", Duration::from_secs(60), || {
-        paths(&d.search(json!({"query": "wombatrefund", "source": "proj", "mode": "bm25"})).1) == ["proj@main/src/refund.py"]
+    super::support::wait_for("the new commit after the webhook", Duration::from_secs(60), || {
+        paths(&d.search(json!({"query": "wombatrefund", "source": "proj", "mode": "bm25"})).1)
+            == ["proj@main/src/refund.py"]
     });
-    super::wait_for("the deletion", Duration::from_secs(30), || !guide("main"));
+    super::support::wait_for("the deletion", Duration::from_secs(30), || !guide("main"));
     assert!(guide("release/1.0"), "the release branch keeps its guide");
-    let invoice = |r: &str| d.search(json!({"query": "sums the invoice lines", "source": "proj", "ref": r, "mode": "bm25", "k": 5})).1;
-    super::wait_for("main's new invoice module", Duration::from_secs(30), || invoice("main").to_string().contains("narwhalfee"));
-    super::wait_for("release's own invoice module", Duration::from_secs(30), || {
+    let invoice = |r: &str| {
+        d.search(json!({"query": "sums the invoice lines", "source": "proj", "ref": r, "mode": "bm25", "k": 5})).1
+    };
+    super::support::wait_for("main's new invoice module", Duration::from_secs(30), || {
+        invoice("main").to_string().contains("narwhalfee")
+    });
+    super::support::wait_for("release's own invoice module", Duration::from_secs(30), || {
         paths(&invoice("release/1.0")).first().map(String::as_str) == Some("proj@release~1.0/src/invoice.py")
     });
     let release = invoice("release/1.0");
@@ -292,7 +341,8 @@ fn git_sources_are_read_by_ref_from_the_object_database() {
     drop(d);
 
     // Not a repository: a clear error naming the path.
-    std::fs::write(base.join("bad.toml"), "[[source]]\nname = \"x\"\ngit = \"notes\"\n[index]\ndb = \"db2\"\n").unwrap();
+    std::fs::write(base.join("bad.toml"), "[[source]]\nname = \"x\"\ngit = \"notes\"\n[index]\ndb = \"db2\"\n")
+        .unwrap();
     let bad = ctxd().args(["index", "--config"]).arg(base.join("bad.toml")).output().unwrap();
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && err.contains("not a readable git repository") && err.contains("notes"), "{err}");
@@ -319,7 +369,11 @@ fn worktree_edits_shadow_the_checked_out_ref() {
     std::fs::create_dir_all(&app).unwrap();
     git(&app, &["init", "-q", "-b", "main"]);
     write(&app, ".gitignore", "build/\n");
-    write(&app, "src/rate.py", "def shipping_rate(zone):\n    \"\"\"The flat shipping rate of a zone.\"\"\"\n    return 5\n");
+    write(
+        &app,
+        "src/rate.py",
+        "def shipping_rate(zone):\n    \"\"\"The flat shipping rate of a zone.\"\"\"\n    return 5\n",
+    );
     write(&app, "src/cart.py", "def cart_total(items):\n    \"\"\"Sums the cart.\"\"\"\n    return sum(items)\n");
     git(&app, &["add", "-A"]);
     git(&app, &["commit", "-q", "-m", "first"]);
@@ -356,16 +410,25 @@ fn worktree_edits_shadow_the_checked_out_ref() {
     assert_eq!(field(&v, "ref"), ["worktree"], "{v}");
     assert!(find("generated_numbat", None).is_empty(), "ignored files stay out of the work tree's view");
     // An uncommitted edit and an untracked file: the work tree shows them, main does not.
-    write(&app, "src/rate.py", "def shipping_rate(zone):\n    \"\"\"The wombatedit rate, not committed.\"\"\"\n    return 6\n");
-    write(&app, "src/coupon.py", "def apply_coupon(cart):\n    \"\"\"The quollcoupon discount.\"\"\"\n    return cart\n");
-    super::wait_for("the uncommitted edit", Duration::from_secs(30), || {
-        find("wombatedit", None) == ["app@worktree/src/rate.py"] && find("quollcoupon", None) == ["app@worktree/src/coupon.py"]
+    write(
+        &app,
+        "src/rate.py",
+        "def shipping_rate(zone):\n    \"\"\"The wombatedit rate, not committed.\"\"\"\n    return 6\n",
+    );
+    write(
+        &app,
+        "src/coupon.py",
+        "def apply_coupon(cart):\n    \"\"\"The quollcoupon discount.\"\"\"\n    return cart\n",
+    );
+    super::support::wait_for("the uncommitted edit", Duration::from_secs(30), || {
+        find("wombatedit", None) == ["app@worktree/src/rate.py"]
+            && find("quollcoupon", None) == ["app@worktree/src/coupon.py"]
     });
     assert!(find("wombatedit", Some("main")).is_empty() && find("quollcoupon", Some("main")).is_empty());
     // A branch switch: the work tree's view follows the checkout; main keeps its files.
     git(&app, &["checkout", "-q", "-f", "feature"]);
     std::fs::remove_file(app.join("src/coupon.py")).unwrap();
-    super::wait_for("the branch switch", Duration::from_secs(30), || {
+    super::support::wait_for("the branch switch", Duration::from_secs(30), || {
         find("kangaroozone", None) == ["app@worktree/src/rate.py"] && find("quollcoupon", None).is_empty()
     });
     assert!(find("kangaroozone", Some("main")).is_empty(), "main does not have the feature's rule");
@@ -375,9 +438,12 @@ fn worktree_edits_shadow_the_checked_out_ref() {
     assert_eq!(s, 200, "{v}");
     assert_eq!(field(&v, "source"), ["app", "notes"], "{v}");
     // The work tree's history follows HEAD (checked every few seconds).
-    super::wait_for("the work tree's history at the feature branch", Duration::from_secs(30), || {
-        let out = ctxd().args(["history", "src/rate.py", "--json", "--source", "app", "--ref", "worktree", "--db"])
-            .arg(base.join("db")).output().unwrap();
+    super::support::wait_for("the work tree's history at the feature branch", Duration::from_secs(30), || {
+        let out = ctxd()
+            .args(["history", "src/rate.py", "--json", "--source", "app", "--ref", "worktree", "--db"])
+            .arg(base.join("db"))
+            .output()
+            .unwrap();
         String::from_utf8_lossy(&out.stdout).contains("kangaroo zones")
     });
     drop(d);
@@ -386,8 +452,15 @@ fn worktree_edits_shadow_the_checked_out_ref() {
     let url = format!("file://{}", app.display());
     let out = Command::new("git").args(["clone", "-q", "--bare", &url]).arg(base.join("bare.git")).output().unwrap();
     assert!(out.status.success());
-    std::fs::write(base.join("bare.toml"), "[[source]]\nname = \"b\"\ngit = \"bare.git\"\nrefs = [\"worktree\"]\n[index]\ndb = \"db3\"\n").unwrap();
+    std::fs::write(
+        base.join("bare.toml"),
+        "[[source]]\nname = \"b\"\ngit = \"bare.git\"\nrefs = [\"worktree\"]\n[index]\ndb = \"db3\"\n",
+    )
+    .unwrap();
     let bad = ctxd().args(["index", "--config"]).arg(base.join("bare.toml")).output().unwrap();
     let err = String::from_utf8_lossy(&bad.stderr);
-    assert!(!bad.status.success() && err.contains("not the top of a clone's work tree") && err.contains("bare.git"), "{err}");
+    assert!(
+        !bad.status.success() && err.contains("not the top of a clone's work tree") && err.contains("bare.git"),
+        "{err}"
+    );
 }

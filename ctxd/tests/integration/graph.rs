@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::{ctxd, index_json, run_ok, serve_project};
+use super::support::{ctxd, index_json, run_ok, serve_project};
 
 fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);

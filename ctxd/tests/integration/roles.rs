@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::{ctxd, paths_of, run_ok, wait_for, Daemon, S3Server, SECOND_MODEL};
+use super::support::{ctxd, paths_of, run_ok, wait_for, Daemon, S3Server, SECOND_MODEL};
 
 const DB: &str = "s3://team/index";
 
@@ -91,7 +91,11 @@ fn a_writer_and_two_readers_on_a_bucket_agree_and_the_lease_passes_on_after_a_cr
         json!({"query": "walrus migration schedule", "mode": "hybrid"}),
     ];
     for (i, word) in ["walrus", "narwhal", "axolotl"].iter().enumerate() {
-        write(&root, &format!("notes/n{i}.md"), &format!("# {word} migration schedule\n\nThe {word} moves north in spring.\n"));
+        write(
+            &root,
+            &format!("notes/n{i}.md"),
+            &format!("# {word} migration schedule\n\nThe {word} moves north in spring.\n"),
+        );
         let file = format!("notes/n{i}.md");
         wait_for("the writer to commit the new file", Duration::from_secs(60), || {
             paths_of(&writer.search(json!({"query": word, "mode": "bm25"})).1).contains(&file)
@@ -152,7 +156,8 @@ fn a_writer_and_two_readers_on_a_bucket_agree_and_the_lease_passes_on_after_a_cr
     eprintln!("took over {:?} after the kill", killed.elapsed());
     for r in &readers {
         wait_for("readers to see the file written meanwhile", Duration::from_secs(60), || {
-            paths_of(&r.search(json!({"query": "okapi census", "mode": "bm25"})).1).contains(&"notes/late.md".to_string())
+            paths_of(&r.search(json!({"query": "okapi census", "mode": "bm25"})).1)
+                .contains(&"notes/late.md".to_string())
         });
     }
     let after = snaps("after the takeover");

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{ctxd, run_ok, serve_project, wait_for};
+use super::support::{ctxd, run_ok, serve_project, wait_for};
 
 fn project(root: &Path) {
     let files = [

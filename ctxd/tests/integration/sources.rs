@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{ctxd, python, run_ok, Daemon};
+use super::support::{ctxd, python, run_ok, Daemon};
 
 const ADMIN: &str = "admin-token-0123456789";
 const DOCS_ONLY: &str = "docs-team-token-0123456789";
@@ -58,11 +58,8 @@ fn config(base: &Path, sources: &[&str]) -> std::path::PathBuf {
     text.push_str("[index]\ndb = \"db\"\n\n[server]\nsource_tokens_file = \"tokens.toml\"\n");
     let path = base.join("ctxd.toml");
     std::fs::write(&path, text).unwrap();
-    std::fs::write(
-        base.join("tokens.toml"),
-        format!("[[token]]\ntoken = \"{DOCS_ONLY}\"\nsources = [\"docs\"]\n"),
-    )
-    .unwrap();
+    std::fs::write(base.join("tokens.toml"), format!("[[token]]\ntoken = \"{DOCS_ONLY}\"\nsources = [\"docs\"]\n"))
+        .unwrap();
     path
 }
 
@@ -93,11 +90,15 @@ fn named_sources_share_one_index_and_a_token_reads_only_its_own() {
     // One pass over every source, into one database.
     let out = run_ok(ctxd().args(["index", "--config"]).arg(&cfg).arg("--json"));
     let summary: Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!(summary["files_indexed"], 4, "api 1 (README left out by include, the fixture by exclude), docs 2, web 1: {summary}");
+    assert_eq!(
+        summary["files_indexed"], 4,
+        "api 1 (README left out by include, the fixture by exclude), docs 2, web 1: {summary}"
+    );
 
     // The CLI narrows with --source; results carry their source and a path under it.
     let search = |extra: &[&str]| -> Value {
-        let out = run_ok(ctxd().args(["search", "invoice total", "--db"]).arg(&db).args(["--json", "--k", "10"]).args(extra));
+        let out =
+            run_ok(ctxd().args(["search", "invoice total", "--db"]).arg(&db).args(["--json", "--k", "10"]).args(extra));
         serde_json::from_str(out.trim()).unwrap()
     };
     let all = search(&[]);
@@ -119,7 +120,7 @@ fn named_sources_share_one_index_and_a_token_reads_only_its_own() {
         (resp.status().as_u16(), resp.json().unwrap_or(Value::Null))
     };
     let get = |token: &str, path: &str| http.get(format!("{}{path}", d.base)).bearer_auth(token).send().unwrap();
-    super::wait_for("readiness", Duration::from_secs(300), || get(ADMIN, "/readyz").status().as_u16() == 200);
+    super::support::wait_for("readiness", Duration::from_secs(300), || get(ADMIN, "/readyz").status().as_u16() == 200);
 
     let q = json!({"query": "invoice total", "k": 10});
     let (s, admin_all) = post(ADMIN, "/v1/search", q.clone());
@@ -144,7 +145,10 @@ fn named_sources_share_one_index_and_a_token_reads_only_its_own() {
     assert!(paths(&loc, "files").iter().all(|p| p.starts_with("docs/")), "{loc}");
     let (s, syms) = post(DOCS_ONLY, "/v1/symbols/get", json!({"names": ["total_invoice"]}));
     assert_eq!(s, 200);
-    assert!(syms["missing"].as_array().unwrap().iter().any(|m| m == "total_invoice"), "another source's symbol: {syms}");
+    assert!(
+        syms["missing"].as_array().unwrap().iter().any(|m| m == "total_invoice"),
+        "another source's symbol: {syms}"
+    );
     let (s, refs) = post(DOCS_ONLY, "/v1/graph/find_references", json!({"symbol": "total_invoice"}));
     assert!(s == 200 || s == 400, "{refs}");
     assert!(!refs.to_string().contains("api/billing"), "{refs}");
@@ -165,7 +169,8 @@ fn named_sources_share_one_index_and_a_token_reads_only_its_own() {
 
     // MCP over HTTP with the docs token.
     let call = |token: &str, args: Value| -> Value {
-        let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search", "arguments": args}});
+        let msg =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search", "arguments": args}});
         post(token, "/mcp", msg).1
     };
     let r = call(DOCS_ONLY, json!({"query": "invoice total"}));
@@ -215,16 +220,24 @@ print(json.dumps({"table_paths": table.column("path").to_pylist(), "table_source
     drop(d);
 
     // Dropping `web` from the config drops its files, and nothing else.
-    let before = run_ok(ctxd().args(["search", "invoice", "--db"]).arg(&db).args(["--json", "--k", "20", "--source", "docs,api"]));
+    let before = run_ok(
+        ctxd().args(["search", "invoice", "--db"]).arg(&db).args(["--json", "--k", "20", "--source", "docs,api"]),
+    );
     config(base, &["api", "docs"]);
     let out = run_ok(ctxd().args(["index", "--config"]).arg(&cfg).arg("--json"));
     let summary: Value = serde_json::from_str(out.trim()).unwrap();
     // (A file with definitions but no graph edges is chunked again, as in any index whose edges
     // table is empty; its rows are unchanged.)
-    assert_eq!((summary["files_removed"].as_u64(), summary["chunks_written"].as_u64()), (Some(1), Some(0)), "{summary}");
+    assert_eq!(
+        (summary["files_removed"].as_u64(), summary["chunks_written"].as_u64()),
+        (Some(1), Some(0)),
+        "{summary}"
+    );
     let after = search(&[]);
     assert_eq!(sources_of(&after, "results"), ["api", "docs"]);
-    let again = run_ok(ctxd().args(["search", "invoice", "--db"]).arg(&db).args(["--json", "--k", "20", "--source", "docs,api"]));
+    let again = run_ok(
+        ctxd().args(["search", "invoice", "--db"]).arg(&db).args(["--json", "--k", "20", "--source", "docs,api"]),
+    );
     let (b, a): (Value, Value) = (serde_json::from_str(&before).unwrap(), serde_json::from_str(&again).unwrap());
     assert_eq!(paths(&b, "results"), paths(&a, "results"), "the other sources are untouched");
 
@@ -232,8 +245,13 @@ print(json.dumps({"table_paths": table.column("path").to_pylist(), "table_source
     let refused = ctxd().args(["index", "."]).arg("--config").arg(&cfg).output().unwrap();
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("names its sources"));
-    std::fs::write(base.join("bad.toml"), "[[source]]\nname = \"a/b\"\nroot = \"api\"\n[[source]]\nroot = \"docs\"\n").unwrap();
-    let bad = Command::new(env!("CARGO_BIN_EXE_ctxd")).args(["config", "validate"]).arg(base.join("bad.toml")).output().unwrap();
+    std::fs::write(base.join("bad.toml"), "[[source]]\nname = \"a/b\"\nroot = \"api\"\n[[source]]\nroot = \"docs\"\n")
+        .unwrap();
+    let bad = Command::new(env!("CARGO_BIN_EXE_ctxd"))
+        .args(["config", "validate"])
+        .arg(base.join("bad.toml"))
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && err.contains("source.name") && err.contains("missing field `name`"), "{err}");
 }
@@ -248,10 +266,17 @@ fn sighup_indexes_an_added_source_and_drops_a_removed_one() {
     repos(base);
     // An import, so the code graph has an edge (an index whose graph is empty is given one
     // again at every start).
-    write(&base.join("api"), &[("billing/tax.py", "from billing.invoice import total_invoice\n\ndef tax(lines):\n    return total_invoice(lines) * 0.2\n")]);
+    write(
+        &base.join("api"),
+        &[(
+            "billing/tax.py",
+            "from billing.invoice import total_invoice\n\ndef tax(lines):\n    return total_invoice(lines) * 0.2\n",
+        )],
+    );
     let cfg = base.join("ctxd.toml");
     let write_config = |names: &[&str]| {
-        let mut text: String = names.iter().map(|n| format!("[[source]]\nname = \"{n}\"\nroot = \"{n}\"\n\n")).collect();
+        let mut text: String =
+            names.iter().map(|n| format!("[[source]]\nname = \"{n}\"\nroot = \"{n}\"\n\n")).collect();
         text.push_str("[index]\ndb = \"db\"\n");
         std::fs::write(&cfg, text).unwrap();
     };
@@ -268,20 +293,26 @@ fn sighup_indexes_an_added_source_and_drops_a_removed_one() {
 
     std::fs::write(&cfg, "[[source]]\nname = \n").unwrap();
     hangup();
-    super::wait_for("the failed reload counted", Duration::from_secs(30), || {
+    super::support::wait_for("the failed reload counted", Duration::from_secs(30), || {
         metric("ctxd_pipeline_source_reloads_total{result=\"failed\"}") >= 1.0
     });
     assert_eq!(found(), ["api", "docs"], "a broken file changes nothing");
 
     write_config(&["api", "web"]);
     hangup();
-    super::wait_for("web indexed and docs dropped", Duration::from_secs(120), || found() == ["api", "web"]);
+    super::support::wait_for("web indexed and docs dropped", Duration::from_secs(120), || found() == ["api", "web"]);
     let (s, v) = d.search(json!({"query": "refund", "source": "docs"}));
     assert_eq!(s, 400, "docs is no source any more: {v}");
     let (s, v) = d.search(json!({"query": "render invoice", "source": "web", "mode": "bm25"}));
     assert_eq!((s, paths(&v, "results").first().map(String::as_str)), (200, Some("web/src/invoice.js")), "{v}");
-    super::wait_for("the removals counted", Duration::from_secs(30), || metric("ctxd_upsert_removed_files_total") >= removed + 2.0);
-    assert_eq!(metric("ctxd_upsert_files_total"), upserted + 1.0, "only web's file is indexed; api's are not read again");
+    super::support::wait_for("the removals counted", Duration::from_secs(30), || {
+        metric("ctxd_upsert_removed_files_total") >= removed + 2.0
+    });
+    assert_eq!(
+        metric("ctxd_upsert_files_total"),
+        upserted + 1.0,
+        "only web's file is indexed; api's are not read again"
+    );
     assert_eq!(metric("ctxd_pipeline_source_reloads_total{result=\"applied\"}"), 1.0);
     drop(d);
 

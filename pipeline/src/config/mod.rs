@@ -33,11 +33,13 @@ pub mod env;
 pub mod named;
 mod raw;
 pub mod sections;
+pub mod server;
 mod validate;
 
 pub use env::{env_overrides, Override};
 pub use named::{NamedSource, WORKTREE};
 pub use sections::*;
+pub use server::*;
 
 impl Config {
     /// Parses TOML text; `origin` names the file in errors. Relative paths in the file are
@@ -297,7 +299,8 @@ mod tests {
 
     #[test]
     fn named_sources_are_an_array_of_tables_with_unique_names() {
-        let text = "[[source]]\nname = \"api\"\nroot = \"repos/api\"\ninclude = [\"**/*.py\"]\nmax_file_bytes = 1000\n\n\
+        let text =
+            "[[source]]\nname = \"api\"\nroot = \"repos/api\"\ninclude = [\"**/*.py\"]\nmax_file_bytes = 1000\n\n\
                     [[source]]\nname = \"docs\"\nroot = \"s3://bucket/docs\"\npoll_interval_secs = 5\n";
         let cfg = Config::from_toml(text, Path::new("/etc/ctxd/c.toml")).unwrap();
         let sources = cfg.sources();

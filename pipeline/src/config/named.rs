@@ -28,8 +28,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::{sections::mirror_of, Config};
-
 /// The ref that names a clone's work tree as it is on disk (a git source's view of it, or a
 /// folder source, always read that way).
 pub const WORKTREE: &str = "worktree";
@@ -99,44 +97,24 @@ impl NamedSource {
     }
 }
 
-impl Config {
-    /// Every source this configuration indexes: the `[[source]]` entries, or the one `[source]`.
-    pub fn sources(&self) -> Vec<NamedSource> {
-        if !self.named.is_empty() {
-            return self.named.clone();
+/// The mirror directory of an `s3://` root: `mirror_dir` when set, else under the cache.
+pub(crate) fn mirror_of(root: &std::path::Path, mirror_dir: Option<&PathBuf>) -> PathBuf {
+    if let Some(dir) = mirror_dir {
+        return dir.clone();
+    }
+    let uri = ctxd_stages::object::ObjectUri::parse(&root.to_string_lossy());
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    let mut dir = cache.join("ctxd").join("objects");
+    if let Some(u) = uri {
+        dir.push(u.bucket);
+        if !u.prefix.is_empty() {
+            dir.push(u.prefix);
         }
-        let s = &self.source;
-        vec![NamedSource {
-            name: String::new(),
-            root: s.root.clone(),
-            include: s.include.clone(),
-            exclude: s.exclude.clone(),
-            mirror_dir: s.mirror_dir.clone(),
-            poll_interval_secs: s.poll_interval_secs,
-            git: None,
-            refs: Vec::new(),
-        }]
     }
-
-    /// The git sources that watch their work tree (`"worktree"` among their refs).
-    pub fn worktree_sources(&self) -> Vec<String> {
-        self.named.iter().filter(|s| s.worktree().is_some()).map(|s| s.name.clone()).collect()
-    }
-
-    /// `(name, default ref)` of each git source.
-    pub fn git_sources(&self) -> Vec<(String, String)> {
-        self.named.iter().filter(|s| s.git.is_some()).map(|s| (s.name.clone(), s.default_ref().to_string())).collect()
-    }
-
-    /// True when the sources have names (their files are stored under `<name>/`).
-    pub fn has_named_sources(&self) -> bool {
-        !self.named.is_empty()
-    }
-
-    /// The names of the named sources (empty with one unnamed source).
-    pub fn source_names(&self) -> Vec<String> {
-        self.named.iter().map(|s| s.name.clone()).collect()
-    }
+    dir
 }
 
 /// Why `name` cannot name a source, if it cannot: it becomes the first segment of every path
@@ -176,7 +154,7 @@ mod tests {
 
     #[test]
     fn one_unnamed_source_without_entries() {
-        let cfg = Config::default();
+        let cfg = crate::Config::default();
         let sources = cfg.sources();
         assert_eq!(sources.len(), 1);
         assert_eq!((sources[0].name.as_str(), sources[0].prefix()), ("", String::new()));

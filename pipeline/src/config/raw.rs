@@ -60,7 +60,7 @@ pub(crate) struct RawConfig {
 /// `[source]` (one table) or `[[source]]` (an array of tables, each with a `name`).
 #[derive(Debug)]
 pub(crate) enum RawSources {
-    One(RawSource),
+    One(Box<RawSource>),
     Many(Vec<RawSource>),
 }
 
@@ -71,7 +71,9 @@ impl<'de> Deserialize<'de> for RawSources {
         if value.is_array() {
             Vec::<RawSource>::deserialize(value).map(RawSources::Many).map_err(|e| D::Error::custom(one_line(&e)))
         } else {
-            RawSource::deserialize(value).map(RawSources::One).map_err(|e| D::Error::custom(one_line(&e)))
+            RawSource::deserialize(value)
+                .map(|s| RawSources::One(Box::new(s)))
+                .map_err(|e| D::Error::custom(one_line(&e)))
         }
     }
 }

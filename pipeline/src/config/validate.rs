@@ -15,7 +15,8 @@ use super::raw::{
 use std::path::PathBuf;
 
 use super::named::{glob_problem, name_problem, NamedSource};
-use super::sections::{AggregateSourceConfig, Config, SourceConfig, StageTuning, MAX_RERANK_DEPTH, MAX_STALE_ANSWER_MS};
+use super::sections::{Config, SourceConfig, StageTuning};
+use super::server::{AggregateSourceConfig, MAX_RERANK_DEPTH, MAX_STALE_ANSWER_MS};
 
 /// Collects the problems of one configuration while building it.
 struct Checker<'a> {
@@ -84,7 +85,7 @@ pub(crate) fn build(raw: RawConfig, text: &str, from_env: &[(Vec<String>, String
     let mut cfg = Config::default();
     c.unknown(&[], raw.unknown);
     match c.value(&[], "source", raw.source) {
-        Some(RawSources::One(s)) => source(&mut c, &mut cfg, s),
+        Some(RawSources::One(s)) => source(&mut c, &mut cfg, *s),
         Some(RawSources::Many(entries)) => named_sources(&mut c, &mut cfg, entries),
         None => {}
     }
@@ -116,7 +117,10 @@ fn source(c: &mut Checker, cfg: &mut Config, mut raw: RawSource) {
     let (git, refs) = git_keys(c, p, &mut raw);
     shared_source_keys(c, &mut cfg.source, p, raw);
     if git.is_some() && name.is_none() {
-        c.problem(&[p, &["name"]].concat(), "a git source needs a `name` (its files are stored under <name>@<ref>/)".into());
+        c.problem(
+            &[p, &["name"]].concat(),
+            "a git source needs a `name` (its files are stored under <name>@<ref>/)".into(),
+        );
     }
     if let Some(name) = name {
         if let Some(why) = name_problem(&name) {
@@ -298,8 +302,7 @@ fn server(c: &mut Checker, cfg: &mut Config, raw: RawServer) {
     c.set(&mut out.listen, p, "listen", raw.listen);
     c.set(&mut out.flight_listen, p, "flight_listen", raw.flight_listen);
     out.auth_token_file = c.value(p, "auth_token_file", raw.auth_token_file).or(out.auth_token_file.take());
-    out.source_tokens_file =
-        c.value(p, "source_tokens_file", raw.source_tokens_file).or(out.source_tokens_file.take());
+    out.source_tokens_file = c.value(p, "source_tokens_file", raw.source_tokens_file).or(out.source_tokens_file.take());
     out.webhook_secret_file =
         c.value(p, "webhook_secret_file", raw.webhook_secret_file).or(out.webhook_secret_file.take());
     c.set(&mut out.rerank_depth, p, "rerank_depth", raw.rerank_depth);
@@ -393,7 +396,7 @@ pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {
     }
     // A git source deletes the blobs of its mirror that its refs no longer hold: one mirror
     // per source (paths as resolved, so `m` and `./m` are the same folder).
-    let git: Vec<&crate::config::named::NamedSource> = cfg.named.iter().filter(|s| s.git.is_some()).collect();
+    let git: Vec<&NamedSource> = cfg.named.iter().filter(|s| s.git.is_some()).collect();
     for (i, s) in git.iter().enumerate() {
         let mirror = s.mirror();
         let norm = |p: &std::path::Path| {
@@ -401,7 +404,13 @@ pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {
         };
         if let Some(other) = cfg.named.iter().find(|o| o.name != s.name && norm(&o.mirror()) == norm(&mirror)) {
             if git[..i].iter().all(|g| g.name != other.name) {
-                err("source.mirror_dir", format!("source '{}' has the mirror_dir of source '{}': give each source its own", s.name, other.name));
+                err(
+                    "source.mirror_dir",
+                    format!(
+                        "source '{}' has the mirror_dir of source '{}': give each source its own",
+                        s.name, other.name
+                    ),
+                );
             }
         }
     }
@@ -454,14 +463,19 @@ pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {
         err("server.reader_poll_ms", message.into());
     }
     if server.queue_timeout_ms == 0 {
-        err("server.queue_timeout_ms", "server.queue_timeout_ms must be above 0 (max_queued_queries = 0 turns the queue off)".into());
+        err(
+            "server.queue_timeout_ms",
+            "server.queue_timeout_ms must be above 0 (max_queued_queries = 0 turns the queue off)".into(),
+        );
     }
     if server.rerank_depth > MAX_RERANK_DEPTH {
         let message = format!("server.rerank_depth must be at most {MAX_RERANK_DEPTH} (0 turns rescoring off)");
         err("server.rerank_depth", message);
     }
     if server.stale_answer_ms > MAX_STALE_ANSWER_MS {
-        let message = format!("server.stale_answer_ms must be at most {MAX_STALE_ANSWER_MS} (0: never answer from a superseded version)");
+        let message = format!(
+            "server.stale_answer_ms must be at most {MAX_STALE_ANSWER_MS} (0: never answer from a superseded version)"
+        );
         err("server.stale_answer_ms", message);
     }
     let mut names = std::collections::HashSet::new();

@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use super::record::{make_chunk, Chunk};
+use super::record::make_chunk;
+use ctxd_index::Chunk;
 
 /// Counts tokens in a text.
 pub type TokenCountFn = Arc<dyn Fn(&str) -> usize + Send + Sync>;

@@ -7,16 +7,17 @@ use tree_sitter::{Parser, Tree};
 
 use super::chunker::{ChunkConfig, Chunker, Ctx};
 use super::lang::grammar;
-use super::record::{self, make_chunk, Chunk, ChunkedFile};
+use super::record::{self, make_chunk, ChunkedFile};
 use super::sections::line_sections;
 use super::symbols;
-use crate::graph;
+use crate::edges;
 use crate::load::{LoadedFile, Section};
 use crate::metrics as m;
+use ctxd_index::Chunk;
 
 impl Chunker {
     /// Chunks a loaded file and lists its definitions and, for code, its outgoing edges
-    /// ([`crate::graph::extract`], each from the innermost definition of the symbol table).
+    /// ([`crate::edges::extract`], each from the innermost definition of the symbol table).
     /// Symbols are taken before small definitions are merged, so every definition has its own
     /// symbol-table row.
     pub fn chunk_file(&self, file: &LoadedFile) -> ChunkedFile {
@@ -32,8 +33,8 @@ impl Chunker {
                 self.count_chunks(method, &chunks);
                 let edges = match tree {
                     Some(tree) => {
-                        let edges = graph::extract_parsed(&file.rel, file.language, &file.text, &tree);
-                        graph::fit_to_symbols(edges, &symbols)
+                        let edges = edges::extract_parsed(&file.rel, file.language, &file.text, &tree);
+                        edges::fit_to_symbols(edges, &symbols)
                     }
                     None => Vec::new(),
                 };

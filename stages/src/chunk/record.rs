@@ -3,8 +3,7 @@
 //! constructor every chunking method ends in (content hash, 1-based lines, empty symbols
 //! dropped).
 
-/// One chunk of a file: the one chunk record of ctxd (see [`ctxd_index::Chunk`]).
-pub use ctxd_index::Chunk;
+use ctxd_index::Chunk;
 
 /// A file cut into chunks.
 #[derive(Debug, Clone)]
@@ -17,7 +16,7 @@ pub struct ChunkedFile {
     pub chunks: Vec<Chunk>,
     /// The file's definitions (the symbol table's rows); empty for streamed parts.
     pub symbols: Vec<ctxd_index::SymbolRow>,
-    /// The code graph's outgoing edges of a code file ([`crate::graph`]); empty for
+    /// The code graph's outgoing edges of a code file ([`crate::edges`]); empty for
     /// documents, extracted text (PDF, notebooks, HTML) and streamed parts.
     pub edges: Vec<ctxd_index::EdgeRow>,
     /// Set for the parts of a file too large to hold in memory (see [`crate::chunk::Chunker::stream`]).

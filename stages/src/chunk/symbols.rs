@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use ctxd_index::SymbolRow;
 
-use super::record::Chunk;
+use ctxd_index::Chunk;
 
 fn is_comment(line: &str) -> bool {
     let t = line.trim_start();

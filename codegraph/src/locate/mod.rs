@@ -1,0 +1,159 @@
+//! Localization: an issue, a stack trace or a task description → the **files** to change,
+//! ranked, each with the definitions most likely to change and `why` it is there.
+//!
+//! [`text`] reads the issue into weighted parts (title, frames, paths, identifiers, messages,
+//! cleaned prose); [`signals`] scores files by each signal; [`fuse`] combines them — a weighted
+//! sum of per-signal scores, personalised PageRank over the code graph from the best files,
+//! and the demotion of test, doc, example and vendored files unless the text asks for them.
+//! With a git history in the index ([`history`]), recency and co-change join the sum.
+//! `without` turns signals off (the evaluation's ablation).
+//!
+//! Texts up to [`MAX_LOCATE_BYTES`] are accepted (real issues carry tracebacks, logs and
+//! package lists); only their informative parts reach BM25 and the model.
+
+pub mod fuse;
+pub mod history;
+pub mod prior;
+pub mod request;
+pub mod signals;
+pub mod text;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::graph::cache::Graph;
+use crate::graph::cache::GraphCache;
+use ctxd_index::SourceScope;
+use ctxd_search::error::SearchError;
+use ctxd_search::retriever::Retriever;
+use request::{LocateAnswer, LocateRequest};
+use signals::Signal;
+
+/// Chunk hits read per retrieval signal.
+const DEPTH: usize = 200;
+
+/// Answers localization requests over one searcher's index (and its graph cache).
+#[derive(Clone)]
+pub struct Locator {
+    retriever: Retriever,
+    graphs: GraphCache,
+    histories: history::HistoryCache,
+}
+
+impl Locator {
+    pub fn new(retriever: Retriever, graphs: GraphCache) -> Self {
+        Self { retriever, graphs, histories: history::HistoryCache::default() }
+    }
+
+    /// The graph of the latest index version, or of the snapshot `as_of` names, over the
+    /// sources of `source` (all when `None`).
+    pub async fn graph(&self, as_of: Option<&str>, source: Option<&SourceScope>) -> Result<Arc<Graph>, SearchError> {
+        let (index, _) = self.retriever.current().index_as_of(as_of, source).await?;
+        self.graphs.get(&index).await
+    }
+
+    /// The recorded history of `path` (see [`history::file_logs`]) over the sources of
+    /// `source`: `limit` commits and co-changed files each.
+    pub async fn history(
+        &self,
+        path: &str,
+        limit: usize,
+        source: Option<&SourceScope>,
+    ) -> Result<history::HistoryAnswer, SearchError> {
+        let (index, _) = self.retriever.current().index_as_of(None, source).await?;
+        let h = self.histories.get(&index).await?;
+        if h.is_empty() {
+            return Err(SearchError::BadRequest(
+                "this index has no git history: it is recorded for git sources and for source folders that are git \
+                 clones (`[index] history_commits` > 0)"
+                    .into(),
+            ));
+        }
+        let mut answer = history::file_logs(&h, path, limit);
+        // Partners that are not indexed (an LFS pointer, a skipped file) are left out.
+        let graph = self.graphs.get(&index).await?;
+        for f in &mut answer.files {
+            f.cochanged.retain(|(p, _)| graph.code.file(p).is_some());
+            f.cochanged.truncate(limit);
+        }
+        if answer.files.is_empty() {
+            return Err(SearchError::BadRequest(format!(
+                "no recorded commit changed '{path}' (each view keeps its last `[index] history_commits` commits); give \
+                 an indexed path"
+            )));
+        }
+        Ok(answer)
+    }
+
+    /// The files that change together with `paths` in the git history of `source`'s view (see
+    /// [`history::cochanged_with`]), those `code` (the caller's graph) indexes; empty without
+    /// history.
+    pub async fn cochanged(
+        &self,
+        code: &crate::graph::CodeGraph,
+        paths: &[String],
+        limit: usize,
+        source: Option<&SourceScope>,
+    ) -> Result<Vec<crate::graph::impact::CoChanged>, SearchError> {
+        let (index, _) = self.retriever.current().index_as_of(None, source).await?;
+        let h = self.histories.get(&index).await?;
+        Ok(history::cochanged_with(&h, paths, limit, |p| code.file(p).is_some()))
+    }
+
+    /// Ranks the files `req.text` is about.
+    pub async fn locate(&self, req: &LocateRequest) -> Result<LocateAnswer, SearchError> {
+        let without = req.validate()?;
+        let started = Instant::now();
+        let pinned = self.retriever.current();
+        let (index, _) = pinned.index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
+        let graph = self.graphs.get(&index).await?;
+        let issue = text::read(&req.text);
+        let on = |s: Signal| !without.contains(&s);
+        let bm25_query = fuse::bm25_text(&issue);
+        let vector = match (on(Signal::Vector), pinned.embed()) {
+            (true, Some(embed)) => embed.embed(vec![issue.summary.clone()]).await?.into_iter().next(),
+            _ => None,
+        };
+        let (bm25_hits, vector_hits) = tokio::join!(
+            async {
+                if on(Signal::Bm25) {
+                    index.fts_search(&bm25_query, DEPTH).await
+                } else {
+                    Ok(Vec::new())
+                }
+            },
+            async {
+                match &vector {
+                    Some(v) => index.vector_search(v, DEPTH).await,
+                    None => Ok(Vec::new()),
+                }
+            }
+        );
+        let (bm25_hits, vector_hits) = (bm25_hits?, vector_hits?);
+        let mut message_hits = Vec::new();
+        if on(Signal::Messages) {
+            for m in &issue.messages {
+                message_hits.push((m.clone(), index.fts_search(m, 30).await?));
+            }
+        }
+        let history = if on(Signal::Recency) || on(Signal::Cochange) {
+            self.histories.get(&index).await?
+        } else {
+            Default::default()
+        };
+        let inputs = fuse::Inputs {
+            issue: &issue,
+            bm25: &bm25_hits,
+            vector: &vector_hits,
+            messages: &message_hits,
+            history: &history,
+        };
+        let files = fuse::rank(&graph, &inputs, &without, req.k, req.definitions);
+        metrics::histogram!(crate::metrics::LOCATE_SECONDS).record(started.elapsed().as_secs_f64());
+        Ok(LocateAnswer {
+            files,
+            signals: Signal::ALL.into_iter().filter(|s| on(*s)).collect(),
+            took_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+}

@@ -1,0 +1,101 @@
+//! What a localization is asked and answers: [`LocateRequest`] (the JSON of `/v1/locate`, the
+//! MCP `locate` arguments, the CLI's flags) with its limits, and [`LocateAnswer`] with one
+//! [`LocatedFile`] per file; the work is [`super::Locator`]'s.
+
+use ctxd_index::SourceScope;
+use ctxd_search::error::SearchError;
+use serde::{Deserialize, Serialize};
+
+use super::signals::Signal;
+use crate::graph::Place;
+
+/// Largest text `locate` accepts.
+pub const MAX_LOCATE_BYTES: usize = 1 << 20;
+/// Most files an answer lists.
+pub const MAX_LOCATE_K: usize = 100;
+
+/// A localization request (the JSON of `/v1/locate`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocateRequest {
+    /// The issue, trace or task text.
+    pub text: String,
+    #[serde(default = "default_k")]
+    pub k: usize,
+    /// Signals to leave out (see [`Signal`]).
+    #[serde(default)]
+    pub without: Vec<String>,
+    /// Definitions listed per file.
+    #[serde(default = "default_defs")]
+    pub definitions: usize,
+    /// Locate in this snapshot (a version number or a tag): its chunks, symbols and graph.
+    #[serde(default)]
+    pub as_of: Option<String>,
+    /// Only these named sources (see [`ctxd_search::sources`]).
+    #[serde(default, deserialize_with = "ctxd_search::sources::de_sources")]
+    pub source: Option<SourceScope>,
+    /// A git source's branch, tag or commit to read (default: each git source's first ref).
+    #[serde(default, rename = "ref")]
+    pub git_ref: Option<String>,
+}
+
+fn default_k() -> usize {
+    10
+}
+fn default_defs() -> usize {
+    3
+}
+
+impl LocateRequest {
+    pub fn new(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            k: default_k(),
+            without: Vec::new(),
+            definitions: default_defs(),
+            as_of: None,
+            source: None,
+            git_ref: None,
+        }
+    }
+
+    /// Checks the text and k; parses `without`.
+    pub fn validate(&self) -> Result<Vec<Signal>, SearchError> {
+        if self.text.trim().is_empty() {
+            return Err(SearchError::EmptyQuery);
+        }
+        if self.text.len() > MAX_LOCATE_BYTES {
+            return Err(SearchError::QueryTooLong { len: self.text.len(), limit: MAX_LOCATE_BYTES });
+        }
+        if self.text.contains('\0') {
+            return Err(SearchError::BadRequest(
+                "the text holds NUL bytes (binary data?): send the issue text, a trace or a diff as UTF-8 text".into(),
+            ));
+        }
+        if self.k == 0 || self.k > MAX_LOCATE_K {
+            return Err(SearchError::BadK { got: self.k, max: MAX_LOCATE_K });
+        }
+        self.without.iter().map(|s| s.parse()).collect()
+    }
+}
+
+/// One file of the answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct LocatedFile {
+    pub path: String,
+    pub score: f64,
+    /// The signals that put it there, strongest first (`signal: reason`).
+    pub why: Vec<String>,
+    /// The definitions in it most likely to change.
+    pub definitions: Vec<Place>,
+}
+
+/// The answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct LocateAnswer {
+    pub files: Vec<LocatedFile>,
+    /// Signals that contributed (after `without`).
+    pub signals: Vec<Signal>,
+    /// Milliseconds spent.
+    pub took_ms: u64,
+}

@@ -1,0 +1,287 @@
+//! The code-graph tools and localization as one surface for the wire: HTTP (`POST /v1/locate`,
+//! `POST /v1/graph/<tool>`) and MCP (a tool each) both call [`GraphTools::call`] with the
+//! tool and its JSON arguments (every tool also takes `as_of`: a snapshot's version or tag, and `source`: see [`ctxd_search::sources`]) and send back its JSON answer, so the two can never differ.
+//!
+//! | tool | arguments | answer |
+//! |---|---|---|
+//! | `locate` | `text` (≤ 1 MB), `k`, `without` | `{"files":[{path,score,why,definitions}],…}` |
+//! | `find_references` | `symbol`, `limit`, `kinds` | `{"definitions","uses","unresolved"}` |
+//! | `callers` / `callees` | `symbol`, `limit` | the same |
+//! | `imports` / `imported_by` | `path` | `{"path","files":[{path,lines,names,test}]}` |
+//! | `impact` | `paths` and/or `diff`, `limit` | `{"changed","affected","tests"}` |
+//! | `repo_map` | `query`?, `budget` | `{"files","text","tokens","budget","ranked_by"}` |
+//! | `history` | `path`, `limit` | `{"files":[{path,source,ref,commits,cochanged}]}` (see [`crate::locate::history`]) |
+
+use serde_json::Value;
+
+use crate::graph::cache::GraphCache;
+use crate::graph::impact::{impact, parse_diff, Change};
+use crate::graph::repo_map::{central_files, repo_map, RepoMap};
+use crate::graph::tools;
+use crate::locate::request::{LocateRequest, MAX_LOCATE_K};
+use crate::locate::Locator;
+use ctxd_index::SourceScope;
+use ctxd_search::error::SearchError;
+use ctxd_search::retriever::Retriever;
+
+/// The tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphTool {
+    Locate,
+    FindReferences,
+    Callers,
+    Callees,
+    Imports,
+    ImportedBy,
+    Impact,
+    RepoMap,
+    History,
+}
+
+impl GraphTool {
+    pub const ALL: [GraphTool; 9] = [
+        GraphTool::Locate,
+        GraphTool::FindReferences,
+        GraphTool::Callers,
+        GraphTool::Callees,
+        GraphTool::Imports,
+        GraphTool::ImportedBy,
+        GraphTool::Impact,
+        GraphTool::RepoMap,
+        GraphTool::History,
+    ];
+
+    /// The tool's name (MCP tool name; the HTTP route is `/v1/graph/<name>`, `/v1/locate`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GraphTool::Locate => "locate",
+            GraphTool::FindReferences => "find_references",
+            GraphTool::Callers => "callers",
+            GraphTool::Callees => "callees",
+            GraphTool::Imports => "imports",
+            GraphTool::ImportedBy => "imported_by",
+            GraphTool::Impact => "impact",
+            GraphTool::RepoMap => "repo_map",
+            GraphTool::History => "history",
+        }
+    }
+
+    /// The tool `name` names.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+/// Largest request body of the tools that take long texts (`locate`'s text, `impact`'s diff):
+/// the text limit plus room for JSON escaping.
+pub const MAX_TOOL_BODY_BYTES: usize = 3 * crate::locate::request::MAX_LOCATE_BYTES;
+
+fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str, SearchError> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| SearchError::BadRequest(format!("argument '{name}' (a non-empty string) is required")))
+}
+
+fn usize_arg(args: &Value, name: &str, default: usize, max: usize) -> Result<usize, SearchError> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=max as u64).contains(&n) => Ok(n as usize),
+            _ => Err(SearchError::BadRequest(format!("argument '{name}' must be an integer between 1 and {max}"))),
+        },
+    }
+}
+
+fn strings_arg(args: &Value, name: &str) -> Result<Vec<String>, SearchError> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| SearchError::BadRequest(format!("argument '{name}' must be a list of strings"))),
+        Some(_) => Err(SearchError::BadRequest(format!("argument '{name}' must be a list of strings"))),
+    }
+}
+
+fn known_args(args: &Value, allowed: &[&str]) -> Result<(), SearchError> {
+    let Some(obj) = args.as_object() else {
+        return Err(SearchError::BadRequest("arguments must be a JSON object".into()));
+    };
+    match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(SearchError::BadRequest(format!("unknown argument '{k}' (accepted: {})", allowed.join(", ")))),
+        None => Ok(()),
+    }
+}
+
+/// Answers the tools over one index (following model switches through the retriever).
+#[derive(Clone)]
+pub struct GraphTools {
+    locator: Locator,
+}
+
+impl GraphTools {
+    pub fn new(retriever: Retriever) -> Self {
+        Self::with_locator(Locator::new(retriever, GraphCache::default()))
+    }
+
+    /// Tools over `locator`'s index and graph cache (share one with `context`'s assembler).
+    pub fn with_locator(locator: Locator) -> Self {
+        Self { locator }
+    }
+
+    /// The graph of the latest index version, or of the snapshot `as_of` names, over the
+    /// sources of `source` (all when `None`).
+    pub async fn graph(
+        &self,
+        as_of: Option<&str>,
+        source: Option<&SourceScope>,
+    ) -> Result<std::sync::Arc<crate::graph::cache::Graph>, SearchError> {
+        self.locator.graph(as_of, source).await
+    }
+
+    /// A file's recorded history (see [`crate::locate::history`]).
+    pub async fn history(
+        &self,
+        path: &str,
+        limit: usize,
+        source: Option<&SourceScope>,
+    ) -> Result<crate::locate::history::HistoryAnswer, SearchError> {
+        self.locator.history(path, limit, source).await
+    }
+
+    /// Localization (see [`crate::locate`]).
+    pub async fn locate(&self, req: &LocateRequest) -> Result<crate::locate::request::LocateAnswer, SearchError> {
+        self.locator.locate(req).await
+    }
+
+    /// The repository map for `query` (files ranked by localization), else by centrality.
+    pub async fn repo_map(
+        &self,
+        query: Option<&str>,
+        budget: usize,
+        as_of: Option<&str>,
+        source: Option<&SourceScope>,
+    ) -> Result<RepoMap, SearchError> {
+        match query {
+            Some(q) => {
+                let mut req = LocateRequest::new(q);
+                req.k = MAX_LOCATE_K;
+                req.definitions = 0;
+                req.as_of = as_of.map(str::to_string);
+                req.source = source.cloned();
+                let answer = self.locator.locate(&req).await?;
+                let g = self.graph(as_of, source).await?;
+                let ranking: Vec<(usize, f64)> =
+                    answer.files.iter().filter_map(|f| Some((g.code.file(&f.path)?, f.score))).collect();
+                Ok(repo_map(&g.code, &ranking, budget, "locate"))
+            }
+            None => {
+                let g = self.graph(as_of, source).await?;
+                Ok(repo_map(&g.code, &central_files(&g.code, &g.centrality), budget, "centrality"))
+            }
+        }
+    }
+
+    /// Runs `tool` with `args` (a JSON object) over the sources of `source` (the scope the
+    /// wire resolved from the arguments' `source` and the caller's token; see
+    /// [`ctxd_search::sources`]) and returns its JSON answer.
+    pub async fn call(
+        &self,
+        tool: GraphTool,
+        args: &Value,
+        source: Option<&SourceScope>,
+    ) -> Result<Value, SearchError> {
+        let json = |v: Result<Value, serde_json::Error>| v.map_err(|e| SearchError::BadRequest(e.to_string()));
+        let as_of = match args.get("as_of") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            Some(_) => {
+                return Err(SearchError::BadRequest("argument 'as_of' must be a version number or a tag".into()))
+            }
+        };
+        let graph = || self.graph(as_of.as_deref(), source);
+        match tool {
+            GraphTool::Locate => {
+                known_args(args, &["text", "k", "without", "definitions", "as_of", "source", "ref"])?;
+                let mut req = LocateRequest::new(str_arg(args, "text")?);
+                req.k = usize_arg(args, "k", 10, MAX_LOCATE_K)?;
+                req.without = strings_arg(args, "without")?;
+                req.definitions = usize_arg(args, "definitions", 3, 20)?;
+                req.as_of = as_of.clone();
+                req.source = source.cloned();
+                json(serde_json::to_value(self.locator.locate(&req).await?))
+            }
+            GraphTool::FindReferences | GraphTool::Callers | GraphTool::Callees => {
+                known_args(args, &["symbol", "limit", "kinds", "as_of", "source", "ref"])?;
+                let symbol = str_arg(args, "symbol")?;
+                let limit = usize_arg(args, "limit", 50, 1000)?;
+                let g = graph().await?;
+                let answer = match tool {
+                    GraphTool::Callers => tools::callers(&g.code, symbol, limit)?,
+                    GraphTool::Callees => tools::callees(&g.code, symbol, limit)?,
+                    _ => {
+                        let kinds = strings_arg(args, "kinds")?
+                            .iter()
+                            .map(|k| {
+                                k.parse().map_err(|e: ctxd_index::edges::UnknownEdgeKind| {
+                                    SearchError::BadRequest(e.to_string())
+                                })
+                            })
+                            .collect::<Result<Vec<_>, _>>()?;
+                        tools::references(&g.code, symbol, &kinds, limit)?
+                    }
+                };
+                json(serde_json::to_value(answer))
+            }
+            GraphTool::Imports | GraphTool::ImportedBy => {
+                known_args(args, &["path", "as_of", "source", "ref"])?;
+                let path = str_arg(args, "path")?;
+                let g = graph().await?;
+                let answer = match tool {
+                    GraphTool::Imports => tools::imports(&g.code, path)?,
+                    _ => tools::imported_by(&g.code, path)?,
+                };
+                json(serde_json::to_value(answer))
+            }
+            GraphTool::Impact => {
+                known_args(args, &["paths", "diff", "limit", "as_of", "source", "ref"])?;
+                let mut changes: Vec<Change> =
+                    strings_arg(args, "paths")?.into_iter().map(|path| Change { path, lines: Vec::new() }).collect();
+                if let Some(diff) = args.get("diff").and_then(Value::as_str).filter(|d| !d.trim().is_empty()) {
+                    if diff.contains('\0') {
+                        return Err(SearchError::BadRequest(
+                            "the diff holds NUL bytes: send a text diff (`git diff`, binary files are listed by name)"
+                                .into(),
+                        ));
+                    }
+                    changes.extend(parse_diff(diff)?);
+                }
+                if changes.is_empty() {
+                    return Err(SearchError::BadRequest("nothing changed: give `paths` or a unified `diff`".into()));
+                }
+                let limit = usize_arg(args, "limit", 20, 500)?;
+                let g = graph().await?;
+                let mut answer = impact(&g.code, &changes, limit);
+                let paths: Vec<String> = changes.into_iter().map(|c| c.path).collect();
+                answer.cochanged = self.locator.cochanged(&g.code, &paths, limit, source).await?;
+                json(serde_json::to_value(answer))
+            }
+            GraphTool::History => {
+                known_args(args, &["path", "limit", "as_of", "source", "ref"])?;
+                let path = str_arg(args, "path")?;
+                let limit = usize_arg(args, "limit", 10, 300)?;
+                json(serde_json::to_value(self.locator.history(path, limit, source).await?))
+            }
+            GraphTool::RepoMap => {
+                known_args(args, &["query", "budget", "as_of", "source", "ref"])?;
+                let budget = usize_arg(args, "budget", 1024, 64_000)?;
+                let query = args.get("query").and_then(Value::as_str).filter(|q| !q.trim().is_empty());
+                let map = self.repo_map(query, budget, as_of.as_deref(), source).await?;
+                json(serde_json::to_value(map))
+            }
+        }
+    }
+}

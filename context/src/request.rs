@@ -1,0 +1,159 @@
+//! What a context request asks and what it answers: [`ContextRequest`] (the body of
+//! `POST /v1/context`, the MCP `get_context` arguments, the CLI's `context` flags), its
+//! defaults and bounds, and [`ContextResponse`]; the work is [`crate::assembler`]'s.
+
+use ctxd_index::Language;
+use ctxd_search::route::{Intent, Route};
+use ctxd_search::search::{Mode, Scope};
+use serde::{Deserialize, Serialize};
+
+use crate::assembly::Assembly;
+use crate::block::{Block, Format};
+use crate::doc_type::DocType;
+
+/// In a session's follow-ups, candidates scoring below this share of the best candidate are
+/// sent as skeletons only.
+pub const SESSION_FLOOR: f32 = 0.7;
+/// In a session's follow-ups, new blocks of a file the session has seen come whole only above
+/// this share of the best candidate (skeletons otherwise: the file is known, its other parts
+/// are a `get_symbols` away).
+pub const SEEN_FILE_FLOOR: f32 = 0.9;
+
+/// Largest budget accepted, in tokens.
+pub const MAX_BUDGET: usize = 1_000_000;
+
+fn default_candidates() -> usize {
+    60
+}
+fn default_per_file() -> usize {
+    3
+}
+fn default_near_dup() -> f32 {
+    0.9
+}
+
+/// The body of `POST /v1/context`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextRequest {
+    pub query: String,
+    /// Tokens available for the context.
+    pub budget: usize,
+    /// Tokens of the budget kept free (for the question, the answer, …).
+    #[serde(default)]
+    pub reserve: usize,
+    #[serde(default)]
+    pub format: Format,
+    /// Candidates retrieved before deduplication and packing.
+    #[serde(default = "default_candidates")]
+    pub candidates: usize,
+    /// Blocks per file at most.
+    #[serde(default = "default_per_file")]
+    pub max_per_file: usize,
+    /// Cosine similarity at or above which a less relevant block is dropped.
+    #[serde(default = "default_near_dup")]
+    pub near_duplicate: f32,
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default)]
+    pub as_of: Option<String>,
+    #[serde(default)]
+    pub current_file: Option<String>,
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    /// Only these named sources (see [`ctxd_search::sources`]).
+    #[serde(default, deserialize_with = "ctxd_search::sources::de_sources")]
+    pub source: Option<ctxd_index::SourceScope>,
+    /// A git source's branch, tag or commit to read (default: each git source's first ref).
+    #[serde(default, rename = "ref")]
+    pub git_ref: Option<String>,
+    #[serde(default)]
+    pub language: Option<Language>,
+    #[serde(default)]
+    pub scope: Option<Scope>,
+    /// The caller's session: what it was already sent is cited in one line, not repeated.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Candidates that do not fit whole are sent as signature skeletons in the room left
+    /// (`false`: dropped, as before).
+    #[serde(default = "yes")]
+    pub skeletons: bool,
+    /// How the blocks are laid out; `auto` (the default) picks by the query's intent.
+    #[serde(default)]
+    pub assembly: Assembly,
+    /// Only chunks of files of these types (`code`, `docs`, `config`, `tests`); all when empty.
+    #[serde(default)]
+    pub doc_types: Vec<DocType>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl ContextRequest {
+    /// A request with defaults.
+    pub fn new(query: impl Into<String>, budget: usize) -> Self {
+        Self {
+            query: query.into(),
+            budget,
+            reserve: 0,
+            format: Format::default(),
+            candidates: default_candidates(),
+            max_per_file: default_per_file(),
+            near_duplicate: default_near_dup(),
+            mode: Mode::default(),
+            as_of: None,
+            current_file: None,
+            path_prefix: None,
+            source: None,
+            git_ref: None,
+            language: None,
+            scope: None,
+            session: None,
+            skeletons: true,
+            assembly: Assembly::default(),
+            doc_types: Vec::new(),
+        }
+    }
+}
+
+/// The assembled context.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ContextResponse {
+    /// In attention order (most relevant first and last).
+    pub blocks: Vec<Block>,
+    pub tokens_used: usize,
+    pub budget: usize,
+    pub reserve: usize,
+    /// `tokens_used / (budget − reserve)`.
+    pub utilization: f64,
+    /// Candidates retrieved.
+    pub candidates: usize,
+    /// Share of candidates dropped as exact or near duplicates (merged overlaps not counted).
+    pub dedup_rate: f64,
+    pub exact_duplicates: usize,
+    pub near_duplicates: usize,
+    /// Candidates merged into a neighbouring block of the same file.
+    pub merged: usize,
+    pub route: Option<Route>,
+    pub intent: Option<Intent>,
+    /// The session the answer was given in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Candidates the session was already sent, cited (`path:start-end`) instead of repeated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub already_sent: Vec<String>,
+    /// The files localization ranked first for an issue-like query (their chunks were lifted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub located: Vec<String>,
+    /// The assembly used (for `auto`, the one it picked).
+    pub assembly: Assembly,
+    /// Why `auto` picked it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assembly_reason: Option<String>,
+    /// Thematic assembly: each theme's heading (blocks carry their theme's index).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub themes: Vec<String>,
+    /// The blocks rendered in `format`, concatenated.
+    pub context: String,
+}

@@ -1,0 +1,231 @@
+//! One streaming pass of a re-embedding job: a three-task graph with bounded edges
+//! (`reembed_read → reembed_embed → reembed_write`, the generic stage metrics and back-pressure
+//! of [`crate::runtime`]). The reader streams the source rows *without* their vectors in blocks,
+//! the embedder sends each block's texts to the model thread (identical texts embedded once,
+//! rows without a vector copied with a zero vector), the writer appends each block to the
+//! target as one commit — or, for a shard of a distributed job ([`Sink::Stage`]), gathers
+//! blocks into uncommitted data fragments of the target ([`ctxd_index::fragments`]) that one
+//! later commit publishes. Memory is a few blocks (a fragment's rows when staging) whatever the
+//! table's size.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use ctxd_index::columns::typed_col;
+use ctxd_index::fragments::Fragments;
+use ctxd_index::{Index, IndexError, NO_MODEL};
+use futures::StreamExt;
+
+use super::job::{job_error, JobModel, Progress};
+use crate::metrics as m;
+use crate::runtime::{edge, Input, Output};
+use crate::PipelineError;
+
+/// The source rows a pass copies.
+pub(crate) enum Rows {
+    /// These ids, fetched by id (a few).
+    ById(Vec<String>),
+    /// The rows with these ids, found by scanning the table (most of it).
+    Scan(HashSet<String>),
+}
+
+/// Where a pass writes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sink {
+    /// Each block appended as one commit (a job on one machine).
+    Commit,
+    /// Blocks gathered into uncommitted fragments of about this many rows (a shard).
+    Stage { rows_per_fragment: usize },
+}
+
+/// One pass: `rows` from `source` into `target`. Returns the rows written and, with
+/// [`Sink::Stage`], the fragments they are in (empty with [`Sink::Commit`]).
+pub(crate) async fn pass(
+    source: &Index,
+    target: &Index,
+    model: &JobModel,
+    rows: Rows,
+    rows_per_block: usize,
+    sink: Sink,
+    progress: &dyn Progress,
+) -> Result<(u64, Fragments), PipelineError> {
+    let (to_embed, embed_in) = edge::<RecordBatch>("reembed_read", "reembed_embed", 2);
+    let (to_write, write_in) = edge::<RecordBatch>("reembed_embed", "reembed_write", 2);
+    let rows_per_block = rows_per_block.max(1);
+    let read = read(source, rows, rows_per_block, to_embed);
+    let embed = embed(model, source.uri(), embed_in, to_write);
+    let write = write(target, write_in, sink, progress);
+    let (r, e, w) = tokio::join!(read, embed, write);
+    r?;
+    e?;
+    w
+}
+
+async fn read(
+    source: &Index,
+    rows: Rows,
+    rows_per_block: usize,
+    out: Output<RecordBatch>,
+) -> Result<(), PipelineError> {
+    let (parts, keep): (Vec<Option<&[String]>>, _) = match &rows {
+        Rows::ById(ids) => (ids.chunks(500).map(Some).collect(), None),
+        Rows::Scan(keep) => (vec![None], Some(keep)),
+    };
+    for part in parts {
+        let mut stream = source.scan_without_vectors(part).await?;
+        while let Some(batch) = stream.next().await {
+            let mut batch = batch?;
+            if let Some(keep) = keep {
+                let ids = typed_col::<StringArray>(&batch, "chunk_id", source.uri())?;
+                let mask: arrow_array::BooleanArray =
+                    ids.iter().map(|id| Some(id.is_some_and(|id| keep.contains(id)))).collect();
+                batch = arrow_select::filter::filter_record_batch(&batch, &mask).map_err(IndexError::from)?;
+            }
+            let mut offset = 0;
+            while offset < batch.num_rows() {
+                let len = rows_per_block.min(batch.num_rows() - offset);
+                if out.send(batch.slice(offset, len)).await.is_err() {
+                    return Ok(()); // the embedder failed; its error is reported
+                }
+                offset += len;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn embed(
+    model: &JobModel,
+    uri: &str,
+    input: Input<RecordBatch>,
+    out: Output<RecordBatch>,
+) -> Result<(), PipelineError> {
+    let dim = model.dim;
+    while let Some(block) = input.recv().await {
+        let started = Instant::now();
+        let col = |name| typed_col::<StringArray>(&block, name, uri);
+        let (paths, symbols, contents) = (col("path")?, col("symbol")?, col("content")?);
+        let models = col("model").ok();
+        // Identical texts are embedded once; rows without a vector are not embedded.
+        let mut slot_of: HashMap<String, usize> = HashMap::new();
+        let mut texts = Vec::new();
+        let mut slots = Vec::with_capacity(block.num_rows());
+        let mut keys = Vec::with_capacity(block.num_rows());
+        for i in 0..block.num_rows() {
+            let symbol = (!symbols.is_null(i)).then(|| symbols.value(i));
+            let vectorless = models.is_some_and(|m| m.value(i) == NO_MODEL);
+            let model_id = if vectorless { NO_MODEL } else { model.id.as_str() };
+            let (text, key) = ctxd_models::keyed_chunk_text(model_id, paths.value(i), symbol, contents.value(i));
+            keys.push(key);
+            if vectorless {
+                slots.push(None);
+                continue;
+            }
+            let next = texts.len();
+            let slot = *slot_of.entry(text).or_insert_with_key(|text| {
+                texts.push(text.clone());
+                next
+            });
+            slots.push(Some(slot));
+        }
+        let vectors = match (&model.service, texts.is_empty()) {
+            (_, true) => Vec::new(),
+            (Some(service), false) => service.embed_bulk(texts).await?,
+            (None, false) => {
+                return Err(job_error(
+                    uri,
+                    format!(
+                        "{} rows hold vectors but no embedding model is loaded (a full-text-only source); \
+                         run once with embedding on ([source] embed = true) to re-embed them",
+                        texts.len()
+                    ),
+                ))
+            }
+        };
+        let mut list = FixedSizeListBuilder::with_capacity(
+            Float32Builder::with_capacity(block.num_rows() * dim),
+            dim as i32,
+            block.num_rows(),
+        );
+        let zero = vec![0.0f32; dim];
+        for slot in &slots {
+            let v = slot.map_or(&zero, |s| &vectors[s]);
+            if v.len() != dim {
+                return Err(IndexError::Dimension { expected: dim, got: v.len() }.into());
+            }
+            list.values().append_slice(v);
+            list.append(true);
+        }
+        let model_col: StringArray =
+            slots.iter().map(|s| Some(if s.is_some() { model.id.as_str() } else { NO_MODEL })).collect();
+        let keys = StringArray::from(keys);
+        let batch = with_vectors(&block, Arc::new(list.finish()), Arc::new(model_col), Arc::new(keys), dim, uri)?;
+        metrics::histogram!(m::STAGE_PROCESSING_SECONDS, "stage" => "reembed_embed")
+            .record(started.elapsed().as_secs_f64());
+        if out.send(batch).await.is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+async fn write(
+    target: &Index,
+    input: Input<RecordBatch>,
+    sink: Sink,
+    progress: &dyn Progress,
+) -> Result<(u64, Fragments), PipelineError> {
+    let mut written = 0u64;
+    let mut staged = Fragments::default();
+    let mut pending: Vec<RecordBatch> = Vec::new();
+    while let Some(batch) = input.recv().await {
+        let n = batch.num_rows() as u64;
+        match sink {
+            Sink::Commit => target.append(batch).await?,
+            Sink::Stage { rows_per_fragment } => {
+                pending.push(batch);
+                if pending.iter().map(RecordBatch::num_rows).sum::<usize>() >= rows_per_fragment {
+                    staged.extend(target.write_fragments(std::mem::take(&mut pending)).await?);
+                }
+            }
+        }
+        written += n;
+        metrics::counter!(m::REEMBED_ROWS_TOTAL).increment(n);
+        progress.advance(n);
+    }
+    staged.extend(target.write_fragments(pending).await?);
+    Ok((written, staged))
+}
+
+/// The source block in the target's schema: every column as it was, `vector`, `model` and
+/// `embed_key` new.
+fn with_vectors(
+    block: &RecordBatch,
+    vector: ArrayRef,
+    model: ArrayRef,
+    key: ArrayRef,
+    dim: usize,
+    uri: &str,
+) -> Result<RecordBatch, IndexError> {
+    let schema = ctxd_index::schema::chunks_schema(dim);
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        columns.push(match field.name().as_str() {
+            "vector" => vector.clone(),
+            "model" => model.clone(),
+            ctxd_index::schema::EMBED_KEY => key.clone(),
+            // Absent in blocks of a table written before sources had names: null, as there.
+            ctxd_index::schema::SOURCE if block.column_by_name(ctxd_index::schema::SOURCE).is_none() => {
+                arrow_array::new_null_array(field.data_type(), block.num_rows())
+            }
+            name => block
+                .column_by_name(name)
+                .cloned()
+                .ok_or_else(|| IndexError::Column { uri: uri.to_string(), column: name.into() })?,
+        });
+    }
+    Ok(RecordBatch::try_new(schema, columns)?)
+}

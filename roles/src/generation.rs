@@ -1,0 +1,51 @@
+//! One engine (model + active chunks table) and its running pipeline, started and drained as a
+//! unit: a writer serves from one generation at a time and replaces it on a model switch or a
+//! reload of its sources.
+
+use std::time::Duration;
+
+use ctxd_pipeline::config::Config;
+use ctxd_pipeline::daemon::Running;
+use ctxd_pipeline::engine::Engine;
+
+use crate::error::RoleError;
+
+/// One engine and its running pipeline.
+pub struct Generation {
+    pub engine: Engine,
+    kill: tokio::sync::watch::Sender<bool>,
+    pub running: Running,
+}
+
+impl Generation {
+    /// Starts the pipeline of `engine` (following its sources' changes).
+    pub fn start(engine: Engine) -> Result<Self, RoleError> {
+        let (kill, shutdown) = tokio::sync::watch::channel(false);
+        let running = engine.run(true, shutdown)?;
+        Ok(Self { engine, kill, running })
+    }
+
+    /// A new engine on `cfg` with its pipeline running.
+    pub async fn open(cfg: &Config) -> Result<Self, RoleError> {
+        Self::start(Engine::open(cfg.clone()).await?)
+    }
+
+    /// Stops the source and drains the pipeline (up to `drain`).
+    pub async fn stop(self, drain: Duration) {
+        let _ = self.kill.send(true);
+        match tokio::time::timeout(drain, self.running.join()).await {
+            Ok(Ok(summary)) => tracing::info!(
+                "drained: {} files indexed, {} removed, {} commits; index at version {}",
+                summary.files_indexed,
+                summary.files_removed,
+                summary.commits,
+                summary.index_version
+            ),
+            Ok(Err(e)) => tracing::error!("pipeline ended with an error: {e:#}"),
+            Err(_) => tracing::warn!(
+                "drain did not finish within {}s; exiting with work in flight (it is re-done at the next start)",
+                drain.as_secs()
+            ),
+        }
+    }
+}

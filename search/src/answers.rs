@@ -1,0 +1,435 @@
+//! The answer cache: search answers kept per index version, so a repeated query (agents and
+//! IDE plug-ins ask the same things again and again, a team's readers more so) costs a lookup
+//! instead of an embedding, a hybrid search and a rescoring pass.
+//!
+//! A key is the [`Epoch`] a request is pinned to (table, model, version, overlays) plus the
+//! request itself. When the index moves to a new version (a commit, a reader switching, an
+//! overlay record) the answers of the old one become a **generation** of their own and the new
+//! version starts empty: a fresh answer is never served for another version.
+//!
+//! Answers computed while queries waited for a slot (rescoring shrunk, see [`crate::pressure`])
+//! are kept too, marked: under load a repeated question then costs nothing (keeping only
+//! full-depth answers left the cache empty exactly when it mattered: `benches/load.py`), but
+//! once nothing waits such an answer is computed again at full depth and replaced. (An answer
+//! computed under load whose candidates' rescoring scores were all kept — the same question
+//! asked at an earlier version, say — is a full one: [`crate::rerank`] then rescores the full
+//! depth without a forward pass, so after a commit a repeated question costs one search.)
+//!
+//! **Stale answers while busy.** While the writer ingests, every commit starts a new version,
+//! so without more a repeated question was computed again after each commit — under load
+//! exactly the queries that made the queue (measured: repeated questions p99 49 ms idle, 1.03 s
+//! while ingesting). So while queries wait for a slot (and only then), a question not yet
+//! answered at the latest version is answered from the newest older generation of the same
+//! table and model that stopped being the latest at most `stale_after` ago
+//! ([`AnswerCache::with_stale_answers`]; `[server] stale_answer_ms`, 0: never) — only before
+//! the request queues ([`AnswerCache::peek`]): a request that got a slot computes the latest
+//! answer ([`AnswerCache::get`]), and so does any request while nothing waits. Such an answer
+//! says so: `stale_ms` in the response is how long ago its version was superseded. Freshness
+//! under load is then bounded like a reader's lag (`ctxd_index_reader_lag_seconds`): an answer
+//! is never older than the newest commit by more than `stale_after`; an idle process answers
+//! every question at the latest version. Model switches never serve across models.
+//!
+//! **One computation per question.** Several requests asking the same question at the same
+//! epoch while its answer is being computed (common right after a commit, when every client's
+//! next repeated question misses) do not each queue for a slot: the first one computes
+//! ([`AnswerCache::lead`] gives it a [`Lead`]), the others wait for it without a slot and take
+//! its answer from the cache (or compute it themselves if it failed). Exact, no staleness.
+//! `ctxd_query_answer_cache_joined_total`.
+//!
+//! Bounded: at most [`ANSWER_CACHE_ENTRIES`] answers in all generations together (the oldest
+//! generation's oldest answers dropped first; in the current generation an answer served since
+//! it was kept is spared once — CLOCK — so one-off questions do not push out the ones asked
+//! again and again), at most [`MAX_GENERATIONS`] older generations,
+//! each dropped once it is past `stale_after`. Counted: `ctxd_query_answer_cache_hits_total`,
+//! `_stale_hits_total`, `_joined_total`, `_misses_total`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::metrics as m;
+use crate::search::SearchResponse;
+
+/// Answers kept at most (all generations together).
+pub const ANSWER_CACHE_ENTRIES: usize = 2048;
+/// Largest `k` whose answers are kept (bounds an entry's size).
+pub const ANSWER_CACHE_MAX_K: usize = 50;
+/// Older generations kept at most (each also only while it is within `stale_after`).
+pub const MAX_GENERATIONS: usize = 16;
+
+/// What a request is pinned to: the chunks table and model (answers are never served across
+/// them), and the table's version and the overlays' version (answers of another are stale).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Epoch {
+    pub table: String,
+    pub model: String,
+    pub version: u64,
+    pub overlays: u64,
+}
+
+impl Epoch {
+    fn same_lineage(&self, other: &Epoch) -> bool {
+        self.table == other.table && self.model == other.model
+    }
+
+    /// True when `self` is later than `other` of the same lineage.
+    fn after(&self, other: &Epoch) -> bool {
+        (self.version, self.overlays) > (other.version, other.overlays)
+    }
+}
+
+/// A kept answer: the response, whether it was computed with the full rescoring depth, and
+/// whether it was served since it was kept or last spared (see [`Generation::evict_one`]).
+#[derive(Clone)]
+struct Kept {
+    answer: Arc<SearchResponse>,
+    full: bool,
+    hit: bool,
+}
+
+/// The answers of one epoch.
+#[derive(Default)]
+struct Generation {
+    epoch: Epoch,
+    answers: HashMap<String, Kept>,
+    /// Keys, oldest first.
+    order: VecDeque<String>,
+    /// When a later epoch was first seen (older generations only).
+    superseded: Option<Instant>,
+}
+
+impl Generation {
+    /// Drops one answer, the oldest first — except that, in the current generation, an answer
+    /// served since it was kept is spared once (moved to the back, its mark cleared: CLOCK), so
+    /// a stream of one-off questions does not push out the ones asked again and again. False
+    /// when empty.
+    fn evict_one(&mut self, spare_served: bool) -> bool {
+        for _ in 0..=self.order.len() {
+            let Some(key) = self.order.pop_front() else { return false };
+            match self.answers.get_mut(&key) {
+                Some(kept) if spare_served && kept.hit => {
+                    kept.hit = false;
+                    self.order.push_back(key);
+                }
+                Some(_) => {
+                    self.answers.remove(&key);
+                    return true;
+                }
+                None => {}
+            }
+        }
+        false
+    }
+}
+
+#[derive(Default)]
+struct Entries {
+    current: Generation,
+    /// Superseded generations of the current lineage, newest first.
+    older: VecDeque<Generation>,
+}
+
+impl Entries {
+    /// Makes `epoch` the current one if it is later (or of another lineage): the current
+    /// generation becomes the newest older one. False when `epoch` is older than the current.
+    fn advance(&mut self, epoch: &Epoch, stale_after: Duration) -> bool {
+        if self.current.epoch == *epoch {
+            return true;
+        }
+        let lineage = self.current.epoch.same_lineage(epoch);
+        if lineage && !epoch.after(&self.current.epoch) {
+            return false;
+        }
+        let new = Generation { epoch: epoch.clone(), ..Default::default() };
+        let mut old = std::mem::replace(&mut self.current, new);
+        if !lineage || stale_after.is_zero() {
+            self.older.clear();
+        } else if !old.answers.is_empty() {
+            old.superseded = Some(Instant::now());
+            self.older.push_front(old);
+        }
+        self.expire(stale_after);
+        true
+    }
+
+    /// Drops older generations past `stale_after`, and beyond [`MAX_GENERATIONS`].
+    fn expire(&mut self, stale_after: Duration) {
+        self.older.truncate(MAX_GENERATIONS);
+        while self.older.back().is_some_and(|g| g.superseded.is_none_or(|t| t.elapsed() > stale_after)) {
+            self.older.pop_back();
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.current.answers.len() + self.older.iter().map(|g| g.answers.len()).sum::<usize>()
+    }
+
+    /// Drops answers beyond [`ANSWER_CACHE_ENTRIES`]: the oldest generation's first.
+    fn bound(&mut self) {
+        while self.len() > ANSWER_CACHE_ENTRIES {
+            let evicted = match self.older.back_mut() {
+                Some(oldest) => oldest.evict_one(false),
+                None => self.current.evict_one(true),
+            };
+            if self.older.back().is_some_and(|g| g.answers.is_empty()) {
+                self.older.pop_back();
+            } else if !evicted {
+                break;
+            }
+        }
+    }
+}
+
+/// Questions being computed now: epoch and request → a receiver closed when the computation
+/// ends (its [`Lead`] dropped). An entry is only added where none is and only removed by its
+/// own lead, so a lead always removes its own.
+type InFlight = Arc<Mutex<HashMap<String, tokio::sync::watch::Receiver<()>>>>;
+
+/// Search answers of the current index version, and of the last few while busy (clones share
+/// them).
+#[derive(Clone, Default)]
+pub struct AnswerCache {
+    entries: Arc<Mutex<Entries>>,
+    in_flight: InFlight,
+    /// How long after its version was superseded an answer may still be served while busy.
+    stale_after: Duration,
+}
+
+impl AnswerCache {
+    /// An empty cache serving answers of a superseded version up to `stale_after` after it was
+    /// superseded, while queries wait for a slot (zero: never; see the module docs).
+    pub fn with_stale_answers(stale_after: Duration) -> Self {
+        Self { stale_after, ..Default::default() }
+    }
+
+    /// The answer kept for `request` at `epoch`, counting a hit (not a miss: a caller that then
+    /// computes the answer counts it through [`AnswerCache::get`]). While `loaded` (queries wait
+    /// for a slot) an answer computed with shrunk rescoring counts, and so does one of an older
+    /// epoch within `stale_after` (its `stale_ms` set).
+    pub fn peek(&self, epoch: &Epoch, request: &str, loaded: bool) -> Option<SearchResponse> {
+        self.find(epoch, request, loaded, loaded)
+    }
+
+    /// The answer kept for `request` at `epoch` itself (never a stale one: a request that got a
+    /// slot computes the latest answer), counting a hit or a miss.
+    pub fn get(&self, epoch: &Epoch, request: &str, loaded: bool) -> Option<SearchResponse> {
+        let hit = self.find(epoch, request, loaded, false);
+        if hit.is_none() {
+            metrics::counter!(m::ANSWER_CACHE_MISSES_TOTAL).increment(1);
+        }
+        hit
+    }
+
+    fn find(&self, epoch: &Epoch, request: &str, loaded: bool, stale_ok: bool) -> Option<SearchResponse> {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if !entries.advance(epoch, self.stale_after) {
+            return None;
+        }
+        if let Some(kept) = entries.current.answers.get_mut(request).filter(|k| k.full || loaded) {
+            kept.hit = true;
+            metrics::counter!(m::ANSWER_CACHE_HITS_TOTAL).increment(1);
+            return Some((*kept.answer).clone());
+        }
+        if !stale_ok || entries.older.is_empty() {
+            return None;
+        }
+        entries.expire(self.stale_after);
+        let (kept, since) = entries.older.iter().find_map(|g| Some((g.answers.get(request)?, g.superseded?)))?;
+        metrics::counter!(m::ANSWER_CACHE_STALE_HITS_TOTAL).increment(1);
+        let mut answer = (*kept.answer).clone();
+        answer.stale_ms = Some(since.elapsed().as_millis() as u64);
+        Some(answer)
+    }
+
+    /// Keeps `answer` for `request` at `epoch` (`full`: computed with the full rescoring
+    /// depth). A later epoch starts a new generation first; an answer of an earlier epoch than
+    /// the cache's is dropped.
+    pub fn put(&self, epoch: &Epoch, request: String, answer: Arc<SearchResponse>, full: bool) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if !entries.advance(epoch, self.stale_after) {
+            return;
+        }
+        let current = &mut entries.current;
+        if current.answers.insert(request.clone(), Kept { answer, full, hit: false }).is_none() {
+            current.order.push_back(request);
+        }
+        entries.bound();
+    }
+
+    /// Who computes `request` at `epoch`: `Some(lead)` when nobody else is (the caller computes
+    /// it, keeps it with [`AnswerCache::put`], then drops the lead); `None` once another request
+    /// that was computing it finished (look in the cache again: if that failed, or its answer
+    /// is not usable now, ask again).
+    pub async fn lead(&self, epoch: &Epoch, request: &str) -> Option<Lead> {
+        let mut waiting = match self.try_lead(epoch, request) {
+            Ok(lead) => return Some(lead),
+            Err(waiting) => waiting,
+        };
+        metrics::counter!(m::ANSWER_CACHE_JOINED_TOTAL).increment(1);
+        // Nothing is ever sent: `changed` returns when the lead's sender is dropped.
+        let _ = waiting.changed().await;
+        None
+    }
+
+    /// [`AnswerCache::lead`] without waiting: the lead, or (`Err`) what closes when the request
+    /// computing it now finishes.
+    pub fn try_lead(&self, epoch: &Epoch, request: &str) -> Result<Lead, tokio::sync::watch::Receiver<()>> {
+        let key = format!("{epoch:?}\n{request}");
+        let mut flights = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rx) = flights.get(&key) {
+            return Err(rx.clone());
+        }
+        let (tx, rx) = tokio::sync::watch::channel(());
+        flights.insert(key.clone(), rx);
+        Ok(Lead { flights: self.in_flight.clone(), key, _done: tx })
+    }
+
+    /// True when an answer of `request` at `epoch` itself is kept (counts nothing).
+    pub fn holds(&self, epoch: &Epoch, request: &str) -> bool {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.current.epoch == *epoch && entries.current.answers.contains_key(request)
+    }
+
+    /// Answers kept now (all generations).
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The right to compute one question (see [`AnswerCache::lead`]); dropping it lets the
+/// requests waiting for the answer look in the cache.
+pub struct Lead {
+    flights: InFlight,
+    key: String,
+    _done: tokio::sync::watch::Sender<()>,
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        self.flights.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(version: u64) -> Epoch {
+        Epoch { table: "chunks".into(), model: "m".into(), version, overlays: 0 }
+    }
+
+    #[test]
+    fn answers_are_kept_per_version_and_bounded() {
+        let cache = AnswerCache::default();
+        let answer = Arc::new(SearchResponse { version: Some(7), ..Default::default() });
+        assert!(cache.get(&at(1), "q", false).is_none());
+        cache.put(&at(1), "q".into(), answer.clone(), true);
+        assert_eq!(cache.get(&at(1), "q", false).unwrap().version, Some(7));
+        assert!(cache.get(&at(2), "q", true).is_none(), "another version: no answer (no stale answers by default)");
+        cache.put(&at(2), "other".into(), answer.clone(), true);
+        assert_eq!(cache.len(), 1, "a new version empties the cache");
+        cache.put(&at(1), "late".into(), answer.clone(), true);
+        assert!(cache.get(&at(2), "other", false).is_some(), "a late answer of an older version is dropped");
+        assert_eq!(cache.len(), 1);
+        // Computed under load: served while queries wait, computed again once idle.
+        cache.put(&at(2), "shed".into(), answer.clone(), false);
+        assert!(cache.peek(&at(2), "shed", true).is_some());
+        assert!(cache.peek(&at(2), "shed", false).is_none());
+        for i in 0..ANSWER_CACHE_ENTRIES + 10 {
+            cache.put(&at(2), format!("q{i}"), answer.clone(), true);
+        }
+        assert_eq!(cache.len(), ANSWER_CACHE_ENTRIES);
+        assert!(cache.get(&at(2), "q0", false).is_none(), "the oldest went first");
+        assert!(cache.get(&at(2), &format!("q{}", ANSWER_CACHE_ENTRIES + 9), false).is_some());
+    }
+
+    #[test]
+    fn superseded_answers_are_served_only_while_busy_and_only_for_a_while() {
+        let cache = AnswerCache::with_stale_answers(Duration::from_millis(300));
+        let answer = Arc::new(SearchResponse::default());
+        cache.put(&at(1), "q".into(), answer.clone(), true);
+        cache.put(&at(1), "r".into(), answer.clone(), true);
+        // Version 2 is committed: idle, the question is computed again.
+        assert!(cache.get(&at(2), "q", false).is_none());
+        // Busy: version 1's answer, saying it is stale.
+        let stale = cache.peek(&at(2), "q", true).expect("a stale answer while busy");
+        assert!(stale.stale_ms.is_some_and(|ms| ms < 300), "{:?}", stale.stale_ms);
+        // An answer of the latest version wins over the stale one, and is not marked.
+        cache.put(&at(2), "q".into(), answer.clone(), true);
+        assert_eq!(cache.get(&at(2), "q", true).unwrap().stale_ms, None);
+        // Version 3: "r" still comes from version 1 (the newest generation that has it).
+        assert!(cache.peek(&at(3), "r", true).is_some());
+        // Another model's table: never across models.
+        let other = Epoch { model: "m2".into(), ..at(4) };
+        assert!(cache.peek(&other, "q", true).is_none());
+        assert!(cache.peek(&at(5), "q", true).is_none(), "the other lineage replaced the old answers");
+        // Past stale_after: gone.
+        cache.put(&at(5), "q".into(), answer.clone(), true);
+        assert!(cache.peek(&at(6), "q", true).is_some());
+        assert!(cache.get(&at(6), "q", true).is_none(), "a request with a slot computes the latest answer");
+        std::thread::sleep(Duration::from_millis(350));
+        assert!(cache.peek(&at(6), "q", true).is_none(), "superseded more than stale_after ago");
+        assert_eq!(cache.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn one_request_computes_a_question_the_others_wait_for_it() {
+        let cache = AnswerCache::default();
+        let lead = cache.lead(&at(1), "q").await.expect("nobody computes q yet");
+        assert!(cache.lead(&at(1), "other").await.is_some(), "another question has its own lead");
+        assert!(cache.lead(&at(2), "q").await.is_some(), "so has the same question at another version");
+        let waiter = {
+            let cache = cache.clone();
+            tokio::spawn(async move { cache.lead(&at(1), "q").await.is_none() })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished(), "the second asker waits for the first");
+        cache.put(&at(1), "q".into(), Arc::new(SearchResponse::default()), true);
+        drop(lead);
+        assert!(waiter.await.unwrap(), "it was told to look in the cache");
+        assert!(cache.get(&at(1), "q", false).is_some());
+        // A lead dropped without an answer (the search failed): the next asker leads.
+        drop(cache.lead(&at(1), "r").await);
+        assert!(cache.lead(&at(1), "r").await.is_some());
+    }
+
+    #[test]
+    fn questions_asked_again_outlive_one_off_questions() {
+        let cache = AnswerCache::default();
+        let answer = Arc::new(SearchResponse::default());
+        for i in 0..ANSWER_CACHE_ENTRIES {
+            cache.put(&at(1), format!("q{i}"), answer.clone(), true);
+        }
+        assert!(cache.get(&at(1), "q0", false).is_some());
+        // A stream of one-off questions: the one asked again stays, the others go in order.
+        for i in 0..ANSWER_CACHE_ENTRIES - 1 {
+            cache.put(&at(1), format!("once{i}"), answer.clone(), true);
+        }
+        assert!(cache.get(&at(1), "q0", false).is_some(), "served since kept: spared");
+        assert!(cache.get(&at(1), "q1", false).is_none());
+        assert_eq!(cache.len(), ANSWER_CACHE_ENTRIES);
+    }
+
+    #[test]
+    fn every_generation_together_stays_within_the_bound() {
+        let cache = AnswerCache::with_stale_answers(Duration::from_secs(60));
+        let answer = Arc::new(SearchResponse::default());
+        for v in 1..=3 {
+            for i in 0..ANSWER_CACHE_ENTRIES {
+                cache.put(&at(v), format!("v{v}-{i}"), answer.clone(), true);
+            }
+            assert_eq!(cache.len(), ANSWER_CACHE_ENTRIES);
+        }
+        assert!(cache.get(&at(3), "v3-0", true).is_some(), "the current generation is kept whole");
+        assert!(cache.peek(&at(3), "v2-0", true).is_none(), "older generations gave way");
+        for v in 4..(5 + MAX_GENERATIONS as u64) {
+            cache.put(&at(v), format!("only-{v}"), answer.clone(), true);
+        }
+        assert!(cache.peek(&at(100), "only-4", true).is_none(), "at most MAX_GENERATIONS older generations");
+        assert!(cache.peek(&at(100), &format!("only-{}", 4 + MAX_GENERATIONS as u64), true).is_some());
+    }
+}

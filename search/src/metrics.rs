@@ -1,0 +1,84 @@
+//! Metric names of search (all of them, in one place): routing, rescoring, admission and the
+//! answer cache; each described in [`describe`]. Names keep the `ctxd_query_` subsystem the
+//! dashboards read.
+
+/// Histogram: seconds spent rescoring a routed query's best candidates by late interaction.
+pub const RERANK_SECONDS: &str = "ctxd_query_rerank_duration_seconds";
+/// Counter: rescored candidates whose score or token embeddings came from the cache.
+pub const RERANK_CACHE_HITS_TOTAL: &str = "ctxd_query_rerank_cache_hits_total";
+/// Counter: rescored candidates encoded by the model.
+pub const RERANK_CACHE_MISSES_TOTAL: &str = "ctxd_query_rerank_cache_misses_total";
+/// Counter: routed queries, labels `route` (path|symbol|error|module|hybrid) and `intent`.
+pub const ROUTE_QUERIES_TOTAL: &str = "ctxd_query_routed_total";
+/// Gauge: queries running now (admission slots taken).
+pub const QUERY_IN_FLIGHT: &str = "ctxd_query_in_flight";
+/// Gauge: queries waiting for an admission slot now.
+pub const QUERY_QUEUED: &str = "ctxd_query_queued";
+/// Counter: queries answered 503 by admission control, label `reason` (queue_full|queue_timeout).
+pub const QUERY_REJECTED_TOTAL: &str = "ctxd_query_rejected_total";
+/// Histogram: seconds a query waited for an admission slot (only those that waited).
+pub const QUERY_QUEUE_WAIT_SECONDS: &str = "ctxd_query_queue_wait_seconds";
+/// Counter: searches answered from the per-version answer cache.
+pub const ANSWER_CACHE_HITS_TOTAL: &str = "ctxd_query_answer_cache_hits_total";
+/// Counter: searches answered while busy from a superseded version's answers (`stale_ms` set).
+pub const ANSWER_CACHE_STALE_HITS_TOTAL: &str = "ctxd_query_answer_cache_stale_hits_total";
+/// Counter: searches that waited for the same question's computation by another request.
+pub const ANSWER_CACHE_JOINED_TOTAL: &str = "ctxd_query_answer_cache_joined_total";
+/// Counter: stale answers' questions computed again in the background.
+pub const ANSWER_CACHE_REVALIDATIONS_TOTAL: &str = "ctxd_query_answer_cache_revalidations_total";
+/// Counter: searches computed (answer cache misses).
+pub const ANSWER_CACHE_MISSES_TOTAL: &str = "ctxd_query_answer_cache_misses_total";
+
+/// Registers every metric of this crate with its description (the `# HELP` line of a scrape)
+/// and creates at zero the series the dashboards and alert rules read. Called by the binary
+/// once the recorder is installed.
+pub fn describe() {
+    // The series the dashboards and alert rules read exist from the first scrape, at zero.
+    metrics::gauge!(QUERY_IN_FLIGHT).set(0.0);
+    metrics::gauge!(QUERY_QUEUED).set(0.0);
+    for reason in ["queue_full", "queue_timeout"] {
+        metrics::counter!(QUERY_REJECTED_TOTAL, "reason" => reason).increment(0);
+    }
+    metrics::counter!(ANSWER_CACHE_HITS_TOTAL).increment(0);
+    metrics::counter!(ANSWER_CACHE_STALE_HITS_TOTAL).increment(0);
+    metrics::counter!(ANSWER_CACHE_JOINED_TOTAL).increment(0);
+    metrics::counter!(ANSWER_CACHE_REVALIDATIONS_TOTAL).increment(0);
+    metrics::counter!(ANSWER_CACHE_MISSES_TOTAL).increment(0);
+    metrics::describe_histogram!(
+        RERANK_SECONDS,
+        "Seconds spent rescoring a routed query's best candidates by late interaction."
+    );
+    metrics::describe_counter!(
+        RERANK_CACHE_HITS_TOTAL,
+        "Rescored candidates whose score or token embeddings came from the cache (no encoding)."
+    );
+    metrics::describe_counter!(RERANK_CACHE_MISSES_TOTAL, "Rescored candidates encoded by the model.");
+    metrics::describe_counter!(
+        ROUTE_QUERIES_TOTAL,
+        "Routed queries, labels route (path|symbol|error|module|hybrid) and intent."
+    );
+    metrics::describe_gauge!(QUERY_IN_FLIGHT, "Queries running now (admission slots taken).");
+    metrics::describe_gauge!(QUERY_QUEUED, "Queries waiting for an admission slot now.");
+    metrics::describe_counter!(
+        QUERY_REJECTED_TOTAL,
+        "Queries answered 503 with Retry-After by admission control, label reason (queue_full|queue_timeout)."
+    );
+    metrics::describe_histogram!(
+        QUERY_QUEUE_WAIT_SECONDS,
+        "Seconds a query waited for an admission slot (only queries that waited)."
+    );
+    metrics::describe_counter!(ANSWER_CACHE_HITS_TOTAL, "Searches answered from the per-version answer cache.");
+    metrics::describe_counter!(
+        ANSWER_CACHE_STALE_HITS_TOTAL,
+        "Searches answered while queries waited from the answers of a superseded index version (server.stale_answer_ms)."
+    );
+    metrics::describe_counter!(
+        ANSWER_CACHE_JOINED_TOTAL,
+        "Searches that waited, without a slot, for another request computing the same question at the same version."
+    );
+    metrics::describe_counter!(
+        ANSWER_CACHE_REVALIDATIONS_TOTAL,
+        "Questions answered stale while busy, computed again at the latest version in the background."
+    );
+    metrics::describe_counter!(ANSWER_CACHE_MISSES_TOTAL, "Searches computed (answer cache misses).");
+}

@@ -1,0 +1,204 @@
+//! The rules ARCHITECTURE.md states about the tree, as checks that fail a test run when a change
+//! breaks them (`tests/house.rs`, run by `cargo test --workspace` and so by `scripts/test.sh`):
+//!
+//! - **no file-level import circle inside a crate** (`modules.rs` reads the imports, `cycles.rs`
+//!   finds the circles): a parent's `pub use child::…` counts as an import of the child;
+//! - **no `src/` file over 600 lines** without its `#[cfg(test)]` items;
+//! - **the code map is the tree** (`codemap.rs`): ARCHITECTURE.md names every `src/` file of
+//!   every workspace crate, and every `.rs` file it names exists;
+//! - **the crate graph points one way** (`deps.rs`): each crate depends only on the ctxd crates
+//!   its row of ARCHITECTURE.md's table of directions allows.
+//!
+//! Formatting and lints are checked by `cargo fmt --check` and `cargo clippy` in
+//! `scripts/test.sh`; this crate has no dependencies, so it builds in seconds and runs first.
+
+pub mod codemap;
+pub mod cycles;
+pub mod deps;
+pub mod lexer;
+pub mod modules;
+
+use std::path::Path;
+
+/// The longest a source file may be, its test-only items not counted.
+pub const MAX_CODE_LINES: usize = 600;
+
+/// One broken rule, said as a sentence with the crate and file.
+#[derive(Debug)]
+pub enum Violation {
+    Circle { krate: String, circle: cycles::Circle },
+    TooLong { krate: String, file: String, lines: usize },
+    NotInCodeMap { krate: String, file: String },
+    NamedButMissing { krate: String, file: String },
+    Dependency { krate: String, on: String },
+    NoDirection { krate: String },
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Violation::Circle { krate, circle } => write!(
+                f,
+                "{krate}: {circle}\n  cut it: move what both sides need into a file of its own, or import the \
+                 child that defines an item instead of the parent that re-exports it"
+            ),
+            Violation::TooLong { krate, file, lines } => write!(
+                f,
+                "{krate}/src/{file}: {lines} lines besides its tests (at most {MAX_CODE_LINES}): split it where a \
+                 part owns one thing"
+            ),
+            Violation::NotInCodeMap { krate, file } => {
+                write!(f, "{krate}/src/{file} is not in ARCHITECTURE.md's code map: say there what it owns")
+            }
+            Violation::NamedButMissing { krate, file } => {
+                write!(f, "ARCHITECTURE.md names {krate}/src/{file}, which does not exist: correct the code map")
+            }
+            Violation::Dependency { krate, on } => write!(
+                f,
+                "{krate}/Cargo.toml depends on {on}, which its row of ARCHITECTURE.md's dependency table does not \
+                 allow: move what it needs below both, or argue the direction in ARCHITECTURE.md first"
+            ),
+            Violation::NoDirection { krate } => {
+                write!(f, "{krate} has no row in ARCHITECTURE.md's dependency table: say what it may depend on")
+            }
+        }
+    }
+}
+
+/// The workspace members listed in `root/Cargo.toml` (`members = [...]`).
+pub fn workspace_crates(root: &Path) -> std::io::Result<Vec<String>> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml"))?;
+    let list = manifest
+        .split_once("members")
+        .and_then(|(_, rest)| rest.split_once('['))
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map(|(list, _)| list)
+        .unwrap_or("");
+    Ok(list.split(',').map(|m| m.trim().trim_matches('"').to_string()).filter(|m| !m.is_empty()).collect())
+}
+
+/// Every rule broken in the workspace at `root`.
+pub fn check(root: &Path) -> std::io::Result<Vec<Violation>> {
+    let crates = workspace_crates(root)?;
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md"))?;
+    let named = codemap::named_files(&doc, &crates);
+    let allowed = deps::allowed(&doc);
+    let mut packages = std::collections::BTreeMap::new();
+    for krate in &crates {
+        if let Some(name) = deps::package_name(&root.join(krate))? {
+            packages.insert(name, krate.clone());
+        }
+    }
+    let mut violations = Vec::new();
+    for krate in &crates {
+        match allowed.get(krate) {
+            None => violations.push(Violation::NoDirection { krate: krate.clone() }),
+            Some(may) => {
+                for dep in deps::dependencies(&root.join(krate))? {
+                    if let Some(on) = packages.get(&dep).filter(|on| !may.contains(*on)) {
+                        violations.push(Violation::Dependency { krate: krate.clone(), on: on.clone() });
+                    }
+                }
+            }
+        }
+        let files = modules::CrateFiles::read(&root.join(krate).join("src"))?;
+        violations.extend(check_crate(krate, &files));
+        let listed = named.get(krate).cloned().unwrap_or_default();
+        for file in &files.files {
+            if !listed.contains(&file.rel) {
+                violations.push(Violation::NotInCodeMap { krate: krate.clone(), file: file.rel.clone() });
+            }
+        }
+        for file in &listed {
+            if !files.files.iter().any(|f| &f.rel == file) {
+                violations.push(Violation::NamedButMissing { krate: krate.clone(), file: file.clone() });
+            }
+        }
+    }
+    Ok(violations)
+}
+
+/// The circles and long files of one crate.
+pub fn check_crate(krate: &str, files: &modules::CrateFiles) -> Vec<Violation> {
+    let mut violations: Vec<Violation> = cycles::circles(&files.imports())
+        .into_iter()
+        .map(|circle| Violation::Circle { krate: krate.to_string(), circle })
+        .collect();
+    for file in files.files.iter().filter(|f| f.code_lines > MAX_CODE_LINES) {
+        violations.push(Violation::TooLong {
+            krate: krate.to_string(),
+            file: file.rel.clone(),
+            lines: file.code_lines,
+        });
+    }
+    violations
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A throw-away crate `src/` in the temp dir with the given files.
+    fn crate_with(name: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
+        let src = std::env::temp_dir().join(format!("ctxd-tidy-{name}-{}", std::process::id())).join("src");
+        let _ = std::fs::remove_dir_all(&src);
+        for (rel, text) in files {
+            let path = src.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        src
+    }
+
+    #[test]
+    fn a_circle_through_a_parents_re_export_is_found() {
+        let src = crate_with(
+            "circle",
+            &[
+                ("lib.rs", "mod a;\nmod b;\n"),
+                ("a/mod.rs", "mod child;\npub use child::Thing;\npub struct Owner;\n"),
+                ("a/child.rs", "use super::Owner;\npub struct Thing(Owner);\n"),
+                ("b.rs", "use crate::a::child::Thing; // crate::a::Owner in a comment\n"),
+            ],
+        );
+        let files = modules::CrateFiles::read(&src).unwrap();
+        let violations = check_crate("demo", &files);
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        let said = violations[0].to_string();
+        assert!(said.contains("a/child.rs, a/mod.rs"), "{said}");
+        assert!(said.contains("a/mod.rs → a/child.rs (names child::Thing)"), "{said}");
+    }
+
+    #[test]
+    fn siblings_and_test_modules_make_no_circle() {
+        let src = crate_with(
+            "clean",
+            &[
+                ("lib.rs", "pub mod a;\npub mod b;\n#[cfg(test)]\nmod kit;\npub use a::A;\n"),
+                ("a.rs", "use crate::b::B;\npub struct A(B);\n#[cfg(test)]\nmod tests { use crate::A; }\n"),
+                ("b.rs", "pub struct B;\n"),
+                ("kit.rs", "use crate::A;\n"),
+                ("c.rs", "fn f() -> crate::A { todo!() }\n"),
+            ],
+        );
+        let files = modules::CrateFiles::read(&src).unwrap();
+        assert!(check_crate("demo", &files).is_empty());
+        assert!(files.files.iter().any(|f| f.rel == "kit.rs" && f.test_only));
+        let imports = files.imports();
+        // The root is no file in the graph; `crate::A` is read as the file it re-exports.
+        assert!(imports.iter().all(|i| i.from != "lib.rs" && i.to != "lib.rs"), "{imports:?}");
+        assert!(imports.iter().any(|i| i.from == "c.rs" && i.to == "a.rs"), "{imports:?}");
+        assert!(imports.iter().any(|i| i.from == "a.rs" && i.to == "b.rs"), "{imports:?}");
+    }
+
+    #[test]
+    fn a_long_file_is_reported_without_its_tests() {
+        let body = "fn f() {}\n".repeat(MAX_CODE_LINES - 1);
+        let tests = format!("#[cfg(test)]\nmod tests {{\n{}}}\n", "fn t() {}\n".repeat(200));
+        let src = crate_with("long", &[("lib.rs", &format!("{body}{tests}")), ("big.rs", &"fn g() {}\n".repeat(601))]);
+        let files = modules::CrateFiles::read(&src).unwrap();
+        let long: Vec<String> = check_crate("demo", &files).iter().map(|v| v.to_string()).collect();
+        assert_eq!(long.len(), 1, "{long:?}");
+        assert!(long[0].starts_with("demo/src/big.rs: 601 lines"), "{long:?}");
+    }
+}

@@ -1,0 +1,13 @@
+//! The house rules, checked on this workspace: no import circle inside a crate, no source file
+//! over 600 lines without its tests, and ARCHITECTURE.md's code map naming every `src/` file.
+//! Each failure says what is wrong, where, and what to do.
+
+use std::path::Path;
+
+#[test]
+fn the_tree_keeps_the_house_rules() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tidy/ sits in the workspace root");
+    let violations = ctxd_tidy::check(root).expect("reading the workspace's sources and ARCHITECTURE.md");
+    let said: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    assert!(said.is_empty(), "{} house rule(s) broken:\n{}", said.len(), said.join("\n"));
+}
