@@ -10,7 +10,7 @@
 //! | `imports` / `imported_by` | `path` | `{"path","files":[{path,lines,names,test}]}` |
 //! | `impact` | `paths` and/or `diff`, `limit` | `{"changed","affected","tests"}` |
 //! | `repo_map` | `query`?, `budget` | `{"files","text","tokens","budget","ranked_by"}` |
-//! | `history` | `path`, `limit` | `{"files":[{path,source,ref,commits,cochanged}]}` (see [`crate::locate::history`]) |
+//! | `history` | `path`, `limit` | `{"files":[{path,source,ref,commits,cochanged}]}` (see [`crate::locate::history_signals`]) |
 
 use serde_json::Value;
 
@@ -141,13 +141,13 @@ impl GraphTools {
         self.locator.graph(as_of, source).await
     }
 
-    /// A file's recorded history (see [`crate::locate::history`]).
+    /// A file's recorded history (see [`crate::locate::history_signals`]).
     pub async fn history(
         &self,
         path: &str,
         limit: usize,
         source: Option<&SourceScope>,
-    ) -> Result<crate::locate::history::HistoryAnswer, SearchError> {
+    ) -> Result<crate::locate::history_signals::HistoryAnswer, SearchError> {
         self.locator.history(path, limit, source).await
     }
 

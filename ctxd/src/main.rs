@@ -12,7 +12,6 @@ mod cli;
 mod cmd;
 mod mcp;
 mod open;
-mod reader;
 mod reembed;
 mod reload;
 mod serve;

@@ -12,6 +12,7 @@ use ctxd_context::assembler::Assembler;
 use ctxd_index::Index;
 use ctxd_models::{EmbedService, EmbedServiceConfig, TokenCounter, DEFAULT_MODEL};
 use ctxd_pipeline::Config;
+use ctxd_roles::reader::{Opening, Reopen};
 use ctxd_search::searcher::Searcher;
 
 use crate::cli::ModelArgs;
@@ -160,4 +161,35 @@ pub async fn termination() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// `ctxd serve --role reader`: the index at `db` opened for serving (handed to
+/// `ctxd_roles::reader`, which waits until the writer has created it).
+pub async fn open_for_reader(db: &Path, model: &ModelArgs) -> Result<Opened> {
+    let opening = || async {
+        open_read(db, model, true).await.map_err(|e| {
+            if is_missing(&e) {
+                Opening::Missing
+            } else {
+                Opening::Failed(e.into())
+            }
+        })
+    };
+    Ok(ctxd_roles::reader::wait_for_index(db, opening).await?)
+}
+
+fn is_missing(e: &anyhow::Error) -> bool {
+    e.chain()
+        .any(|c| matches!(c.downcast_ref::<ctxd_index::IndexError>(), Some(ctxd_index::IndexError::Missing { .. })))
+        || e.to_string().starts_with("no index at ")
+}
+
+/// Opens the active table again with the model the switch recorded (not a `--model` given for
+/// the old table).
+pub fn reopen_for_reader(db: &Path, model: &ModelArgs) -> Reopen {
+    let (db, recorded) = (db.to_path_buf(), ModelArgs { model: None, ..model.clone() });
+    Arc::new(move || {
+        let (db, recorded) = (db.clone(), recorded.clone());
+        Box::pin(async move { open_read(&db, &recorded, true).await.map(|o| o.searcher).map_err(Into::into) })
+    })
 }

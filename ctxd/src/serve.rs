@@ -5,22 +5,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use ctxd_context::assembler::Assembler;
 use ctxd_pipeline::config::Config;
 use ctxd_pipeline::engine::Engine;
+use ctxd_pipeline::trigger::Triggers;
 use ctxd_roles::generation::Generation;
 use ctxd_roles::reload::access_of;
 use ctxd_roles::sdnotify::notify;
-use ctxd_roles::writer::{follow_switches, when_ready};
+use ctxd_roles::writer::{follow_switches, when_ready, Writer};
 use ctxd_search::searcher::Searcher;
 use ctxd_search::sources::LiveAccess;
 use ctxd_serve::admission::{Admission, AdmissionLimits};
 use ctxd_serve::auth::{Auth, SourceTokens, Token};
+use ctxd_serve::mcp::McpServer;
 use ctxd_serve::state::AppState;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::cli::{ModelArgs, Role};
 use crate::open::{build_config, termination};
-use crate::reader;
 
 /// Installs the Prometheus recorder (histograms with buckets for every `*_seconds` metric).
 pub fn install_metrics() -> Result<PrometheusHandle> {
@@ -137,9 +139,11 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         a => Some(tokio::net::TcpListener::bind(a).await.with_context(|| format!("binding {a} (flight)"))?),
     };
     let drain = Duration::from_secs(cfg.pipeline.drain_timeout_secs);
+    // The webhook's pokes reach the git sources of every pipeline generation.
+    let triggers = Triggers::default();
     let opened = match role {
         Role::Reader => open_reader(&cfg, model).await?,
-        Role::Both | Role::Writer => open_writer(&cfg).await?,
+        Role::Both | Role::Writer => open_writer(&cfg, &triggers).await?,
     };
     let Opened { searcher, token_counter, ready, backend } = opened;
     let (stop_follow, follow_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -149,29 +153,14 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
     if let Some(hangup) = hangup {
         tokio::spawn(ctxd_roles::reload::on_hangup(hangup, read_again, reload_tx));
     }
-    let follower = match backend {
-        Backend::Writer { generation, lease } => {
-            watch_lease(&lease);
-            let follow = follow_switches(
-                cfg.clone(),
-                *generation,
-                (*searcher).clone(),
-                drain,
-                follow_stopped,
-                reloads,
-                access.clone(),
-            );
-            Follower::Writer(tokio::spawn(follow), lease)
-        }
-        Backend::Reader(model) => {
-            let every = Duration::from_millis(cfg.server.reader_poll_ms);
-            let (db, searcher) = (cfg.index.db.clone(), (*searcher).clone());
-            let reopen = reader::reopen(&db, &model);
-            Follower::Reader(tokio::spawn(async move {
-                ctxd_roles::reader::follow(&db, searcher, every, follow_stopped, reopen).await
-            }))
-        }
+    let writer = Writer {
+        cfg: cfg.clone(),
+        searcher: (*searcher).clone(),
+        drain,
+        access: access.clone(),
+        triggers: triggers.clone(),
     };
+    let follower = start_follower(backend, writer, follow_stopped, reloads);
     // One admission gate for HTTP and Flight queries.
     let limits = AdmissionLimits {
         concurrent: cfg.server.max_concurrent_queries,
@@ -193,18 +182,7 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         }
         None => None,
     };
-    let sessions = ctxd_context::session::Sessions::new(ctxd_context::session::SessionLimits {
-        ttl: std::time::Duration::from_secs(cfg.server.session_ttl_secs),
-        max_sessions: cfg.server.max_sessions,
-        max_bytes: cfg.server.session_memory_mb << 20,
-    });
-    let assembler =
-        Arc::new(ctxd_context::assembler::Assembler::new((*searcher).clone(), token_counter).with_sessions(sessions));
-    // The staleness check compares one root with the index: a configuration of one source.
-    let check = (!reader && !cfg.source.is_object_store() && !cfg.has_named_sources())
-        .then(|| crate::staleness::checker((*searcher).clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
-    let mcp = Arc::new(ctxd_serve::mcp::McpServer::new(assembler.clone(), check).with_access(access.clone()));
-    let aggregator = Arc::new(aggregator(&cfg, assembler.clone())?);
+    let (assembler, mcp, aggregator) = query_surfaces(&cfg, &searcher, token_counter, reader, &access)?;
     let state = AppState {
         searcher,
         assembler,
@@ -214,7 +192,7 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         access,
         mcp: Some(mcp),
         aggregator: Some(aggregator),
-        poll: (!reader).then(|| Arc::new(ctxd_pipeline::trigger::poke) as _),
+        poll: (!reader).then(|| Arc::new(move |name: &str| triggers.poke(name)) as _),
         webhook_secret: cfg.server.webhook_secret()?,
         gate,
     };
@@ -255,6 +233,56 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
     Ok(())
 }
 
+/// The task that follows what the role follows until `stop`: a writer's model switches and
+/// reloaded sources (`w`), or a reader's new versions of the index another process writes.
+fn start_follower(
+    backend: Backend,
+    w: Writer,
+    stop: tokio::sync::oneshot::Receiver<()>,
+    reloads: tokio::sync::mpsc::Receiver<Config>,
+) -> Follower {
+    match backend {
+        Backend::Writer { generation, lease } => {
+            watch_lease(&lease);
+            Follower::Writer(tokio::spawn(follow_switches(w, *generation, stop, reloads)), lease)
+        }
+        Backend::Reader(model) => {
+            let every = Duration::from_millis(w.cfg.server.reader_poll_ms);
+            let (db, searcher) = (w.cfg.index.db.clone(), w.searcher);
+            let reopen = crate::open::reopen_for_reader(&db, &model);
+            Follower::Reader(tokio::spawn(async move {
+                ctxd_roles::reader::follow(&db, searcher, every, stop, reopen).await
+            }))
+        }
+    }
+}
+
+/// What the query surfaces answer with beside the searcher: the context assembler (with the
+/// configured session bounds), the MCP server (with the staleness check where one root is
+/// indexed) and the aggregator.
+type Surfaces = (Arc<Assembler>, Arc<McpServer>, Arc<ctxd_serve::aggregate::Aggregator>);
+
+fn query_surfaces(
+    cfg: &Config,
+    searcher: &Arc<Searcher>,
+    token_counter: ctxd_models::TokenCounter,
+    reader: bool,
+    access: &LiveAccess,
+) -> Result<Surfaces> {
+    let sessions = ctxd_context::session::Sessions::new(ctxd_context::session::SessionLimits {
+        ttl: std::time::Duration::from_secs(cfg.server.session_ttl_secs),
+        max_sessions: cfg.server.max_sessions,
+        max_bytes: cfg.server.session_memory_mb << 20,
+    });
+    let assembler = Arc::new(Assembler::new((**searcher).clone(), token_counter).with_sessions(sessions));
+    // The staleness check compares one root with the index: a configuration of one source.
+    let check = (!reader && !cfg.source.is_object_store() && !cfg.has_named_sources())
+        .then(|| crate::staleness::checker((**searcher).clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
+    let mcp = Arc::new(McpServer::new(assembler.clone(), check).with_access(access.clone()));
+    let aggregator = Arc::new(aggregator(cfg, assembler.clone())?);
+    Ok((assembler, mcp, aggregator))
+}
+
 /// What serving needs from either role.
 struct Opened {
     searcher: Arc<Searcher>,
@@ -278,7 +306,7 @@ enum Follower {
 }
 
 /// Roles `both` and `writer`: the writer lease, then the engine (model and tables) and its pipeline.
-async fn open_writer(cfg: &Config) -> Result<Opened> {
+async fn open_writer(cfg: &Config, triggers: &Triggers) -> Result<Opened> {
     let lease = crate::open::writer_lease(cfg, "ctxd serve").await?;
     // Opening can take long: the model loads, and an index of an older ctxd is re-embedded once
     // (`ctxd_pipeline::reembed::migrate`). systemd's start timeout is extended meanwhile.
@@ -293,7 +321,8 @@ async fn open_writer(cfg: &Config) -> Result<Opened> {
     });
     let engine = Engine::open(cfg.clone()).await;
     extend.abort();
-    let engine = engine.with_context(|| format!("opening index {}", cfg.index.db.display()))?;
+    let engine =
+        engine.with_context(|| format!("opening index {}", cfg.index.db.display()))?.with_triggers(triggers.clone());
     // Context budgets keep counting with this tokenizer after a model switch (a restart picks
     // up the new model's).
     let token_counter = engine.token_counter();
@@ -314,7 +343,7 @@ fn tuned(searcher: Searcher, cfg: &Config) -> Searcher {
 
 /// Role `reader`: the index as it is (waiting for the writer to create it) and its model.
 async fn open_reader(cfg: &Config, model: ModelArgs) -> Result<Opened> {
-    let opened = reader::open(&cfg.index.db, &model).await?;
+    let opened = crate::open::open_for_reader(&cfg.index.db, &model).await?;
     let token_counter = opened.tokenizer().await?;
     let searcher = Arc::new(tuned(opened.searcher, cfg));
     metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
@@ -336,10 +365,7 @@ fn watch_lease(lease: &ctxd_index::WriterLease) {
 }
 
 /// The aggregate sources of the config (the local index alone when none are configured).
-fn aggregator(
-    cfg: &Config,
-    local: Arc<ctxd_context::assembler::Assembler>,
-) -> Result<ctxd_serve::aggregate::Aggregator> {
+fn aggregator(cfg: &Config, local: Arc<Assembler>) -> Result<ctxd_serve::aggregate::Aggregator> {
     use ctxd_serve::aggregate::{Aggregator, SourceKind, SourceSpec};
     let mut sources = Vec::new();
     for s in &cfg.aggregate.sources {

@@ -171,7 +171,7 @@ impl Index {
                     // Overlay records of versions the cleanup removed are no read's any more.
                     let versions = self.table.list_versions().await.map_err(|e| self.lance(e))?;
                     if let Some(oldest) = versions.iter().map(|v| v.version).min() {
-                        crate::overlay::prune(&self.uri, oldest, &self.table_name).await?;
+                        crate::overlay::prune(&self.overlays, &self.uri, oldest, &self.table_name).await?;
                     }
                 }
                 let table = conn.open_table(name).execute().await.map_err(|e| self.lance(e))?;

@@ -25,12 +25,13 @@
 //! too little to be worth an overlay). The writer records a view's overlay after the files of
 //! the same change are committed ([`replace`]); a read of the latest version takes each view's
 //! newest record, a read of a past version (`as_of`) the newest recorded at or before it.
-//! Readers load the table through a per-process cache re-checked at most every second
-//! ([`current`]), so a reader sees a new overlay within about a second of its files.
-//! Maintenance drops records no kept version needs ([`prune`]).
+//! Readers load the table through an [`OverlayCache`] re-checked at most every second (one per
+//! [`Index`](crate::Index) handle, shared by the views made from it and by the writer that holds
+//! it), so a reader sees a new overlay within about a second of its files, and the process that
+//! records one at once. Maintenance drops records no kept version needs ([`prune`]).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow_array::{RecordBatch, StringArray};
@@ -119,12 +120,17 @@ fn schema() -> SchemaRef {
 
 /// Records the overlay of `view` from the active chunks table's current (or next) version on
 /// (`None`: the view is stored whole, or gone). Earlier records stay for `as_of` reads.
-pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>, from: Effective) -> Result<(), IndexError> {
+pub async fn replace(
+    cache: &OverlayCache,
+    uri: &str,
+    view: &str,
+    overlay: Option<&Overlay>,
+    from: Effective,
+) -> Result<(), IndexError> {
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
-    // One write at a time in a process (two git sources record theirs concurrently; the
-    // first creates the table).
-    static WRITING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    let _one = WRITING.lock().await;
+    // One write at a time per handle (two git sources record theirs concurrently; the first
+    // creates the table).
+    let _one = cache.writing.lock().await;
     let conn = connect(uri).await?;
     let names = conn.table_names().execute().await.map_err(lance)?;
     let recorded = read(&conn, &names, uri).await?;
@@ -156,18 +162,18 @@ pub async fn replace(uri: &str, view: &str, overlay: Option<&Overlay>, from: Eff
     let table = crate::session::open_or_create_table(&conn, &names, OVERLAYS_TABLE, schema()).await.map_err(lance)?;
     // One commit: a reader never sees the view without its record.
     table.add(batch).execute().await.map_err(lance)?;
-    forget(uri);
+    cache.forget(uri);
     Ok(())
 }
 
 /// Records the views that start with `prefix` (`proj@`) but are not in `keep` (refs no longer
 /// indexed) as stored whole from now on.
-pub async fn retain(uri: &str, prefix: &str, keep: &[String]) -> Result<(), IndexError> {
+pub async fn retain(cache: &OverlayCache, uri: &str, prefix: &str, keep: &[String]) -> Result<(), IndexError> {
     let all = load(uri).await?;
     let stale: Vec<&String> =
         all.views.keys().filter(|v| v.starts_with(prefix) && !keep.contains(v) && all.get(v, None).is_some()).collect();
     for view in stale {
-        replace(uri, view, None, Effective::Now).await?;
+        replace(cache, uri, view, None, Effective::Now).await?;
     }
     Ok(())
 }
@@ -175,7 +181,7 @@ pub async fn retain(uri: &str, prefix: &str, keep: &[String]) -> Result<(), Inde
 /// Drops the records no read can use any more: those written before the one in force at
 /// version `oldest` of chunks table `table`, the oldest version kept (maintenance, after its
 /// cleanup; the active table is the only one read).
-pub async fn prune(uri: &str, oldest: u64, table: &str) -> Result<(), IndexError> {
+pub async fn prune(cache: &OverlayCache, uri: &str, oldest: u64, table: &str) -> Result<(), IndexError> {
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
     let conn = connect(uri).await?;
     let names = conn.table_names().execute().await.map_err(lance)?;
@@ -195,7 +201,7 @@ pub async fn prune(uri: &str, oldest: u64, table: &str) -> Result<(), IndexError
     for (view, floor) in stale {
         t.delete(&format!("view = {} AND seq < {floor}", sql_str(view))).await.map_err(lance)?;
     }
-    forget(uri);
+    cache.forget(uri);
     Ok(())
 }
 
@@ -239,40 +245,55 @@ async fn read(conn: &lancedb::Connection, names: &[String], uri: &str) -> Result
 
 type Cached = HashMap<String, (Instant, Arc<Overlays>)>;
 
-fn cache() -> &'static Mutex<Cached> {
-    static CACHE: OnceLock<Mutex<Cached>> = OnceLock::new();
-    CACHE.get_or_init(Default::default)
+/// The overlays read per database, each re-read at most every [`RECHECK`]; and the lock that
+/// lets one overlay write at a time through this handle.
+#[derive(Default)]
+pub struct OverlayCache {
+    entries: Mutex<Cached>,
+    /// One read at a time: while one query reads them again, the others answer with the
+    /// previous ones.
+    reading: tokio::sync::Mutex<()>,
+    writing: tokio::sync::Mutex<()>,
 }
 
-/// Drops the cached overlays of `uri` (after this process wrote them).
-fn forget(uri: &str) {
-    cache().lock().unwrap_or_else(|p| p.into_inner()).remove(uri);
-}
+impl OverlayCache {
+    /// Drops the cached overlays of `uri` (after they were written through this cache).
+    pub fn forget(&self, uri: &str) {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).remove(uri);
+    }
 
-/// The overlays of `uri` as of about a second ago (read again when older; while one query
-/// reads them again, the others answer with the previous ones).
-pub async fn current(uri: &str) -> Result<Arc<Overlays>, IndexError> {
-    static READING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    let cached = cache().lock().unwrap_or_else(|p| p.into_inner()).get(uri).cloned();
-    let _reading = match (cached, READING.try_lock()) {
-        (Some((at, o)), _) if at.elapsed() < RECHECK => return Ok(o),
-        (Some((_, o)), Err(_)) => return Ok(o),
-        (_, Ok(guard)) => guard,
-        (None, Err(_)) => READING.lock().await,
-    };
-    let loaded = match load(uri).await {
-        Ok(o) => Arc::new(o),
-        Err(e) => match cache().lock().unwrap_or_else(|p| p.into_inner()).get(uri) {
-            // Keep answering with the last overlays read (a bucket's hiccup); retried next time.
-            Some((_, o)) => {
-                tracing::warn!("reading the ref overlays of {uri} failed ({e}); reading through the last ones read");
-                return Ok(o.clone());
-            }
-            None => return Err(e),
-        },
-    };
-    cache().lock().unwrap_or_else(|p| p.into_inner()).insert(uri.to_string(), (Instant::now(), loaded.clone()));
-    Ok(loaded)
+    fn cached(&self, uri: &str) -> Option<(Instant, Arc<Overlays>)> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).get(uri).cloned()
+    }
+
+    /// The overlays of `uri` as of about a second ago (read again when older; while one query
+    /// reads them again, the others answer with the previous ones).
+    pub async fn current(&self, uri: &str) -> Result<Arc<Overlays>, IndexError> {
+        let _reading = match (self.cached(uri), self.reading.try_lock()) {
+            (Some((at, o)), _) if at.elapsed() < RECHECK => return Ok(o),
+            (Some((_, o)), Err(_)) => return Ok(o),
+            (_, Ok(guard)) => guard,
+            (None, Err(_)) => self.reading.lock().await,
+        };
+        let loaded = match load(uri).await {
+            Ok(o) => Arc::new(o),
+            Err(e) => match self.cached(uri) {
+                // Keep answering with the last overlays read (a bucket's hiccup); retried next time.
+                Some((_, o)) => {
+                    tracing::warn!(
+                        "reading the ref overlays of {uri} failed ({e}); reading through the last ones read"
+                    );
+                    return Ok(o);
+                }
+                None => return Err(e),
+            },
+        };
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uri.to_string(), (Instant::now(), loaded.clone()));
+        Ok(loaded)
+    }
 }
 
 /// The overlays a scoped view reads through: `(view, overlay)` for each of its names that is one.
@@ -377,6 +398,7 @@ mod tests {
         index.commit(crate::CommitBatch { rows, ..Default::default() }).await.unwrap();
         index.build_fts().await.unwrap();
         replace(
+            &index.overlay_cache(),
             uri,
             "lib@v2",
             Some(&Overlay { base: "lib@main".into(), shadowed: ["b.py".to_string()].into() }),
@@ -449,7 +471,7 @@ mod tests {
         // Later v2 stops sharing a.py too (its own copy would come in the same change).
         index.commit(crate::CommitBatch { rows: vec![crate::testing::row(7)], ..Default::default() }).await.unwrap();
         let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
-        replace(uri, "lib@v2", Some(&o), Effective::Now).await.unwrap();
+        replace(&index.overlay_cache(), uri, "lib@v2", Some(&o), Effective::Now).await.unwrap();
         let scope = || Some(crate::SourceScope::new(["lib@v2"]));
         let now: Vec<String> =
             index.scoped(scope()).await.unwrap().files().await.unwrap().into_iter().map(|f| f.0).collect();
@@ -459,7 +481,7 @@ mod tests {
         files.sort();
         assert_eq!(files, ["lib@v2/a.py", "lib@v2/b.py"], "as of {then}");
         // Maintenance keeps the record a kept version needs, drops the older ones.
-        prune(uri, then + 1, "chunks").await.unwrap();
+        prune(&index.overlay_cache(), uri, then + 1, "chunks").await.unwrap();
         assert_eq!(load(uri).await.unwrap().views["lib@v2"].len(), 1);
     }
 
@@ -467,25 +489,32 @@ mod tests {
     async fn replaced_per_view_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().to_str().unwrap();
-        assert!(current(uri).await.unwrap().views.is_empty(), "no table: no overlays");
+        let cache = OverlayCache::default();
+        assert!(cache.current(uri).await.unwrap().views.is_empty(), "no table: no overlays");
         let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string()].into() };
-        replace(uri, "lib@v2", Some(&o), Effective::Now).await.unwrap();
-        replace(uri, "lib@v3", Some(&Overlay { base: "lib@main".into(), shadowed: BTreeSet::new() }), Effective::Now)
-            .await
-            .unwrap();
-        let read = current(uri).await.unwrap();
+        replace(&cache, uri, "lib@v2", Some(&o), Effective::Now).await.unwrap();
+        replace(
+            &cache,
+            uri,
+            "lib@v3",
+            Some(&Overlay { base: "lib@main".into(), shadowed: BTreeSet::new() }),
+            Effective::Now,
+        )
+        .await
+        .unwrap();
+        let read = cache.current(uri).await.unwrap();
         assert_eq!(read.get("lib@v2", None).map(|o| o.as_ref()), Some(&o));
         assert!(read.get("lib@v3", None).unwrap().shadowed.is_empty());
         let changed = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
-        replace(uri, "lib@v2", Some(&changed), Effective::Now).await.unwrap();
-        let again = current(uri).await.unwrap();
+        replace(&cache, uri, "lib@v2", Some(&changed), Effective::Now).await.unwrap();
+        let again = cache.current(uri).await.unwrap();
         assert_eq!(again.get("lib@v2", None).map(|o| o.as_ref()), Some(&changed), "the newest record answers");
         assert_eq!(again.get("lib@v2", Some((0, "chunks"))).map(|o| o.as_ref()), Some(&changed), "no table: version 0");
         assert_eq!(again.get("lib@v2", Some((0, "chunks__other"))).map(|o| o.as_ref()), Some(&changed), "carried over");
         assert!(again.version > read.version);
-        replace(uri, "lib@v2", None, Effective::Now).await.unwrap();
-        retain(uri, "lib@", &["lib@v4".to_string()]).await.unwrap();
-        let read = current(uri).await.unwrap();
+        replace(&cache, uri, "lib@v2", None, Effective::Now).await.unwrap();
+        retain(&cache, uri, "lib@", &["lib@v4".to_string()]).await.unwrap();
+        let read = cache.current(uri).await.unwrap();
         assert!(
             read.get("lib@v2", None).is_none() && read.get("lib@v3", None).is_none(),
             "retain: stored whole: {read:?}"

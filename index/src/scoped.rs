@@ -67,7 +67,7 @@ impl Index {
             Some(s) => {
                 // A view of a past version (`as_of`) reads the overlays recorded then.
                 let as_of = self.pinned.map(|v| (v, self.table_name.as_str()));
-                let lens = Lens::of(s.names(), &*crate::overlay::current(&self.uri).await?, as_of);
+                let lens = Lens::of(s.names(), &*self.overlays.current(&self.uri).await?, as_of);
                 (!lens.is_empty()).then(|| Arc::new(lens))
             }
             None => None,
@@ -88,6 +88,7 @@ impl Index {
             scope: scope.map(Arc::new),
             lens,
             pinned: self.pinned,
+            overlays: self.overlays.clone(),
         })
     }
 
@@ -97,9 +98,9 @@ impl Index {
     }
 
     /// The version of the git refs' overlays table as this process last read it (0: none;
-    /// see [`crate::overlay::current`]): part of the key of anything cached per version.
+    /// see [`crate::overlay::OverlayCache::current`]): part of the key of anything cached per version.
     pub async fn overlays_version(&self) -> Result<u64, IndexError> {
-        Ok(crate::overlay::current(&self.uri).await?.version)
+        Ok(self.overlays.current(&self.uri).await?.version)
     }
 
     /// Text that tells views of different scopes apart in a cache key (`""` without a scope).

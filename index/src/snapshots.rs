@@ -205,6 +205,7 @@ impl Index {
         let mut index = Index::from_table(&self.uri, &self.table_name, table).await?;
         index.model_id = self.model_id.clone();
         index.pinned = Some(version);
+        index.overlays = self.overlays.clone();
         for (name, side, _) in self.side_tables_at(version).await? {
             match name {
                 SYMBOLS_TABLE => index.symbols = Some(side),

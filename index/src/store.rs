@@ -52,6 +52,8 @@ pub struct Index {
     pub(crate) lens: Option<std::sync::Arc<crate::overlay::Lens>>,
     /// The version a view of a past version ([`Index::at`]) is checked out at.
     pub(crate) pinned: Option<u64>,
+    /// The ref overlays read through this handle and every view made from it.
+    pub(crate) overlays: std::sync::Arc<crate::overlay::OverlayCache>,
 }
 
 impl Index {
@@ -168,6 +170,7 @@ impl Index {
             has_source,
             named_sources: AtomicBool::new(false),
             scope: None,
+            overlays: Default::default(),
             lens: None,
             pinned: None,
         })
@@ -181,6 +184,12 @@ impl Index {
             .iter()
             .find(|b| b.num_rows() > 0)
             .and_then(|b| b.column(0).as_any().downcast_ref::<StringArray>().map(|a| a.value(0).to_string())))
+    }
+
+    /// The ref overlays' cache of this handle: what records an overlay through it (a git
+    /// source of the same process) makes the handle's views see it at once.
+    pub fn overlay_cache(&self) -> std::sync::Arc<crate::overlay::OverlayCache> {
+        self.overlays.clone()
     }
 
     /// The database URI.

@@ -183,7 +183,10 @@ impl Engine {
             None => sink,
         };
         let sink_limits = BatchLimits { max_weight: p.commit_max_rows, max_items: 4096, max_wait: p.commit_interval() };
-        handles.push(spawn_sink(Arc::new(sink), sink_limits, upsert_in, tracker.clone()));
+        let triggers = self.triggers.clone();
+        handles.push(spawn_sink(Arc::new(sink), sink_limits, upsert_in, tracker.clone(), move || {
+            triggers.commit_failed()
+        }));
         Stages { handles, source_out: src_out, embed_counts }
     }
 
@@ -200,7 +203,7 @@ impl Engine {
     ) -> JoinHandle<Result<(), StageError>> {
         let gate = ScanGate::new(origins.len());
         let db = self.cfg.index.db.to_string_lossy().into_owned();
-        let history = crate::history::Recorder::new(db.clone(), self.cfg.index.history_commits);
+        let history = crate::history_recorder::Recorder::new(db.clone(), self.cfg.index.history_commits);
         let runs: Vec<_> = origins
             .into_iter()
             .map(|origin| {
@@ -213,6 +216,8 @@ impl Engine {
                     gate: gate.clone(),
                     history: history.clone(),
                     db: db.clone(),
+                    triggers: self.triggers.clone(),
+                    overlays: self.index.overlay_cache(),
                 };
                 source.run(origin, follow)
             })

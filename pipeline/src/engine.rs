@@ -14,6 +14,7 @@ use ctxd_stages::FileState;
 
 use crate::config::Config;
 use crate::reembed::{migrate, JobModel};
+use crate::trigger::Triggers;
 use crate::PipelineError;
 
 /// Model, index and state, ready to run the graph or answer queries.
@@ -24,6 +25,8 @@ pub struct Engine {
     pub(crate) service: Option<EmbedService>,
     pub(crate) counter: TokenCounter,
     pub(crate) state: FileState,
+    /// Git sources' pokes and the failed-commit signal (the daemon's, kept across generations).
+    pub(crate) triggers: Triggers,
 }
 
 impl Engine {
@@ -105,7 +108,14 @@ impl Engine {
             }
         }
         let state = FileState::new(hashes);
-        Ok(Self { cfg, index, service, counter, state })
+        Ok(Self { cfg, index, service, counter, state, triggers: Triggers::default() })
+    }
+
+    /// The same engine with the daemon's `triggers` (webhook pokes reach its git sources; a
+    /// new engine after a model switch or a reload keeps them).
+    pub fn with_triggers(mut self, triggers: Triggers) -> Self {
+        self.triggers = triggers;
+        self
     }
 
     /// The index.

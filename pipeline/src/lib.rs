@@ -30,7 +30,7 @@ mod emit;
 pub mod engine;
 pub mod error;
 mod freshness;
-mod history;
+mod history_recorder;
 pub mod metrics;
 mod reconcile;
 pub mod reembed;

@@ -334,7 +334,14 @@ pub fn spawn_batch_stage<S: BatchStage>(
 }
 
 /// Runs a sink (a single worker, so commits are ordered).
-pub fn spawn_sink<S: Sink>(sink: Arc<S>, limits: BatchLimits, input: Input<S::In>, tracker: Tracker) -> JoinHandle<()> {
+/// `on_failure` runs after each batch the sink gave up on.
+pub fn spawn_sink<S: Sink>(
+    sink: Arc<S>,
+    limits: BatchLimits,
+    input: Input<S::In>,
+    tracker: Tracker,
+    on_failure: impl Fn() + Send + 'static,
+) -> JoinHandle<()> {
     metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => S::NAME, "error" => "none").increment(0);
     tokio::spawn(async move {
         // Every item in the graph is counted by the tracker: when all of them are in this
@@ -355,7 +362,7 @@ pub fn spawn_sink<S: Sink>(sink: Arc<S>, limits: BatchLimits, input: Input<S::In
                     metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => S::NAME, "error" => e.kind())
                         .increment(n as u64);
                     tracing::warn!(stage = S::NAME, "{e}; the batch's files are read again after the next rescan");
-                    crate::trigger::commit_failed();
+                    on_failure();
                 }
             }
             tracker.done(n);
@@ -407,7 +414,7 @@ mod tests {
         let sink = Arc::new(Collect(Mutex::new(Vec::new()), AtomicUsize::new(0)));
         let mut handles = spawn_stage(Arc::new(Double), 2, double_in, double_out, tracker.clone());
         let limits = BatchLimits { max_weight: 4, max_items: 4, max_wait: Duration::from_millis(2) };
-        handles.push(spawn_sink(sink.clone(), limits, sink_in, tracker.clone()));
+        handles.push(spawn_sink(sink.clone(), limits, sink_in, tracker.clone(), || {}));
         for i in 0..50u32 {
             tracker.add(1);
             src_out.send(i).await.unwrap();

@@ -20,9 +20,10 @@ use tokio::sync::watch;
 use crate::config::{Config, NamedSource, WORKTREE};
 use crate::emit::Emitter;
 use crate::freshness::Freshness;
-use crate::history::{Recorder, View};
+use crate::history_recorder::{Recorder, View};
 use crate::metrics as m;
 use crate::reconcile::{remove_gone, scan_and_reconcile, Pass};
+use crate::trigger::{Backoff, Triggers};
 use crate::PipelineError;
 use ctxd_index::overlay::Effective;
 use ctxd_stages::git::{GitChange, GitSource};
@@ -65,7 +66,7 @@ impl Origin {
             out.push(Origin::Git { source: Box::new(git), every });
         }
         if let Some(tree) = src.worktree() {
-            let top = ctxd_stages::history::work_tree_of(tree).filter(|(_, at)| at.is_empty()).ok_or_else(|| {
+            let top = ctxd_stages::git_log::work_tree_of(tree).filter(|(_, at)| at.is_empty()).ok_or_else(|| {
                 PipelineError::Root {
                     path: tree.to_path_buf(),
                     message: format!(
@@ -152,6 +153,11 @@ pub(crate) struct Source {
     pub(crate) history: Option<Arc<Recorder>>,
     /// The database (its URI): where a git source records its refs' overlays.
     pub(crate) db: String,
+    /// Pokes of git sources and the failed-commit signal ([`crate::trigger`]).
+    pub(crate) triggers: Triggers,
+    /// The index handle's overlay cache: a git source records its refs' overlays through it, so
+    /// the queries of this process read them at once.
+    pub(crate) overlays: Arc<ctxd_index::overlay::OverlayCache>,
 }
 
 impl Source {
@@ -165,12 +171,13 @@ impl Source {
         // Start watching before scanning: a change during the scan is not lost; likewise a
         // commit failing during the first scan.
         let mut watcher = if follow { Some(EventWatcher::start(&scanner, self.debounce)?) } else { None };
-        let mut failed = crate::trigger::failed_commits();
+        let mut failed = self.triggers.failed_commits();
         scan_and_reconcile(&scanner, &self.state, &self.emitter, &self.shutdown).await;
         self.gate.passed(&self.emitter.tracker);
         if let Some(recorder) = self.history.clone() {
             let (root, select) = (scanner.root().to_path_buf(), scanner.selector().clone());
-            let follow_head = crate::history::follow_work_tree(recorder, root, select, follow, self.shutdown.clone());
+            let follow_head =
+                crate::history_recorder::follow_work_tree(recorder, root, select, follow, self.shutdown.clone());
             if follow {
                 tokio::spawn(follow_head);
             } else {
@@ -178,7 +185,7 @@ impl Source {
             }
         }
         let Some(watcher) = watcher.as_mut() else { return Ok(()) };
-        let mut backoff = crate::trigger::Backoff::default();
+        let mut backoff = Backoff::default();
         loop {
             tokio::select! {
                 _ = self.shutdown.changed() => {
@@ -186,7 +193,7 @@ impl Source {
                 }
                 Ok(()) = failed.changed() => {
                     // A batch was not committed: its files are not in the index's state, so a
-                    // rescan finds them again (see `trigger`), after a growing pause.
+                    // rescan finds them again (see [`crate::trigger`]), after a growing pause.
                     let root = scanner.root().display().to_string();
                     self.after_failed_commit(&mut failed, &mut backoff, &root, "rescanning").await;
                     if *self.shutdown.borrow() { break; }
@@ -243,13 +250,12 @@ impl Source {
     async fn run_git(mut self, mut git: GitSource, every: Duration, follow: bool) -> Result<(), StageError> {
         // `<name>@worktree/` is the work tree's, reconciled by its own scan.
         let owner = Selector::owning(&format!("{}@", git.name())).except(&format!("{}@{WORKTREE}/", git.name()));
-        let poked = crate::trigger::for_source(git.name());
+        let poked = self.triggers.for_source(git.name());
         let mut first = true;
         // Whether the refs moved since the mirror was last cleaned up.
         let mut moved_on = false;
-        // A commit failed: the next poll reports every file again (see `trigger`).
-        let (mut failed, mut backoff, mut recover) =
-            (crate::trigger::failed_commits(), crate::trigger::Backoff::default(), false);
+        // A commit failed: the next poll reports every file again (see [`crate::trigger`]).
+        let (mut failed, mut backoff, mut recover) = (self.triggers.failed_commits(), Backoff::default(), false);
         loop {
             // The blobs of commits the refs moved past, once nothing emitted is in flight.
             let clean = moved_on && self.emitter.tracker.in_flight() <= 0;
@@ -332,7 +338,9 @@ impl Source {
                     if first {
                         let views: Vec<String> =
                             overlays.iter().filter(|c| c.after.is_some()).map(|c| c.view.clone()).collect();
-                        if let Err(e) = ctxd_index::overlay::retain(&self.db, &format!("{}@", git.name()), &views).await
+                        if let Err(e) =
+                            ctxd_index::overlay::retain(&self.overlays, &self.db, &format!("{}@", git.name()), &views)
+                                .await
                         {
                             overlay_failed(git.name(), &e);
                         }
@@ -371,7 +379,7 @@ impl Source {
     /// counted and logged (the view then reads through its previous overlay until the next poll
     /// that changes it, or a restart).
     async fn record_overlay(&self, view: &str, overlay: Option<&ctxd_index::overlay::Overlay>, from: Effective) {
-        if let Err(e) = ctxd_index::overlay::replace(&self.db, view, overlay, from).await {
+        if let Err(e) = ctxd_index::overlay::replace(&self.overlays, &self.db, view, overlay, from).await {
             overlay_failed(view, &e);
         }
     }
@@ -415,9 +423,8 @@ impl Source {
     /// from the listing removed), then, when following, every `every` (only the diff).
     async fn run_objects(mut self, mut objects: ObjectSource, every: Duration, follow: bool) -> Result<(), StageError> {
         let mut first = true;
-        // A commit failed: the next listing reports every object again (see `trigger`).
-        let (mut failed, mut backoff, mut recover) =
-            (crate::trigger::failed_commits(), crate::trigger::Backoff::default(), false);
+        // A commit failed: the next listing reports every object again (see [`crate::trigger`]).
+        let (mut failed, mut backoff, mut recover) = (self.triggers.failed_commits(), Backoff::default(), false);
         loop {
             let all = first || recover;
             match objects.poll(all).await {
@@ -492,11 +499,11 @@ impl Source {
 
     /// A batch was not committed: waits the growing pause of `backoff` (cut short by
     /// shutdown) before source `what` goes `doing` (a rescan, or a full listing) to find the
-    /// batch's files again (see `trigger`).
+    /// batch's files again (see [`crate::trigger`]).
     async fn after_failed_commit(
         &mut self,
         failed: &mut watch::Receiver<u64>,
-        backoff: &mut crate::trigger::Backoff,
+        backoff: &mut Backoff,
         what: &str,
         doing: &str,
     ) {

@@ -1,15 +1,17 @@
 //! Poll-now triggers of git sources: the webhook endpoint (`POST /v1/sources/<name>/poll`)
 //! wakes a git source's poll loop instead of waiting for `poll_interval_secs`.
 //!
-//! One registry per process, keyed by source name, outliving the pipeline generations a model
-//! switch restarts: a source's task takes its trigger when it starts ([`for_source`]); the wire
-//! pokes by name ([`poke`]). A poke while a poll runs is kept (a stored permit), so the push
-//! that lands mid-poll is read right after it.
+//! One [`Triggers`] handle per daemon, keyed by source name, outliving the pipeline generations a
+//! model switch restarts (the binary makes it and hands it to every [`crate::engine::Engine`] it
+//! opens, and the webhook's poke to the wire): a source's task takes its trigger when it starts
+//! ([`Triggers::for_source`]); the wire pokes by name ([`Triggers::poke`]). A poke while a poll
+//! runs is kept (a stored permit), so the push that lands mid-poll is read right after it.
 //!
-//! **Failed commits** ([`commit_failed`]): when the sink gives up on a batch (the disk full, the
-//! bucket unreachable past the retries), the files of that batch were not recorded as indexed.
-//! Git and bucket sources find them again at their next poll; a folder source only follows
-//! events, so it waits on [`failed_commits`] and, [`RESCAN_AFTER_FAILURE`] later, rescans its
+//! **Failed commits** ([`Triggers::commit_failed`]): when the sink gives up on a batch (the disk
+//! full, the bucket unreachable past the retries), the files of that batch were not recorded as
+//! indexed. Git and bucket sources find them again at their next poll; a folder source only
+//! follows events, so it waits on [`Triggers::failed_commits`] and, [`RESCAN_AFTER_FAILURE`]
+//! later, rescans its
 //! root: every file whose content differs from the index (exactly those of the lost batch, and
 //! anything changed meanwhile) goes through the pipeline again, removals are reconciled. While
 //! the fault lasts the pause doubles up to [`RESCAN_AFTER_FAILURE_MAX`] ([`Backoff`]); once it is
@@ -19,7 +21,7 @@
 //! removals reconciled).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{watch, Notify};
 
@@ -50,42 +52,47 @@ impl Backoff {
     }
 }
 
-fn failures() -> &'static watch::Sender<u64> {
-    static FAILED: OnceLock<watch::Sender<u64>> = OnceLock::new();
-    FAILED.get_or_init(|| watch::channel(0).0)
+/// The poll triggers of git sources by name and the failed-commit signal, shared by clones.
+#[derive(Clone)]
+pub struct Triggers {
+    polls: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
+    failures: Arc<watch::Sender<u64>>,
 }
 
-/// Counts a batch the sink could not commit: every source finds its files again (see the
-/// module docs).
-pub(crate) fn commit_failed() {
-    failures().send_modify(|n| *n += 1);
+impl Default for Triggers {
+    fn default() -> Self {
+        Triggers { polls: Arc::default(), failures: Arc::new(watch::channel(0).0) }
+    }
 }
 
-/// Changes after each failed commit (a folder source's loop waits on it).
-pub(crate) fn failed_commits() -> watch::Receiver<u64> {
-    failures().subscribe()
-}
+impl Triggers {
+    /// Counts a batch the sink could not commit: every source finds its files again (see the
+    /// module docs).
+    pub(crate) fn commit_failed(&self) {
+        self.failures.send_modify(|n| *n += 1);
+    }
 
-fn registry() -> &'static Mutex<HashMap<String, Arc<Notify>>> {
-    static TRIGGERS: OnceLock<Mutex<HashMap<String, Arc<Notify>>>> = OnceLock::new();
-    TRIGGERS.get_or_init(Default::default)
-}
+    /// Changes after each failed commit (a source's loop waits on it).
+    pub(crate) fn failed_commits(&self) -> watch::Receiver<u64> {
+        self.failures.subscribe()
+    }
 
-/// The trigger of git source `name` (created on first use).
-pub(crate) fn for_source(name: &str) -> Arc<Notify> {
-    let mut map = registry().lock().unwrap_or_else(|e| e.into_inner());
-    map.entry(name.to_string()).or_default().clone()
-}
+    /// The trigger of git source `name` (created on first use).
+    pub(crate) fn for_source(&self, name: &str) -> Arc<Notify> {
+        let mut map = self.polls.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(name.to_string()).or_default().clone()
+    }
 
-/// Wakes git source `name`; false when no git source of that name runs in this process.
-pub fn poke(name: &str) -> bool {
-    let map = registry().lock().unwrap_or_else(|e| e.into_inner());
-    match map.get(name) {
-        Some(n) => {
-            n.notify_one();
-            true
+    /// Wakes git source `name`; false when no git source of that name runs with these triggers.
+    pub fn poke(&self, name: &str) -> bool {
+        let map = self.polls.lock().unwrap_or_else(|e| e.into_inner());
+        match map.get(name) {
+            Some(n) => {
+                n.notify_one();
+                true
+            }
+            None => false,
         }
-        None => false,
     }
 }
 
@@ -95,9 +102,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_poke_wakes_the_source_even_when_it_lands_first() {
-        assert!(!poke("not-a-source"));
-        let t = for_source("lib");
-        assert!(poke("lib"));
+        let triggers = Triggers::default();
+        assert!(!triggers.poke("not-a-source"));
+        let t = triggers.for_source("lib");
+        assert!(triggers.poke("lib"));
+        assert!(!Triggers::default().poke("lib"), "another daemon's triggers are its own");
         tokio::time::timeout(std::time::Duration::from_secs(1), t.notified()).await.expect("the stored poke wakes it");
     }
 
@@ -110,8 +119,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_commit_wakes_every_folder_source() {
-        let (mut a, mut b) = (failed_commits(), failed_commits());
-        commit_failed();
+        let triggers = Triggers::default();
+        let (mut a, mut b) = (triggers.failed_commits(), triggers.clone().failed_commits());
+        triggers.commit_failed();
         for rx in [&mut a, &mut b] {
             tokio::time::timeout(std::time::Duration::from_secs(1), rx.changed()).await.unwrap().unwrap();
         }

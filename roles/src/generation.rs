@@ -7,6 +7,7 @@ use std::time::Duration;
 use ctxd_pipeline::config::Config;
 use ctxd_pipeline::daemon::Running;
 use ctxd_pipeline::engine::Engine;
+use ctxd_pipeline::trigger::Triggers;
 
 use crate::error::RoleError;
 
@@ -25,9 +26,9 @@ impl Generation {
         Ok(Self { engine, kill, running })
     }
 
-    /// A new engine on `cfg` with its pipeline running.
-    pub async fn open(cfg: &Config) -> Result<Self, RoleError> {
-        Self::start(Engine::open(cfg.clone()).await?)
+    /// A new engine on `cfg` with its pipeline running, poked through `triggers`.
+    pub async fn open(cfg: &Config, triggers: &Triggers) -> Result<Self, RoleError> {
+        Self::start(Engine::open(cfg.clone()).await?.with_triggers(triggers.clone()))
     }
 
     /// Stops the source and drains the pipeline (up to `drain`).

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ctxd_pipeline::config::Config;
 use ctxd_pipeline::engine::Engine;
+use ctxd_pipeline::trigger::Triggers;
 use ctxd_search::searcher::Searcher;
 use ctxd_search::sources::LiveAccess;
 
@@ -13,6 +14,21 @@ use crate::error::RoleError;
 use crate::generation::Generation;
 use crate::reload::{access_of, failed, with_sources};
 use crate::sdnotify::notify;
+
+/// What the writer's loop works with besides its generation.
+pub struct Writer {
+    /// The configuration in force (its sources replaced by a reload).
+    pub cfg: Config,
+    /// The searcher every query surface holds, moved to each new generation's table and model.
+    pub searcher: Searcher,
+    /// How long a generation's drain may take.
+    pub drain: Duration,
+    /// What the query surfaces know of the sources (replaced by a reload).
+    pub access: LiveAccess,
+    /// The daemon's triggers: every new engine gets them (webhook pokes keep reaching the git
+    /// sources).
+    pub triggers: Triggers,
+}
 
 /// How often the daemon checks whether `ctxd reembed` switched the active chunks table.
 const SWITCH_POLL: Duration = Duration::from_secs(2);
@@ -26,24 +42,21 @@ const SWITCH_POLL: Duration = Duration::from_secs(2);
 /// table and model until that moment. A failing start keeps the old generation and is retried.
 ///
 /// It also applies reloaded sources (`SIGHUP`, [`crate::reload`]): `reloads` brings the
-/// configuration read again; the pipeline is drained and started on the new sources, and
-/// `access` (what the query surfaces know of the sources) replaced.
+/// configuration read again; the pipeline is drained and started on the new sources, and the
+/// writer's `access` (what the query surfaces know of the sources) replaced.
 pub async fn follow_switches(
-    mut cfg: Config,
+    mut w: Writer,
     mut current: Generation,
-    searcher: Searcher,
-    drain: Duration,
     mut stop: tokio::sync::oneshot::Receiver<()>,
     mut reloads: tokio::sync::mpsc::Receiver<Config>,
-    access: LiveAccess,
 ) -> Generation {
-    let db = cfg.index.db.to_string_lossy().into_owned();
+    let db = w.cfg.index.db.to_string_lossy().into_owned();
     loop {
         tokio::select! {
             _ = &mut stop => return current,
             _ = tokio::time::sleep(SWITCH_POLL) => {}
             Some(fresh) = reloads.recv() => {
-                current = apply_sources(&mut cfg, fresh, current, &searcher, drain, &access).await;
+                current = apply_sources(&mut w, fresh, current).await;
                 continue;
             }
         }
@@ -57,7 +70,7 @@ pub async fn follow_switches(
         };
         tracing::info!(table = %active.table_name, model = %active.model_id, "model switch: opening the new table");
         let next = async {
-            let engine = Engine::open(cfg.clone()).await?;
+            let engine = Engine::open(w.cfg.clone()).await?.with_triggers(w.triggers.clone());
             if engine.index().table_name() != active.table_name {
                 let now = engine.index().table_name().to_string();
                 return Err(RoleError::Raced { expected: active.table_name.clone(), now });
@@ -78,31 +91,26 @@ pub async fn follow_switches(
         let tracker = next.running.tracker();
         tokio::select! {
             _ = &mut stop => {
-                next.stop(drain).await;
+                next.stop(w.drain).await;
                 return current;
             }
             _ = tracker.wait_ready() => {}
         }
-        searcher.switch(next.engine.index(), next.engine.embedder());
+        w.searcher.switch(next.engine.index(), next.engine.embedder());
         metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
         metrics::counter!(ctxd_pipeline::metrics::MODEL_SWITCHES_TOTAL).increment(1);
         tracing::info!(table = %active.table_name, model = %active.model_id, "model switch: queries use the new table");
         notify(&format!("STATUS=serving model {}", active.model_id));
         let old = std::mem::replace(&mut current, next);
-        old.stop(drain).await;
+        old.stop(w.drain).await;
     }
 }
 
 /// Applies the sources of `fresh` (see [`crate::reload`]): checked first, then the running
 /// pipeline drained and a new one started on them. Returns the generation in force after.
-async fn apply_sources(
-    cfg: &mut Config,
-    fresh: Config,
-    current: Generation,
-    searcher: &Searcher,
-    drain: Duration,
-    access: &LiveAccess,
-) -> Generation {
+async fn apply_sources(w: &mut Writer, fresh: Config, current: Generation) -> Generation {
+    let Writer { cfg, searcher, drain, access, triggers } = w;
+    let drain = *drain;
     let (next_cfg, ignored) = with_sources(cfg, &fresh);
     if !ignored.is_empty() {
         tracing::warn!(
@@ -123,7 +131,7 @@ async fn apply_sources(
     tracing::info!(sources = ?names, "SIGHUP: draining the pipeline to start it on the new sources");
     notify("STATUS=reloading the sources: draining the pipeline");
     current.stop(drain).await;
-    match Generation::open(&next_cfg).await {
+    match Generation::open(&next_cfg, triggers).await {
         Ok(next) => {
             searcher.switch(next.engine.index(), next.engine.embedder());
             access.set(access_of(&next_cfg));
@@ -138,7 +146,7 @@ async fn apply_sources(
         Err(e) => {
             failed(&e.to_string());
             // The previous sources again (they were running a moment ago).
-            match Generation::open(cfg).await {
+            match Generation::open(cfg, triggers).await {
                 Ok(previous) => {
                     searcher.switch(previous.engine.index(), previous.engine.embedder());
                     previous

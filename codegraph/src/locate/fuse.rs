@@ -189,12 +189,12 @@ pub fn rank(graph: &Graph, inputs: &Inputs<'_>, without: &[Signal], k: usize, de
     }
     let h = inputs.history;
     if on(Signal::Cochange) && !h.is_empty() && !total.is_empty() {
-        let scores = super::history::cochange(g, h, &best_of(&total));
+        let scores = super::history_signals::cochange(g, h, &best_of(&total));
         join(&mut total, Signal::Cochange, scores);
     }
     if on(Signal::Recency) && !h.is_empty() {
         let candidates: Vec<usize> = total.keys().copied().collect();
-        let scores = super::history::recency(g, h, candidates.into_iter());
+        let scores = super::history_signals::recency(g, h, candidates.into_iter());
         join(&mut total, Signal::Recency, scores);
     }
     let mut ranked = best_of(&total);

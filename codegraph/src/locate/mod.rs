@@ -5,14 +5,14 @@
 //! cleaned prose); [`signals`] scores files by each signal; [`fuse`] combines them — a weighted
 //! sum of per-signal scores, personalised PageRank over the code graph from the best files,
 //! and the demotion of test, doc, example and vendored files unless the text asks for them.
-//! With a git history in the index ([`history`]), recency and co-change join the sum.
+//! With a git history in the index ([`history_signals`]), recency and co-change join the sum.
 //! `without` turns signals off (the evaluation's ablation).
 //!
 //! Texts up to [`MAX_LOCATE_BYTES`] are accepted (real issues carry tracebacks, logs and
 //! package lists); only their informative parts reach BM25 and the model.
 
 pub mod fuse;
-pub mod history;
+pub mod history_signals;
 pub mod prior;
 pub mod request;
 pub mod signals;
@@ -37,12 +37,12 @@ const DEPTH: usize = 200;
 pub struct Locator {
     retriever: Retriever,
     graphs: GraphCache,
-    histories: history::HistoryCache,
+    histories: history_signals::HistoryCache,
 }
 
 impl Locator {
     pub fn new(retriever: Retriever, graphs: GraphCache) -> Self {
-        Self { retriever, graphs, histories: history::HistoryCache::default() }
+        Self { retriever, graphs, histories: history_signals::HistoryCache::default() }
     }
 
     /// The graph of the latest index version, or of the snapshot `as_of` names, over the
@@ -52,14 +52,14 @@ impl Locator {
         self.graphs.get(&index).await
     }
 
-    /// The recorded history of `path` (see [`history::file_logs`]) over the sources of
+    /// The recorded history of `path` (see [`history_signals::file_logs`]) over the sources of
     /// `source`: `limit` commits and co-changed files each.
     pub async fn history(
         &self,
         path: &str,
         limit: usize,
         source: Option<&SourceScope>,
-    ) -> Result<history::HistoryAnswer, SearchError> {
+    ) -> Result<history_signals::HistoryAnswer, SearchError> {
         let (index, _) = self.retriever.current().index_as_of(None, source).await?;
         let h = self.histories.get(&index).await?;
         if h.is_empty() {
@@ -69,7 +69,7 @@ impl Locator {
                     .into(),
             ));
         }
-        let mut answer = history::file_logs(&h, path, limit);
+        let mut answer = history_signals::file_logs(&h, path, limit);
         // Partners that are not indexed (an LFS pointer, a skipped file) are left out.
         let graph = self.graphs.get(&index).await?;
         for f in &mut answer.files {
@@ -86,7 +86,7 @@ impl Locator {
     }
 
     /// The files that change together with `paths` in the git history of `source`'s view (see
-    /// [`history::cochanged_with`]), those `code` (the caller's graph) indexes; empty without
+    /// [`history_signals::cochanged_with`]), those `code` (the caller's graph) indexes; empty without
     /// history.
     pub async fn cochanged(
         &self,
@@ -97,7 +97,7 @@ impl Locator {
     ) -> Result<Vec<crate::graph::impact::CoChanged>, SearchError> {
         let (index, _) = self.retriever.current().index_as_of(None, source).await?;
         let h = self.histories.get(&index).await?;
-        Ok(history::cochanged_with(&h, paths, limit, |p| code.file(p).is_some()))
+        Ok(history_signals::cochanged_with(&h, paths, limit, |p| code.file(p).is_some()))
     }
 
     /// Ranks the files `req.text` is about.

@@ -176,7 +176,7 @@ pub async fn graph(action: GraphAction) -> Result<()> {
             let mut a = impact(&g.code, &changes, limit);
             let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
             let history = index.file_history().await?;
-            a.cochanged = ctxd_codegraph::locate::history::cochanged_with(&history, &changed, limit, |p| {
+            a.cochanged = ctxd_codegraph::locate::history_signals::cochanged_with(&history, &changed, limit, |p| {
                 g.code.file(p).is_some()
             });
             if json {

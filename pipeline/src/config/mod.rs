@@ -29,6 +29,7 @@ use std::path::Path;
 pub use crate::error::{ConfigErrors, Problem};
 use crate::PipelineError;
 
+mod check;
 pub mod env;
 pub mod named;
 mod raw;
@@ -127,7 +128,7 @@ impl Config {
 
     /// Checks of the values (after command-line overrides, say); every problem is reported.
     pub fn validate(&self) -> Result<(), ConfigErrors> {
-        validate::check(self)
+        check::check(self)
     }
 }
 

@@ -167,7 +167,7 @@ impl Default for IndexConfig {
             vector_index_min_rows: ctxd_index::DEFAULT_VECTOR_INDEX_MIN_ROWS,
             index_cache_mb: 0,
             metadata_cache_mb: 32,
-            history_commits: ctxd_stages::history::DEFAULT_COMMITS,
+            history_commits: ctxd_stages::git_log::DEFAULT_COMMITS,
             lease_ttl_secs: 15,
         }
     }

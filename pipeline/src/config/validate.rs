@@ -3,10 +3,10 @@
 //!
 //! [`build`] fills the defaults in with the keys as written and reports each unknown key,
 //! wrong type and missing required key with its path and where it was set (the file's line,
-//! or the `CTXD_*` variable that set it); a key with a problem keeps its default. [`check`]
+//! or the `CTXD_*` variable that set it); a key with a problem keeps its default. `check.rs`
 //! then checks the values (ranges, addresses, keys that must agree with each other).
 
-use crate::error::{ConfigErrors, Problem};
+use crate::error::Problem;
 
 use super::raw::{
     Field, Key, RawAggregate, RawAggregateSource, RawChunk, RawConfig, RawIndex, RawModel, RawPipeline, RawServer,
@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use super::named::{glob_problem, name_problem, NamedSource};
 use super::sections::{Config, SourceConfig, StageTuning};
-use super::server::{AggregateSourceConfig, MAX_RERANK_DEPTH, MAX_STALE_ANSWER_MS};
+use super::server::AggregateSourceConfig;
 
 /// Collects the problems of one configuration while building it.
 struct Checker<'a> {
@@ -372,132 +372,4 @@ fn key_line(text: &str, path: &[&str]) -> Option<usize> {
         }
     }
     None
-}
-
-/// Checks of the values; every problem is reported (the message names its keys).
-pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {
-    let mut errs: Vec<Problem> = Vec::new();
-    let mut err = |key: &str, message: String| errs.push(Problem { place: None, key: key.into(), message });
-    let p = &cfg.pipeline;
-    for (name, t) in [("load", p.load), ("chunk", p.chunk), ("embed", p.embed), ("upsert", p.upsert)] {
-        if t.capacity == 0 {
-            err(&format!("pipeline.{name}.capacity"), format!("pipeline.{name}.capacity must be at least 1"));
-        }
-        if t.workers == 0 {
-            err(&format!("pipeline.{name}.workers"), format!("pipeline.{name}.workers must be at least 1"));
-        }
-    }
-    let src = &cfg.source;
-    if src.stream_block_bytes < 4096 || src.stream_block_bytes > 1 << 30 {
-        err("source.stream_block_bytes", "source.stream_block_bytes must be between 4096 and 1073741824".into());
-    }
-    if src.is_object_store() && src.poll_interval_secs == 0 {
-        err("source.poll_interval_secs", "source.poll_interval_secs must be at least 1".into());
-    }
-    // A git source deletes the blobs of its mirror that its refs no longer hold: one mirror
-    // per source (paths as resolved, so `m` and `./m` are the same folder).
-    let git: Vec<&NamedSource> = cfg.named.iter().filter(|s| s.git.is_some()).collect();
-    for (i, s) in git.iter().enumerate() {
-        let mirror = s.mirror();
-        let norm = |p: &std::path::Path| {
-            p.components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect::<std::path::PathBuf>()
-        };
-        if let Some(other) = cfg.named.iter().find(|o| o.name != s.name && norm(&o.mirror()) == norm(&mirror)) {
-            if git[..i].iter().all(|g| g.name != other.name) {
-                err(
-                    "source.mirror_dir",
-                    format!(
-                        "source '{}' has the mirror_dir of source '{}': give each source its own",
-                        s.name, other.name
-                    ),
-                );
-            }
-        }
-    }
-    for s in cfg.named.iter().filter(|s| s.is_object_store() && s.poll_interval_secs == 0) {
-        err("source.poll_interval_secs", format!("source '{}': poll_interval_secs must be at least 1", s.name));
-    }
-    let chunk = &cfg.chunk;
-    if chunk.max_tokens < 16 {
-        err("chunk.max_tokens", "chunk.max_tokens must be at least 16".into());
-    }
-    if chunk.overlap_tokens >= chunk.max_tokens {
-        err("chunk.overlap_tokens", "chunk.overlap_tokens must be below chunk.max_tokens".into());
-    }
-    if chunk.merge_tokens > chunk.max_tokens {
-        err("chunk.merge_tokens", "chunk.merge_tokens must not exceed chunk.max_tokens".into());
-    }
-    if !(1..=100).contains(&cfg.model.indexing_share_percent) {
-        let message = format!(
-            "model.indexing_share_percent must be between 1 and 100 (100: indexing never yields to queries), not {}",
-            cfg.model.indexing_share_percent
-        );
-        err("model.indexing_share_percent", message);
-    }
-    if cfg.model.max_batch_tokens == 0 || cfg.model.max_batch_texts == 0 {
-        let message = "model.max_batch_tokens and model.max_batch_texts must be at least 1";
-        err("model.max_batch_tokens", message.into());
-    }
-    for e in cfg.model.runtime().validate() {
-        err("model", format!("model: {e}"));
-    }
-    let server = &cfg.server;
-    if server.listen.parse::<std::net::SocketAddr>().is_err() {
-        err("server.listen", format!("server.listen '{}' is not an address like 127.0.0.1:7700", server.listen));
-    }
-    if !server.flight_listen.is_empty() && server.flight_listen.parse::<std::net::SocketAddr>().is_err() {
-        let message = format!(
-            "server.flight_listen '{}' is not an address like 127.0.0.1:7701 (or empty for none)",
-            server.flight_listen
-        );
-        err("server.flight_listen", message);
-    }
-    if server.session_ttl_secs == 0 || server.max_sessions == 0 || server.session_memory_mb == 0 {
-        err(
-            "server.session_ttl_secs",
-            "server.session_ttl_secs, server.max_sessions and server.session_memory_mb must be above 0".into(),
-        );
-    }
-    if server.reader_poll_ms == 0 || cfg.index.lease_ttl_secs < 3 {
-        let message = "server.reader_poll_ms must be above 0 and index.lease_ttl_secs at least 3";
-        err("server.reader_poll_ms", message.into());
-    }
-    if server.queue_timeout_ms == 0 {
-        err(
-            "server.queue_timeout_ms",
-            "server.queue_timeout_ms must be above 0 (max_queued_queries = 0 turns the queue off)".into(),
-        );
-    }
-    if server.rerank_depth > MAX_RERANK_DEPTH {
-        let message = format!("server.rerank_depth must be at most {MAX_RERANK_DEPTH} (0 turns rescoring off)");
-        err("server.rerank_depth", message);
-    }
-    if server.stale_answer_ms > MAX_STALE_ANSWER_MS {
-        let message = format!(
-            "server.stale_answer_ms must be at most {MAX_STALE_ANSWER_MS} (0: never answer from a superseded version)"
-        );
-        err("server.stale_answer_ms", message);
-    }
-    let mut names = std::collections::HashSet::new();
-    for (i, s) in cfg.aggregate.sources.iter().enumerate() {
-        let key = |k: &str| format!("aggregate.sources[{i}].{k}");
-        if !names.insert(s.name.as_str()) {
-            err(&key("name"), format!("aggregate.sources[{i}].name '{}' is used twice", s.name));
-        }
-        if !["local", "ctxd", "mcp"].contains(&s.kind.as_str()) {
-            err(&key("kind"), format!("aggregate.sources[{i}].kind '{}' is not local, ctxd or mcp", s.kind));
-        }
-        if s.kind != "local" && !s.url.as_deref().is_some_and(|u| u.starts_with("http://") || u.starts_with("https://"))
-        {
-            err(&key("url"), format!("aggregate.sources[{i}].url must be an http(s) URL for kind '{}'", s.kind));
-        }
-        if s.priority == 0 || s.timeout_ms == 0 {
-            err(&key("priority"), format!("aggregate.sources[{i}].priority and timeout_ms must be at least 1"));
-        }
-    }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(ConfigErrors(errs))
-    }
 }

@@ -76,34 +76,15 @@ async fn run_job(
         from = %report.from_table, to = %to_table, model = %to_model,
         "re-embedding: streaming the source into the target"
     );
+    let job = Job { source, to_table, target };
     let mut round = 0;
     loop {
-        source.refresh().await?;
-        // The version this pass reads stays on disk while it reads, however long that takes
-        // (a daemon's cleanup removes untagged versions older than `retain_versions_secs`).
-        source.tag(SOURCE_TAG, None).await?;
-        target.refresh().await?;
-        // Two jobs on one target (two writers migrating the same old index at once) both append
-        // what neither had: such ids are held twice. They are deleted and done again, once.
-        let (mut done, twice) = target.chunk_ids_and_duplicates().await?;
-        if !twice.is_empty() {
-            tracing::warn!(table = %to_table, rows = twice.len(), "re-embedding: chunks written twice by concurrent jobs; redoing them");
-            target.delete_chunk_ids(&twice).await?;
-            twice.iter().for_each(|id| {
-                done.remove(id);
-            });
-        }
-        let src = source.chunk_ids().await?;
-        let extra: Vec<String> = done.difference(&src).cloned().collect();
-        let todo: HashSet<String> = src.difference(&done).cloned().collect();
-        report.rows = src.len();
+        let Pending { todo, total, removed } = pending(&job).await?;
+        report.rows = total;
         if round == 0 {
-            report.resumed = src.len() - todo.len();
+            report.resumed = total - todo.len();
         }
-        if !extra.is_empty() {
-            target.delete_chunk_ids(&extra).await?;
-            report.removed += extra.len();
-        }
+        report.removed += removed;
         if todo.is_empty() {
             break;
         }
@@ -118,21 +99,16 @@ async fn run_job(
             ));
         }
         let phase = if round == 0 { "re-embedding" } else { "catching up" };
-        progress.start(phase, src.len() as u64, (src.len() - todo.len()) as u64);
-        // A first pass with most rows to do scans the table; small sets are fetched by id.
-        let rows = if todo.len() * 2 > src.len() {
-            Rows::Scan(todo)
-        } else {
-            let mut ids: Vec<String> = todo.into_iter().collect();
-            ids.sort_unstable();
-            Rows::ById(ids)
-        };
-        report.embedded += pass(&source, &target, &model, rows, opts.rows_per_block, Sink::Commit, progress).await?.0;
+        progress.start(phase, total as u64, (total - todo.len()) as u64);
+        let rows = rows_to_read(todo, total);
+        let (source, target) = (&job.source, &job.target);
+        report.embedded += pass(source, target, &model, rows, opts.rows_per_block, Sink::Commit, progress).await?.0;
         if round > 0 {
             report.catch_up_rounds = round;
         }
         round += 1;
     }
+    let Job { source, to_table, target } = job;
     source.untag(SOURCE_TAG).await?;
     // Shards' source tags go (one killed for good, a run with another N); a job finished on one
     // machine drops what shards staged for this table too (`publish` cleared it otherwise).
@@ -151,6 +127,54 @@ async fn run_job(
     report.seconds = started.elapsed().as_secs_f64();
     report.rows_per_second = report.embedded as f64 / report.seconds.max(1e-9);
     Ok(report)
+}
+
+/// What a pass still has to do: the source's chunk ids the target lacks, of `total` source
+/// rows; `removed` rows of the target that the source no longer has were deleted.
+struct Pending {
+    todo: HashSet<String>,
+    total: usize,
+    removed: usize,
+}
+
+/// Compares the target with the source as it is now (the version read tagged so no cleanup
+/// removes it while a pass reads it), deleting what the target holds twice (two jobs on one
+/// target both appended it: redone once) or no longer needs.
+async fn pending(job: &Job) -> Result<Pending, PipelineError> {
+    let Job { source, to_table, target } = job;
+    source.refresh().await?;
+    // The version this pass reads stays on disk while it reads, however long that takes
+    // (a daemon's cleanup removes untagged versions older than `retain_versions_secs`).
+    source.tag(SOURCE_TAG, None).await?;
+    target.refresh().await?;
+    // Two jobs on one target (two writers migrating the same old index at once) both append
+    // what neither had: such ids are held twice. They are deleted and done again, once.
+    let (mut done, twice) = target.chunk_ids_and_duplicates().await?;
+    if !twice.is_empty() {
+        tracing::warn!(table = %to_table, rows = twice.len(), "re-embedding: chunks written twice by concurrent jobs; redoing them");
+        target.delete_chunk_ids(&twice).await?;
+        twice.iter().for_each(|id| {
+            done.remove(id);
+        });
+    }
+    let src = source.chunk_ids().await?;
+    let extra: Vec<String> = done.difference(&src).cloned().collect();
+    let todo: HashSet<String> = src.difference(&done).cloned().collect();
+    if !extra.is_empty() {
+        target.delete_chunk_ids(&extra).await?;
+    }
+    Ok(Pending { todo, total: src.len(), removed: extra.len() })
+}
+
+/// A first pass with most rows to do scans the table; small sets are fetched by id.
+fn rows_to_read(todo: HashSet<String>, total: usize) -> Rows {
+    if todo.len() * 2 > total {
+        Rows::Scan(todo)
+    } else {
+        let mut ids: Vec<String> = todo.into_iter().collect();
+        ids.sort_unstable();
+        Rows::ById(ids)
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Identifiers in a query (`a::b`, `obj.method()`, CamelCase, camelCase, snake_case,
 //! SCREAMING_CASE, a trace's function names) and their words (`getUserById` → get user by id).
 
-use super::paths::FILE_EXTENSIONS;
+use super::paths::is_file_extension;
 use super::trace::Trace;
 
 /// Identifiers: `a::b`, `obj.method()`, CamelCase, camelCase, snake_case, SCREAMING_CASE.
@@ -21,7 +21,7 @@ pub(super) fn find_symbols(q: &str, trace: &Trace) -> Vec<String> {
             continue;
         }
         let ext = w.rsplit('.').next().unwrap_or("");
-        if w.contains('.') && !w.contains("::") && FILE_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()) {
+        if w.contains('.') && !w.contains("::") && is_file_extension(ext) {
             continue; // a file name
         }
         if !w.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | ':' | '.' | '<' | '>' | '$')) {

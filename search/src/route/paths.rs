@@ -10,14 +10,11 @@ pub struct PathRef {
     pub line: Option<u32>,
 }
 
-/// Extensions that make a bare word a file name.
-pub(super) const FILE_EXTENSIONS: &[&str] = &[
-    "rs", "py", "pyi", "js", "jsx", "mjs", "cjs", "ts", "tsx", "go", "java", "kt", "kts", "scala", "c", "h", "cc",
-    "cpp", "cxx", "hpp", "hh", "cs", "rb", "php", "sh", "bash", "lua", "swift", "md", "markdown", "rst", "txt", "json",
-    "jsonl", "yaml", "yml", "toml", "html", "htm", "css", "scss", "sql", "ipynb", "pdf", "csv", "xml", "proto",
-    "gradle", "cfg", "ini", "lock", "vue", "svelte", "dart", "ex", "exs", "erl", "hs", "ml", "clj", "zig", "nim", "r",
-    "jl",
-];
+/// Whether `ext` (without its dot) makes a bare word a file name: an extension of the one table
+/// ctxd keeps (`ctxd_index::Language::of_extension`).
+pub(super) fn is_file_extension(ext: &str) -> bool {
+    ctxd_index::Language::of_extension(ext).is_some()
+}
 
 /// `path:line[:col]` → (path, line).
 pub(super) fn split_line_suffix(s: &str) -> (&str, Option<u32>) {
@@ -48,7 +45,7 @@ pub(super) fn find_paths(q: &str, frames: impl IntoIterator<Item = (Option<Strin
         let (path, mut line) = split_line_suffix(w.trim_end_matches(['.', ':', '?']));
         let path = path.trim_start_matches("./").trim_start_matches("a/").trim_start_matches("b/");
         let ext = std::path::Path::new(path).extension().and_then(|e| e.to_str()).unwrap_or("");
-        let has_ext = FILE_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str());
+        let has_ext = is_file_extension(ext);
         let has_dir = path.contains('/') && path.len() > 2 && !path.starts_with("http") && !path.contains("//");
         // `obj.method` and `Type::method` are symbols, not files.
         let dotted_ident = !path.contains('/') && path.contains('.') && !has_ext;

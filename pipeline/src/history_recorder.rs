@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctxd_index::FileCommit;
-use ctxd_stages::history::{self, CommitFiles};
+use ctxd_stages::git_log::{self, CommitFiles};
 use ctxd_stages::select::Selector;
 use tokio::sync::watch;
 
@@ -49,7 +49,7 @@ impl Recorder {
     pub(crate) async fn record(&self, view: View) -> usize {
         let commits = self.commits;
         let (repo, tip, repo_prefix) = (view.repo.clone(), view.tip.clone(), view.repo_prefix.clone());
-        let read = tokio::task::spawn_blocking(move || history::read(&repo, &tip, &repo_prefix, commits)).await;
+        let read = tokio::task::spawn_blocking(move || git_log::read(&repo, &tip, &repo_prefix, commits)).await;
         let list = match read {
             Ok(Ok(list)) => list,
             Ok(Err(e)) => return self.failed(&view.stored_prefix, &e.to_string()),
@@ -108,12 +108,12 @@ pub(crate) async fn follow_work_tree(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let r = root.clone();
-    let Ok(Some((repo, repo_prefix))) = tokio::task::spawn_blocking(move || history::work_tree_of(&r)).await else {
+    let Ok(Some((repo, repo_prefix))) = tokio::task::spawn_blocking(move || git_log::work_tree_of(&r)).await else {
         return;
     };
     let stored_prefix = select.prefix().to_string();
     let head = |repo: PathBuf| async move {
-        tokio::task::spawn_blocking(move || history::head_commit(&repo)).await.ok().flatten()
+        tokio::task::spawn_blocking(move || git_log::head_commit(&repo)).await.ok().flatten()
     };
     let mut last = None;
     loop {
