@@ -24,16 +24,11 @@ impl Assembler {
         chosen: &[Block],
         room: usize,
     ) -> Result<Vec<(Block, String)>, SearchError> {
-        let (index, _) =
-            self.searcher().retriever().current().index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
         let mut paths: Vec<String> = overflow.iter().map(|o| o.0.clone()).collect();
         paths.sort();
         paths.dedup();
-        let rows = index.symbols_in_paths(&paths).await?;
-        let mut by_path: HashMap<&str, Vec<&SymbolRow>> = HashMap::new();
-        for r in &rows {
-            by_path.entry(r.path.as_str()).or_default().push(r);
-        }
+        let rows = self.definitions(req, &paths).await?;
+        let by_path = by_path(&rows);
         let mut out: Vec<(Block, String)> = Vec::new();
         let mut used = 0;
         for (path, start, end, score) in overflow {
@@ -77,13 +72,8 @@ impl Assembler {
         files: &[String],
         room: usize,
     ) -> Result<Vec<(Block, String)>, SearchError> {
-        let (index, _) =
-            self.searcher().retriever().current().index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
-        let rows = index.symbols_in_paths(files).await?;
-        let mut by_path: HashMap<&str, Vec<&SymbolRow>> = HashMap::new();
-        for r in &rows {
-            by_path.entry(r.path.as_str()).or_default().push(r);
-        }
+        let rows = self.definitions(req, files).await?;
+        let by_path = by_path(&rows);
         let mut out: Vec<(Block, String)> = Vec::new();
         let mut used = 0;
         let with_defs = files.iter().filter(|f| by_path.contains_key(f.as_str())).count().max(1);
@@ -125,4 +115,22 @@ impl Assembler {
     fn session_has(&self, req: &ContextRequest, key: &str) -> bool {
         req.session.as_deref().is_some_and(|id| !self.sessions().already_sent(id, &[key]).is_empty())
     }
+}
+
+impl Assembler {
+    /// The symbol-table rows of `paths` in the view the request reads (its snapshot, sources).
+    async fn definitions(&self, req: &ContextRequest, paths: &[String]) -> Result<Vec<SymbolRow>, SearchError> {
+        let (index, _) =
+            self.searcher().retriever().current().index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
+        Ok(index.symbols_in_paths(paths).await?)
+    }
+}
+
+/// `rows` grouped by path.
+fn by_path(rows: &[SymbolRow]) -> HashMap<&str, Vec<&SymbolRow>> {
+    let mut by_path: HashMap<&str, Vec<&SymbolRow>> = HashMap::new();
+    for r in rows {
+        by_path.entry(r.path.as_str()).or_default().push(r);
+    }
+    by_path
 }

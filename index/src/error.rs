@@ -40,3 +40,29 @@ pub enum IndexError {
     #[error("unexpected column '{column}' type in {uri}")]
     Column { uri: String, column: String },
 }
+
+/// An error and each of its causes (`source()`), `: `-separated: what a user reads when the
+/// error travels as a boxed `dyn Error` (an MCP tool result, a log line).
+pub fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_error_is_said_with_its_causes() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("opening db/x")]
+        struct Outer(#[source] std::io::Error);
+        let e = Outer(std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"));
+        assert_eq!(super::with_causes(&e), "opening db/x: no such file");
+        let plain = std::io::Error::other("alone");
+        assert_eq!(super::with_causes(&plain), "alone");
+    }
+}

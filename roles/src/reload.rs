@@ -80,20 +80,9 @@ pub async fn on_hangup(
                     tracing::info!("SIGHUP: the daemon is stopping; not reloaded");
                 }
             }
-            Err(e) => failed(&with_causes(&*e)),
+            Err(e) => failed(&ctxd_index::error::with_causes(&*e)),
         }
     }
-}
-
-/// An error and each of its causes, `: `-separated.
-fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(&format!(": {c}"));
-        cause = c.source();
-    }
-    text
 }
 
 /// Listens for `SIGHUP` from now on (before the model loads: its default action would end the

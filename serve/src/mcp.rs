@@ -49,17 +49,6 @@ pub type CheckIndex = Arc<dyn Fn(bool) -> BoxFuture<'static, Result<Value, Check
 /// Why `check_index` failed: the checker's error with its causes.
 pub type CheckFailed = Box<dyn std::error::Error + Send + Sync>;
 
-/// An error and each of its causes, `: `-separated.
-fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(&format!(": {c}"));
-        cause = c.source();
-    }
-    text
-}
-
 /// The MCP request handler (transport-independent).
 #[derive(Clone)]
 pub struct McpServer {
@@ -230,7 +219,7 @@ impl McpServer {
                             let text = serde_json::to_string_pretty(&v).unwrap_or_default();
                             text_result(text, Some(v))
                         })
-                        .map_err(|e| with_causes(&*e))
+                        .map_err(|e| ctxd_index::error::with_causes(&*e))
                 }
                 None => Err("check_index needs the source root (start ctxd mcp with --root or --config)".into()),
             },
