@@ -3,8 +3,9 @@
 //! A thin binary: argument parsing ([`cli`]), one call per subcommand ([`run`], below), one
 //! module per command ([`cmd`], [`serve`], [`mcp`], [`reembed`], [`bench`]); what they share is
 //! how an index, its model and the configuration are opened ([`open`], which imports no
-//! command). All the work happens in the library crates (`ctxd-pipeline`, `ctxd-stages`,
-//! `ctxd-models`, `ctxd-index`, `ctxd-query`, `ctxd-serve`). Errors are printed with their whole
+//! command). All the work happens in the library crates (`ctxd-roles`, `ctxd-pipeline`,
+//! `ctxd-stages`, `ctxd-models`, `ctxd-index`, `ctxd-search`, `ctxd-codegraph`, `ctxd-context`,
+//! `ctxd-serve`). Errors are printed with their whole
 //! cause chain (`{:#}`).
 
 mod bench;

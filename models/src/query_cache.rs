@@ -1,7 +1,7 @@
 //! The query-vector cache: vectors of recent query texts, kept by the embedding service so a
 //! question asked again skips the model.
 //!
-//! Agents and IDE plug-ins repeat their questions. The answer cache (`ctxd_query::answers`)
+//! Agents and IDE plug-ins repeat their questions. The answer cache (`ctxd_search::answers`)
 //! serves a repeated question only at the index version it was answered at, and a writer that
 //! ingests starts a new version every few seconds; a query's *vector* does not depend on the
 //! index, only on the model, so it is kept here, per [`crate::EmbedService`] (one model: a

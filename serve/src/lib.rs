@@ -1,5 +1,5 @@
 //! The wire of ctxd: translation between requests on the network and the query crate
-//! ([`ctxd_query`]), which answers them.
+//! (`ctxd_search`, `ctxd_codegraph`, `ctxd_context`), which answer them.
 //!
 //! * [`http`] is the axum API: `POST /v1/search`, `/v1/context`, `/v1/completion-context`,
 //!   `/v1/aggregate`, `GET /healthz`, `GET /readyz`, `GET /metrics`, …
@@ -17,7 +17,7 @@
 //!   [`webhook`] is a git host's push webhook.
 //! * [`metrics`] names the wire's metrics.
 //!
-//! Types of the query side are imported from [`ctxd_query`] itself: one path to every type.
+//! Types of the query side are imported from their own crates: one path to every type.
 
 // Handlers answer with axum's `Response` (128 bytes) as their error: it is what they send, and
 // boxing it only to unbox it in the next line saves nothing.
