@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use ctxd_models::DEFAULT_MODEL;
-use ctxd_pipeline::Engine;
+use ctxd_pipeline::engine::Engine;
 use ctxd_stages::chunk::{ChunkConfig, Chunker};
 use ctxd_stages::embed::embedding_text;
 use ctxd_stages::load::{load, LoadConfig, LoadOutcome};

@@ -41,7 +41,7 @@ pub struct ModelArgs {
 impl ModelArgs {
     /// The runtime settings from the flags over the defaults, validated.
     pub fn runtime(&self) -> anyhow::Result<ctxd_models::Runtime> {
-        let mut cfg = ctxd_pipeline::config::ModelConfig::default();
+        let mut cfg = ctxd_config::ModelConfig::default();
         self.apply(&mut cfg);
         let rt = cfg.runtime();
         let errs = rt.validate();
@@ -52,7 +52,7 @@ impl ModelArgs {
     }
 
     /// Applies the flags given on the command line over `cfg`.
-    pub fn apply(&self, cfg: &mut ctxd_pipeline::config::ModelConfig) {
+    pub fn apply(&self, cfg: &mut ctxd_config::ModelConfig) {
         if let Some(m) = &self.model {
             cfg.name = m.clone();
         }

@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
+use ctxd_config::Config;
 use ctxd_context::assembler::Assembler;
 use ctxd_index::Index;
 use ctxd_models::{EmbedService, EmbedServiceConfig, TokenCounter, DEFAULT_MODEL};
-use ctxd_pipeline::Config;
 use ctxd_roles::reader::{Opening, Reopen};
 use ctxd_search::searcher::Searcher;
 
@@ -29,7 +29,7 @@ pub fn existing_db(db: &Path) -> Result<String> {
 pub async fn open_index(db: &Path) -> Result<Index> {
     let uri = existing_db(db)?;
     // The auto-sized index cache (see `IndexConfig::index_cache_bytes`) for readers too.
-    ctxd_pipeline::config::IndexConfig { db: db.to_path_buf(), ..Default::default() }.apply_cache_limits();
+    ctxd_config::IndexConfig { db: db.to_path_buf(), ..Default::default() }.apply_cache_limits();
     Ok(Index::open(&uri).await?)
 }
 

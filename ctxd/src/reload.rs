@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use ctxd_pipeline::config::Config;
+use ctxd_config::Config;
 
 use crate::cli::ModelArgs;
 

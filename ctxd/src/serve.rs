@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use ctxd_config::Config;
 use ctxd_context::assembler::Assembler;
-use ctxd_pipeline::config::Config;
 use ctxd_pipeline::engine::Engine;
 use ctxd_pipeline::trigger::Triggers;
 use ctxd_roles::generation::Generation;

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
+use ctxd_config::Config;
 use ctxd_index::Index;
-use ctxd_pipeline::config::Config;
 use ctxd_pipeline::engine::Engine;
 use ctxd_search::searcher::Searcher;
 use ctxd_serve::mcp::CheckIndex;

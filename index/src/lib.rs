@@ -59,7 +59,7 @@ pub use language::{Language, UnknownLanguage};
 pub use lease::WriterLease;
 pub use maintenance::{MaintenanceOptions, MaintenanceReport, DEFAULT_VECTOR_INDEX_MIN_ROWS};
 pub use reader::IndexStats;
-pub use record::{chunk_id, source_of_path, split_source, Chunk, Hit};
+pub use record::{chunk_id, source_of_path, split_source, Chunk, Hit, WORKTREE};
 pub use schema::ChunkRow;
 pub use scope::SourceScope;
 pub use session::{set_cache_limits, CacheLimits};

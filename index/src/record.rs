@@ -68,6 +68,10 @@ pub fn source_of_path(path: &str) -> &str {
     path.split_once('/').map_or("", |(s, _)| s)
 }
 
+/// The ref that reads a source as it is on disk (`name@worktree/…`): a git source's work tree,
+/// or a folder source, always read that way.
+pub const WORKTREE: &str = "worktree";
+
 /// `name@ref` (a git source's stored segment, `/` in the ref written `~`) → `(name, ref)`;
 /// `name` → `(name, "")`.
 pub fn split_source(segment: &str) -> (&str, String) {

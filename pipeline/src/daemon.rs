@@ -33,11 +33,11 @@ use tokio::task::JoinHandle;
 
 use crate::emit::Emitter;
 use crate::engine::Engine;
+use crate::error::PipelineError;
 use crate::freshness::Freshness;
 use crate::metrics as m;
 use crate::runtime::{edge, spawn_batch_stage, spawn_sink, spawn_stage, BatchLimits, Output, Tracker};
 use crate::source::{Origin, ScanGate, Source};
-use crate::PipelineError;
 
 /// What a run did.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -62,7 +62,7 @@ pub struct Summary {
 /// Opens every source of `cfg` as a pipeline would (a folder must exist, a git `git` must be a
 /// repository, a bucket prefix must parse, …) and closes them again: what a daemon checks before
 /// it stops its pipeline to reload its sources.
-pub fn check_sources(cfg: &crate::Config) -> Result<(), PipelineError> {
+pub fn check_sources(cfg: &ctxd_config::Config) -> Result<(), PipelineError> {
     for src in cfg.sources() {
         Origin::open_all(cfg, &src)?;
     }

@@ -12,10 +12,10 @@ use ctxd_index::Index;
 use ctxd_models::{EmbedService, EmbedServiceConfig, TokenCounter};
 use ctxd_stages::FileState;
 
-use crate::config::Config;
+use crate::error::PipelineError;
 use crate::reembed::{migrate, JobModel};
 use crate::trigger::Triggers;
-use crate::PipelineError;
+use ctxd_config::Config;
 
 /// Model, index and state, ready to run the graph or answer queries.
 pub struct Engine {
@@ -44,10 +44,8 @@ impl Engine {
         };
         let db = cfg.index.db.to_string_lossy().into_owned();
         if !db.contains("://") {
-            std::fs::create_dir_all(&cfg.index.db).map_err(|e| PipelineError::Config {
-                path: cfg.index.db.clone(),
-                message: format!("creating db dir: {e}"),
-            })?;
+            std::fs::create_dir_all(&cfg.index.db)
+                .map_err(|source| PipelineError::CreateDb { path: cfg.index.db.clone(), source })?;
         }
         let mut cfg = cfg;
         // After `ctxd reembed` switched the index to another model, that model is the one to load.

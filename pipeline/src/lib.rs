@@ -16,15 +16,14 @@
 //!   source emitted has been committed or skipped (readiness, one-shot indexing).
 //!
 //! The daemon: [`engine`] opens model, index and state; [`daemon`] builds the ctxd graph
-//! `watch → load → chunk → embed → upsert` from a [`config::Config`] and runs it one-shot
+//! `watch → load → chunk → embed → upsert` from a [`ctxd_config::Config`] and runs it one-shot
 //! (`ctxd index`) or as a daemon (`ctxd serve`); `source` drives the watcher or the object
 //! listing, `reconcile` removes what a completed start-up scan did not find.
 //!
 //! [`reembed`] re-embeds an index with another model into a second table and switches to it;
-//! [`migrate`] does so once for a table an older ctxd wrote; [`shard`] splits such a job over
+//! `reembed::migrate` does so once for a table an older ctxd wrote; `reembed::shard` splits such a job over
 //! many processes (uncommitted fragments per shard, one commit).
 
-pub mod config;
 pub mod daemon;
 mod emit;
 pub mod engine;
@@ -39,8 +38,3 @@ mod source;
 #[cfg(test)]
 mod testkit;
 pub mod trigger;
-
-pub use config::Config;
-pub use daemon::{Running, Summary};
-pub use engine::Engine;
-pub use error::PipelineError;

@@ -17,15 +17,16 @@ use ctxd_stages::watch::{EventWatcher, Scanner, WatchEvent};
 use ctxd_stages::{FileState, FileWork, StageError};
 use tokio::sync::watch;
 
-use crate::config::{Config, NamedSource, WORKTREE};
 use crate::emit::Emitter;
+use crate::error::PipelineError;
 use crate::freshness::Freshness;
 use crate::history_recorder::{Recorder, View};
 use crate::metrics as m;
 use crate::reconcile::{remove_gone, scan_and_reconcile, Pass};
 use crate::trigger::{Backoff, Triggers};
-use crate::PipelineError;
+use ctxd_config::{Config, NamedSource};
 use ctxd_index::overlay::Effective;
+use ctxd_index::WORKTREE;
 use ctxd_stages::git::{GitChange, GitSource};
 use ctxd_stages::select::Selector;
 

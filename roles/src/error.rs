@@ -1,6 +1,6 @@
 //! Errors of the roles, each keeping its cause.
 
-/// An error of a what the binary injects (opening an index for reading, reading the
+/// An error of what the binary injects (opening an index for reading, reading the
 /// configuration again), with its causes.
 pub type Injected = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -9,7 +9,7 @@ pub type Injected = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub enum RoleError {
     /// (Boxed: a pipeline error is large, and the roles return it on rare paths only.)
     #[error("{0}")]
-    Pipeline(#[source] Box<ctxd_pipeline::PipelineError>),
+    Pipeline(#[source] Box<ctxd_pipeline::error::PipelineError>),
     #[error("{0}")]
     Index(#[from] ctxd_index::IndexError),
     /// The active table changed again while a model switch opened it (another switch).
@@ -20,8 +20,8 @@ pub enum RoleError {
     Open(#[source] Injected),
 }
 
-impl From<ctxd_pipeline::PipelineError> for RoleError {
-    fn from(e: ctxd_pipeline::PipelineError) -> Self {
+impl From<ctxd_pipeline::error::PipelineError> for RoleError {
+    fn from(e: ctxd_pipeline::error::PipelineError) -> Self {
         RoleError::Pipeline(Box::new(e))
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ctxd_pipeline::config::Config;
+use ctxd_config::Config;
 use ctxd_pipeline::daemon::Running;
 use ctxd_pipeline::engine::Engine;
 use ctxd_pipeline::trigger::Triggers;

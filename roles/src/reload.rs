@@ -12,7 +12,7 @@
 //!
 //! Counted in `ctxd_pipeline_source_reloads_total{result="applied"|"unchanged"|"failed"}`.
 
-use ctxd_pipeline::config::Config;
+use ctxd_config::Config;
 
 use crate::error::Injected;
 use crate::sdnotify::notify;

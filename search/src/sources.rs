@@ -8,7 +8,7 @@
 //! the [`Retriever`](crate::Retriever) then reads through a view of the index narrowed to it
 //! (`ctxd_index::scope`), so no signal, lookup or graph walk can see another source's rows.
 
-use ctxd_index::SourceScope;
+use ctxd_index::{SourceScope, WORKTREE};
 use serde::{Deserialize, Deserializer};
 
 use crate::error::SearchError;
@@ -85,9 +85,6 @@ impl LiveAccess {
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = std::sync::Arc::new(access);
     }
 }
-
-/// The ref that reads sources as they are on disk: a git source's work tree, or a folder.
-pub const WORKTREE: &str = "worktree";
 
 impl Access {
     /// The scope a request reads: `requested` (checked against the known names) at `git_ref`

@@ -2,11 +2,15 @@
 //! over 600 lines without its tests, and ARCHITECTURE.md's code map naming every `src/` file.
 //! Each failure says what is wrong, where, and what to do.
 
-use std::path::Path;
+use std::path::PathBuf;
 
 #[test]
 fn the_tree_keeps_the_house_rules() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tidy/ sits in the workspace root");
+    // Cargo's run-time CARGO_MANIFEST_DIR: the checkout under test, even when the test binary is
+    // one cargo built from another checkout of the same sources and reused (a shared target dir).
+    let manifest: PathBuf =
+        std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+    let root = manifest.parent().expect("tidy/ sits in the workspace root");
     let violations = ctxd_tidy::check(root).expect("reading the workspace's sources and ARCHITECTURE.md");
     let said: Vec<String> = violations.iter().map(ToString::to_string).collect();
     assert!(said.is_empty(), "{} house rule(s) broken:\n{}", said.len(), said.join("\n"));

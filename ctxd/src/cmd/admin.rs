@@ -65,7 +65,7 @@ pub async fn compact(db: &Path, retain_secs: u64, vector_index_min_rows: usize, 
 
 /// `ctxd config validate FILE`: the file, the environment overrides and every check.
 pub fn validate_config(file: &Path) -> Result<()> {
-    ctxd_pipeline::Config::load_with_env(Some(file))?;
+    ctxd_config::Config::load_with_env(Some(file))?;
     println!("{}: ok", file.display());
     Ok(())
 }

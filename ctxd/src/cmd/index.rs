@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use ctxd_pipeline::Engine;
+use ctxd_pipeline::engine::Engine;
 
 use crate::cli::ModelArgs;
 use crate::open::{build_config, termination};

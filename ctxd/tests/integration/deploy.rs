@@ -52,7 +52,7 @@ fn deploy_files_are_hardened_and_match_the_daemon() {
     assert!(unit["ExecStart"].contains("ctxd serve --config"), "{:?}", unit["ExecStart"]);
     assert!(unit.contains_key("WatchdogSec"));
     let stop: u64 = unit["TimeoutStopSec"].parse().unwrap();
-    let drain = ctxd_pipeline::config::Config::default().pipeline.drain_timeout_secs;
+    let drain = ctxd_config::Config::default().pipeline.drain_timeout_secs;
     assert!(stop > drain, "systemd must wait longer ({stop}s) than the drain ({drain}s)");
 
     for file in ["Dockerfile", "Dockerfile.cuda"] {

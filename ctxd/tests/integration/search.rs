@@ -166,7 +166,7 @@ fn routed_search_context_assembly_and_completion_context() {
 
     // `[server] rerank_depth = 0` (here through the environment) turns rescoring off for every
     // request; its default is the searcher's.
-    assert_eq!(ctxd_pipeline::config::ServerConfig::default().rerank_depth, ctxd_search::rerank::RERANK_DEPTH);
+    assert_eq!(ctxd_config::ServerConfig::default().rerank_depth, ctxd_search::rerank::RERANK_DEPTH);
     drop(d);
     let mut cmd = ctxd();
     cmd.env("CTXD_SERVER_RERANK_DEPTH", "0").arg("serve");

@@ -6,7 +6,7 @@
 use ctxd_index::{active, Index, IndexError, MaintenanceOptions};
 use ctxd_models::EmbedService;
 
-use crate::PipelineError;
+use crate::error::PipelineError;
 
 /// How a job runs.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use ctxd_index::Index;
 
 use super::job::{JobModel, Quiet, ReembedOptions, ReembedReport};
 use super::run::run;
-use crate::PipelineError;
+use crate::error::PipelineError;
 
 /// Re-embeds the active table at `db` once with `model` when it was written by an older ctxd
 /// (no `embed_key` column, see the module docs) and switches to the result; `None` when the

@@ -20,9 +20,9 @@ use ctxd_index::{Index, IndexError, NO_MODEL};
 use futures::StreamExt;
 
 use super::job::{job_error, JobModel, Progress};
+use crate::error::PipelineError;
 use crate::metrics as m;
 use crate::runtime::{edge, Input, Output};
-use crate::PipelineError;
 
 /// The source rows a pass copies.
 pub(crate) enum Rows {

@@ -11,7 +11,7 @@ use ctxd_models::EmbedService;
 use super::job::{job_error, open_job, Job, JobModel, Progress, ReembedOptions, ReembedReport, SOURCE_TAG};
 use super::pass::{pass, Rows, Sink};
 use super::shard::{drop_shard_tags, publish};
-use crate::PipelineError;
+use crate::error::PipelineError;
 
 /// Re-embeds the index at `db` with `service` (its model loaded from `model_spec`) into the
 /// model's own table and, with `opts.switch`, makes that table the active one.

@@ -35,7 +35,7 @@ use ctxd_models::EmbedService;
 
 use super::job::{job_error, open_job, JobModel, Progress, ReembedOptions, SOURCE_TAG};
 use super::pass::{pass, Rows, Sink};
-use crate::PipelineError;
+use crate::error::PipelineError;
 
 /// Rows per uncommitted fragment a shard writes (one Lance data file each).
 pub const ROWS_PER_FRAGMENT: usize = 8192;

@@ -2,7 +2,7 @@
 //! Java, a few files each): its exact edge set, as extracted and as the chunker stores it.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ctxd_index::{EdgeKind, EdgeKind::*, EdgeRow};
 
@@ -68,7 +68,9 @@ const EXPECTED: &[(EdgeKind, &str, &str, &str, &str)] = &[
 
 /// The fixture's files: (path relative to the fixture, absolute path).
 fn fixture_files() -> Vec<(String, PathBuf)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/graph");
+    let root = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), PathBuf::from)
+        .join("../tests/fixtures/graph");
     let mut files = Vec::new();
     let mut stack = vec![root.clone()];
     while let Some(dir) = stack.pop() {

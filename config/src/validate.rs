@@ -8,15 +8,15 @@
 
 use crate::error::Problem;
 
-use super::raw::{
+use crate::raw::{
     Field, Key, RawAggregate, RawAggregateSource, RawChunk, RawConfig, RawIndex, RawModel, RawPipeline, RawServer,
     RawSource, RawSources, RawStageTuning, Unknown,
 };
 use std::path::PathBuf;
 
-use super::named::{glob_problem, name_problem, NamedSource};
-use super::sections::{Config, SourceConfig, StageTuning};
-use super::server::AggregateSourceConfig;
+use crate::named::{glob_problem, name_problem, NamedSource};
+use crate::sections::{Config, SourceConfig, StageTuning};
+use crate::server::AggregateSourceConfig;
 
 /// Collects the problems of one configuration while building it.
 struct Checker<'a> {

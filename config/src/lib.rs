@@ -24,35 +24,40 @@
 //! ```
 //! See `configs/ctxd.toml` for every key with its default.
 
+//!
+//! The daemon's crates below the binary read it: `ctxd-pipeline` (sources, stages, index,
+//! model), `ctxd-roles` (what a reload may change), the binary (the servers' `[server]` and
+//! `[aggregate]` settings, turned into `ctxd-serve`'s options). Every type has one path: the
+//! modules are private, their types are named at the crate root.
+
 use std::path::Path;
 
-pub use crate::error::{ConfigErrors, Problem};
-use crate::PipelineError;
-
 mod check;
-pub mod env;
-pub mod named;
+mod env;
+mod error;
+mod named;
 mod raw;
-pub mod sections;
-pub mod server;
+mod sections;
+mod server;
 mod validate;
 
 pub use env::{env_overrides, Override};
-pub use named::{NamedSource, WORKTREE};
+pub use error::{ConfigError, ConfigErrors, Problem};
+pub use named::NamedSource;
 pub use sections::*;
 pub use server::*;
 
 impl Config {
     /// Parses TOML text; `origin` names the file in errors. Relative paths in the file are
     /// resolved against the file's directory.
-    pub fn from_toml(text: &str, origin: &Path) -> Result<Self, PipelineError> {
+    pub fn from_toml(text: &str, origin: &Path) -> Result<Self, ConfigError> {
         Self::from_toml_with(text, origin, Vec::new())
     }
 
     /// [`Config::from_toml`] with environment overrides applied on top of the file (see
     /// [`env_overrides`]); errors name the variable that set a bad key.
-    pub fn from_toml_with(text: &str, origin: &Path, overrides: Vec<Override>) -> Result<Self, PipelineError> {
-        let err = |message: String| PipelineError::Config { path: origin.to_path_buf(), message };
+    pub fn from_toml_with(text: &str, origin: &Path, overrides: Vec<Override>) -> Result<Self, ConfigError> {
+        let err = |message: String| ConfigError::Syntax { path: origin.to_path_buf(), message };
         // Syntax errors stop the parser (one at a time, with line and column).
         let mut table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
         let from_env = env::apply(&mut table, overrides).map_err(err)?;
@@ -65,7 +70,7 @@ impl Config {
         if problems.is_empty() {
             Ok(cfg)
         } else {
-            Err(PipelineError::Invalid { path: origin.to_path_buf(), errors: ConfigErrors(problems) })
+            Err(ConfigError::Invalid { path: origin.to_path_buf(), errors: ConfigErrors(problems) })
         }
     }
 
@@ -103,22 +108,22 @@ impl Config {
     }
 
     /// Reads and parses a config file.
-    pub fn load(path: &Path) -> Result<Self, PipelineError> {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
         Self::load_from(Some(path), Vec::new())
     }
 
     /// The configuration a run uses: `file` (or the defaults) with the process's `CTXD_*`
     /// overrides on top. Relative paths resolve against the file's directory (the working
     /// directory without a file).
-    pub fn load_with_env(file: Option<&Path>) -> Result<Self, PipelineError> {
+    pub fn load_with_env(file: Option<&Path>) -> Result<Self, ConfigError> {
         Self::load_from(file, env_overrides(std::env::vars()))
     }
 
-    fn load_from(file: Option<&Path>, overrides: Vec<Override>) -> Result<Self, PipelineError> {
+    fn load_from(file: Option<&Path>, overrides: Vec<Override>) -> Result<Self, ConfigError> {
         match file {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
-                    .map_err(|e| PipelineError::Config { path: path.to_path_buf(), message: e.to_string() })?;
+                    .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
                 Self::from_toml_with(&text, path, overrides)
             }
             None if overrides.is_empty() => Ok(Self::default()),
@@ -229,7 +234,7 @@ mod tests {
     #[test]
     fn type_errors_missing_keys_and_bad_values_make_one_report_with_key_paths() {
         let text = "[chunk]\nmax_tokens = 8\n[pipeline]\nload = { capacity = 2 }\n[server]\nlisten = 5\n";
-        let Err(PipelineError::Invalid { errors, .. }) = Config::from_toml(text, Path::new("c.toml")) else {
+        let Err(ConfigError::Invalid { errors, .. }) = Config::from_toml(text, Path::new("c.toml")) else {
             panic!("an invalid config is reported as one ConfigErrors")
         };
         let keys: Vec<&str> = errors.0.iter().map(|p| p.key.as_str()).collect();
@@ -335,5 +340,28 @@ mod tests {
             .unwrap();
         assert_eq!(cfg.source.root, PathBuf::from("/etc/ctxd/src"));
         assert_eq!(cfg.index.db, PathBuf::from("/etc/ctxd/db"));
+    }
+
+    #[test]
+    fn a_file_that_does_not_read_says_which_and_keeps_its_cause() {
+        use std::error::Error as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = tmp.path().join("nope.toml");
+        let err = Config::load(&missing).unwrap_err();
+        assert!(matches!(&err, ConfigError::Read { path, .. } if *path == missing), "{err:?}");
+        assert!(err.to_string().contains("nope.toml"), "{err}");
+        let cause = err.source().expect("the io error is kept as the cause");
+        assert_eq!(cause.downcast_ref::<std::io::Error>().map(|e| e.kind()), Some(std::io::ErrorKind::NotFound));
+
+        let server = ServerConfig { auth_token_file: Some(tmp.path().join("token")), ..Default::default() };
+        if std::env::var_os("CTXD_AUTH_TOKEN").is_none() {
+            let err = server.auth_token().unwrap_err();
+            assert!(matches!(err, ConfigError::KeyFile { key: "auth_token_file", .. }), "{err:?}");
+            assert!(err.source().is_some(), "{err:?}");
+        }
+        std::fs::write(tmp.path().join("secret"), "short").unwrap();
+        let server = ServerConfig { webhook_secret_file: Some(tmp.path().join("secret")), ..Default::default() };
+        let err = server.webhook_secret().unwrap_err();
+        assert!(matches!(err, ConfigError::Value { .. }) && err.to_string().contains("16 characters"), "{err}");
     }
 }

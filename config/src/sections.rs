@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::named::{mirror_of, NamedSource};
-use super::server::{AggregateConfig, ServerConfig};
+use crate::named::{mirror_of, NamedSource};
+use crate::server::{AggregateConfig, ServerConfig};
 
 /// The whole configuration.
 #[derive(Debug, Clone, Default)]

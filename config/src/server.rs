@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::PipelineError;
+use crate::error::ConfigError;
 
 /// `[aggregate]`: the sources `POST /v1/aggregate` gathers context from.
 #[derive(Debug, Clone)]
@@ -115,25 +115,24 @@ impl Default for ServerConfig {
 }
 
 /// The text of the file `[server] <key>` names; an error that says which key and why.
-fn read_key_file(file: &std::path::Path, key: &str) -> Result<String, PipelineError> {
-    std::fs::read_to_string(file)
-        .map_err(|e| PipelineError::Config { path: file.to_path_buf(), message: format!("reading server.{key}: {e}") })
+fn read_key_file(file: &std::path::Path, key: &'static str) -> Result<String, ConfigError> {
+    std::fs::read_to_string(file).map_err(|source| ConfigError::KeyFile { path: file.to_path_buf(), key, source })
 }
 
 impl ServerConfig {
     /// The text of `source_tokens_file`, if one is configured.
-    pub fn source_tokens(&self) -> Result<Option<(PathBuf, String)>, PipelineError> {
+    pub fn source_tokens(&self) -> Result<Option<(PathBuf, String)>, ConfigError> {
         let Some(file) = &self.source_tokens_file else { return Ok(None) };
         Ok(Some((file.clone(), read_key_file(file, "source_tokens_file")?)))
     }
 
     /// The webhook secret (the trimmed contents of `webhook_secret_file`), if one is configured.
-    pub fn webhook_secret(&self) -> Result<Option<String>, PipelineError> {
+    pub fn webhook_secret(&self) -> Result<Option<String>, ConfigError> {
         let Some(file) = &self.webhook_secret_file else { return Ok(None) };
         let text = read_key_file(file, "webhook_secret_file")?;
         let secret = text.trim().to_string();
         if secret.len() < 16 {
-            return Err(PipelineError::Config {
+            return Err(ConfigError::Value {
                 path: file.clone(),
                 message: "server.webhook_secret_file holds fewer than 16 characters: write a long random secret".into(),
             });
@@ -142,17 +141,14 @@ impl ServerConfig {
     }
 
     /// The bearer token: `CTXD_AUTH_TOKEN`, else the contents of `auth_token_file`.
-    pub fn auth_token(&self) -> Result<Option<String>, PipelineError> {
+    pub fn auth_token(&self) -> Result<Option<String>, ConfigError> {
         if let Some(t) = std::env::var("CTXD_AUTH_TOKEN").ok().filter(|t| !t.trim().is_empty()) {
             return Ok(Some(t));
         }
         let Some(file) = &self.auth_token_file else { return Ok(None) };
         let text = read_key_file(file, "auth_token_file")?;
         if text.trim().is_empty() {
-            return Err(PipelineError::Config {
-                path: file.clone(),
-                message: "server.auth_token_file is empty".into(),
-            });
+            return Err(ConfigError::Value { path: file.clone(), message: "server.auth_token_file is empty".into() });
         }
         Ok(Some(text))
     }

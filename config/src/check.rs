@@ -2,10 +2,10 @@
 //! aggregate sources), every problem collected with the keys it names; run after the file is
 //! read (`config::validate`) and again after command-line overrides ([`Config::validate`]).
 
-use super::named::NamedSource;
-use super::sections::Config;
-use super::server::{MAX_RERANK_DEPTH, MAX_STALE_ANSWER_MS};
 use crate::error::{ConfigErrors, Problem};
+use crate::named::NamedSource;
+use crate::sections::Config;
+use crate::server::{MAX_RERANK_DEPTH, MAX_STALE_ANSWER_MS};
 
 /// Checks of the values; every problem is reported (the message names its keys).
 pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {
