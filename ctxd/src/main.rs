@@ -11,6 +11,7 @@
 mod bench;
 mod cli;
 mod cmd;
+mod forward_bench;
 mod mcp;
 mod open;
 mod reembed;
@@ -141,6 +142,11 @@ async fn run(cli: Cli) -> Result<()> {
             cmd::eval::run(&db, &queries, k, &mode, context, &model, json).await
         }
         Command::Config { action: ConfigAction::Validate { file } } => cmd::admin::validate_config(&file),
+        // Loads and runs the model on this thread: off the async runtime.
+        Command::Bench { forward, model, .. } if forward.forward => {
+            let base = model.runtime()?;
+            tokio::task::spawn_blocking(move || forward_bench::run(&forward, model.model.as_deref(), base)).await?
+        }
         Command::Bench { integrity, max_files, model, .. } if !integrity.is_empty() => {
             bench::integrity(&integrity, max_files, &model)
         }

@@ -11,6 +11,8 @@ mod support;
 mod aggregate;
 #[path = "integration/assembly.rs"]
 mod assembly;
+#[path = "integration/bench.rs"]
+mod bench;
 #[path = "integration/deploy.rs"]
 mod deploy;
 #[path = "integration/git.rs"]

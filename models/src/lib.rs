@@ -89,6 +89,31 @@ pub trait Embedder: Send + 'static {
     }
 }
 
+/// A boxed embedder is an embedder (what [`runtime::Runtime::load`] picked, whichever it is).
+impl<E: Embedder + ?Sized> Embedder for Box<E> {
+    fn model_id(&self) -> &str {
+        (**self).model_id()
+    }
+    fn dim(&self) -> usize {
+        (**self).dim()
+    }
+    fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ModelError> {
+        (**self).encode(texts)
+    }
+    fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+        (**self).forward(ids)
+    }
+    fn forward_tokens(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+        (**self).forward_tokens(ids)
+    }
+    fn padded_tokens(&self, lens: &[usize]) -> usize {
+        (**self).padded_tokens(lens)
+    }
+    fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
+        (**self).embed(texts)
+    }
+}
+
 /// The text the model sees for a chunk: a short header (path and symbol) and the content.
 /// The one definition: the indexer, re-embedding jobs, rescoring and the vector cache's key
 /// ([`embed_key`]) all go through it, so a stored vector is always the model's vector of

@@ -20,7 +20,7 @@ use crate::bert::BertEmbedder;
 use crate::fast::{FastBert, Precision};
 use crate::loaded::LoadedModel;
 use crate::service::{EmbedService, EmbedServiceConfig};
-use crate::ModelError;
+use crate::{Embedder, ModelError};
 
 /// Backend choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,22 +59,29 @@ enum DeviceSpec {
     Cuda(usize),
 }
 
-/// What [`Runtime::spawn`] started: the facts behind its log line and metric.
-struct Picked {
-    service: EmbedService,
+/// A loaded embedder and the facts of the pick ([`Runtime::load`]): what runs it, and why.
+pub struct Picked {
+    pub embedder: Box<dyn Embedder>,
+    /// A short description (`onednn cpu f32 avx2`, `candle cuda:0 f16`): the service's backend.
+    pub desc: String,
     /// `onednn` | `candle`.
-    backend: &'static str,
+    pub backend: &'static str,
     /// `cpu` | `cuda:N`.
-    device: String,
-    precision: String,
+    pub device: String,
+    pub precision: String,
     /// The instruction set oneDNN runs (`avx2`, …), `cuda` on a GPU, `-` on candle's CPU path.
-    isa: String,
+    pub isa: String,
     /// Why this device and precision, in words.
-    reason: String,
+    pub reason: String,
 }
 
 /// Whether this binary was built with candle's CUDA backend.
 pub const CUDA_BUILT: bool = cfg!(feature = "cuda");
+
+/// Whether GPU 0 answers: this binary has candle's CUDA backend and a device opens.
+pub fn cuda_answers() -> bool {
+    CUDA_BUILT && Device::new_cuda(0).is_ok()
+}
 
 impl Runtime {
     fn device_spec(&self) -> Result<DeviceSpec, ModelError> {
@@ -130,7 +137,7 @@ impl Runtime {
     /// Loads the model as configured and starts the embedding service; logs what runs it and
     /// why, and publishes `ctxd_embed_backend_info`.
     pub fn spawn(&self, model: &LoadedModel, cfg: EmbedServiceConfig) -> Result<EmbedService, ModelError> {
-        let p = self.spawn_inner(model, cfg)?;
+        let p = self.load(model)?;
         tracing::info!(
             device = %p.device, backend = p.backend, precision = %p.precision, isa = %p.isa,
             "embedding on {} with {} {}: {}", p.device, p.backend, p.precision, p.reason
@@ -138,7 +145,7 @@ impl Runtime {
         metrics::gauge!(crate::metrics::EMBED_BACKEND_INFO, "backend" => p.backend, "device" => p.device,
             "precision" => p.precision, "isa" => p.isa)
         .set(1.0);
-        Ok(p.service)
+        Ok(EmbedService::spawn(p.embedder, cfg).with_backend(p.desc))
     }
 
     /// The device `auto` resolves to (and why), or the configured one.
@@ -162,7 +169,9 @@ impl Runtime {
         }
     }
 
-    fn spawn_inner(&self, loaded: &LoadedModel, cfg: EmbedServiceConfig) -> Result<Picked, ModelError> {
+    /// Loads the model as configured, without a service around it (benchmarks drive it
+    /// directly); [`Runtime::spawn`] is this plus the service, the log line and the metric.
+    pub fn load(&self, loaded: &LoadedModel) -> Result<Picked, ModelError> {
         if let Some(first) = self.validate().into_iter().next() {
             return Err(ModelError::Runtime(first));
         }
@@ -184,7 +193,8 @@ impl Runtime {
                 let desc = format!("candle cuda:{n} {precision}");
                 let how = if self.precision == "auto" { "auto picks f16 on a GPU" } else { "as configured" };
                 Ok(Picked {
-                    service: EmbedService::spawn(model, cfg).with_backend(desc),
+                    embedder: Box::new(model),
+                    desc,
                     backend: "candle",
                     device: format!("cuda:{n}"),
                     precision: precision.into(),
@@ -199,10 +209,11 @@ impl Runtime {
                     )));
                 }
                 let backend = self.backend_kind()?;
-                let candle = |cfg, reason: String| -> Result<Picked, ModelError> {
+                let candle = |reason: String| -> Result<Picked, ModelError> {
                     let model = BertEmbedder::load(loaded, Device::Cpu)?;
                     Ok(Picked {
-                        service: EmbedService::spawn(model, cfg).with_backend("candle cpu f32".into()),
+                        embedder: Box::new(model),
+                        desc: "candle cpu f32".into(),
                         backend: "candle",
                         device: "cpu".into(),
                         precision: "f32".into(),
@@ -216,7 +227,7 @@ impl Runtime {
                             "precision 'bf16' on the cpu needs backend 'onednn' or 'auto', and {why_device}"
                         )));
                     }
-                    return candle(cfg, format!("{why_device}; backend candle as configured"));
+                    return candle(format!("{why_device}; backend candle as configured"));
                 }
                 match self.fast(loaded) {
                     Ok(model) => {
@@ -224,7 +235,8 @@ impl Runtime {
                         let (desc, precision, isa) =
                             (model.backend.clone(), model.precision().name().to_string(), model.isa().to_string());
                         Ok(Picked {
-                            service: EmbedService::spawn(model, cfg).with_backend(desc),
+                            embedder: Box::new(model),
+                            desc,
                             backend: "onednn",
                             device: "cpu".into(),
                             precision,
@@ -237,7 +249,7 @@ impl Runtime {
                             "fast cpu embedder unavailable ({e}); using candle f32, which is several times slower \
                              (scripts/fetch-onednn.sh installs onednn)"
                         );
-                        candle(cfg, format!("{why_device}; oneDNN unavailable, candle f32"))
+                        candle(format!("{why_device}; oneDNN unavailable, candle f32"))
                     }
                     Err(e) => Err(e),
                 }

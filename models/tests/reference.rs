@@ -1,6 +1,7 @@
 //! ctxd's BERT embedder against vectors computed once with sentence-transformers on PyTorch
 //! (`scripts/gen-reference-vectors.py`, committed in `tests/fixtures/reference.json`).
-//! Needs the default model installed (`scripts/fetch-model.sh`).
+//! Needs the default model installed (`scripts/fetch-model.sh`), and its f16 copy for the f16
+//! tests (`scripts/convert-f16.sh`).
 
 use ctxd_models::{
     max_sim, resolve_model, BertEmbedder, EmbedService, EmbedServiceConfig, Embedder, FastBert, LoadedModel, Precision,
@@ -234,4 +235,57 @@ fn manifest_dir() -> std::path::PathBuf {
     std::env::var_os("CARGO_MANIFEST_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+}
+
+// The default model's f16 copy (`scripts/convert-f16.sh`): half the bytes, and the same vectors
+// as the reference whether the weights are widened to f32 (both CPU paths) or computed in f16
+// (candle's f16 path, the one a GPU runs, here on the CPU).
+
+fn half_model() -> LoadedModel {
+    let dir = ctxd_models::resolve::ctxd_model_dir().join(format!("{DEFAULT_MODEL}-f16"));
+    assert!(
+        dir.join("model.safetensors").is_file(),
+        "{} is missing: run scripts/convert-f16.sh (scripts/test.sh does)",
+        dir.display()
+    );
+    LoadedModel::resolve(dir.to_str().unwrap()).expect("the f16 copy loads")
+}
+
+/// The lowest cosine of `model`'s vectors of the reference texts to the reference vectors.
+fn lowest_cosine(model: &mut dyn Embedder) -> f32 {
+    let reference: Reference = serde_json::from_str(include_str!("fixtures/reference.json")).expect("fixture parses");
+    let got = model.embed(&reference.texts).unwrap();
+    got.iter().zip(&reference.vectors).map(|(g, w)| cosine(g, w)).fold(f32::INFINITY, f32::min)
+}
+
+#[test]
+fn the_f16_copy_holds_half_precision_tensors_in_half_the_bytes() {
+    let half = half_model();
+    let full = LoadedModel::resolve(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
+    let size = |m: &LoadedModel| std::fs::metadata(&m.files().weights).unwrap().len();
+    let (h, f) = (size(&half), size(&full));
+    assert!(h * 2 <= f + (1 << 20), "f16 file {h} bytes vs f32 {f}");
+    let tensors = candle_core::safetensors::load(&half.files().weights, &candle_core::Device::Cpu).unwrap();
+    assert!(!tensors.is_empty());
+    assert!(tensors.values().all(|t| t.dtype() != candle_core::DType::F32), "an f32 tensor is left in the f16 copy");
+    assert!(tensors.values().any(|t| t.dtype() == candle_core::DType::F16));
+}
+
+#[test]
+fn f16_weights_agree_with_the_reference_on_every_cpu_path() {
+    let half = half_model();
+    let mut candle_f32 = BertEmbedder::load(&half, candle_core::Device::Cpu).unwrap();
+    let c = lowest_cosine(&mut candle_f32);
+    assert!(c >= 0.999, "candle f32 from f16 weights: lowest cosine {c}");
+    // The GPU's computation (weights and activations in f16), run by candle on the CPU.
+    let mut candle_f16 = BertEmbedder::load_as(&half, candle_core::Device::Cpu, candle_core::DType::F16).unwrap();
+    let c = lowest_cosine(&mut candle_f16);
+    assert!(c >= 0.995, "candle f16: lowest cosine {c}");
+    match FastBert::load(&half, Some(Precision::F32), 2) {
+        Ok(mut fast) => {
+            let c = lowest_cosine(&mut fast);
+            assert!(c >= 0.999, "fast path f32 from f16 weights: lowest cosine {c}");
+        }
+        Err(e) => panic!("onednn installed (scripts/fetch-onednn.sh): {e}"),
+    }
 }

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# ctxd's embedding path against PyTorch on the same device, in one run, in one table:
+#   * the forward pass alone, sequences/s at 256 tokens for batch 32/128/512: ctxd (`ctxd bench
+#     --forward`) in f16 and f32 on a GPU (f32, and bf16 where native, on a CPU) beside PyTorch
+#     (benches/torch_forward.py, the same weights) in fp16 and fp32 (fp32 on a CPU);
+#   * the cosine of ctxd's vectors to committed reference vectors (sentence-transformers on a
+#     CPU, models/tests/fixtures/reference.json): goal >= 0.999 in f16, >= 0.9999 in f32;
+#   * end to end, texts/s embedding the CoSQA corpus's chunk texts: ctxd's embedding service (what
+#     the indexer runs: tokenize, length-sorted batches, forward, pool) against
+#     sentence-transformers' `encode` on the same texts.
+# On a machine with a GPU (nvidia-smi lists one and the ctxd binary has cuda) both sides run on
+# GPU 0; elsewhere the same table comes out with device = cpu, and the script exits 0. A side
+# that cannot run says why in its row (PyTorch not installed, a precision the device refuses).
+#   scripts/gpu-check.sh                 # here: the dev build, the f16 model copy, CoSQA texts
+#   scripts/gpu-check.sh --bundle DIR    # what scripts/gpu-bundle.sh wrote (binary, model, texts)
+#   scripts/gpu-check.sh --quick         # small batches and texts: a smoke of the script itself
+# Environment: CTXD_BIN (the binary), CTXD_GPU_CHECK_OUT (where the JSON figures are kept;
+# default a temporary folder, printed), PYTHON (default python3: the one with torch).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+bundle="" quick=0
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --bundle) bundle="$2"; shift 2 ;;
+        --quick) quick=1; shift ;;
+        -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+started=$(date +%s)
+python="${PYTHON:-python3}"
+out="${CTXD_GPU_CHECK_OUT:-$(mktemp -d)}"
+mkdir -p "$out"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}"
+
+if [[ -n "$bundle" ]]; then
+    bin="${CTXD_BIN:-$bundle/ctxd}"
+    model="$bundle/model"
+    reference="$bundle/reference.json"
+    texts="$bundle/texts.jsonl"
+    [[ -f "$bundle/ctxd.xz" && ! -x "$bin" ]] && { xz -dc "$bundle/ctxd.xz" >"$out/ctxd"; chmod +x "$out/ctxd"; bin="$out/ctxd"; }
+else
+    bin="${CTXD_BIN:-${CARGO_TARGET_DIR:-$cache/ctxd-target}/debug/ctxd}"
+    [[ -x "$bin" ]] || { echo "gpu-check: building ctxd (dev profile)" >&2; CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/ctxd-target}" cargo build -q -p ctxd; }
+    scripts/convert-f16.sh
+    model="${CTXD_MODEL_DIR:-$cache/ctxd/models}/sentence-transformers/all-MiniLM-L6-v2-f16"
+    reference="models/tests/fixtures/reference.json"
+    texts="$out/texts.jsonl"
+fi
+[[ -x "$bin" ]] || { echo "gpu-check: no ctxd binary at $bin (set CTXD_BIN)" >&2; exit 1; }
+[[ -f "$model/model.safetensors" ]] || { echo "gpu-check: no model at $model" >&2; exit 1; }
+
+# The GPU's CUDA libraries: the driver's own, and PyTorch's wheels (cuBLAS, cuRAND, NVRTC, the
+# runtime) where the binary does not carry them.
+device=cpu
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    libs="$("$python" - <<'PY' 2>/dev/null || true
+import glob, os, site
+dirs = []
+for base in site.getsitepackages():
+    dirs += sorted(d for d in glob.glob(os.path.join(base, "nvidia", "*", "lib")) if os.path.isdir(d))
+    dirs += sorted(d for d in glob.glob(os.path.join(base, "nvidia", "cu*", "lib")) if os.path.isdir(d))
+print(":".join(dict.fromkeys(dirs)))
+PY
+)"
+    export LD_LIBRARY_PATH="${libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    if "$bin" bench --forward --device cuda:0 --batches 1 --seq-len 8 --min-seconds 0 --precisions f32 \
+        --model "$model" --json >"$out/probe.json" 2>"$out/probe.err" && ! grep -q '"refused": "' "$out/probe.json"; then
+        device=cuda:0
+    else
+        echo "gpu-check: a GPU is listed but ctxd cannot use it, so both sides run on the cpu: $(tail -c 400 "$out/probe.err"; grep -o '"refused": "[^"]*' "$out/probe.json" || true)" >&2
+    fi
+fi
+
+if [[ $quick == 1 ]]; then
+    batches="4,8" seq=64 secs=0 ntexts=64
+else
+    batches="32,128,512" seq=256 secs=2 ntexts=100000
+fi
+if [[ "$device" == cpu ]]; then
+    ctxd_precisions="" torch_precisions="fp32" torch_device=cpu
+    [[ $quick == 1 ]] || batches="32,128"
+    [[ $quick == 1 ]] || ntexts=1024
+else
+    ctxd_precisions="--precisions f16,f32" torch_precisions="fp16,fp32" torch_device=cuda
+fi
+
+# The texts: each CoSQA corpus file with its path as a header, as ctxd embeds a chunk (written
+# here; a bundle carries them).
+if [[ -z "$bundle" && ! -s "$texts" ]]; then
+    corpus="${CTXD_GPU_CHECK_CORPUS:-$repo/../shared/eval/cosqa/corpus}"
+    [[ -d "$corpus" ]] || { echo "gpu-check: no corpus at $corpus (set CTXD_GPU_CHECK_CORPUS)" >&2; exit 1; }
+    "$python" - "$corpus" "$out/all-texts.jsonl" <<'PY'
+import json, os, sys
+corpus, dest = sys.argv[1], sys.argv[2]
+with open(dest, "w") as f:
+    for root, _, files in sorted(os.walk(corpus)):
+        for name in sorted(files):
+            with open(os.path.join(root, name), encoding="utf-8", errors="replace") as src:
+                f.write(json.dumps(os.path.relpath(os.path.join(root, name), corpus) + "\n" + src.read()) + "\n")
+PY
+    cp "$out/all-texts.jsonl" "$texts"
+fi
+head -n "$ntexts" "$texts" >"$out/texts-used.jsonl"
+
+echo "gpu-check: device $device, binary $bin, model $model, $(wc -l <"$out/texts-used.jsonl") texts; figures in $out" >&2
+# shellcheck disable=SC2086
+"$bin" bench --forward --device "$device" --model "$model" --batches "$batches" --seq-len "$seq" \
+    --min-seconds "$secs" --reference "$reference" --texts "$out/texts-used.jsonl" $ctxd_precisions --json \
+    >"$out/ctxd.json" 2>"$out/ctxd.err" || { cat "$out/ctxd.err" >&2; exit 1; }
+torch_rc=0
+"$python" benches/torch_forward.py --model "$model" --device "$torch_device" --precisions "$torch_precisions" \
+    --batches "$batches" --seq-len "$seq" --min-seconds "$secs" --texts "$out/texts-used.jsonl" --json \
+    >"$out/torch.json" 2>"$out/torch.err" || torch_rc=$?
+
+"$python" - "$out" "$device" "$torch_rc" "$batches" <<'PY'
+import json, os, sys
+out, device, torch_rc, batches = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(",")
+ctxd = json.load(open(os.path.join(out, "ctxd.json")))
+torch = json.load(open(os.path.join(out, "torch.json"))) if torch_rc == 0 else None
+why = "" if torch_rc == 0 else open(os.path.join(out, "torch.err")).read().strip().splitlines()[-1:] or ["failed"]
+print(f"\n## ctxd vs PyTorch, {ctxd['model']}, device {device}, {ctxd['seq_len']} tokens per sequence\n")
+print("| side | precision | " + " | ".join(f"forward seq/s, batch {b}" for b in batches)
+      + " | cosine to reference (min / mean) | texts/s end to end |")
+print("|---|---|" + "---:|" * len(batches) + "---|---:|")
+for r in ctxd["rows"]:
+    if r.get("refused"):
+        print(f"| ctxd {r['backend']} {r['device']} | {r['precision']} | refused: {r['refused']} |")
+        continue
+    cells = " | ".join(f"{s:.0f}" for _, s in r["seq_per_s"])
+    cos = f"{r['cosine_min']:.6f} / {r['cosine_mean']:.6f}" if r.get("cosine_min") is not None else "-"
+    e2e = f"{r['texts_per_s']:.0f}" if r.get("texts_per_s") else "-"
+    print(f"| ctxd {r['backend']} {r['device']} | {r['precision']} | {cells} | {cos} | {e2e} |")
+if torch:
+    enc = torch.get("encode")
+    for i, r in enumerate(torch["rows"]):
+        cells = " | ".join(f"{s:.0f}" for _, s in r["seq_per_s"])
+        e2e = f"{enc['texts_per_s']:.0f} (sentence-transformers encode, {enc['precision']})" if enc and i == 0 else "-"
+        print(f"| {r['backend']} {r['device']} | {r['precision']} | {cells} | (reference) | {e2e} |")
+    best = lambda rows, p: next((dict(r["seq_per_s"]) for r in rows if r["precision"] == p and not r.get("refused")), {})
+    c16, t16 = best(ctxd["rows"], "f16"), best(torch["rows"], "fp16")
+    c32, t32 = best(ctxd["rows"], "f32"), best(torch["rows"], "fp32")
+    big = max(int(b) for b in batches)
+    print()
+    for name, c, t in (("f16", c16, t16), ("f32", c32, t32)):
+        if big in c and big in t:
+            print(f"forward {name} at batch {big}: ctxd/PyTorch = {c[big] / t[big]:.2f}")
+    ctxd_e2e = next((r.get("texts_per_s") for r in ctxd["rows"] if r.get("texts_per_s")), None)
+    if enc and ctxd_e2e:
+        print(f"end to end: ctxd/sentence-transformers = {ctxd_e2e / enc['texts_per_s']:.2f} "
+              f"(ctxd {ctxd['rows'][0]['precision']}, sentence-transformers {enc['precision']})")
+else:
+    print(f"| PyTorch | - | not run: {why[0]} |")
+PY
+echo "gpu-check: done in $(( $(date +%s) - started ))s" >&2
