@@ -20,7 +20,7 @@ use crate::graph::repo_map::{central_files, repo_map, RepoMap};
 use crate::graph::tools;
 use crate::locate::request::{LocateRequest, MAX_LOCATE_K};
 use crate::locate::Locator;
-use ctxd_index::SourceScope;
+use ctxd_index::scope::SourceScope;
 use ctxd_search::error::SearchError;
 use ctxd_search::retriever::Retriever;
 

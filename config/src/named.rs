@@ -28,7 +28,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ctxd_index::WORKTREE;
+use ctxd_index::record::WORKTREE;
 
 /// One source of files: an entry of `[[source]]`, or the single `[source]` (empty `name`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,12 +75,12 @@ impl NamedSource {
         self.refs.first().map_or("HEAD", String::as_str)
     }
 
-    /// The refs read from the object database: `refs` without [`WORKTREE`](ctxd_index::WORKTREE).
+    /// The refs read from the object database: `refs` without [`WORKTREE`](ctxd_index::record::WORKTREE).
     pub fn object_refs(&self) -> Vec<String> {
         self.refs.iter().filter(|r| *r != WORKTREE).cloned().collect()
     }
 
-    /// A git source's work tree, when its refs list [`WORKTREE`](ctxd_index::WORKTREE): the repository's folder.
+    /// A git source's work tree, when its refs list [`WORKTREE`](ctxd_index::record::WORKTREE): the repository's folder.
     pub fn worktree(&self) -> Option<&Path> {
         self.git.as_deref().filter(|_| self.refs.iter().any(|r| r == WORKTREE))
     }

@@ -164,7 +164,7 @@ impl Default for IndexConfig {
             optimize_every_rows: 256,
             maintenance_interval_secs: 600,
             retain_versions_secs: 3600,
-            vector_index_min_rows: ctxd_index::DEFAULT_VECTOR_INDEX_MIN_ROWS,
+            vector_index_min_rows: ctxd_index::maintenance::DEFAULT_VECTOR_INDEX_MIN_ROWS,
             index_cache_mb: 0,
             metadata_cache_mb: 32,
             history_commits: ctxd_stages::git_log::DEFAULT_COMMITS,
@@ -180,7 +180,7 @@ impl IndexConfig {
         if self.index_cache_mb == 0 {
             tracing::debug!(mb = index_bytes >> 20, "lancedb index cache sized from the index on disk");
         }
-        ctxd_index::set_cache_limits(ctxd_index::CacheLimits {
+        ctxd_index::session::set_cache_limits(ctxd_index::session::CacheLimits {
             index_bytes,
             metadata_bytes: self.metadata_cache_mb << 20,
         });
@@ -221,8 +221,8 @@ impl IndexConfig {
     }
 
     /// The maintenance pass these settings ask for (the daemon is its table's one writer).
-    pub fn maintenance(&self) -> ctxd_index::MaintenanceOptions {
-        ctxd_index::MaintenanceOptions {
+    pub fn maintenance(&self) -> ctxd_index::maintenance::MaintenanceOptions {
+        ctxd_index::maintenance::MaintenanceOptions {
             retain: std::time::Duration::from_secs(self.retain_versions_secs),
             single_writer: true,
             vector_index_min_rows: self.vector_index_min_rows,
@@ -256,12 +256,12 @@ pub struct ModelConfig {
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        let rt = ctxd_models::Runtime::default();
+        let rt = ctxd_models::runtime::Runtime::default();
         Self {
-            name: ctxd_models::DEFAULT_MODEL.to_string(),
+            name: ctxd_models::resolve::DEFAULT_MODEL.to_string(),
             max_batch_tokens: 8192,
             max_batch_texts: 64,
-            indexing_share_percent: ctxd_models::EmbedServiceConfig::default().bulk_share_percent,
+            indexing_share_percent: ctxd_models::service::EmbedServiceConfig::default().bulk_share_percent,
             device: rt.device,
             precision: rt.precision,
             backend: rt.backend,
@@ -272,8 +272,8 @@ impl Default for ModelConfig {
 
 impl ModelConfig {
     /// The runtime settings for `ctxd_models::start`.
-    pub fn runtime(&self) -> ctxd_models::Runtime {
-        ctxd_models::Runtime {
+    pub fn runtime(&self) -> ctxd_models::runtime::Runtime {
+        ctxd_models::runtime::Runtime {
             device: self.device.clone(),
             precision: self.precision.clone(),
             backend: self.backend.clone(),

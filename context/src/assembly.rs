@@ -361,7 +361,7 @@ pub fn headings(blocks: &[Block], themes: &[usize]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctxd_index::{Chunk, Hit};
+    use ctxd_index::{record::Chunk, record::Hit};
 
     fn block(path: &str, start: u32, content: &str) -> Block {
         let chunk = Chunk {

@@ -3,7 +3,7 @@
 //! Markdown or plain text; and the one-line notes a context carries (what a session was
 //! already sent).
 
-use ctxd_index::Hit;
+use ctxd_index::record::Hit;
 use serde::{Deserialize, Serialize};
 
 use ctxd_search::error::SearchError;

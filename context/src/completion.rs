@@ -31,7 +31,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
-use ctxd_index::{ChunkVector, Hit};
+use ctxd_index::{record::Hit, vectors::ChunkVector};
 
 use serde::{Deserialize, Serialize};
 
@@ -81,7 +81,7 @@ pub struct CompletionRequest {
     pub strategy: Strategy,
     /// Only these named sources (see [`ctxd_search::sources`]).
     #[serde(default, deserialize_with = "ctxd_search::sources::de_sources")]
-    pub source: Option<ctxd_index::SourceScope>,
+    pub source: Option<ctxd_index::scope::SourceScope>,
     /// A git source's branch, tag or commit to read (default: each git source's first ref).
     #[serde(default, rename = "ref")]
     pub git_ref: Option<String>,

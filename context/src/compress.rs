@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use ctxd_index::SymbolRow;
+use ctxd_index::symbols::SymbolRow;
 use ctxd_search::route::identifier_words;
 
 use crate::block::Block;

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use ctxd_index::Index;
+use ctxd_index::store::Index;
 
 use ctxd_search::search::SearchResult;
 
@@ -48,7 +48,7 @@ pub(crate) fn chunk_lines(start_line: u32, end_line: u32, content: &str) -> BTre
 /// The exact file lines covered by `chunks` (each line once, from the first chunk holding it),
 /// restricted to `range`: a file's text rebuilt from the index.
 pub fn indexed_lines<'a>(
-    chunks: impl IntoIterator<Item = &'a ctxd_index::Hit>,
+    chunks: impl IntoIterator<Item = &'a ctxd_index::record::Hit>,
     range: std::ops::RangeInclusive<u32>,
 ) -> BTreeMap<u32, String> {
     let mut lines = BTreeMap::new();
@@ -177,7 +177,7 @@ impl Drafts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctxd_index::Chunk;
+    use ctxd_index::record::Chunk;
 
     #[test]
     fn split_pieces_cite_only_their_own_lines() {

@@ -159,7 +159,7 @@ pub struct ContextEvalReport {
 /// "the top-k files, whole" for each k (files ranked by the same routed search).
 pub async fn evaluate_context(
     assembler: &crate::assembler::Assembler,
-    tokens: &ctxd_models::TokenCounter,
+    tokens: &ctxd_models::tokens::TokenCounter,
     queries: &[EvalQuery],
     budgets: &[usize],
     assemblies: &[crate::assembly::Assembly],

@@ -5,7 +5,7 @@
 //! configuration order; within a source by relevance), then what is left in the same order.
 //! Asking the sources (timeouts, HTTP, MCP, caching) is the wire's (`ctxd_serve::aggregate`).
 
-use ctxd_models::TokenCounter;
+use ctxd_models::tokens::TokenCounter;
 use serde::{Deserialize, Serialize};
 
 use crate::block::{Block, Format};

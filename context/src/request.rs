@@ -2,7 +2,7 @@
 //! `POST /v1/context`, the MCP `get_context` arguments, the CLI's `context` flags), its
 //! defaults and bounds, and [`ContextResponse`]; the work is [`crate::assembler`]'s.
 
-use ctxd_index::Language;
+use ctxd_index::language::Language;
 use ctxd_search::route::{Intent, Route};
 use ctxd_search::search::{Mode, Scope};
 use serde::{Deserialize, Serialize};
@@ -63,7 +63,7 @@ pub struct ContextRequest {
     pub path_prefix: Option<String>,
     /// Only these named sources (see [`ctxd_search::sources`]).
     #[serde(default, deserialize_with = "ctxd_search::sources::de_sources")]
-    pub source: Option<ctxd_index::SourceScope>,
+    pub source: Option<ctxd_index::scope::SourceScope>,
     /// A git source's branch, tag or commit to read (default: each git source's first ref).
     #[serde(default, rename = "ref")]
     pub git_ref: Option<String>,

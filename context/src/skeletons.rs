@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use ctxd_index::{Chunk, Hit, SymbolRow};
+use ctxd_index::{record::Chunk, record::Hit, symbols::SymbolRow};
 use ctxd_search::error::SearchError;
 
 use crate::assembler::Assembler;

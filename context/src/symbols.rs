@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 
-use ctxd_index::SymbolRow;
+use ctxd_index::symbols::SymbolRow;
 use serde::{Deserialize, Serialize};
 
 use crate::assembler::Assembler;
@@ -48,7 +48,7 @@ pub struct ListSymbolsRequest {
     pub as_of: Option<String>,
     /// Only these named sources (see [`ctxd_search::sources`]).
     #[serde(default, deserialize_with = "ctxd_search::sources::de_sources")]
-    pub source: Option<ctxd_index::SourceScope>,
+    pub source: Option<ctxd_index::scope::SourceScope>,
     /// A git source's branch, tag or commit to read (default: each git source's first ref).
     #[serde(default, rename = "ref")]
     pub git_ref: Option<String>,
@@ -99,7 +99,7 @@ pub struct GetSymbolsRequest {
     pub as_of: Option<String>,
     /// Only these named sources (see [`ctxd_search::sources`]).
     #[serde(default, deserialize_with = "ctxd_search::sources::de_sources")]
-    pub source: Option<ctxd_index::SourceScope>,
+    pub source: Option<ctxd_index::scope::SourceScope>,
     /// A git source's branch, tag or commit to read (default: each git source's first ref).
     #[serde(default, rename = "ref")]
     pub git_ref: Option<String>,

@@ -13,13 +13,13 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use ctxd_models::DEFAULT_MODEL;
+use ctxd_models::resolve::DEFAULT_MODEL;
 use ctxd_pipeline::engine::Engine;
 use ctxd_stages::chunk::{ChunkConfig, Chunker};
 use ctxd_stages::embed::embedding_text;
 use ctxd_stages::load::{load, LoadConfig, LoadOutcome};
+use ctxd_stages::state::FileState;
 use ctxd_stages::watch::Scanner;
-use ctxd_stages::FileState;
 
 use crate::cli::ModelArgs;
 use crate::open::{build_config, start_model};
@@ -174,8 +174,8 @@ fn reparse_source(language: &str, kind: &str, content: &str) -> String {
 pub fn integrity(dirs: &[std::path::PathBuf], max_files: usize, model: &ModelArgs) -> Result<()> {
     use std::collections::BTreeMap;
     let spec = model.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string());
-    let files = ctxd_models::resolve_model(&spec)?;
-    let counter = ctxd_models::TokenCounter::from_model(&files)?;
+    let files = ctxd_models::resolve::resolve_model(&spec)?;
+    let counter = ctxd_models::tokens::TokenCounter::from_model(&files)?;
     let chunker = Chunker::with_tokenizer(counter, ChunkConfig::default());
     // language → (whole definitions, parsed cleanly, parts, files)
     let mut stats: BTreeMap<&'static str, (usize, usize, usize, usize)> = BTreeMap::new();

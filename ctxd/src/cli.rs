@@ -40,7 +40,7 @@ pub struct ModelArgs {
 
 impl ModelArgs {
     /// The runtime settings from the flags over the defaults, validated.
-    pub fn runtime(&self) -> anyhow::Result<ctxd_models::Runtime> {
+    pub fn runtime(&self) -> anyhow::Result<ctxd_models::runtime::Runtime> {
         let mut cfg = ctxd_config::ModelConfig::default();
         self.apply(&mut cfg);
         let rt = cfg.runtime();
@@ -354,7 +354,7 @@ pub enum Command {
         #[arg(long, default_value_t = 3600)]
         retain_secs: u64,
         /// Build the vector index from this many embedded rows (0: never).
-        #[arg(long, default_value_t = ctxd_index::DEFAULT_VECTOR_INDEX_MIN_ROWS)]
+        #[arg(long, default_value_t = ctxd_index::maintenance::DEFAULT_VECTOR_INDEX_MIN_ROWS)]
         vector_index_min_rows: usize,
         /// Print the report as JSON.
         #[arg(long)]
@@ -382,7 +382,7 @@ pub enum Command {
         #[arg(long)]
         commit: bool,
         /// Build the vector index of the new table from this many rows (0: never).
-        #[arg(long, default_value_t = ctxd_index::DEFAULT_VECTOR_INDEX_MIN_ROWS)]
+        #[arg(long, default_value_t = ctxd_index::maintenance::DEFAULT_VECTOR_INDEX_MIN_ROWS)]
         vector_index_min_rows: usize,
         /// No progress bar; print the report as JSON.
         #[arg(long)]

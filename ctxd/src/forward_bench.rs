@@ -21,7 +21,7 @@ use anyhow::{Context, Result};
 use ctxd_models::loaded::LoadedModel;
 use ctxd_models::runtime::Picked;
 use ctxd_models::service::{EmbedService, EmbedServiceConfig};
-use ctxd_models::{Embedder, DEFAULT_MODEL};
+use ctxd_models::{resolve::DEFAULT_MODEL, Embedder};
 use serde::Serialize;
 
 /// The flags of `ctxd bench --forward`.
@@ -83,7 +83,7 @@ struct Reference {
 
 /// Runs the forward benchmark of the model `spec` (default: the default model) with the
 /// runtime settings `base` (their precision replaced per row) and prints its table (or JSON).
-pub fn run(args: &ForwardArgs, spec: Option<&str>, base: ctxd_models::Runtime) -> Result<()> {
+pub fn run(args: &ForwardArgs, spec: Option<&str>, base: ctxd_models::runtime::Runtime) -> Result<()> {
     let spec = spec.unwrap_or(DEFAULT_MODEL);
     let loaded = LoadedModel::resolve(spec).with_context(|| format!("loading model {spec}"))?;
     anyhow::ensure!(
@@ -97,7 +97,7 @@ pub fn run(args: &ForwardArgs, spec: Option<&str>, base: ctxd_models::Runtime) -
     let texts = args.texts.as_deref().map(read_texts).transpose()?;
     let mut rows = Vec::new();
     for precision in precisions(args, &base) {
-        let rt = ctxd_models::Runtime { precision: precision.clone(), ..base.clone() };
+        let rt = ctxd_models::runtime::Runtime { precision: precision.clone(), ..base.clone() };
         let started = Instant::now();
         let row = match rt.load(&loaded) {
             Ok(picked) => {
@@ -136,7 +136,7 @@ pub fn run(args: &ForwardArgs, spec: Option<&str>, base: ctxd_models::Runtime) -
 }
 
 /// The precisions to measure: the flag's, else the device's usual ones.
-fn precisions(args: &ForwardArgs, base: &ctxd_models::Runtime) -> Vec<String> {
+fn precisions(args: &ForwardArgs, base: &ctxd_models::runtime::Runtime) -> Vec<String> {
     if !args.precisions.is_empty() {
         return args.precisions.clone();
     }

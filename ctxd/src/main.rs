@@ -158,10 +158,12 @@ async fn run(cli: Cli) -> Result<()> {
 
 /// `--source A,B` and `--ref R` as a scope: each source at the ref (`name@ref`); without
 /// `--ref`, a git source is read at every ref it has in the index.
-fn cli_scope(source: Option<&str>, git_ref: Option<&str>) -> Option<ctxd_index::SourceScope> {
+fn cli_scope(source: Option<&str>, git_ref: Option<&str>) -> Option<ctxd_index::scope::SourceScope> {
     let names = source.and_then(ctxd_search::sources::parse_list)?;
     Some(match git_ref {
         None => names,
-        Some(r) => ctxd_index::SourceScope::new(names.names().iter().map(|n| format!("{n}@{}", r.replace('/', "~")))),
+        Some(r) => {
+            ctxd_index::scope::SourceScope::new(names.names().iter().map(|n| format!("{n}@{}", r.replace('/', "~"))))
+        }
     })
 }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use anyhow::{bail, Result};
 use ctxd_config::Config;
 use ctxd_context::assembler::Assembler;
-use ctxd_index::Index;
-use ctxd_models::{EmbedService, EmbedServiceConfig, TokenCounter, DEFAULT_MODEL};
+use ctxd_index::store::Index;
+use ctxd_models::{resolve::DEFAULT_MODEL, service::EmbedService, service::EmbedServiceConfig, tokens::TokenCounter};
 use ctxd_roles::reader::{Opening, Reopen};
 use ctxd_search::searcher::Searcher;
 
@@ -35,10 +35,10 @@ pub async fn open_index(db: &Path) -> Result<Index> {
 
 /// Takes the writer lease of the index `cfg` names for this process, doing `what` (see
 /// `ctxd_index::lease`); refused, with the holder and the lock named, while another process writes it.
-pub async fn writer_lease(cfg: &Config, what: &str) -> Result<ctxd_index::WriterLease> {
+pub async fn writer_lease(cfg: &Config, what: &str) -> Result<ctxd_index::lease::WriterLease> {
     let uri = cfg.index.db.to_string_lossy().into_owned();
     let ttl = std::time::Duration::from_secs(cfg.index.lease_ttl_secs);
-    Ok(ctxd_index::WriterLease::acquire(&uri, &ctxd_index::lease::holder_name(what), ttl).await?)
+    Ok(ctxd_index::lease::WriterLease::acquire(&uri, &ctxd_index::lease::holder_name(what), ttl).await?)
 }
 
 /// Builds the config of a one-shot or daemon run from an optional file plus overrides.
@@ -118,7 +118,7 @@ pub async fn start_model(spec: &str, model: &ModelArgs) -> Result<(EmbedService,
     Ok(started)
 }
 
-async fn index_model_spec(index: &ctxd_index::Index) -> Result<String> {
+async fn index_model_spec(index: &ctxd_index::store::Index) -> Result<String> {
     let id = index.model_id();
     if id.is_empty() || id == ctxd_index::NO_MODEL {
         return Ok(DEFAULT_MODEL.to_string());
@@ -179,9 +179,9 @@ pub async fn open_for_reader(db: &Path, model: &ModelArgs) -> Result<Opened> {
 }
 
 fn is_missing(e: &anyhow::Error) -> bool {
-    e.chain()
-        .any(|c| matches!(c.downcast_ref::<ctxd_index::IndexError>(), Some(ctxd_index::IndexError::Missing { .. })))
-        || e.to_string().starts_with("no index at ")
+    e.chain().any(|c| {
+        matches!(c.downcast_ref::<ctxd_index::error::IndexError>(), Some(ctxd_index::error::IndexError::Missing { .. }))
+    }) || e.to_string().starts_with("no index at ")
 }
 
 /// Opens the active table again with the model the switch recorded (not a `--model` given for

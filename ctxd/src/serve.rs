@@ -265,7 +265,7 @@ type Surfaces = (Arc<Assembler>, Arc<McpServer>, Arc<ctxd_serve::aggregate::Aggr
 fn query_surfaces(
     cfg: &Config,
     searcher: &Arc<Searcher>,
-    token_counter: ctxd_models::TokenCounter,
+    token_counter: ctxd_models::tokens::TokenCounter,
     reader: bool,
     access: &LiveAccess,
 ) -> Result<Surfaces> {
@@ -286,7 +286,7 @@ fn query_surfaces(
 /// What serving needs from either role.
 struct Opened {
     searcher: Arc<Searcher>,
-    token_counter: ctxd_models::TokenCounter,
+    token_counter: ctxd_models::tokens::TokenCounter,
     ready: Arc<dyn Fn() -> bool + Send + Sync>,
     backend: Backend,
 }
@@ -294,14 +294,14 @@ struct Opened {
 enum Backend {
     Writer {
         generation: Box<Generation>,
-        lease: ctxd_index::WriterLease,
+        lease: ctxd_index::lease::WriterLease,
     },
     /// The model arguments a reader re-opens the index with after a model switch.
     Reader(ModelArgs),
 }
 
 enum Follower {
-    Writer(tokio::task::JoinHandle<Generation>, ctxd_index::WriterLease),
+    Writer(tokio::task::JoinHandle<Generation>, ctxd_index::lease::WriterLease),
     Reader(tokio::task::JoinHandle<()>),
 }
 
@@ -352,7 +352,7 @@ async fn open_reader(cfg: &Config, model: ModelArgs) -> Result<Opened> {
 
 /// A writer that lost its lease stops at once (exit code 75): another writer may already be
 /// writing, and a drain would commit after it.
-fn watch_lease(lease: &ctxd_index::WriterLease) {
+fn watch_lease(lease: &ctxd_index::lease::WriterLease) {
     let mut lost = lease.lost();
     tokio::spawn(async move {
         if lost.wait_for(|l| l.is_some()).await.is_ok() {

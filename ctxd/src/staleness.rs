@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 use ctxd_config::Config;
-use ctxd_index::Index;
+use ctxd_index::store::Index;
 use ctxd_pipeline::engine::Engine;
 use ctxd_search::searcher::Searcher;
 use ctxd_serve::mcp::CheckIndex;

@@ -16,7 +16,7 @@
 //! The switch is one LanceDB commit (atomic on a local disk and on object stores alike), and the
 //! table keeps the history, so switching back to an earlier model finds its table again and only
 //! catches up on what changed since. Without the table (every index not re-embedded yet) the
-//! active table is `chunks`. [`crate::Index::open`] and [`crate::Index::open_or_create`] follow
+//! active table is `chunks`. [`crate::store::Index::open`] and [`crate::store::Index::open_or_create`] follow
 //! the pointer; a running daemon polls it ([`current`]) and re-opens when it changes.
 
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use lancedb::query::ExecutableQuery;
 
 use crate::columns::typed_col;
 use crate::session::connect;
-use crate::{IndexError, CHUNKS_TABLE};
+use crate::{error::IndexError, CHUNKS_TABLE};
 
 /// Name of the pointer table inside the database directory.
 pub const ACTIVE_TABLE: &str = "active_model";

@@ -3,7 +3,7 @@
 
 use arrow_array::{Array, FixedSizeListArray, Float32Array, RecordBatch, StringArray};
 
-use crate::IndexError;
+use crate::error::IndexError;
 
 /// Column `name` of `batch` as an array of type `T`, or a clear error naming it.
 pub fn typed_col<'a, T: Array + 'static>(batch: &'a RecordBatch, name: &str, uri: &str) -> Result<&'a T, IndexError> {

@@ -30,7 +30,7 @@ use lance::dataset::transaction::{Operation, Transaction};
 use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
 use lance::table::format::Fragment;
 
-use crate::{Index, IndexError};
+use crate::{error::IndexError, store::Index};
 
 /// Data fragments written and not committed: what [`Index::commit_fragments`] publishes.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -156,7 +156,7 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use crate::testing::row;
-    use crate::{CommitBatch, Index};
+    use crate::{store::Index, writer::CommitBatch};
 
     /// An index in a new folder holding one committed row: its folder, URI and handle.
     async fn one_row() -> (tempfile::TempDir, String, Index) {

@@ -26,7 +26,7 @@ use lancedb::query::{ExecutableQuery, QueryBase};
 use crate::columns::{str_col, typed_col};
 use crate::session::connect;
 use crate::sql::sql_str;
-use crate::{Index, IndexError};
+use crate::{error::IndexError, store::Index};
 
 /// Name of the table inside the database directory.
 pub const HISTORY_TABLE: &str = "file_history";
@@ -215,7 +215,7 @@ mod tests {
         replace(&uri, "lib@main/", &[row("lib@main/b.py", "c3", 30)]).await.unwrap();
         let h = idx.file_history().await.unwrap();
         assert!(h.of("lib@main/a.py").is_empty() && h.of("docs/x.md").len() == 1);
-        let docs = idx.scoped(Some(crate::SourceScope::new(["docs"]))).await.unwrap();
+        let docs = idx.scoped(Some(crate::scope::SourceScope::new(["docs"]))).await.unwrap();
         let h = docs.file_history().await.unwrap();
         assert_eq!(h.by_path.keys().collect::<Vec<_>>(), ["docs/x.md"]);
         assert!(idx.history_version().await.unwrap() >= 3);

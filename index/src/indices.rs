@@ -11,7 +11,7 @@ use lancedb::Table;
 
 use crate::metrics as m;
 use crate::schema::EMBED_KEY;
-use crate::{Index, IndexError};
+use crate::{error::IndexError, store::Index};
 
 /// Name LanceDB gives the full-text index on `content`.
 const FTS_INDEX: &str = "content_idx";

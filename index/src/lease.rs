@@ -36,7 +36,7 @@ use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use tokio::sync::watch;
 
-use crate::IndexError;
+use crate::error::IndexError;
 
 /// Name of the lock file in a local index directory.
 pub const LOCK_FILE: &str = ".ctxd-writer.lock";

@@ -52,25 +52,6 @@ pub(crate) mod testing;
 pub mod vectors;
 pub mod writer;
 
-pub use edges::{EdgeKind, EdgeRow, EDGES_TABLE};
-pub use error::IndexError;
-pub use history::{FileCommit, History, HISTORY_TABLE};
-pub use language::{Language, UnknownLanguage};
-pub use lease::WriterLease;
-pub use maintenance::{MaintenanceOptions, MaintenanceReport, DEFAULT_VECTOR_INDEX_MIN_ROWS};
-pub use reader::IndexStats;
-pub use record::{chunk_id, source_of_path, split_source, Chunk, Hit, WORKTREE};
-pub use schema::ChunkRow;
-pub use scope::SourceScope;
-pub use session::{set_cache_limits, CacheLimits};
-pub use snapshots::{AsOf, Snapshot};
-pub use staged::{StagedShard, STAGED_TABLE};
-pub use store::Index;
-pub use streams::{PARTIAL_PREFIX, STREAMS_TABLE};
-pub use symbols::{is_definition, SymbolRow, SYMBOLS_TABLE};
-pub use vectors::ChunkVector;
-pub use writer::{CommitBatch, CommitStats};
-
 /// `model` of rows stored without a vector (full-text-only sources): zero vectors that vector
 /// search skips and the model check ignores.
 pub const NO_MODEL: &str = "none";

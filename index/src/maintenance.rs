@@ -21,7 +21,7 @@ use lancedb::DistanceType;
 use crate::indices::ensure_btree;
 use crate::metrics as m;
 use crate::sql::sql_str;
-use crate::{Index, IndexError, NO_MODEL};
+use crate::{error::IndexError, store::Index, NO_MODEL};
 
 /// What a maintenance pass should do.
 #[derive(Debug, Clone)]
@@ -192,7 +192,7 @@ impl Index {
 mod tests {
     use super::*;
     use crate::testing::row;
-    use crate::CommitBatch;
+    use crate::writer::CommitBatch;
 
     #[tokio::test]
     async fn compaction_prunes_untagged_versions_and_builds_the_vector_index() {
@@ -205,9 +205,9 @@ mod tests {
                 index.tag("keep-me", None).await.unwrap();
             }
         }
-        let kept = index.resolve(&crate::AsOf::Tag("keep-me".into())).await.unwrap();
+        let kept = index.resolve(&crate::snapshots::AsOf::Tag("keep-me".into())).await.unwrap();
         let defs = (0..3)
-            .map(|i| crate::SymbolRow {
+            .map(|i| crate::symbols::SymbolRow {
                 symbol_id: format!("f29.txt#parse_{i}"),
                 name: format!("parse_{i}"),
                 qualified_name: format!("f29::parse_{i}"),
@@ -270,7 +270,7 @@ mod tests {
         assert!(again.fts_segments_merged >= 2, "{again:?}");
         assert_eq!(index.fts_segments().await.unwrap(), 1);
         let merged = index.fts_search("topic0", 50).await.unwrap();
-        let exact = |hits: &[crate::Hit]| -> std::collections::BTreeSet<String> {
+        let exact = |hits: &[crate::record::Hit]| -> std::collections::BTreeSet<String> {
             hits.iter().take(7).map(|h| h.chunk_id.clone()).collect()
         };
         assert_eq!(exact(&merged), exact(&hits));

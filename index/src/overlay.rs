@@ -26,7 +26,7 @@
 //! the same change are committed ([`replace`]); a read of the latest version takes each view's
 //! newest record, a read of a past version (`as_of`) the newest recorded at or before it.
 //! Readers load the table through an [`OverlayCache`] re-checked at most every second (one per
-//! [`Index`](crate::Index) handle, shared by the views made from it and by the writer that holds
+//! [`Index`](crate::store::Index) handle, shared by the views made from it and by the writer that holds
 //! it), so a reader sees a new overlay within about a second of its files, and the process that
 //! records one at once. Maintenance drops records no kept version needs ([`prune`]).
 
@@ -40,9 +40,9 @@ use futures::TryStreamExt;
 use lancedb::query::ExecutableQuery;
 
 use crate::columns::str_col;
+use crate::error::IndexError;
 use crate::session::connect;
 use crate::sql::sql_str;
-use crate::IndexError;
 
 /// Name of the table inside the database directory.
 pub const OVERLAYS_TABLE: &str = "ref_overlays";
@@ -383,8 +383,8 @@ mod tests {
     }
 
     /// `lib@main` has a.py and b.py; `lib@v2` changed b.py and shares a.py.
-    async fn two_refs(uri: &str) -> crate::Index {
-        let index = crate::Index::open_or_create(uri, "m", 8).await.unwrap();
+    async fn two_refs(uri: &str) -> crate::store::Index {
+        let index = crate::store::Index::open_or_create(uri, "m", 8).await.unwrap();
         index.name_sources(true);
         let mut rows = Vec::new();
         for (i, path, text) in
@@ -395,7 +395,7 @@ mod tests {
                 (path.into(), text.into(), crate::record::source_of_path(path).into());
             rows.push(r);
         }
-        index.commit(crate::CommitBatch { rows, ..Default::default() }).await.unwrap();
+        index.commit(crate::writer::CommitBatch { rows, ..Default::default() }).await.unwrap();
         index.build_fts().await.unwrap();
         replace(
             &index.overlay_cache(),
@@ -414,7 +414,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().to_str().unwrap();
         let index = two_refs(uri).await;
-        let v2 = index.scoped(Some(crate::SourceScope::new(["lib@v2"]))).await.unwrap();
+        let v2 = index.scoped(Some(crate::scope::SourceScope::new(["lib@v2"]))).await.unwrap();
         let mut files: Vec<String> = v2.files().await.unwrap().into_iter().map(|f| f.0).collect();
         files.sort();
         assert_eq!(files, ["lib@v2/a.py", "lib@v2/b.py"]);
@@ -452,9 +452,9 @@ mod tests {
         scanned.sort();
         assert_eq!(scanned, ["lib@v2/a.py lib@v2", "lib@v2/b.py lib@v2"]);
         // The base reads as before; with both in scope, a shared row shows once, under the base.
-        let main = index.scoped(Some(crate::SourceScope::new(["lib@main"]))).await.unwrap();
+        let main = index.scoped(Some(crate::scope::SourceScope::new(["lib@main"]))).await.unwrap();
         assert_eq!(main.files().await.unwrap().len(), 2);
-        let both = index.scoped(Some(crate::SourceScope::new(["lib@main", "lib@v2"]))).await.unwrap();
+        let both = index.scoped(Some(crate::scope::SourceScope::new(["lib@main", "lib@v2"]))).await.unwrap();
         let mut all: Vec<String> = both.files().await.unwrap().into_iter().map(|f| f.0).collect();
         all.sort();
         assert_eq!(all, ["lib@main/a.py", "lib@main/b.py", "lib@v2/b.py"]);
@@ -469,10 +469,13 @@ mod tests {
         let index = two_refs(uri).await;
         let then = index.version().await.unwrap();
         // Later v2 stops sharing a.py too (its own copy would come in the same change).
-        index.commit(crate::CommitBatch { rows: vec![crate::testing::row(7)], ..Default::default() }).await.unwrap();
+        index
+            .commit(crate::writer::CommitBatch { rows: vec![crate::testing::row(7)], ..Default::default() })
+            .await
+            .unwrap();
         let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
         replace(&index.overlay_cache(), uri, "lib@v2", Some(&o), Effective::Now).await.unwrap();
-        let scope = || Some(crate::SourceScope::new(["lib@v2"]));
+        let scope = || Some(crate::scope::SourceScope::new(["lib@v2"]));
         let now: Vec<String> =
             index.scoped(scope()).await.unwrap().files().await.unwrap().into_iter().map(|f| f.0).collect();
         assert_eq!(now, ["lib@v2/b.py"]);

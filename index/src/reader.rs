@@ -15,7 +15,7 @@ use crate::metrics as m;
 use crate::sql::{in_list, sql_str};
 use crate::streams::{self, PARTIAL_PREFIX};
 use crate::symbols::{batch_to_symbols, SymbolRow};
-use crate::{Index, IndexError};
+use crate::{error::IndexError, store::Index};
 
 /// Size facts about the table.
 #[derive(Debug, Clone, Copy, serde::Serialize)]

@@ -1,7 +1,7 @@
 //! The chunk record: one piece of one file, from the chunker to the answer of a query.
 //!
 //! [`Chunk`] is declared once and used everywhere a chunk travels: the chunk stage makes it,
-//! the embed stage wraps it into a stored [`ChunkRow`](crate::ChunkRow) (plus vector, model,
+//! the embed stage wraps it into a stored [`ChunkRow`](crate::schema::ChunkRow) (plus vector, model,
 //! cache key and file hash), searches return it as a [`Hit`] (plus a score), and the query
 //! crate answers with those hits and packs them into context blocks. The wire formats (HTTP,
 //! MCP, Arrow Flight) serialise a hit as the flat object they always had:
@@ -36,7 +36,7 @@ pub struct Chunk {
     pub end_line: u32,
     /// Name of the function/class/section the chunk holds, when known.
     pub symbol: Option<String>,
-    /// `function`, `class`, `section`, … ([`crate::is_definition`] says which are definitions).
+    /// `function`, `class`, `section`, … ([`crate::symbols::is_definition`] says which are definitions).
     pub kind: Option<String>,
     /// `rust`, `python`, `markdown`, `text`, …
     pub language: String,

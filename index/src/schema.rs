@@ -30,7 +30,7 @@ use crate::record::Chunk;
 
 /// The column that keys vectors. Tables written before it existed lack it: their vectors were
 /// cached by content alone, so a writer re-embeds such a table once before using it
-/// ([`crate::Index::embed_keyed`]).
+/// ([`crate::store::Index::embed_keyed`]).
 pub const EMBED_KEY: &str = "embed_key";
 
 /// One chunk as stored in the index: the [`Chunk`] plus what only storage holds.
@@ -53,7 +53,7 @@ impl std::ops::Deref for ChunkRow {
 }
 
 /// The column naming a row's source (see the module docs). Last, so a table written before it
-/// existed gains it as a metadata-only column ([`crate::Index::open_or_create`]).
+/// existed gains it as a metadata-only column ([`crate::store::Index::open_or_create`]).
 pub const SOURCE: &str = "source";
 
 /// Schema of the chunks table for vectors of `dim` dimensions.

@@ -1,5 +1,5 @@
 //! Which named sources a read sees: a [`SourceScope`] narrows every read of an
-//! [`Index`](crate::Index) view ([`crate::scoped`]).
+//! [`Index`](crate::store::Index) view ([`crate::scoped`]).
 //!
 //! An index of named sources (`[[source]]` in the configuration) stores each file under a path
 //! that starts with its source's name (`api/src/main.rs`, `docs/guide.md`), in all three tables

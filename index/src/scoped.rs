@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::overlay::Lens;
 use crate::scope::SourceScope;
-use crate::{Index, IndexError};
+use crate::{error::IndexError, store::Index};
 
 /// Which asked path a row read by path answers (see [`Index::stored_paths`]).
 #[derive(Default)]

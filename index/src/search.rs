@@ -11,7 +11,7 @@ use lancedb::DistanceType;
 
 use crate::columns::{str_col, typed_col};
 use crate::sql::{in_list, sql_str};
-use crate::{Chunk, Hit, Index, IndexError, NO_MODEL};
+use crate::{error::IndexError, record::Chunk, record::Hit, store::Index, NO_MODEL};
 
 const HIT_COLUMNS: [&str; 8] = ["chunk_id", "path", "language", "symbol", "kind", "start_line", "end_line", "content"];
 

@@ -67,19 +67,19 @@ fn local_uri(uri: &str) -> String {
 }
 
 /// A connection to the database at `uri`, opened with the shared session.
-pub(crate) async fn connect(uri: &str) -> Result<lancedb::Connection, crate::IndexError> {
+pub(crate) async fn connect(uri: &str) -> Result<lancedb::Connection, crate::error::IndexError> {
     lancedb::connect(&local_uri(uri))
         .session(session())
         .execute()
         .await
-        .map_err(|source| crate::IndexError::Lance { uri: uri.to_string(), source })
+        .map_err(|source| crate::error::IndexError::Lance { uri: uri.to_string(), source })
 }
 
 /// The table `name` of the database at `uri`, or `None` when it was never created (the small
 /// side tables — switches, file history — exist only once something was recorded).
-pub(crate) async fn open_if_exists(uri: &str, name: &str) -> Result<Option<lancedb::Table>, crate::IndexError> {
+pub(crate) async fn open_if_exists(uri: &str, name: &str) -> Result<Option<lancedb::Table>, crate::error::IndexError> {
     let conn = connect(uri).await?;
-    let lance = |source| crate::IndexError::Lance { uri: uri.to_string(), source };
+    let lance = |source| crate::error::IndexError::Lance { uri: uri.to_string(), source };
     if !conn.table_names().execute().await.map_err(lance)?.iter().any(|n| n == name) {
         return Ok(None);
     }

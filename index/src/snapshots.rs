@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use lancedb::Table;
 
-use crate::{Index, IndexError, EDGES_TABLE, SYMBOLS_TABLE};
+use crate::{edges::EDGES_TABLE, error::IndexError, store::Index, symbols::SYMBOLS_TABLE};
 
 /// One version of the chunks table.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -219,7 +219,7 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Chunk, ChunkRow, CommitBatch};
+    use crate::{record::Chunk, schema::ChunkRow, writer::CommitBatch};
 
     fn row(path: &str, content: &str) -> ChunkRow {
         ChunkRow {

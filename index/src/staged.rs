@@ -27,9 +27,9 @@ use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase};
 
 use crate::columns::typed_col;
+use crate::error::IndexError;
 use crate::session::connect;
 use crate::sql::sql_str;
-use crate::IndexError;
 
 /// Name of the staging table inside the database directory.
 pub const STAGED_TABLE: &str = "reembed_shards";

@@ -21,7 +21,7 @@ use crate::session::{connect, open_or_create_table};
 use crate::sql::sql_str;
 use crate::streams::{streams_schema, STREAMS_TABLE};
 use crate::symbols::{symbols_schema, SYMBOLS_TABLE};
-use crate::{IndexError, NO_MODEL};
+use crate::{error::IndexError, NO_MODEL};
 
 /// The chunks table of one database directory.
 pub struct Index {

@@ -1,7 +1,7 @@
 //! Rows for the unit tests of this crate: `row(i)` is chunk `c{i}` of file `f{i}.txt` with an
 //! 8-dimensional vector that differs per row (model `m`).
 
-use crate::{Chunk, ChunkRow};
+use crate::{record::Chunk, schema::ChunkRow};
 
 /// Chunk `c{i}`: one line of `f{i}.txt`, a distinct unit-ish vector of dimension 8.
 pub(crate) fn row(i: usize) -> ChunkRow {

@@ -9,7 +9,7 @@ use lancedb::query::{QueryBase, Select};
 use crate::columns::{str_col, typed_col, vector_at};
 use crate::schema::EMBED_KEY;
 use crate::sql::{in_list, sql_str};
-use crate::{Index, IndexError, NO_MODEL};
+use crate::{error::IndexError, store::Index, NO_MODEL};
 
 /// A chunk's place and stored vector ([`Index::chunk_vectors_of`]).
 #[derive(Debug, Clone)]

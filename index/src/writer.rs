@@ -16,7 +16,7 @@ use crate::schema::{rows_to_batch, ChunkRow};
 use crate::sql::{in_list, sql_str};
 use crate::streams::{stream_batch, PARTIAL_PREFIX};
 use crate::symbols::{symbols_to_batch, SymbolRow};
-use crate::{Index, IndexError};
+use crate::{error::IndexError, store::Index};
 
 /// One atomic change to the index: the complete new chunk set of some files, and files that
 /// are gone. Applied as a single LanceDB commit.
@@ -200,7 +200,7 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Chunk;
+    use crate::record::Chunk;
 
     fn row(path: &str, n: u32, content: &str, v: [f32; 4]) -> ChunkRow {
         let content_hash = format!("h-{content}");
@@ -272,7 +272,7 @@ mod tests {
         assert!(index.complete_streams().await.unwrap().is_empty());
     }
 
-    use crate::{EdgeKind, EdgeRow};
+    use crate::{edges::EdgeKind, edges::EdgeRow};
 
     fn sym(path: &str, name: &str, line: u32) -> SymbolRow {
         SymbolRow {
@@ -340,7 +340,7 @@ mod tests {
         assert_eq!(edges.len(), 2, "{edges:?}");
         // A tag keeps the symbols and edges of its version through cleanup, too.
         index.tag("first", Some(v1)).await.unwrap();
-        let opts = crate::MaintenanceOptions {
+        let opts = crate::maintenance::MaintenanceOptions {
             retain: std::time::Duration::ZERO,
             single_writer: true,
             vector_index_min_rows: 0,

@@ -6,7 +6,7 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::Tokenizer;
 
-use crate::{loaded::LoadedModel, tokens, Embedder, ModelError};
+use crate::{error::ModelError, loaded::LoadedModel, tokens, Embedder};
 
 /// A loaded BERT sentence-embedding model.
 pub struct BertEmbedder {

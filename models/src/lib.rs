@@ -43,14 +43,11 @@ pub mod runtime;
 pub mod service;
 pub mod tokens;
 
-pub use bert::BertEmbedder;
-pub use error::ModelError;
-pub use fast::{FastBert, Precision};
-pub use loaded::LoadedModel;
-pub use resolve::{resolve_model, ModelFiles, DEFAULT_MODEL};
-pub use runtime::{Backend, Runtime};
-pub use service::{EmbedService, EmbedServiceConfig};
-pub use tokens::TokenCounter;
+use error::ModelError;
+use loaded::LoadedModel;
+use runtime::Runtime;
+use service::{EmbedService, EmbedServiceConfig};
+use tokens::TokenCounter;
 
 /// Something that turns a batch of texts into unit-length vectors.
 ///

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use tokenizers::Tokenizer;
 
+use crate::error::ModelError;
 use crate::resolve::{resolve_model, ModelFiles};
 use crate::tokens::{with_window, TokenCounter};
-use crate::ModelError;
 
 /// Default window when the model ships no `sentence_bert_config.json`.
 const DEFAULT_MAX_SEQ_LEN: usize = 256;

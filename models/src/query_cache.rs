@@ -4,7 +4,7 @@
 //! Agents and IDE plug-ins repeat their questions. The answer cache (`ctxd_search::answers`)
 //! serves a repeated question only at the index version it was answered at, and a writer that
 //! ingests starts a new version every few seconds; a query's *vector* does not depend on the
-//! index, only on the model, so it is kept here, per [`crate::EmbedService`] (one model: a
+//! index, only on the model, so it is kept here, per [`crate::service::EmbedService`] (one model: a
 //! model switch starts a new service and an empty cache). Without it a repeated question during
 //! ingestion waited for the model thread like a new one (behind an indexing sub-batch).
 //!

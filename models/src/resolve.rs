@@ -10,12 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::ModelError;
+use crate::error::ModelError;
 
 /// The default embedding model.
 pub const DEFAULT_MODEL: &str = "sentence-transformers/all-MiniLM-L6-v2";
 
-/// The files of a resolved model ([`crate::LoadedModel`] reads them).
+/// The files of a resolved model ([`crate::loaded::LoadedModel`] reads them).
 #[derive(Debug, Clone)]
 pub struct ModelFiles {
     /// The spec the user gave (kept as the model id when it is a hub id).

@@ -20,7 +20,7 @@ use crate::bert::BertEmbedder;
 use crate::fast::{FastBert, Precision};
 use crate::loaded::LoadedModel;
 use crate::service::{EmbedService, EmbedServiceConfig};
-use crate::{Embedder, ModelError};
+use crate::{error::ModelError, Embedder};
 
 /// Backend choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::query_cache::QueryCache;
-use crate::{metrics as m, Embedder, ModelError};
+use crate::{error::ModelError, metrics as m, Embedder};
 
 /// Interactive requests this recent make indexing yield.
 pub const RECENT: Duration = Duration::from_secs(1);

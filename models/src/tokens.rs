@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use tokenizers::{Tokenizer, TruncationParams};
 
-use crate::{resolve::ModelFiles, ModelError};
+use crate::{error::ModelError, resolve::ModelFiles};
 
 /// Counts tokens the way the embedding model sees them. Cheap to clone.
 #[derive(Clone)]
@@ -145,7 +145,7 @@ pub(crate) fn encode(tokenizer: &Tokenizer, texts: &[String]) -> Result<Vec<Vec<
 
 impl TokenCounter {
     /// Loads the tokenizer of a resolved model, reading `tokenizer.json` once (the
-    /// [`crate::LoadedModel`] of a model holds one).
+    /// [`crate::loaded::LoadedModel`] of a model holds one).
     pub fn from_model(files: &ModelFiles) -> Result<Self, ModelError> {
         let path = &files.tokenizer;
         let bad = |message: String| ModelError::Tokenizer { path: path.to_path_buf(), message };

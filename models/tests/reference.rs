@@ -4,8 +4,8 @@
 //! tests (`scripts/convert-f16.sh`).
 
 use ctxd_models::{
-    max_sim, resolve_model, BertEmbedder, EmbedService, EmbedServiceConfig, Embedder, FastBert, LoadedModel, Precision,
-    TokenCounter, DEFAULT_MODEL,
+    bert::BertEmbedder, fast::FastBert, fast::Precision, loaded::LoadedModel, max_sim, resolve::resolve_model,
+    resolve::DEFAULT_MODEL, service::EmbedService, service::EmbedServiceConfig, tokens::TokenCounter, Embedder,
 };
 
 #[derive(serde::Deserialize)]
@@ -118,7 +118,7 @@ fn assert_clear_bf16_refusal(err: &str) {
 #[test]
 fn runtime_picks_precision_by_the_cpu_and_refuses_forced_bf16_without_it() {
     let dnnl = ctxd_models::dnnl::Dnnl::load().expect("onednn installed (scripts/fetch-onednn.sh)");
-    let runtime = |precision: &str| ctxd_models::Runtime {
+    let runtime = |precision: &str| ctxd_models::runtime::Runtime {
         device: "cpu".into(),
         precision: precision.into(),
         backend: "onednn".into(),

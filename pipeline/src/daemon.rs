@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ctxd_index::Index;
+use ctxd_index::store::Index;
 use ctxd_stages::chunk::stage::ChunkStage;
 use ctxd_stages::chunk::{ChunkConfig, ChunkedFile, Chunker, PartBudget};
 use ctxd_stages::counters::Counters;
@@ -27,7 +27,7 @@ use ctxd_stages::load::stage::LoadStage;
 use ctxd_stages::load::{LoadConfig, LoadedFile};
 use ctxd_stages::upsert::stage::{FoldEvery, UpsertSink};
 use ctxd_stages::upsert::Upsert;
-use ctxd_stages::{FileWork, SourceFile, StageError};
+use ctxd_stages::{error::StageError, FileWork, SourceFile};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -224,7 +224,7 @@ impl Engine {
             .collect();
         let dropped = self.cfg.has_named_sources().then(|| {
             // `name/…` of a folder or bucket, `name@ref/…` of a git source's refs.
-            let names = ctxd_index::SourceScope::new(self.cfg.source_names());
+            let names = ctxd_index::scope::SourceScope::new(self.cfg.source_names());
             let gone: Vec<String> = self.state.paths().into_iter().filter(|p| !names.allows(p)).collect();
             gone
         });
@@ -294,7 +294,7 @@ impl MaintainWhen {
 /// for it).
 async fn maintain_every(
     index: Arc<Index>,
-    opts: ctxd_index::MaintenanceOptions,
+    opts: ctxd_index::maintenance::MaintenanceOptions,
     when: MaintainWhen,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -325,7 +325,7 @@ async fn maintain_every(
 
 /// One maintenance pass, logged with `why` it ran; a failure is logged, not returned (the
 /// index is complete without it; the next pass, or `ctxd compact`, retries).
-async fn maintain_once(index: &Index, opts: &ctxd_index::MaintenanceOptions, why: &str) {
+async fn maintain_once(index: &Index, opts: &ctxd_index::maintenance::MaintenanceOptions, why: &str) {
     match index.maintain(opts).await {
         Ok(r) => tracing::info!(
             versions = format!("{} -> {}", r.versions_before, r.versions_after),
@@ -349,7 +349,7 @@ pub struct Running {
     index: Arc<Index>,
     maintenance: Option<JoinHandle<()>>,
     /// A one-shot run's maintenance pass at its end, if it made many commits.
-    maintain_at_end: Option<ctxd_index::MaintenanceOptions>,
+    maintain_at_end: Option<ctxd_index::maintenance::MaintenanceOptions>,
     embed_counts: Arc<EmbedCounts>,
 }
 

@@ -8,9 +8,9 @@
 
 use std::sync::Arc;
 
-use ctxd_index::Index;
-use ctxd_models::{EmbedService, EmbedServiceConfig, TokenCounter};
-use ctxd_stages::FileState;
+use ctxd_index::store::Index;
+use ctxd_models::{service::EmbedService, service::EmbedServiceConfig, tokens::TokenCounter};
+use ctxd_stages::state::FileState;
 
 use crate::error::PipelineError;
 use crate::reembed::{migrate, JobModel};
@@ -67,7 +67,7 @@ impl Engine {
             if embed {
                 let (service, counter) = ctxd_models::start(&name, service_cfg, &runtime)?;
                 let (id, dim) = (service.model_id().to_string(), service.dim());
-                Ok::<_, ctxd_models::ModelError>((Some(service), counter, id, dim))
+                Ok::<_, ctxd_models::error::ModelError>((Some(service), counter, id, dim))
             } else {
                 // Full-text only: the tokenizer counts chunk tokens; no weights, no model thread.
                 let (counter, id, dim) = ctxd_models::tokenizer_only(&name)?;

@@ -17,9 +17,9 @@ pub enum PipelineError {
     #[error("re-embedding {db}: {message}")]
     Reembed { db: String, message: String },
     #[error(transparent)]
-    Model(#[from] ctxd_models::ModelError),
+    Model(#[from] ctxd_models::error::ModelError),
     #[error(transparent)]
-    Index(#[from] ctxd_index::IndexError),
+    Index(#[from] ctxd_index::error::IndexError),
     #[error(transparent)]
-    Stage(#[from] ctxd_stages::StageError),
+    Stage(#[from] ctxd_stages::error::StageError),
 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctxd_index::FileCommit;
+use ctxd_index::history::FileCommit;
 use ctxd_stages::git_log::{self, CommitFiles};
 use ctxd_stages::select::Selector;
 use tokio::sync::watch;

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use ctxd_stages::select::Selector;
 use ctxd_stages::watch::Scanner;
-use ctxd_stages::{FileState, FileWork};
+use ctxd_stages::{state::FileState, FileWork};
 use tokio::sync::watch;
 
 use crate::emit::Emitter;

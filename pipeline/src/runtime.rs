@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_channel::{Receiver, Sender, TrySendError};
+use ctxd_stages::error::StageError;
 use ctxd_stages::stage::{BatchStage, Sink, Stage};
-use ctxd_stages::StageError;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use ctxd_stages::object::{ObjectChange, ObjectSource, ObjectUri};
 use ctxd_stages::watch::{EventWatcher, Scanner, WatchEvent};
-use ctxd_stages::{FileState, FileWork, StageError};
+use ctxd_stages::{error::StageError, state::FileState, FileWork};
 use tokio::sync::watch;
 
 use crate::emit::Emitter;
@@ -26,7 +26,7 @@ use crate::reconcile::{remove_gone, scan_and_reconcile, Pass};
 use crate::trigger::{Backoff, Triggers};
 use ctxd_config::{Config, NamedSource};
 use ctxd_index::overlay::Effective;
-use ctxd_index::WORKTREE;
+use ctxd_index::record::WORKTREE;
 use ctxd_stages::git::{GitChange, GitSource};
 use ctxd_stages::select::Selector;
 
@@ -386,7 +386,7 @@ impl Source {
     }
 }
 
-fn overlay_failed(view: &str, e: &ctxd_index::IndexError) {
+fn overlay_failed(view: &str, e: &ctxd_index::error::IndexError) {
     metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => "overlay").increment(1);
     tracing::warn!(
         "recording the overlay of the git ref view {view} failed: {e}; it is recorded again at the next restart"

@@ -11,7 +11,7 @@ pub enum RoleError {
     #[error("{0}")]
     Pipeline(#[source] Box<ctxd_pipeline::error::PipelineError>),
     #[error("{0}")]
-    Index(#[from] ctxd_index::IndexError),
+    Index(#[from] ctxd_index::error::IndexError),
     /// The active table changed again while a model switch opened it (another switch).
     #[error("the active table changed again while opening (now {now}, expected {expected})")]
     Raced { expected: String, now: String },

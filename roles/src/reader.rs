@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctxd_index::metrics as m;
-use ctxd_index::Index;
+use ctxd_index::store::Index;
 use ctxd_search::searcher::Searcher;
 use futures::future::BoxFuture;
 
@@ -141,7 +141,7 @@ pub async fn step(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctxd_index::{Chunk, ChunkRow, CommitBatch};
+    use ctxd_index::{record::Chunk, schema::ChunkRow, writer::CommitBatch};
 
     /// Chunk `c{i}` of file `f{i}.txt` with a distinct 8-dimensional vector (model `m`).
     fn row(i: usize) -> ChunkRow {

@@ -23,9 +23,9 @@ pub enum SearchError {
     #[error("{0}")]
     BadSnapshot(String),
     #[error("embedding the query failed: {0}")]
-    Embed(#[from] ctxd_models::ModelError),
+    Embed(#[from] ctxd_models::error::ModelError),
     #[error(transparent)]
-    Index(#[from] ctxd_index::IndexError),
+    Index(#[from] ctxd_index::error::IndexError),
     #[error("reading queries file {path}: {message}")]
     Queries { path: String, message: String },
     /// `source` names a source the index does not have.

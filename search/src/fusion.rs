@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use ctxd_index::Hit;
+use ctxd_index::record::Hit;
 
 /// The RRF constant (Cormack et al. 2009).
 const RRF_K: f32 = 60.0;
@@ -60,7 +60,7 @@ mod tests {
 
     /// A bare hit with this chunk id.
     fn hit(id: &str) -> Hit {
-        let chunk = ctxd_index::Chunk {
+        let chunk = ctxd_index::record::Chunk {
             chunk_id: id.into(),
             path: format!("{id}.rs"),
             language: "rust".into(),

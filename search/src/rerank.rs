@@ -27,8 +27,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use ctxd_index::Hit;
-use ctxd_models::{chunk_text, EmbedService};
+use ctxd_index::record::Hit;
+use ctxd_models::{chunk_text, service::EmbedService};
 
 use crate::bounded::Bounded;
 use crate::error::SearchError;
@@ -167,7 +167,7 @@ async fn late_interaction(
     let (q, encoded) = match tokens.split_first() {
         Some((q, encoded)) if encoded.len() == missing.len() => (q, encoded),
         _ => {
-            let count = ctxd_models::ModelError::Count { expected: missing.len() + 1, got: tokens.len() };
+            let count = ctxd_models::error::ModelError::Count { expected: missing.len() + 1, got: tokens.len() };
             return Err(SearchError::Embed(count));
         }
     };
@@ -200,7 +200,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// error the first-stage order stays, with a warning: rescoring refines an answer, it never
 /// costs one.
 pub(crate) async fn rescore(
-    embed: &ctxd_models::EmbedService,
+    embed: &ctxd_models::service::EmbedService,
     cache: &RerankCache,
     query: &str,
     fused: &mut [Hit],
@@ -297,13 +297,13 @@ mod tests {
         fn dim(&self) -> usize {
             4
         }
-        fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ctxd_models::ModelError> {
+        fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ctxd_models::error::ModelError> {
             Ok(texts.iter().map(|t| t.bytes().map(u32::from).collect()).collect())
         }
-        fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ctxd_models::ModelError> {
+        fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ctxd_models::error::ModelError> {
             Ok(ids.iter().map(|_| vec![0.5; 4]).collect())
         }
-        fn forward_tokens(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ctxd_models::ModelError> {
+        fn forward_tokens(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ctxd_models::error::ModelError> {
             self.0.lock().unwrap().push(ids.len());
             let row = |b: u32| {
                 let v = [(b % 7) as f32 + 1.0, (b % 5) as f32, (b % 3) as f32, 1.0];
@@ -315,7 +315,7 @@ mod tests {
     }
 
     fn hit(path: &str, content: &str) -> Hit {
-        let chunk = ctxd_index::Chunk { path: path.into(), content: content.into(), ..Default::default() };
+        let chunk = ctxd_index::record::Chunk { path: path.into(), content: content.into(), ..Default::default() };
         Hit { chunk, score: 0.0 }
     }
 

@@ -8,8 +8,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ctxd_index::{AsOf, Index, SourceScope};
-use ctxd_models::EmbedService;
+use ctxd_index::{scope::SourceScope, snapshots::AsOf, store::Index};
+use ctxd_models::service::EmbedService;
 
 use crate::error::SearchError;
 use crate::fusion::rrf;
@@ -139,7 +139,8 @@ impl Retriever {
     /// The open view of the version `spec` names (opened, and the oldest view closed, when
     /// it is not open yet).
     async fn view(&self, spec: &str) -> Result<View, SearchError> {
-        let as_of: AsOf = spec.parse().map_err(|e: ctxd_index::IndexError| SearchError::BadSnapshot(e.to_string()))?;
+        let as_of: AsOf =
+            spec.parse().map_err(|e: ctxd_index::error::IndexError| SearchError::BadSnapshot(e.to_string()))?;
         let version = self.pinned.index.resolve(&as_of).await.map_err(snapshot_error)?;
         let mut views = self.pinned.views.lock().await;
         if let Some(i) = views.iter().position(|v| v.version == version) {
@@ -187,9 +188,9 @@ impl Retriever {
 }
 
 /// Unknown versions and tags are the caller's mistake; anything else is the server's.
-fn snapshot_error(e: ctxd_index::IndexError) -> SearchError {
+fn snapshot_error(e: ctxd_index::error::IndexError) -> SearchError {
     match e {
-        ctxd_index::IndexError::Snapshot { .. } => SearchError::BadSnapshot(e.to_string()),
+        ctxd_index::error::IndexError::Snapshot { .. } => SearchError::BadSnapshot(e.to_string()),
         other => SearchError::Index(other),
     }
 }

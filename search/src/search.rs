@@ -5,7 +5,7 @@
 
 use std::str::FromStr;
 
-use ctxd_index::{Hit, Language};
+use ctxd_index::{language::Language, record::Hit};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::SearchError;
@@ -93,7 +93,7 @@ pub struct SearchRequest {
     /// Only these named sources (a name, `"a,b"` or a list; see [`crate::sources`]); the
     /// wire narrows it to what the caller may read before the search runs.
     #[serde(default, deserialize_with = "crate::sources::de_sources")]
-    pub source: Option<ctxd_index::SourceScope>,
+    pub source: Option<ctxd_index::scope::SourceScope>,
     /// A git source's branch, tag or commit to read (default: each git source's first ref).
     #[serde(default, rename = "ref")]
     pub git_ref: Option<String>,

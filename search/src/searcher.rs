@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use ctxd_index::Index;
-use ctxd_models::EmbedService;
+use ctxd_index::store::Index;
+use ctxd_models::service::EmbedService;
 
 use crate::answers::{AnswerCache, Epoch, Lead};
 use crate::error::SearchError;

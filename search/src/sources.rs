@@ -8,7 +8,7 @@
 //! the [`Retriever`](crate::Retriever) then reads through a view of the index narrowed to it
 //! (`ctxd_index::scope`), so no signal, lookup or graph walk can see another source's rows.
 
-use ctxd_index::{SourceScope, WORKTREE};
+use ctxd_index::{record::WORKTREE, scope::SourceScope};
 use serde::{Deserialize, Deserializer};
 
 use crate::error::SearchError;

@@ -32,7 +32,7 @@ use ctxd_context::assembler::Assembler;
 use ctxd_context::block::{Block, Format};
 use ctxd_context::merge::{merge, render, SourceAnswer, SourcedBlock};
 use ctxd_context::request::ContextRequest;
-use ctxd_index::{Chunk, Hit};
+use ctxd_index::{record::Chunk, record::Hit};
 use ctxd_search::bounded::Bounded;
 use ctxd_search::error::SearchError;
 
@@ -85,7 +85,7 @@ pub struct AggregateRequest {
     /// Only these named sources of the local index (see `ctxd_search::sources`; narrowed by the
     /// wire to what the caller's token may read). Other daemons answer with their own sources.
     #[serde(default, deserialize_with = "ctxd_search::sources::de_sources")]
-    pub source: Option<ctxd_index::SourceScope>,
+    pub source: Option<ctxd_index::scope::SourceScope>,
     /// A git source's branch, tag or commit to read (default: each git source's first ref).
     #[serde(default, rename = "ref")]
     pub git_ref: Option<String>,
@@ -273,7 +273,7 @@ impl Aggregator {
         s: &SourceSpec,
         query: &str,
         share: usize,
-        scope: Option<&ctxd_index::SourceScope>,
+        scope: Option<&ctxd_index::scope::SourceScope>,
     ) -> (Result<Vec<Block>, String>, f64, bool, Option<u64>) {
         let started = Instant::now();
         let limit = Duration::from_millis(s.timeout_ms);

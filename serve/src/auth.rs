@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use ctxd_index::SourceScope;
+use ctxd_index::scope::SourceScope;
 
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};

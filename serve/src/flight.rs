@@ -28,7 +28,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use ctxd_index::SourceScope;
+use ctxd_index::scope::SourceScope;
 use ctxd_search::error::SearchError;
 use ctxd_search::search::{SearchRequest, SearchResponse};
 use ctxd_search::searcher::Searcher;
@@ -157,9 +157,9 @@ fn status(e: SearchError) -> Status {
     }
 }
 
-fn index_status(e: ctxd_index::IndexError) -> Status {
+fn index_status(e: ctxd_index::error::IndexError) -> Status {
     match e {
-        ctxd_index::IndexError::Snapshot { .. } => Status::invalid_argument(e.to_string()),
+        ctxd_index::error::IndexError::Snapshot { .. } => Status::invalid_argument(e.to_string()),
         other => Status::internal(other.to_string()),
     }
 }
@@ -202,7 +202,7 @@ fn parse_ticket(bytes: &[u8]) -> Result<TicketRequest, Status> {
 }
 
 impl FlightApi {
-    async fn snapshot_info(&self, s: &ctxd_index::Snapshot, schema: &Schema) -> Result<FlightInfo, Status> {
+    async fn snapshot_info(&self, s: &ctxd_index::snapshots::Snapshot, schema: &Schema) -> Result<FlightInfo, Status> {
         let ticket = serde_json::json!({ "table": "chunks", "as_of": s.version }).to_string();
         let meta = serde_json::json!({ "version": s.version, "timestamp": s.timestamp, "tags": s.tags }).to_string();
         let mut info = FlightInfo::new()
@@ -308,7 +308,7 @@ impl FlightService for FlightApi {
                 let index = self.searcher.index();
                 let view = match as_of {
                     Some(spec) => {
-                        let as_of: ctxd_index::AsOf = spec.parse().map_err(index_status)?;
+                        let as_of: ctxd_index::snapshots::AsOf = spec.parse().map_err(index_status)?;
                         let version = index.resolve(&as_of).await.map_err(index_status)?;
                         Arc::new(index.at(version).await.map_err(index_status)?)
                     }
@@ -354,7 +354,7 @@ mod tests {
     async fn searches_beyond_the_gate_get_unavailable_with_retry_after() {
         let tmp = tempfile::tempdir().unwrap();
         let uri = tmp.path().join("db").to_string_lossy().into_owned();
-        let index = Arc::new(ctxd_index::Index::open_or_create(&uri, "m", 8).await.unwrap());
+        let index = Arc::new(ctxd_index::store::Index::open_or_create(&uri, "m", 8).await.unwrap());
         let searcher = Arc::new(Searcher::new(index, None));
         let limits = crate::admission::AdmissionLimits {
             concurrent: 1,

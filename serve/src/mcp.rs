@@ -33,7 +33,7 @@ use ctxd_context::assembler::Assembler;
 use ctxd_context::block::Format;
 use ctxd_context::draft::indexed_lines;
 use ctxd_context::request::ContextRequest;
-use ctxd_index::SourceScope;
+use ctxd_index::scope::SourceScope;
 use ctxd_search::search::{Mode, SearchRequest};
 
 pub use crate::mcp_catalog::tools;
@@ -263,7 +263,7 @@ impl McpServer {
         req.language = args
             .get("language")
             .and_then(Value::as_str)
-            .map(str::parse::<ctxd_index::Language>)
+            .map(str::parse::<ctxd_index::language::Language>)
             .transpose()
             .map_err(|e| e.to_string())?;
         let resp = self.assembler.searcher().search(&req).await.map_err(|e| e.to_string())?;

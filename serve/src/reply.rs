@@ -11,7 +11,7 @@ use axum::extract::{FromRef, FromRequest, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use ctxd_index::SourceScope;
+use ctxd_index::scope::SourceScope;
 use ctxd_search::error::SearchError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;

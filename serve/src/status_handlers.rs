@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use ctxd_index::SourceScope;
+use ctxd_index::scope::SourceScope;
 
 use crate::reply::error;
 use crate::state::{AppState, CallerExt};

@@ -57,7 +57,7 @@ pub async fn call(
     name: &str,
     mut args: Value,
     session: Option<&str>,
-    source: Option<&ctxd_index::SourceScope>,
+    source: Option<&ctxd_index::scope::SourceScope>,
 ) -> Result<(String, Value), SearchError> {
     let bad = |e: serde_json::Error| SearchError::BadRequest(format!("{name}: {e}"));
     if let (Some(obj), Some(s)) = (args.as_object_mut(), session) {

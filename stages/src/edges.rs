@@ -1,5 +1,5 @@
 //! The code graph's edges, read from a file's tree-sitter tree: what the file imports, and
-//! what each of its definitions calls, references and inherits from ([`ctxd_index::EdgeRow`],
+//! what each of its definitions calls, references and inherits from ([`ctxd_index::edges::EdgeRow`],
 //! targets as written; the query side resolves them).
 //!
 //! * **Imports** for every language with a grammar: one edge per imported module or name,
@@ -35,7 +35,7 @@ mod fixture;
 
 use std::collections::HashSet;
 
-use ctxd_index::{EdgeRow, SymbolRow};
+use ctxd_index::{edges::EdgeRow, symbols::SymbolRow};
 
 use crate::chunk::grammar;
 
@@ -108,7 +108,7 @@ pub fn fit_to_symbols(edges: Vec<EdgeRow>, symbols: &[SymbolRow]) -> Vec<EdgeRow
 
 #[cfg(test)]
 pub(crate) mod testing {
-    use ctxd_index::{EdgeKind, EdgeRow};
+    use ctxd_index::{edges::EdgeKind, edges::EdgeRow};
 
     /// (from, target, name) of the edges of one kind, in order.
     pub fn edges(e: &[EdgeRow], kind: EdgeKind) -> Vec<(Option<String>, String, Option<String>)> {
@@ -123,7 +123,7 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests {
-    use ctxd_index::EdgeKind;
+    use ctxd_index::edges::EdgeKind;
 
     use super::*;
     use crate::chunk::testing::chunker;

@@ -15,13 +15,13 @@ pub mod stage;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ctxd_index::{ChunkRow, Index};
-use ctxd_models::EmbedService;
+use ctxd_index::{schema::ChunkRow, store::Index};
+use ctxd_models::service::EmbedService;
 
 use crate::chunk::ChunkedFile;
+use crate::error::StageError;
 use crate::metrics as m;
-use crate::StageError;
-use ctxd_index::Chunk;
+use ctxd_index::record::Chunk;
 
 /// A file with one index row per chunk, vectors filled in.
 #[derive(Debug, Clone)]
@@ -30,9 +30,9 @@ pub struct EmbeddedFile {
     pub file_hash: String,
     pub rows: Vec<ChunkRow>,
     /// The file's definitions, for the symbol table.
-    pub symbols: Vec<ctxd_index::SymbolRow>,
+    pub symbols: Vec<ctxd_index::symbols::SymbolRow>,
     /// The file's outgoing code-graph edges, for the edges table.
-    pub edges: Vec<ctxd_index::EdgeRow>,
+    pub edges: Vec<ctxd_index::edges::EdgeRow>,
     /// Set for the parts of a streamed file.
     pub part: Option<crate::chunk::Part>,
 }

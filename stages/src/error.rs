@@ -23,13 +23,13 @@ pub enum StageError {
         paths: String,
         count: usize,
         #[source]
-        source: Arc<ctxd_models::ModelError>,
+        source: Arc<ctxd_models::error::ModelError>,
     },
     #[error("committing {files} files to the index: {source}")]
     Commit {
         files: usize,
         #[source]
-        source: ctxd_index::IndexError,
+        source: ctxd_index::error::IndexError,
     },
     #[error("watching {path}: {source}")]
     Watch {

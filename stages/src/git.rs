@@ -30,7 +30,7 @@ use crate::git_views::split;
 use crate::git_views::OverlayChange;
 use crate::metrics as m;
 use crate::select::Selector;
-use crate::{SourceFile, StageError};
+use crate::{error::StageError, SourceFile};
 use ctxd_index::overlay::Overlay;
 
 /// How long a mirror blob written or reported last is kept even when no ref of this process

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Cause;
-use crate::StageError;
+use crate::error::StageError;
 
 /// Commits read per ref by default.
 pub const DEFAULT_COMMITS: usize = 300;

@@ -1,7 +1,7 @@
 //! Language detection by file extension or name: one of [`Language::ALL`], from the one table
 //! of extensions in `ctxd_index::language`.
 
-use ctxd_index::Language;
+use ctxd_index::language::Language;
 
 /// Language label of a path (`rust`, `python`, …, `text` when unknown).
 pub fn detect(path: &str) -> &'static str {

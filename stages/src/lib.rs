@@ -43,9 +43,6 @@ pub mod state;
 pub mod upsert;
 pub mod watch;
 
-pub use error::StageError;
-pub use state::FileState;
-
 use std::path::PathBuf;
 
 /// One unit of work flowing through the pipeline: a file's new content, or its removal.

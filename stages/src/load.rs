@@ -18,7 +18,7 @@ mod notebook;
 mod pdf;
 mod section;
 mod sniff;
-pub mod utf16;
+mod utf16;
 
 pub use pdf::simple_pdf;
 #[cfg(test)]
@@ -30,7 +30,7 @@ pub use utf16::{decode_utf16, Utf16Reader};
 
 pub mod stage;
 use crate::metrics as m;
-use crate::{lang, FileState, SourceFile, StageError};
+use crate::{error::StageError, lang, state::FileState, SourceFile};
 
 /// How many leading bytes are inspected for NUL bytes.
 const SNIFF_BYTES: usize = 8192;

@@ -34,7 +34,7 @@ use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use tokio::io::AsyncWriteExt;
 
 use crate::metrics as m;
-use crate::{SourceFile, StageError};
+use crate::{error::StageError, SourceFile};
 
 /// Name of the persisted listing inside the mirror.
 const MANIFEST: &str = ".ctxd-objects.json";

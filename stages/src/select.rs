@@ -10,7 +10,7 @@
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::StageError;
+use crate::error::StageError;
 
 /// A source's include/exclude globs and the prefix of its stored paths.
 #[derive(Debug, Clone, Default)]

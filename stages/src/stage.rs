@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use crate::StageError;
+use crate::error::StageError;
 
 /// A stage that maps one item to zero or one item.
 pub trait Stage: Send + Sync + 'static {

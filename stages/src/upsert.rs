@@ -10,12 +10,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctxd_index::{CommitBatch, CommitStats, Index};
+use ctxd_index::{store::Index, writer::CommitBatch, writer::CommitStats};
 
 use crate::chunk::Part;
 use crate::embed::EmbeddedFile;
 use crate::metrics as m;
-use crate::{FileState, FileWork, StageError};
+use crate::{error::StageError, state::FileState, FileWork};
 
 /// Commit attempts before a batch is given up (and counted as an error).
 const ATTEMPTS: u32 = 3;

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use crate::metrics as m;
 use crate::select::Selector;
-use crate::{SourceFile, StageError};
+use crate::{error::StageError, SourceFile};
 
 use crate::skip::classify_name;
 

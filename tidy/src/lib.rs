@@ -6,6 +6,8 @@
 //! - **no `src/` file over 600 lines** without its `#[cfg(test)]` items;
 //! - **the code map is the tree** (`codemap.rs`): ARCHITECTURE.md names every `src/` file of
 //!   every workspace crate, and every `.rs` file it names exists;
+//! - **one path to every type**: a file never re-exports (`pub use m::…`) the items of a module
+//!   it declares public (`pub mod m`);
 //! - **the crate graph points one way** (`deps.rs`): each crate depends only on the ctxd crates
 //!   its row of ARCHITECTURE.md's table of directions allows.
 //!
@@ -32,6 +34,7 @@ pub enum Violation {
     NamedButMissing { krate: String, file: String },
     Dependency { krate: String, on: String },
     NoDirection { krate: String },
+    TwoPaths { krate: String, file: String, module: String },
 }
 
 impl std::fmt::Display for Violation {
@@ -57,6 +60,12 @@ impl std::fmt::Display for Violation {
                 f,
                 "{krate}/Cargo.toml depends on {on}, which its row of ARCHITECTURE.md's dependency table does not \
                  allow: move what it needs below both, or argue the direction in ARCHITECTURE.md first"
+            ),
+            Violation::TwoPaths { krate, file, module } => write!(
+                f,
+                "{krate}/src/{file} re-exports items of its public module `{module}`, so they have two paths: make \
+                 `{module}` private (the re-export is then the one path) or drop the re-export and name them \
+                 `{module}::…`"
             ),
             Violation::NoDirection { krate } => {
                 write!(f, "{krate} has no row in ARCHITECTURE.md's dependency table: say what it may depend on")
@@ -131,6 +140,9 @@ pub fn check_crate(krate: &str, files: &modules::CrateFiles) -> Vec<Violation> {
             lines: file.code_lines,
         });
     }
+    for (file, module) in files.two_paths() {
+        violations.push(Violation::TwoPaths { krate: krate.to_string(), file, module });
+    }
     violations
 }
 
@@ -174,7 +186,7 @@ mod tests {
         let src = crate_with(
             "clean",
             &[
-                ("lib.rs", "pub mod a;\npub mod b;\n#[cfg(test)]\nmod kit;\npub use a::A;\n"),
+                ("lib.rs", "mod a;\npub mod b;\n#[cfg(test)]\nmod kit;\npub use a::A;\n"),
                 ("a.rs", "use crate::b::B;\npub struct A(B);\n#[cfg(test)]\nmod tests { use crate::A; }\n"),
                 ("b.rs", "pub struct B;\n"),
                 ("kit.rs", "use crate::A;\n"),
@@ -189,6 +201,22 @@ mod tests {
         assert!(imports.iter().all(|i| i.from != "lib.rs" && i.to != "lib.rs"), "{imports:?}");
         assert!(imports.iter().any(|i| i.from == "c.rs" && i.to == "a.rs"), "{imports:?}");
         assert!(imports.iter().any(|i| i.from == "a.rs" && i.to == "b.rs"), "{imports:?}");
+    }
+
+    #[test]
+    fn a_public_module_re_exported_gives_two_paths() {
+        let src = crate_with(
+            "paths",
+            &[
+                ("lib.rs", "pub mod a;\nmod b;\npub use a::A;\npub use b::B;\n// pub use a::C in a comment\n"),
+                ("a.rs", "pub struct A;\n"),
+                ("b.rs", "pub struct B;\n"),
+            ],
+        );
+        let files = modules::CrateFiles::read(&src).unwrap();
+        let said: Vec<String> = check_crate("demo", &files).iter().map(|v| v.to_string()).collect();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].starts_with("demo/src/lib.rs re-exports items of its public module `a`"), "{said:?}");
     }
 
     #[test]

@@ -75,6 +75,33 @@ impl CrateFiles {
         Ok(CrateFiles { files })
     }
 
+    /// Every `pub use m::…` of a module `m` the same file declares `pub mod m`: its items then have
+    /// two public paths (`m::Item` and `Item`), as `(file, m)`. Re-exports of private modules, the
+    /// way a crate names its types once at its root, are not counted.
+    pub fn two_paths(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for file in self.files.iter().filter(|f| !f.test_only) {
+            let public: BTreeSet<&str> = file
+                .code
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("pub mod "))
+                .map(|rest| rest.trim_end_matches(|c: char| c == ';' || c == '{' || c.is_whitespace()))
+                .collect();
+            for line in file.code.lines() {
+                let Some(path) = line.trim().strip_prefix("pub use ") else { continue };
+                let path = path.strip_prefix("self::").unwrap_or(path);
+                if let Some((first, _)) = path.split_once("::") {
+                    if public.contains(first.trim()) {
+                        out.push((file.rel.clone(), first.trim().to_string()));
+                    }
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// Every file-level import between two files of the crate (test-only files left out), sorted.
     pub fn imports(&self) -> Vec<Import> {
         let by_module: BTreeMap<&[String], &SourceFile> =

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use ctxd_index::{EdgeKind, EdgeRow, SymbolRow};
+use ctxd_index::{edges::EdgeKind, edges::EdgeRow, symbols::SymbolRow};
 
 use super::resolve::{resolve_import, FileSet};
 use super::{is_test_path, CodeGraph, Edge};

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ctxd_index::Index;
+use ctxd_index::store::Index;
 
 use super::build::build;
 use super::rank::FileGraph;

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use ctxd_index::EdgeKind;
+use ctxd_index::edges::EdgeKind;
 use serde::Serialize;
 
 use super::{CodeGraph, Place};

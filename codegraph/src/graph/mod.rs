@@ -1,7 +1,7 @@
 //! The code graph, read side: the files, definitions and edges of one index version, with
 //! every stored edge target resolved, in memory, for the graph tools and localization.
 //!
-//! The index stores each file's outgoing edges as written (`ctxd_index::EdgeRow`: an import's
+//! The index stores each file's outgoing edges as written (`ctxd_index::edges::EdgeRow`: an import's
 //! module spec, a call's name); they are resolved here, against the files and definitions of the
 //! same version, so an edit of one file never leaves another file's edges stale:
 //!
@@ -31,7 +31,7 @@ pub mod tools;
 
 use std::collections::HashMap;
 
-use ctxd_index::{EdgeKind, EdgeRow, SymbolRow};
+use ctxd_index::{edges::EdgeKind, edges::EdgeRow, symbols::SymbolRow};
 use serde::Serialize;
 
 /// One resolved edge.

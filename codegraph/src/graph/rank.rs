@@ -8,7 +8,7 @@
 //! imports everything does not become the graph's hub. Without seeds the same walk is the
 //! graph's centrality (aider's repo map ranks by it).
 
-use ctxd_index::EdgeKind;
+use ctxd_index::edges::EdgeKind;
 
 use super::CodeGraph;
 
@@ -113,7 +113,7 @@ impl FileGraph {
 mod tests {
     use super::*;
     use crate::graph::build::build;
-    use ctxd_index::{EdgeRow, SymbolRow};
+    use ctxd_index::{edges::EdgeRow, symbols::SymbolRow};
 
     #[test]
     fn seeds_spread_to_what_they_use() {

@@ -108,7 +108,7 @@ pub fn central_files(g: &CodeGraph, centrality: &[f64]) -> Vec<(usize, f64)> {
 mod tests {
     use super::*;
     use crate::graph::build::build;
-    use ctxd_index::SymbolRow;
+    use ctxd_index::symbols::SymbolRow;
 
     #[test]
     fn the_map_stays_within_its_budget() {

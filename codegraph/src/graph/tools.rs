@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use ctxd_index::EdgeKind;
+use ctxd_index::edges::EdgeKind;
 use serde::Serialize;
 
 use super::{CodeGraph, Place};
@@ -203,7 +203,7 @@ pub fn imported_by(g: &CodeGraph, path: &str) -> Result<FileAnswer, SearchError>
 mod tests {
     use super::*;
     use crate::graph::build::build;
-    use ctxd_index::{EdgeRow, SymbolRow};
+    use ctxd_index::{edges::EdgeRow, symbols::SymbolRow};
 
     fn sym(path: &str, symbol: &str, lines: (u32, u32)) -> SymbolRow {
         let (parent, name) = match symbol.rsplit_once('.') {

@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ctxd_index::Hit;
+use ctxd_index::record::Hit;
 
 use super::request::LocatedFile;
 use super::signals::{self, Scores, Signal};
@@ -45,7 +45,7 @@ pub struct Inputs<'a> {
     pub vector: &'a [Hit],
     pub messages: &'a [(String, Vec<Hit>)],
     /// The view's recent commits (empty without a git history).
-    pub history: &'a ctxd_index::History,
+    pub history: &'a ctxd_index::history::History,
 }
 
 /// The BM25 text of an issue: title, identifiers (and their words), prose — distinct terms,

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ctxd_index::{History, Index};
+use ctxd_index::{history::History, store::Index};
 use tokio::sync::Mutex;
 
 use super::signals::Scores;
@@ -119,7 +119,7 @@ pub fn file_logs(h: &History, path: &str, limit: usize) -> HistoryAnswer {
             // A git view names its source and ref; a folder's first segment may be a folder.
             let (source, git_ref) = match p.split_once('/') {
                 Some((segment, _)) if segment.contains('@') => {
-                    let (name, r) = ctxd_index::split_source(segment);
+                    let (name, r) = ctxd_index::record::split_source(segment);
                     (name.to_string(), r)
                 }
                 _ => (String::new(), String::new()),
@@ -230,7 +230,7 @@ pub fn cochange(g: &CodeGraph, h: &History, ranked: &[(usize, f64)]) -> Scores {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctxd_index::FileCommit;
+    use ctxd_index::history::FileCommit;
 
     fn history(rows: &[(&str, &str, i64)]) -> History {
         let mut h = History::default();

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use crate::graph::cache::Graph;
 use crate::graph::cache::GraphCache;
-use ctxd_index::SourceScope;
+use ctxd_index::scope::SourceScope;
 use ctxd_search::error::SearchError;
 use ctxd_search::retriever::Retriever;
 use request::{LocateAnswer, LocateRequest};

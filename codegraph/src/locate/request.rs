@@ -2,7 +2,7 @@
 //! MCP `locate` arguments, the CLI's flags) with its limits, and [`LocateAnswer`] with one
 //! [`LocatedFile`] per file; the work is [`super::Locator`]'s.
 
-use ctxd_index::SourceScope;
+use ctxd_index::scope::SourceScope;
 use ctxd_search::error::SearchError;
 use serde::{Deserialize, Serialize};
 

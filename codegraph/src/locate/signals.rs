@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use ctxd_index::Hit;
+use ctxd_index::record::Hit;
 
 use super::text::Issue;
 use crate::graph::CodeGraph;

@@ -38,7 +38,7 @@ pub async fn untag(db: &Path, name: &str) -> Result<()> {
 /// `ctxd compact`: compaction, old-version cleanup and index upkeep, once, as the only writer.
 pub async fn compact(db: &Path, retain_secs: u64, vector_index_min_rows: usize, json: bool) -> Result<()> {
     let index = open_index(db).await?;
-    let opts = ctxd_index::MaintenanceOptions {
+    let opts = ctxd_index::maintenance::MaintenanceOptions {
         retain: std::time::Duration::from_secs(retain_secs),
         single_writer: true,
         vector_index_min_rows,

@@ -29,7 +29,7 @@ pub async fn locate(
     db: &Path,
     k: usize,
     without: Vec<String>,
-    (as_of, source): (Option<String>, Option<ctxd_index::SourceScope>),
+    (as_of, source): (Option<String>, Option<ctxd_index::scope::SourceScope>),
     model: &ModelArgs,
     json: bool,
 ) -> Result<()> {
@@ -67,7 +67,7 @@ pub async fn history(
     path: &str,
     db: &Path,
     limit: usize,
-    source: Option<ctxd_index::SourceScope>,
+    source: Option<ctxd_index::scope::SourceScope>,
     json: bool,
 ) -> Result<()> {
     anyhow::ensure!((1..=300).contains(&limit), "--limit must be between 1 and 300 (got {limit})");

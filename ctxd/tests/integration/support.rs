@@ -253,7 +253,7 @@ pub(crate) fn write_corpus(root: &Path, files: usize) {
 pub(crate) fn vectors_by_chunk(db: &Path) -> std::collections::HashMap<String, Vec<f32>> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let index = ctxd_index::Index::open(&db.to_string_lossy()).await.unwrap();
+        let index = ctxd_index::store::Index::open(&db.to_string_lossy()).await.unwrap();
         let ids: Vec<String> = index.chunk_ids().await.unwrap().into_iter().collect();
         index.vectors_of_chunks(&ids).await.unwrap()
     })
@@ -288,7 +288,7 @@ pub(crate) fn assert_same_vectors(
 pub(crate) fn fingerprint(db: &Path) -> Vec<(String, String, String)> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let index = ctxd_index::Index::open(&db.to_string_lossy()).await.unwrap();
+        let index = ctxd_index::store::Index::open(&db.to_string_lossy()).await.unwrap();
         index.fingerprint().await.unwrap()
     })
 }

@@ -6,7 +6,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use super::library::{check, DataType, Dnnl, ExecArg, Handle, Md, ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS};
-use crate::ModelError;
+use crate::error::ModelError;
 
 const DNNL_CPU: i32 = 1;
 const STREAM_DEFAULT: u32 = 1;

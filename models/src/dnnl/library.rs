@@ -5,7 +5,7 @@ use std::ffi::c_void;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::ModelError;
+use crate::error::ModelError;
 
 pub(super) type Status = i32;
 pub(super) type Handle = *mut c_void;

@@ -35,7 +35,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use tokenizers::Tokenizer;
 
 use crate::dnnl::{DataType, Dnnl};
-use crate::{loaded::LoadedModel, tokens, Embedder, ModelError};
+use crate::{error::ModelError, loaded::LoadedModel, tokens, Embedder};
 use weights::EncoderWeights;
 use worker::Worker;
 

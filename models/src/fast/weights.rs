@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use candle_core::{DType, Device};
 
-use crate::{loaded::LoadedModel, ModelError};
+use crate::{error::ModelError, loaded::LoadedModel};
 
 /// The encoder's shape (from `config.json`).
 #[derive(Debug, Clone, Copy)]

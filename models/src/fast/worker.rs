@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use super::weights::EncoderWeights;
 use crate::dnnl::{self, DataType, Dnnl, Engine, PostOp, Primitive, Weights};
+use crate::error::ModelError;
 use crate::kernels::{self, Out};
-use crate::ModelError;
 
 /// Attention is computed per text on lengths rounded up to this (bounds the number of
 /// distinct matmul shapes; padded keys are masked).

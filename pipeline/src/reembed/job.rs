@@ -3,8 +3,8 @@
 //! callbacks, the report, the model a job embeds with, and the tag on the source version a
 //! pass reads.
 
-use ctxd_index::{active, Index, IndexError, MaintenanceOptions};
-use ctxd_models::EmbedService;
+use ctxd_index::{active, error::IndexError, maintenance::MaintenanceOptions, store::Index};
+use ctxd_models::service::EmbedService;
 
 use crate::error::PipelineError;
 
@@ -30,7 +30,7 @@ impl Default for ReembedOptions {
             maintenance: MaintenanceOptions {
                 retain: std::time::Duration::from_secs(3600),
                 single_writer: false,
-                vector_index_min_rows: ctxd_index::DEFAULT_VECTOR_INDEX_MIN_ROWS,
+                vector_index_min_rows: ctxd_index::maintenance::DEFAULT_VECTOR_INDEX_MIN_ROWS,
             },
         }
     }

@@ -5,7 +5,7 @@
 //! saying so; queries keep using the old table until the switch, so old and new vectors are
 //! never mixed.
 
-use ctxd_index::Index;
+use ctxd_index::store::Index;
 
 use super::job::{JobModel, Quiet, ReembedOptions, ReembedReport};
 use super::run::run;
@@ -45,8 +45,8 @@ pub async fn migrate(db: &str, model: JobModel, model_spec: &str) -> Result<Opti
 mod tests {
     use super::*;
     use crate::testkit::{letters, row, text_len, Letters};
-    use ctxd_index::{ChunkRow, CommitBatch};
-    use ctxd_models::{EmbedService, EmbedServiceConfig};
+    use ctxd_index::{schema::ChunkRow, writer::CommitBatch};
+    use ctxd_models::{service::EmbedService, service::EmbedServiceConfig};
 
     /// A table as an older ctxd wrote it: the chunks schema without `embed_key`.
     async fn legacy_table(db: &str, rows: &[ChunkRow], dim: usize) {

@@ -16,7 +16,7 @@ use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use ctxd_index::columns::typed_col;
 use ctxd_index::fragments::Fragments;
-use ctxd_index::{Index, IndexError, NO_MODEL};
+use ctxd_index::{error::IndexError, store::Index, NO_MODEL};
 use futures::StreamExt;
 
 use super::job::{job_error, JobModel, Progress};

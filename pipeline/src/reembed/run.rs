@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use ctxd_index::active;
-use ctxd_models::EmbedService;
+use ctxd_models::service::EmbedService;
 
 use super::job::{job_error, open_job, Job, JobModel, Progress, ReembedOptions, ReembedReport, SOURCE_TAG};
 use super::pass::{pass, Rows, Sink};
@@ -182,8 +182,8 @@ mod tests {
     use super::super::job::Quiet;
     use super::*;
     use crate::testkit::{letters, row, text_len, Letters};
-    use ctxd_index::{ChunkRow, CommitBatch, Index, NO_MODEL};
-    use ctxd_models::EmbedServiceConfig;
+    use ctxd_index::{schema::ChunkRow, store::Index, writer::CommitBatch, NO_MODEL};
+    use ctxd_models::service::EmbedServiceConfig;
 
     struct Count(std::sync::atomic::AtomicU64);
     impl Progress for Count {

@@ -21,7 +21,7 @@
 //! Crashes: a shard that dies records nothing — run that shard alone again (its data files are
 //! unreferenced and removed by a later cleanup). A shard run twice records twice; the newest
 //! row wins. A commit that dies after publishing is run again: fragments already in the table
-//! are not appended twice ([`ctxd_index::Index::commit_fragments`]).
+//! are not appended twice ([`ctxd_index::store::Index::commit_fragments`]).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -30,8 +30,8 @@ use std::time::Instant;
 
 use ctxd_index::fragments::Fragments;
 use ctxd_index::staged::{self, StagedShard};
-use ctxd_index::Index;
-use ctxd_models::EmbedService;
+use ctxd_index::store::Index;
+use ctxd_models::service::EmbedService;
 
 use super::job::{job_error, open_job, JobModel, Progress, ReembedOptions, SOURCE_TAG};
 use super::pass::{pass, Rows, Sink};
@@ -256,8 +256,8 @@ mod tests {
     use super::super::run::reembed_commit;
     use super::*;
     use crate::testkit::{letters, row, text_len, Letters};
-    use ctxd_index::{ChunkRow, CommitBatch};
-    use ctxd_models::EmbedServiceConfig;
+    use ctxd_index::{schema::ChunkRow, writer::CommitBatch};
+    use ctxd_models::service::EmbedServiceConfig;
 
     #[tokio::test]
     async fn shards_stage_fragments_that_one_commit_publishes_and_a_missing_shard_is_named() {

@@ -11,9 +11,9 @@ pub struct PathRef {
 }
 
 /// Whether `ext` (without its dot) makes a bare word a file name: an extension of the one table
-/// ctxd keeps (`ctxd_index::Language::of_extension`).
+/// ctxd keeps (`ctxd_index::language::Language::of_extension`).
 pub(super) fn is_file_extension(ext: &str) -> bool {
-    ctxd_index::Language::of_extension(ext).is_some()
+    ctxd_index::language::Language::of_extension(ext).is_some()
 }
 
 /// `path:line[:col]` → (path, line).

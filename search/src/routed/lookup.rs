@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use ctxd_index::{Hit, Index};
+use ctxd_index::{record::Hit, store::Index};
 
 use super::vocab::Vocab;
 use crate::error::SearchError;
@@ -34,7 +34,7 @@ pub(super) async fn symbol_hits(index: &Index, symbols: &[String], limit: usize)
     let rows = index.symbols_named_any(&names, limit * 4).await?;
     // Rank by the identifier (in query order) and spelling that matched; the last segment
     // alone counts only for identifiers with no match as written.
-    let best = |r: &ctxd_index::SymbolRow| {
+    let best = |r: &ctxd_index::symbols::SymbolRow| {
         variants.iter().position(|v| v.0 == r.qualified_name || v.0 == r.symbol || v.0 == r.name).unwrap_or(usize::MAX)
     };
     let exact: HashSet<usize> =

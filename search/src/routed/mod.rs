@@ -24,7 +24,7 @@
 
 use std::sync::Arc;
 
-use ctxd_index::Hit;
+use ctxd_index::record::Hit;
 
 use crate::error::SearchError;
 use crate::rerank::{rescore, RerankCache};
@@ -55,7 +55,7 @@ pub enum QueryVector<'a> {
     /// Computed by the caller (evaluation embeds queries in batches).
     Ready(&'a [f32]),
     /// Embedded by the search, concurrently with the full-text search.
-    Embed(&'a ctxd_models::EmbedService),
+    Embed(&'a ctxd_models::service::EmbedService),
 }
 
 /// IVF partitions a lean query's vector search visits (LanceDB's default is 20).
@@ -169,7 +169,7 @@ impl Routing {
 /// The ranked lists fusion weighs (vector, BM25, and the symbol table or the named files when
 /// the query shows them), and the chunks of the files a path route names (answered first).
 async fn signals(
-    index: &ctxd_index::Index,
+    index: &ctxd_index::store::Index,
     vocab: &Vocab,
     req: &SearchRequest,
     a: &Analysis,

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ctxd_index::Hit;
+use ctxd_index::record::Hit;
 
 use crate::route::{Analysis, Weights};
 use crate::search::{Scope, SearchRequest, SearchResult};
@@ -14,9 +14,9 @@ use crate::search::{Scope, SearchRequest, SearchResult};
 const DEPENDENCY_DIRS: &[&str] =
     &["node_modules", "vendor", "third_party", "third-party", "external", "site-packages", ".venv", "venv", "deps"];
 
-/// A chunk of a definition kind ([`ctxd_index::is_definition`], the symbols table's rule too).
+/// A chunk of a definition kind ([`ctxd_index::symbols::is_definition`], the symbols table's rule too).
 fn is_definition(kind: Option<&str>) -> bool {
-    kind.is_some_and(ctxd_index::is_definition)
+    kind.is_some_and(ctxd_index::symbols::is_definition)
 }
 
 /// A language label of prose (Markdown, reST, text, HTML, PDF, notebooks).

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ctxd_index::Index;
+use ctxd_index::store::Index;
 
 use crate::error::SearchError;
 use crate::retriever::OPEN_VIEWS;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::record::make_chunk;
-use ctxd_index::Chunk;
+use ctxd_index::record::Chunk;
 
 /// Counts tokens in a text.
 pub type TokenCountFn = Arc<dyn Fn(&str) -> usize + Send + Sync>;
@@ -52,7 +52,7 @@ impl Chunker {
     }
 
     /// A chunker counting tokens with the embedding model's tokenizer.
-    pub fn with_tokenizer(counter: ctxd_models::TokenCounter, cfg: ChunkConfig) -> Self {
+    pub fn with_tokenizer(counter: ctxd_models::tokens::TokenCounter, cfg: ChunkConfig) -> Self {
         Self::new(Arc::new(move |s: &str| counter.count(s)), cfg)
     }
 

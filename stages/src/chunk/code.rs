@@ -9,7 +9,7 @@ use tree_sitter::Node;
 use super::chunker::{Chunker, Ctx};
 use super::lang::{def_info, is_comment_like};
 use super::record::make_chunk;
-use ctxd_index::Chunk;
+use ctxd_index::record::Chunk;
 
 /// A definition found by [`Chunker::members`]: lines (0-based, with its leading comments),
 /// symbol, kind, node and member container.

@@ -13,7 +13,7 @@ use super::symbols;
 use crate::edges;
 use crate::load::{LoadedFile, Section};
 use crate::metrics as m;
-use ctxd_index::Chunk;
+use ctxd_index::record::Chunk;
 
 impl Chunker {
     /// Chunks a loaded file and lists its definitions and, for code, its outgoing edges

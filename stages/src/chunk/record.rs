@@ -3,7 +3,7 @@
 //! constructor every chunking method ends in (content hash, 1-based lines, empty symbols
 //! dropped).
 
-use ctxd_index::Chunk;
+use ctxd_index::record::Chunk;
 
 /// A file cut into chunks.
 #[derive(Debug, Clone)]
@@ -15,10 +15,10 @@ pub struct ChunkedFile {
     pub file_hash: String,
     pub chunks: Vec<Chunk>,
     /// The file's definitions (the symbol table's rows); empty for streamed parts.
-    pub symbols: Vec<ctxd_index::SymbolRow>,
+    pub symbols: Vec<ctxd_index::symbols::SymbolRow>,
     /// The code graph's outgoing edges of a code file ([`crate::edges`]); empty for
     /// documents, extracted text (PDF, notebooks, HTML) and streamed parts.
-    pub edges: Vec<ctxd_index::EdgeRow>,
+    pub edges: Vec<ctxd_index::edges::EdgeRow>,
     /// Set for the parts of a file too large to hold in memory (see [`crate::chunk::Chunker::stream`]).
     pub part: Option<Part>,
 }
@@ -36,7 +36,7 @@ pub struct Part {
 
 /// Stable id of a chunk: path, line range and content.
 pub fn chunk_id(path: &str, chunk: &Chunk) -> String {
-    ctxd_index::chunk_id(path, chunk.start_line, chunk.end_line, &chunk.content_hash)
+    ctxd_index::record::chunk_id(path, chunk.start_line, chunk.end_line, &chunk.content_hash)
 }
 
 /// Places a file's chunks: their path, language and stable id (chunking methods make chunks

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{ChunkedFile, Chunker, PartBudget};
 use crate::load::LoadedFile;
 use crate::stage::Stage;
-use crate::{FileWork, StageError};
+use crate::{error::StageError, FileWork};
 
 /// Takes an extra part of a streamed file; false when the graph is closing (reading stops).
 pub type PartSender = Arc<dyn Fn(ChunkedFile) -> bool + Send + Sync>;

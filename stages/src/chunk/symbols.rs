@@ -10,9 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use ctxd_index::SymbolRow;
+use ctxd_index::symbols::SymbolRow;
 
-use ctxd_index::Chunk;
+use ctxd_index::record::Chunk;
 
 fn is_comment(line: &str) -> bool {
     let t = line.trim_start();
@@ -134,7 +134,7 @@ pub fn extract(path: &str, language: &str, chunks: &[Chunk]) -> Vec<SymbolRow> {
     for row in chunks {
         let (Some(symbol), Some(kind)) = (row.symbol.as_deref(), row.kind.as_deref()) else { continue };
         let base = kind.strip_suffix("_part").unwrap_or(kind);
-        if !ctxd_index::is_definition(kind) || symbol.is_empty() {
+        if !ctxd_index::symbols::is_definition(kind) || symbol.is_empty() {
             continue;
         }
         defs.entry((symbol.to_string(), base.to_string())).or_default().push(row);

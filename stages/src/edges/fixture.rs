@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use ctxd_index::{EdgeKind, EdgeKind::*, EdgeRow};
+use ctxd_index::{edges::EdgeKind, edges::EdgeKind::*, edges::EdgeRow};
 
 use super::extract;
 use crate::chunk::testing::chunker;

@@ -193,7 +193,7 @@ impl Rules for Go {
 
 #[cfg(test)]
 mod tests {
-    use ctxd_index::EdgeKind;
+    use ctxd_index::edges::EdgeKind;
 
     use super::super::{extract, testing::edges};
 

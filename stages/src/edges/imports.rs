@@ -203,7 +203,7 @@ impl Rules for ImportsOnly {
 
 #[cfg(test)]
 mod tests {
-    use ctxd_index::EdgeKind;
+    use ctxd_index::edges::EdgeKind;
 
     use super::super::{extract, testing::edges};
 

@@ -220,7 +220,7 @@ impl Rules for Java {
 
 #[cfg(test)]
 mod tests {
-    use ctxd_index::EdgeKind;
+    use ctxd_index::edges::EdgeKind;
 
     use super::super::{extract, testing::edges};
 

@@ -342,7 +342,7 @@ impl Rules for JavaScript {
 
 #[cfg(test)]
 mod tests {
-    use ctxd_index::EdgeKind;
+    use ctxd_index::edges::EdgeKind;
 
     use super::super::extract;
     use super::super::testing::{edges, triples};

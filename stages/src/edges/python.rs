@@ -336,7 +336,7 @@ impl Rules for Python {
 
 #[cfg(test)]
 mod tests {
-    use ctxd_index::EdgeKind;
+    use ctxd_index::edges::EdgeKind;
 
     use super::super::{extract, testing::edges};
 

@@ -431,7 +431,7 @@ impl Rules for Rust {
 
 #[cfg(test)]
 mod tests {
-    use ctxd_index::EdgeKind;
+    use ctxd_index::edges::EdgeKind;
 
     use super::super::extract;
     use super::super::testing::{edges, triples};

@@ -13,7 +13,7 @@
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
-use ctxd_index::{EdgeKind, EdgeRow};
+use ctxd_index::{edges::EdgeKind, edges::EdgeRow};
 use tree_sitter::{Node, Parser, Tree};
 
 use crate::chunk::grammar;

@@ -9,7 +9,7 @@ use super::{Embed, EmbeddedFile};
 use crate::chunk::ChunkedFile;
 use crate::counters::Counters;
 use crate::stage::BatchStage;
-use crate::{FileWork, StageError};
+use crate::{error::StageError, FileWork};
 
 /// Embeds batches of chunked files.
 pub struct EmbedStage {

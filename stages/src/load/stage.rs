@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{load, LoadConfig, LoadOutcome, LoadedFile};
 use crate::counters::Counters;
 use crate::stage::Stage;
-use crate::{FileState, FileWork, SourceFile, StageError};
+use crate::{error::StageError, state::FileState, FileWork, SourceFile};
 
 /// Loads source files (see [`load`]).
 pub struct LoadStage {

@@ -7,14 +7,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ctxd_index::Index;
+use ctxd_index::store::Index;
 
 use super::Upsert;
 use crate::chunk::PartBudget;
 use crate::counters::Counters;
 use crate::embed::EmbeddedFile;
 use crate::stage::Sink;
-use crate::{FileWork, StageError};
+use crate::{error::StageError, FileWork};
 
 /// Told the paths of each successful commit (streamed files once, with their last part).
 pub type OnCommit = Arc<dyn Fn(&[String]) + Send + Sync>;
