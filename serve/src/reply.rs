@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use ctxd_index::scope::SourceScope;
 use ctxd_search::error::SearchError;
+use ctxd_search::sources::LiveAccess;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -110,7 +111,7 @@ pub(crate) struct Scoped<T>(pub T);
 impl<S, T> FromRequest<S> for Scoped<T>
 where
     S: Send + Sync,
-    AppState: FromRef<S>,
+    LiveAccess: FromRef<S>,
     T: DeserializeOwned + Sourced + Send,
 {
     type Rejection = Response;
@@ -125,9 +126,9 @@ where
                 return Err(body_error(&rej));
             }
         };
-        let app = AppState::from_ref(state);
+        let access = LiveAccess::from_ref(state);
         let (source, git_ref) = body.sources();
-        *source = scope_of(&app.access.get(), &caller, source.as_ref(), git_ref)?;
+        *source = scope_of(&access.get(), &caller, source.as_ref(), git_ref)?;
         Ok(Scoped(body))
     }
 }

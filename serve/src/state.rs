@@ -93,6 +93,14 @@ impl FromRef<Wire> for AppState {
     }
 }
 
+/// The sources each caller may read (one `Arc` clone: what the scoped extractor needs, without
+/// the whole `AppState`).
+impl FromRef<Wire> for ctxd_search::sources::LiveAccess {
+    fn from_ref(wire: &Wire) -> Self {
+        wire.app.access.clone()
+    }
+}
+
 impl FromRef<Wire> for Arc<Completer> {
     fn from_ref(wire: &Wire) -> Self {
         wire.completer.clone()

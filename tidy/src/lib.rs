@@ -150,21 +150,25 @@ pub fn check_crate(krate: &str, files: &modules::CrateFiles) -> Vec<Violation> {
 mod tests {
     use super::*;
 
-    /// A throw-away crate `src/` in the temp dir with the given files.
-    fn crate_with(name: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
-        let src = std::env::temp_dir().join(format!("ctxd-tidy-{name}-{}", std::process::id())).join("src");
-        let _ = std::fs::remove_dir_all(&src);
+    /// The files of a throw-away crate `src/` written to the temp dir with the given files (and
+    /// removed once read).
+    fn crate_with(name: &str, files: &[(&str, &str)]) -> modules::CrateFiles {
+        let dir = std::env::temp_dir().join(format!("ctxd-tidy-{name}-{}", std::process::id()));
+        let src = dir.join("src");
+        let _ = std::fs::remove_dir_all(&dir);
         for (rel, text) in files {
             let path = src.join(rel);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
-        src
+        let read = modules::CrateFiles::read(&src);
+        let _ = std::fs::remove_dir_all(&dir);
+        read.unwrap()
     }
 
     #[test]
     fn a_circle_through_a_parents_re_export_is_found() {
-        let src = crate_with(
+        let files = crate_with(
             "circle",
             &[
                 ("lib.rs", "mod a;\nmod b;\n"),
@@ -173,7 +177,6 @@ mod tests {
                 ("b.rs", "use crate::a::child::Thing; // crate::a::Owner in a comment\n"),
             ],
         );
-        let files = modules::CrateFiles::read(&src).unwrap();
         let violations = check_crate("demo", &files);
         assert_eq!(violations.len(), 1, "{violations:?}");
         let said = violations[0].to_string();
@@ -183,7 +186,7 @@ mod tests {
 
     #[test]
     fn siblings_and_test_modules_make_no_circle() {
-        let src = crate_with(
+        let files = crate_with(
             "clean",
             &[
                 ("lib.rs", "mod a;\npub mod b;\n#[cfg(test)]\nmod kit;\npub use a::A;\n"),
@@ -193,7 +196,6 @@ mod tests {
                 ("c.rs", "fn f() -> crate::A { todo!() }\n"),
             ],
         );
-        let files = modules::CrateFiles::read(&src).unwrap();
         assert!(check_crate("demo", &files).is_empty());
         assert!(files.files.iter().any(|f| f.rel == "kit.rs" && f.test_only));
         let imports = files.imports();
@@ -205,7 +207,7 @@ mod tests {
 
     #[test]
     fn a_public_module_re_exported_gives_two_paths() {
-        let src = crate_with(
+        let files = crate_with(
             "paths",
             &[
                 ("lib.rs", "pub mod a;\nmod b;\npub use a::A;\npub use b::B;\n// pub use a::C in a comment\n"),
@@ -213,7 +215,6 @@ mod tests {
                 ("b.rs", "pub struct B;\n"),
             ],
         );
-        let files = modules::CrateFiles::read(&src).unwrap();
         let said: Vec<String> = check_crate("demo", &files).iter().map(|v| v.to_string()).collect();
         assert_eq!(said.len(), 1, "{said:?}");
         assert!(said[0].starts_with("demo/src/lib.rs re-exports items of its public module `a`"), "{said:?}");
@@ -223,8 +224,8 @@ mod tests {
     fn a_long_file_is_reported_without_its_tests() {
         let body = "fn f() {}\n".repeat(MAX_CODE_LINES - 1);
         let tests = format!("#[cfg(test)]\nmod tests {{\n{}}}\n", "fn t() {}\n".repeat(200));
-        let src = crate_with("long", &[("lib.rs", &format!("{body}{tests}")), ("big.rs", &"fn g() {}\n".repeat(601))]);
-        let files = modules::CrateFiles::read(&src).unwrap();
+        let files =
+            crate_with("long", &[("lib.rs", &format!("{body}{tests}")), ("big.rs", &"fn g() {}\n".repeat(601))]);
         let long: Vec<String> = check_crate("demo", &files).iter().map(|v| v.to_string()).collect();
         assert_eq!(long.len(), 1, "{long:?}");
         assert!(long[0].starts_with("demo/src/big.rs: 601 lines"), "{long:?}");
