@@ -40,6 +40,7 @@ if [[ -n "$bundle" ]]; then
     model="$bundle/model"
     reference="$bundle/reference.json"
     texts="$bundle/texts.jsonl"
+    [[ -f "$texts.xz" && ! -f "$texts" ]] && { xz -dc "$texts.xz" >"$out/texts.jsonl"; texts="$out/texts.jsonl"; }
     [[ -f "$bundle/ctxd.xz" && ! -x "$bin" ]] && { xz -dc "$bundle/ctxd.xz" >"$out/ctxd"; chmod +x "$out/ctxd"; bin="$out/ctxd"; }
 else
     bin="${CTXD_BIN:-${CARGO_TARGET_DIR:-$cache/ctxd-target}/debug/ctxd}"
