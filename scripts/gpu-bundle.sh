@@ -33,15 +33,7 @@ for f in model.safetensors config.json tokenizer.json tokenizer_config.json spec
     [[ -f "$model/$f" ]] && cp "$model/$f" "$dir/model/$f"
 done
 cp models/tests/fixtures/reference.json "$dir/reference.json"
-python3 - "$corpus" "$dir/texts.jsonl" <<'PY'
-import json, os, sys
-corpus, dest = sys.argv[1], sys.argv[2]
-with open(dest, "w") as f:
-    for root, _, files in sorted(os.walk(corpus)):
-        for name in sorted(files):
-            with open(os.path.join(root, name), encoding="utf-8", errors="replace") as src:
-                f.write(json.dumps(os.path.relpath(os.path.join(root, name), corpus) + "\n" + src.read()) + "\n")
-PY
+scripts/corpus-texts.py "$corpus" "$dir/texts.jsonl"
 xz -T0 -9 "$dir/texts.jsonl"
 
 kib() { du -sk --apparent-size "$1" | cut -f1; }

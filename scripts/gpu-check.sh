@@ -93,16 +93,7 @@ fi
 if [[ -z "$bundle" && ! -s "$texts" ]]; then
     corpus="${CTXD_GPU_CHECK_CORPUS:-$repo/../shared/eval/cosqa/corpus}"
     [[ -d "$corpus" ]] || { echo "gpu-check: no corpus at $corpus (set CTXD_GPU_CHECK_CORPUS)" >&2; exit 1; }
-    "$python" - "$corpus" "$out/all-texts.jsonl" <<'PY'
-import json, os, sys
-corpus, dest = sys.argv[1], sys.argv[2]
-with open(dest, "w") as f:
-    for root, _, files in sorted(os.walk(corpus)):
-        for name in sorted(files):
-            with open(os.path.join(root, name), encoding="utf-8", errors="replace") as src:
-                f.write(json.dumps(os.path.relpath(os.path.join(root, name), corpus) + "\n" + src.read()) + "\n")
-PY
-    cp "$out/all-texts.jsonl" "$texts"
+    scripts/corpus-texts.py "$corpus" "$texts"
 fi
 head -n "$ntexts" "$texts" >"$out/texts-used.jsonl"
 

@@ -80,7 +80,15 @@ pub const CUDA_BUILT: bool = cfg!(feature = "cuda");
 
 /// Whether GPU 0 answers: this binary has candle's CUDA backend and a device opens.
 pub fn cuda_answers() -> bool {
-    CUDA_BUILT && Device::new_cuda(0).is_ok()
+    cuda_probe().is_ok()
+}
+
+/// The one GPU probe (`device = "auto"`, [`cuda_answers`]): why GPU 0 cannot be used, in words.
+fn cuda_probe() -> Result<(), String> {
+    if !CUDA_BUILT {
+        return Err("this binary has no cuda support (scripts/build-cuda.sh builds one)".into());
+    }
+    Device::new_cuda(0).map(drop).map_err(|e| format!("no GPU answered ({e}); using the cpu"))
 }
 
 impl Runtime {
@@ -157,15 +165,9 @@ impl Runtime {
         if self.backend_kind()? == Backend::Onednn {
             return Ok((DeviceSpec::Cpu, "device auto with backend onednn: the cpu".into()));
         }
-        if !CUDA_BUILT {
-            return Ok((
-                DeviceSpec::Cpu,
-                "device auto: this binary has no cuda support (scripts/build-cuda.sh builds one)".into(),
-            ));
-        }
-        match Device::new_cuda(0) {
-            Ok(_) => Ok((DeviceSpec::Cuda(0), "device auto: cuda:0 answered".into())),
-            Err(e) => Ok((DeviceSpec::Cpu, format!("device auto: no GPU answered ({e}); using the cpu"))),
+        match cuda_probe() {
+            Ok(()) => Ok((DeviceSpec::Cuda(0), "device auto: cuda:0 answered".into())),
+            Err(why) => Ok((DeviceSpec::Cpu, format!("device auto: {why}"))),
         }
     }
 
