@@ -25,7 +25,8 @@ mapfile -t tests < <(python3 -c '
 import json, sys
 for line in open(sys.argv[1]):
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and "ctxd-models@" in m["package_id"]:
+    if (m.get("reason") == "compiler-artifact" and m.get("executable") and "ctxd-models@" in m["package_id"]
+            and m["profile"]["test"]):
         print(m["executable"])' "$work/artifacts.json")
 (( ${#tests[@]} >= 2 )) || fail "the ctxd-models test binaries were not found (cargo test --workspace --no-run)"
 for t in "${tests[@]}"; do

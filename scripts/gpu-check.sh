@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctxd's embedding path against PyTorch on the same device, in one run, in one table:
 #   * the forward pass alone, sequences/s at 256 tokens for batch 32/128/512: ctxd (`ctxd bench
-#     --forward`) in f16 and f32 on a GPU (f32, and bf16 where native, on a CPU) beside PyTorch
+#     --forward`, or the `ctxd-forward` binary a bundle carries: the same measurement) in f16 and f32 on a GPU (f32, and bf16 where native, on a CPU) beside PyTorch
 #     (benches/torch_forward.py, the same weights) in fp16 and fp32 (fp32 on a CPU);
 #   * the cosine of ctxd's vectors to committed reference vectors (sentence-transformers on a
 #     CPU, models/tests/fixtures/reference.json): goal >= 0.999 in f16, >= 0.9999 in f32;
@@ -36,12 +36,20 @@ mkdir -p "$out"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}"
 
 if [[ -n "$bundle" ]]; then
-    bin="${CTXD_BIN:-$bundle/ctxd}"
-    model="$bundle/model"
     reference="$bundle/reference.json"
     texts="$bundle/texts.jsonl"
     [[ -f "$texts.xz" && ! -f "$texts" ]] && { xz -dc "$texts.xz" >"$out/texts.jsonl"; texts="$out/texts.jsonl"; }
-    [[ -f "$bundle/ctxd.xz" && ! -x "$bin" ]] && { xz -dc "$bundle/ctxd.xz" >"$out/ctxd"; chmod +x "$out/ctxd"; bin="$out/ctxd"; }
+    mkdir -p "$out/model"
+    tar -C "$out/model" -xJf "$bundle/model.tar.xz"
+    model="$(find "$out/model" -mindepth 1 -maxdepth 1 -type d | head -1)"
+    bin="${CTXD_BIN:-}"
+    for name in ctxd-forward ctxd; do
+        if [[ -z "$bin" && -x "$bundle/$name" ]]; then
+            bin="$bundle/$name"
+        elif [[ -z "$bin" && -f "$bundle/$name.xz" ]]; then
+            xz -dc "$bundle/$name.xz" >"$out/$name" && chmod +x "$out/$name" && bin="$out/$name"
+        fi
+    done
 else
     bin="${CTXD_BIN:-${CARGO_TARGET_DIR:-$cache/ctxd-target}/debug/ctxd}"
     [[ -x "$bin" ]] || { echo "gpu-check: building ctxd (dev profile)" >&2; CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/ctxd-target}" cargo build -q -p ctxd; }
@@ -50,7 +58,9 @@ else
     reference="models/tests/fixtures/reference.json"
     texts="$out/texts.jsonl"
 fi
-[[ -x "$bin" ]] || { echo "gpu-check: no ctxd binary at $bin (set CTXD_BIN)" >&2; exit 1; }
+[[ -x "$bin" ]] || { echo "gpu-check: no ctxd binary at ${bin:-$bundle} (set CTXD_BIN)" >&2; exit 1; }
+# ctxd-forward takes `ctxd bench --forward`'s flags directly.
+if [[ "$(basename "$bin")" == ctxd-forward ]]; then fwd=("$bin"); else fwd=("$bin" bench --forward); fi
 [[ -f "$model/model.safetensors" ]] || { echo "gpu-check: no model at $model" >&2; exit 1; }
 
 # The GPU's CUDA libraries: the driver's own, and PyTorch's wheels (cuBLAS, cuRAND, NVRTC, the
@@ -67,7 +77,7 @@ print(":".join(dict.fromkeys(dirs)))
 PY
 )"
     export LD_LIBRARY_PATH="${libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    if "$bin" bench --forward --device cuda:0 --batches 1 --seq-len 8 --min-seconds 0 --precisions f32 \
+    if "${fwd[@]}" --device cuda:0 --batches 1 --seq-len 8 --min-seconds 0 --precisions f32 \
         --model "$model" --json >"$out/probe.json" 2>"$out/probe.err" && ! grep -q '"refused": "' "$out/probe.json"; then
         device=cuda:0
     else
@@ -99,7 +109,7 @@ head -n "$ntexts" "$texts" >"$out/texts-used.jsonl"
 
 echo "gpu-check: device $device, binary $bin, model $model, $(wc -l <"$out/texts-used.jsonl") texts; figures in $out" >&2
 # shellcheck disable=SC2086
-"$bin" bench --forward --device "$device" --model "$model" --batches "$batches" --seq-len "$seq" \
+"${fwd[@]}" --device "$device" --model "$model" --batches "$batches" --seq-len "$seq" \
     --min-seconds "$secs" --reference "$reference" --texts "$out/texts-used.jsonl" $ctxd_precisions --json \
     >"$out/ctxd.json" 2>"$out/ctxd.err" || { cat "$out/ctxd.err" >&2; exit 1; }
 torch_rc=0

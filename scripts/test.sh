@@ -3,7 +3,8 @@
 # denied), runs every test of the workspace (unit tests, the model reference test, the end-to-end
 # integration tests with the real model, LanceDB, HTTP and Arrow Flight servers, and the real
 # pyarrow / pylance / lancedb Python clients), then the model tests and a smoke on the AVX2 path
-# (scripts/avx2-smoke.sh). Installs what it needs first.
+# (scripts/avx2-smoke.sh), and the CUDA build's start without a driver where one was built
+# (scripts/cuda-smoke.sh). Installs what it needs first.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cache="${XDG_CACHE_HOME:-$HOME/.cache}"
@@ -65,6 +66,9 @@ if (( $# == 0 )); then
     # their config with this build's `ctxd config validate`.
     CTXD_BIN="$CARGO_TARGET_DIR/debug/ctxd" scripts/validate-k8s.sh
     scripts/avx2-smoke.sh "$CARGO_TARGET_DIR/debug/ctxd"
+    # A CUDA build where one was made (scripts/build-cuda.sh): it must start without the NVIDIA
+    # driver and say why it runs on the cpu. Skipped, saying so, where none was built.
+    scripts/cuda-smoke.sh
 else
-    echo "test: arguments given; skipped scripts/validate-k8s.sh and scripts/avx2-smoke.sh (run them alone)" >&2
+    echo "test: arguments given; skipped scripts/validate-k8s.sh, avx2-smoke.sh and cuda-smoke.sh (run them alone)" >&2
 fi

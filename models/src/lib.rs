@@ -16,7 +16,11 @@
 //!   epilogues ([`dnnl`], loaded at run time), bf16 where the CPU has it, one worker per core;
 //!   [`kernels`] holds its element-wise loops.
 //! * [`runtime`] picks the backend from the config (`device`, `precision`, `backend`,
-//!   `threads`): the fast CPU path when oneDNN is present, candle otherwise and on CUDA.
+//!   `threads`): the fast CPU path when oneDNN is present, candle otherwise and on CUDA;
+//!   [`gpu`] says whether a GPU can run it (driver and CUDA libraries opened at run time, so a
+//!   CUDA build starts without them).
+//! * [`forward`] measures the forward pass alone and the embedding service end to end
+//!   (`ctxd bench --forward`, and the `ctxd-forward` binary a GPU check carries).
 //! * [`service`] runs an [`Embedder`] on its own OS thread behind a bounded channel, so async
 //!   code never blocks on matrix multiplications; batches are sorted by length and capped by
 //!   padded tokens so padding waste stays small.
@@ -34,6 +38,8 @@ pub mod cpu;
 pub mod dnnl;
 pub mod error;
 pub mod fast;
+pub mod forward;
+pub mod gpu;
 pub mod kernels;
 pub mod loaded;
 pub mod metrics;

@@ -59,6 +59,13 @@ enum DeviceSpec {
     Cuda(usize),
 }
 
+/// Where the model runs once `auto` is resolved: a GPU comes opened.
+#[derive(Debug)]
+enum Resolved {
+    Cpu,
+    Cuda(usize, Device),
+}
+
 /// A loaded embedder and the facts of the pick ([`Runtime::load`]): what runs it, and why.
 pub struct Picked {
     pub embedder: Box<dyn Embedder>,
@@ -75,20 +82,26 @@ pub struct Picked {
     pub reason: String,
 }
 
-/// Whether this binary was built with candle's CUDA backend.
-pub const CUDA_BUILT: bool = cfg!(feature = "cuda");
-
-/// Whether GPU 0 answers: this binary has candle's CUDA backend and a device opens.
+/// Whether GPU 0 answers: this binary has candle's CUDA backend, the driver and the CUDA
+/// libraries open, and the device opens.
 pub fn cuda_answers() -> bool {
-    cuda_probe().is_ok()
+    cuda_probe(0).is_ok()
 }
 
-/// The one GPU probe (`device = "auto"`, [`cuda_answers`]): why GPU 0 cannot be used, in words.
-fn cuda_probe() -> Result<(), String> {
-    if !CUDA_BUILT {
-        return Err("this binary has no cuda support (scripts/build-cuda.sh builds one)".into());
+/// The one GPU probe (`device = "auto"`, `cuda:N`, [`cuda_answers`]): the libraries first
+/// ([`crate::gpu::probe`], so candle never meets a missing one), then candle's device. What
+/// answered, or why it cannot be used, in words.
+fn cuda_probe(n: usize) -> Result<(Device, String), String> {
+    let driver = crate::gpu::probe(n)?;
+    let device = Device::new_cuda(n).map_err(|e| format!("cuda:{n} did not open ({e})"))?;
+    Ok((device, driver.describe()))
+}
+
+impl Picked {
+    /// The start-up line: `embedding on cpu with onednn f32: device auto: no NVIDIA driver (…); …`.
+    pub fn summary(&self) -> String {
+        format!("embedding on {} with {} {}: {}", self.device, self.backend, self.precision, self.reason)
     }
-    Device::new_cuda(0).map(drop).map_err(|e| format!("no GPU answered ({e}); using the cpu"))
 }
 
 impl Runtime {
@@ -147,8 +160,7 @@ impl Runtime {
     pub fn spawn(&self, model: &LoadedModel, cfg: EmbedServiceConfig) -> Result<EmbedService, ModelError> {
         let p = self.load(model)?;
         tracing::info!(
-            device = %p.device, backend = p.backend, precision = %p.precision, isa = %p.isa,
-            "embedding on {} with {} {}: {}", p.device, p.backend, p.precision, p.reason
+            device = %p.device, backend = p.backend, precision = %p.precision, isa = %p.isa, "{}", p.summary()
         );
         metrics::gauge!(crate::metrics::EMBED_BACKEND_INFO, "backend" => p.backend, "device" => p.device,
             "precision" => p.precision, "isa" => p.isa)
@@ -156,18 +168,25 @@ impl Runtime {
         Ok(EmbedService::spawn(p.embedder, cfg).with_backend(p.desc))
     }
 
-    /// The device `auto` resolves to (and why), or the configured one.
-    fn resolve_device(&self) -> Result<(DeviceSpec, String), ModelError> {
-        let spec = self.device_spec()?;
-        if spec != DeviceSpec::Auto {
-            return Ok((spec, format!("device {} as configured", self.device)));
-        }
-        if self.backend_kind()? == Backend::Onednn {
-            return Ok((DeviceSpec::Cpu, "device auto with backend onednn: the cpu".into()));
-        }
-        match cuda_probe() {
-            Ok(()) => Ok((DeviceSpec::Cuda(0), "device auto: cuda:0 answered".into())),
-            Err(why) => Ok((DeviceSpec::Cpu, format!("device auto: {why}"))),
+    /// The device `auto` resolves to (and why), or the configured one. A GPU comes back opened.
+    fn resolve_device(&self) -> Result<(Resolved, String), ModelError> {
+        let cuda_error =
+            |n: usize, why: String| ModelError::Backend(format!("cuda:{n}: {why}; use device = \"cpu\" or \"auto\""));
+        match self.device_spec()? {
+            DeviceSpec::Cpu => Ok((Resolved::Cpu, "device cpu as configured".into())),
+            DeviceSpec::Cuda(n) => {
+                let (device, driver) = cuda_probe(n).map_err(|why| cuda_error(n, why))?;
+                Ok((Resolved::Cuda(n, device), format!("device cuda:{n} as configured ({driver})")))
+            }
+            DeviceSpec::Auto if self.backend_kind()? == Backend::Onednn => {
+                Ok((Resolved::Cpu, "device auto with backend onednn: the cpu".into()))
+            }
+            DeviceSpec::Auto => match cuda_probe(0) {
+                Ok((device, driver)) => {
+                    Ok((Resolved::Cuda(0, device), format!("device auto: cuda:0 answered ({driver})")))
+                }
+                Err(why) => Ok((Resolved::Cpu, format!("device auto: {why}"))),
+            },
         }
     }
 
@@ -179,13 +198,7 @@ impl Runtime {
         }
         let (device, why_device) = self.resolve_device()?;
         match device {
-            DeviceSpec::Cuda(n) => {
-                let device = Device::new_cuda(n).map_err(|e| {
-                    ModelError::Backend(format!(
-                        "cuda:{n}: {e} (a cuda device needs a binary built with `--features cuda`: \
-                         scripts/fetch-cuda.sh && scripts/build-cuda.sh; or use device = \"cpu\" / \"auto\")"
-                    ))
-                })?;
+            Resolved::Cuda(n, device) => {
                 let (dtype, precision) = match self.precision.as_str() {
                     "f32" => (DType::F32, "f32"),
                     "bf16" => (DType::BF16, "bf16"),
@@ -204,7 +217,7 @@ impl Runtime {
                     reason: format!("{why_device}; {precision} {how}"),
                 })
             }
-            DeviceSpec::Cpu | DeviceSpec::Auto => {
+            Resolved::Cpu => {
                 if self.precision == "f16" {
                     return Err(ModelError::Runtime(format!(
                         "precision 'f16' runs on cuda devices only, and {why_device}; use precision = 'auto'"
@@ -295,14 +308,17 @@ mod tests {
 
 #[cfg(all(test, not(feature = "cuda")))]
 mod auto_tests {
-    use super::{DeviceSpec, Runtime};
+    use super::{Resolved, Runtime};
 
     #[test]
     fn auto_device_is_the_cpu_without_the_cuda_feature() {
         let (spec, why) = Runtime::default().resolve_device().unwrap();
-        assert_eq!(spec, DeviceSpec::Cpu);
+        assert!(matches!(spec, Resolved::Cpu));
         assert!(why.contains("no cuda support") && why.contains("build-cuda.sh"), "{why}");
         let pinned = Runtime { device: "cpu".into(), ..Runtime::default() };
-        assert_eq!(pinned.resolve_device().unwrap().0, DeviceSpec::Cpu);
+        assert!(matches!(pinned.resolve_device().unwrap().0, Resolved::Cpu));
+        let gpu = Runtime { device: "cuda:0".into(), ..Runtime::default() };
+        let err = gpu.resolve_device().unwrap_err().to_string();
+        assert!(err.contains("cuda:0") && err.contains("build-cuda.sh") && err.contains("\"cpu\""), "{err}");
     }
 }
