@@ -155,6 +155,8 @@ def query(args, db, tree, text, without, commit):
         cmd = [args.ctxd, "locate", "-", "--db", db, "--k", str(args.k), "--json", "--as-of", tag_of(commit)]
         if without:
             cmd += ["--without", ",".join(without)]
+        if args.features and not without:
+            cmd += ["--features", str(args.features)]
         stdin = text
     else:
         cut = text.encode()[:8000].decode("utf-8", "ignore")
@@ -183,7 +185,11 @@ def query(args, db, tree, text, without, commit):
             items = out["files"] if args.mode == "locate" else out["results"]
         ranking = dedup(norm(x["path"], tree) for x in items)
     except (ValueError, KeyError, TypeError) as e:
-        return [], f"bad output ({e}): {r.stdout[:200]!r}", None
+            return [], f"bad output ({e}): {r.stdout[:200]!r}", None
+    if args.mode == "locate" and out.get("features"):
+        for c in out["features"]:
+            c["path"] = norm(c["path"], tree)
+        tokens = {"features": out["features"]}
     return ranking, None if ranking else "empty ranking", tokens
 
 
@@ -192,9 +198,11 @@ def run_queries(args, repo, db, tree, c, issues, variants, results):
         for label, without in variants:
             t0 = time.time()
             ranking, error, tokens = query(args, db, tree, x["query"], without, c)
-            row = {"id": x["id"], "repo": repo, "commit": c, "gold": x["gold_files"],
+            row = {"id": x["id"], "repo": repo, "commit": c, "gold": x["gold_files"], "category": x.get("category"),
                    "ranking": ranking, "error": error, "query_s": round(time.time() - t0, 1)}
-            if tokens is not None:
+            if isinstance(tokens, dict):
+                row["features"] = tokens["features"]
+            elif tokens is not None:
                 row["tokens"] = tokens
             results[label].append(row)
             hit = next((i + 1 for i, p in enumerate(ranking) if p in x["gold_files"]), None)
@@ -204,7 +212,7 @@ def run_queries(args, repo, db, tree, c, issues, variants, results):
 
 def metrics(rows):
     n = len(rows) or 1
-    m = collections.defaultdict(float)
+    m = collections.defaultdict(float, {c: 0.0 for c in COLS})
     for row in rows:
         rank, gold = row["ranking"], set(row["gold"])
         for k in (1, 5, 10):
@@ -238,6 +246,9 @@ def main():
     ap.add_argument("--without", default="", help="signals to leave out in every locate query")
     ap.add_argument("--ablate", default="", help="after the full run, one extra run per signal left out")
     ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--features", type=int, default=0,
+                    help="locate: also keep the feature rows of this many best candidates per issue (the full run; "
+                         "benches/fit_locate.py fits the ranking model on them)")
     ap.add_argument("--limit", type=int, help="only the first N issues (file order)")
     ap.add_argument("--repo", help="only this owner/name")
     ap.add_argument("--fresh", action="store_true", help="delete the selected repos' db, tree and state first")
@@ -330,6 +341,14 @@ def main():
     for repo in sorted(by_repo):
         cells = [report["runs"][label]["per_repo"][repo] for label, _ in variants]
         print(f"| {repo} | {cells[0]['n']} | " + " | ".join(f"{c.get('Acc@5', 0):.3f}" for c in cells) + " |")
+    categories = sorted({r.get("category") for r in results[variants[0][0]] if r.get("category")})
+    if categories:
+        print("\n| category | n | " + " | ".join(f"Acc@1 / Acc@5 / MRR {label}" for label, _ in variants) + " |")
+        print("|---|---|" + "---|" * len(variants))
+        for cat in categories:
+            cells = [metrics([r for r in results[label] if r.get("category") == cat]) for label, _ in variants]
+            print(f"| {cat} | {cells[0]['n']} | " + " | ".join(
+                f"{c['Acc@1']:.3f} / {c['Acc@5']:.3f} / {c['MRR@10']:.3f}" for c in cells) + " |")
     # Issues whose fix touches a recently changed file (a gold file's last first-parent commit before
     # the base commit is at most RECENT_DAYS older than it): where the recency signal should help.
     recent = {x["id"] for x in issues if gold_age_days(args.mirrors, x) <= RECENT_DAYS}

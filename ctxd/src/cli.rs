@@ -218,6 +218,10 @@ pub enum Command {
         /// With --source: read its git sources at this branch, tag or commit.
         #[arg(long = "ref", requires = "source")]
         git_ref: Option<String>,
+        /// Also list the feature rows of this many best candidates (`features` in the JSON):
+        /// what the ranking model scores (benches/fit_locate.py fits it on them).
+        #[arg(long, default_value_t = 0)]
+        features: usize,
         #[command(flatten)]
         model: ModelArgs,
         /// Print `{"files":[{"path","score","why","definitions"}],...}`.

@@ -54,9 +54,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Index { path, db, config, no_embed, model, json } => {
             cmd::index::run(path.as_deref(), db.as_deref(), config.as_deref(), no_embed, &model, json).await
         }
-        Command::Locate { text, db, k, without, as_of, source, git_ref, model, json } => {
+        Command::Locate { text, db, k, without, as_of, source, git_ref, features, model, json } => {
             let source = cli_scope(source.as_deref(), git_ref.as_deref());
-            cmd::graph::locate(&text, &db, k, without, (as_of, source), &model, json).await
+            cmd::graph::locate(&text, &db, (k, features), without, (as_of, source), &model, json).await
         }
         Command::Graph { action } => cmd::graph::graph(action).await,
         Command::History { path, db, limit, source, git_ref, json } => {

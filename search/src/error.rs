@@ -34,6 +34,9 @@ pub enum SearchError {
     /// The caller's token may not read a source the request names (HTTP 403).
     #[error("{0}")]
     Forbidden(String),
+    /// A fitted ranking model's parameters cannot be used (a server fault: the file and why).
+    #[error("{0}")]
+    RankModel(String),
 }
 
 impl SearchError {

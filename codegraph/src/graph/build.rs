@@ -246,6 +246,25 @@ fn enclosing_type(g: &CodeGraph, def: usize) -> Option<usize> {
     g.by_file[g.symbol_file[def]].iter().copied().find(|&i| g.symbols[i].symbol == parent)
 }
 
+/// A function `name` at lines 1–3 of `path`, for the tests that build a graph by hand.
+#[cfg(test)]
+pub(crate) fn test_def(path: &str, name: &str) -> SymbolRow {
+    SymbolRow {
+        symbol_id: format!("{path}#{name}"),
+        name: name.into(),
+        qualified_name: name.into(),
+        symbol: name.into(),
+        kind: "function".into(),
+        language: "python".into(),
+        path: path.into(),
+        start_line: 1,
+        end_line: 3,
+        signature: format!("def {name}()"),
+        parent: None,
+        doc: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

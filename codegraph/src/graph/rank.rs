@@ -113,24 +113,11 @@ impl FileGraph {
 mod tests {
     use super::*;
     use crate::graph::build::build;
-    use ctxd_index::{edges::EdgeRow, symbols::SymbolRow};
+    use ctxd_index::edges::EdgeRow;
 
     #[test]
     fn seeds_spread_to_what_they_use() {
-        let def = |path: &str, name: &str| SymbolRow {
-            symbol_id: name.into(),
-            name: name.into(),
-            qualified_name: name.into(),
-            symbol: name.into(),
-            kind: "function".into(),
-            language: "python".into(),
-            path: path.into(),
-            start_line: 1,
-            end_line: 3,
-            signature: String::new(),
-            parent: None,
-            doc: None,
-        };
+        let def = crate::graph::build::test_def;
         let call = |p: &str, from: &str, t: &str| EdgeRow::new(p, "python", Some(from), EdgeKind::Calls, t, None, 2);
         let g = build(
             vec!["a.py".into(), "b.py".into(), "c.py".into(), "d.py".into()],

@@ -1,13 +1,15 @@
-//! Fusing the localization signals into one file ranking: a weighted sum of each signal's
-//! per-file score (each in 0..=1, [`WEIGHTS`]), then personalised PageRank over the code
-//! graph from the best files so far (the file that defines what they use rises), then the
-//! demotion of test, doc, example and vendored files unless the text asks for them, and the
-//! definitions of each file most likely to change.
+//! Fusing the localization signals into one file ranking with the fitted model
+//! ([`super::model`]): each candidate file's feature row ([`super::features`]) — the text's
+//! signals (each in 0..=1), then personalised PageRank over the code graph from the best files by
+//! those (the file that defines what they use rises), then the history signals — scored by the
+//! model's weighted sum; and the definitions of each file most likely to change.
 
 use std::collections::{HashMap, HashSet};
 
 use ctxd_index::record::Hit;
 
+use super::features::{CandidateFeatures, Candidates};
+use super::model::{Feature, LocateModel, Row};
 use super::request::LocatedFile;
 use super::signals::{self, Scores, Signal};
 use super::text::Issue;
@@ -15,26 +17,6 @@ use crate::graph::cache::Graph;
 use crate::graph::{CodeGraph, Place};
 use ctxd_search::route::identifier_words;
 
-/// Weight of each scoring signal in the sum.
-pub const WEIGHTS: [(Signal, f64); 9] = [
-    (Signal::Paths, 1.0),
-    (Signal::Frames, 0.9),
-    (Signal::Symbols, 0.8),
-    (Signal::Messages, 0.7),
-    (Signal::Bm25, 1.0),
-    (Signal::Vector, 0.7),
-    (Signal::Graph, 0.5),
-    (Signal::Recency, 0.15),
-    (Signal::Cochange, 0.3),
-];
-/// Recency weighs this much more for a debugging text (a traceback or an error message).
-const DEBUG_RECENCY: f64 = 2.0;
-/// Files seeding the PageRank walk.
-const SEEDS: usize = 10;
-/// Score multiplier of a test file (when the text does not ask for tests).
-const TEST_FACTOR: f64 = 0.3;
-/// Score multiplier of a doc, example, benchmark or vendored file.
-const DOC_FACTOR: f64 = 0.5;
 /// Distinct terms of the BM25 query at most.
 const BM25_TERMS: usize = 300;
 
@@ -80,35 +62,21 @@ pub fn bm25_text(issue: &Issue) -> String {
     out.join(" ")
 }
 
-/// Whether a path is documentation, an example, a benchmark or vendored code.
-pub fn is_doc_or_vendored(path: &str) -> bool {
-    let lower = path.to_ascii_lowercase();
-    let ext = lower.rsplit_once('.').map_or("", |(_, e)| e);
-    matches!(ext, "md" | "rst" | "txt" | "adoc" | "html")
-        || lower.split('/').rev().skip(1).any(|d| {
-            matches!(
-                d,
-                "doc"
-                    | "docs"
-                    | "example"
-                    | "examples"
-                    | "benchmarks"
-                    | "bench"
-                    | "vendor"
-                    | "vendored"
-                    | "third_party"
-                    | "node_modules"
-                    | "site-packages"
-                    | "_vendor"
-            )
-        })
-}
-
-/// Ranks files (see the module docs); `k` files with up to `defs` definitions each.
-pub fn rank(graph: &Graph, inputs: &Inputs<'_>, without: &[Signal], k: usize, defs: usize) -> Vec<LocatedFile> {
+/// Ranks files (see the module docs) with `model`; `k` files with up to `defs` definitions
+/// each, and the features of the first `features` candidates.
+pub fn rank(
+    graph: &Graph,
+    inputs: &Inputs<'_>,
+    without: &[Signal],
+    model: &LocateModel,
+    k: usize,
+    defs: usize,
+    features: usize,
+) -> (Vec<LocatedFile>, Vec<CandidateFeatures>) {
     let g = &graph.code;
     let on = |s: Signal| !without.contains(&s);
     let issue = inputs.issue;
+    let demote = on(Signal::Demote);
     let mut parts: Vec<(Signal, Scores)> = Vec::new();
     if on(Signal::Paths) {
         parts.push((Signal::Paths, signals::paths(g, issue)));
@@ -122,55 +90,36 @@ pub fn rank(graph: &Graph, inputs: &Inputs<'_>, without: &[Signal], k: usize, de
     if on(Signal::Messages) {
         parts.push((Signal::Messages, signals::messages(g, inputs.messages)));
     }
+    let mut c = Candidates::default();
     if on(Signal::Bm25) {
-        parts.push((Signal::Bm25, signals::aggregate(g, inputs.bm25)));
+        let scores = signals::aggregate(g, inputs.bm25);
+        c.set_rank(g, issue, demote, Feature::Bm25Rank, &scores);
+        c.set_hit_share(g, issue, demote, inputs.bm25);
+        parts.push((Signal::Bm25, scores));
     }
     if on(Signal::Vector) {
-        parts.push((Signal::Vector, signals::aggregate(g, inputs.vector)));
+        let scores = signals::aggregate(g, inputs.vector);
+        c.set_rank(g, issue, demote, Feature::VectorRank, &scores);
+        parts.push((Signal::Vector, scores));
     }
-    let debugging = !issue.frames.is_empty() || !issue.messages.is_empty();
-    let weight = |s: Signal| {
-        let w = WEIGHTS.iter().find(|(x, _)| *x == s).map_or(0.0, |(_, w)| *w);
-        if s == Signal::Recency && debugging {
-            w * DEBUG_RECENCY
-        } else {
-            w
-        }
-    };
-    let demote = |f: usize| -> f64 {
-        if !on(Signal::Demote) {
-            return 1.0;
-        }
-        if g.is_test[f] && !issue.wants_tests {
-            TEST_FACTOR
-        } else if is_doc_or_vendored(&g.files[f]) && !issue.wants_docs {
-            DOC_FACTOR
-        } else {
-            1.0
-        }
-    };
-    let mut total: HashMap<usize, f64> = HashMap::new();
     for (s, scores) in &parts {
-        for (&f, &x) in &scores.score {
-            *total.entry(f).or_default() += weight(*s) * x;
+        if let Some(f) = Feature::of_signal(*s) {
+            c.set(g, issue, demote, f, scores);
         }
     }
-    // The files so far, demoted, best first (ties by file id, so runs repeat).
-    let best_of = |total: &HashMap<usize, f64>| -> Vec<(usize, f64)> {
-        let mut best: Vec<(usize, f64)> = total.iter().map(|(&f, &x)| (f, x * demote(f))).collect();
-        best.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        best
-    };
-    // A later signal's scores join the sum and the parts `why` is told from.
-    let mut join = |total: &mut HashMap<usize, f64>, s: Signal, scores: Scores| {
-        for (&f, &x) in &scores.score {
-            *total.entry(f).or_default() += weight(s) * x;
+    let score = |row: &Row| model.score(row);
+    // A later signal's scores join the rows and the parts `why` is told from.
+    let mut join = |c: &mut Candidates, s: Signal, scores: Scores| {
+        if let Some(f) = Feature::of_signal(s) {
+            c.set(g, issue, demote, f, &scores);
         }
         parts.push((s, scores));
     };
-    if on(Signal::Graph) && !total.is_empty() {
-        let mut seeds = best_of(&total);
-        seeds.truncate(SEEDS);
+    if on(Signal::Graph) && !c.is_empty() {
+        let mut seeds = c.ranked(score);
+        seeds.truncate(model.seeds);
+        // The walk restarts at the seeds in proportion to their scores, which must be positive.
+        let seeds: Vec<(usize, f64)> = seeds.into_iter().map(|(f, x)| (f, x.max(1e-3))).collect();
         let pr = graph.files.pagerank(&seeds);
         // Scaled by the best file that is not a seed (the seeds keep most of the walk's mass
         // by restarting there): the file the best ones lean on most gets the full weight.
@@ -184,35 +133,44 @@ pub fn rank(graph: &Graph, inputs: &Inputs<'_>, without: &[Signal], k: usize, de
                     scores.why.insert(f, "near the best files (imports, calls, references)".into());
                 }
             }
-            join(&mut total, Signal::Graph, scores);
+            join(&mut c, Signal::Graph, scores);
         }
     }
     let h = inputs.history;
-    if on(Signal::Cochange) && !h.is_empty() && !total.is_empty() {
-        let scores = super::history_signals::cochange(g, h, &best_of(&total));
-        join(&mut total, Signal::Cochange, scores);
+    if on(Signal::Cochange) && !h.is_empty() && !c.is_empty() {
+        let scores = super::history_signals::cochange(g, h, &c.ranked(score));
+        join(&mut c, Signal::Cochange, scores);
     }
     if on(Signal::Recency) && !h.is_empty() {
-        let candidates: Vec<usize> = total.keys().copied().collect();
+        let candidates: Vec<usize> = c.files().collect();
         let scores = super::history_signals::recency(g, h, candidates.into_iter());
-        join(&mut total, Signal::Recency, scores);
+        join(&mut c, Signal::Recency, scores);
+        c.set_recency_debug(!issue.frames.is_empty() || !issue.messages.is_empty());
     }
-    let mut ranked = best_of(&total);
-    ranked.truncate(k);
-    ranked
+    let ranked = c.ranked(score);
+    let named = ranked.iter().take(features).filter_map(|&(f, x)| c.named(g, f, x)).collect();
+    let files = ranked
         .into_iter()
+        .take(k)
         .map(|(f, score)| {
+            let row = c.get(f).copied().unwrap_or([0.0; crate::locate::model::FEATURES]);
             let mut why: Vec<(f64, String)> = parts
                 .iter()
                 .filter_map(|(s, sc)| {
                     let x = *sc.score.get(&f)?;
                     let reason = sc.why.get(&f).cloned().unwrap_or_default();
-                    Some((weight(*s) * x, format!("{}: {reason}", s.as_str())))
+                    let w = Feature::of_signal(*s).map_or(0.0, |ft| model.weight(ft));
+                    Some((w * x, format!("{}: {reason}", s.as_str())))
                 })
                 .collect();
             why.sort_by(|a, b| b.0.total_cmp(&a.0));
-            if demote(f) < 1.0 {
-                why.push((0.0, format!("demoted ×{}: test, doc or vendored file", demote(f))));
+            for (flag, what) in [(Feature::Test, "test file"), (Feature::Doc, "doc, example or vendored file")] {
+                if row[flag as usize] > 0.0 {
+                    let factor = model.log_factors[flag as usize].exp();
+                    let how =
+                        if factor != 1.0 { format!("×{factor:.2}") } else { format!("{:+.2}", model.weight(flag)) };
+                    why.push((0.0, format!("demoted {how}: {what}")));
+                }
             }
             LocatedFile {
                 path: g.files[f].clone(),
@@ -221,7 +179,8 @@ pub fn rank(graph: &Graph, inputs: &Inputs<'_>, without: &[Signal], k: usize, de
                 definitions: definitions(g, f, inputs, defs),
             }
         })
-        .collect()
+        .collect();
+    (files, named)
 }
 
 fn normalised(mut s: Scores) -> Scores {
@@ -265,4 +224,68 @@ fn definitions(g: &CodeGraph, f: usize, inputs: &Inputs<'_>, n: usize) -> Vec<Pl
     let mut best: Vec<(usize, f64)> = score.into_iter().collect();
     best.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     best.into_iter().take(n).map(|(d, _)| Place::of_symbol(g, d)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{rank, Inputs};
+    use crate::graph::build::test_def as def;
+    use crate::graph::cache::Graph;
+    use crate::graph::rank::FileGraph;
+    use crate::locate::model::LocateModel;
+    use crate::locate::signals::Signal;
+
+    /// Three files: the text names `pkg/util.py` by path, `parse_config` (defined in
+    /// `pkg/core.py`) and `check_helper` (defined in a test only).
+    fn graph() -> Graph {
+        let files = vec!["pkg/core.py".to_string(), "pkg/util.py".into(), "tests/test_core.py".into()];
+        let symbols = vec![
+            def("pkg/core.py", "parse_config"),
+            def("pkg/util.py", "other"),
+            def("tests/test_core.py", "check_helper"),
+        ];
+        let code = crate::graph::build::build(files, symbols, Vec::new(), (1, 1, 1));
+        let files = FileGraph::new(&code);
+        Graph { centrality: vec![0.0; code.files.len()], code, files, build_ms: 0 }
+    }
+
+    fn model(weights: &str) -> LocateModel {
+        LocateModel::parse(&format!(r#"{{"fitted": "test", "seeds": 3, "weights": {{{weights}}}}}"#), "test").unwrap()
+    }
+
+    fn order(m: &LocateModel, without: &[Signal]) -> (Vec<String>, Vec<super::CandidateFeatures>) {
+        let g = graph();
+        let issue = crate::locate::text::read("`parse_config` crashes when pkg/util.py calls `check_helper`");
+        let history = ctxd_index::history::History::default();
+        let inputs = Inputs { issue: &issue, bm25: &[], vector: &[], messages: &[], history: &history };
+        let (files, features) = rank(&g, &inputs, without, m, 10, 1, 10);
+        (files.into_iter().map(|f| f.path).collect(), features)
+    }
+
+    #[test]
+    fn the_model_orders_the_candidates_and_another_parameter_file_reorders_them() {
+        let by_path = model(r#""paths": 1.0, "symbols": 0.5, "test": -1.0"#);
+        let (files, features) = order(&by_path, &[]);
+        assert_eq!(files, ["pkg/util.py", "pkg/core.py", "tests/test_core.py"]);
+        // The rows behind it: util is named by path, core defines the name, the test is flagged.
+        let row = |p: &str| features.iter().find(|c| c.path == p).unwrap().features.clone();
+        assert_eq!(row("pkg/util.py").get("paths"), Some(&1.0));
+        assert_eq!(row("pkg/core.py").get("symbols"), Some(&1.0));
+        assert_eq!(row("tests/test_core.py").get("test"), Some(&1.0));
+        assert!((features[0].score - 1.0 - 0.5 * row("pkg/util.py").get("symbols").unwrap_or(&0.0)).abs() < 1e-9);
+
+        let by_symbol = model(r#""paths": 0.2, "symbols": 1.0, "test": -1.0"#);
+        assert_eq!(order(&by_symbol, &[]).0[0], "pkg/core.py", "a changed parameter file changes the order");
+        // Without the demotion the test file's flag is zero and it ties with the definition.
+        let (_, features) = order(&by_symbol, &[Signal::Demote]);
+        assert!(features.iter().all(|c| !c.features.contains_key("test")), "{features:?}");
+    }
+
+    #[test]
+    fn without_a_signal_its_feature_is_zero() {
+        let by_path = model(r#""paths": 1.0, "symbols": 0.5"#);
+        let (files, features) = order(&by_path, &[Signal::Paths]);
+        assert_eq!(files[0], "pkg/core.py");
+        assert!(features.iter().all(|c| !c.features.contains_key("paths")), "{features:?}");
+    }
 }

@@ -2,17 +2,20 @@
 //! ranked, each with the definitions most likely to change and `why` it is there.
 //!
 //! [`text`] reads the issue into weighted parts (title, frames, paths, identifiers, messages,
-//! cleaned prose); [`signals`] scores files by each signal; [`fuse`] combines them — a weighted
-//! sum of per-signal scores, personalised PageRank over the code graph from the best files,
-//! and the demotion of test, doc, example and vendored files unless the text asks for them.
-//! With a git history in the index ([`history_signals`]), recency and co-change join the sum.
-//! `without` turns signals off (the evaluation's ablation).
+//! cleaned prose); [`signals`] scores files by each signal; [`features`] turns them, with what is
+//! known of each file (test, doc, depth, size), into one feature row per candidate; [`fuse`]
+//! scores the rows with the fitted [`model`] — before and after personalised PageRank over the
+//! code graph from the best files. With a git history in the index ([`history_signals`]),
+//! recency and co-change join the rows. `without` zeroes a signal's features (the evaluation's
+//! ablation); `features` returns the rows of the best candidates (what the model is fitted on).
 //!
 //! Texts up to [`MAX_LOCATE_BYTES`] are accepted (real issues carry tracebacks, logs and
 //! package lists); only their informative parts reach BM25 and the model.
 
+pub mod features;
 pub mod fuse;
 pub mod history_signals;
+pub mod model;
 pub mod prior;
 pub mod request;
 pub mod signals;
@@ -103,6 +106,7 @@ impl Locator {
     /// Ranks the files `req.text` is about.
     pub async fn locate(&self, req: &LocateRequest) -> Result<LocateAnswer, SearchError> {
         let without = req.validate()?;
+        let model = model::LocateModel::current().map_err(|e| SearchError::RankModel(e.to_string()))?;
         let started = Instant::now();
         let pinned = self.retriever.current();
         let (index, _) = pinned.index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
@@ -148,10 +152,11 @@ impl Locator {
             messages: &message_hits,
             history: &history,
         };
-        let files = fuse::rank(&graph, &inputs, &without, req.k, req.definitions);
+        let (files, features) = fuse::rank(&graph, &inputs, &without, model, req.k, req.definitions, req.features);
         metrics::histogram!(crate::metrics::LOCATE_SECONDS).record(started.elapsed().as_secs_f64());
         Ok(LocateAnswer {
             files,
+            features,
             signals: Signal::ALL.into_iter().filter(|s| on(*s)).collect(),
             took_ms: started.elapsed().as_millis() as u64,
         })

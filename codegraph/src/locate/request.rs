@@ -13,6 +13,8 @@ use crate::graph::Place;
 pub const MAX_LOCATE_BYTES: usize = 1 << 20;
 /// Most files an answer lists.
 pub const MAX_LOCATE_K: usize = 100;
+/// Most candidates whose features an answer lists.
+pub const MAX_LOCATE_FEATURES: usize = 1000;
 
 /// A localization request (the JSON of `/v1/locate`).
 #[derive(Debug, Clone, Deserialize)]
@@ -37,6 +39,10 @@ pub struct LocateRequest {
     /// A git source's branch, tag or commit to read (default: each git source's first ref).
     #[serde(default, rename = "ref")]
     pub git_ref: Option<String>,
+    /// The feature rows of this many best candidates, in the answer's `features` (what the
+    /// ranking model is fitted on; 0 = none).
+    #[serde(default)]
+    pub features: usize,
 }
 
 fn default_k() -> usize {
@@ -56,6 +62,7 @@ impl LocateRequest {
             as_of: None,
             source: None,
             git_ref: None,
+            features: 0,
         }
     }
 
@@ -74,6 +81,12 @@ impl LocateRequest {
         }
         if self.k == 0 || self.k > MAX_LOCATE_K {
             return Err(SearchError::BadK { got: self.k, max: MAX_LOCATE_K });
+        }
+        if self.features > MAX_LOCATE_FEATURES {
+            return Err(SearchError::BadRequest(format!(
+                "features is {}: at most {MAX_LOCATE_FEATURES} candidates' features are listed",
+                self.features
+            )));
         }
         self.without.iter().map(|s| s.parse()).collect()
     }
@@ -94,6 +107,9 @@ pub struct LocatedFile {
 #[derive(Debug, Clone, Serialize)]
 pub struct LocateAnswer {
     pub files: Vec<LocatedFile>,
+    /// The best candidates' feature rows, when asked for (`features`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<super::features::CandidateFeatures>,
     /// Signals that contributed (after `without`).
     pub signals: Vec<Signal>,
     /// Milliseconds spent.

@@ -27,14 +27,14 @@ fn text_arg(text: &str) -> Result<String> {
 pub async fn locate(
     text: &str,
     db: &Path,
-    k: usize,
+    (k, features): (usize, usize),
     without: Vec<String>,
     (as_of, source): (Option<String>, Option<ctxd_index::scope::SourceScope>),
     model: &ModelArgs,
     json: bool,
 ) -> Result<()> {
     let mut req = LocateRequest::new(text_arg(text)?);
-    req.k = k;
+    (req.k, req.features) = (k, features);
     req.without = without;
     req.as_of = as_of;
     req.source = source;

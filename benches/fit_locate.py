@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Fits `ctxd locate`'s ranking model (codegraph/src/locate/model.json) on the training issues.
+
+One command, deterministic:
+
+    python3 benches/fit_locate.py --ctxd BIN            # features from train.jsonl, fit, write model.json
+
+1. Features: `benches/localization.py --data train.jsonl --reuse --features 200` with
+   CTXD_LOCATE_MODEL=benches/locate_bootstrap.json (the hand-set weights), so every refit starts from
+   the same rows: each issue's 200 best candidate files with their feature rows (the signals' scores,
+   ranks, flags: codegraph/src/locate/features.rs). The graph feature depends on the seeds the model
+   picks; it is computed under the bootstrap model. Indexes are built on first use (--work), reused after.
+   `--features-json F` skips this step and reads a localization.py report with features.
+2. Fit: a linear model, one weight per feature, listwise: for each issue and each gold file among its
+   candidates, the softmax of the gold file's score against the issue's non-gold candidates
+   (conditional logit), L2-regularised. Newton's method from zero weights (no randomness): the same
+   rows give the same weights. A gold file that is not among the candidates teaches nothing (counted).
+   The demotion factors of test and doc files (the score times a factor, model.rs) are not fitted by
+   gradient: with them fixed the score is linear in the weights (each row scaled by its factor), so
+   a few pairs are tried, from none (the flags then act as additive features) to the hand-set ones.
+3. The L2 strength and the factor pair are chosen by 5-fold cross-validation over repositories (each
+   repository's issues in one fold, folds by sorted name), on the held-out folds' MRR@10 then Acc@5;
+   then the model is fitted on all training issues with them. Nothing of dev.jsonl is read.
+
+Prints the cross-validation table, the weights, and the training figures of the fitted model on the
+candidates (the re-ranking of step 1's rows: an estimate, the graph feature still from the bootstrap
+seeds); `benches/localization.py` with the new binary gives the real train and dev figures.
+
+    python3 benches/fit_locate.py --ctxd BIN [--data train.jsonl] [--work DIR] [--features-json F]
+        [--out codegraph/src/locate/model.json] [--candidates 200] [--dry-run]
+"""
+import argparse, collections, json, os, subprocess, sys
+
+try:
+    import numpy as np
+except ImportError:
+    sys.exit("fit: numpy is needed (pip install numpy; the venv scripts/test.sh makes, ~/.cache/ctxd/py-venv, has it)")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+LAMBDAS = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
+# (test, doc) demotion factors tried: none, milder, the hand-set pair.
+FACTORS = ((1.0, 1.0), (0.5, 0.7), (0.3, 0.5))
+SEEDS = 10
+
+
+def feature_names():
+    """The feature names, in the order of `Feature::ALL` (read from the source: one list)."""
+    src = open(os.path.join(REPO, "codegraph/src/locate/model.rs")).read()
+    body = src[src.index("pub fn as_str(self)"):]
+    body = body[:body.index("\n    }\n")]
+    names = [line.split('"')[1] for line in body.splitlines() if "=> \"" in line]
+    assert len(names) >= 10, names
+    return names
+
+
+def collect(args):
+    if args.features_json:
+        return json.load(open(args.features_json))
+    out = os.path.join(args.work, "features.json")
+    env = dict(os.environ, CTXD_LOCATE_MODEL=os.path.join(HERE, "locate_bootstrap.json"))
+    cmd = [sys.executable, os.path.join(HERE, "localization.py"), "--ctxd", args.ctxd, "--data", args.data,
+           "--work", args.work, "--reuse", "--features", str(args.candidates), "--json", out]
+    print("fit: " + " ".join(cmd), file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=True, env=env, stdout=sys.stderr)
+    return json.load(open(out))
+
+
+def scaled(data, names, factors):
+    """Rows times their demotion factors (test, doc): the score is linear in the weights on these."""
+    it, idoc = names.index("test"), names.index("doc")
+    out = []
+    for repo, x, y, ng in data:
+        c = np.power(factors[0], x[:, it]) * np.power(factors[1], x[:, idoc])
+        out.append((repo, x * c[:, None], y, ng))
+    return out
+
+
+def issues_of(report, names):
+    """[(repo, X (n x F), gold mask)] per issue with candidates; and the count without a gold candidate."""
+    out, missed = [], 0
+    for row in report["runs"]["full"]["issues"]:
+        cands = row.get("features") or []
+        if not cands:
+            missed += 1
+            continue
+        gold = set(row["gold"])
+        x = np.array([[c["features"].get(n, 0.0) for n in names] for c in cands], dtype=np.float64)
+        y = np.array([c["path"] in gold for c in cands])
+        if not y.any():
+            missed += 1
+        out.append((row["repo"], x, y, len(gold)))
+    return out, missed
+
+
+def loss_grad_hess(w, data, lam):
+    f = len(w)
+    loss, grad, hess, n = 0.0, np.zeros(f), np.zeros((f, f)), 0
+    for _, x, y, _ in data:
+        if not y.any():
+            continue
+        s = x @ w
+        neg = ~y
+        for g in np.flatnonzero(y):
+            idx = np.concatenate(([g], np.flatnonzero(neg)))
+            xs, ss = x[idx], s[idx]
+            m = ss.max()
+            p = np.exp(ss - m)
+            p /= p.sum()
+            loss += -(ss[0] - m - np.log(np.exp(ss - m).sum()))
+            mean = p @ xs
+            grad += mean - xs[0]
+            hess += (xs * p[:, None]).T @ xs - np.outer(mean, mean)
+            n += 1
+    n = max(n, 1)
+    return loss / n + lam * w @ w, grad / n + 2 * lam * w, hess / n + 2 * lam * np.eye(f)
+
+
+def fit(data, f, lam, steps=50):
+    w = np.zeros(f)
+    for _ in range(steps):
+        loss, g, h = loss_grad_hess(w, data, lam)
+        step = np.linalg.solve(h, g)
+        t = 1.0
+        while t > 1e-4:
+            if loss_grad_hess(w - t * step, data, lam)[0] <= loss - 1e-4 * t * (g @ step):
+                break
+            t /= 2
+        w = w - t * step
+        if np.abs(t * step).max() < 1e-7:
+            break
+    return w
+
+
+def figures(w, data):
+    m = collections.defaultdict(float)
+    for _, x, y, ngold in data:
+        order = np.argsort(-(x @ w), kind="stable")
+        ranked_gold = y[order]
+        found = np.flatnonzero(ranked_gold)
+        for k in (1, 5, 10):
+            m[f"Acc@{k}"] += ranked_gold[:k].sum() == ngold
+        m["MRR@10"] += 1.0 / (found[0] + 1) if len(found) and found[0] < 10 else 0.0
+    n = len(data) or 1
+    return {k: v / n for k, v in m.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ctxd", help="the ctxd binary (needed unless --features-json)")
+    ap.add_argument("--data", default="/work/shared/eval/localization/train.jsonl")
+    ap.add_argument("--work", default=os.path.expanduser("~/.cache/ctxd/loc-train"))
+    ap.add_argument("--features-json", help="a localization.py --features report to fit on")
+    ap.add_argument("--candidates", type=int, default=200)
+    ap.add_argument("--out", default=os.path.join(REPO, "codegraph/src/locate/model.json"))
+    ap.add_argument("--dry-run", action="store_true", help="print, do not write --out")
+    args = ap.parse_args()
+    if "dev" in os.path.basename(args.data):
+        sys.exit("fit: refusing to fit on a dev set: fit on train.jsonl, report on dev.jsonl")
+    if not args.features_json and not args.ctxd:
+        sys.exit("fit: --ctxd BIN is needed to compute the features (or give --features-json)")
+    names = feature_names()
+    report = collect(args)
+    data, missed = issues_of(report, names)
+    repos = sorted({r for r, *_ in data})
+    print(f"fit: {len(data)} issues with candidates on {len(repos)} repositories; "
+          f"{missed} without a gold file among the candidates", file=sys.stderr)
+    folds = [set(repos[i::5]) for i in range(5)]
+    print("\n| L2 | test, doc factors | CV Acc@1 | CV Acc@5 | CV MRR@10 |\n|---|---|---|---|---|")
+    best = None
+    for factors in FACTORS:
+        fdata = scaled(data, names, factors)
+        for lam in LAMBDAS:
+            held = []
+            for fold in folds:
+                train = [d for d in fdata if d[0] not in fold]
+                test = [d for d in fdata if d[0] in fold]
+                if test:
+                    w = fit(train, len(names), lam)
+                    held += [figures(w, [d]) for d in test]
+            cv = {k: sum(h[k] for h in held) / len(held) for k in ("Acc@1", "Acc@5", "MRR@10")}
+            print(f"| {lam} | {factors[0]}, {factors[1]} | {cv['Acc@1']:.3f} | {cv['Acc@5']:.3f} | {cv['MRR@10']:.3f} |")
+            key = (round(cv["MRR@10"], 4), round(cv["Acc@5"], 4))
+            if best is None or key > best[0]:
+                best = (key, lam, factors, cv)
+    _, lam, factors, cv = best
+    fdata = scaled(data, names, factors)
+    w = fit(fdata, len(names), lam)
+    boot = json.load(open(os.path.join(HERE, "locate_bootstrap.json")))["weights"]
+    wb = np.array([boot.get(n, 0.0) for n in names])
+    print(f"\nchosen L2 {lam}, test/doc factors {factors}; weights (bootstrap beside):\n")
+    print("| feature | fitted | bootstrap |\n|---|---:|---:|")
+    for n, x, b in zip(names, w, wb):
+        print(f"| {n} | {x:+.4f} | {b:+.2f} |")
+    boot_f = json.load(open(os.path.join(HERE, "locate_bootstrap.json"))).get("factors", {})
+    tr = figures(w, fdata)
+    bt = figures(wb, scaled(data, names, (boot_f.get("test", 1.0), boot_f.get("doc", 1.0))))
+    print("\n| on the train candidates | Acc@1 | Acc@5 | Acc@10 | MRR@10 |\n|---|---|---|---|---|")
+    for label, m in (("bootstrap", bt), ("fitted", tr)):
+        print(f"| {label} | {m['Acc@1']:.3f} | {m['Acc@5']:.3f} | {m['Acc@10']:.3f} | {m['MRR@10']:.3f} |")
+    model = {
+        "fitted": (f"benches/fit_locate.py on {os.path.basename(args.data)}: {len(data)} issues, {len(repos)} "
+                   f"repositories; listwise softmax over {args.candidates} candidates, L2 {lam} and test/doc factors "
+                   f"{factors[0]}/{factors[1]} chosen by 5-fold cross-validation over repositories (CV MRR@10 "
+                   f"{cv['MRR@10']:.3f}, Acc@5 {cv['Acc@5']:.3f})"),
+        "seeds": SEEDS,
+        "weights": {n: round(float(x), 4) for n, x in zip(names, w) if round(float(x), 4) != 0.0},
+        "factors": {n: f for n, f in (("test", factors[0]), ("doc", factors[1])) if f != 1.0},
+    }
+    if args.dry_run:
+        print(json.dumps(model, indent=2))
+        return
+    with open(args.out, "w") as f:
+        json.dump(model, f, indent=2)
+        f.write("\n")
+    print(f"\nfit: wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
