@@ -83,6 +83,8 @@ enum Held {
         store: Arc<dyn ObjectStore>,
         key: StorePath,
         etag: watch::Receiver<String>,
+        /// Who we are in the lease body (a successor's lease names another holder).
+        holder: String,
     },
 }
 
@@ -113,16 +115,24 @@ impl WriterLease {
     }
 
     /// Gives the lease back: a successor starts at once instead of waiting for the expiry.
-    pub async fn release(self) {
-        if let Held::Object { renew, store, key, etag } = &self.held {
+    pub async fn release(mut self) {
+        if let Held::Object { renew, store, key, etag, holder } = &mut self.held {
+            // Stop the renewal and wait until it has: aborted in the middle of a renewal, its put
+            // may still land, with an ETag we never heard of.
             renew.abort();
-            // Only our own lease: a successor's (after a loss) is left alone.
+            let _ = (&mut *renew).await;
+            // Only our own lease: a successor's (after a loss) is left alone. Ours carries the
+            // ETag we last wrote, or our holder line (a renewal that landed as it was aborted).
             let ours = etag.borrow().clone();
-            if let Ok(meta) = store.head(key).await {
-                if meta.e_tag.as_deref() == Some(ours.as_str()) {
-                    if let Err(e) = store.delete(key).await {
-                        tracing::warn!(lease = %self.lock, "releasing the writer lease: {e}");
-                    }
+            let Ok(found) = store.get(key).await else { return };
+            let same_etag = found.meta.e_tag.as_deref() == Some(ours.as_str());
+            let same_holder = match found.bytes().await {
+                Ok(bytes) => serde_json::from_slice::<LeaseBody>(&bytes).is_ok_and(|b| b.holder == *holder),
+                Err(_) => false,
+            };
+            if same_etag || same_holder {
+                if let Err(e) = store.delete(key).await {
+                    tracing::warn!(lease = %self.lock, "releasing the writer lease: {e}");
                 }
             }
         }
@@ -248,7 +258,7 @@ impl WriterLease {
                 }
             })
         };
-        Ok(Self { lock, held: Held::Object { renew, store, key, etag }, lost })
+        Ok(Self { lock, held: Held::Object { renew, store, key, etag, holder: holder.to_string() }, lost })
     }
 }
 
