@@ -205,9 +205,10 @@ impl GraphTools {
         let graph = || self.graph(as_of.as_deref(), source);
         match tool {
             GraphTool::Locate => {
-                known_args(args, &["text", "k", "without", "definitions", "as_of", "source", "ref"])?;
+                known_args(args, &["text", "k", "without", "definitions", "features", "as_of", "source", "ref"])?;
                 let mut req = LocateRequest::new(str_arg(args, "text")?);
                 req.k = usize_arg(args, "k", 10, MAX_LOCATE_K)?;
+                req.features = usize_arg(args, "features", 0, crate::locate::request::MAX_LOCATE_FEATURES)?;
                 req.without = strings_arg(args, "without")?;
                 req.definitions = usize_arg(args, "definitions", 3, 20)?;
                 req.as_of = as_of.clone();

@@ -108,9 +108,16 @@ impl Locator {
         let without = req.validate()?;
         let model = model::LocateModel::current().map_err(|e| SearchError::RankModel(e.to_string()))?;
         let started = Instant::now();
+        let mut took = request::LocateTimings::default();
+        let mut lap = Instant::now();
+        let mut mark = |slot: &mut u64| {
+            *slot = lap.elapsed().as_millis() as u64;
+            lap = Instant::now();
+        };
         let pinned = self.retriever.current();
         let (index, _) = pinned.index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
         let graph = self.graphs.get(&index).await?;
+        mark(&mut took.graph_ms);
         let issue = text::read(&req.text);
         let on = |s: Signal| !without.contains(&s);
         let bm25_query = fuse::bm25_text(&issue);
@@ -118,6 +125,7 @@ impl Locator {
             (true, Some(embed)) => embed.embed(vec![issue.summary.clone()]).await?.into_iter().next(),
             _ => None,
         };
+        mark(&mut took.embed_ms);
         let (bm25_hits, vector_hits) = tokio::join!(
             async {
                 if on(Signal::Bm25) {
@@ -134,17 +142,20 @@ impl Locator {
             }
         );
         let (bm25_hits, vector_hits) = (bm25_hits?, vector_hits?);
+        mark(&mut took.retrieve_ms);
         let mut message_hits = Vec::new();
         if on(Signal::Messages) {
             for m in &issue.messages {
                 message_hits.push((m.clone(), index.fts_search(m, 30).await?));
             }
         }
+        mark(&mut took.messages_ms);
         let history = if on(Signal::Recency) || on(Signal::Cochange) {
             self.histories.get(&index).await?
         } else {
             Default::default()
         };
+        mark(&mut took.history_ms);
         let inputs = fuse::Inputs {
             issue: &issue,
             bm25: &bm25_hits,
@@ -153,11 +164,13 @@ impl Locator {
             history: &history,
         };
         let (files, features) = fuse::rank(&graph, &inputs, &without, model, req.k, req.definitions, req.features);
+        mark(&mut took.rank_ms);
         metrics::histogram!(crate::metrics::LOCATE_SECONDS).record(started.elapsed().as_secs_f64());
         Ok(LocateAnswer {
             files,
             features,
             signals: Signal::ALL.into_iter().filter(|s| on(*s)).collect(),
+            timings: took,
             took_ms: started.elapsed().as_millis() as u64,
         })
     }

@@ -112,6 +112,42 @@ pub struct LocateAnswer {
     pub features: Vec<super::features::CandidateFeatures>,
     /// Signals that contributed (after `without`).
     pub signals: Vec<Signal>,
+    /// Where the time went.
+    pub timings: LocateTimings,
     /// Milliseconds spent.
     pub took_ms: u64,
+}
+
+/// Milliseconds per step of a localization (the answer's `timings`): what dominates.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct LocateTimings {
+    /// Opening the version and its code graph (built on a version's first request, then cached).
+    pub graph_ms: u64,
+    /// Embedding the text for the vector signal.
+    pub embed_ms: u64,
+    /// BM25 and vector retrieval, side by side.
+    pub retrieve_ms: u64,
+    /// One BM25 search per error message of the text.
+    pub messages_ms: u64,
+    /// Reading the git history (cached per version).
+    pub history_ms: u64,
+    /// Signals, feature rows, the model and the graph walk.
+    pub rank_ms: u64,
+}
+
+impl LocateTimings {
+    /// `graph 12 ms, embedding 30 ms, …; most: embedding`.
+    pub fn describe(&self) -> String {
+        let parts = [
+            ("graph", self.graph_ms),
+            ("embedding", self.embed_ms),
+            ("retrieval", self.retrieve_ms),
+            ("messages", self.messages_ms),
+            ("history", self.history_ms),
+            ("ranking", self.rank_ms),
+        ];
+        let most = parts.iter().max_by_key(|(_, ms)| *ms).map_or("-", |(n, _)| *n);
+        let list: Vec<String> = parts.iter().map(|(n, ms)| format!("{n} {ms} ms")).collect();
+        format!("{}; most: {most}", list.join(", "))
+    }
 }

@@ -58,7 +58,7 @@ pub async fn locate(
             println!("      → {}:{}-{} {}", d.path, d.start_line, d.end_line, d.symbol.as_deref().unwrap_or(""));
         }
     }
-    eprintln!("{} ms", answer.took_ms);
+    eprintln!("{} ms ({})", answer.took_ms, answer.timings.describe());
     Ok(())
 }
 

@@ -139,6 +139,13 @@ fn the_code_graph_answers_with_cited_places_and_follows_edits() {
     let why = found["files"][0]["why"].to_string();
     assert!(why.contains("frame") && why.contains("message"), "{why}");
     assert_eq!(found["files"][0]["definitions"][0]["symbol"], "Engine.run", "{found}");
+    // Where the time went: each step's milliseconds, within the whole.
+    let t = &found["timings"];
+    let steps: u64 = ["graph_ms", "embed_ms", "retrieve_ms", "messages_ms", "history_ms", "rank_ms"]
+        .iter()
+        .map(|k| t[k].as_u64().unwrap_or_else(|| panic!("timings.{k}: {found}")))
+        .sum();
+    assert!(steps <= found["took_ms"].as_u64().unwrap() + 1, "{found}");
     // `context` takes localization's file ranking for an issue-like query (and says so), not
     // for a short question.
     let ctx = |q: &str| -> Value {
@@ -187,6 +194,14 @@ fn locate_and_graph_tools_over_http_and_mcp() {
     let v: Value = resp.json().unwrap();
     assert_eq!(v["files"][0]["path"], "pkg/core.py", "{v}");
     assert_eq!(v["files"].as_array().unwrap().len(), 3);
+    // The feature rows of the best candidates, when asked for (what the ranking model is fitted on).
+    let resp = d.post("/v1/locate", &json!({"text": "Engine.run raises ValueError", "k": 2, "features": 4}));
+    let v: Value = resp.json().unwrap();
+    let rows = v["features"].as_array().unwrap();
+    assert!(!rows.is_empty() && rows.len() <= 4, "{v}");
+    assert_eq!(rows[0]["path"], v["files"][0]["path"], "{v}");
+    assert!(rows[0]["features"].as_object().unwrap().keys().any(|k| k == "bm25" || k == "symbols"), "{v}");
+    assert!(d.post("/v1/locate", &json!({"text": "x", "features": 5000})).status().as_u16() == 400);
     for (path, body, status) in [
         ("/v1/locate", json!({"text": ""}), 400),
         ("/v1/locate", json!({"text": "a\u{0}b"}), 400),
