@@ -93,7 +93,8 @@ def issues_of(report, names):
     return out, missed
 
 
-def loss_grad_hess(w, data, lam):
+def loss_grad_hess(w, data, lam, derivatives=True):
+    """The mean listwise loss (and, with `derivatives`, its gradient and Hessian) at weights w."""
     f = len(w)
     loss, grad, hess, n = 0.0, np.zeros(f), np.zeros((f, f)), 0
     for _, x, y, _ in data:
@@ -105,13 +106,16 @@ def loss_grad_hess(w, data, lam):
             idx = np.concatenate(([g], np.flatnonzero(neg)))
             xs, ss = x[idx], s[idx]
             m = ss.max()
-            p = np.exp(ss - m)
-            p /= p.sum()
-            loss += -(ss[0] - m - np.log(np.exp(ss - m).sum()))
+            e = np.exp(ss - m)
+            z = e.sum()
+            loss += -(ss[0] - m - np.log(z))
+            n += 1
+            if not derivatives:
+                continue
+            p = e / z
             mean = p @ xs
             grad += mean - xs[0]
             hess += (xs * p[:, None]).T @ xs - np.outer(mean, mean)
-            n += 1
     n = max(n, 1)
     return loss / n + lam * w @ w, grad / n + 2 * lam * w, hess / n + 2 * lam * np.eye(f)
 
@@ -123,7 +127,7 @@ def fit(data, f, lam, steps=50):
         step = np.linalg.solve(h, g)
         t = 1.0
         while t > 1e-4:
-            if loss_grad_hess(w - t * step, data, lam)[0] <= loss - 1e-4 * t * (g @ step):
+            if loss_grad_hess(w - t * step, data, lam, derivatives=False)[0] <= loss - 1e-4 * t * (g @ step):
                 break
             t /= 2
         w = w - t * step
@@ -186,13 +190,13 @@ def main():
     _, lam, factors, cv = best
     fdata = scaled(data, names, factors)
     w = fit(fdata, len(names), lam)
-    boot = json.load(open(os.path.join(HERE, "locate_bootstrap.json")))["weights"]
-    wb = np.array([boot.get(n, 0.0) for n in names])
+    boot = json.load(open(os.path.join(HERE, "locate_bootstrap.json")))
+    wb = np.array([boot["weights"].get(n, 0.0) for n in names])
     print(f"\nchosen L2 {lam}, test/doc factors {factors}; weights (bootstrap beside):\n")
     print("| feature | fitted | bootstrap |\n|---|---:|---:|")
     for n, x, b in zip(names, w, wb):
         print(f"| {n} | {x:+.4f} | {b:+.2f} |")
-    boot_f = json.load(open(os.path.join(HERE, "locate_bootstrap.json"))).get("factors", {})
+    boot_f = boot.get("factors", {})
     tr = figures(w, fdata)
     bt = figures(wb, scaled(data, names, (boot_f.get("test", 1.0), boot_f.get("doc", 1.0))))
     print("\n| on the train candidates | Acc@1 | Acc@5 | Acc@10 | MRR@10 |\n|---|---|---|---|---|")

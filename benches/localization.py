@@ -149,7 +149,8 @@ def tag_of(commit):
 
 
 def query(args, db, tree, text, without, commit):
-    """Return (ranking, error, tokens used or None)."""
+    """Return (ranking, error, extra): extra holds the row's further fields (`tokens` used by a context,
+    `features` of a locate's candidates), empty when there are none."""
     text = text.replace("\0", "")
     if args.mode == "locate":
         cmd = [args.ctxd, "locate", "-", "--db", db, "--k", str(args.k), "--json", "--as-of", tag_of(commit)]
@@ -170,40 +171,36 @@ def query(args, db, tree, text, without, commit):
     try:
         r = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
-        return [], "timeout after 120 s", None
+        return [], "timeout after 120 s", {}
     if r.returncode != 0:
         lines = r.stderr.strip().splitlines() or ["(no stderr)"]
         errs = [l for l in lines if "error" in l.lower()]  # clap's last line is only "try '--help'"
-        return [], f"rc {r.returncode}: {(errs or lines)[-1].strip()}", None
+        return [], f"rc {r.returncode}: {(errs or lines)[-1].strip()}", {}
     try:
         out = json.loads(r.stdout)
-        tokens = None
+        extra = {}
         if args.mode == "context":
             items = sorted(out["blocks"], key=lambda b: b["relevance_rank"])
-            tokens = out["tokens_used"]
+            extra["tokens"] = out["tokens_used"]
         else:
             items = out["files"] if args.mode == "locate" else out["results"]
         ranking = dedup(norm(x["path"], tree) for x in items)
     except (ValueError, KeyError, TypeError) as e:
-            return [], f"bad output ({e}): {r.stdout[:200]!r}", None
+        return [], f"bad output ({e}): {r.stdout[:200]!r}", {}
     if args.mode == "locate" and out.get("features"):
         for c in out["features"]:
             c["path"] = norm(c["path"], tree)
-        tokens = {"features": out["features"]}
-    return ranking, None if ranking else "empty ranking", tokens
+        extra["features"] = out["features"]
+    return ranking, None if ranking else "empty ranking", extra
 
 
 def run_queries(args, repo, db, tree, c, issues, variants, results):
     for x in issues:
         for label, without in variants:
             t0 = time.time()
-            ranking, error, tokens = query(args, db, tree, x["query"], without, c)
+            ranking, error, extra = query(args, db, tree, x["query"], without, c)
             row = {"id": x["id"], "repo": repo, "commit": c, "gold": x["gold_files"], "category": x.get("category"),
-                   "ranking": ranking, "error": error, "query_s": round(time.time() - t0, 1)}
-            if isinstance(tokens, dict):
-                row["features"] = tokens["features"]
-            elif tokens is not None:
-                row["tokens"] = tokens
+                   "ranking": ranking, "error": error, "query_s": round(time.time() - t0, 1), **extra}
             results[label].append(row)
             hit = next((i + 1 for i, p in enumerate(ranking) if p in x["gold_files"]), None)
             msg = f"  FAIL {error}" if error and not ranking else ""

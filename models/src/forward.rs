@@ -308,11 +308,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
 impl ForwardReport {
     /// The figures as a Markdown table, one row per precision.
     pub fn table(&self) -> String {
-        let batches: Vec<usize> = self
-            .rows
-            .iter()
-            .find(|r| r.refused.is_none())
-            .map_or_else(Vec::new, |r| r.seq_per_s.iter().map(|(b, _)| *b).collect());
+        let batches = &self.batches;
         let heads: Vec<String> = batches.iter().map(|b| format!("batch {b}")).collect();
         let mut out = format!("ctxd forward pass: {}, {} tokens per sequence, sequences/s\n", self.model, self.seq_len);
         out += &format!(
@@ -377,5 +373,8 @@ mod tests {
         assert!(table.contains("| batch 32 | batch 128 |"), "{table}");
         assert!(table.contains("| cpu | onednn | f32 | 31 | 33 | 0.999999 / 1.000000 | - |"), "{table}");
         assert!(table.contains("| f16 | refused: precision 'f16' runs on cuda devices only |"), "{table}");
+        // A column per batch asked for, even when no precision ran.
+        let all_refused = ForwardReport { rows: report.rows.into_iter().skip(1).collect(), ..report };
+        assert!(all_refused.table().contains("| precision | batch 32 | batch 128 |"), "{}", all_refused.table());
     }
 }

@@ -5,16 +5,13 @@
 //! embedding service, a GPU the binary cannot use is refused in its row, and a bad flag exits 2.
 //! Needs the default model installed (`scripts/fetch-model.sh`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
+
+mod common;
 
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ctxd-forward")).args(args).output().expect("ctxd-forward runs")
-}
-
-fn manifest_dir() -> PathBuf {
-    // Read at run time: the test binary may run from another checkout than it was built in.
-    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }
 
 fn json(out: &Output) -> serde_json::Value {
@@ -25,7 +22,7 @@ fn json(out: &Output) -> serde_json::Value {
 
 #[test]
 fn start_line_figures_and_end_to_end_texts() {
-    let reference = manifest_dir().join("tests/fixtures/reference.json");
+    let reference = common::manifest_dir().join("tests/fixtures/reference.json");
     let texts = std::env::temp_dir().join(format!("ctxd-forward-texts-{}.jsonl", std::process::id()));
     let lines: Vec<String> =
         (0..12).map(|i| serde_json::to_string(&format!("def f{i}(x):\n    return x + {i}")).unwrap()).collect();

@@ -3,6 +3,8 @@
 //! Needs the default model installed (`scripts/fetch-model.sh`), and its f16 copy for the f16
 //! tests (`scripts/convert-f16.sh`).
 
+mod common;
+
 use ctxd_models::{
     bert::BertEmbedder, fast::FastBert, fast::Precision, loaded::LoadedModel, max_sim, resolve::resolve_model,
     resolve::DEFAULT_MODEL, service::EmbedService, service::EmbedServiceConfig, tokens::TokenCounter, Embedder,
@@ -194,7 +196,7 @@ fn fast_token_count_equals_the_tokenizer() {
     let files = resolve_model(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
     let counter = TokenCounter::from_model(&files).unwrap();
     assert!(counter.has_fast_path());
-    let manifest = manifest_dir();
+    let manifest = common::manifest_dir();
     let root = manifest.parent().unwrap();
     let mut texts: Vec<String> = vec![
         "".into(),
@@ -227,14 +229,6 @@ fn fast_token_count_equals_the_tokenizer() {
     for t in &texts {
         assert_eq!(counter.count(t), counter.exact(t), "count differs for {:?}", &t[..t.len().min(80)]);
     }
-}
-
-/// The package's directory: cargo's run-time `CARGO_MANIFEST_DIR` (right even when a cached test
-/// binary built from another checkout of the same sources is reused), else the build-time one.
-fn manifest_dir() -> std::path::PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
 }
 
 // The default model's f16 copy (`scripts/convert-f16.sh`): half the bytes, and the same vectors

@@ -20,9 +20,12 @@ use crate::graph::CodeGraph;
 /// BM25 chunk hits of one file that count towards [`Feature::Bm25Hits`].
 const HITS_COUNTED: usize = 10;
 
-/// Candidate files, each with its row.
-#[derive(Debug, Default)]
-pub struct Candidates {
+/// Candidate files of one text over one graph, each with its row.
+pub struct Candidates<'a> {
+    g: &'a CodeGraph,
+    issue: &'a Issue,
+    /// Whether the test/doc flags are set (`--without demote` leaves them zero).
+    demote: bool,
     rows: HashMap<usize, Row>,
 }
 
@@ -34,43 +37,48 @@ pub struct CandidateFeatures {
     pub features: std::collections::BTreeMap<&'static str, f64>,
 }
 
-impl Candidates {
+impl<'a> Candidates<'a> {
+    /// No candidates yet, for `issue` over `g`; `demote` sets the test/doc flags.
+    pub fn new(g: &'a CodeGraph, issue: &'a Issue, demote: bool) -> Self {
+        Self { g, issue, demote, rows: HashMap::new() }
+    }
+
     /// The row of file `f`, made with its text-independent features on first use.
-    fn row(&mut self, g: &CodeGraph, issue: &Issue, demote: bool, f: usize) -> &mut Row {
+    fn row(&mut self, f: usize) -> &mut Row {
+        let (g, issue, demote) = (self.g, self.issue, self.demote);
         self.rows.entry(f).or_insert_with(|| file_row(g, issue, demote, f))
     }
 
     /// Sets `feature` from a signal's scores, for every file they score.
-    pub fn set(&mut self, g: &CodeGraph, issue: &Issue, demote: bool, feature: Feature, scores: &Scores) {
+    pub fn set(&mut self, feature: Feature, scores: &Scores) {
         for (&f, &x) in &scores.score {
-            self.row(g, issue, demote, f)[feature as usize] = x;
+            self.row(f)[feature as usize] = x;
         }
     }
 
     /// Sets `feature` to 1/(1 + rank) of each file by `scores` (ties by file id).
-    pub fn set_rank(&mut self, g: &CodeGraph, issue: &Issue, demote: bool, feature: Feature, scores: &Scores) {
+    pub fn set_rank(&mut self, feature: Feature, scores: &Scores) {
         let mut order: Vec<(usize, f64)> = scores.score.iter().map(|(&f, &x)| (f, x)).collect();
         order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         for (rank, (f, _)) in order.into_iter().enumerate() {
-            self.row(g, issue, demote, f)[feature as usize] = 1.0 / (1.0 + rank as f64);
+            self.row(f)[feature as usize] = 1.0 / (1.0 + rank as f64);
         }
     }
 
     /// [`Feature::Bm25Hits`]: the share of the first chunk hits that fall in each file.
-    pub fn set_hit_share(&mut self, g: &CodeGraph, issue: &Issue, demote: bool, hits: &[Hit]) {
+    pub fn set_hit_share(&mut self, hits: &[Hit]) {
         let counted = hits.len().min(HITS_COUNTED * 5);
         if counted == 0 {
             return;
         }
         let mut per: HashMap<usize, usize> = HashMap::new();
         for h in &hits[..counted] {
-            if let Some(f) = g.file(&h.path) {
+            if let Some(f) = self.g.file(&h.path) {
                 *per.entry(f).or_default() += 1;
             }
         }
         for (f, n) in per {
-            self.row(g, issue, demote, f)[Feature::Bm25Hits as usize] =
-                n.min(HITS_COUNTED) as f64 / HITS_COUNTED as f64;
+            self.row(f)[Feature::Bm25Hits as usize] = n.min(HITS_COUNTED) as f64 / HITS_COUNTED as f64;
         }
     }
 
@@ -93,9 +101,10 @@ impl Candidates {
         self.rows.is_empty()
     }
 
-    /// Sets [`Feature::RecencyDebug`] from the recency feature where the text is a debugging text.
-    pub fn set_recency_debug(&mut self, debugging: bool) {
-        if debugging {
+    /// Sets [`Feature::RecencyDebug`] from the recency feature where the text is a debugging text
+    /// (a traceback or an error message).
+    pub fn set_recency_debug(&mut self) {
+        if !self.issue.frames.is_empty() || !self.issue.messages.is_empty() {
             for row in self.rows.values_mut() {
                 row[Feature::RecencyDebug as usize] = row[Feature::Recency as usize];
             }
@@ -103,10 +112,10 @@ impl Candidates {
     }
 
     /// The named features of file `f` (for the answer's `features`).
-    pub fn named(&self, g: &CodeGraph, f: usize, score: f64) -> Option<CandidateFeatures> {
+    pub fn named(&self, f: usize, score: f64) -> Option<CandidateFeatures> {
         let row = self.rows.get(&f)?;
         Some(CandidateFeatures {
-            path: g.files[f].clone(),
+            path: self.g.files[f].clone(),
             score,
             features: Feature::ALL
                 .iter()

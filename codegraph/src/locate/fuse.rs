@@ -76,7 +76,6 @@ pub fn rank(
     let g = &graph.code;
     let on = |s: Signal| !without.contains(&s);
     let issue = inputs.issue;
-    let demote = on(Signal::Demote);
     let mut parts: Vec<(Signal, Scores)> = Vec::new();
     if on(Signal::Paths) {
         parts.push((Signal::Paths, signals::paths(g, issue)));
@@ -90,28 +89,28 @@ pub fn rank(
     if on(Signal::Messages) {
         parts.push((Signal::Messages, signals::messages(g, inputs.messages)));
     }
-    let mut c = Candidates::default();
+    let mut c = Candidates::new(g, issue, on(Signal::Demote));
     if on(Signal::Bm25) {
         let scores = signals::aggregate(g, inputs.bm25);
-        c.set_rank(g, issue, demote, Feature::Bm25Rank, &scores);
-        c.set_hit_share(g, issue, demote, inputs.bm25);
+        c.set_rank(Feature::Bm25Rank, &scores);
+        c.set_hit_share(inputs.bm25);
         parts.push((Signal::Bm25, scores));
     }
     if on(Signal::Vector) {
         let scores = signals::aggregate(g, inputs.vector);
-        c.set_rank(g, issue, demote, Feature::VectorRank, &scores);
+        c.set_rank(Feature::VectorRank, &scores);
         parts.push((Signal::Vector, scores));
     }
     for (s, scores) in &parts {
         if let Some(f) = Feature::of_signal(*s) {
-            c.set(g, issue, demote, f, scores);
+            c.set(f, scores);
         }
     }
     let score = |row: &Row| model.score(row);
     // A later signal's scores join the rows and the parts `why` is told from.
     let mut join = |c: &mut Candidates, s: Signal, scores: Scores| {
         if let Some(f) = Feature::of_signal(s) {
-            c.set(g, issue, demote, f, &scores);
+            c.set(f, &scores);
         }
         parts.push((s, scores));
     };
@@ -145,10 +144,10 @@ pub fn rank(
         let candidates: Vec<usize> = c.files().collect();
         let scores = super::history_signals::recency(g, h, candidates.into_iter());
         join(&mut c, Signal::Recency, scores);
-        c.set_recency_debug(!issue.frames.is_empty() || !issue.messages.is_empty());
+        c.set_recency_debug();
     }
     let ranked = c.ranked(score);
-    let named = ranked.iter().take(features).filter_map(|&(f, x)| c.named(g, f, x)).collect();
+    let named = ranked.iter().take(features).filter_map(|&(f, x)| c.named(f, x)).collect();
     let files = ranked
         .into_iter()
         .take(k)
