@@ -42,7 +42,7 @@ MRR on the issues whose fix touches a file changed in the 30 days before the bas
 others (where the history signals should help).
 
     python3 benches/localization.py --ctxd BIN [--mode locate|search|context] [--budget B] [--assembly A] [--no-skeletons] [--ablate sig1,sig2]
-        [--without sig] [--repo owner/name] [--limit N] [--fresh] [--reuse] [--json OUT]
+        [--without sig] [--repo owner/name] [--limit N] [--per-repo N] [--max-repo-mb MB] [--fresh] [--reuse] [--json OUT]
 """
 import argparse, collections, json, os, shutil, subprocess, sys, time
 
@@ -57,6 +57,19 @@ def indexed(path):
 
 def git(gitdir, *args, **kw):
     return subprocess.run(["git", "--git-dir", gitdir, *args], check=True, capture_output=True, **kw).stdout
+
+
+def indexed_mb(gitdir, issues):
+    """MB of the indexed files at the latest base commit of `issues`."""
+    latest = max({x["base_commit"] for x in issues}, key=lambda c: int(git(gitdir, "log", "-1", "--format=%ct", c)))
+    size = 0
+    for rec in git(gitdir, "ls-tree", "-r", "-l", "-z", latest).split(b"\0"):
+        if rec:
+            meta, path = rec.split(b"\t", 1)
+            mode, kind, _, length = meta.decode().split()
+            if kind == "blob" and mode != "120000" and indexed(path.decode("utf-8", "surrogateescape")):
+                size += int(length)
+    return size / 1e6
 
 
 def sync_tree(gitdir, commit, tree, state_path):
@@ -248,6 +261,10 @@ def main():
                          "benches/fit_locate.py fits the ranking model on them)")
     ap.add_argument("--limit", type=int, help="only the first N issues (file order)")
     ap.add_argument("--repo", help="only this owner/name")
+    ap.add_argument("--max-repo-mb", type=float, help="leave out repositories whose indexed files at their latest "
+                    "selected base commit exceed N MB (their first index is most of the cost)")
+    ap.add_argument("--per-repo", type=int, help="only each repository's N issues with the latest base commits "
+                    "(fewer commits to index; ties broken by file order)")
     ap.add_argument("--fresh", action="store_true", help="delete the selected repos' db, tree and state first")
     ap.add_argument("--json", help="write per-issue rankings and metrics here")
     ap.add_argument("--no-history", action="store_true",
@@ -271,6 +288,20 @@ def main():
     by_repo = collections.defaultdict(list)
     for x in issues:
         by_repo[x["repo"]].append(x)
+    if args.per_repo:
+        for repo, xs in by_repo.items():
+            gitdir = os.path.join(args.mirrors, repo.replace("/", "+"), "repo")
+            when = {c: int(git(gitdir, "log", "-1", "--format=%ct", c)) for c in {x["base_commit"] for x in xs}}
+            keep = sorted(range(len(xs)), key=lambda i: (-when[xs[i]["base_commit"]], i))[: args.per_repo]
+            by_repo[repo] = [xs[i] for i in sorted(keep)]
+        issues = [x for x in issues if any(x is y for y in by_repo[x["repo"]])]
+    if args.max_repo_mb:
+        for repo in sorted(by_repo):
+            mb = indexed_mb(os.path.join(args.mirrors, repo.replace("/", "+"), "repo"), by_repo[repo])
+            if mb > args.max_repo_mb:
+                print(f"## {repo}: left out ({mb:.1f} MB indexed > --max-repo-mb {args.max_repo_mb})", flush=True)
+                del by_repo[repo]
+        issues = [x for x in issues if x["repo"] in by_repo]
 
     results = {label: [] for label, _ in variants}
     index_log = []
@@ -315,6 +346,9 @@ def main():
             # A tag per base commit: later runs query it as of the tag (`--reuse`).
             subprocess.run([args.ctxd, "snapshot", "tag", tag_of(c), "--db", db], capture_output=True)
             run_queries(args, repo, db, tree, c, commits[c], variants, results)
+        if args.json:  # the rows so far (a run cut short keeps them; the end rewrites it whole)
+            with open(args.json, "w") as f:
+                json.dump({"mode": args.mode, "partial": True, "runs": {l: {"issues": r} for l, r in results.items()}}, f)
 
     print("\n### index time per repo")
     for repo in sorted(by_repo):

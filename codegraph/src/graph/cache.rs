@@ -10,6 +10,7 @@ use std::time::Instant;
 use ctxd_index::store::Index;
 
 use super::build::build;
+use super::def_index::DefIndex;
 use super::rank::FileGraph;
 use super::CodeGraph;
 use ctxd_search::error::SearchError;
@@ -23,6 +24,8 @@ pub struct Graph {
     pub files: FileGraph,
     /// The graph's centrality (PageRank without seeds), per file.
     pub centrality: Vec<f64>,
+    /// The definitions as words (localization's `definitions` signal).
+    pub definitions: DefIndex,
     /// Milliseconds it took to load and build.
     pub build_ms: u64,
 }
@@ -58,7 +61,8 @@ impl GraphCache {
             let code = build(files, symbols, edges, versions);
             let files = FileGraph::new(&code);
             let centrality = files.pagerank(&[]);
-            Graph { code, files, centrality, build_ms: 0 }
+            let definitions = DefIndex::build(&code);
+            Graph { code, files, centrality, definitions, build_ms: 0 }
         })
         .await
         .map_err(|e| SearchError::BadRequest(format!("building the code graph failed: {e}")))?;

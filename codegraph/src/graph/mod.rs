@@ -16,13 +16,15 @@
 //!   files and test functions ([`is_test_path`]).
 //!
 //! [`build::build`] makes a [`CodeGraph`]; [`cache::GraphCache`] keeps one per index version (built
-//! in a blocking task, shared by every request of that version); [`tools`] answers
+//! in a blocking task, shared by every request of that version) with its [`def_index::DefIndex`]
+//! (the definitions as words, for localization); [`tools`] answers
 //! `find_references`, `callers`, `callees`, `imports`, `imported_by`; [`impact`] ranks what a
 //! change touches; [`rank`] is the file-level propagation (personalised PageRank) that
 //! localization and `repo_map` use; [`repo_map`] packs an aider-style map into a token budget.
 
 pub mod build;
 pub mod cache;
+pub mod def_index;
 pub mod impact;
 pub mod rank;
 pub mod repo_map;

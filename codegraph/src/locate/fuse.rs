@@ -2,7 +2,8 @@
 //! ([`super::model`]): each candidate file's feature row ([`super::features`]) — the text's
 //! signals (each in 0..=1), then personalised PageRank over the code graph from the best files by
 //! those (the file that defines what they use rises), then the history signals — scored by the
-//! model's weighted sum; and the definitions of each file most likely to change.
+//! model's weighted sum; and the definitions of each file most likely to change (named by the
+//! text, in its frames, matching its words, holding its best chunks).
 
 use std::collections::{HashMap, HashSet};
 
@@ -14,6 +15,7 @@ use super::request::LocatedFile;
 use super::signals::{self, Scores, Signal};
 use super::text::Issue;
 use crate::graph::cache::Graph;
+use crate::graph::def_index::{self, DefIndex};
 use crate::graph::{CodeGraph, Place};
 use ctxd_search::route::identifier_words;
 
@@ -101,6 +103,17 @@ pub fn rank(
         c.set_rank(Feature::VectorRank, &scores);
         parts.push((Signal::Vector, scores));
     }
+    let by_def =
+        if on(Signal::Definitions) { graph.definitions.score(&definition_query(issue)) } else { HashMap::new() };
+    if !by_def.is_empty() {
+        let mut scores = Scores::default();
+        for (f, (x, d)) in DefIndex::files(g, &by_def) {
+            let s = &g.symbols[d];
+            scores.add(f, x, || format!("{} {} (line {}) matches the text's words", s.kind, s.symbol, s.start_line));
+        }
+        c.set_rank(Feature::DefinitionsRank, &scores);
+        parts.push((Signal::Definitions, scores));
+    }
     for (s, scores) in &parts {
         if let Some(f) = Feature::of_signal(*s) {
             c.set(f, scores);
@@ -175,7 +188,7 @@ pub fn rank(
                 path: g.files[f].clone(),
                 score: (score * 1000.0).round() / 1000.0,
                 why: why.into_iter().map(|(_, w)| w).collect(),
-                definitions: definitions(g, f, inputs, defs),
+                definitions: definitions(g, f, inputs, &by_def, defs),
             }
         })
         .collect();
@@ -190,13 +203,28 @@ fn normalised(mut s: Scores) -> Scores {
     s
 }
 
+/// The words the definitions signal matches: the title's, then the prose's and the identifiers'.
+fn definition_query(issue: &Issue) -> HashMap<String, f64> {
+    let idents: Vec<&str> = issue.identifiers.iter().map(|(i, _)| i.as_str()).collect();
+    def_index::query(&issue.title, &format!("{}\n{}", issue.prose, idents.join(" ")))
+}
+
 /// The definitions of file `f` most likely to change: named by the text, holding traceback
-/// frames, or holding its best BM25/vector chunks.
-fn definitions(g: &CodeGraph, f: usize, inputs: &Inputs<'_>, n: usize) -> Vec<Place> {
+/// frames, matching its words (`by_def`, the definitions signal's scores), or holding its best
+/// BM25/vector chunks.
+fn definitions(g: &CodeGraph, f: usize, inputs: &Inputs<'_>, by_def: &HashMap<usize, f64>, n: usize) -> Vec<Place> {
     if n == 0 {
         return Vec::new();
     }
     let mut score: HashMap<usize, f64> = HashMap::new();
+    let best = g.by_file[f].iter().filter_map(|d| by_def.get(d)).copied().fold(0.0, f64::max);
+    if best > 0.0 {
+        for &d in &g.by_file[f] {
+            if let Some(x) = by_def.get(&d) {
+                *score.entry(d).or_default() += x / best;
+            }
+        }
+    }
     let path = &g.files[f];
     for (ident, w) in &inputs.issue.identifiers {
         let last = ident.rsplit(['.', ':']).next().unwrap_or(ident);
@@ -245,7 +273,8 @@ mod tests {
         ];
         let code = crate::graph::build::build(files, symbols, Vec::new(), (1, 1, 1));
         let files = FileGraph::new(&code);
-        Graph { centrality: vec![0.0; code.files.len()], code, files, build_ms: 0 }
+        let definitions = crate::graph::def_index::DefIndex::build(&code);
+        Graph { centrality: vec![0.0; code.files.len()], code, files, definitions, build_ms: 0 }
     }
 
     fn model(weights: &str) -> LocateModel {
@@ -278,6 +307,24 @@ mod tests {
         // Without the demotion the test file's flag is zero and it ties with the definition.
         let (_, features) = order(&by_symbol, &[Signal::Demote]);
         assert!(features.iter().all(|c| !c.features.contains_key("test")), "{features:?}");
+    }
+
+    #[test]
+    fn definitions_matching_the_words_rank_their_file_and_are_listed_under_it() {
+        let g = graph();
+        // No backticks, no path: only the definitions' words reach `parse_config`.
+        let issue =
+            crate::locate::text::read("Parsing the config crashes\n\nthe parser of configs fails on empty input");
+        let history = ctxd_index::history::History::default();
+        let inputs = Inputs { issue: &issue, bm25: &[], vector: &[], messages: &[], history: &history };
+        let m = model(r#""definitions": 1.0, "definitions_rank": 0.5"#);
+        let (files, features) = rank(&g, &inputs, &[], &m, 10, 1, 10);
+        assert_eq!(files[0].path, "pkg/core.py", "{files:?}");
+        assert_eq!(files[0].definitions[0].symbol.as_deref(), Some("parse_config"));
+        assert!(files[0].why[0].starts_with("definitions: function parse_config"), "{:?}", files[0].why);
+        assert_eq!(features[0].features.get("definitions_rank"), Some(&1.0));
+        let (_, features) = rank(&g, &inputs, &[Signal::Definitions], &m, 10, 1, 10);
+        assert!(features.iter().all(|c| !c.features.contains_key("definitions")), "{features:?}");
     }
 
     #[test]

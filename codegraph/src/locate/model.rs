@@ -4,8 +4,9 @@
 //! factor per flag it carries (`factors`: e.g. ×0.3 for a test file the text does not ask for —
 //! a demotion that scales with the score instead of subtracting a constant).
 //!
-//! Why a linear model: the training set is 238 issues on 30 repositories, a few thousand
-//! positive/negative file pairs in all. A weight per feature (≈ 20 numbers) fitted with a listwise
+//! Why a linear model: the training set is 238 issues on 30 repositories (the committed fit reads
+//! 95 of them on 26: `fit_locate.py`'s default subset), a few thousand positive/negative file pairs
+//! in all. A weight per feature (≈ 20 numbers) fitted with a listwise
 //! objective (the softmax over each issue's candidates, L2-regularised) cannot memorise it the way a
 //! tree ensemble with hundreds of leaves can; its weights read as the importance of each signal; and
 //! scoring a candidate is a dot product, so the daemon's answer time does not move.
@@ -51,10 +52,14 @@ pub enum Feature {
     Depth,
     /// ln(1 + definitions in the file) / 5.
     Size,
+    /// The definitions signal's score ([`Signal::Definitions`]).
+    Definitions,
+    /// 1/(1 + the file's rank) by the definitions signal.
+    DefinitionsRank,
 }
 
 /// How many features a row holds.
-pub const FEATURES: usize = 18;
+pub const FEATURES: usize = 20;
 
 /// One candidate's features, indexed by `Feature as usize`.
 pub type Row = [f64; FEATURES];
@@ -79,6 +84,8 @@ impl Feature {
         Feature::Init,
         Feature::Depth,
         Feature::Size,
+        Feature::Definitions,
+        Feature::DefinitionsRank,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -101,6 +108,8 @@ impl Feature {
             Feature::Init => "init",
             Feature::Depth => "depth",
             Feature::Size => "size",
+            Feature::Definitions => "definitions",
+            Feature::DefinitionsRank => "definitions_rank",
         }
     }
 
@@ -113,6 +122,7 @@ impl Feature {
             Feature::Messages => Signal::Messages,
             Feature::Bm25 | Feature::Bm25Rank | Feature::Bm25Hits => Signal::Bm25,
             Feature::Vector | Feature::VectorRank => Signal::Vector,
+            Feature::Definitions | Feature::DefinitionsRank => Signal::Definitions,
             Feature::Graph => Signal::Graph,
             Feature::Recency | Feature::RecencyDebug => Signal::Recency,
             Feature::Cochange => Signal::Cochange,

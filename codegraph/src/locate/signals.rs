@@ -10,6 +10,8 @@
 //! * [`Signal::Messages`] — files whose code contains an error message of the text verbatim;
 //! * [`Signal::Bm25`] and [`Signal::Vector`] — chunk hits aggregated to files (the best chunk
 //!   plus a share of the next ones);
+//! * [`Signal::Definitions`] — definitions whose names, parameters and docstrings match the
+//!   text's words ([`crate::graph::def_index`]), aggregated to files the same way;
 //! * [`Signal::Graph`] — personalised PageRank from the other signals' best files;
 //! * [`Signal::Recency`] and [`Signal::Cochange`] — the file's recent commits (see
 //!   [`super::history`]).
@@ -31,6 +33,8 @@ pub enum Signal {
     Messages,
     Bm25,
     Vector,
+    /// Definitions matching the text's words (see [`crate::graph::def_index`]).
+    Definitions,
     Graph,
     /// How recently a file changed (see [`super::history`]).
     Recency,
@@ -41,13 +45,14 @@ pub enum Signal {
 }
 
 impl Signal {
-    pub const ALL: [Signal; 10] = [
+    pub const ALL: [Signal; 11] = [
         Signal::Paths,
         Signal::Frames,
         Signal::Symbols,
         Signal::Messages,
         Signal::Bm25,
         Signal::Vector,
+        Signal::Definitions,
         Signal::Graph,
         Signal::Recency,
         Signal::Cochange,
@@ -62,6 +67,7 @@ impl Signal {
             Signal::Messages => "messages",
             Signal::Bm25 => "bm25",
             Signal::Vector => "vector",
+            Signal::Definitions => "definitions",
             Signal::Graph => "graph",
             Signal::Recency => "recency",
             Signal::Cochange => "cochange",
