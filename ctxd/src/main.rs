@@ -35,6 +35,7 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() {
     let cli = cli::Cli::parse();
+    quiet_on_closed_pipe(&cli.command);
     let filter = tracing_subscriber::EnvFilter::try_from_env("CTXD_LOG").unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(if cli.verbose { "debug" } else { "info,lance=warn,lancedb=warn" })
     });
@@ -45,6 +46,32 @@ fn main() {
     if let Err(err) = result {
         eprintln!("ctxd: error: {err:#}");
         std::process::exit(1);
+    }
+}
+
+/// A command that only reads and prints ends quietly when its output pipe closes
+/// (`ctxd snapshots --json | head`), as `cat` does, instead of panicking in `println!`: Rust
+/// ignores SIGPIPE, so the default action is restored for these commands. The daemon, MCP and
+/// indexing commands keep ignoring it (a client or child going away is handled, not fatal).
+fn quiet_on_closed_pipe(command: &Command) {
+    let prints_only = matches!(
+        command,
+        Command::Locate { .. }
+            | Command::History { .. }
+            | Command::Graph { .. }
+            | Command::Search { .. }
+            | Command::Context { .. }
+            | Command::Snapshots { .. }
+            | Command::Symbols { .. }
+            | Command::ListSymbols { .. }
+            | Command::GetSymbols { .. }
+    );
+    if prints_only {
+        // SAFETY: called first thing in `main`, before any thread is started; setting a
+        // signal's disposition to its default has no other precondition.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
     }
 }
 

@@ -133,6 +133,19 @@ fn index_search_then_edit_and_delete_while_serving() {
     assert_eq!(tagged["tags"], json!(["before-edits"]), "{snaps}");
     assert!(list.last().unwrap()["version"].as_u64().unwrap() > version, "the edits are newer versions");
     assert!(list.iter().all(|s| s["rows"].is_u64() && s["timestamp"].is_string()), "{snaps}");
+    // Printing into a pipe closed by its reader (`ctxd snapshots --json | head -c0`) ends quietly.
+    let mut child = ctxd()
+        .args(["snapshots", "--json", "--db"])
+        .arg(&db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "a closed pipe is not a panic: {stderr}");
+    assert!(out.status.code() != Some(101), "{:?}: {stderr}", out.status);
     // Arrow Flight with the real pyarrow client, and the table itself with lancedb/pylance.
     let rows = tagged["rows"].to_string();
     let out = python()
