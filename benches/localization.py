@@ -44,7 +44,7 @@ others (where the history signals should help).
     python3 benches/localization.py --ctxd BIN [--mode locate|search|context] [--budget B] [--assembly A] [--no-skeletons] [--ablate sig1,sig2]
         [--without sig] [--repo owner/name] [--limit N] [--per-repo N] [--max-repo-mb MB] [--fresh] [--reuse] [--json OUT]
 """
-import argparse, collections, json, os, shutil, subprocess, sys, time
+import argparse, collections, functools, json, os, shutil, subprocess, sys, time
 
 TOP_EXT = (".toml", ".cfg", ".ini", ".yaml", ".yml")
 
@@ -59,9 +59,15 @@ def git(gitdir, *args, **kw):
     return subprocess.run(["git", "--git-dir", gitdir, *args], check=True, capture_output=True, **kw).stdout
 
 
+@functools.cache
+def commit_time(gitdir, commit):
+    """Committer time of `commit` (seconds since the epoch)."""
+    return int(git(gitdir, "show", "-s", "--format=%ct", commit))
+
+
 def indexed_mb(gitdir, issues):
     """MB of the indexed files at the latest base commit of `issues`."""
-    latest = max({x["base_commit"] for x in issues}, key=lambda c: int(git(gitdir, "log", "-1", "--format=%ct", c)))
+    latest = max({x["base_commit"] for x in issues}, key=lambda c: commit_time(gitdir, c))
     size = 0
     for rec in git(gitdir, "ls-tree", "-r", "-l", "-z", latest).split(b"\0"):
         if rec:
@@ -291,10 +297,10 @@ def main():
     if args.per_repo:
         for repo, xs in by_repo.items():
             gitdir = os.path.join(args.mirrors, repo.replace("/", "+"), "repo")
-            when = {c: int(git(gitdir, "log", "-1", "--format=%ct", c)) for c in {x["base_commit"] for x in xs}}
-            keep = sorted(range(len(xs)), key=lambda i: (-when[xs[i]["base_commit"]], i))[: args.per_repo]
+            keep = sorted(range(len(xs)), key=lambda i: (-commit_time(gitdir, xs[i]["base_commit"]), i))[: args.per_repo]
             by_repo[repo] = [xs[i] for i in sorted(keep)]
-        issues = [x for x in issues if any(x is y for y in by_repo[x["repo"]])]
+        kept = {id(x) for xs in by_repo.values() for x in xs}
+        issues = [x for x in issues if id(x) in kept]
     if args.max_repo_mb:
         for repo in sorted(by_repo):
             mb = indexed_mb(os.path.join(args.mirrors, repo.replace("/", "+"), "repo"), by_repo[repo])
@@ -319,7 +325,7 @@ def main():
         commits = collections.defaultdict(list)
         for x in by_repo[repo]:
             commits[x["base_commit"]].append(x)
-        order = sorted(commits, key=lambda c: int(git(gitdir, "log", "-1", "--format=%ct", c)))
+        order = sorted(commits, key=lambda c: commit_time(gitdir, c))
         print(f"## {repo}: {len(by_repo[repo])} issues at {len(order)} commits", flush=True)
         tags = set()
         if args.reuse and os.path.isdir(db):
@@ -399,7 +405,7 @@ RECENT_DAYS = 30
 def gold_age_days(mirrors, issue):
     """Days from the last first-parent commit that changed a gold file to the issue's base commit."""
     gitdir = os.path.join(mirrors, issue["repo"].replace("/", "+"), "repo")
-    base = int(git(gitdir, "show", "-s", "--format=%ct", issue["base_commit"]).decode().strip())
+    base = commit_time(gitdir, issue["base_commit"])
     ages = []
     for g in issue["gold_files"]:
         last = git(gitdir, "log", "-1", "--first-parent", "--format=%ct", issue["base_commit"], "--", g).decode().strip()

@@ -2,13 +2,13 @@
 //! a developer reads when deciding where a change goes — its name, its enclosing class, the
 //! parameters of its signature, the first lines of its docstring and the words of its path —
 //! split into words (`parseConfigFile`, `parse_config_file` → `parse config file`) and scored
-//! against a text with BM25.
+//! against a text with BM25 ([`DefIndex::score`]).
 //!
 //! Chunk-level BM25 ([`ctxd_index`]'s full-text index) reads bodies: a long file with many
 //! mentions of a word wins. Here a definition is matched on what it is called and what it says
 //! it does, so an issue saying "the progress bar is not updated" reaches `update_progress_bar`
 //! even where the body never spells those words. `locate` aggregates the definitions' scores to
-//! files (the best definition plus a share of the next ones: [`DefIndex::files`]) as its
+//! files (the best definition plus a share of the next ones, as for chunk hits) as its
 //! `definitions` signal, and shows the definitions that ranked under each file.
 //!
 //! Built once per graph ([`super::cache`]), in memory: a posting list per word.
@@ -30,8 +30,6 @@ const MIN_DF_CUT: f64 = 20.0;
 const DOC_CHARS: usize = 300;
 /// A query word's weight at most (a word repeated through a long text counts a few times).
 const MAX_QUERY_WEIGHT: f64 = 3.0;
-/// The best definitions' shares in a file's score.
-const FILE_SHARES: [f64; 3] = [1.0, 0.3, 0.1];
 
 /// Words no definition is told apart by: English function words and the keywords of code.
 const STOP: &[&str] = &[
@@ -134,26 +132,6 @@ impl DefIndex {
         }
         out
     }
-
-    /// Definitions' scores aggregated to files: the best definition plus 0.3 and 0.1 of the next
-    /// two, normalised by the best file; each file with its best definition.
-    pub fn files(g: &CodeGraph, scores: &HashMap<usize, f64>) -> HashMap<usize, (f64, usize)> {
-        let mut per: HashMap<usize, Vec<(f64, usize)>> = HashMap::new();
-        for (&d, &x) in scores {
-            per.entry(g.symbol_file[d]).or_default().push((x, d));
-        }
-        let mut out: HashMap<usize, (f64, usize)> = HashMap::new();
-        for (f, mut list) in per {
-            list.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            let x = list.iter().zip(FILE_SHARES).map(|((x, _), w)| x * w).sum::<f64>();
-            out.insert(f, (x, list[0].1));
-        }
-        let max = out.values().map(|v| v.0).fold(0.0, f64::max);
-        if max > 0.0 {
-            out.values_mut().for_each(|v| v.0 /= max);
-        }
-        out
-    }
 }
 
 /// The query words of a text with their weights: the title's count twice, the rest once, each at
@@ -194,7 +172,7 @@ mod tests {
     }
 
     #[test]
-    fn a_definition_named_like_the_text_ranks_its_file_first() {
+    fn a_definition_named_like_the_text_scores_highest() {
         let files = vec!["pkg/ui.py".to_string(), "pkg/io.py".into(), "pkg/misc.py".into()];
         let mut syms =
             vec![def("update_progress_bar", "pkg/ui.py"), def("read_file", "pkg/io.py"), def("helper", "pkg/misc.py")];
@@ -203,11 +181,10 @@ mod tests {
         let idx = DefIndex::build(&g);
         assert_eq!(idx.len(), 3);
         let scores = idx.score(&query("Progress bar not updated", "when reading a big file the bar stays at 0"));
-        let by_file = DefIndex::files(&g, &scores);
-        let best = by_file.iter().max_by(|a, b| a.1 .0.total_cmp(&b.1 .0)).unwrap();
-        assert_eq!(g.files[*best.0], "pkg/ui.py");
-        assert_eq!(best.1 .0, 1.0, "normalised by the best file");
-        assert!(by_file.contains_key(&g.file("pkg/misc.py").unwrap()), "the docstring's word counts");
-        assert!(by_file[&g.file("pkg/misc.py").unwrap()].0 < 0.5);
+        let best = scores.iter().max_by(|a, b| a.1.total_cmp(b.1)).unwrap();
+        assert_eq!(g.symbols[*best.0].name, "update_progress_bar");
+        let misc = g.by_file[g.file("pkg/misc.py").unwrap()][0];
+        assert!(scores.contains_key(&misc), "the docstring's word counts");
+        assert!(scores[&misc] < 0.5 * best.1);
     }
 }

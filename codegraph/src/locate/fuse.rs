@@ -15,7 +15,7 @@ use super::request::LocatedFile;
 use super::signals::{self, Scores, Signal};
 use super::text::Issue;
 use crate::graph::cache::Graph;
-use crate::graph::def_index::{self, DefIndex};
+use crate::graph::def_index;
 use crate::graph::{CodeGraph, Place};
 use ctxd_search::route::identifier_words;
 
@@ -106,11 +106,7 @@ pub fn rank(
     let by_def =
         if on(Signal::Definitions) { graph.definitions.score(&definition_query(issue)) } else { HashMap::new() };
     if !by_def.is_empty() {
-        let mut scores = Scores::default();
-        for (f, (x, d)) in DefIndex::files(g, &by_def) {
-            let s = &g.symbols[d];
-            scores.add(f, x, || format!("{} {} (line {}) matches the text's words", s.kind, s.symbol, s.start_line));
-        }
+        let scores = signals::definitions(g, &by_def);
         c.set_rank(Feature::DefinitionsRank, &scores);
         parts.push((Signal::Definitions, scores));
     }

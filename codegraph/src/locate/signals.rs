@@ -235,29 +235,65 @@ fn short(s: &str) -> String {
     }
 }
 
-/// Chunk hits aggregated to files: the best chunk's score plus 0.3 and 0.1 of the next two,
-/// normalised by the best file.
+/// Chunk hits aggregated to files ([`best_plus_shares`]), each told by its best chunk's lines.
 pub fn aggregate(g: &CodeGraph, hits: &[Hit]) -> Scores {
-    let mut per: HashMap<usize, Vec<(f32, &Hit)>> = HashMap::new();
-    for h in hits {
-        if let Some(f) = g.file(&h.path) {
-            per.entry(f).or_default().push((h.score, h));
-        }
-    }
+    let scored = hits.iter().filter_map(|h| Some((g.file(&h.path)?, h.score as f64, h)));
     let mut s = Scores::default();
-    let mut raw: Vec<(usize, f64, &Hit)> = Vec::new();
+    for (f, score, best) in best_plus_shares(scored) {
+        s.add(f, score, || format!("lines {}-{}", best.start_line, best.end_line));
+    }
+    s
+}
+
+/// Definitions' scores (`by_def`, from [`crate::graph::def_index::DefIndex::score`]) aggregated
+/// to files ([`best_plus_shares`]; ties by definition id), each told by its best definition.
+pub fn definitions(g: &CodeGraph, by_def: &HashMap<usize, f64>) -> Scores {
+    let mut ids: Vec<usize> = by_def.keys().copied().collect();
+    ids.sort_unstable();
+    let mut s = Scores::default();
+    for (f, score, d) in best_plus_shares(ids.into_iter().map(|d| (g.symbol_file[d], by_def[&d], d))) {
+        let sym = &g.symbols[d];
+        s.add(f, score, || format!("{} {} (line {}) matches the text's words", sym.kind, sym.symbol, sym.start_line));
+    }
+    s
+}
+
+/// Scored items `(file, score, item)` aggregated to files: the best item's score plus 0.3 and 0.1
+/// of the next two (ties in input order), normalised by the best file; each file with its best item.
+fn best_plus_shares<T>(items: impl Iterator<Item = (usize, f64, T)>) -> Vec<(usize, f64, T)> {
+    let mut per: HashMap<usize, Vec<(f64, T)>> = HashMap::new();
+    for (f, x, item) in items {
+        per.entry(f).or_default().push((x, item));
+    }
+    let mut raw: Vec<(usize, f64, T)> = Vec::new();
     for (f, mut list) in per {
         list.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let score = list.iter().zip([1.0, 0.3, 0.1]).map(|((x, _), w)| *x as f64 * w).sum::<f64>();
-        raw.push((f, score, list[0].1));
+        let score = list.iter().zip([1.0, 0.3, 0.1]).map(|((x, _), w)| x * w).sum::<f64>();
+        raw.push((f, score, list.swap_remove(0).1));
     }
     let max = raw.iter().map(|r| r.1).fold(0.0, f64::max);
     if max <= 0.0 {
-        return s;
+        return Vec::new();
     }
-    for (f, score, best) in raw {
-        let lines = format!("{}-{}", best.start_line, best.end_line);
-        s.add(f, score / max, || format!("lines {lines}"));
+    raw.into_iter().map(|(f, score, item)| (f, score / max, item)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use crate::graph::build::{build, test_def};
+
+    #[test]
+    fn definitions_add_up_per_file_normalised_by_the_best_file() {
+        let files = vec!["a.py".to_string(), "b.py".into()];
+        let syms = vec![test_def("a.py", "one"), test_def("a.py", "two"), test_def("b.py", "three")];
+        let g = build(files, syms, vec![], (1, 1, 1));
+        let by_def: HashMap<usize, f64> = [(0, 2.0), (1, 1.0), (2, 2.0)].into();
+        let s = super::definitions(&g, &by_def);
+        let (a, b) = (g.file("a.py").unwrap(), g.file("b.py").unwrap());
+        assert_eq!(s.score[&a], 1.0, "best 2.0 plus 0.3 of 1.0: the best file");
+        assert!((s.score[&b] - 2.0 / 2.3).abs() < 1e-12, "{:?}", s.score);
+        assert!(s.why[&a].contains("function one (line 1)"), "{:?}", s.why);
     }
-    s
 }
