@@ -37,14 +37,19 @@ context), `R ctx` (their mean share) and mean tokens used. A query that
 fails or times out (120 s) counts as an empty ranking.
 
 Metrics: Acc@1/5/10 (ALL gold files within the top k), Recall@5/10 (mean fraction of gold files in
-the top k), MRR@10 (1/rank of the first gold file within 10, else 0), per-repo Acc@5, and Acc@1/5 and
+the top k), MRR@10 (1/rank of the first gold file within 10, else 0); at function level (`--mode locate`)
+fn Acc@5/10: every definition the fix edits (benches/gold_functions.py, from the fix commit in the mirror)
+among the first k definitions the answer lists (files in rank order, each file's definitions in order;
+`fn n` issues have such gold), per-repo Acc@5, and Acc@1/5 and
 MRR on the issues whose fix touches a file changed in the 30 days before the base commit against the
 others (where the history signals should help).
 
     python3 benches/localization.py --ctxd BIN [--mode locate|search|context] [--budget B] [--assembly A] [--no-skeletons] [--ablate sig1,sig2]
         [--without sig] [--repo owner/name] [--limit N] [--per-repo N] [--max-repo-mb MB] [--fresh] [--reuse] [--json OUT]
 """
-import argparse, collections, functools, json, os, shutil, subprocess, sys, time
+import argparse, collections, functools, json, os, re, shutil, subprocess, sys, time
+
+import gold_functions
 
 TOP_EXT = (".toml", ".cfg", ".ini", ".yaml", ".yml")
 
@@ -206,6 +211,8 @@ def query(args, db, tree, text, without, commit):
         ranking = dedup(norm(x["path"], tree) for x in items)
     except (ValueError, KeyError, TypeError) as e:
         return [], f"bad output ({e}): {r.stdout[:200]!r}", {}
+    if args.mode == "locate":  # the definitions in answer order: the function-level ranking
+        extra["definitions"] = [{**d, "path": norm(d["path"], tree)} for f in out["files"] for d in f.get("definitions", [])]
     if args.mode == "locate" and out.get("features"):
         for c in out["features"]:
             c["path"] = norm(c["path"], tree)
@@ -219,7 +226,7 @@ def run_queries(args, repo, db, tree, c, issues, variants, results):
             t0 = time.time()
             ranking, error, extra = query(args, db, tree, x["query"], without, c)
             row = {"id": x["id"], "repo": repo, "commit": c, "gold": x["gold_files"], "category": x.get("category"),
-                   "ranking": ranking, "error": error, "query_s": round(time.time() - t0, 1), **extra}
+                   "gold_functions": x.get("gold_functions", []), "ranking": ranking, "error": error, "query_s": round(time.time() - t0, 1), **extra}
             results[label].append(row)
             hit = next((i + 1 for i, p in enumerate(ranking) if p in x["gold_files"]), None)
             msg = f"  FAIL {error}" if error and not ranking else ""
@@ -236,17 +243,26 @@ def metrics(rows):
         for k in (5, 10):
             m[f"R@{k}"] += len(gold & set(rank[:k])) / len(gold)
         m["MRR@10"] += next((1 / (i + 1) for i, p in enumerate(rank[:10]) if p in gold), 0.0)
+        if row.get("gold_functions") and "definitions" in row:
+            m["fn n"] += 1
+            for k in (5, 10):
+                top = row["definitions"][:k]
+                m[f"fn Acc@{k}"] += all(any(gold_functions.matches(p, g) for p in top) for g in row["gold_functions"])
         if "tokens" in row:
             m["in context"] += gold <= set(rank)
             m["R ctx"] += len(gold & set(rank)) / len(gold)
             m["tokens"] += row["tokens"]
-    out = {key: round(v / n, 3) for key, v in m.items()}
+    fn = m.pop("fn n", 0)
+    out = {key: round(v / (fn if key.startswith("fn ") else n), 3) if fn or not key.startswith("fn ") else 0.0
+           for key, v in m.items()}
+    out["fn n"] = int(fn)
     out["n"], out["fail"] = len(rows), sum(1 for r in rows if r["error"])
     return out
 
 
 COLS = ("Acc@1", "Acc@5", "Acc@10", "R@5", "R@10", "MRR@10")
 CONTEXT_COLS = ("in context", "R ctx", "tokens")
+FN_COLS = ("fn n", "fn Acc@5", "fn Acc@10")  # function level: every edited definition in the first k listed
 
 
 def main():
@@ -309,6 +325,13 @@ def main():
                 del by_repo[repo]
         issues = [x for x in issues if x["repo"] in by_repo]
 
+    if args.mode == "locate":  # function-level gold from each fix commit (see gold_functions.py)
+        gold = gold_functions.cached(os.path.join(args.work, "gold-functions.json"), args.mirrors, issues)
+        for x in issues:
+            x["gold_functions"] = gold[x["id"]]["functions"]
+        print(f"function-level gold for {sum(1 for x in issues if x['gold_functions'])} of {len(issues)} issues",
+              flush=True)
+
     results = {label: [] for label, _ in variants}
     index_log = []
     for repo in sorted(by_repo):
@@ -362,7 +385,7 @@ def main():
         print(f"{repo}: {len(logs)} commits, {sum(l['index_s'] for l in logs):.1f}s, wrote "
               f"{sum(l['written'] for l in logs)}, deleted {sum(l['deleted'] for l in logs)}, "
               f"absent {sum(l['absent'] for l in logs)}, failed {sum(1 for l in logs if l['rc'])}")
-    cols = COLS + (CONTEXT_COLS if args.mode == "context" else ())
+    cols = COLS + {"context": CONTEXT_COLS, "locate": FN_COLS}.get(args.mode, ())
     budget = f", budget {args.budget}" if args.mode == "context" else ""
     print(f"\n### {args.mode} (k={args.k}{budget}, {len(issues)} issues)\n")
     print("| run | n | " + " | ".join(cols) + " | failures |")
@@ -372,7 +395,8 @@ def main():
         m = metrics(results[label])
         per_repo = {repo: metrics([r for r in results[label] if r["repo"] == repo]) for repo in sorted(by_repo)}
         report["runs"][label] = {"metrics": m, "per_repo": per_repo, "issues": results[label]}
-        print(f"| {label} | {m['n']} | " + " | ".join(f"{m.get(c, 0):.3f}" for c in cols) + f" | {m['fail']} |")
+        print(f"| {label} | {m['n']} | " + " | ".join(f"{m.get(c, 0)}" if c == "fn n" else f"{m.get(c, 0):.3f}" for c in cols)
+              + f" | {m['fail']} |")
     print("\n| repo | n | " + " | ".join(f"Acc@5 {label}" for label, _ in variants) + " |")
     print("|---|---|" + "---|" * len(variants))
     for repo in sorted(by_repo):
@@ -386,6 +410,13 @@ def main():
             cells = [metrics([r for r in results[label] if r.get("category") == cat]) for label, _ in variants]
             print(f"| {cat} | {cells[0]['n']} | " + " | ".join(
                 f"{c['Acc@1']:.3f} / {c['Acc@5']:.3f} / {c['MRR@10']:.3f}" for c in cells) + " |")
+    print("\n| text read as | n | " + " | ".join(f"Acc@1 / Acc@5 / MRR {label}" for label, _ in variants) + " |")
+    print("|---|---|" + "---|" * len(variants))
+    kinds = {x["id"]: text_kind(x["query"]) for x in issues}
+    for kind in TEXT_KINDS:
+        cells = [metrics([r for r in results[label] if kinds[r["id"]] == kind]) for label, _ in variants]
+        print(f"| {kind} | {cells[0]['n']} | " + " | ".join(
+            f"{c['Acc@1']:.3f} / {c['Acc@5']:.3f} / {c['MRR@10']:.3f}" for c in cells) + " |")
     # Issues whose fix touches a recently changed file (a gold file's last first-parent commit before
     # the base commit is at most RECENT_DAYS older than it): where the recency signal should help.
     recent = {x["id"] for x in issues if gold_age_days(args.mirrors, x) <= RECENT_DAYS}
@@ -400,6 +431,17 @@ def main():
 
 
 RECENT_DAYS = 30
+TEXT_KINDS = ("traceback", "error message", "prose")
+
+
+def text_kind(text):
+    """What the text gives locate to read: a traceback (frames: Python's `File "x", line N`, Java/JS
+    `at f(x.js:N)`), else an error message (`SomeError: …`, `raise SomeError`), else prose only."""
+    if re.search(r'File "[^"]+", line \d+|^\s+at \S+\(\S+:\d+', text, re.M):
+        return "traceback"
+    if re.search(r"\b[A-Z]\w*(Error|Exception|Warning)\b", text):
+        return "error message"
+    return "prose"
 
 
 def gold_age_days(mirrors, issue):
