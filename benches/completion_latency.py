@@ -11,9 +11,9 @@ time (an editor asks on every keystroke); the first request at each place is rep
 
     python3 benches/completion_latency.py [--ctxd BIN] [--db DIR] [--requests 500] [--keystrokes 1]
 """
-import argparse, glob, json, os, random, shutil, statistics, subprocess, time, urllib.request
+import argparse, glob, json, os, random, shutil, subprocess, time, urllib.request
 
-from ctxd_daemon import completion_bench_args, post, start_daemon
+from ctxd_daemon import completion_bench_args, percentiles, post, start_daemon
 
 
 def main():
@@ -95,14 +95,9 @@ def main():
                 if k == 0:
                     first.append(ms)
                 empty += not r["snippets"]
-        def report(name, xs):
-            xs = sorted(xs)
-            pct = lambda p: xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
-            print(f"{name}: {len(xs)} requests: p50 {pct(50):.1f} ms, p90 {pct(90):.1f} ms, p99 {pct(99):.1f} ms, "
-                  f"mean {statistics.mean(xs):.1f} ms")
-        report(f"all ({args.keystrokes} keystrokes per place)", lat)
+        print(f"all ({args.keystrokes} keystrokes per place): {len(lat)} requests: {percentiles(lat)}")
         if args.keystrokes > 1:
-            report("first keystroke at each place", first)
+            print(f"first keystroke at each place: {len(first)} requests: {percentiles(first)}")
         print(f"{empty} empty answers")
     finally:
         proc.terminate()

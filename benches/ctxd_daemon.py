@@ -1,5 +1,5 @@
-"""What the Python benches share: a free port, a JSON POST, and a `ctxd serve` started and
-waited for until /readyz answers 200."""
+"""What the Python benches share: a free port, a JSON POST, latency percentiles, and a `ctxd serve`
+started and waited for until /readyz answers 200."""
 import json, os, shutil, socket, subprocess, sys, time, urllib.request
 
 
@@ -15,6 +15,13 @@ def completion_bench_args(ap):
     ap.add_argument("--ctxd", default=default_ctxd())
     ap.add_argument("--db", default=os.path.expanduser("~/.cache/ctxd/bench-completion/db"))
     ap.add_argument("--src", default=os.path.expanduser("~/.cache/ctxd/bench-completion/src"))
+
+
+def percentiles(xs, ps=(50, 90, 99)):
+    """`p50 1.2 ms, p90 …, mean … ms` of the latencies `xs` (milliseconds)."""
+    xs = sorted(xs)
+    cells = [f"p{p} {xs[min(len(xs) - 1, int(p / 100 * len(xs)))]:.1f} ms" for p in ps]
+    return ", ".join(cells + [f"mean {sum(xs) / len(xs):.1f} ms"])
 
 
 def free_port():

@@ -190,6 +190,7 @@ pub(crate) struct RawServer {
     pub max_queued_queries: Key<usize>,
     pub queue_timeout_ms: Key<u64>,
     pub stale_answer_ms: Key<u64>,
+    pub mcp_tools: Key<String>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }

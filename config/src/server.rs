@@ -82,6 +82,10 @@ pub struct ServerConfig {
     /// While queries wait for a slot, a repeated search may be answered from an index version
     /// superseded at most this many milliseconds ago (the answer says `stale_ms`); 0: never.
     pub stale_answer_ms: u64,
+    /// The tools `POST /mcp` lists and answers: `minimal`, `standard`, `all` or tool names
+    /// separated by commas (`ctxd_serve::mcp_catalog::ToolPreset`; checked when the daemon
+    /// starts); a client may narrow it with `/mcp?tools=`.
+    pub mcp_tools: String,
 }
 
 /// `server.stale_answer_ms` by default: off — answers are always of the latest version unless an
@@ -110,6 +114,7 @@ impl Default for ServerConfig {
             max_queued_queries: 64,
             queue_timeout_ms: 2000,
             stale_answer_ms: DEFAULT_STALE_ANSWER_MS,
+            mcp_tools: "all".into(),
         }
     }
 }

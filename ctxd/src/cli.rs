@@ -461,6 +461,11 @@ pub enum Command {
         /// Config file (its [source] root enables check_index).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// The tools offered: minimal (get_context, locate, search), standard (+ symbols, references,
+        /// callers, impact, overview, check_index), all, or tool names separated by commas. Each
+        /// listed tool costs tokens in every agent request.
+        #[arg(long, default_value = "all")]
+        tools: ctxd_serve::mcp_catalog::ToolPreset,
         #[command(flatten)]
         model: ModelArgs,
     },

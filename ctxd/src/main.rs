@@ -149,7 +149,7 @@ async fn run(cli: Cli) -> Result<()> {
             cmd::admin::tag(&db, &name, version).await
         }
         Command::Snapshot { action: SnapshotAction::Untag { name, db } } => cmd::admin::untag(&db, &name).await,
-        Command::Mcp { db, root, config, model } => mcp::run(db, root, config, model).await,
+        Command::Mcp { db, root, config, tools, model } => mcp::run(db, root, config, tools, model).await,
         Command::Symbols { name, db, prefix, limit, json } => {
             cmd::query::symbols(&name, &db, prefix, limit, json).await
         }

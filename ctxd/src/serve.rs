@@ -18,6 +18,7 @@ use ctxd_search::sources::LiveAccess;
 use ctxd_serve::admission::{Admission, AdmissionLimits};
 use ctxd_serve::auth::{Auth, SourceTokens, Token};
 use ctxd_serve::mcp::McpServer;
+use ctxd_serve::mcp_catalog::ToolPreset;
 use ctxd_serve::state::AppState;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -278,7 +279,9 @@ fn query_surfaces(
     // The staleness check compares one root with the index: a configuration of one source.
     let check = (!reader && !cfg.source.is_object_store() && !cfg.has_named_sources())
         .then(|| crate::staleness::checker((**searcher).clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
-    let mcp = Arc::new(McpServer::new(assembler.clone(), check).with_access(access.clone()));
+    let preset: ToolPreset =
+        cfg.server.mcp_tools.parse().map_err(|e| anyhow::anyhow!("[server] mcp_tools in the config: {e}"))?;
+    let mcp = Arc::new(McpServer::new(assembler.clone(), check).with_access(access.clone()).with_tools(preset));
     let aggregator = Arc::new(aggregator(cfg, assembler.clone())?);
     Ok((assembler, mcp, aggregator))
 }

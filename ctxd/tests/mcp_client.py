@@ -1,6 +1,7 @@
 """Drives `ctxd mcp` (stdio) or a daemon's POST /mcp with the official MCP Python SDK.
 
     python mcp_client.py stdio <ctxd> <db> <root>
+    python mcp_client.py stdio-minimal <ctxd> <db> <root>    # `ctxd mcp --tools minimal`
     python mcp_client.py http <url> <token>
 
 Calls every tool, asserts on the answers and prints one JSON summary line for the Rust test.
@@ -97,9 +98,33 @@ async def exercise(session, changed_file=None):
     return out
 
 
+async def minimal(session):
+    """`--tools minimal`: three tools listed, the instructions name only them, others refused."""
+    init = await session.initialize()
+    names = [t.name for t in (await session.list_tools()).tools]
+    assert names == ["search", "get_context", "locate"], names
+    r = await session.call_tool("locate", {"text": "verify a password against the stored hash", "k": 3})
+    assert not r.is_error, text(r)
+    out = {"tools": names, "instructions": init.instructions, "locate_top": r.structured_content["files"][0]["path"]}
+    try:
+        r = await session.call_tool("callers", {"symbol": "verify_password"})
+        out["refused"] = text(r) if r.is_error else None
+    except Exception as e:  # a JSON-RPC error: the SDK's MCPError, its ErrorData in `error`
+        err = getattr(e, "error", None)
+        out["refused"] = err.message if err is not None else str(e)
+    return out
+
+
 async def main():
     mode = sys.argv[1]
-    if mode == "stdio":
+    if mode == "stdio-minimal":
+        ctxd, db, root = sys.argv[2:5]
+        params = StdioServerParameters(command=ctxd, args=["mcp", "--db", db, "--root", root, "--tools", "minimal"],
+                                       env={"CTXD_LOG": "warn"})
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                out = await minimal(session)
+    elif mode == "stdio":
         ctxd, db, root = sys.argv[2:5]
         params = StdioServerParameters(command=ctxd, args=["mcp", "--db", db, "--root", root],
                                        env={"CTXD_LOG": "warn"})

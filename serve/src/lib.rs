@@ -30,7 +30,7 @@ pub mod flight;
 pub mod graph_tools;
 pub mod http;
 pub mod mcp;
-mod mcp_catalog;
+pub mod mcp_catalog;
 mod mcp_http;
 pub mod metrics;
 mod query_handlers;

@@ -37,6 +37,7 @@ use ctxd_index::scope::SourceScope;
 use ctxd_search::search::{Mode, SearchRequest};
 
 pub use crate::mcp_catalog::tools;
+use crate::mcp_catalog::ToolPreset;
 
 /// Protocol versions this server speaks (newest first).
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -62,7 +63,21 @@ pub struct McpServer {
     access: ctxd_search::sources::LiveAccess,
     /// The sources the caller's token may read (`None`: all; stdio is the local user).
     allowed: Option<SourceScope>,
+    /// The tools listed and answered (`--tools`, `[server] mcp_tools`, `?tools=`).
+    preset: ToolPreset,
 }
+
+/// When to call which tool: the `initialize` answer's instructions, one line per offered tool.
+const WHEN: &[(&str, &str)] = &[
+    ("get_context", "get_context for a question about the code (cited blocks within a token budget)"),
+    ("locate", "locate first for an issue, a bug report or a stack trace: the files to change, with why"),
+    ("search", "search for ranked places matching words, a symbol or an error message"),
+    ("search_symbols", "search_symbols / get_symbol_source to find and read a definition by name"),
+    ("get_repo_overview", "get_repo_overview to orient in an unknown codebase"),
+    ("find_references", "find_references / callers before changing a definition's behaviour"),
+    ("impact", "impact on a diff: what a change reaches and which tests to run"),
+    ("check_index", "check_index when results look stale"),
+];
 
 fn text_result(text: String, structured: Option<Value>) -> Value {
     let mut r = json!({ "content": [{ "type": "text", "text": text }], "isError": false });
@@ -119,7 +134,35 @@ fn approx_tokens(s: &str) -> usize {
 impl McpServer {
     pub fn new(assembler: Arc<Assembler>, check: Option<CheckIndex>) -> Self {
         let graph = GraphTools::with_locator(assembler.locator().clone());
-        Self { assembler, check, graph, session: None, access: Default::default(), allowed: None }
+        Self {
+            assembler,
+            check,
+            graph,
+            session: None,
+            access: Default::default(),
+            allowed: None,
+            preset: ToolPreset::All,
+        }
+    }
+
+    /// The same server offering only `preset`'s tools.
+    pub fn with_tools(mut self, preset: ToolPreset) -> Self {
+        self.preset = preset;
+        self
+    }
+
+    /// The same server offering only the tools both its preset and `asked` allow (a client's
+    /// `?tools=` narrows what the operator configured, never widens it).
+    pub fn narrowed_to(mut self, asked: &ToolPreset) -> Self {
+        let offered = self.preset.tools();
+        let names = offered.iter().filter_map(|t| t["name"].as_str()).filter(|n| asked.allows(n));
+        self.preset = ToolPreset::Named(names.map(String::from).collect());
+        self
+    }
+
+    /// The tools offered.
+    pub fn preset(&self) -> &ToolPreset {
+        &self.preset
     }
 
     /// The same server checking `source` arguments against the configured source names.
@@ -170,16 +213,27 @@ impl McpServer {
                     "protocolVersion": version,
                     "capabilities": { "tools": { "listChanged": false } },
                     "serverInfo": { "name": "ctxd", "version": env!("CARGO_PKG_VERSION") },
-                    "instructions": "ctxd indexes this codebase. Use get_context for questions, search for \
-                        ranked places, search_symbols/get_symbol_source for definitions, get_repo_overview to orient, \
-                        check_index when results look stale."
+                    "instructions": self.instructions(),
                 })
             }
             "ping" => json!({}),
-            "tools/list" => json!({ "tools": tools() }),
+            "tools/list" => json!({ "tools": self.preset.tools() }),
             "tools/call" => {
                 let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
                 let args = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+                if !self.preset.allows(name) {
+                    let known = tools().iter().any(|t| t["name"] == name);
+                    let why = if known { "is not offered by this server" } else { "is unknown" };
+                    return Some(rpc_error(
+                        id,
+                        -32602,
+                        format!(
+                            "tool '{name}' {why} (tools: {}); start the server with --tools all, or name it in --tools \
+                             / [server] mcp_tools",
+                            self.preset
+                        ),
+                    ));
+                }
                 match self.call(name, &args).await {
                     Ok(r) => r,
                     Err(CallError::Unknown) => return Some(rpc_error(id, -32602, format!("unknown tool '{name}'"))),
@@ -189,6 +243,12 @@ impl McpServer {
             other => return Some(rpc_error(id, -32601, format!("method not found: {other}"))),
         };
         Some(json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+    }
+
+    /// One line per offered tool saying when to call it.
+    fn instructions(&self) -> String {
+        let lines: Vec<&str> = WHEN.iter().filter(|(t, _)| self.preset.allows(t)).map(|(_, when)| *when).collect();
+        format!("ctxd indexes this codebase. Use {}.", lines.join("; "))
     }
 
     async fn call(&self, name: &str, args: &Value) -> Result<Value, CallError> {

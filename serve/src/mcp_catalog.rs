@@ -2,6 +2,20 @@
 //! cost, so an agent can plan its context window) and argument schema — ctxd's own tools here,
 //! the symbol and graph tools from [`crate::symbol_tools`] and [`crate::graph_tools`], and the
 //! `source`/`ref` arguments every tool takes. The dispatcher is [`crate::mcp`].
+//!
+//! Every tool's description costs tokens in each request an agent makes, used or not, so a server
+//! can offer a subset ([`ToolPreset`]: `ctxd mcp --tools`, `[server] mcp_tools`, `POST /mcp?tools=`):
+//!
+//! | preset | tools | for |
+//! |---|---|---|
+//! | `minimal` | `get_context`, `locate`, `search` | an agent that asks questions and fixes issues |
+//! | `standard` | minimal + `search_symbols`, `get_symbol_source`, `get_repo_overview`, `check_index`, `find_references`, `callers`, `impact` | everyday coding: definitions, uses, what a change reaches |
+//! | `all` | every tool (the default) | agents that plan with the whole code graph and history |
+//!
+//! or a comma-separated list of tool names.
+
+use std::fmt;
+use std::str::FromStr;
 
 use serde_json::{json, Value};
 
@@ -90,4 +104,138 @@ pub fn tools() -> Vec<Value> {
         }
     }
     list
+}
+
+/// The tools of the `minimal` preset.
+const MINIMAL: &[&str] = &["get_context", "locate", "search"];
+/// The tools `standard` adds to `minimal`.
+const STANDARD_MORE: &[&str] = &[
+    "search_symbols",
+    "get_symbol_source",
+    "get_repo_overview",
+    "check_index",
+    "find_references",
+    "callers",
+    "impact",
+];
+
+/// Which tools a server lists (`tools/list`) and answers (`tools/call`); see the module docs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolPreset {
+    Minimal,
+    Standard,
+    #[default]
+    All,
+    /// These tools, by name (each one checked against the catalog).
+    Named(Vec<String>),
+}
+
+/// A `--tools` value that is neither a preset nor a list of known tool names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown MCP tool preset or tool '{given}': give minimal, standard, all, or tool names separated by commas ({known})")]
+pub struct UnknownTool {
+    pub given: String,
+    pub known: String,
+}
+
+impl FromStr for ToolPreset {
+    type Err = UnknownTool;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "minimal" => Ok(Self::Minimal),
+            "standard" => Ok(Self::Standard),
+            "all" | "" => Ok(Self::All),
+            list => {
+                let known: Vec<String> = tools().iter().filter_map(|t| t["name"].as_str().map(String::from)).collect();
+                let mut names = Vec::new();
+                for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    if !known.iter().any(|k| k == name) {
+                        return Err(UnknownTool { given: name.to_string(), known: known.join(", ") });
+                    }
+                    if !names.iter().any(|n| n == name) {
+                        names.push(name.to_string());
+                    }
+                }
+                Ok(Self::Named(names))
+            }
+        }
+    }
+}
+
+impl fmt::Display for ToolPreset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Minimal => f.write_str("minimal"),
+            Self::Standard => f.write_str("standard"),
+            Self::All => f.write_str("all"),
+            Self::Named(names) => f.write_str(&names.join(",")),
+        }
+    }
+}
+
+impl ToolPreset {
+    /// Whether `name` is one of this preset's tools.
+    pub fn allows(&self, name: &str) -> bool {
+        match self {
+            Self::Minimal => MINIMAL.contains(&name),
+            Self::Standard => MINIMAL.contains(&name) || STANDARD_MORE.contains(&name),
+            Self::All => true,
+            Self::Named(names) => names.iter().any(|n| n == name),
+        }
+    }
+
+    /// The catalog's tools this preset offers, in catalog order.
+    pub fn tools(&self) -> Vec<Value> {
+        tools().into_iter().filter(|t| t["name"].as_str().is_some_and(|n| self.allows(n))).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `tools/list` answer's size, in bytes and in estimated tokens (4 bytes a token, the usual
+    /// figure for English and JSON with LLM tokenizers; 3 for a pessimistic bound).
+    fn size(preset: &ToolPreset) -> (usize, usize) {
+        let bytes = serde_json::to_string(&json!({ "tools": preset.tools() })).unwrap().len();
+        (bytes, bytes.div_ceil(4))
+    }
+
+    #[test]
+    fn presets_list_their_tools_and_minimal_stays_small() {
+        let names =
+            |p: &ToolPreset| p.tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+        assert_eq!(names(&ToolPreset::Minimal), ["search", "get_context", "locate"]);
+        assert_eq!(
+            names(&ToolPreset::Standard).len(),
+            MINIMAL.len() + STANDARD_MORE.len(),
+            "{:?}",
+            names(&ToolPreset::Standard)
+        );
+        assert_eq!(names(&ToolPreset::All).len(), tools().len());
+        for p in [ToolPreset::Minimal, ToolPreset::Standard, ToolPreset::All] {
+            let (bytes, tokens) = size(&p);
+            println!("preset {p}: {} tools, tools/list {bytes} bytes, ~{tokens} tokens", p.tools().len());
+        }
+        // The issue's bound, even at a pessimistic 3 bytes a token.
+        assert!(size(&ToolPreset::Minimal).0.div_ceil(3) <= 1_500, "{:?}", size(&ToolPreset::Minimal));
+        assert!(size(&ToolPreset::Minimal).0 < size(&ToolPreset::Standard).0);
+        assert!(size(&ToolPreset::Standard).0 < size(&ToolPreset::All).0);
+    }
+
+    #[test]
+    fn a_list_of_names_is_checked_and_kept_in_catalog_order() {
+        let p: ToolPreset = " locate, callers ,locate".parse().unwrap();
+        assert_eq!(p, ToolPreset::Named(vec!["locate".into(), "callers".into()]));
+        assert!(p.allows("callers") && !p.allows("search"));
+        assert_eq!(p.to_string(), "locate,callers");
+        let names: Vec<_> = p.tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+        assert_eq!(names, ["locate", "callers"]);
+        let e = "locate,grep".parse::<ToolPreset>().unwrap_err();
+        assert_eq!(e.given, "grep");
+        assert!(e.to_string().contains("minimal, standard, all") && e.to_string().contains("find_references"), "{e}");
+        assert_eq!("".parse::<ToolPreset>().unwrap(), ToolPreset::All);
+        assert_eq!("standard".parse::<ToolPreset>().unwrap(), ToolPreset::Standard);
+    }
 }

@@ -1,14 +1,16 @@
 //! MCP's streamable HTTP transport on `POST /mcp`: JSON-RPC messages answered with
 //! `application/json` (notifications with 202), and the `Mcp-Session-Id` header: `initialize`
 //! issues one, and the requests that carry it are that session's (what `get_context` and
-//! `get_symbols` sent is not repeated). The tools themselves are [`crate::mcp`]'s.
+//! `get_symbols` sent is not repeated); `?tools=` narrows the tools offered. The tools themselves
+//! are [`crate::mcp`]'s.
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use crate::mcp_catalog::ToolPreset;
 use crate::reply::error;
 use crate::state::{AppState, CallerExt};
 
@@ -32,6 +34,13 @@ fn new_mcp_session_id() -> String {
     format!("mcp-{:016x}{:016x}", half(1), half(2))
 }
 
+/// `POST /mcp?tools=minimal`: a client narrows the tools the server offers ([`ToolPreset`]; it
+/// cannot widen what `[server] mcp_tools` allows).
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct McpQuery {
+    tools: Option<String>,
+}
+
 /// MCP's streamable HTTP transport, answering each JSON-RPC message (or batch) with
 /// `application/json`; notifications get 202. `initialize` issues an `Mcp-Session-Id`; the
 /// requests that carry it are that session's (what `get_context`/`get_symbols` sent is not
@@ -39,6 +48,7 @@ fn new_mcp_session_id() -> String {
 pub(crate) async fn mcp(
     State(state): State<AppState>,
     caller: CallerExt,
+    Query(query): Query<McpQuery>,
     headers: axum::http::HeaderMap,
     body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Response {
@@ -59,7 +69,13 @@ pub(crate) async fn mcp(
     };
     let issued = (given.is_none() && msg.get("method").and_then(serde_json::Value::as_str) == Some("initialize"))
         .then(new_mcp_session_id);
-    let server = (**server).clone().for_caller(caller.and_then(|c| c.0.sources));
+    let mut server = (**server).clone().for_caller(caller.and_then(|c| c.0.sources));
+    if let Some(asked) = query.tools.as_deref() {
+        match asked.parse::<ToolPreset>() {
+            Ok(asked) => server = server.narrowed_to(&asked),
+            Err(e) => return error(StatusCode::BAD_REQUEST, format!("?tools= {e}")),
+        }
+    }
     let reply = match given.as_ref().or(issued.as_ref()) {
         Some(id) => server.with_session(id.clone()).handle_message(msg).await,
         None => server.handle_message(msg).await,

@@ -252,4 +252,18 @@ fn locate_and_graph_tools_over_http_and_mcp() {
     assert_eq!(r["result"]["structuredContent"]["uses"][0]["in_symbol"], "Engine.run", "{r}");
     let r = call("locate", json!({"text": "  "}));
     assert_eq!(r["result"]["isError"], true, "{r}");
+    // `?tools=` narrows the tools a client is offered; an unknown name is refused.
+    let list: Value =
+        d.post("/mcp?tools=minimal", &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).json().unwrap();
+    let names: Vec<&str> =
+        list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["search", "get_context", "locate"], "{list}");
+    let msg = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                     "params": {"name": "callers", "arguments": {"symbol": "helper"}}});
+    let r: Value = d.post("/mcp?tools=locate,search", &msg).json().unwrap();
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("'callers' is not offered"), "{r}");
+    let resp = d.post("/mcp?tools=grep", &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    assert_eq!(resp.status().as_u16(), 400);
+    assert!(resp.text().unwrap().contains("unknown MCP tool preset or tool 'grep'"));
 }

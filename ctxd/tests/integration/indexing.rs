@@ -317,6 +317,11 @@ fn bad_arguments_fail_clearly_without_side_effects() {
     let out = ctxd().args(["config", "validate"]).arg(&bad).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
+    std::fs::write(&bad, "[source]\nroot = \".\"\n[server]\nmcp_tools = \"search,grep\"\n").unwrap();
+    let out = ctxd().args(["config", "validate"]).arg(&bad).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("server.mcp_tools") && err.contains("'grep'") && err.contains("minimal"), "{err}");
     // A GPU asked for by a binary built without CUDA: one sentence saying how to build one.
     if !cfg!(feature = "cuda") {
         let root = repo_root().join("examples/demo");

@@ -22,17 +22,19 @@ fn mcp_tools_over_stdio_and_http_behind_a_bearer_token_never_leak_outside_the_ro
     let summary = index_json(&root, &db);
     assert_eq!(summary["files_indexed"], 7, "symlinks out of the root are not followed: {summary}");
 
-    // MCP over stdio, driven by the official Python SDK.
-    let ctxd_bin = env!("CARGO_BIN_EXE_ctxd");
-    let out = python()
-        .arg(repo_root().join("ctxd/tests/mcp_client.py"))
-        .args(["stdio", ctxd_bin])
-        .arg(&db)
-        .arg(&root)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "mcp client: {}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(out.stdout.rsplit(|b| *b == b'\n').find(|l| !l.is_empty()).unwrap()).unwrap();
+    // MCP over stdio, driven by the official Python SDK: the client's one JSON summary line.
+    let stdio_client = |mode: &str| -> Value {
+        let out = python()
+            .arg(repo_root().join("ctxd/tests/mcp_client.py"))
+            .args([mode, env!("CARGO_BIN_EXE_ctxd")])
+            .arg(&db)
+            .arg(&root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mcp client {mode}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(out.stdout.rsplit(|b| *b == b'\n').find(|l| !l.is_empty()).unwrap()).unwrap()
+    };
+    let v = stdio_client("stdio");
     assert_eq!(v["search_top"], "src/auth.rs", "{v}");
     assert_eq!(v["locate_top"], "src/auth.rs", "{v}");
     assert!(v["context_citations"].as_array().unwrap().iter().any(|c| c.as_str().unwrap().starts_with("src/auth.rs:")));
@@ -52,6 +54,15 @@ fn mcp_tools_over_stdio_and_http_behind_a_bearer_token_never_leak_outside_the_ro
     assert_eq!(v["check_refresh"]["refreshed"]["files_indexed"], 1, "{v}");
     assert_eq!(v["check_after_refresh"]["stale"], false, "{v}");
     assert!(v["empty_query_error"].as_str().unwrap().contains("query"));
+
+    // `--tools minimal`: three tools, instructions naming only them, the others refused with the way out.
+    let v = stdio_client("stdio-minimal");
+    assert_eq!(v["tools"], json!(["search", "get_context", "locate"]), "{v}");
+    assert_eq!(v["locate_top"], "src/auth.rs", "{v}");
+    let instructions = v["instructions"].as_str().unwrap();
+    assert!(instructions.contains("locate first") && !instructions.contains("impact"), "{instructions}");
+    let refused = v["refused"].as_str().unwrap_or_default();
+    assert!(refused.contains("'callers' is not offered") && refused.contains("--tools all"), "{v}");
 
     // The daemon with a bearer token: everything but /healthz needs it.
     let token = "t0ken-for-the-test";
