@@ -19,7 +19,7 @@ use ctxd_serve::admission::{Admission, AdmissionLimits};
 use ctxd_serve::auth::{Auth, SourceTokens, Token};
 use ctxd_serve::mcp::McpServer;
 use ctxd_serve::mcp_catalog::ToolPreset;
-use ctxd_serve::state::AppState;
+use ctxd_serve::state::{AppState, ProgressFn};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::cli::{ModelArgs, Role};
@@ -146,7 +146,7 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         Role::Reader => open_reader(&cfg, model).await?,
         Role::Both | Role::Writer => open_writer(&cfg, &triggers).await?,
     };
-    let Opened { searcher, token_counter, ready, backend } = opened;
+    let Opened { searcher, token_counter, ready, progress, backend } = opened;
     let (stop_follow, follow_stopped) = tokio::sync::oneshot::channel::<()>();
     // SIGHUP never stops the daemon: a writer with a configuration file reloads its sources,
     // any other says there is nothing to reload.
@@ -188,6 +188,7 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         searcher,
         assembler,
         ready,
+        progress,
         prometheus: Some(prometheus),
         auth,
         access,
@@ -291,6 +292,8 @@ struct Opened {
     searcher: Arc<Searcher>,
     token_counter: ctxd_models::tokens::TokenCounter,
     ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// The first pass's progress (a writer), for `/v1/status`.
+    progress: Option<ProgressFn>,
     backend: Backend,
 }
 
@@ -331,10 +334,20 @@ async fn open_writer(cfg: &Config, triggers: &Triggers) -> Result<Opened> {
     let token_counter = engine.token_counter();
     let generation = Generation::start(engine)?;
     let tracker = generation.running.tracker();
-    when_ready(tracker.clone(), "initial scan committed");
+    when_ready(&generation.running, "initial scan is committed");
+    let first = generation.running.progress();
+    let progress: ProgressFn = Arc::new(move || {
+        let p = first.read();
+        let mut v = serde_json::to_value(p).unwrap_or_default();
+        v["files_per_sec"] = p.files_per_sec().into();
+        v["chunks_per_sec"] = p.chunks_per_sec().into();
+        v["secs_left"] = p.secs_left().into();
+        v
+    });
     let searcher = Arc::new(tuned(Searcher::new(generation.engine.index(), generation.engine.embedder()), cfg));
     let ready = Arc::new(move || tracker.is_ready());
-    Ok(Opened { searcher, token_counter, ready, backend: Backend::Writer { generation: Box::new(generation), lease } })
+    let backend = Backend::Writer { generation: Box::new(generation), lease };
+    Ok(Opened { searcher, token_counter, ready, progress: Some(progress), backend })
 }
 
 /// A serving process's searcher: `[server]`'s rescoring depth and stale answers while busy.
@@ -350,7 +363,7 @@ async fn open_reader(cfg: &Config, model: ModelArgs) -> Result<Opened> {
     let token_counter = opened.tokenizer().await?;
     let searcher = Arc::new(tuned(opened.searcher, cfg));
     metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
-    Ok(Opened { searcher, token_counter, ready: Arc::new(|| true), backend: Backend::Reader(model) })
+    Ok(Opened { searcher, token_counter, ready: Arc::new(|| true), progress: None, backend: Backend::Reader(model) })
 }
 
 /// A writer that lost its lease stops at once (exit code 75): another writer may already be

@@ -359,6 +359,11 @@ impl Running {
         self.tracker.is_ready()
     }
 
+    /// A live view of the run's counts: files done of those seen, chunks, rates, time left.
+    pub fn progress(&self) -> crate::progress::ProgressHandle {
+        crate::progress::ProgressHandle::new(self.counters.clone(), self.tracker.clone(), self.started)
+    }
+
     /// A handle to poll readiness from elsewhere (the HTTP server).
     pub fn tracker(&self) -> Tracker {
         self.tracker.clone()

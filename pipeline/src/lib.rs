@@ -18,7 +18,8 @@
 //! The daemon: [`engine`] opens model, index and state; [`daemon`] builds the ctxd graph
 //! `watch → load → chunk → embed → upsert` from a [`ctxd_config::Config`] and runs it one-shot
 //! (`ctxd index`) or as a daemon (`ctxd serve`); `source` drives the watcher or the object
-//! listing, `reconcile` removes what a completed start-up scan did not find.
+//! listing, `reconcile` removes what a completed start-up scan did not find; [`progress`] reads how
+//! far a run is (files, chunks, rates, time left).
 //!
 //! [`reembed`] re-embeds an index with another model into a second table and switches to it;
 //! `reembed::migrate` does so once for a table an older ctxd wrote; `reembed::shard` splits such a job over
@@ -31,6 +32,7 @@ pub mod error;
 mod freshness;
 mod history_recorder;
 pub mod metrics;
+pub mod progress;
 mod reconcile;
 pub mod reembed;
 pub mod runtime;

@@ -221,9 +221,14 @@ impl Tracker {
         self.scanned.send_replace(true);
     }
 
+    /// True once the source finished its initial pass (what it emitted may still be in flight).
+    pub fn is_scanned(&self) -> bool {
+        *self.scanned.borrow()
+    }
+
     /// True once the initial pass is done and everything it emitted has left the graph.
     pub fn is_ready(&self) -> bool {
-        *self.scanned.borrow() && self.in_flight() <= 0
+        self.is_scanned() && self.in_flight() <= 0
     }
 
     /// Waits until nothing is in flight, at most `limit`; false when it gave up.

@@ -136,7 +136,7 @@ async fn apply_sources(w: &mut Writer, fresh: Config, current: Generation) -> Ge
             searcher.switch(next.engine.index(), next.engine.embedder());
             access.set(access_of(&next_cfg));
             // The new pipeline's first pass: the ready gauge is 1 again once it is committed.
-            when_ready(next.running.tracker(), "the reloaded sources' initial pass committed");
+            when_ready(&next.running, "reloaded sources' initial pass is committed");
             *cfg = next_cfg;
             metrics::counter!(ctxd_pipeline::metrics::SOURCE_RELOADS_TOTAL, "result" => "applied").increment(1);
             tracing::info!(sources = ?names, "SIGHUP: the pipeline runs on the new sources");
@@ -160,11 +160,25 @@ async fn apply_sources(w: &mut Writer, fresh: Config, current: Generation) -> Ge
     }
 }
 
-/// Once the pipeline `tracker` counts has committed its initial pass (`what`): the ready gauge
-/// set, logged, and told to systemd.
-pub fn when_ready(tracker: ctxd_pipeline::runtime::Tracker, what: &'static str) {
+/// How often a pipeline's first pass logs its progress until it is committed.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Once `running` has committed its initial pass (`what`): the ready gauge set, logged, and told
+/// to systemd; until then its progress (files and chunks done, rates, time left) is logged every
+/// 10 s.
+pub fn when_ready(running: &ctxd_pipeline::daemon::Running, what: &'static str) {
+    let (tracker, progress) = (running.tracker(), running.progress());
     tokio::spawn(async move {
-        tracker.wait_ready().await;
+        let ready = tracker.wait_ready();
+        tokio::pin!(ready);
+        loop {
+            tokio::select! {
+                () = &mut ready => break,
+                () = tokio::time::sleep(PROGRESS_EVERY) => {
+                    tracing::info!("indexing until the {what}: {}", progress.read().describe());
+                }
+            }
+        }
         metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
         tracing::info!("ready: {what}");
         notify(&format!("STATUS=ready: {what}, watching for changes"));

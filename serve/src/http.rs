@@ -9,7 +9,7 @@
 //! | `POST /v1/aggregate` | `{query, budget, sources?, format?}` → blocks from several sources ([`crate::aggregate`]) |
 //! | `POST /v1/locate` | `{"text","k"?,"without"?}` (text ≤ 1 MB) → `{"files":[{path,score,why,definitions}]}` ([`ctxd_codegraph::locate`]) |
 //! | `POST /v1/graph/<tool>` | `find_references`, `callers`, `callees`, `imports`, `imported_by`, `impact`, `repo_map`, `history` with the MCP tool's arguments ([`ctxd_codegraph::tools`]) |
-//! | `GET /v1/status` | `{"version","ready","model"}` |
+//! | `GET /v1/status` | `{"version","ready","model","table"}`, a writer's first-scan `indexing` progress, `sources` |
 //! | `POST /mcp` | Model Context Protocol (JSON-RPC; see [`crate::mcp`], its HTTP transport in [`crate::mcp_http`]) |
 //! | `POST /v1/sources/{name}/poll` | a git source polls its refs now: a git host's push webhook (GitHub/GitLab signatures with `[server] webhook_secret_file`), see [`crate::webhook`] |
 //! | `GET /healthz` | 200 while the process serves requests |

@@ -24,12 +24,17 @@ pub type Poke = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
+/// Reads a pipeline's progress as JSON (`ctxd_pipeline::progress::IndexProgress` with its rates).
+pub type ProgressFn = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
 /// Shared state of the handlers.
 #[derive(Clone)]
 pub struct AppState {
     pub searcher: Arc<Searcher>,
     pub assembler: Arc<Assembler>,
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// How far the writer's first pass is (`/v1/status`'s `indexing`); none: a reader.
+    pub progress: Option<ProgressFn>,
     pub prometheus: Option<PrometheusHandle>,
     /// Bearer tokens required on every route but `/healthz` (none: open), each with the
     /// sources it may read ([`crate::auth`]).

@@ -35,7 +35,8 @@ pub(crate) async fn prometheus(State(state): State<AppState>) -> Response {
     }
 }
 
-/// `{"version","ready","model","table"}` (what an aggregator keys its cache on) and, in an
+/// `{"version","ready","model","table"}` (what an aggregator keys its cache on), a writer's
+/// `indexing` (its first pass: files seen and done, chunks, rates, `secs_left`) and, in an
 /// index of named sources, `sources`: `[{name, files, chunks}]` of the sources the caller's
 /// token may read (no other source is named).
 pub(crate) async fn status(State(state): State<AppState>, caller: CallerExt) -> Response {
@@ -50,6 +51,9 @@ pub(crate) async fn status(State(state): State<AppState>, caller: CallerExt) -> 
         "model": index.model_id(),
         "table": index.table_name(),
     });
+    if let Some(progress) = &state.progress {
+        body["indexing"] = progress();
+    }
     let access = state.access.get();
     if !access.known.is_empty() {
         let allowed = caller.as_ref().and_then(|c| c.sources.clone());

@@ -1,9 +1,16 @@
-//! `ctxd index`: one pass of the pipeline over a folder or bucket, then a summary.
+//! `ctxd index`: one pass of the pipeline over a folder or bucket, then a summary. While it works,
+//! its progress (files done of those found, chunks, rates, time left:
+//! [`ctxd_pipeline::progress`]) is shown on stderr — a live line on a terminal, a log line every
+//! 5 s otherwise (`CTXD_PROGRESS_MS`); stdout keeps only the summary (`--json` unchanged).
 
+use std::io::IsTerminal;
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use ctxd_pipeline::engine::Engine;
+use ctxd_pipeline::progress::ProgressHandle;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::ModelArgs;
 use crate::open::{build_config, termination};
@@ -48,7 +55,9 @@ pub async fn run(
         tracing::info!("stopping: draining in-flight files");
         let _ = kill.send(true);
     });
+    let shown = show_progress(running.progress());
     let summary = running.join().await;
+    shown.finish();
     lease.release().await;
     let summary = summary?;
     if json {
@@ -71,4 +80,57 @@ pub async fn run(
         );
     }
     Ok(())
+}
+
+/// A run's progress on stderr until [`Shown::finish`].
+struct Shown {
+    task: tokio::task::JoinHandle<()>,
+    bar: Option<ProgressBar>,
+}
+
+impl Shown {
+    fn finish(self) {
+        self.task.abort();
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// On a terminal, a live line (spinner until the total is known, then a bar) redrawn 4 times a
+/// second; otherwise a log line every 5 s (`CTXD_PROGRESS_MS` sets another interval; none for a
+/// run that ends sooner).
+fn show_progress(progress: ProgressHandle) -> Shown {
+    if !std::io::stderr().is_terminal() {
+        let every = std::env::var("CTXD_PROGRESS_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(5000).max(50);
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(every)).await;
+                tracing::info!("indexing: {}", progress.read().describe());
+            }
+        });
+        return Shown { task, bar: None };
+    }
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(4));
+    bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_msg}").expect("progress template"));
+    let shown = bar.clone();
+    let task = tokio::spawn(async move {
+        let mut counted = false;
+        loop {
+            let p = progress.read();
+            if p.scan_done && !counted {
+                counted = true;
+                bar.set_style(
+                    ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {wide_msg}")
+                        .expect("progress template")
+                        .progress_chars("=> "),
+                );
+            }
+            bar.set_length(p.files_seen);
+            bar.set_position(p.files_done);
+            bar.set_message(p.describe());
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+    Shown { task, bar: Some(shown) }
 }

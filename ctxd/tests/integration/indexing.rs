@@ -80,6 +80,12 @@ fn index_search_then_edit_and_delete_while_serving() {
     let daemon = Daemon::start(&root, &db);
     daemon.wait_ready();
     assert_eq!(daemon.get("/healthz").status().as_u16(), 200);
+    // The first scan's progress: every file it found is done (all unchanged since `ctxd index`).
+    let status: Value = daemon.get("/v1/status").json().unwrap();
+    let p = &status["indexing"];
+    assert_eq!(p["scan_done"], true, "{status}");
+    assert!(p["files_seen"].as_u64().unwrap() >= 9 && p["files_done"] == p["files_seen"], "{status}");
+    assert_eq!(p["secs_left"], 0.0, "{status}");
     // The first scrape of a daemon that just became ready (nothing changed, no query yet) has
     // every series the dashboards and alert rules read, and a description for every metric.
     let first = daemon.get("/metrics").text().unwrap();
@@ -298,6 +304,37 @@ fn sigterm_mid_ingest_then_restart_equals_uninterrupted_run() {
     let resumed = index_json(&root, &db);
     assert!(resumed["files_unchanged"].as_u64().unwrap() > 0, "{resumed}");
     assert_eq!(fingerprint(&db), want, "same index as the uninterrupted run after three SIGKILLs");
+}
+
+#[test]
+fn index_shows_its_progress_on_stderr_and_keeps_stdout_for_the_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("many");
+    std::fs::create_dir_all(&root).unwrap();
+    for i in 0..300 {
+        let body = format!(
+            "def handler_{i}(request):\n    \"\"\"Handle request number {i}.\"\"\"\n    return request.get({i})\n"
+        );
+        std::fs::write(root.join(format!("mod_{i}.py")), body).unwrap();
+    }
+    let out = ctxd()
+        .arg("index")
+        .arg(&root)
+        .arg("--db")
+        .arg(tmp.path().join("db"))
+        .arg("--json")
+        .env("CTXD_PROGRESS_MS", "50")
+        .env("CTXD_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("stdout is the JSON summary alone");
+    assert_eq!(summary["files_indexed"], 300, "{summary}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("indexing: ")).collect();
+    assert!(!lines.is_empty(), "no progress line in: {err}");
+    let last = lines.last().unwrap();
+    assert!(last.contains(" files") && last.contains(" chunks") && last.contains("chunks/s"), "{last}");
 }
 
 #[test]
