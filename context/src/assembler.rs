@@ -230,6 +230,7 @@ impl Assembler {
             merged,
             route: found.route,
             intent: found.intent,
+            index: found.index.clone(),
             located: prior.files,
             assembly,
             assembly_reason,

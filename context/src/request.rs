@@ -156,4 +156,8 @@ pub struct ContextResponse {
     pub themes: Vec<String>,
     /// The blocks rendered in `format`, concatenated.
     pub context: String,
+    /// The index version read, its commit time and the files changed since
+    /// ([`ctxd_index::stamp`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<ctxd_index::stamp::IndexStamp>,
 }

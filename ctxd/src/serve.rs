@@ -344,7 +344,11 @@ async fn open_writer(cfg: &Config, triggers: &Triggers) -> Result<Opened> {
         v["secs_left"] = p.secs_left().into();
         v
     });
-    let searcher = Arc::new(tuned(Searcher::new(generation.engine.index(), generation.engine.embedder()), cfg));
+    // Answers say how many files changed since the version they read: those in flight.
+    let pending = tracker.clone();
+    let searcher = Searcher::new(generation.engine.index(), generation.engine.embedder())
+        .with_changed_since(Arc::new(move || pending.in_flight().max(0) as u64));
+    let searcher = Arc::new(tuned(searcher, cfg));
     let ready = Arc::new(move || tracker.is_ready());
     let backend = Backend::Writer { generation: Box::new(generation), lease };
     Ok(Opened { searcher, token_counter, ready, progress: Some(progress), backend })

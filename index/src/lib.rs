@@ -44,6 +44,7 @@ pub mod session;
 pub mod snapshots;
 pub mod sql;
 pub mod staged;
+pub mod stamp;
 pub mod store;
 pub mod streams;
 pub mod symbols;

@@ -8,6 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use ctxd_index::stamp::{ChangedSince, IndexStamp};
 use ctxd_index::{scope::SourceScope, snapshots::AsOf, store::Index};
 use ctxd_models::service::EmbedService;
 
@@ -29,6 +30,8 @@ pub struct Retriever {
     pinned: Backend,
     /// The latest pair, shared by every clone.
     live: Arc<std::sync::RwLock<Backend>>,
+    /// Files changed since the last commit, where this process knows (a daemon's writer).
+    changed_since: Option<ChangedSince>,
 }
 
 /// What a retriever searches with; replaced whole on a model switch.
@@ -68,13 +71,32 @@ impl Retriever {
     /// bm25 and `vector` is refused.
     pub fn new(index: Arc<Index>, embed: Option<EmbedService>) -> Self {
         let pinned = Backend::new(index, embed);
-        Self { live: Arc::new(std::sync::RwLock::new(pinned.clone())), pinned }
+        Self { live: Arc::new(std::sync::RwLock::new(pinned.clone())), pinned, changed_since: None }
+    }
+
+    /// The same retriever stamping answers of the latest version with `changed` (files changed
+    /// since the last commit: a daemon's pipeline knows).
+    pub fn with_changed_since(mut self, changed: ChangedSince) -> Self {
+        self.changed_since = Some(changed);
+        self
+    }
+
+    /// The version an answer for `as_of` (the latest when `None`) reads, its commit time and,
+    /// for the latest where this process knows, the files changed since
+    /// ([`ctxd_index::stamp`]).
+    pub async fn stamp(&self, as_of: Option<&str>) -> Result<IndexStamp, SearchError> {
+        let (index, _) = self.index_as_of(as_of, None).await?;
+        let mut stamp = index.stamp().await?;
+        if as_of.is_none() {
+            stamp.changed_since = self.changed_since.as_ref().map(|count| count());
+        }
+        Ok(stamp)
     }
 
     /// This retriever pinned to the latest index and model.
     pub fn current(&self) -> Self {
         let pinned = self.live.read().unwrap_or_else(|e| e.into_inner()).clone();
-        Self { pinned, live: self.live.clone() }
+        Self { pinned, live: self.live.clone(), changed_since: self.changed_since.clone() }
     }
 
     /// Makes `index` and `embed` (a table of another model and that model) the ones every clone
@@ -183,7 +205,7 @@ impl Retriever {
             (Mode::Hybrid | Mode::Routed, Some(_)) => Route::Hybrid,
             (Mode::Bm25 | Mode::Hybrid | Mode::Routed, _) => Route::Bm25,
         };
-        Ok(SearchResponse { results: hits, version, route: Some(route), intent: None, stale_ms: None })
+        Ok(SearchResponse { results: hits, version, route: Some(route), intent: None, stale_ms: None, index: None })
     }
 }
 

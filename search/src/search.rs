@@ -199,6 +199,10 @@ pub struct SearchResponse {
     /// most `[server] stale_answer_ms`; see [`crate::answers`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_ms: Option<u64>,
+    /// The index version read, its commit time and the files changed since
+    /// ([`ctxd_index::stamp`]); set by [`crate::searcher::Searcher::search`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<ctxd_index::stamp::IndexStamp>,
 }
 
 #[cfg(test)]
@@ -223,6 +227,7 @@ mod tests {
             route: Some(Route::Symbol),
             intent: Some(Intent::FindDefinition),
             stale_ms: None,
+            index: None,
         };
         let json = serde_json::to_value(&resp).unwrap();
         assert_eq!(json, serde_json::json!({"results": [], "route": "symbol", "intent": "find-definition"}));

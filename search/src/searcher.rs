@@ -73,6 +73,13 @@ impl Searcher {
         self
     }
 
+    /// The same searcher stamping answers with the files changed since the last commit (see
+    /// [`Retriever::stamp`]).
+    pub fn with_changed_since(mut self, changed: ctxd_index::stamp::ChangedSince) -> Self {
+        self.core = self.core.with_changed_since(changed);
+        self
+    }
+
     /// The load this searcher sheds work under.
     pub fn pressure(&self) -> &Pressure {
         &self.routing.pressure
@@ -167,14 +174,19 @@ impl Searcher {
         req.validate()?;
         // One index and model for the whole request, even if a model switch lands meanwhile.
         let pinned = self.current();
+        // The version read and how fresh it is; a kept answer of the same epoch read the same
+        // version, and is stamped again (the files changed since move on).
+        let stamp = pinned.core.stamp(req.as_of.as_deref()).await?;
+        let stamped = |answer: SearchResponse| SearchResponse { index: Some(stamp.clone()), ..answer };
         let Some((epoch, key)) = pinned.answer_key(req).await? else {
-            return Ok(pinned.search_uncached(req).await?.0);
+            return Ok(stamped(pinned.search_uncached(req).await?.0));
         };
         let pressure = &self.routing.pressure;
         if let Some(hit) = self.answers.get(&epoch, &key, pressure.queued() > 0) {
-            return Ok(hit);
+            return Ok(stamped(hit));
         }
         let (answer, full) = pinned.search_uncached(req).await?;
+        let answer = stamped(answer);
         self.answers.put(&epoch, key, Arc::new(answer.clone()), full);
         Ok(answer)
     }

@@ -87,6 +87,16 @@ fn text_result(text: String, structured: Option<Value>) -> Value {
     r
 }
 
+/// `text` after a one-line note when the answer's index (`index`, an
+/// [`ctxd_index::stamp::IndexStamp`]) misses files changed since its version.
+fn noted(text: String, index: Option<&Value>) -> String {
+    let stamp = index.and_then(|v| serde_json::from_value::<ctxd_index::stamp::IndexStamp>(v.clone()).ok());
+    match stamp.and_then(|s| s.stale_note()) {
+        Some(note) => format!("{note}\n\n{text}"),
+        None => text,
+    }
+}
+
 fn tool_error(message: String) -> Value {
     json!({ "content": [{ "type": "text", "text": message }], "isError": true })
 }
@@ -295,7 +305,7 @@ impl McpServer {
                     .call(tool, args, scope.as_ref())
                     .await
                     .map(|v| {
-                        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+                        let text = noted(serde_json::to_string_pretty(&v).unwrap_or_default(), v.get("index"));
                         text_result(text, Some(v))
                     })
                     .map_err(|e| e.to_string()),
@@ -345,7 +355,8 @@ impl McpServer {
         if text.is_empty() {
             text = format!("no results for '{query}'");
         }
-        Ok(text_result(text, Some(serde_json::to_value(&resp).unwrap_or_default())))
+        let v = serde_json::to_value(&resp).unwrap_or_default();
+        Ok(text_result(noted(text, v.get("index")), Some(v)))
     }
 
     async fn context(&self, args: &Value, source: Option<SourceScope>) -> Result<Value, String> {
@@ -374,13 +385,14 @@ impl McpServer {
             "already_sent": resp.already_sent, "session": resp.session,
             "route": resp.route, "intent": resp.intent,
             "assembly": resp.assembly, "assembly_reason": resp.assembly_reason, "themes": resp.themes,
+            "index": resp.index,
         });
         let text = if resp.blocks.is_empty() && resp.already_sent.is_empty() {
             format!("nothing relevant to '{query}' in the index")
         } else {
             resp.context
         };
-        Ok(text_result(text, Some(summary)))
+        Ok(text_result(noted(text, summary.get("index")), Some(summary)))
     }
 
     async fn symbols(&self, args: &Value, source: Option<SourceScope>) -> Result<Value, String> {
@@ -592,5 +604,17 @@ mod tests {
         assert_eq!(top_folder("src/index/store/a.rs"), "src/index/");
         assert_eq!(top_folder("src/a.rs"), "src/");
         assert_eq!(top_folder("README.md"), "./");
+    }
+
+    #[test]
+    fn an_answer_from_a_stale_index_says_so_in_its_first_line() {
+        let stale = json!({"version": 9, "committed_at": "2026-11-27T02:00:00.000Z", "changed_since": 2});
+        let text = noted("1. src/a.rs:1-3".into(), Some(&stale));
+        let (first, rest) = text.split_once("\n\n").unwrap();
+        assert!(first.starts_with("note: 2 files changed since this index version (9,"), "{text}");
+        assert_eq!(rest, "1. src/a.rs:1-3");
+        let fresh = json!({"version": 9, "committed_at": "2026-11-27T02:00:00.000Z", "changed_since": 0});
+        assert_eq!(noted("x".into(), Some(&fresh)), "x");
+        assert_eq!(noted("x".into(), None), "x");
     }
 }

@@ -115,6 +115,7 @@ impl Locator {
             lap = Instant::now();
         };
         let pinned = self.retriever.current();
+        let stamp = pinned.stamp(req.as_of.as_deref()).await?;
         let (index, _) = pinned.index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
         let graph = self.graphs.get(&index).await?;
         mark(&mut took.graph_ms);
@@ -172,6 +173,7 @@ impl Locator {
             signals: Signal::ALL.into_iter().filter(|s| on(*s)).collect(),
             timings: took,
             took_ms: started.elapsed().as_millis() as u64,
+            index: Some(stamp),
         })
     }
 }

@@ -116,6 +116,10 @@ pub struct LocateAnswer {
     pub timings: LocateTimings,
     /// Milliseconds spent.
     pub took_ms: u64,
+    /// The index version read, its commit time and the files changed since
+    /// ([`ctxd_index::stamp`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<ctxd_index::stamp::IndexStamp>,
 }
 
 /// Milliseconds per step of a localization (the answer's `timings`): what dominates.

@@ -113,6 +113,17 @@ fn index_search_then_edit_and_delete_while_serving() {
     });
     let (_, v) = daemon.search(json!({"query": "fibonacci numbers sequence", "k": 1, "mode": "vector"}));
     assert_eq!(v["results"][0]["path"], "lib/cache.py", "{v}");
+    // Every answer says which version it read, when that was committed, and (a daemon's writer
+    // knows) how many files changed since: none once the edit is in.
+    let stamp = &v["index"];
+    assert!(stamp["version"].as_u64().unwrap() > version, "{v}");
+    assert!(stamp["committed_at"].as_str().unwrap().ends_with('Z'), "{v}");
+    assert_eq!(stamp["changed_since"], 0, "{v}");
+    let context: Value = daemon.post("/v1/context", &json!({"query": "fibonacci", "budget": 300})).json().unwrap();
+    assert_eq!(context["index"]["version"], stamp["version"], "{context}");
+    let located: Value = daemon.post("/v1/locate", &json!({"text": "fibonacci numbers are wrong"})).json().unwrap();
+    assert_eq!(located["index"]["version"], stamp["version"], "{located}");
+    assert_eq!(located["index"]["changed_since"], 0, "{located}");
 
     std::fs::remove_file(root.join("web/api.ts")).unwrap();
     wait_for("the deletion to be reflected", Duration::from_secs(120), || {
@@ -132,7 +143,11 @@ fn index_search_then_edit_and_delete_while_serving() {
             .args(["search", "fetchUserProfile", "--mode", "bm25", "--json", "--as-of", "before-edits", "--db"])
             .arg(&db),
     );
-    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["results"][0]["path"], "web/api.ts", "{out}");
+    let cli: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(cli["results"][0]["path"], "web/api.ts", "{out}");
+    // The CLI reads the tagged version; it runs no pipeline, so the files changed since are unknown.
+    assert_eq!(cli["index"]["version"], version, "{out}");
+    assert!(cli["index"].get("changed_since").is_none(), "{out}");
     let snaps: Value = serde_json::from_str(&run_ok(ctxd().args(["snapshots", "--json", "--db"]).arg(&db))).unwrap();
     let list = snaps["snapshots"].as_array().unwrap();
     let tagged = list.iter().find(|s| s["version"] == version).unwrap();

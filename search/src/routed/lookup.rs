@@ -117,6 +117,7 @@ pub(crate) async fn symbol_search(core: &Retriever, req: &SearchRequest) -> Resu
             })
             .collect(),
         version,
+        index: None,
         route: Some(Route::Symbol),
         intent: Some(a.intent),
         stale_ms: None,

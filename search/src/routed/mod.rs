@@ -160,8 +160,14 @@ impl Routing {
         let results = capped(fused, &filter, &named, req.k, req.max_per_file);
         metrics::counter!(crate::metrics::ROUTE_QUERIES_TOTAL, "route" => a.route.as_str(), "intent" => a.intent.as_str())
             .increment(1);
-        let response =
-            SearchResponse { results, version, route: Some(a.route), intent: Some(a.intent), stale_ms: None };
+        let response = SearchResponse {
+            results,
+            version,
+            route: Some(a.route),
+            intent: Some(a.intent),
+            stale_ms: None,
+            index: None,
+        };
         Ok(Routed { response, full })
     }
 }
