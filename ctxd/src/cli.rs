@@ -469,6 +469,9 @@ pub enum Command {
         #[command(flatten)]
         model: ModelArgs,
     },
+    /// Connect a coding agent: write or merge its MCP configuration (and, with --instructions, when
+    /// to call which tool). Idempotent; --print shows the change, --remove undoes it.
+    Setup(crate::setup::SetupArgs),
     /// Run the daemon: index, watch for changes, serve HTTP.
     Serve {
         /// Config file (TOML, see configs/ctxd.toml).

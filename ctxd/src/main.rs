@@ -18,6 +18,8 @@ mod reembed;
 mod reload;
 mod serve;
 mod session_file;
+mod setup;
+mod setup_clients;
 mod staleness;
 
 use anyhow::Result;
@@ -150,6 +152,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Snapshot { action: SnapshotAction::Untag { name, db } } => cmd::admin::untag(&db, &name).await,
         Command::Mcp { db, root, config, tools, model } => mcp::run(db, root, config, tools, model).await,
+        Command::Setup(args) => setup::run(args),
         Command::Symbols { name, db, prefix, limit, json } => {
             cmd::query::symbols(&name, &db, prefix, limit, json).await
         }

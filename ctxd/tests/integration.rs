@@ -33,5 +33,7 @@ mod roles;
 mod search;
 #[path = "integration/sessions.rs"]
 mod sessions;
+#[path = "integration/setup.rs"]
+mod setup;
 #[path = "integration/sources.rs"]
 mod sources;
