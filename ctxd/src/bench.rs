@@ -21,7 +21,7 @@ use ctxd_stages::load::{load, LoadConfig, LoadOutcome};
 use ctxd_stages::state::FileState;
 use ctxd_stages::watch::Scanner;
 
-use crate::cli::ModelArgs;
+use crate::model_args::ModelArgs;
 use crate::open::{build_config, start_model};
 
 pub async fn run(

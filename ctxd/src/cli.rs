@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::model_args::ModelArgs;
+
 /// ctxd: ranked, cited, always-fresh context for coding agents, IDEs and RAG apps.
 #[derive(Debug, Parser)]
 #[command(name = "ctxd", version, about)]
@@ -13,62 +15,6 @@ pub struct Cli {
     pub verbose: bool,
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// Model selection shared by the commands that embed.
-#[derive(Debug, Args, Clone, Default)]
-pub struct ModelArgs {
-    /// Embedding model: a Hugging Face id or a local directory (default: the index's model,
-    /// else sentence-transformers/all-MiniLM-L6-v2).
-    #[arg(long, env = "CTXD_MODEL")]
-    pub model: Option<String>,
-    /// Where the model runs: auto (the GPU when this binary has cuda and one answers, else the
-    /// cpu; the default), cpu or cuda:N (cuda needs a scripts/build-cuda.sh build).
-    #[arg(long, env = "CTXD_DEVICE")]
-    pub device: Option<String>,
-    /// Matmul precision: auto (bf16 where native and faster, else f32; f16 on a GPU), f32,
-    /// bf16 (refused on a CPU without native bf16), f16 (cuda only).
-    #[arg(long, env = "CTXD_PRECISION")]
-    pub precision: Option<String>,
-    /// Embedding backend: auto, onednn (fast CPU path) or candle.
-    #[arg(long, env = "CTXD_BACKEND")]
-    pub backend: Option<String>,
-    /// Embedding worker threads (0 = one per core).
-    #[arg(long, env = "CTXD_EMBED_THREADS")]
-    pub threads: Option<usize>,
-}
-
-impl ModelArgs {
-    /// The runtime settings from the flags over the defaults, validated.
-    pub fn runtime(&self) -> anyhow::Result<ctxd_models::runtime::Runtime> {
-        let mut cfg = ctxd_config::ModelConfig::default();
-        self.apply(&mut cfg);
-        let rt = cfg.runtime();
-        let errs = rt.validate();
-        if !errs.is_empty() {
-            anyhow::bail!("invalid model settings: {}", errs.join("; "));
-        }
-        Ok(rt)
-    }
-
-    /// Applies the flags given on the command line over `cfg`.
-    pub fn apply(&self, cfg: &mut ctxd_config::ModelConfig) {
-        if let Some(m) = &self.model {
-            cfg.name = m.clone();
-        }
-        if let Some(d) = &self.device {
-            cfg.device = d.clone();
-        }
-        if let Some(p) = &self.precision {
-            cfg.precision = p.clone();
-        }
-        if let Some(b) = &self.backend {
-            cfg.backend = b.clone();
-        }
-        if let Some(t) = self.threads {
-            cfg.threads = t;
-        }
-    }
 }
 
 /// `ctxd snapshot ...`.
@@ -469,6 +415,10 @@ pub enum Command {
         #[command(flatten)]
         model: ModelArgs,
     },
+    /// Say what is wrong: the model, the CPU backend, the index (versions, fragments, vector index),
+    /// the writer lease, the sources and files changed since the last commit; each finding with its
+    /// fix. Exit status 1 when something is broken.
+    Doctor(crate::cmd::doctor::DoctorArgs),
     /// Connect a coding agent: write or merge its MCP configuration (and, with --instructions, when
     /// to call which tool). Idempotent; --print shows the change, --remove undoes it.
     Setup(crate::setup::SetupArgs),

@@ -13,6 +13,7 @@ mod cli;
 mod cmd;
 mod forward_bench;
 mod mcp;
+mod model_args;
 mod open;
 mod reembed;
 mod reload;
@@ -153,6 +154,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Snapshot { action: SnapshotAction::Untag { name, db } } => cmd::admin::untag(&db, &name).await,
         Command::Mcp { db, root, config, tools, model } => mcp::run(db, root, config, tools, model).await,
         Command::Setup(args) => setup::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args).await,
         Command::Symbols { name, db, prefix, limit, json } => {
             cmd::query::symbols(&name, &db, prefix, limit, json).await
         }

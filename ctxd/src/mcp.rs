@@ -7,7 +7,7 @@ use anyhow::Result;
 use ctxd_serve::mcp::McpServer;
 use ctxd_serve::mcp_catalog::ToolPreset;
 
-use crate::cli::ModelArgs;
+use crate::model_args::ModelArgs;
 use crate::open::{build_config, open_assembler};
 use crate::staleness::checker;
 

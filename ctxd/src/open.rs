@@ -15,7 +15,7 @@ use ctxd_models::{resolve::DEFAULT_MODEL, service::EmbedService, service::EmbedS
 use ctxd_roles::reader::{Opening, Reopen};
 use ctxd_search::searcher::Searcher;
 
-use crate::cli::ModelArgs;
+use crate::model_args::ModelArgs;
 
 /// The URI of an existing index at `db` (a local directory must exist).
 pub fn existing_db(db: &Path) -> Result<String> {
@@ -118,7 +118,8 @@ pub async fn start_model(spec: &str, model: &ModelArgs) -> Result<(EmbedService,
     Ok(started)
 }
 
-async fn index_model_spec(index: &ctxd_index::store::Index) -> Result<String> {
+/// The model spec an index was embedded with (the default for an index without one).
+pub(crate) async fn index_model_spec(index: &ctxd_index::store::Index) -> Result<String> {
     let id = index.model_id();
     if id.is_empty() || id == ctxd_index::NO_MODEL {
         return Ok(DEFAULT_MODEL.to_string());

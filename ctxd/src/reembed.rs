@@ -10,7 +10,7 @@ use ctxd_pipeline::reembed::{
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::ModelArgs;
+use crate::model_args::ModelArgs;
 
 /// An indicatif bar on stderr: rows done of the pass, rows/s, time left.
 struct Bar(Mutex<Option<ProgressBar>>);

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use ctxd_config::Config;
 
-use crate::cli::ModelArgs;
+use crate::model_args::ModelArgs;
 
 /// What `ctxd serve` re-reads on `SIGHUP`: the file and the command-line overrides.
 #[derive(Clone)]

@@ -22,7 +22,8 @@ use ctxd_serve::mcp_catalog::ToolPreset;
 use ctxd_serve::state::{AppState, ProgressFn};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::cli::{ModelArgs, Role};
+use crate::cli::Role;
+use crate::model_args::ModelArgs;
 use crate::open::{build_config, termination};
 
 /// Installs the Prometheus recorder (histograms with buckets for every `*_seconds` metric).

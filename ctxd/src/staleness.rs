@@ -18,7 +18,11 @@ use serde_json::{json, Value};
 const MAX_LISTED: usize = 50;
 
 /// Files of `root` changed since the index's last commit: (modified, added, removed).
-async fn stale_files(index: &Index, root: &Path, db: &Path) -> Result<(Vec<String>, Vec<String>, Vec<String>, Value)> {
+pub(crate) async fn stale_files(
+    index: &Index,
+    root: &Path,
+    db: &Path,
+) -> Result<(Vec<String>, Vec<String>, Vec<String>, Value)> {
     let snaps = index.snapshots().await?;
     let last = snaps.last();
     let committed: Option<SystemTime> = last

@@ -15,6 +15,8 @@ mod assembly;
 mod bench;
 #[path = "integration/deploy.rs"]
 mod deploy;
+#[path = "integration/doctor.rs"]
+mod doctor;
 #[path = "integration/git.rs"]
 mod git;
 #[path = "integration/graph.rs"]

@@ -9,7 +9,7 @@ use ctxd_context::assembly::Assembly;
 use ctxd_context::eval::{evaluate, evaluate_context, read_queries};
 use ctxd_search::search::Mode;
 
-use crate::cli::ModelArgs;
+use crate::model_args::ModelArgs;
 use crate::open::open_read;
 
 /// The context-assembly part of an evaluation: budgets and the strategies run at each.

@@ -11,7 +11,8 @@ use ctxd_codegraph::graph::tools::{self, FileAnswer, SymbolAnswer};
 use ctxd_codegraph::locate::request::LocateRequest;
 use ctxd_codegraph::tools::GraphTools;
 
-use crate::cli::{FileArgs, GraphAction, ModelArgs, SymbolArgs};
+use crate::cli::{FileArgs, GraphAction, SymbolArgs};
+use crate::model_args::ModelArgs;
 use crate::open::{open_index, open_searcher};
 
 /// Reads `text`, or stdin when it is `-`.

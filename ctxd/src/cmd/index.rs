@@ -12,7 +12,7 @@ use ctxd_pipeline::engine::Engine;
 use ctxd_pipeline::progress::ProgressHandle;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::ModelArgs;
+use crate::model_args::ModelArgs;
 use crate::open::{build_config, termination};
 
 pub async fn run(

@@ -10,7 +10,7 @@ use ctxd_context::symbols::{GetSymbolsRequest, ListSymbolsRequest};
 use ctxd_search::search::{Mode, SearchRequest};
 use ctxd_search::searcher::Searcher;
 
-use crate::cli::ModelArgs;
+use crate::model_args::ModelArgs;
 use crate::open::{open_assembler, open_index, open_searcher};
 use crate::session_file::SessionFile;
 

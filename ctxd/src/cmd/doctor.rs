@@ -1,0 +1,214 @@
+//! `ctxd doctor`: one command that says what is wrong, each finding with a one-line fix.
+//!
+//! Checks, in order (each independent; a failing one does not hide the others):
+//! 1. **config** (`--config`): it parses and its values are valid;
+//! 2. **cpu** and **model**: oneDNN loads and the instruction set it runs (bf16 native or not);
+//!    the model the index (or `--model`, else the default) uses resolves, loads, and embeds a
+//!    text — the backend and precision it picked are reported;
+//! 3. **index** (`--db`, or the config's `[index] db`): it opens; its version, chunks, versions on
+//!    disk and fragments (many fragments: compaction pending), whether it has a vector index;
+//! 4. **writer**: whether a writer (a daemon, a `ctxd index`) holds the index's lease now;
+//! 5. **sources** (`--config`): each opens (a folder readable, a git repository and its refs, a
+//!    bucket reachable with its credentials);
+//! 6. **freshness** (a folder source): files modified, added or removed since the last commit.
+//!
+//! Output: one line per finding, `ok`, `warn` or `BROKEN`, the fix after `→`; `--json` prints
+//! `{"findings":[{check,status,detail,fix}],"broken"}`. Exit status 1 when something is broken.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+use serde::Serialize;
+
+use crate::model_args::ModelArgs;
+
+/// `ctxd doctor`'s arguments.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The index to check (default: the config's [index] db).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// The config whose sources, index and model are checked.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Print the findings as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Status {
+    Ok,
+    Warn,
+    Broken,
+}
+
+#[derive(Debug, Serialize)]
+struct Finding {
+    check: &'static str,
+    status: Status,
+    detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<String>,
+}
+
+/// Fragments above which a compaction is worth running.
+const MANY_FRAGMENTS: usize = 64;
+
+/// Runs the checks, prints the findings; an error (exit 1) when one is broken.
+pub async fn run(a: DoctorArgs) -> Result<()> {
+    let mut out = Vec::new();
+    let mut add = |check, status, detail: String, fix: Option<&str>| {
+        out.push(Finding { check, status, detail, fix: fix.map(str::to_string) })
+    };
+    let cfg = match &a.config {
+        None => None,
+        Some(file) => match ctxd_config::Config::load_with_env(Some(file)) {
+            Ok(cfg) => {
+                add("config", Status::Ok, format!("{} is valid", file.display()), None);
+                Some(cfg)
+            }
+            Err(e) => {
+                let fix = "correct the key it names (`ctxd config validate FILE` checks it again)";
+                add("config", Status::Broken, format!("{}: {e}", file.display()), Some(fix));
+                None
+            }
+        },
+    };
+    let db = a.db.clone().or_else(|| cfg.as_ref().map(|c| c.index.db.clone()));
+    let index = match &db {
+        None => None,
+        Some(db) => match crate::open::open_index(db).await {
+            Ok(index) => Some(index),
+            Err(e) => {
+                let fix = "give the --db of an index, or create one with `ctxd index PATH --db DIR`";
+                add("index", Status::Broken, format!("{}: {e:#}", db.display()), Some(fix));
+                None
+            }
+        },
+    };
+
+    // The CPU path: oneDNN found and the instruction set it runs (else the portable candle path).
+    match tokio::task::spawn_blocking(ctxd_models::dnnl::Dnnl::load).await? {
+        Ok(dnnl) => add("cpu", Status::Ok, format!("oneDNN loads; {}", dnnl.bf16_reason()), None),
+        Err(e) => add(
+            "cpu",
+            Status::Warn,
+            format!("no oneDNN, embedding takes the slower portable path: {e}"),
+            Some("run scripts/fetch-onednn.sh, or set CTXD_DNNL_LIB to a libdnnl.so.3"),
+        ),
+    }
+
+    // The model: the index's, else --model, else the default.
+    let spec = match (&a.model.model, &index) {
+        (Some(m), _) => m.clone(),
+        (None, Some(index)) => crate::open::index_model_spec(index).await.unwrap_or_default(),
+        (None, None) => ctxd_models::resolve::DEFAULT_MODEL.to_string(),
+    };
+    match crate::open::start_model(&spec, &a.model).await {
+        Ok((service, _)) => match service.embed(vec!["ctxd doctor".into()]).await {
+            Ok(v) if v.first().is_some_and(|v| v.len() == service.dim() && v.iter().all(|x| x.is_finite())) => add(
+                "model",
+                Status::Ok,
+                format!(
+                    "{} loads and embeds ({} dimensions) on {}",
+                    service.model_id(),
+                    service.dim(),
+                    service.backend()
+                ),
+                None,
+            ),
+            Ok(_) => add("model", Status::Broken, format!("{spec} embeds to a wrong vector"), Some(MODEL_FIX)),
+            Err(e) => add("model", Status::Broken, format!("{spec} does not embed: {e}"), Some(MODEL_FIX)),
+        },
+        Err(e) => add("model", Status::Broken, format!("{spec}: {e:#}"), Some(MODEL_FIX)),
+    }
+
+    if let (Some(index), Some(db)) = (&index, &db) {
+        match (index.stats().await, index.layout().await, index.has_vector_index().await) {
+            (Ok(stats), Ok((versions, fragments)), Ok(vector)) => {
+                let detail = format!(
+                    "{}: version {}, {} chunks, {versions} versions on disk, {fragments} fragments, {}",
+                    db.display(),
+                    stats.version,
+                    stats.rows,
+                    if vector { "vector index built" } else { "no vector index (exact search)" }
+                );
+                if fragments > MANY_FRAGMENTS {
+                    let fix = "run `ctxd compact --db DIR` while no daemon writes (a daemon compacts by itself)";
+                    add("index", Status::Warn, format!("{detail}: compaction pending"), Some(fix));
+                } else {
+                    add("index", Status::Ok, detail, None);
+                }
+            }
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                let fix = "restore the index from a snapshot or rebuild it with `ctxd index`";
+                add("index", Status::Broken, format!("{}: {e}", db.display()), Some(fix));
+            }
+        }
+        let uri = index.uri().to_string();
+        match ctxd_index::lease::WriterLease::acquire(&uri, "ctxd doctor", Duration::from_secs(5)).await {
+            Ok(lease) => {
+                lease.release().await;
+                add("writer", Status::Ok, "no writer holds the index now".into(), None);
+            }
+            Err(e) => add("writer", Status::Ok, format!("a writer is running: {e}"), None),
+        }
+    }
+
+    if let Some(cfg) = &cfg {
+        match ctxd_pipeline::daemon::check_sources(cfg) {
+            Ok(()) => add("sources", Status::Ok, format!("{} source(s) open", cfg.sources().len()), None),
+            Err(e) => add("sources", Status::Broken, e.to_string(), Some("fix the source's root, refs or credentials")),
+        }
+    }
+    let root =
+        cfg.as_ref().filter(|c| !c.source.is_object_store() && !c.has_named_sources()).map(|c| c.source.root.clone());
+    if let (Some(index), Some(root), Some(db)) = (&index, root, &db) {
+        match crate::staleness::stale_files(index, &root, db).await {
+            Ok((modified, added, removed, _)) if modified.len() + added.len() + removed.len() == 0 => {
+                add("freshness", Status::Ok, format!("{}: nothing changed since the last commit", root.display()), None)
+            }
+            Ok((modified, added, removed, _)) => add(
+                "freshness",
+                Status::Warn,
+                format!(
+                    "{}: {} modified, {} added, {} removed since the last commit",
+                    root.display(),
+                    modified.len(),
+                    added.len(),
+                    removed.len()
+                ),
+                Some("run `ctxd index --config FILE`, or keep `ctxd serve` running to index changes as they happen"),
+            ),
+            Err(e) => add("freshness", Status::Warn, format!("{}: {e:#}", root.display()), None),
+        }
+    }
+
+    let broken = out.iter().filter(|f| f.status == Status::Broken).count();
+    if a.json {
+        println!("{}", serde_json::json!({ "findings": out, "broken": broken }));
+    } else {
+        for f in &out {
+            let status = match f.status {
+                Status::Ok => "ok    ",
+                Status::Warn => "warn  ",
+                Status::Broken => "BROKEN",
+            };
+            let fix = f.fix.as_deref().map(|x| format!("\n         → {x}")).unwrap_or_default();
+            println!("{status} {:<9} {}{fix}", f.check, f.detail);
+        }
+    }
+    if broken > 0 {
+        anyhow::bail!("{broken} check(s) broken (see above)");
+    }
+    Ok(())
+}
+
+const MODEL_FIX: &str = "delete the model's folder under ~/.cache/ctxd/models and run scripts/fetch-model.sh (or give \
+                         --model a complete local model folder)";

@@ -1,0 +1,61 @@
+//! The model flags every embedding command takes (`--model`, `--device`, `--precision`,
+//! `--backend`, `--threads`) and the runtime settings they make; a file of its own so that the
+//! commands and the shared opening code name it without importing the command line.
+
+use clap::Args;
+
+/// Model selection shared by the commands that embed.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ModelArgs {
+    /// Embedding model: a Hugging Face id or a local directory (default: the index's model,
+    /// else sentence-transformers/all-MiniLM-L6-v2).
+    #[arg(long, env = "CTXD_MODEL")]
+    pub model: Option<String>,
+    /// Where the model runs: auto (the GPU when this binary has cuda and one answers, else the
+    /// cpu; the default), cpu or cuda:N (cuda needs a scripts/build-cuda.sh build).
+    #[arg(long, env = "CTXD_DEVICE")]
+    pub device: Option<String>,
+    /// Matmul precision: auto (bf16 where native and faster, else f32; f16 on a GPU), f32,
+    /// bf16 (refused on a CPU without native bf16), f16 (cuda only).
+    #[arg(long, env = "CTXD_PRECISION")]
+    pub precision: Option<String>,
+    /// Embedding backend: auto, onednn (fast CPU path) or candle.
+    #[arg(long, env = "CTXD_BACKEND")]
+    pub backend: Option<String>,
+    /// Embedding worker threads (0 = one per core).
+    #[arg(long, env = "CTXD_EMBED_THREADS")]
+    pub threads: Option<usize>,
+}
+
+impl ModelArgs {
+    /// The runtime settings from the flags over the defaults, validated.
+    pub fn runtime(&self) -> anyhow::Result<ctxd_models::runtime::Runtime> {
+        let mut cfg = ctxd_config::ModelConfig::default();
+        self.apply(&mut cfg);
+        let rt = cfg.runtime();
+        let errs = rt.validate();
+        if !errs.is_empty() {
+            anyhow::bail!("invalid model settings: {}", errs.join("; "));
+        }
+        Ok(rt)
+    }
+
+    /// Applies the flags given on the command line over `cfg`.
+    pub fn apply(&self, cfg: &mut ctxd_config::ModelConfig) {
+        if let Some(m) = &self.model {
+            cfg.name = m.clone();
+        }
+        if let Some(d) = &self.device {
+            cfg.device = d.clone();
+        }
+        if let Some(p) = &self.precision {
+            cfg.precision = p.clone();
+        }
+        if let Some(b) = &self.backend {
+            cfg.backend = b.clone();
+        }
+        if let Some(t) = self.threads {
+            cfg.threads = t;
+        }
+    }
+}

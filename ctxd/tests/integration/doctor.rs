@@ -1,0 +1,61 @@
+//! `ctxd doctor`: a healthy set-up is all `ok`; a stale folder, a broken model file and a source
+//! that does not open each give their finding with a fix, the last two a non-zero exit.
+
+use serde_json::Value;
+
+use crate::support::{copy_dir, ctxd, index_json, repo_root};
+
+#[test]
+fn doctor_finds_a_stale_folder_a_broken_model_and_a_broken_source() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, db) = (tmp.path().join("proj"), tmp.path().join("db"));
+    copy_dir(&repo_root().join("examples/demo"), &root);
+    index_json(&root, &db);
+    let config = tmp.path().join("ctxd.toml");
+    std::fs::write(&config, format!("[source]\nroot = {:?}\n[index]\ndb = {:?}\n", root, db)).unwrap();
+    let doctor = |args: &[&str]| {
+        let out = ctxd().arg("doctor").args(args).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let cfg = config.to_str().unwrap();
+    let (ok, out, err) = doctor(&["--config", cfg]);
+    assert!(ok, "{out}{err}");
+    for check in ["config", "cpu", "model", "index", "writer", "sources", "freshness"] {
+        assert!(out.lines().any(|l| l.starts_with("ok") && l.contains(check)), "{check}: {out}");
+    }
+    assert!(out.contains("loads and embeds (384 dimensions)") && out.contains("nothing changed"), "{out}");
+
+    // An edit not indexed yet: a warning with the way to fix it, exit 0.
+    let file = root.join("lib/cache.py");
+    std::fs::write(&file, std::fs::read_to_string(&file).unwrap() + "\n# edited\n").unwrap();
+    let (ok, out, _) = doctor(&["--config", cfg]);
+    assert!(ok, "{out}");
+    let line = out.lines().find(|l| l.contains("freshness")).unwrap();
+    assert!(line.starts_with("warn") && line.contains("1 modified, 0 added, 0 removed"), "{out}");
+    assert!(out.contains("→ run `ctxd index --config FILE`"), "{out}");
+
+    // A model whose tokenizer file is broken: BROKEN, the fix, exit 1 (JSON form).
+    let home = std::path::PathBuf::from(std::env::var_os("HOME").unwrap());
+    let model = tmp.path().join("model");
+    copy_dir(&home.join(".cache/ctxd/models/sentence-transformers/all-MiniLM-L6-v2"), &model);
+    std::fs::write(model.join("tokenizer.json"), "{ not a tokenizer").unwrap();
+    let (ok, out, _) = doctor(&["--db", db.to_str().unwrap(), "--model", model.to_str().unwrap(), "--json"]);
+    assert!(!ok, "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let finding = v["findings"].as_array().unwrap().iter().find(|f| f["check"] == "model").unwrap();
+    assert_eq!(finding["status"], "broken", "{v}");
+    assert!(finding["detail"].as_str().unwrap().contains("tokenizer"), "{v}");
+    assert!(finding["fix"].as_str().unwrap().contains("fetch-model.sh"), "{v}");
+    assert_eq!(v["broken"], 1, "only the model is broken: {v}");
+
+    // A source that does not open: its finding names it, exit 1.
+    let gone = tmp.path().join("no-such-folder");
+    std::fs::write(&config, format!("[source]\nroot = {:?}\n[index]\ndb = {:?}\n", gone, db)).unwrap();
+    let (ok, out, _) = doctor(&["--config", cfg]);
+    assert!(!ok, "{out}");
+    assert!(out.lines().any(|l| l.starts_with("BROKEN") && l.contains("no-such-folder")), "{out}");
+}
