@@ -419,6 +419,22 @@ pub enum Command {
     /// the writer lease, the sources and files changed since the last commit; each finding with its
     /// fix. Exit status 1 when something is broken.
     Doctor(crate::cmd::doctor::DoctorArgs),
+    /// The files a source indexes; with --explain every file under it and the rule that skips it
+    /// (the .gitignore file, line and pattern, hidden, a secret or binary name, the source's
+    /// globs, too large, binary content).
+    LsFiles {
+        /// A folder (or, with --config, a folder or file under a source); default: the current folder.
+        path: Option<PathBuf>,
+        /// Config whose sources (roots, include/exclude globs, max_file_bytes) are listed.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// List every file with why it is indexed or skipped.
+        #[arg(long)]
+        explain: bool,
+        /// Print `{"files":[{path,indexed,why}],"indexed","seen"}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Connect a coding agent: write or merge its MCP configuration (and, with --instructions, when
     /// to call which tool). Idempotent; --print shows the change, --remove undoes it.
     Setup(crate::setup::SetupArgs),

@@ -155,6 +155,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Mcp { db, root, config, tools, model } => mcp::run(db, root, config, tools, model).await,
         Command::Setup(args) => setup::run(args),
         Command::Doctor(args) => cmd::doctor::run(args).await,
+        Command::LsFiles { path, config, explain, json } => {
+            cmd::files::ls_files(path.as_deref(), config.as_deref(), explain, json).await
+        }
         Command::Symbols { name, db, prefix, limit, json } => {
             cmd::query::symbols(&name, &db, prefix, limit, json).await
         }

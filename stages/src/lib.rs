@@ -29,6 +29,7 @@ pub mod counters;
 pub mod edges;
 pub mod embed;
 pub mod error;
+pub mod explain;
 pub mod git;
 pub mod git_log;
 pub mod git_views;

@@ -162,6 +162,20 @@ impl IgnoreMatcher {
             .iter()
             .any(|(dir, gi)| abs.starts_with(dir) && gi.matched_path_or_any_parents(abs, is_dir).is_ignore())
     }
+
+    /// The ignore rule that skips the file `abs`: the file it is written in and its pattern
+    /// (`ctxd ls-files --explain`); `None` when no `.gitignore`/`.ignore`/exclude rule does.
+    pub fn rule_for(&self, abs: &Path) -> Option<(PathBuf, String)> {
+        self.matchers.iter().filter(|(dir, _)| abs.starts_with(dir)).find_map(|(dir, gi)| {
+            match gi.matched_path_or_any_parents(abs, false) {
+                ignore::Match::Ignore(glob) => {
+                    let from = glob.from().map_or_else(|| dir.join(".gitignore"), Path::to_path_buf);
+                    Some((from, glob.original().to_string()))
+                }
+                _ => None,
+            }
+        })
+    }
 }
 
 /// A debounced change the watcher reports.

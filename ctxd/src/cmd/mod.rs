@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod doctor;
 pub mod eval;
+pub mod files;
 pub mod graph;
 pub mod index;
 pub mod query;

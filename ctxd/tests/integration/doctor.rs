@@ -59,3 +59,36 @@ fn doctor_finds_a_stale_folder_a_broken_model_and_a_broken_source() {
     assert!(!ok, "{out}");
     assert!(out.lines().any(|l| l.starts_with("BROKEN") && l.contains("no-such-folder")), "{out}");
 }
+
+#[test]
+fn ls_files_explains_which_rule_skips_each_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("proj");
+    copy_dir(&repo_root().join("examples/demo"), &root);
+    std::fs::write(root.join("secrets.pem"), "-----BEGIN PRIVATE KEY-----\n").unwrap();
+    std::fs::write(root.join("notes.txt"), "plain notes\n").unwrap();
+    let list = |args: &[&str]| -> Value {
+        let out = ctxd().arg("ls-files").arg(&root).args(args).arg("--json").output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let why = |v: &Value, path: &str| -> String {
+        let f =
+            v["files"].as_array().unwrap().iter().find(|f| f["path"] == path).unwrap_or_else(|| panic!("{path}: {v}"));
+        f["why"].as_str().unwrap().to_string()
+    };
+    let v = list(&["--explain"]);
+    assert_eq!(why(&v, "notes.txt"), "indexed");
+    assert_eq!(why(&v, "secrets.pem"), "skipped: secret file name or extension");
+    // An ignore rule added: the file now names the .gitignore line that skips it.
+    std::fs::write(root.join(".gitignore"), "# local notes\nnotes.txt\n").unwrap();
+    let v = list(&["--explain"]);
+    let reason = why(&v, "notes.txt");
+    assert!(reason.starts_with("skipped: ") && reason.ends_with(".gitignore:2: notes.txt"), "{reason}");
+    // The same verdicts as indexing: every file listed as indexed is indexed, and only those.
+    let plain = list(&[]);
+    let listed: Vec<&str> = plain["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    let summary = index_json(&root, &tmp.path().join("db"));
+    assert_eq!(summary["files_indexed"].as_u64().unwrap() as usize, listed.len(), "{summary} vs {listed:?}");
+    assert!(!listed.contains(&"notes.txt") && !listed.contains(&"secrets.pem"), "{listed:?}");
+}
