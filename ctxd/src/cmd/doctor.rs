@@ -7,7 +7,8 @@
 //!    text — the backend and precision it picked are reported;
 //! 3. **index** (`--db`, or the config's `[index] db`): it opens; its version, chunks, versions on
 //!    disk and fragments (many fragments: compaction pending), whether it has a vector index;
-//! 4. **writer**: whether a writer (a daemon, a `ctxd index`) holds the index's lease now;
+//! 4. **writer**: whether a writer (a daemon, a `ctxd index`) runs: the lease file's last holder
+//!    and, on this host, whether its process lives (read only: the lease is never taken);
 //! 5. **sources** (`--config`): each opens (a folder readable, a git repository and its refs, a
 //!    bucket reachable with its credentials);
 //! 6. **freshness** (a folder source): files modified, added or removed since the last commit.
@@ -16,7 +17,6 @@
 //! `{"findings":[{check,status,detail,fix}],"broken"}`. Exit status 1 when something is broken.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
@@ -151,14 +151,8 @@ pub async fn run(a: DoctorArgs) -> Result<()> {
                 add("index", Status::Broken, format!("{}: {e}", db.display()), Some(fix));
             }
         }
-        let uri = index.uri().to_string();
-        match ctxd_index::lease::WriterLease::acquire(&uri, "ctxd doctor", Duration::from_secs(5)).await {
-            Ok(lease) => {
-                lease.release().await;
-                add("writer", Status::Ok, "no writer holds the index now".into(), None);
-            }
-            Err(e) => add("writer", Status::Ok, format!("a writer is running: {e}"), None),
-        }
+        let (status, detail) = writer(db);
+        add("writer", status, detail, None);
     }
 
     if let Some(cfg) = &cfg {
@@ -208,6 +202,30 @@ pub async fn run(a: DoctorArgs) -> Result<()> {
         anyhow::bail!("{broken} check(s) broken (see above)");
     }
     Ok(())
+}
+
+/// Who holds the writer lease of a local index, read without taking it (a writer starting now
+/// is never refused because of the doctor): the lock file names its last holder, `what (pid N on
+/// HOST, since T)`; on this host the pid says whether it still runs.
+fn writer(db: &std::path::Path) -> (Status, String) {
+    let lock = db.join(ctxd_index::lease::LOCK_FILE);
+    let Ok(text) = std::fs::read_to_string(&lock) else {
+        return (
+            Status::Ok,
+            "no writer has held this index (or it lives in a bucket: its lease is not read here)".into(),
+        );
+    };
+    let holder = text.trim();
+    let pid = holder.split("(pid ").nth(1).and_then(|s| s.split(' ').next()).and_then(|p| p.parse::<u32>().ok());
+    let host = holder.split(" on ").nth(1).and_then(|s| s.split(',').next()).unwrap_or_default();
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
+    match pid {
+        Some(pid) if host == here && std::path::Path::new(&format!("/proc/{pid}")).exists() => {
+            (Status::Ok, format!("a writer runs: {holder}"))
+        }
+        Some(_) if host == here => (Status::Ok, format!("no writer runs (the last one was {holder})")),
+        _ => (Status::Ok, format!("the last writer was {holder} (another host: not checked)")),
+    }
 }
 
 const MODEL_FIX: &str = "delete the model's folder under ~/.cache/ctxd/models and run scripts/fetch-model.sh (or give \

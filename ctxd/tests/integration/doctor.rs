@@ -28,6 +28,8 @@ fn doctor_finds_a_stale_folder_a_broken_model_and_a_broken_source() {
         assert!(out.lines().any(|l| l.starts_with("ok") && l.contains(check)), "{check}: {out}");
     }
     assert!(out.contains("loads and embeds (384 dimensions)") && out.contains("nothing changed"), "{out}");
+    // The lease is read, not taken: the last writer was the `ctxd index` above, gone now.
+    assert!(out.contains("no writer runs (the last one was ctxd index (pid "), "{out}");
 
     // An edit not indexed yet: a warning with the way to fix it, exit 0.
     let file = root.join("lib/cache.py");
