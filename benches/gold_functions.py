@@ -8,8 +8,9 @@ diffed against its first parent). Among such commits, the one that touches every
 preferring one whose parent is the base commit, else the earliest after it.
 
 From the fix's diff (`git diff -U0 PARENT FIX -- gold files`), each hunk's removed or changed old
-lines (for a pure insertion, the two lines around it) are mapped with Python's `ast` to the innermost
-function or method that holds them — or, outside any function, the innermost class — in the parent's
+lines (for a pure insertion, the two lines around it) are mapped with Python's `ast` to the outermost
+function or method that holds them (a closure's edit is its enclosing function's) — or, outside any
+function, the innermost class — in the parent's
 version of the file. Those definitions, by qualified name (`Class.method`), are then looked up in the
 base commit's version of the file (the indexed one): its `def`/`class` line and last line. Definitions
 the fix only adds, module-level edits and non-Python gold files give no function-level gold; an issue

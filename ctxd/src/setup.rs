@@ -65,15 +65,26 @@ pub fn run(a: SetupArgs) -> Result<()> {
     let scope = a.scope.unwrap_or(a.client.default_scope());
     let path = a.client.config_path(scope, &root, &homes)?;
     let server = server(&a, &root, &homes)?;
+    if let (Server::Http { token: Some(_), .. }, Scope::Project) = (&server, scope) {
+        bail!(
+            "the daemon's bearer token would be written into {}, a project file that is usually committed: use \
+             --scope user (where the client has one), or unset CTXD_AUTH_TOKEN and add the header by hand",
+            path.display()
+        );
+    }
     let old = read(&path)?;
-    let new = match a.client.format() {
-        Format::Json { key } => {
-            let entry = if a.remove { None } else { Some(a.client.json_entry(&server)?) };
-            merge_json(old.as_deref(), key, entry).with_context(|| format!("editing {}", path.display()))?
+    let new = if a.remove && old.is_none() {
+        None
+    } else {
+        match a.client.format() {
+            Format::Json { key } => {
+                let entry = if a.remove { None } else { Some(a.client.json_entry(&server)?) };
+                merge_json(old.as_deref(), key, entry).with_context(|| format!("editing {}", path.display()))?
+            }
+            Format::CodexToml => merge_codex(old.as_deref(), (!a.remove).then_some(&server))
+                .with_context(|| format!("editing {}", path.display()))?,
+            Format::ContinueYaml => (!a.remove).then(|| continue_block(&server)),
         }
-        Format::CodexToml => merge_codex(old.as_deref(), (!a.remove).then_some(&server))
-            .with_context(|| format!("editing {}", path.display()))?,
-        Format::ContinueYaml => (!a.remove).then(|| continue_block(&server)),
     };
     apply(&path, old, new, a.print)?;
     if a.instructions {
@@ -108,9 +119,10 @@ fn server(a: &SetupArgs, root: &Path, homes: &Homes) -> Result<Server> {
         args.push("--config".into());
         args.push(std::path::absolute(config)?.display().to_string());
     }
+    // `ctxd mcp` needs --db: from the flag, else the config's [index] db, else the default.
     let db = match (&a.db, &a.config) {
         (Some(db), _) => Some(std::path::absolute(db)?),
-        (None, Some(_)) => None,
+        (None, Some(config)) => Some(std::path::absolute(ctxd_config::Config::load_with_env(Some(config))?.index.db)?),
         (None, None) => {
             let name = root.file_name().map_or("project".into(), |n| n.to_string_lossy().to_string());
             Some(homes.home.join(".local/share/ctxd").join(name))
@@ -209,11 +221,12 @@ pub(crate) fn instructions(client: Client, old: Option<&str>, remove: bool) -> O
         return (!remove).then_some(rule);
     }
     let old = old.unwrap_or_default();
-    let without = match (old.find(BEGIN), old.find(END)) {
-        (Some(b), Some(e)) if e > b => {
+    let block = old.find(BEGIN).and_then(|b| old[b..].find(END).map(|e| (b, b + e)));
+    let without = match block {
+        Some((b, e)) => {
             format!("{}{}", &old[..b], old[e + END.len()..].trim_start_matches('\n')).trim_end().to_string()
         }
-        _ => old.trim_end().to_string(),
+        None => old.trim_end().to_string(),
     };
     if remove {
         return (!without.is_empty()).then(|| without + "\n");
@@ -238,11 +251,18 @@ fn apply(path: &Path, old: Option<String>, new: Option<String>, print: bool) -> 
             println!("{shown}: deleted");
         }
         (Some(text), false) => {
+            // A symlinked config (a dotfile manager's) is written through, keeping the link.
+            let path = &std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             }
             let tmp = path.with_extension("ctxd-setup.tmp");
             std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+            // The file keeps its permissions (a 0600 `~/.claude.json` stays private).
+            if let Ok(meta) = std::fs::metadata(path) {
+                std::fs::set_permissions(&tmp, meta.permissions())
+                    .with_context(|| format!("writing {}", tmp.display()))?;
+            }
             std::fs::rename(&tmp, path).with_context(|| format!("replacing {shown}"))?;
             println!("{shown}: {}", if old.is_some() { "updated" } else { "written" });
         }

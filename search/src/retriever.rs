@@ -81,6 +81,11 @@ impl Retriever {
         self
     }
 
+    /// Files changed since the last commit, where this process knows.
+    pub fn changed_since(&self) -> Option<u64> {
+        self.changed_since.as_ref().map(|count| count())
+    }
+
     /// The version an answer for `as_of` (the latest when `None`) reads, its commit time and,
     /// for the latest where this process knows, the files changed since
     /// ([`ctxd_index::stamp`]).
@@ -88,7 +93,7 @@ impl Retriever {
         let (index, _) = self.index_as_of(as_of, None).await?;
         let mut stamp = index.stamp().await?;
         if as_of.is_none() {
-            stamp.changed_since = self.changed_since.as_ref().map(|count| count());
+            stamp.changed_since = self.changed_since();
         }
         Ok(stamp)
     }

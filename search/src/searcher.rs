@@ -147,7 +147,11 @@ impl Searcher {
         let Some((epoch, key)) = self.current().answer_key(req).await? else { return Ok(Cached::Compute(None)) };
         loop {
             let loaded = self.routing.pressure.queued() > 0;
-            if let Some(answer) = self.answers.peek(&epoch, &key, loaded) {
+            if let Some(mut answer) = self.answers.peek(&epoch, &key, loaded) {
+                // Kept at this epoch: the files changed since move on (a stale answer keeps its own).
+                if let Some(stamp) = answer.index.as_mut().filter(|s| s.version == epoch.version) {
+                    stamp.changed_since = self.core.changed_since();
+                }
                 return Ok(Cached::Answer(answer));
             }
             // Another request computing it: wait, then look again (it may have failed).

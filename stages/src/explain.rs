@@ -1,14 +1,15 @@
 //! Why each file under a root is indexed or not — `ctxd ls-files --explain`.
 //!
 //! Every file under the root is walked without ignore rules (except inside `.git`, never
-//! indexed) and judged by the same rules as indexing, in the order indexing applies them:
+//! indexed). A file the real scan reports is judged by loading it (6 below); any other file by
+//! the first path rule that skips it, in the order indexing applies them:
 //! 1. inside an excluded folder (the index itself);
 //! 2. a hidden (dot-named) file or folder on its path;
 //! 3. a `.gitignore` / `.ignore` / `.git/info/exclude` rule — the file, line and pattern;
 //! 4. a name rule ([`classify_name`]: a binary extension, a secret file);
 //! 5. the source's include/exclude globs;
-//! 6. what loading it finds ([`crate::load::load`] with no previous state): too large, binary
-//!    content, an invalid document; a file above the stream threshold is indexed in parts.
+//! 6. what loading it finds ([`crate::load::load`] itself, with no previous state): too large,
+//!    binary content, an invalid document; a file above the stream threshold is indexed in parts.
 //!
 //! A file none of these skips but the real scan does not report is skipped by a rule this list
 //! cannot name (a global `core.excludesFile`, a parent folder's `.gitignore` above the root).
@@ -117,6 +118,11 @@ fn judge(
     rel: &str,
     scanned: &HashSet<PathBuf>,
 ) -> Verdict {
+    // What the scan reports is past every path rule (a `!` re-include included): only what
+    // loading finds is left to judge.
+    if scanned.contains(abs) {
+        return content(cfg, abs, rel);
+    }
     if excludes.iter().any(|x| abs.starts_with(x) || x.canonicalize().is_ok_and(|x| abs.starts_with(x))) {
         return Verdict::Excluded;
     }
@@ -135,15 +141,16 @@ fn judge(
     if !scanner.selector().matches(rel) {
         return Verdict::NotSelected;
     }
-    if !scanned.contains(abs) {
-        return Verdict::Unlisted;
-    }
-    if std::fs::metadata(abs).is_ok_and(|m| m.len() > cfg.stream_threshold_bytes && m.len() <= cfg.max_file_bytes) {
-        return Verdict::Indexed { streamed: true };
-    }
+    Verdict::Unlisted
+}
+
+/// What loading a file the scan reports finds (the loader itself, with no previous state: a
+/// large file is opened as a stream, its first block sniffed).
+fn content(cfg: &LoadConfig, abs: &Path, rel: &str) -> Verdict {
     let file = SourceFile { rel: rel.to_string(), abs: abs.to_path_buf() };
     match load(&file, &FileState::default(), cfg) {
         Ok(LoadOutcome::Skipped(reason)) => Verdict::Content(reason),
+        Ok(LoadOutcome::Loaded(loaded)) => Verdict::Indexed { streamed: loaded.stream.is_some() },
         Ok(_) => Verdict::Indexed { streamed: false },
         Err(_) => Verdict::Content("unreadable"),
     }

@@ -119,18 +119,31 @@ print(json.dumps(out))
     let cursor: Value = serde_json::from_str(&std::fs::read_to_string(root.join(".cursor/mcp.json")).unwrap()).unwrap();
     assert_eq!(cursor, json!({"mcpServers": {"other": {"command": "other-server"}}}));
     // A daemon's URL gives the HTTP form with its token; a broken file is left alone.
-    let out = run_ok(
+    let with_token = |scope: &str| {
         ctxd()
             .env("HOME", &home)
             .env("CTXD_AUTH_TOKEN", "tok-1")
-            .args(["setup", "vscode", "--url", "http://127.0.0.1:7700/mcp"])
-            .args(["--tools", "minimal", "--print", "--root"])
-            .arg(&root),
-    );
+            .args(["setup", "vscode", "--url", "http://127.0.0.1:7700/mcp", "--tools", "minimal", "--print"])
+            .args(["--scope", scope, "--root"])
+            .arg(&root)
+            .output()
+            .unwrap()
+    };
+    let out = with_token("user");
+    let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.contains("\"url\": \"http://127.0.0.1:7700/mcp?tools=minimal\"") && out.contains("Bearer tok-1"),
-        "{out}"
+        text.contains("\"url\": \"http://127.0.0.1:7700/mcp?tools=minimal\"") && text.contains("Bearer tok-1"),
+        "{text}"
     );
+    // Never a token in a project file (they are usually committed).
+    let out = with_token("project");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usually committed"));
+    // Removing what was never written writes nothing.
+    let fresh = tmp.path().join("fresh-home");
+    std::fs::create_dir_all(&fresh).unwrap();
+    run_ok(ctxd().env("HOME", &fresh).args(["setup", "windsurf", "--remove", "--root"]).arg(&root));
+    assert!(!fresh.join(".codeium").exists(), "nothing created by a removal");
     std::fs::write(root.join(".mcp.json"), "{ broken").unwrap();
     let out = ctxd().env("HOME", &home).args(["setup", "claude-code", "--root"]).arg(&root).output().unwrap();
     assert!(!out.status.success());
