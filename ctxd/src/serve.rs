@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use ctxd_config::Config;
 use ctxd_context::assembler::Assembler;
 use ctxd_pipeline::engine::Engine;
+use ctxd_pipeline::progress::LiveRun;
 use ctxd_pipeline::trigger::Triggers;
 use ctxd_roles::generation::Generation;
 use ctxd_roles::reload::access_of;
@@ -161,6 +162,7 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         drain,
         access: access.clone(),
         triggers: triggers.clone(),
+        live: LiveRun::default(),
     };
     let follower = start_follower(backend, writer, follow_stopped, reloads);
     // One admission gate for HTTP and Flight queries.
@@ -245,8 +247,9 @@ fn start_follower(
     reloads: tokio::sync::mpsc::Receiver<Config>,
 ) -> Follower {
     match backend {
-        Backend::Writer { generation, lease } => {
+        Backend::Writer { generation, lease, live } => {
             watch_lease(&lease);
+            let w = Writer { live, ..w };
             Follower::Writer(tokio::spawn(follow_switches(w, *generation, stop, reloads)), lease)
         }
         Backend::Reader(model) => {
@@ -302,6 +305,8 @@ enum Backend {
     Writer {
         generation: Box<Generation>,
         lease: ctxd_index::lease::WriterLease,
+        /// The pipeline running now, moved by the writer to each new one.
+        live: LiveRun,
     },
     /// The model arguments a reader re-opens the index with after a model switch.
     Reader(ModelArgs),
@@ -336,22 +341,25 @@ async fn open_writer(cfg: &Config, triggers: &Triggers) -> Result<Opened> {
     let generation = Generation::start(engine)?;
     let tracker = generation.running.tracker();
     when_ready(&generation.running, "initial scan is committed");
-    let first = generation.running.progress();
+    // The pipeline running now (the writer moves it to each new one): its progress for
+    // `/v1/status`, and for answers the files changed since the version they read (in flight).
+    let live = LiveRun::default();
+    live.set(tracker.clone(), generation.running.progress());
+    let reading = live.clone();
     let progress: ProgressFn = Arc::new(move || {
-        let p = first.read();
+        let Some(p) = reading.read() else { return serde_json::Value::Null };
         let mut v = serde_json::to_value(p).unwrap_or_default();
         v["files_per_sec"] = p.files_per_sec().into();
         v["chunks_per_sec"] = p.chunks_per_sec().into();
         v["secs_left"] = p.secs_left().into();
         v
     });
-    // Answers say how many files changed since the version they read: those in flight.
-    let pending = tracker.clone();
+    let pending = live.clone();
     let searcher = Searcher::new(generation.engine.index(), generation.engine.embedder())
-        .with_changed_since(Arc::new(move || pending.in_flight().max(0) as u64));
+        .with_changed_since(Arc::new(move || pending.in_flight()));
     let searcher = Arc::new(tuned(searcher, cfg));
     let ready = Arc::new(move || tracker.is_ready());
-    let backend = Backend::Writer { generation: Box::new(generation), lease };
+    let backend = Backend::Writer { generation: Box::new(generation), lease, live };
     Ok(Opened { searcher, token_counter, ready, progress: Some(progress), backend })
 }
 

@@ -61,6 +61,28 @@ impl ProgressHandle {
     }
 }
 
+/// The pipeline a daemon runs now — its tracker and progress — replaced when it starts another
+/// (a source reload, a model switch), so answers and `/v1/status` never read a stopped one.
+#[derive(Clone, Default)]
+pub struct LiveRun(Arc<std::sync::RwLock<Option<(Tracker, ProgressHandle)>>>);
+
+impl LiveRun {
+    /// From now on, the run of `tracker` and `progress` (`Running::tracker`, `Running::progress`).
+    pub fn set(&self, tracker: Tracker, progress: ProgressHandle) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some((tracker, progress));
+    }
+
+    /// Files in flight in the current run: changed and not committed yet.
+    pub fn in_flight(&self) -> u64 {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |(t, _)| t.in_flight().max(0) as u64)
+    }
+
+    /// The current run's progress, if one runs.
+    pub fn read(&self) -> Option<IndexProgress> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(_, p)| p.read())
+    }
+}
+
 impl IndexProgress {
     /// Files finished per second since the start.
     pub fn files_per_sec(&self) -> f64 {
@@ -178,5 +200,14 @@ mod tests {
         assert_eq!((p.files_seen, p.files_done, p.chunks, p.scan_done), (5, 3, 40, false));
         tracker.mark_scanned();
         assert!(h.read().scan_done);
+        // A daemon's live run: replaced by the next pipeline, never read from a stopped one.
+        let live = LiveRun::default();
+        assert_eq!((live.in_flight(), live.read()), (0, None));
+        live.set(tracker.clone(), h.clone());
+        tracker.add(2);
+        assert_eq!(live.in_flight(), 2);
+        let next = Tracker::default();
+        live.set(next.clone(), ProgressHandle::new(Arc::default(), next, Instant::now()));
+        assert_eq!((live.in_flight(), live.read().unwrap().files_seen), (0, 0));
     }
 }

@@ -28,6 +28,8 @@ pub struct Writer {
     /// The daemon's triggers: every new engine gets them (webhook pokes keep reaching the git
     /// sources).
     pub triggers: Triggers,
+    /// The pipeline running now (answers' `changed_since`, `/v1/status`), moved to each new one.
+    pub live: ctxd_pipeline::progress::LiveRun,
 }
 
 /// How often the daemon checks whether `ctxd reembed` switched the active chunks table.
@@ -97,6 +99,7 @@ pub async fn follow_switches(
             _ = tracker.wait_ready() => {}
         }
         w.searcher.switch(next.engine.index(), next.engine.embedder());
+        w.live.set(next.running.tracker(), next.running.progress());
         metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
         metrics::counter!(ctxd_pipeline::metrics::MODEL_SWITCHES_TOTAL).increment(1);
         tracing::info!(table = %active.table_name, model = %active.model_id, "model switch: queries use the new table");
@@ -109,7 +112,7 @@ pub async fn follow_switches(
 /// Applies the sources of `fresh` (see [`crate::reload`]): checked first, then the running
 /// pipeline drained and a new one started on them. Returns the generation in force after.
 async fn apply_sources(w: &mut Writer, fresh: Config, current: Generation) -> Generation {
-    let Writer { cfg, searcher, drain, access, triggers } = w;
+    let Writer { cfg, searcher, drain, access, triggers, live } = w;
     let drain = *drain;
     let (next_cfg, ignored) = with_sources(cfg, &fresh);
     if !ignored.is_empty() {
@@ -134,6 +137,7 @@ async fn apply_sources(w: &mut Writer, fresh: Config, current: Generation) -> Ge
     match Generation::open(&next_cfg, triggers).await {
         Ok(next) => {
             searcher.switch(next.engine.index(), next.engine.embedder());
+            live.set(next.running.tracker(), next.running.progress());
             access.set(access_of(&next_cfg));
             // The new pipeline's first pass: the ready gauge is 1 again once it is committed.
             when_ready(&next.running, "reloaded sources' initial pass is committed");
@@ -149,6 +153,7 @@ async fn apply_sources(w: &mut Writer, fresh: Config, current: Generation) -> Ge
             match Generation::open(cfg, triggers).await {
                 Ok(previous) => {
                     searcher.switch(previous.engine.index(), previous.engine.embedder());
+                    live.set(previous.running.tracker(), previous.running.progress());
                     previous
                 }
                 Err(e) => {
