@@ -129,6 +129,14 @@ fn server(a: &SetupArgs, root: &Path, homes: &Homes) -> Result<Server> {
         }
     };
     if let Some(db) = db {
+        if !db.exists() && a.config.is_none() {
+            eprintln!(
+                "setup: no index at {} yet: build it with `ctxd index {} --db {}` (or start `ctxd serve`)",
+                db.display(),
+                root.display(),
+                db.display()
+            );
+        }
         args.push("--db".into());
         args.push(db.display().to_string());
     }

@@ -41,6 +41,17 @@ fn setup_writes_each_clients_config_and_the_entry_starts_a_working_server() {
         ("continue", root.join(".continue/mcpServers/ctxd.yaml")),
         ("windsurf", home.join(".codeium/windsurf/mcp_config.json")),
     ];
+    // An index that does not exist yet: said, with the command that builds it.
+    let out = ctxd()
+        .env("HOME", &home)
+        .args(["setup", "cursor", "--print", "--root"])
+        .arg(&root)
+        .args(["--db", "/nonexistent/db"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no index at /nonexistent/db yet") && err.contains("ctxd index"), "{err}");
     // --print writes nothing.
     let printed = setup(&["codex", "--print"]);
     assert!(printed.contains("would be written as") && printed.contains("[mcp_servers.ctxd]"), "{printed}");
