@@ -8,7 +8,8 @@
 //! 3. **index** (`--db`, or the config's `[index] db`): it opens; its version, chunks, versions on
 //!    disk and fragments (many fragments: compaction pending), whether it has a vector index;
 //! 4. **writer**: whether a writer (a daemon, a `ctxd index`) runs: the lease file's last holder
-//!    and, on this host, whether its process lives (read only: the lease is never taken);
+//!    and, on this host, whether the kernel's lock table (`/proc/locks`) shows its flock held
+//!    (read only: the lease is never taken);
 //! 5. **sources** (`--config`): each opens (a folder readable, a git repository and its refs, a
 //!    bucket reachable with its credentials);
 //! 6. **freshness** (a folder source): files modified, added or removed since the last commit.
@@ -216,16 +217,35 @@ fn writer(db: &std::path::Path) -> (Status, String) {
         );
     };
     let holder = text.trim();
-    let pid = holder.split("(pid ").nth(1).and_then(|s| s.split(' ').next()).and_then(|p| p.parse::<u32>().ok());
     let host = holder.split(" on ").nth(1).and_then(|s| s.split(',').next()).unwrap_or_default();
     let here = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
-    match pid {
-        Some(pid) if host == here && std::path::Path::new(&format!("/proc/{pid}")).exists() => {
-            (Status::Ok, format!("a writer runs: {holder}"))
-        }
-        Some(_) if host == here => (Status::Ok, format!("no writer runs (the last one was {holder})")),
-        _ => (Status::Ok, format!("the last writer was {holder} (another host: not checked)")),
+    if host != here {
+        return (Status::Ok, format!("the last writer was {holder} (another host: not checked)"));
     }
+    // The kernel's lock table says whether someone holds the flock on that file now.
+    let held = match std::fs::read_to_string("/proc/locks") {
+        Ok(locks) => flock_held(&locks, &lock),
+        Err(_) => {
+            let pid = holder.split("(pid ").nth(1).and_then(|s| s.split(' ').next()).unwrap_or_default();
+            !pid.is_empty() && std::path::Path::new(&format!("/proc/{pid}")).exists()
+        }
+    };
+    if held {
+        (Status::Ok, format!("a writer runs: {holder}"))
+    } else {
+        (Status::Ok, format!("no writer runs (the last one was {holder})"))
+    }
+}
+
+/// Whether `/proc/locks` (its text `locks`) lists a lock on the file `path`: a line's
+/// `MAJOR:MINOR:INODE` field names its device and inode.
+fn flock_held(locks: &str, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(path) else { return false };
+    let dev = meta.dev();
+    let (major, minor) = (((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff), (dev & 0xff) | ((dev >> 12) & !0xff));
+    let want = format!("{major:02x}:{minor:02x}:{}", meta.ino());
+    locks.lines().any(|l| l.split_whitespace().nth(5).is_some_and(|f| f == want))
 }
 
 const MODEL_FIX: &str = "delete the model's folder under ~/.cache/ctxd/models and run scripts/fetch-model.sh (or give \

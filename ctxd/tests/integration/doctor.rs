@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::support::{copy_dir, ctxd, index_json, repo_root};
+use crate::support::{copy_dir, ctxd, index_json, repo_root, Daemon};
 
 #[test]
 fn doctor_finds_a_stale_folder_a_broken_model_and_a_broken_source() {
@@ -39,6 +39,13 @@ fn doctor_finds_a_stale_folder_a_broken_model_and_a_broken_source() {
     let line = out.lines().find(|l| l.contains("freshness")).unwrap();
     assert!(line.starts_with("warn") && line.contains("1 modified, 0 added, 0 removed"), "{out}");
     assert!(out.contains("→ run `ctxd index --config FILE`"), "{out}");
+
+    // A daemon writing the index: the kernel's lock table shows its lease held.
+    let daemon = Daemon::start(&root, &db);
+    daemon.wait_ready();
+    let (ok, out, _) = doctor(&["--db", db.to_str().unwrap()]);
+    assert!(ok && out.lines().any(|l| l.contains("writer") && l.contains("a writer runs: ctxd serve")), "{out}");
+    drop(daemon);
 
     // A model whose tokenizer file is broken: BROKEN, the fix, exit 1 (JSON form).
     let home = std::path::PathBuf::from(std::env::var_os("HOME").unwrap());
