@@ -3,7 +3,8 @@
 //! Order, first hit wins:
 //! 1. the spec is an existing directory → used as is;
 //! 2. ctxd's model cache: `$CTXD_MODEL_DIR/<org>/<name>`, default `~/.cache/ctxd/models/<org>/<name>`
-//!    (this is where `scripts/fetch-model.sh` installs the default model);
+//!    (this is where `scripts/fetch-model.sh` installs the default model), then the models of an
+//!    unpacked package, `<prefix>/share/ctxd/models/<org>/<name>` beside `<prefix>/bin/ctxd`;
 //! 3. the Hugging Face cache: `$HF_HUB_CACHE` or `$HF_HOME/hub` or `~/.cache/huggingface/hub`,
 //!    `models--<org>--<name>/snapshots/<rev>` with `<rev>` from `refs/main` (or any snapshot);
 //! 4. a download through `hf-hub` (skipped when `HF_HUB_OFFLINE=1`).
@@ -47,6 +48,16 @@ impl ModelFiles {
             self.spec.clone()
         }
     }
+}
+
+/// The prefix of an unpacked package — `<prefix>` for an executable at `<prefix>/bin/ctxd` —
+/// when the executable sits in a `bin` folder whose parent has `lib/` or `share/ctxd/`.
+pub fn install_prefix() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?;
+    let prefix = bin.parent()?;
+    (bin.file_name()? == "bin" && (prefix.join("share/ctxd").is_dir() || prefix.join("lib").is_dir()))
+        .then(|| prefix.to_path_buf())
 }
 
 /// ctxd's own model cache directory.
@@ -105,6 +116,10 @@ pub fn resolve_model(spec: &str) -> Result<ModelFiles, ModelError> {
     }
     let local = ctxd_model_dir().join(spec);
     if let Some(files) = ModelFiles::from_dir(spec, &local) {
+        return Ok(files);
+    }
+    let packaged = install_prefix().map(|p| p.join("share/ctxd/models").join(spec));
+    if let Some(files) = packaged.as_deref().and_then(|dir| ModelFiles::from_dir(spec, dir)) {
         return Ok(files);
     }
     let hf = hf_cache_dir();

@@ -101,3 +101,55 @@ fn systemd_readiness_watchdog_and_stopping_notifications() {
         }
     }
 }
+
+/// An unpacked package's layout — `bin/ctxd`, `lib/libdnnl.so.3`, `share/ctxd/models/…` — runs
+/// with an empty environment and an empty home: the library and the model are found beside the
+/// executable (no `LD_LIBRARY_PATH`, no cache, no network).
+#[test]
+fn a_package_layout_runs_from_any_folder_with_an_empty_environment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prefix = tmp.path().join("ctxd-pkg");
+    for dir in ["bin", "lib", "share/ctxd/models/sentence-transformers"] {
+        std::fs::create_dir_all(prefix.join(dir)).unwrap();
+    }
+    let exe = prefix.join("bin/ctxd");
+    // A hard link where the file system allows (the debug binary is large), else a copy.
+    std::fs::hard_link(env!("CARGO_BIN_EXE_ctxd"), &exe)
+        .or_else(|_| std::fs::copy(env!("CARGO_BIN_EXE_ctxd"), &exe).map(|_| ()))
+        .unwrap();
+    let home = std::path::PathBuf::from(std::env::var_os("HOME").unwrap());
+    let model = home.join(".cache/ctxd/models/sentence-transformers/all-MiniLM-L6-v2");
+    if !model.join("model.safetensors").exists() {
+        eprintln!("skipped: the default model is not in ~/.cache/ctxd/models (scripts/fetch-model.sh installs it)");
+        return;
+    }
+    copy_dir(&model, &prefix.join("share/ctxd/models/sentence-transformers/all-MiniLM-L6-v2"));
+    let dnnl = home.join(".cache/ctxd/lib/libdnnl.so.3");
+    let with_dnnl = dnnl.exists() && std::fs::copy(&dnnl, prefix.join("lib/libdnnl.so.3")).is_ok();
+    let empty_home = tmp.path().join("empty-home");
+    std::fs::create_dir_all(&empty_home).unwrap();
+    let root = tmp.path().join("demo");
+    copy_dir(&repo_root().join("examples/demo"), &root);
+    let run = |args: &[&str]| {
+        let out = Command::new(&exe)
+            .args(args)
+            .env_clear()
+            .env("HOME", &empty_home)
+            .env("PATH", "/usr/bin:/bin")
+            .env("HF_HUB_OFFLINE", "1")
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (_, log) = run(&["index", "demo", "--db", "db", "--json"]);
+    if with_dnnl {
+        let packaged = prefix.join("lib/libdnnl.so.3");
+        assert!(log.contains(&packaged.display().to_string()), "oneDNN from the package's lib/: {log}");
+    }
+    let (out, _) = run(&["search", "check whether a password matches the stored hash", "--db", "db", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["results"][0]["path"], "src/auth.rs", "{v}");
+    assert!(!empty_home.join(".cache").exists(), "nothing was downloaded or cached under HOME");
+}

@@ -133,11 +133,15 @@ pub struct Dnnl {
 unsafe impl Send for Dnnl {}
 unsafe impl Sync for Dnnl {}
 
-/// Candidate paths for `libdnnl.so.3`, in search order.
+/// Candidate paths for `libdnnl.so.3`, in search order (the module docs list it).
 pub fn library_candidates() -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(p) = std::env::var_os("CTXD_DNNL_LIB") {
         out.push(PathBuf::from(p));
+    }
+    // An unpacked package: `<prefix>/bin/ctxd` beside `<prefix>/lib/libdnnl.so.3`.
+    if let Some(prefix) = crate::resolve::install_prefix() {
+        out.push(prefix.join("lib").join("libdnnl.so.3"));
     }
     if let Some(dir) = std::env::var_os("CTXD_LIB_DIR") {
         out.push(PathBuf::from(dir).join("libdnnl.so.3"));

@@ -5,9 +5,11 @@
 //! kernels). Search order for the shared library:
 //!
 //! 1. `$CTXD_DNNL_LIB` (a path to `libdnnl.so.3`);
-//! 2. ctxd's library cache, `$CTXD_LIB_DIR/libdnnl.so.3` (default `~/.cache/ctxd/lib`) — where
+//! 2. beside the executable in an unpacked package: `<prefix>/lib/libdnnl.so.3` for
+//!    `<prefix>/bin/ctxd` (no `LD_LIBRARY_PATH` needed);
+//! 3. ctxd's library cache, `$CTXD_LIB_DIR/libdnnl.so.3` (default `~/.cache/ctxd/lib`) — where
 //!    `scripts/fetch-onednn.sh` unpacks the `onednn-cpu-gomp` wheel from PyPI;
-//! 3. the dynamic loader's own search (`libdnnl.so.3`, e.g. a system package).
+//! 4. the dynamic loader's own search (`libdnnl.so.3`, e.g. a system package).
 //!
 //! Only oneDNN 3.x is accepted (the C API changed at 3.0). The binding exposes what the
 //! embedder needs: memory descriptors, matmul primitives with bias and post-ops (sum, GELU),
