@@ -14,13 +14,13 @@
 //! A file none of these skips but the real scan does not report is skipped by a rule this list
 //! cannot name (a global `core.excludesFile`, a parent folder's `.gitignore` above the root).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::load::{load, LoadConfig, LoadOutcome};
 use crate::skip::{classify_name, SkipReason};
 use crate::state::FileState;
-use crate::watch::{rel_path, Scanner};
+use crate::watch::{rel_path, IgnoreMatcher, PathRule, Scanner};
 use crate::SourceFile;
 
 /// Why a file is or is not indexed.
@@ -76,12 +76,7 @@ impl Verdict {
 
 /// Each file under `under` (default: the scanner's root), sorted by path, with its verdict.
 /// Blocking (reads files): run it on a blocking thread.
-pub fn explain(
-    scanner: &Scanner,
-    cfg: &LoadConfig,
-    excludes: &[PathBuf],
-    under: Option<&Path>,
-) -> Vec<(String, Verdict)> {
+pub fn explain(scanner: &Scanner, cfg: &LoadConfig, under: Option<&Path>) -> Vec<(String, Verdict)> {
     let root = scanner.root();
     let mut scanned = HashSet::new();
     scanner.scan(|f| {
@@ -96,13 +91,15 @@ pub fn explain(
         .filter_entry(|e| e.file_name() != ".git")
         .build();
     let mut out = Vec::new();
+    // Ignore files read once each, to name the line of a rule.
+    let mut rule_files: HashMap<PathBuf, Vec<String>> = HashMap::new();
     for entry in walker.flatten() {
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
         let abs = entry.path();
         let Some(rel) = rel_path(root, abs) else { continue };
-        let verdict = judge(scanner, &matcher, cfg, excludes, abs, &rel, &scanned);
+        let verdict = judge(scanner, &matcher, cfg, abs, &rel, &scanned, &mut rule_files);
         out.push((rel, verdict));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -111,29 +108,29 @@ pub fn explain(
 
 fn judge(
     scanner: &Scanner,
-    matcher: &crate::watch::IgnoreMatcher,
+    matcher: &IgnoreMatcher,
     cfg: &LoadConfig,
-    excludes: &[PathBuf],
     abs: &Path,
     rel: &str,
     scanned: &HashSet<PathBuf>,
+    rule_files: &mut HashMap<PathBuf, Vec<String>>,
 ) -> Verdict {
     // What the scan reports is past every path rule (a `!` re-include included): only what
     // loading finds is left to judge.
     if scanned.contains(abs) {
         return content(cfg, abs, rel);
     }
-    if excludes.iter().any(|x| abs.starts_with(x) || x.canonicalize().is_ok_and(|x| abs.starts_with(x))) {
-        return Verdict::Excluded;
-    }
-    if let Some(part) = rel.split('/').find(|p| p.starts_with('.')) {
-        return Verdict::Hidden { part: part.to_string() };
-    }
-    if let Some((file, pattern)) = matcher.rule_for(abs) {
-        let line = std::fs::read_to_string(&file)
-            .ok()
-            .and_then(|text| text.lines().position(|l| l.trim() == pattern).map(|i| i + 1));
-        return Verdict::Ignored { file, line, pattern };
+    match matcher.rule_for(abs, false) {
+        Some(PathRule::Excluded) => return Verdict::Excluded,
+        Some(PathRule::Hidden(part)) => return Verdict::Hidden { part },
+        Some(PathRule::Ignored { file, pattern }) => {
+            let lines = rule_files.entry(file.clone()).or_insert_with(|| {
+                std::fs::read_to_string(&file).map(|t| t.lines().map(str::to_string).collect()).unwrap_or_default()
+            });
+            let line = lines.iter().position(|l| l.trim() == pattern).map(|i| i + 1);
+            return Verdict::Ignored { file, line, pattern };
+        }
+        None => {}
     }
     if let Some(reason) = classify_name(abs) {
         return Verdict::Name(reason);
@@ -179,7 +176,7 @@ mod tests {
         }
         let scanner = Scanner::new(&root, Vec::new());
         let cfg = LoadConfig::default();
-        let got: std::collections::HashMap<String, Verdict> = explain(&scanner, &cfg, &[], None).into_iter().collect();
+        let got: HashMap<String, Verdict> = explain(&scanner, &cfg, None).into_iter().collect();
         assert_eq!(got["src/lib.rs"], Verdict::Indexed { streamed: false });
         let root = root.canonicalize().unwrap();
         assert_eq!(

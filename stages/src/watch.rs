@@ -148,29 +148,39 @@ pub struct IgnoreMatcher {
     matchers: Vec<(PathBuf, Gitignore)>,
 }
 
+/// The path rule that keeps a path out of the index ([`IgnoreMatcher::rule_for`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathRule {
+    /// Inside an excluded folder (the index itself), or outside the root.
+    Excluded,
+    /// This dot-named part of the path.
+    Hidden(String),
+    /// A `.gitignore`/`.ignore`/exclude rule: the file it is written in and its pattern.
+    Ignored { file: PathBuf, pattern: String },
+}
+
 impl IgnoreMatcher {
     /// True when `abs` must not be indexed.
     pub fn is_ignored(&self, abs: &Path, is_dir: bool) -> bool {
-        if self.excludes.iter().any(|e| abs.starts_with(e)) {
-            return true;
-        }
-        let Ok(rel) = abs.strip_prefix(&self.root) else { return true };
-        if rel.components().any(|c| c.as_os_str().to_string_lossy().starts_with('.')) {
-            return true;
-        }
-        self.matchers
-            .iter()
-            .any(|(dir, gi)| abs.starts_with(dir) && gi.matched_path_or_any_parents(abs, is_dir).is_ignore())
+        self.rule_for(abs, is_dir).is_some()
     }
 
-    /// The ignore rule that skips the file `abs`: the file it is written in and its pattern
-    /// (`ctxd ls-files --explain`); `None` when no `.gitignore`/`.ignore`/exclude rule does.
-    pub fn rule_for(&self, abs: &Path) -> Option<(PathBuf, String)> {
+    /// The first path rule that keeps `abs` out of the index, in the order they apply; `None`
+    /// when none does.
+    pub fn rule_for(&self, abs: &Path, is_dir: bool) -> Option<PathRule> {
+        if self.excludes.iter().any(|e| abs.starts_with(e)) {
+            return Some(PathRule::Excluded);
+        }
+        let Ok(rel) = abs.strip_prefix(&self.root) else { return Some(PathRule::Excluded) };
+        let hidden = rel.components().map(|c| c.as_os_str().to_string_lossy()).find(|c| c.starts_with('.'));
+        if let Some(part) = hidden {
+            return Some(PathRule::Hidden(part.into_owned()));
+        }
         self.matchers.iter().filter(|(dir, _)| abs.starts_with(dir)).find_map(|(dir, gi)| {
-            match gi.matched_path_or_any_parents(abs, false) {
+            match gi.matched_path_or_any_parents(abs, is_dir) {
                 ignore::Match::Ignore(glob) => {
-                    let from = glob.from().map_or_else(|| dir.join(".gitignore"), Path::to_path_buf);
-                    Some((from, glob.original().to_string()))
+                    let file = glob.from().map_or_else(|| dir.join(".gitignore"), Path::to_path_buf);
+                    Some(PathRule::Ignored { file, pattern: glob.original().to_string() })
                 }
                 _ => None,
             }

@@ -4,7 +4,7 @@
 //! source's globs, too large, binary content). Object-storage sources are listed by the daemon,
 //! not here.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Result};
 use ctxd_stages::explain::explain;
@@ -27,7 +27,7 @@ pub async fn ls_files(path: Option<&Path>, config: Option<&Path>, explained: boo
         max_file_bytes: cfg.source.max_file_bytes,
         stream_threshold_bytes: cfg.source.stream_threshold_bytes,
     };
-    let excludes: Vec<PathBuf> = vec![cfg.index.db.clone()];
+    let excludes = vec![cfg.index.db.clone()];
     // With a config, PATH narrows the listing to a folder or file under a source.
     let under = path.filter(|_| config.is_some()).map(std::path::absolute).transpose()?;
     let mut rows = Vec::new();
@@ -48,8 +48,8 @@ pub async fn ls_files(path: Option<&Path>, config: Option<&Path>, explained: boo
         if under.is_some() && inside.is_none() {
             continue;
         }
-        let (scan, cfg_load, ex) = (scanner.clone(), load.clone(), excludes.clone());
-        let found = tokio::task::spawn_blocking(move || explain(&scan, &cfg_load, &ex, inside.as_deref())).await?;
+        let (scan, cfg_load) = (scanner.clone(), load.clone());
+        let found = tokio::task::spawn_blocking(move || explain(&scan, &cfg_load, inside.as_deref())).await?;
         for (rel, verdict) in found {
             rows.push((scanner.selector().qualify(&rel), verdict));
         }
