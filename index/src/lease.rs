@@ -55,14 +55,25 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-/// Who this process is, for the other writer's error message: `what (pid N on HOST, since T)`.
-pub fn holder_name(what: &str) -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+/// This machine's name, as holders record it.
+pub fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "unknown host".into());
+        .unwrap_or_else(|_| "unknown host".into())
+}
+
+/// Who this process is, for the other writer's error message: `what (pid N on HOST, since T)`.
+pub fn holder_name(what: &str) -> String {
     let since = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    format!("{what} (pid {} on {host}, since {since})", std::process::id())
+    format!("{what} (pid {} on {}, since {since})", std::process::id(), this_host())
+}
+
+/// The pid and host a [`holder_name`] names, when it is one.
+pub fn holder_pid_host(holder: &str) -> Option<(u32, &str)> {
+    let rest = holder.split("(pid ").nth(1)?;
+    let (pid, rest) = rest.split_once(" on ")?;
+    Some((pid.parse().ok()?, rest.split(", since ").next()?))
 }
 
 /// A held writer lease; released when dropped (a bucket lease is deleted by [`WriterLease::release`]).
@@ -287,6 +298,18 @@ fn lease_error(uri: &str, message: String) -> IndexError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_holder_name_gives_back_its_pid_and_host() {
+        let name = holder_name("ctxd serve");
+        assert_eq!(holder_pid_host(&name), Some((std::process::id(), this_host().as_str())));
+        assert_eq!(
+            holder_pid_host("ctxd index (pid 12 on build-3, since 2026-11-27T01:00:00Z)"),
+            Some((12, "build-3"))
+        );
+        assert_eq!(holder_pid_host(""), None);
+        assert_eq!(holder_pid_host("ctxd index (pid x on h, since t)"), None);
+    }
 
     #[tokio::test]
     async fn a_second_local_writer_is_refused_with_the_holder_named_until_the_first_lets_go() {

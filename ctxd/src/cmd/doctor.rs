@@ -217,18 +217,14 @@ fn writer(db: &std::path::Path) -> (Status, String) {
         );
     };
     let holder = text.trim();
-    let host = holder.split(" on ").nth(1).and_then(|s| s.split(',').next()).unwrap_or_default();
-    let here = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
-    if host != here {
+    let named = ctxd_index::lease::holder_pid_host(holder);
+    if named.is_some_and(|(_, host)| host != ctxd_index::lease::this_host()) {
         return (Status::Ok, format!("the last writer was {holder} (another host: not checked)"));
     }
     // The kernel's lock table says whether someone holds the flock on that file now.
     let held = match std::fs::read_to_string("/proc/locks") {
         Ok(locks) => flock_held(&locks, &lock),
-        Err(_) => {
-            let pid = holder.split("(pid ").nth(1).and_then(|s| s.split(' ').next()).unwrap_or_default();
-            !pid.is_empty() && std::path::Path::new(&format!("/proc/{pid}")).exists()
-        }
+        Err(_) => named.is_some_and(|(pid, _)| std::path::Path::new(&format!("/proc/{pid}")).exists()),
     };
     if held {
         (Status::Ok, format!("a writer runs: {holder}"))
