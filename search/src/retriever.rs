@@ -91,8 +91,14 @@ impl Retriever {
     /// ([`ctxd_index::stamp`]).
     pub async fn stamp(&self, as_of: Option<&str>) -> Result<IndexStamp, SearchError> {
         let (index, _) = self.index_as_of(as_of, None).await?;
+        self.stamp_of(&index, as_of.is_none()).await
+    }
+
+    /// [`Self::stamp`] of an index the caller already opened with [`Self::index_as_of`]
+    /// (`latest`: opened without `as_of`).
+    pub async fn stamp_of(&self, index: &Index, latest: bool) -> Result<IndexStamp, SearchError> {
         let mut stamp = index.stamp().await?;
-        if as_of.is_none() {
+        if latest {
             stamp.changed_since = self.changed_since();
         }
         Ok(stamp)

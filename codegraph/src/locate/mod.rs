@@ -115,8 +115,8 @@ impl Locator {
             lap = Instant::now();
         };
         let pinned = self.retriever.current();
-        let stamp = pinned.stamp(req.as_of.as_deref()).await?;
         let (index, _) = pinned.index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
+        let stamp = pinned.stamp_of(&index, req.as_of.is_none()).await?;
         let graph = self.graphs.get(&index).await?;
         mark(&mut took.graph_ms);
         let issue = text::read(&req.text);
