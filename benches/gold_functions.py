@@ -23,9 +23,7 @@ prints, per issue, the fix commit and the definitions found. `localization.py` i
 """
 import argparse, ast, json, os, re, subprocess
 
-
-def git(gitdir, *args):
-    return subprocess.run(["git", "--git-dir", gitdir, *args], check=True, capture_output=True).stdout
+from mirrors import commit_time, git
 
 
 def changed_files(gitdir, parent, commit):
@@ -37,7 +35,7 @@ def fix_commit(gitdir, issue):
     number = issue["id"].rsplit("-", 1)[1]
     out = git(gitdir, "log", "--all", "--format=%H %P%x09%ct%x09%s", "-E",
               f"--grep=\\(#{number}\\)|pull request #{number} ").decode("utf-8", "replace")
-    base_time = int(git(gitdir, "show", "-s", "--format=%ct", issue["base_commit"]))
+    base_time = commit_time(gitdir, issue["base_commit"])
     found = []
     for line in out.splitlines():
         head, when, subject = line.split("\t", 2)

@@ -47,9 +47,10 @@ others (where the history signals should help).
     python3 benches/localization.py --ctxd BIN [--mode locate|search|context] [--budget B] [--assembly A] [--no-skeletons] [--ablate sig1,sig2]
         [--without sig] [--repo owner/name] [--limit N] [--per-repo N] [--max-repo-mb MB] [--fresh] [--reuse] [--json OUT]
 """
-import argparse, collections, functools, json, os, re, shutil, subprocess, sys, time
+import argparse, collections, json, os, re, shutil, subprocess, sys, time
 
 import gold_functions
+from mirrors import commit_time, git
 
 TOP_EXT = (".toml", ".cfg", ".ini", ".yaml", ".yml")
 
@@ -58,16 +59,6 @@ def indexed(path):
     if any(p.startswith(".") for p in path.split("/")):
         return False
     return path.endswith((".py", ".pyi")) or ("/" not in path and path.endswith(TOP_EXT))
-
-
-def git(gitdir, *args, **kw):
-    return subprocess.run(["git", "--git-dir", gitdir, *args], check=True, capture_output=True, **kw).stdout
-
-
-@functools.cache
-def commit_time(gitdir, commit):
-    """Committer time of `commit` (seconds since the epoch)."""
-    return int(git(gitdir, "show", "-s", "--format=%ct", commit))
 
 
 def indexed_mb(gitdir, issues):
