@@ -3,8 +3,9 @@
 # denied), runs every test of the workspace (unit tests, the model reference test, the end-to-end
 # integration tests with the real model, LanceDB, HTTP and Arrow Flight servers, and the real
 # pyarrow / pylance / lancedb Python clients), then the model tests and a smoke on the AVX2 path
-# (scripts/avx2-smoke.sh), and the CUDA build's start without a driver where one was built
-# (scripts/cuda-smoke.sh). Installs what it needs first.
+# (scripts/avx2-smoke.sh), the CUDA build's start without a driver where one was built
+# (scripts/cuda-smoke.sh), and the package in a bare chroot where its build is warm
+# (scripts/package.sh, scripts/package-smoke.sh). Installs what it needs first.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cache="${XDG_CACHE_HOME:-$HOME/.cache}"
@@ -69,6 +70,19 @@ if (( $# == 0 )); then
     # A CUDA build where one was made (scripts/build-cuda.sh): it must start without the NVIDIA
     # driver and say why it runs on the cpu. Skipped, saying so, where none was built.
     scripts/cuda-smoke.sh
+    # The package (scripts/package.sh: release build linked against glibc 2.31, oneDNN, the
+    # model) run in a bare Debian 11 chroot without network (scripts/package-smoke.sh). Where the
+    # package build is warm it is incremental; a cold one (about an hour on 2 cores) is skipped,
+    # saying so — `scripts/package.sh && scripts/package-smoke.sh` runs it.
+    dist_target="${CTXD_DIST_TARGET_DIR:-$cache/ctxd-target-dist}"
+    if [[ -d "$dist_target/x86_64-unknown-linux-gnu/dist" ]]; then
+        dist_out="$cache/ctxd/dist-test"
+        rm -rf "$dist_out"
+        scripts/package.sh --out "$dist_out"
+        scripts/package-smoke.sh "$(ls "$dist_out"/ctxd-*-x86_64-linux.tar.gz)"
+    else
+        echo "test: skipped scripts/package.sh + package-smoke.sh: the package build is cold ($dist_target absent; about an hour on 2 cores)" >&2
+    fi
 else
-    echo "test: arguments given; skipped scripts/validate-k8s.sh, avx2-smoke.sh and cuda-smoke.sh (run them alone)" >&2
+    echo "test: arguments given; skipped scripts/validate-k8s.sh, avx2-smoke.sh, cuda-smoke.sh and the package smoke (run them alone)" >&2
 fi

@@ -70,6 +70,18 @@ fn deploy_files_are_hardened_and_match_the_daemon() {
         assert!(text.contains("\"serve\""), "{file}: runs the daemon");
     }
     assert!(std::fs::read_to_string(repo_root().join("Dockerfile.cuda")).unwrap().contains("--features cuda"));
+    // The image from the package (scripts/package.sh): no toolchain, the same runtime rules.
+    let text = std::fs::read_to_string(repo_root().join("Dockerfile.package")).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with('#')).collect();
+    assert!(!text.contains("cargo ") && lines.iter().filter(|l| l.starts_with("FROM ")).count() == 1);
+    assert!(lines.iter().any(|l| l.starts_with("ADD ${PACKAGE}")), "unpacks the package");
+    let user = lines.iter().rev().find(|l| l.starts_with("USER ")).expect("a USER");
+    assert!(!user.contains("root") && !user.ends_with(" 0"), "Dockerfile.package: non-root runtime");
+    assert!(text.contains("HEALTHCHECK") && text.contains("/readyz") && text.contains("\"serve\""));
+    let pkg = std::fs::read_to_string(repo_root().join("scripts/package.sh")).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(text.contains(&format!("ARG PACKAGE=dist/ctxd-{version}-x86_64-linux.tar.gz")), "the version's package");
+    assert!(pkg.contains("\"ctxd-$version-x86_64-linux\""), "scripts/package.sh names it so");
 }
 
 #[test]

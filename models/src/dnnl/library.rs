@@ -126,6 +126,8 @@ pub struct Dnnl {
     pub version: String,
     pub(crate) isa: u32,
     _lib: Arc<libloading::Library>,
+    /// The OpenMP runtime shipped beside it in a package (loaded first, see [`Dnnl::load`]).
+    _omp: Option<Arc<libloading::Library>>,
 }
 
 // SAFETY: the function table is plain function pointers into a library that stays loaded
@@ -170,6 +172,12 @@ impl Dnnl {
                 errors.push(format!("{shown}: not found"));
                 continue;
             }
+            // A package ships the OpenMP runtime oneDNN needs (`libgomp.so.1`, which minimal
+            // systems lack) beside it: loaded first, it satisfies oneDNN's dependency by its
+            // soname, without LD_LIBRARY_PATH.
+            let omp = path.parent().map(|dir| dir.join("libgomp.so.1")).filter(|p| p.is_file());
+            // SAFETY: loading runs the runtime's initialisers, which only read the environment.
+            let omp = omp.and_then(|p| unsafe { libloading::Library::new(p) }.ok()).map(Arc::new);
             // SAFETY: loading runs the library's initialisers; oneDNN's are benign.
             let lib = match unsafe { libloading::Library::new(&path) } {
                 Ok(lib) => lib,
@@ -188,7 +196,7 @@ impl Dnnl {
             let version = format!("{}.{}.{}", v.major, v.minor, v.patch);
             // SAFETY: no arguments; reads the detected ISA.
             let isa = unsafe { (api.dnnl_get_effective_cpu_isa)() };
-            return Ok(Self { api: Arc::new(api), path: shown, version, isa, _lib: Arc::new(lib) });
+            return Ok(Self { api: Arc::new(api), path: shown, version, isa, _lib: Arc::new(lib), _omp: omp });
         }
         Err(ModelError::Backend(format!("onednn not found ({})", errors.join("; "))))
     }

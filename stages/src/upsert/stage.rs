@@ -1,7 +1,8 @@
 //! The upsert stage as the graph's [`Sink`]: one [`Upsert::commit`] per batch, the run's
 //! [`Counters`] updated, streamed parts' [`PartBudget`] slots released, new rows folded into
 //! the full-text index every `optimize_every` commits or `optimize_every_rows` rows (every
-//! commit while queries are being answered), and the
+//! commit while queries are being answered; the parts of a streamed file every
+//! [`STREAM_FOLD_ROWS`] rows), and the
 //! committed paths reported to an [`OnCommit`] callback (the daemon's freshness metrics).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +21,12 @@ use crate::{error::StageError, FileWork};
 pub type OnCommit = Arc<dyn Fn(&[String]) + Send + Sync>;
 /// Says whether queries are being answered now.
 pub type QueriesActive = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Rows of a big streamed file folded into the full-text index at once (unless queries are being
+/// answered): one index segment per this many rows, not one per part. Per-part folds left a
+/// 1 GB log with 342 segments, merged over and over while it was read (each merge's memory grows
+/// with its rows) and remapped one by one by the compaction at the end.
+pub const STREAM_FOLD_ROWS: u64 = 64_000;
 
 /// When new rows are folded into the full-text index.
 #[derive(Debug, Clone, Copy)]
@@ -94,6 +101,9 @@ impl Sink for UpsertSink {
         }
         let _release = Release(&self.budget, parts);
         let n = items.len() as u64;
+        let only_parts =
+            items.iter().all(|i| matches!(i, FileWork::Update(f) if f.part.as_ref().is_some_and(|p| !p.last)));
+        let fold_rows = if only_parts { self.fold.rows.max(STREAM_FOLD_ROWS) } else { self.fold.rows };
         let paths: Vec<String> = items
             .iter()
             .filter(|i| !matches!(i, FileWork::Update(f) if f.part.as_ref().is_some_and(|p| !p.last)))
@@ -109,7 +119,7 @@ impl Sink for UpsertSink {
                 let commits = c.commits.fetch_add(1, Ordering::Relaxed) + 1;
                 let unfolded = self.unfolded.fetch_add(stats.inserted, Ordering::Relaxed) + stats.inserted;
                 let eager = unfolded > 0 && self.eager.as_ref().is_some_and(|active| active());
-                if commits.is_multiple_of(self.fold.commits) || unfolded >= self.fold.rows || eager {
+                if commits.is_multiple_of(self.fold.commits) || unfolded >= fold_rows || eager {
                     self.unfolded.store(0, Ordering::Relaxed);
                     if let Err(e) = self.index.optimize_indices().await {
                         tracing::warn!("optimizing indices: {e}");
