@@ -32,6 +32,8 @@ def main():
     ap.add_argument("--min-seconds", type=float, default=2.0)
     ap.add_argument("--texts", help="a JSON-lines file of texts to encode end to end (sentence-transformers)")
     ap.add_argument("--encode-precision", default=None, help="precision of the encode run (default: the first)")
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile the largest batch (torch.profiler): the top kernels by device time")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     try:
@@ -79,8 +81,9 @@ def main():
                     runs += 1
                 sync()
                 cells.append([b, runs * b / (time.perf_counter() - started)])
+            kernels = profile(model, ids, max(batches), device) if args.profile else []
         rows.append({"device": str(device), "backend": f"pytorch {torch.__version__}", "precision": p,
-                     "seq_per_s": cells})
+                     "seq_per_s": cells, "kernels": kernels})
         del model
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -94,6 +97,33 @@ def main():
             print(r["device"], r["backend"], r["precision"], " ".join(f"b{b}={s:.0f}" for b, s in r["seq_per_s"]))
         if "encode" in result:
             print("encode:", result["encode"])
+
+
+def profile(model, ids, batch, device, passes=3, top=12):
+    """[kernel or op, ms per pass, share] of the top `top` by device time (CPU time on a CPU)."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    gpu = device.type == "cuda"
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
+    batch_ids = ids.unsqueeze(0).repeat(batch, 1).to(device)
+    mask = torch.ones_like(batch_ids)
+    try:
+        with torch.profiler.profile(activities=acts) as prof:
+            for _ in range(passes):
+                model(input_ids=batch_ids, attention_mask=mask)
+            if gpu:
+                torch.cuda.synchronize()
+        events = prof.key_averages()
+        if gpu:
+            events = [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")]
+            time_of = lambda e: getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+        else:
+            time_of = lambda e: e.self_cpu_time_total
+        total = sum(time_of(e) for e in events) or 1
+        events = sorted(events, key=time_of, reverse=True)[:top]
+        return [[e.key[:90], time_of(e) / 1e3 / passes, time_of(e) / total] for e in events]
+    except Exception as e:  # the profile is an extra: its failure is said, not fatal
+        return [[f"profile failed: {e}", 0.0, 0.0]]
 
 
 def encode(args, device, dtype, sync):

@@ -14,17 +14,22 @@
 #   scripts/gpu-check.sh                 # here: the dev build, the f16 model copy, CoSQA texts
 #   scripts/gpu-check.sh --bundle DIR    # what scripts/gpu-bundle.sh wrote (binary, model, texts)
 #   scripts/gpu-check.sh --quick         # small batches and texts: a smoke of the script itself
+#   scripts/gpu-check.sh --profile       # also where the time goes at the largest batch: ctxd's
+#                                        # encoder stage by stage (device synchronised per stage),
+#                                        # PyTorch's top kernels (torch.profiler), and ctxd's top
+#                                        # kernels through Nsight Compute where `ncu` runs
 # Environment: CTXD_BIN (the binary), CTXD_GPU_CHECK_OUT (where the JSON figures are kept;
 # default a temporary folder, printed), PYTHON (default python3: the one with torch).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-bundle="" quick=0
+bundle="" quick=0 profile=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --bundle) bundle="$2"; shift 2 ;;
         --quick) quick=1; shift ;;
+        --profile) profile=(--profile); shift ;;
         -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -110,15 +115,24 @@ head -n "$ntexts" "$texts" >"$out/texts-used.jsonl"
 echo "gpu-check: device $device, binary $bin, model $model, $(wc -l <"$out/texts-used.jsonl") texts; figures in $out" >&2
 # shellcheck disable=SC2086
 "${fwd[@]}" --device "$device" --model "$model" --batches "$batches" --seq-len "$seq" \
-    --min-seconds "$secs" --reference "$reference" --texts "$out/texts-used.jsonl" $ctxd_precisions --json \
+    --min-seconds "$secs" --reference "$reference" --texts "$out/texts-used.jsonl" $ctxd_precisions "${profile[@]}" --json \
     >"$out/ctxd.json" 2>"$out/ctxd.err" || { cat "$out/ctxd.err" >&2; exit 1; }
 torch_rc=0
 "$python" benches/torch_forward.py --model "$model" --device "$torch_device" --precisions "$torch_precisions" \
-    --batches "$batches" --seq-len "$seq" --min-seconds "$secs" --texts "$out/texts-used.jsonl" --json \
+    --batches "$batches" --seq-len "$seq" --min-seconds "$secs" --texts "$out/texts-used.jsonl" "${profile[@]}" --json \
     >"$out/torch.json" 2>"$out/torch.err" || torch_rc=$?
 
+# ctxd's kernels by name (Nsight Compute, one metric: each kernel's duration) at batch 128, f16:
+# warm-up and two passes. Optional: ncu is not on every machine and not every runtime lets it
+# read the GPU's counters; what it says goes into ncu.err.
+if [[ ${#profile[@]} -gt 0 && "$device" != cpu ]] && command -v ncu >/dev/null 2>&1; then
+    timeout 150 ncu --metrics gpu__time_duration.sum --csv --launch-count 600 "${fwd[@]}" --device "$device" \
+        --model "$model" --batches 128 --seq-len "$seq" --min-seconds 0 --precisions f16 \
+        >"$out/ncu.csv" 2>"$out/ncu.err" || echo "gpu-check: ncu did not finish: $(tail -c 300 "$out/ncu.err")" >&2
+fi
+
 "$python" - "$out" "$device" "$torch_rc" "$batches" <<'PY'
-import json, os, sys
+import csv, json, os, sys
 out, device, torch_rc, batches = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(",")
 ctxd = json.load(open(os.path.join(out, "ctxd.json")))
 torch = json.load(open(os.path.join(out, "torch.json"))) if torch_rc == 0 else None
@@ -133,6 +147,8 @@ for r in ctxd["rows"]:
         continue
     cells = " | ".join(f"{s:.0f}" for _, s in r["seq_per_s"])
     cos = f"{r['cosine_min']:.6f} / {r['cosine_mean']:.6f}" if r.get("cosine_min") is not None else "-"
+    if r.get("non_finite"):
+        cos += f" ({r['non_finite']} vectors NaN/inf)"
     e2e = f"{r['texts_per_s']:.0f}" if r.get("texts_per_s") else "-"
     print(f"| ctxd {r['backend']} {r['device']} | {r['precision']} | {cells} | {cos} | {e2e} |")
 if torch:
@@ -155,5 +171,39 @@ if torch:
               f"(ctxd {ctxd['rows'][0]['precision']}, sentence-transformers {enc['precision']})")
 else:
     print(f"| PyTorch | - | not run: {why[0]} |")
+
+big = max(int(b) for b in batches)
+for r in ctxd["rows"]:
+    if r.get("stages"):
+        total = sum(ms for _, ms in r["stages"])
+        print(f"\nctxd {r['backend']} {r['device']} {r['precision']}: {total:.2f} ms per pass at batch {big}, by stage "
+              "(device synchronised after each)\n")
+        print("| stage | ms per pass | share |\n|---|---:|---:|")
+        for stage, ms in r["stages"]:
+            print(f"| {stage} | {ms:.2f} | {100 * ms / total:.1f}% |")
+for r in (torch or {}).get("rows", []):
+    if r.get("kernels"):
+        print(f"\n{r['backend']} {r['device']} {r['precision']}: top kernels at batch {big} (torch.profiler)\n")
+        print("| kernel | ms per pass | share |\n|---|---:|---:|")
+        for name, ms, share in r["kernels"]:
+            print(f"| `{name}` | {ms:.3f} | {100 * share:.1f}% |")
+ncu = os.path.join(out, "ncu.csv")
+if os.path.exists(ncu) and os.path.getsize(ncu) > 0:
+    lines = open(ncu).read().splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
+    per = {}
+    for row in csv.DictReader(lines[start:]) if start is not None else []:
+        if row.get("Metric Name") == "gpu__time_duration.sum":
+            unit = row.get("Metric Unit", "nsecond")
+            scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}.get(unit, 1e-6)
+            name = row["Kernel Name"][:90]
+            t, n = per.get(name, (0.0, 0))
+            per[name] = (t + float(row["Metric Value"].replace(",", "")) * scale, n + 1)
+    if per:
+        total = sum(t for t, _ in per.values())
+        print(f"\nctxd candle {device} f16: kernels at batch 128 (Nsight Compute, warm-up + 2 passes, {total:.1f} ms in all)\n")
+        print("| kernel | launches | ms | share |\n|---|---:|---:|---:|")
+        for name, (t, n) in sorted(per.items(), key=lambda kv: -kv[1][0])[:15]:
+            print(f"| `{name}` | {n} | {t:.2f} | {100 * t / total:.1f}% |")
 PY
 echo "gpu-check: done in $(( $(date +%s) - started ))s" >&2

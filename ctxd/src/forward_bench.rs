@@ -39,6 +39,10 @@ pub struct ForwardArgs {
     /// uses (tokenizing, length-sorted batches capped by tokens, forward, pooling): texts/s.
     #[arg(long)]
     pub texts: Option<PathBuf>,
+    /// With --forward: also time each stage of the largest batch's forward pass on the candle
+    /// encoder (the device synchronised after each stage): where the time goes.
+    #[arg(long)]
+    pub profile: bool,
     /// With --forward: print the figures as JSON.
     #[arg(long)]
     pub json: bool,
@@ -55,6 +59,7 @@ pub fn run(args: &ForwardArgs, spec: Option<&str>, base: ctxd_models::runtime::R
         min_seconds: args.min_seconds,
         reference: args.reference.clone(),
         texts: args.texts.clone(),
+        profile: args.profile,
     };
     let report = ctxd_models::forward::run(&forward, spec, &base, &mut |line| eprintln!("bench: {line}"))?;
     if args.json {

@@ -1,16 +1,17 @@
-//! A BERT-family sentence embedder on candle: mean pooling over the attention mask, then L2
-//! normalisation — the same computation as sentence-transformers' `Pooling(mean) + Normalize`.
+//! A BERT-family sentence embedder on candle ([`Encoder`]): mean pooling over the attention mask,
+//! then L2 normalisation — the same computation as sentence-transformers' `Pooling(mean) +
+//! Normalize`.
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::Tokenizer;
 
+use crate::encoder::{Encoder, EncoderConfig, StageClock};
 use crate::{error::ModelError, loaded::LoadedModel, tokens, Embedder};
 
 /// A loaded BERT sentence-embedding model.
 pub struct BertEmbedder {
-    model: BertModel,
+    model: Encoder,
     tokenizer: Tokenizer,
     device: Device,
     model_id: String,
@@ -27,14 +28,14 @@ impl BertEmbedder {
     /// Loads a model onto `device` with weights and activations in `dtype` (pooling and
     /// normalisation always run in f32).
     pub fn load_as(loaded: &LoadedModel, device: Device, dtype: DType) -> Result<Self, ModelError> {
-        let config: Config =
+        let config: EncoderConfig =
             serde_json::from_value(loaded.config().clone()).map_err(|e| loaded.config_error(e.to_string()))?;
         let dim = loaded.config()["hidden_size"].as_u64().unwrap_or(0) as usize;
         let tokenizer = loaded.tokenizer()?;
         let weights = std::slice::from_ref(&loaded.files().weights);
         // SAFETY: the safetensors file is memory-mapped read-only; ctxd never writes model files.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, dtype, &device)? };
-        let model = BertModel::load(vb, &config)?;
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, DType::F32, &device)? };
+        let model = Encoder::load(vb, &config, dtype)?;
         Ok(Self { model, tokenizer, device, model_id: loaded.model_id(), dim, max_seq_len: loaded.max_seq_len() })
     }
 
@@ -43,7 +44,7 @@ impl BertEmbedder {
         self.max_seq_len
     }
 
-    fn run(&self, ids: &[Vec<u32>], tokens: bool) -> Result<Vec<Vec<f32>>, ModelError> {
+    fn run(&mut self, ids: &[Vec<u32>], tokens: bool) -> Result<Vec<Vec<f32>>, ModelError> {
         let batch = ids.len();
         let max_len = ids.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let mut flat_ids = Vec::with_capacity(batch * max_len);
@@ -56,8 +57,8 @@ impl BertEmbedder {
         }
         let input_ids = Tensor::from_vec(flat_ids, (batch, max_len), &self.device)?;
         let mask = Tensor::from_vec(flat_mask, (batch, max_len), &self.device)?;
-        let token_type_ids = input_ids.zeros_like()?;
-        let hidden = self.model.forward(&input_ids, &token_type_ids, Some(&mask))?.to_dtype(DType::F32)?;
+        let lens: Vec<usize> = ids.iter().map(Vec::len).collect();
+        let hidden = self.model.forward(&input_ids, &lens)?.to_dtype(DType::F32)?;
         if tokens {
             let states = hidden.to_vec3::<f32>()?;
             return Ok(ids
@@ -103,5 +104,9 @@ impl Embedder for BertEmbedder {
             return Ok(Vec::new());
         }
         self.run(ids, true)
+    }
+
+    fn stage_clock(&mut self) -> Option<&mut StageClock> {
+        Some(self.model.clock())
     }
 }

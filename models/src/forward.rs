@@ -14,6 +14,10 @@
 //!
 //! Precisions default by device: `f16,f32` on a GPU; `f32` on the CPU, plus `bf16` where the
 //! CPU has native bf16. A precision the device refuses gets a row saying why, not a failure.
+//! Vectors holding NaN or infinity are counted (`non_finite`) and left out of the cosine, so a
+//! broken precision shows as broken, not as a missing figure. With `profile`, the largest batch
+//! runs a few more passes with the candle encoder's [`StageClock`](crate::encoder::StageClock)
+//! on: milliseconds per pass in each stage (embedders without a clock leave it empty).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -41,6 +45,8 @@ pub struct ForwardSpec {
     pub reference: Option<PathBuf>,
     /// JSON lines, one text each, embedded end to end per precision.
     pub texts: Option<PathBuf>,
+    /// Time each stage of the largest batch's forward pass (device synchronised per stage).
+    pub profile: bool,
 }
 
 impl Default for ForwardSpec {
@@ -52,6 +58,7 @@ impl Default for ForwardSpec {
             min_seconds: 2.0,
             reference: None,
             texts: None,
+            profile: false,
         }
     }
 }
@@ -96,9 +103,13 @@ pub struct ForwardRow {
     pub reason: String,
     /// `(batch, sequences/s)` per batch size.
     pub seq_per_s: Vec<(usize, f64)>,
-    /// Lowest and mean cosine to the reference vectors.
+    /// Lowest and mean cosine to the reference vectors (finite vectors only).
     pub cosine_min: Option<f64>,
     pub cosine_mean: Option<f64>,
+    /// Vectors holding NaN or infinity: of the reference texts' and of one forward batch's.
+    pub non_finite: usize,
+    /// With `profile`: `(stage, milliseconds per pass)` at the largest batch.
+    pub stages: Vec<(String, f64)>,
     /// Texts per second embedded end to end.
     pub texts_per_s: Option<f64>,
     /// Why this precision did not run.
@@ -158,6 +169,8 @@ pub fn run(
                 seq_per_s: Vec::new(),
                 cosine_min: None,
                 cosine_mean: None,
+                non_finite: 0,
+                stages: Vec::new(),
                 texts_per_s: None,
                 refused: Some(e.to_string()),
             },
@@ -259,10 +272,15 @@ fn measure(
 ) -> Result<ForwardRow, ForwardError> {
     let forward = |source| ForwardError::Model { what: "forward pass", source };
     let row = sequence(picked.embedder.as_ref(), spec.seq_len)?;
+    let finite = |v: &Vec<f32>| v.iter().all(|x| x.is_finite());
     let mut seq_per_s = Vec::new();
+    let mut non_finite = 0;
     for &batch in &spec.batches {
         let ids = vec![row.clone(); batch];
-        picked.embedder.forward(&ids).map_err(forward)?;
+        let first = picked.embedder.forward(&ids).map_err(forward)?;
+        if batch == spec.batches[0] {
+            non_finite += first.iter().filter(|v| !finite(v)).count();
+        }
         let (started, mut runs) = (Instant::now(), 0usize);
         while runs < 2 || started.elapsed().as_secs_f64() < spec.min_seconds {
             let out = picked.embedder.forward(&ids).map_err(forward)?;
@@ -276,13 +294,29 @@ fn measure(
         }
         seq_per_s.push((batch, (runs * batch) as f64 / started.elapsed().as_secs_f64()));
     }
+    let mut stages = Vec::new();
+    if spec.profile {
+        let batch = spec.batches.iter().copied().max().unwrap_or(1);
+        let ids = vec![row.clone(); batch];
+        if let Some(clock) = picked.embedder.stage_clock() {
+            clock.enable();
+        }
+        for _ in 0..3 {
+            picked.embedder.forward(&ids).map_err(forward)?;
+        }
+        if let Some(clock) = picked.embedder.stage_clock() {
+            clock.disable();
+            stages = clock.per_pass_ms();
+        }
+    }
     let (mut cosine_min, mut cosine_mean) = (None, None);
     if let Some(r) = reference {
         let got =
             picked.embedder.embed(&r.texts).map_err(|source| ForwardError::Model { what: "reference", source })?;
-        let cos: Vec<f64> = got.iter().zip(&r.vectors).map(|(a, b)| cosine(a, b)).collect();
+        non_finite += got.iter().filter(|v| !finite(v)).count();
+        let cos: Vec<f64> = got.iter().zip(&r.vectors).filter(|(a, _)| finite(a)).map(|(a, b)| cosine(a, b)).collect();
         cosine_min = cos.iter().copied().reduce(f64::min);
-        cosine_mean = Some(cos.iter().sum::<f64>() / cos.len() as f64);
+        cosine_mean = (!cos.is_empty()).then(|| cos.iter().sum::<f64>() / cos.len() as f64);
     }
     let texts_per_s = texts.map(|t| service_throughput(picked.embedder, t)).transpose()?;
     Ok(ForwardRow {
@@ -293,6 +327,8 @@ fn measure(
         seq_per_s,
         cosine_min,
         cosine_mean,
+        non_finite,
+        stages,
         texts_per_s,
         refused: None,
     })
@@ -322,10 +358,13 @@ impl ForwardReport {
                 continue;
             }
             let cells: Vec<String> = r.seq_per_s.iter().map(|(_, s)| format!("{s:.0}")).collect();
-            let cos = match (r.cosine_min, r.cosine_mean) {
+            let mut cos = match (r.cosine_min, r.cosine_mean) {
                 (Some(min), Some(mean)) => format!("{min:.6} / {mean:.6}"),
                 _ => "-".into(),
             };
+            if r.non_finite > 0 {
+                cos += &format!(" ({} vectors NaN/inf)", r.non_finite);
+            }
             let e2e = r.texts_per_s.map_or("-".into(), |t| format!("{t:.0}"));
             out += &format!(
                 "| {} | {} | {} | {} | {cos} | {e2e} |\n",
@@ -334,6 +373,18 @@ impl ForwardReport {
                 r.precision,
                 cells.join(" | ")
             );
+        }
+        for r in self.rows.iter().filter(|r| r.refused.is_none() && !r.stages.is_empty()) {
+            let total: f64 = r.stages.iter().map(|(_, ms)| ms).sum();
+            let batch = self.batches.iter().max().copied().unwrap_or(0);
+            out += &format!(
+                "\n{} {} {}: {total:.2} ms per pass at batch {batch}, by stage\n",
+                r.device, r.backend, r.precision
+            );
+            out += "| stage | ms per pass | share |\n|---|---:|---:|\n";
+            for (stage, ms) in &r.stages {
+                out += &format!("| {stage} | {ms:.2} | {:.1}% |\n", 100.0 * ms / total.max(1e-12));
+            }
         }
         out
     }
@@ -360,6 +411,8 @@ mod tests {
             seq_per_s: if refused.is_some() { vec![] } else { vec![(32, 31.4), (128, 32.6)] },
             cosine_min: Some(0.9999991),
             cosine_mean: Some(1.0),
+            non_finite: if precision == "bf16" { 3 } else { 0 },
+            stages: vec![("gemm".into(), 3.0), ("softmax".into(), 1.0)],
             texts_per_s: None,
             refused: refused.map(str::to_string),
         };
@@ -367,14 +420,22 @@ mod tests {
             model: "m".into(),
             seq_len: 256,
             batches: vec![32, 128],
-            rows: vec![row("f32", None), row("f16", Some("precision 'f16' runs on cuda devices only"))],
+            rows: vec![
+                row("f32", None),
+                row("f16", Some("precision 'f16' runs on cuda devices only")),
+                row("bf16", None),
+            ],
         };
         let table = report.table();
+        assert!(table.contains("0.999999 / 1.000000 (3 vectors NaN/inf) |"), "{table}");
+        assert!(table.contains("cpu onednn f32: 4.00 ms per pass at batch 128, by stage"), "{table}");
+        assert!(table.contains("| gemm | 3.00 | 75.0% |"), "{table}");
+        assert!(!table.contains("cpu onednn f16: 4.00"), "a refused row has no stages: {table}");
         assert!(table.contains("| batch 32 | batch 128 |"), "{table}");
         assert!(table.contains("| cpu | onednn | f32 | 31 | 33 | 0.999999 / 1.000000 | - |"), "{table}");
         assert!(table.contains("| f16 | refused: precision 'f16' runs on cuda devices only |"), "{table}");
         // A column per batch asked for, even when no precision ran.
-        let all_refused = ForwardReport { rows: report.rows.into_iter().skip(1).collect(), ..report };
+        let all_refused = ForwardReport { rows: report.rows.into_iter().skip(1).take(1).collect(), ..report };
         assert!(all_refused.table().contains("| precision | batch 32 | batch 128 |"), "{}", all_refused.table());
     }
 }

@@ -9,7 +9,8 @@
 //!   [`LoadedModel`], which every backend and the token counter take their parts from.
 //! * [`bert`] runs a BERT-family sentence-embedding model (default
 //!   `sentence-transformers/all-MiniLM-L6-v2`) with mean pooling over the attention mask and L2
-//!   normalisation, exactly as sentence-transformers does.
+//!   normalisation, exactly as sentence-transformers does, on candle through [`encoder`] (ctxd's
+//!   own BERT encoder: one GEMM per dense layer, fused kernels, an attention bias that f16 holds).
 //! * [`tokens`] holds the model's tokenizer: encoding for the embedders, and counting tokens
 //!   (used by the chunker for budgets).
 //! * [`fast`] is the fast CPU path for BERT encoders: no padding, oneDNN matmuls with fused
@@ -36,6 +37,7 @@
 pub mod bert;
 pub mod cpu;
 pub mod dnnl;
+pub mod encoder;
 pub mod error;
 pub mod fast;
 pub mod forward;
@@ -81,6 +83,11 @@ pub trait Embedder: Send + 'static {
     fn padded_tokens(&self, lens: &[usize]) -> usize {
         lens.len() * lens.iter().copied().max().unwrap_or(0)
     }
+    /// The per-stage clock of embedders that have one (the candle [`encoder::Encoder`]), for
+    /// `--profile`.
+    fn stage_clock(&mut self) -> Option<&mut encoder::StageClock> {
+        None
+    }
     /// Tokenizes and embeds `texts` in one call.
     fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
         let ids = self.encode(texts)?;
@@ -111,6 +118,9 @@ impl<E: Embedder + ?Sized> Embedder for Box<E> {
     }
     fn padded_tokens(&self, lens: &[usize]) -> usize {
         (**self).padded_tokens(lens)
+    }
+    fn stage_clock(&mut self) -> Option<&mut encoder::StageClock> {
+        (**self).stage_clock()
     }
     fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
         (**self).embed(texts)

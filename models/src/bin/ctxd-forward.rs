@@ -7,7 +7,7 @@
 //! ```text
 //! ctxd-forward [--device auto|cpu|cuda:N] [--backend auto|onednn|candle] [--threads N]
 //!              [--model SPEC|DIR] [--batches 32,128,512] [--seq-len 256] [--precisions f16,f32]
-//!              [--min-seconds 2] [--reference FILE] [--texts FILE] [--json]
+//!              [--min-seconds 2] [--reference FILE] [--texts FILE] [--profile] [--json]
 //! ```
 
 use std::path::PathBuf;
@@ -19,7 +19,7 @@ use ctxd_models::runtime::Runtime;
 
 const USAGE: &str = "usage: ctxd-forward [--device auto|cpu|cuda:N] [--backend auto|onednn|candle] [--threads N] \
     [--model SPEC|DIR] [--batches 32,128,512] [--seq-len 256] [--precisions f16,f32] [--min-seconds 2] \
-    [--reference FILE] [--texts FILE] [--json]";
+    [--reference FILE] [--texts FILE] [--profile] [--json]";
 
 /// The flags that take a value.
 const FLAGS: [&str; 10] = [
@@ -47,8 +47,9 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut args =
         Args { runtime: Runtime::default(), model: DEFAULT_MODEL.into(), spec: ForwardSpec::default(), json: false };
     while let Some(flag) = argv.next() {
-        if flag == "--json" {
-            args.json = true;
+        if flag == "--json" || flag == "--profile" {
+            args.json |= flag == "--json";
+            args.spec.profile |= flag == "--profile";
             continue;
         }
         if flag == "-h" || flag == "--help" {
