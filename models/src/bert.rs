@@ -47,6 +47,13 @@ impl BertEmbedder {
     fn run(&mut self, ids: &[Vec<u32>], tokens: bool) -> Result<Vec<Vec<f32>>, ModelError> {
         let batch = ids.len();
         let max_len = ids.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        // On a GPU, batches are padded to a multiple of 8 tokens (masked like any padding): the
+        // encoder's kernels then move 16 bytes at a time.
+        let max_len = if self.device.is_cuda() {
+            max_len.next_multiple_of(8).min(self.max_seq_len.max(max_len))
+        } else {
+            max_len
+        };
         let mut flat_ids = Vec::with_capacity(batch * max_len);
         let mut flat_mask = Vec::with_capacity(batch * max_len);
         for row in ids {

@@ -38,6 +38,7 @@ pub mod bert;
 pub mod cpu;
 pub mod dnnl;
 pub mod encoder;
+pub mod encoder_kernels;
 pub mod error;
 pub mod fast;
 pub mod forward;
