@@ -129,6 +129,12 @@ pub(crate) struct RawModel {
     pub precision: Key<String>,
     pub backend: Key<String>,
     pub threads: Key<usize>,
+    pub endpoint: Key<String>,
+    pub endpoint_kind: Key<String>,
+    pub endpoint_batch: Key<usize>,
+    pub endpoint_in_flight: Key<usize>,
+    pub endpoint_timeout_secs: Key<u64>,
+    pub endpoint_token_env: Key<String>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }

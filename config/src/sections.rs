@@ -252,6 +252,18 @@ pub struct ModelConfig {
     pub backend: String,
     /// Embedding worker threads of the CPU path; 0 = one per core.
     pub threads: usize,
+    /// An embedding server to embed through (`http://host:port`); empty: the model runs here.
+    pub endpoint: String,
+    /// `openai` (`POST /v1/embeddings`) or `tei` (`POST /embed`).
+    pub endpoint_kind: String,
+    /// Texts per request to the endpoint.
+    pub endpoint_batch: usize,
+    /// Requests to the endpoint in flight at once.
+    pub endpoint_in_flight: usize,
+    /// Seconds a request may take before it is retried.
+    pub endpoint_timeout_secs: u64,
+    /// Environment variable holding the endpoint's bearer token (empty: none sent).
+    pub endpoint_token_env: String,
 }
 
 impl Default for ModelConfig {
@@ -266,19 +278,41 @@ impl Default for ModelConfig {
             precision: rt.precision,
             backend: rt.backend,
             threads: rt.threads,
+            endpoint: String::new(),
+            endpoint_kind: "openai".into(),
+            endpoint_batch: 32,
+            endpoint_in_flight: 4,
+            endpoint_timeout_secs: 60,
+            endpoint_token_env: String::new(),
         }
     }
 }
 
 impl ModelConfig {
-    /// The runtime settings for `ctxd_models::start`.
+    /// The runtime settings for `ctxd_models::start` (an unknown `endpoint_kind` is reported by
+    /// [`ModelConfig::endpoint_kind_error`]; here it reads as `openai`).
     pub fn runtime(&self) -> ctxd_models::runtime::Runtime {
+        use ctxd_models::remote::{Endpoint, EndpointKind};
+        let endpoint = (!self.endpoint.is_empty()).then(|| Endpoint {
+            url: self.endpoint.clone(),
+            kind: EndpointKind::parse(&self.endpoint_kind).unwrap_or(EndpointKind::OpenAi),
+            batch: self.endpoint_batch,
+            in_flight: self.endpoint_in_flight,
+            timeout_secs: self.endpoint_timeout_secs,
+            token_env: self.endpoint_token_env.clone(),
+        });
         ctxd_models::runtime::Runtime {
             device: self.device.clone(),
             precision: self.precision.clone(),
             backend: self.backend.clone(),
             threads: self.threads,
+            endpoint,
         }
+    }
+
+    /// What is wrong with `endpoint_kind`, if anything.
+    pub fn endpoint_kind_error(&self) -> Option<String> {
+        ctxd_models::remote::EndpointKind::parse(&self.endpoint_kind).err().map(|e| e.to_string())
     }
 }
 

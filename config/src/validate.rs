@@ -258,6 +258,12 @@ fn model(c: &mut Checker, cfg: &mut Config, raw: RawModel) {
     c.set(&mut out.precision, p, "precision", raw.precision);
     c.set(&mut out.backend, p, "backend", raw.backend);
     c.set(&mut out.threads, p, "threads", raw.threads);
+    c.set(&mut out.endpoint, p, "endpoint", raw.endpoint);
+    c.set(&mut out.endpoint_kind, p, "endpoint_kind", raw.endpoint_kind);
+    c.set(&mut out.endpoint_batch, p, "endpoint_batch", raw.endpoint_batch);
+    c.set(&mut out.endpoint_in_flight, p, "endpoint_in_flight", raw.endpoint_in_flight);
+    c.set(&mut out.endpoint_timeout_secs, p, "endpoint_timeout_secs", raw.endpoint_timeout_secs);
+    c.set(&mut out.endpoint_token_env, p, "endpoint_token_env", raw.endpoint_token_env);
     c.unknown(p, raw.unknown);
 }
 

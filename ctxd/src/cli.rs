@@ -495,6 +495,18 @@ pub enum Command {
         #[command(subcommand)]
         action: ConfigAction,
     },
+    /// Embed texts — one per stdin line, or one JSON string per line with --jsonl — and print one
+    /// JSON array of floats per line, in order: the vectors the index would store for them.
+    Embed {
+        /// Each stdin line is a JSON string (texts with newlines).
+        #[arg(long)]
+        jsonl: bool,
+        /// Embed them as queries (the model's query prompt, where it has one; MiniLM has none).
+        #[arg(long)]
+        query: bool,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
     /// Measure chunking, embedding and end-to-end indexing throughput.
     Bench {
         /// Folder to benchmark on.

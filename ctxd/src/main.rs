@@ -11,6 +11,7 @@
 mod bench;
 mod cli;
 mod cmd;
+mod embed_cmd;
 mod forward_bench;
 mod mcp;
 mod model_args;
@@ -177,6 +178,9 @@ async fn run(cli: Cli) -> Result<()> {
             cmd::eval::run(&db, &queries, k, &mode, context, &model, json).await
         }
         Command::Config { action: ConfigAction::Validate { file } } => cmd::admin::validate_config(&file),
+        Command::Embed { jsonl, query, model } => {
+            tokio::task::spawn_blocking(move || embed_cmd::run(&model, query, jsonl)).await?
+        }
         // Loads and runs the model on this thread: off the async runtime.
         Command::Bench { forward, model, .. } if forward.forward => {
             let base = model.runtime()?;

@@ -25,6 +25,14 @@ pub struct ModelArgs {
     /// Embedding worker threads (0 = one per core).
     #[arg(long, env = "CTXD_EMBED_THREADS")]
     pub threads: Option<usize>,
+    /// Embed through this embedding server instead of running the model here
+    /// (`http://host:port`: another `ctxd serve`, text-embeddings-inference, an OpenAI-compatible
+    /// server) — `[model] endpoint`.
+    #[arg(long, env = "CTXD_EMBED_ENDPOINT")]
+    pub endpoint: Option<String>,
+    /// The endpoint's request form: openai (POST /v1/embeddings) or tei (POST /embed).
+    #[arg(long, env = "CTXD_EMBED_ENDPOINT_KIND")]
+    pub endpoint_kind: Option<String>,
 }
 
 impl ModelArgs {
@@ -33,7 +41,8 @@ impl ModelArgs {
         let mut cfg = ctxd_config::ModelConfig::default();
         self.apply(&mut cfg);
         let rt = cfg.runtime();
-        let errs = rt.validate();
+        let mut errs = rt.validate();
+        errs.extend(cfg.endpoint_kind_error());
         if !errs.is_empty() {
             anyhow::bail!("invalid model settings: {}", errs.join("; "));
         }
@@ -56,6 +65,12 @@ impl ModelArgs {
         }
         if let Some(t) = self.threads {
             cfg.threads = t;
+        }
+        if let Some(e) = &self.endpoint {
+            cfg.endpoint = e.clone();
+        }
+        if let Some(k) = &self.endpoint_kind {
+            cfg.endpoint_kind = k.clone();
         }
     }
 }

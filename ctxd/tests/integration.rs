@@ -17,6 +17,8 @@ mod bench;
 mod deploy;
 #[path = "integration/doctor.rs"]
 mod doctor;
+#[path = "integration/endpoint.rs"]
+mod endpoint;
 #[path = "integration/git.rs"]
 mod git;
 #[path = "integration/graph.rs"]

@@ -32,6 +32,8 @@ pub enum ModelError {
     Bf16Unsupported { reason: String },
     #[error("invalid model runtime setting: {0}")]
     Runtime(String),
+    #[error("embedding endpoint {url}: {message}")]
+    Endpoint { url: String, message: String },
     #[error("embedding service is shut down")]
     ServiceClosed,
     #[error("embedder returned {got} vectors for {expected} inputs")]

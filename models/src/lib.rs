@@ -47,6 +47,7 @@ pub mod kernels;
 pub mod loaded;
 pub mod metrics;
 pub mod query_cache;
+pub mod remote;
 pub mod resolve;
 pub mod runtime;
 pub mod service;
@@ -83,6 +84,22 @@ pub trait Embedder: Send + 'static {
     /// padding); padded batches by default.
     fn padded_tokens(&self, lens: &[usize]) -> usize {
         lens.len() * lens.iter().copied().max().unwrap_or(0)
+    }
+    /// Whether [`Embedder::forward_tokens`] can answer (an embedding server cannot): late-interaction
+    /// rescoring is skipped where not.
+    fn has_token_states(&self) -> bool {
+        true
+    }
+    /// Whether the embedder takes texts rather than token ids (an embedding server,
+    /// [`remote::RemoteEmbedder`]): the service then hands it each batch's texts.
+    fn takes_texts(&self) -> bool {
+        false
+    }
+    /// Embeds texts as they are (embedders that [`Embedder::takes_texts`]); the default
+    /// tokenizes and runs [`Embedder::forward`].
+    fn forward_texts(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
+        let ids = self.encode(texts)?;
+        self.forward(&ids)
     }
     /// The per-stage clock of embedders that have one (the candle [`encoder::Encoder`]), for
     /// `--profile`.
@@ -122,6 +139,15 @@ impl<E: Embedder + ?Sized> Embedder for Box<E> {
     }
     fn stage_clock(&mut self) -> Option<&mut encoder::StageClock> {
         (**self).stage_clock()
+    }
+    fn takes_texts(&self) -> bool {
+        (**self).takes_texts()
+    }
+    fn has_token_states(&self) -> bool {
+        (**self).has_token_states()
+    }
+    fn forward_texts(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
+        (**self).forward_texts(texts)
     }
     fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
         (**self).embed(texts)

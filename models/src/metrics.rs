@@ -24,6 +24,9 @@ pub const EMBED_QUERY_CACHE_MISSES_TOTAL: &str = "ctxd_embed_query_cache_misses_
 /// (`cpu` | `cuda:N`, what `auto` resolved to), `precision`, `isa` (the instruction set oneDNN
 /// runs, e.g. `avx2` or `avx512_core_bf16`, which decides bf16; `cuda` on a GPU).
 pub const EMBED_BACKEND_INFO: &str = "ctxd_embed_backend_info";
+/// Counter: requests to an embedding endpoint (`[model] endpoint`) that failed and were retried,
+/// by `kind` (`openai` | `tei`).
+pub const EMBED_ENDPOINT_ERRORS_TOTAL: &str = "ctxd_embed_endpoint_errors_total";
 
 /// Registers every metric of this crate with its description (the `# HELP` line of a scrape)
 /// and creates the series the dashboards read at zero (texts and tokens embedded, throughput). Called by the binary once the recorder is installed.
@@ -35,6 +38,10 @@ pub fn describe() {
     // No forward pass yet: no throughput.
     metrics::gauge!(EMBED_THROUGHPUT).set(0.0);
     metrics::describe_counter!(EMBED_TEXTS_TOTAL, "Texts embedded by the model.");
+    metrics::describe_counter!(
+        EMBED_ENDPOINT_ERRORS_TOTAL,
+        "Requests to the embedding endpoint that failed and were retried (no connection, timeout, 429, 5xx)."
+    );
     metrics::describe_counter!(EMBED_TOKENS_TOTAL, "Model tokens run through the model (padding excluded).");
     metrics::describe_counter!(EMBED_PADDED_TOKENS_TOTAL, "Padded positions run through the model (tokens + padding).");
     metrics::describe_histogram!(EMBED_BATCH_SECONDS, "Seconds one model forward pass took.");

@@ -19,6 +19,7 @@ use candle_core::{DType, Device};
 use crate::bert::BertEmbedder;
 use crate::fast::{FastBert, Precision};
 use crate::loaded::LoadedModel;
+use crate::remote::{Endpoint, RemoteEmbedder};
 use crate::service::{EmbedService, EmbedServiceConfig};
 use crate::{error::ModelError, Embedder};
 
@@ -44,11 +45,13 @@ pub struct Runtime {
     pub backend: String,
     /// Worker threads of the fast path, 0 = one per core.
     pub threads: usize,
+    /// An embedding server to embed through instead of running the model here.
+    pub endpoint: Option<Endpoint>,
 }
 
 impl Default for Runtime {
     fn default() -> Self {
-        Self { device: "auto".into(), precision: "auto".into(), backend: "auto".into(), threads: 0 }
+        Self { device: "auto".into(), precision: "auto".into(), backend: "auto".into(), threads: 0, endpoint: None }
     }
 }
 
@@ -71,9 +74,9 @@ pub struct Picked {
     pub embedder: Box<dyn Embedder>,
     /// A short description (`onednn cpu f32 avx2`, `candle cuda:0 f16`): the service's backend.
     pub desc: String,
-    /// `onednn` | `candle`.
+    /// `onednn` | `candle` | `endpoint`.
     pub backend: &'static str,
-    /// `cpu` | `cuda:N`.
+    /// `cpu` | `cuda:N` | `remote`.
     pub device: String,
     pub precision: String,
     /// The instruction set oneDNN runs (`avx2`, …), `cuda` on a GPU, `-` on candle's CPU path.
@@ -129,7 +132,7 @@ impl Runtime {
 
     /// Checks the settings without loading anything; returns every problem.
     pub fn validate(&self) -> Vec<String> {
-        let mut errs = Vec::new();
+        let mut errs = self.endpoint.as_ref().map(Endpoint::validate).unwrap_or_default();
         let device = self.device_spec();
         if let Err(e) = &device {
             errs.push(e.to_string());
@@ -195,6 +198,23 @@ impl Runtime {
     pub fn load(&self, loaded: &LoadedModel) -> Result<Picked, ModelError> {
         if let Some(first) = self.validate().into_iter().next() {
             return Err(ModelError::Runtime(first));
+        }
+        if let Some(endpoint) = &self.endpoint {
+            let model = RemoteEmbedder::new(loaded, endpoint.clone())?;
+            return Ok(Picked {
+                embedder: Box::new(model),
+                desc: format!("{} endpoint {}", endpoint.kind.as_str(), endpoint.request_url()),
+                backend: "endpoint",
+                device: "remote".into(),
+                precision: "-".into(),
+                isa: "-".into(),
+                reason: format!(
+                    "[model] endpoint as configured ({} requests of {} texts, {} in flight)",
+                    endpoint.kind.as_str(),
+                    endpoint.batch,
+                    endpoint.in_flight
+                ),
+            });
         }
         let (device, why_device) = self.resolve_device()?;
         match device {
@@ -287,7 +307,7 @@ mod tests {
     use super::Runtime;
 
     fn rt(device: &str, precision: &str, backend: &str) -> Runtime {
-        Runtime { device: device.into(), precision: precision.into(), backend: backend.into(), threads: 0 }
+        Runtime { device: device.into(), precision: precision.into(), backend: backend.into(), ..Runtime::default() }
     }
 
     #[test]

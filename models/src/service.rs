@@ -191,6 +191,7 @@ pub struct EmbedService {
     model_id: String,
     dim: usize,
     backend: String,
+    token_states: bool,
 }
 
 /// Splits indices sorted by length into runs whose padded size stays under the caps.
@@ -258,7 +259,13 @@ fn run_job<E: Embedder>(
         let idx = &order[range.clone()];
         let batch: Vec<Vec<u32>> = idx.iter().map(|&i| ids[i].clone()).collect();
         let started = Instant::now();
-        let vectors = if tokens { embedder.forward_tokens(&batch)? } else { embedder.forward(&batch)? };
+        let vectors = if tokens {
+            embedder.forward_tokens(&batch)?
+        } else if embedder.takes_texts() {
+            embedder.forward_texts(&idx.iter().map(|&i| texts[i].clone()).collect::<Vec<_>>())?
+        } else {
+            embedder.forward(&batch)?
+        };
         if vectors.len() != batch.len() {
             return Err(ModelError::Count { expected: batch.len(), got: vectors.len() });
         }
@@ -305,6 +312,7 @@ impl EmbedService {
         });
         let model_id = embedder.model_id().to_string();
         let dim = embedder.dim();
+        let token_states = embedder.has_token_states();
         let thread_shared = shared.clone();
         std::thread::Builder::new()
             .name("ctxd-embed".into())
@@ -315,7 +323,14 @@ impl EmbedService {
                 }
             })
             .expect("spawning the embedding thread");
-        Self { owner: Arc::new(Owner(shared)), queries: Arc::default(), model_id, dim, backend: "custom".into() }
+        Self {
+            owner: Arc::new(Owner(shared)),
+            queries: Arc::default(),
+            model_id,
+            dim,
+            backend: "custom".into(),
+            token_states,
+        }
     }
 
     /// Names the backend (for logs and `/metrics` info).
@@ -343,6 +358,12 @@ impl EmbedService {
     /// Vector dimension.
     pub fn dim(&self) -> usize {
         self.dim
+    }
+
+    /// Whether the model gives token states ([`EmbedService::embed_tokens`]); an embedding
+    /// server does not.
+    pub fn token_states(&self) -> bool {
+        self.token_states
     }
 
     /// Embeds `texts` on the model thread, in the interactive lane (queries: see the module

@@ -208,6 +208,10 @@ pub(crate) async fn rescore(
     depth: usize,
     shed: usize,
 ) -> bool {
+    // An embedding server gives no token states: the first-stage order is the answer.
+    if !embed.token_states() {
+        return true;
+    }
     let mut chosen: Vec<usize> = (0..fused.len()).filter(|&i| passes(&fused[i])).take(depth).collect();
     let all = chosen.len();
     if all < 2 {

@@ -9,6 +9,7 @@
 //! | `POST /v1/aggregate` | `{query, budget, sources?, format?}` → blocks from several sources ([`crate::aggregate`]) |
 //! | `POST /v1/locate` | `{"text","k"?,"without"?}` (text ≤ 1 MB) → `{"files":[{path,score,why,definitions}]}` ([`ctxd_codegraph::locate`]) |
 //! | `POST /v1/graph/<tool>` | `find_references`, `callers`, `callees`, `imports`, `imported_by`, `impact`, `repo_map`, `history` with the MCP tool's arguments ([`ctxd_codegraph::tools`]) |
+//! | `POST /v1/embeddings`, `POST /embed`, `GET /info` | this process's model as an embedding server, OpenAI's and text-embeddings-inference's forms ([`crate::embed_handlers`]) |
 //! | `GET /v1/status` | `{"version","ready","model","table"}`, a writer's first-scan `indexing` progress, `sources` |
 //! | `POST /mcp` | Model Context Protocol (JSON-RPC; see [`crate::mcp`], its HTTP transport in [`crate::mcp_http`]) |
 //! | `POST /v1/sources/{name}/poll` | a git source polls its refs now: a git host's push webhook (GitHub/GitLab signatures with `[server] webhook_secret_file`), see [`crate::webhook`] |
@@ -17,13 +18,13 @@
 //! | `GET /metrics` | Prometheus text |
 //!
 //! With a bearer token configured ([`crate::auth`]) every route but `/healthz` answers 401
-//! without it (the webhook route checks it itself, beside a git host's signature). Bodies over 64 KiB are refused (413; 3 MiB for `/v1/locate` and `/v1/graph/*`, whose texts and diffs may be long); `k` ≤ 200, budgets ≤ 1M tokens.
+//! without it (the webhook route checks it itself, beside a git host's signature). Bodies over 64 KiB are refused (413; 3 MiB for `/v1/locate`, `/v1/graph/*`, `/v1/embeddings` and `/embed`, whose texts, diffs and batches may be long); `k` ≤ 200, budgets ≤ 1M tokens.
 //!
 //! Client mistakes (bad JSON, empty query, k out of range, unknown mode) are answered with
 //! 400 and `{"error": "..."}`; server faults with 500 and the same shape.
 //!
 //! This file is the router alone: the handlers are in `query_handlers.rs`, `tool_handlers.rs`,
-//! `status_handlers.rs`, `mcp_http.rs` and `webhook.rs`, what they share in `state.rs` and
+//! `status_handlers.rs`, `embed_handlers.rs`, `mcp_http.rs` and `webhook.rs`, what they share in `state.rs` and
 //! `reply.rs`. The query routes (search, context, completion, aggregate, locate, graph, symbols,
 //! MCP) pass admission control ([`crate::admission`]): a bounded number run at once, a bounded queue
 //! waits, and the rest are answered 503 with `Retry-After` at once.
@@ -32,6 +33,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 
+use crate::embed_handlers as embeds;
 use crate::query_handlers as query;
 use crate::state::{AppState, Wire, MAX_BODY_BYTES};
 use crate::status_handlers as status;
@@ -50,6 +52,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/locate", post(tools::locate).layer(long_body))
         .route("/v1/graph/{tool}", post(tools::graph).layer(long_body))
         .route("/v1/symbols/{which}", post(tools::symbols))
+        .route("/v1/embeddings", post(embeds::openai).layer(long_body))
+        .route("/embed", post(embeds::tei).layer(long_body))
+        .route("/info", get(embeds::info))
         .route("/mcp", post(crate::mcp_http::mcp).get(crate::mcp_http::mcp_get))
         // Only the routes above queue for a query slot; search does itself, after the cache, and
         // the stream holds its slot until the stream ends.

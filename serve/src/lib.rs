@@ -26,6 +26,7 @@
 pub mod admission;
 pub mod aggregate;
 pub mod auth;
+pub mod embed_handlers;
 pub mod flight;
 pub mod graph_tools;
 pub mod http;
