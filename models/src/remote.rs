@@ -241,6 +241,16 @@ impl RemoteEmbedder {
         Ok(())
     }
 
+    /// One request and no retry — whether the endpoint answers now, with the configured model
+    /// and vector size (what `ctxd doctor` reports; the embedder itself waits for an endpoint).
+    pub fn probe(&mut self) -> Result<(), ModelError> {
+        self.check_model()?;
+        match self.post(&["ctxd doctor".to_string()]) {
+            Ok(_) => Ok(()),
+            Err(Failure::Retry(message) | Failure::Fatal(message)) => Err(self.error(message)),
+        }
+    }
+
     /// Embeds `texts` through the endpoint: requests of `batch` texts, `in_flight` at once.
     fn embed_remote(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
         self.check_model()?;

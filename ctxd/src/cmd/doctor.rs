@@ -3,6 +3,8 @@
 //! Checks, in order (each independent; a failing one does not hide the others):
 //! 1. **config** (`--config`): it parses and its values are valid;
 //! 2. **cpu** and **model**: oneDNN loads and the instruction set it runs (bf16 native or not);
+//!    with an embedding endpoint (`[model] endpoint`, `--endpoint`), one request to it (no retry)
+//!    says whether it answers with the model; otherwise
 //!    the model the index (or `--model`, else the default) uses resolves, loads, and embeds a
 //!    text — the backend and precision it picked are reported;
 //! 3. **index** (`--db`, or the config's `[index] db`): it opens; its version, chunks, versions on
@@ -111,23 +113,44 @@ pub async fn run(a: DoctorArgs) -> Result<()> {
         (None, Some(index)) => crate::open::index_model_spec(index).await.unwrap_or_default(),
         (None, None) => ctxd_models::resolve::DEFAULT_MODEL.to_string(),
     };
-    match crate::open::start_model(&spec, &a.model).await {
-        Ok((service, _)) => match service.embed(vec!["ctxd doctor".into()]).await {
-            Ok(v) if v.first().is_some_and(|v| v.len() == service.dim() && v.iter().all(|x| x.is_finite())) => add(
+    // Through an embedding server: one request, no retries (the embedder itself would wait).
+    let mut model_cfg = cfg.as_ref().map(|c| c.model.clone()).unwrap_or_default();
+    a.model.apply(&mut model_cfg);
+    if let Some(endpoint) = model_cfg.runtime().endpoint {
+        let url = endpoint.request_url();
+        let probe = tokio::task::spawn_blocking(move || {
+            let loaded = ctxd_models::loaded::LoadedModel::resolve(&spec)?;
+            let mut remote = ctxd_models::remote::RemoteEmbedder::new(&loaded, endpoint)?;
+            remote.probe().map(|()| loaded.model_id())
+        });
+        match probe.await? {
+            Ok(id) => add("model", Status::Ok, format!("{id} embeds through the endpoint {url}"), None),
+            Err(e) => add(
                 "model",
-                Status::Ok,
-                format!(
-                    "{} loads and embeds ({} dimensions) on {}",
-                    service.model_id(),
-                    service.dim(),
-                    service.backend()
-                ),
-                None,
+                Status::Broken,
+                format!("{e}"),
+                Some("start the embedding server, or fix [model] endpoint / endpoint_kind / name"),
             ),
-            Ok(_) => add("model", Status::Broken, format!("{spec} embeds to a wrong vector"), Some(MODEL_FIX)),
-            Err(e) => add("model", Status::Broken, format!("{spec} does not embed: {e}"), Some(MODEL_FIX)),
-        },
-        Err(e) => add("model", Status::Broken, format!("{spec}: {e:#}"), Some(MODEL_FIX)),
+        }
+    } else {
+        match crate::open::start_model(&spec, &a.model).await {
+            Ok((service, _)) => match service.embed(vec!["ctxd doctor".into()]).await {
+                Ok(v) if v.first().is_some_and(|v| v.len() == service.dim() && v.iter().all(|x| x.is_finite())) => add(
+                    "model",
+                    Status::Ok,
+                    format!(
+                        "{} loads and embeds ({} dimensions) on {}",
+                        service.model_id(),
+                        service.dim(),
+                        service.backend()
+                    ),
+                    None,
+                ),
+                Ok(_) => add("model", Status::Broken, format!("{spec} embeds to a wrong vector"), Some(MODEL_FIX)),
+                Err(e) => add("model", Status::Broken, format!("{spec} does not embed: {e}"), Some(MODEL_FIX)),
+            },
+            Err(e) => add("model", Status::Broken, format!("{spec}: {e:#}"), Some(MODEL_FIX)),
+        }
     }
 
     if let (Some(index), Some(db)) = (&index, &db) {

@@ -129,9 +129,19 @@ fn a_down_endpoint_pauses_indexing_and_nothing_is_lost() {
         client.metric("ctxd_embed_endpoint_errors_total{kind=\"openai\"}").unwrap_or(0.0) >= 2.0
     });
     assert_eq!(client.get("/readyz").status().as_u16(), 503, "not ready while nothing can be embedded");
+    // `ctxd doctor` says so at once (one try, no waiting).
+    let doctor = ctxd().args(["doctor", "--endpoint", &endpoint]).output().unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout).to_string() + &String::from_utf8_lossy(&doctor.stderr);
+    assert!(!doctor.status.success(), "doctor passed a closed endpoint: {said}");
+    assert!(
+        said.contains(&format!("{endpoint}/v1/embeddings")) && said.contains("start the embedding server"),
+        "{said}"
+    );
     // The endpoint comes up: indexing resumes and completes with every chunk.
     let server = embedding_server(tmp.path(), &format!("127.0.0.1:{port}"));
     client.wait_ready();
+    let doctor = run_ok(ctxd().args(["doctor", "--endpoint", &endpoint]));
+    assert!(doctor.contains("embeds through the endpoint"), "{doctor}");
     drop(server);
     let local_db = tmp.path().join("local");
     run_ok(ctxd().arg("index").arg(&root).arg("--db").arg(&local_db));
