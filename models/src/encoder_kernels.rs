@@ -344,3 +344,60 @@ mod cuda {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{Device, Tensor};
+
+    use super::*;
+
+    fn h() -> Heads {
+        Heads { batch: 2, len: 3, heads: 2, head_dim: 2 }
+    }
+
+    #[test]
+    fn padded_keys_get_no_probability_and_rows_sum_to_one() {
+        let scores = Tensor::arange(0f32, 36.0, &Device::Cpu).unwrap().reshape((2, 2, 3, 3)).unwrap();
+        let probs = masked_softmax(&scores, &[3, 1], h()).unwrap();
+        assert_eq!(probs.dims(), &[2, 2, 3, 3]);
+        let all = probs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        for (r, row) in all.chunks(3).enumerate() {
+            assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5, "row {r}: {row:?}");
+            if r >= 6 {
+                // The second sequence has one real token: its keys 2 and 3 are padding.
+                assert_eq!((row[0], row[1], row[2]), (1.0, 0.0, 0.0), "row {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn qkv_heads_and_back_keep_each_value_in_its_head() {
+        let h = h();
+        let (n, hidden) = (h.batch * h.len, h.heads * h.head_dim);
+        let qkv =
+            Tensor::arange(0f32, (n * 3 * hidden) as f32, &Device::Cpu).unwrap().reshape((n, 3 * hidden)).unwrap();
+        let bias = Tensor::zeros(3 * hidden, candle_core::DType::F32, &Device::Cpu).unwrap();
+        let heads = qkv_heads(&qkv, &bias, h).unwrap();
+        assert_eq!(heads.dims(), &[3, 2, 2, 3, 2]);
+        // K (1) of sequence 1, head 1, token 2, element 0 is row 1·3+2 = 5, column hidden + 1·2 + 0.
+        let v = heads.get(1).unwrap().get(1).unwrap().get(1).unwrap().get(2).unwrap().get(0).unwrap();
+        assert_eq!(v.to_scalar::<f32>().unwrap(), (5 * 3 * hidden + hidden + 2) as f32);
+        // Q back in token order is Q's columns of the input.
+        let back = heads_to_tokens(&heads.get(0).unwrap(), h).unwrap();
+        assert_eq!(back.to_vec2::<f32>().unwrap(), qkv.narrow(1, 0, hidden).unwrap().to_vec2::<f32>().unwrap());
+    }
+
+    #[test]
+    fn bias_residual_norm_takes_position_rows_by_token() {
+        let a = Tensor::zeros((4, 2), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let bias = Tensor::new(&[0f32, 0.0], &Device::Cpu).unwrap();
+        // Two sequences of two tokens: position rows [1, -1] and [-2, 2].
+        let positions = Tensor::new(&[[1f32, -1.0], [-2.0, 2.0]], &Device::Cpu).unwrap();
+        let gamma = Tensor::new(&[1f32, 1.0], &Device::Cpu).unwrap();
+        let out = bias_residual_norm(&a, &bias, &positions, &gamma, &bias, 1e-12).unwrap().to_vec2::<f32>().unwrap();
+        for (r, row) in out.iter().enumerate() {
+            let want = if r % 2 == 0 { [1.0, -1.0] } else { [-1.0, 1.0] };
+            assert!((row[0] - want[0]).abs() < 1e-4 && (row[1] - want[1]).abs() < 1e-4, "row {r}: {row:?}");
+        }
+    }
+}
