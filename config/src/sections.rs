@@ -269,6 +269,7 @@ pub struct ModelConfig {
 impl Default for ModelConfig {
     fn default() -> Self {
         let rt = ctxd_models::runtime::Runtime::default();
+        let endpoint = ctxd_models::remote::Endpoint::new("", ctxd_models::remote::EndpointKind::OpenAi);
         Self {
             name: ctxd_models::resolve::DEFAULT_MODEL.to_string(),
             max_batch_tokens: 8192,
@@ -278,12 +279,12 @@ impl Default for ModelConfig {
             precision: rt.precision,
             backend: rt.backend,
             threads: rt.threads,
-            endpoint: String::new(),
-            endpoint_kind: "openai".into(),
-            endpoint_batch: 32,
-            endpoint_in_flight: 4,
-            endpoint_timeout_secs: 60,
-            endpoint_token_env: String::new(),
+            endpoint: endpoint.url,
+            endpoint_kind: endpoint.kind.as_str().into(),
+            endpoint_batch: endpoint.batch,
+            endpoint_in_flight: endpoint.in_flight,
+            endpoint_timeout_secs: endpoint.timeout_secs,
+            endpoint_token_env: endpoint.token_env,
         }
     }
 }

@@ -70,7 +70,8 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// An endpoint with the default batching (32 texts, 4 in flight, 60 s).
+    /// An endpoint with the default batching (32 texts, 4 in flight, 60 s): the `[model]`
+    /// defaults.
     pub fn new(url: &str, kind: EndpointKind) -> Self {
         Self { url: url.into(), kind, batch: 32, in_flight: 4, timeout_secs: 60, token_env: String::new() }
     }
@@ -152,6 +153,14 @@ impl RemoteEmbedder {
         })
     }
 
+    /// `request` with the bearer token, where one is configured.
+    fn authorized(&self, request: ureq::Request) -> ureq::Request {
+        match &self.token {
+            Some(token) => request.set("Authorization", &format!("Bearer {token}")),
+            None => request,
+        }
+    }
+
     fn error(&self, message: String) -> ModelError {
         ModelError::Endpoint { url: self.endpoint.request_url(), message }
     }
@@ -162,10 +171,7 @@ impl RemoteEmbedder {
             EndpointKind::OpenAi => json!({ "model": self.model_id, "input": texts }),
             EndpointKind::Tei => json!({ "inputs": texts, "normalize": true, "truncate": true }),
         };
-        let mut request = self.agent.post(&self.endpoint.request_url());
-        if let Some(token) = &self.token {
-            request = request.set("Authorization", &format!("Bearer {token}"));
-        }
+        let request = self.authorized(self.agent.post(&self.endpoint.request_url()));
         let answer: Value = match request.send_json(body) {
             Ok(response) => response.into_json().map_err(|e| Failure::Retry(format!("reading the answer: {e}")))?,
             Err(ureq::Error::Status(code, response)) => {
@@ -219,10 +225,7 @@ impl RemoteEmbedder {
         if self.checked || self.endpoint.kind != EndpointKind::Tei {
             return Ok(());
         }
-        let mut request = self.agent.get(&self.endpoint.info_url());
-        if let Some(token) = &self.token {
-            request = request.set("Authorization", &format!("Bearer {token}"));
-        }
+        let request = self.authorized(self.agent.get(&self.endpoint.info_url()));
         // An endpoint that is down is waited for by the first request; one without /info
         // (some TEI-compatible servers) is taken at its word.
         if let Ok(info) =
@@ -273,11 +276,12 @@ impl RemoteEmbedder {
     }
 }
 
-/// Whether the name an endpoint reports is the configured model (`org/name`, `name`, or a
-/// path ending in it).
-fn same_model(served: &str, name: &str) -> bool {
-    let served = served.trim_end_matches('/');
-    served == name || served.rsplit('/').next() == Some(name)
+/// Whether two model names name the same model: `org/name`, `name` alone, or a path ending in
+/// it (the last path parts are compared). Also what `ctxd serve`'s embedding routes check a
+/// client's `model` with.
+pub fn same_model(a: &str, b: &str) -> bool {
+    let last = |s: &str| s.trim_end_matches('/').rsplit('/').next().unwrap_or_default().to_string();
+    last(a) == last(b)
 }
 
 /// The vectors of an answer, in input order.
@@ -392,5 +396,9 @@ mod tests {
         assert_eq!(unit(vec![3.0, 4.0]), vec![0.6, 0.8]);
         assert!(same_model("sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"));
         assert!(!same_model("BAAI/bge-small-en", "all-MiniLM-L6-v2"));
+        // As `ctxd serve` checks a client's `model`: with or without the organisation.
+        assert!(same_model("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"));
+        assert!(same_model("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"));
+        assert!(!same_model("text-embedding-3-small", "sentence-transformers/all-MiniLM-L6-v2"));
     }
 }

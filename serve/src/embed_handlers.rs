@@ -20,6 +20,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use ctxd_models::remote::same_model;
 use ctxd_models::service::EmbedService;
 use serde::Deserialize;
 use serde_json::json;
@@ -75,11 +76,6 @@ fn request<T>(state: &AppState, body: Result<Json<T>, JsonRejection>) -> Result<
     Ok((req, service(state)?))
 }
 
-/// Whether `asked` names the model `served` (`org/name`, or `name` alone).
-fn names(asked: &str, served: &str) -> bool {
-    asked == served || served.rsplit('/').next() == Some(asked) || asked.rsplit('/').next() == served.rsplit('/').next()
-}
-
 async fn embed(service: &EmbedService, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Response> {
     if texts.is_empty() || texts.len() > MAX_INPUTS {
         let message = format!("1 to {MAX_INPUTS} inputs a request, not {}", texts.len());
@@ -101,7 +97,7 @@ pub(crate) async fn openai(
         Err(r) => return r,
     };
     let model = service.model_id().to_string();
-    if let Some(asked) = req.model.as_deref().filter(|m| !m.is_empty() && !names(m, &model)) {
+    if let Some(asked) = req.model.as_deref().filter(|m| !m.is_empty() && !same_model(m, &model)) {
         let message = format!("model {asked} is not served here: this server embeds with {model}");
         return (StatusCode::NOT_FOUND, Json(json!({ "error": { "message": message, "code": "model_not_found" } })))
             .into_response();
@@ -150,16 +146,4 @@ pub(crate) async fn info(State(state): State<AppState>) -> Response {
         "server": "ctxd",
     }))
     .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::names;
-
-    #[test]
-    fn a_model_is_named_with_or_without_its_organisation() {
-        assert!(names("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"));
-        assert!(names("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"));
-        assert!(!names("text-embedding-3-small", "sentence-transformers/all-MiniLM-L6-v2"));
-    }
 }
