@@ -361,6 +361,7 @@ pub fn spawn_sink<S: Sink>(
             let since = Instant::now();
             let res = sink.write(batch).await;
             record_time(S::NAME, since);
+            let written = res.is_ok();
             match res {
                 Ok(()) => metrics::counter!(m::STAGE_SENT_TOTAL, "stage" => S::NAME).increment(n as u64),
                 Err(e) => {
@@ -371,6 +372,9 @@ pub fn spawn_sink<S: Sink>(
                 }
             }
             tracker.done(n);
+            if written {
+                sink.after_write().await;
+            }
         }
     })
 }

@@ -3,7 +3,7 @@
 
 /// Counter: files the watcher reported (scan and events), label `origin` = scan|event|listing.
 pub const WATCH_FILES_TOTAL: &str = "ctxd_watch_files_total";
-/// Counter: paths the watcher skipped, label `reason` = ignored|binary_ext|secret|not_file|unsafe_key|too_large.
+/// Counter: paths the watcher skipped, label `reason` = ignored|binary_ext|secret|not_file|unsafe_key|too_large|unchanged.
 pub const WATCH_SKIPPED_TOTAL: &str = "ctxd_watch_skipped_total";
 /// Counter: blobs a git source's mirror dropped because no indexed ref holds them any more.
 pub const GIT_MIRROR_REMOVED_TOTAL: &str = "ctxd_watch_git_mirror_removed_blobs_total";
@@ -60,7 +60,7 @@ pub fn describe() {
     );
     metrics::describe_counter!(
         WATCH_SKIPPED_TOTAL,
-        "Paths the watcher skipped, label reason = ignored|binary_ext|secret|not_file|unsafe_key|too_large."
+        "Paths the watcher skipped, label reason = ignored|binary_ext|secret|not_file|unsafe_key|too_large|unchanged (a late event for a file that looks as reported)."
     );
     metrics::describe_counter!(
         GIT_MIRROR_REMOVED_TOTAL,

@@ -39,4 +39,10 @@ pub trait Sink: Send + Sync + 'static {
     fn weight(&self, item: &Self::In) -> usize;
     /// Writes a batch.
     fn write(&self, items: Vec<Self::In>) -> impl Future<Output = Result<(), StageError>> + Send;
+    /// Upkeep after a batch was written and its items counted out of the graph (index
+    /// maintenance): kept out of [`Sink::write`] so that a commit readers can already see is not
+    /// still counted in flight — changed and not committed — while it runs.
+    fn after_write(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }

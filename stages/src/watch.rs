@@ -8,10 +8,13 @@
 //!   is reported once, after it has been quiet for the debounce window, as either changed
 //!   (it is a file now) or removed (it is gone). Editor save patterns — write to a temp file and
 //!   rename, truncate then write, bursts — collapse into one report for the final path.
+//!   A late event for a file that still looks as it did when it was reported (same size, inode,
+//!   modification and change times) is an echo of that change and is dropped ([`Reported`]), so
+//!   an unchanged file is not read again nor counted as changed in answers' `changed_since`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use notify::{RecursiveMode, Watcher};
@@ -239,12 +242,14 @@ impl EventWatcher {
         let select = scanner.select.clone();
         tokio::spawn(async move {
             let mut pending: HashMap<PathBuf, Instant> = HashMap::new();
+            let mut reported = Reported::default();
             let tick = (debounce / 4).max(Duration::from_millis(10));
             loop {
                 let next = tokio::time::timeout(tick, raw_rx.recv()).await;
                 match next {
                     Ok(Some((_, true))) => {
                         pending.clear();
+                        reported.clear();
                         if tx.send(WatchEvent::Rescan).await.is_err() {
                             return;
                         }
@@ -263,7 +268,7 @@ impl EventWatcher {
                     .collect();
                 for path in ready {
                     pending.remove(&path);
-                    if let Some(ev) = classify_event(&root, &matcher, &select, &path) {
+                    if let Some(ev) = classify_event(&root, &matcher, &select, &path, &mut reported) {
                         if tx.send(ev).await.is_err() {
                             return;
                         }
@@ -280,7 +285,13 @@ impl EventWatcher {
     }
 }
 
-fn classify_event(root: &Path, matcher: &IgnoreMatcher, select: &Selector, path: &Path) -> Option<WatchEvent> {
+fn classify_event(
+    root: &Path,
+    matcher: &IgnoreMatcher,
+    select: &Selector,
+    path: &Path,
+    reported: &mut Reported,
+) -> Option<WatchEvent> {
     let rel = rel_path(root, path)?;
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.is_file() => {
@@ -297,6 +308,10 @@ fn classify_event(root: &Path, matcher: &IgnoreMatcher, select: &Selector, path:
                 metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => reason.label()).increment(1);
                 return None;
             }
+            if reported.is_echo(path, &meta, SystemTime::now()) {
+                metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "unchanged").increment(1);
+                return None;
+            }
             metrics::counter!(m::WATCH_FILES_TOTAL, "origin" => "event").increment(1);
             Some(WatchEvent::Changed(SourceFile { rel, abs: path.to_path_buf() }))
         }
@@ -308,7 +323,76 @@ fn classify_event(root: &Path, matcher: &IgnoreMatcher, select: &Selector, path:
             Some(WatchEvent::Rescan)
         }
         Ok(_) => None,
-        Err(_) => Some(WatchEvent::Removed(select.qualify(&rel))),
+        Err(_) => {
+            reported.forget(path);
+            Some(WatchEvent::Removed(select.qualify(&rel)))
+        }
+    }
+}
+
+/// A change within this margin before its report may be followed by another in the same tick of
+/// the file system's clock (Linux stamps files with a coarse clock), so such a file's stat cannot
+/// vouch for it: git's "racily clean" rule.
+const RACY: Duration = Duration::from_millis(100);
+
+/// What each file looked like when the watcher last reported it (cleared on a rescan, a removed
+/// path and everything under it forgotten).
+///
+/// inotify delivers one save as several events, and a loaded machine can spread them across the
+/// debounce window: the late ones arrive after the file was reported, and reading it again would
+/// find it unchanged — but until then it would count as in flight, changed since the last commit.
+/// A file whose stat is the one reported, and whose change time was at least [`RACY`] before the
+/// report, has not changed since (the change time cannot be set back); its event is dropped.
+#[derive(Default)]
+struct Reported(HashMap<PathBuf, (FileStat, SystemTime)>);
+
+/// The parts of a file's stat that any write changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStat {
+    len: u64,
+    ino: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl FileStat {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        Self {
+            len: meta.len(),
+            ino: meta.ino(),
+            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// The change time, as wall-clock time.
+    fn changed_at(&self) -> SystemTime {
+        let ns = u64::try_from(self.ctime_ns.max(0)).unwrap_or(u64::MAX);
+        SystemTime::UNIX_EPOCH + Duration::from_nanos(ns)
+    }
+}
+
+impl Reported {
+    /// True when `path` (a file, stat `meta`) looks as it did when it was reported, and that stat
+    /// could vouch for it then; else records it as reported `now` and returns false.
+    fn is_echo(&mut self, path: &Path, meta: &std::fs::Metadata, now: SystemTime) -> bool {
+        let stat = FileStat::of(meta);
+        let echo = self.0.get(path).is_some_and(|(seen, at)| *seen == stat && seen.changed_at() + RACY <= *at);
+        if !echo {
+            self.0.insert(path.to_path_buf(), (stat, now));
+        }
+        echo
+    }
+
+    /// `path` is gone (a file, or a directory with everything under it).
+    fn forget(&mut self, path: &Path) {
+        self.0.retain(|p, _| !p.starts_with(path));
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
     }
 }
 
@@ -347,6 +431,33 @@ mod tests {
         assert!(matcher.is_ignored(&root.join("x.log"), false));
         assert!(matcher.is_ignored(&root.join("db/x.txt"), false));
         assert!(!matcher.is_ignored(&root.join("src/new.rs"), false));
+    }
+
+    #[test]
+    fn a_file_that_looks_as_reported_is_an_echo_unless_it_changed_too_close_to_the_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.py");
+        std::fs::write(&path, "x = 1\n").unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        let changed = FileStat::of(&meta).changed_at();
+        let mut reported = Reported::default();
+        // Reported well after its change: a second event for the same stat is an echo.
+        let later = changed + Duration::from_secs(1);
+        assert!(!reported.is_echo(&path, &meta, later), "the first report is never an echo");
+        assert!(reported.is_echo(&path, &meta, later + Duration::from_secs(5)));
+        // A write changes the stat (size here; the change time in any case): reported again.
+        std::fs::write(&path, "x = 22\n").unwrap();
+        let meta2 = std::fs::metadata(&path).unwrap();
+        assert!(!reported.is_echo(&path, &meta2, later + Duration::from_secs(6)));
+        // Reported within RACY of its change: the stat cannot vouch for it, so it is read again.
+        let mut racy = Reported::default();
+        let soon = FileStat::of(&meta2).changed_at() + RACY / 2;
+        assert!(!racy.is_echo(&path, &meta2, soon));
+        assert!(!racy.is_echo(&path, &meta2, soon + Duration::from_secs(1)), "a racy report is not trusted");
+        // Once reported at a safe distance it is; removing the folder forgets it.
+        assert!(racy.is_echo(&path, &meta2, soon + Duration::from_secs(2)));
+        racy.forget(dir.path());
+        assert!(!racy.is_echo(&path, &meta2, soon + Duration::from_secs(3)), "a forgotten path is new");
     }
 
     #[tokio::test]

@@ -119,10 +119,13 @@ fn index_search_then_edit_and_delete_while_serving() {
     assert!(stamp["version"].as_u64().unwrap() > version, "{v}");
     assert!(stamp["committed_at"].as_str().unwrap().ends_with('Z'), "{v}");
     assert_eq!(stamp["changed_since"], 0, "{v}");
+    // (The version may move on between answers without a file changing: folding new rows into
+    // the full-text index is a commit of its own.)
+    let at_least_stamp = |v: &Value| v["index"]["version"].as_u64().unwrap() >= stamp["version"].as_u64().unwrap();
     let context: Value = daemon.post("/v1/context", &json!({"query": "fibonacci", "budget": 300})).json().unwrap();
-    assert_eq!(context["index"]["version"], stamp["version"], "{context}");
+    assert!(at_least_stamp(&context), "{context}");
     let located: Value = daemon.post("/v1/locate", &json!({"text": "fibonacci numbers are wrong"})).json().unwrap();
-    assert_eq!(located["index"]["version"], stamp["version"], "{located}");
+    assert!(at_least_stamp(&located), "{located}");
     assert_eq!(located["index"]["changed_since"], 0, "{located}");
 
     std::fs::remove_file(root.join("web/api.ts")).unwrap();

@@ -5,7 +5,7 @@
 //! [`STREAM_FOLD_ROWS`] rows), and the
 //! committed paths reported to an [`OnCommit`] callback (the daemon's freshness metrics).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ctxd_index::store::Index;
@@ -49,6 +49,8 @@ pub struct UpsertSink {
     eager: Option<QueriesActive>,
     /// Rows inserted since the last fold into the full-text index.
     unfolded: AtomicU64,
+    /// The last commit asked for a fold ([`Sink::after_write`] does it).
+    fold_due: AtomicBool,
     on_commit: OnCommit,
 }
 
@@ -63,7 +65,17 @@ impl UpsertSink {
         on_commit: OnCommit,
     ) -> Self {
         let fold = FoldEvery { commits: fold.commits.max(1), rows: fold.rows.max(1) };
-        Self { budget, upsert, index, counters, fold, eager: None, unfolded: AtomicU64::new(0), on_commit }
+        Self {
+            budget,
+            upsert,
+            index,
+            counters,
+            fold,
+            eager: None,
+            unfolded: AtomicU64::new(0),
+            fold_due: AtomicBool::new(false),
+            on_commit,
+        }
     }
 
     /// The same sink folding each commit's rows at once while `active` says queries are
@@ -121,11 +133,8 @@ impl Sink for UpsertSink {
                 let eager = unfolded > 0 && self.eager.as_ref().is_some_and(|active| active());
                 if commits.is_multiple_of(self.fold.commits) || unfolded >= fold_rows || eager {
                     self.unfolded.store(0, Ordering::Relaxed);
-                    if let Err(e) = self.index.optimize_indices().await {
-                        tracing::warn!("optimizing indices: {e}");
-                    }
+                    self.fold_due.store(true, Ordering::Relaxed);
                 }
-                let _ = self.index.stats().await;
                 Ok(())
             }
             Err(e) => {
@@ -133,5 +142,15 @@ impl Sink for UpsertSink {
                 Err(e)
             }
         }
+    }
+
+    /// The fold [`Sink::write`] found due, and the index's figures refreshed.
+    async fn after_write(&self) {
+        if self.fold_due.swap(false, Ordering::Relaxed) {
+            if let Err(e) = self.index.optimize_indices().await {
+                tracing::warn!("optimizing indices: {e}");
+            }
+        }
+        let _ = self.index.stats().await;
     }
 }
