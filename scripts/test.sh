@@ -36,6 +36,16 @@ if ! command -v promtool >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
     pgrep -x prometheus >/dev/null && $sudo pkill -x prometheus || true
 fi
 command -v promtool >/dev/null 2>&1 && export CTXD_TEST_PROMTOOL="$(command -v promtool)"
+# A real browser for the web page's test (ctxd/tests/integration/ui.rs): Debian's chromium and its
+# WebDriver, chromedriver (package chromium-driver).
+if ! command -v chromedriver >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    sudo=""
+    [[ "$(id -u)" == 0 ]] || sudo="sudo"
+    echo "test: installing chromium and chromium-driver (Debian) for the web page's browser test" >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null \
+        || { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; } \
+        || echo "test: could not install chromium; the browser test will say it skipped" >&2
+fi
 export CTXD_TEST_MOTO="$venv/bin/moto_server"
 # The house rules first, each in seconds: formatting, then the tidy checks (`tidy/`: no import
 # circle inside a crate, no file over 600 lines without its tests, ARCHITECTURE.md's code map and

@@ -197,6 +197,7 @@ pub(crate) struct RawServer {
     pub queue_timeout_ms: Key<u64>,
     pub stale_answer_ms: Key<u64>,
     pub mcp_tools: Key<String>,
+    pub ui: Key<bool>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }

@@ -86,6 +86,8 @@ pub struct ServerConfig {
     /// separated by commas (`ctxd_serve::mcp_catalog::ToolPreset`; checked when the daemon
     /// starts); a client may narrow it with `/mcp?tools=`.
     pub mcp_tools: String,
+    /// The web page at `GET /ui` (status, ask, graph, sessions; `ctxd_serve::ui`).
+    pub ui: bool,
 }
 
 /// `server.stale_answer_ms` by default: off — answers are always of the latest version unless an
@@ -115,6 +117,7 @@ impl Default for ServerConfig {
             queue_timeout_ms: 2000,
             stale_answer_ms: DEFAULT_STALE_ANSWER_MS,
             mcp_tools: "all".into(),
+            ui: true,
         }
     }
 }

@@ -321,6 +321,7 @@ fn server(c: &mut Checker, cfg: &mut Config, raw: RawServer) {
     c.set(&mut out.queue_timeout_ms, p, "queue_timeout_ms", raw.queue_timeout_ms);
     c.set(&mut out.stale_answer_ms, p, "stale_answer_ms", raw.stale_answer_ms);
     c.set(&mut out.mcp_tools, p, "mcp_tools", raw.mcp_tools);
+    c.set(&mut out.ui, p, "ui", raw.ui);
     c.unknown(p, raw.unknown);
 }
 

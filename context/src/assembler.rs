@@ -49,7 +49,7 @@ use crate::compress;
 use crate::doc_type::DocType;
 use crate::draft::{Draft, Drafts};
 use crate::request::{ContextRequest, ContextResponse, MAX_BUDGET, SEEN_FILE_FLOOR, SESSION_FLOOR};
-use crate::session::{self, Sessions, Tool};
+use crate::session::{self, AnswerNote, Sessions, Tool};
 
 /// Packs retrieval results into a token budget.
 #[derive(Clone)]
@@ -209,6 +209,15 @@ impl Assembler {
         }
         if let Some(id) = &req.session {
             self.sessions.record(id, Tool::Context, &sent_now, used, sent.repeats);
+            let mut note = AnswerNote::new(Tool::Context, &req.query);
+            for b in &blocks {
+                let list = if b.skeleton { &mut note.skeletons } else { &mut note.whole };
+                list.push(b.citation());
+            }
+            note.cited = sent.cited.as_ref().map(|(_, c)| c.clone()).unwrap_or_default();
+            let line = cited_line.as_deref().map_or(0, |l| self.tokens.count(l));
+            (note.tokens, note.tokens_saved) = (used, sent.tokens.saturating_sub(line));
+            self.sessions.note(id, note);
         }
         let context = match req.format {
             Format::Xml => format!("<context>\n{context}</context>\n"),
@@ -284,8 +293,9 @@ impl Assembler {
         // Files the session has seen a block of (among this query's candidates).
         let seen_files: HashSet<String> = was_sent.iter().map(|r| r.path.clone()).collect();
         let repeats = was_sent.len();
+        let tokens = was_sent.iter().map(|r| self.tokens.count(&r.content)).sum();
         ordered.retain(|(_, r)| !sent.contains_key(&r.chunk_id));
-        AlreadySent { cited, seen_files, repeats }
+        AlreadySent { cited, seen_files, repeats, tokens }
     }
 
     /// Outline blocks of the best files (at most a quarter of the budget): the files outlined.
@@ -429,6 +439,8 @@ struct AlreadySent {
     seen_files: HashSet<String>,
     /// How many candidates were left out for it.
     repeats: usize,
+    /// Their tokens (what repeating them would have cost).
+    tokens: usize,
 }
 
 /// What is packed so far: the blocks chosen (in relevance order), the tokens they take of the

@@ -14,6 +14,10 @@
 //! [`MAX_SENT_PER_SESSION`] chunks (the oldest forgotten first: such a chunk is simply sent
 //! again). Metrics count sessions, their tokens per tool and the chunks not repeated — never a
 //! label per session.
+//!
+//! Each session also keeps its last [`MAX_ANSWERS_PER_SESSION`] answers as [`AnswerNote`]s —
+//! the question, what went whole, as a skeleton or was cited again, and the tokens that citing
+//! saved — for the web page's sessions view (`GET /v1/sessions`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -29,6 +33,51 @@ pub const MAX_SENT_PER_SESSION: usize = 20_000;
 pub const MAX_SESSION_ID: usize = 128;
 /// Estimated bytes of one remembered chunk beyond its citation (key, map and queue slots).
 const ENTRY_OVERHEAD: usize = 64;
+/// Answers one session keeps notes of (the oldest dropped first).
+pub const MAX_ANSWERS_PER_SESSION: usize = 20;
+/// Characters of the question an [`AnswerNote`] keeps.
+const NOTE_QUERY_CHARS: usize = 200;
+
+/// One answer given in a session: what the sessions page shows of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AnswerNote {
+    pub tool: Tool,
+    /// The question (its first 200 characters).
+    pub query: String,
+    /// Blocks sent whole, as `path:start-end`.
+    pub whole: Vec<String>,
+    /// Blocks sent as signature skeletons.
+    pub skeletons: Vec<String>,
+    /// Candidates not repeated: cited in one line because this session was sent them before.
+    pub cited: Vec<String>,
+    /// Tokens the answer used.
+    pub tokens: usize,
+    /// Tokens the cited candidates would have cost sent again, less their citation line.
+    pub tokens_saved: usize,
+    /// Seconds since the Unix epoch.
+    pub unix: u64,
+}
+
+impl AnswerNote {
+    /// A note of an answer to `query` given now (the lists and counts filled in by the caller).
+    pub fn new(tool: Tool, query: &str) -> Self {
+        Self {
+            tool,
+            query: query.chars().take(NOTE_QUERY_CHARS).collect(),
+            whole: Vec::new(),
+            skeletons: Vec::new(),
+            cited: Vec::new(),
+            tokens: 0,
+            tokens_saved: 0,
+            unix: unix_now(),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        let list = |v: &Vec<String>| v.iter().map(|c| c.len() + 24).sum::<usize>();
+        self.query.len() + list(&self.whole) + list(&self.skeletons) + list(&self.cited) + ENTRY_OVERHEAD
+    }
+}
 
 /// The surfaces a session's tokens are counted by (closed set: a label value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -124,11 +173,15 @@ pub struct SessionUsage {
     /// Candidates left out because they were sent before (cited instead), over the session.
     pub repeats_avoided: u64,
     pub tokens: u64,
+    /// Tokens its kept answers saved by citing instead of repeating ([`AnswerNote::tokens_saved`]).
+    pub tokens_saved: u64,
     pub tools: BTreeMap<Tool, ToolUsage>,
     pub age_seconds: u64,
     pub idle_seconds: u64,
     /// Seconds until it expires if unused.
     pub expires_in_seconds: u64,
+    /// Its last answers, oldest first.
+    pub answers: Vec<AnswerNote>,
 }
 
 /// A session written to disk between processes (the CLI's `--session`: each `ctxd context`
@@ -156,6 +209,8 @@ struct Session {
     bytes: usize,
     tools: BTreeMap<Tool, ToolUsage>,
     repeats_avoided: u64,
+    /// The last answers, oldest first.
+    answers: VecDeque<AnswerNote>,
 }
 
 impl Session {
@@ -168,6 +223,23 @@ impl Session {
             bytes: 256,
             tools: BTreeMap::new(),
             repeats_avoided: 0,
+            answers: VecDeque::new(),
+        }
+    }
+
+    fn usage(&self, id: &str, now: Instant, ttl: Duration) -> SessionUsage {
+        let idle = now.duration_since(self.last_used);
+        SessionUsage {
+            session: id.to_string(),
+            chunks_sent: self.sent.len(),
+            repeats_avoided: self.repeats_avoided,
+            tokens: self.tools.values().map(|u| u.tokens).sum(),
+            tokens_saved: self.answers.iter().map(|a| a.tokens_saved as u64).sum(),
+            tools: self.tools.clone(),
+            age_seconds: now.duration_since(self.created).as_secs(),
+            idle_seconds: idle.as_secs(),
+            expires_in_seconds: ttl.saturating_sub(idle).as_secs(),
+            answers: self.answers.iter().cloned().collect(),
         }
     }
 }
@@ -227,23 +299,38 @@ impl Sessions {
         self.bound(&mut map);
     }
 
+    /// Keeps a note of an answer the session was given (after [`Sessions::record`]; ignored
+    /// for an unknown or expired session).
+    pub fn note(&self, id: &str, note: AnswerNote) {
+        let mut map = self.lock();
+        let Some(s) = map.get_mut(id) else { return };
+        s.bytes += note.bytes();
+        s.answers.push_back(note);
+        while s.answers.len() > MAX_ANSWERS_PER_SESSION {
+            if let Some(old) = s.answers.pop_front() {
+                s.bytes = s.bytes.saturating_sub(old.bytes());
+            }
+        }
+        self.bound(&mut map);
+    }
+
     /// Usage of a session (`None`: unknown or expired).
     pub fn usage(&self, id: &str) -> Option<SessionUsage> {
         let now = Instant::now();
         let mut map = self.lock();
         self.expire(&mut map, now);
-        let s = map.get(id)?;
-        let idle = now.duration_since(s.last_used);
-        Some(SessionUsage {
-            session: id.to_string(),
-            chunks_sent: s.sent.len(),
-            repeats_avoided: s.repeats_avoided,
-            tokens: s.tools.values().map(|u| u.tokens).sum(),
-            tools: s.tools.clone(),
-            age_seconds: now.duration_since(s.created).as_secs(),
-            idle_seconds: idle.as_secs(),
-            expires_in_seconds: self.limits.ttl.saturating_sub(idle).as_secs(),
-        })
+        Some(map.get(id)?.usage(id, now, self.limits.ttl))
+    }
+
+    /// Every live session's usage, the most recently used first.
+    pub fn list(&self) -> Vec<SessionUsage> {
+        let now = Instant::now();
+        let mut map = self.lock();
+        self.expire(&mut map, now);
+        let mut all: Vec<(Instant, SessionUsage)> =
+            map.iter().map(|(id, s)| (s.last_used, s.usage(id, now, self.limits.ttl))).collect();
+        all.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.session.cmp(&b.1.session)));
+        all.into_iter().map(|(_, u)| u).collect()
     }
 
     /// The session as it can be written to disk (`None`: unknown or expired).
@@ -335,6 +422,30 @@ mod tests {
 
     fn sent(ids: &[&str]) -> Vec<(String, String)> {
         ids.iter().map(|i| (i.to_string(), format!("{i}:1-2"))).collect()
+    }
+
+    #[test]
+    fn answer_notes_are_kept_per_session_bounded_and_listed_most_recent_first() {
+        let s = Sessions::default();
+        s.note("nobody", AnswerNote::new(Tool::Context, "ignored: no such session"));
+        assert!(s.is_empty());
+        s.record("a", Tool::Context, &sent(&["c1"]), 100, 0);
+        s.record("b", Tool::Context, &sent(&["c2"]), 10, 0);
+        for i in 0..MAX_ANSWERS_PER_SESSION + 3 {
+            let mut note = AnswerNote::new(Tool::Context, &format!("question {i} {}", "x".repeat(300)));
+            note.whole.push("lib/a.py:1-9".into());
+            note.tokens_saved = 5;
+            s.note("a", note);
+        }
+        let a = s.usage("a").unwrap();
+        assert_eq!(a.answers.len(), MAX_ANSWERS_PER_SESSION, "the oldest answers are dropped");
+        assert!(a.answers[0].query.starts_with("question 3 "), "{:?}", a.answers[0].query);
+        assert_eq!(a.answers[0].query.chars().count(), NOTE_QUERY_CHARS);
+        assert_eq!(a.tokens_saved, 5 * MAX_ANSWERS_PER_SESSION as u64);
+        std::thread::sleep(Duration::from_millis(5));
+        s.record("b", Tool::Search, &[], 1, 0);
+        let order: Vec<String> = s.list().into_iter().map(|u| u.session).collect();
+        assert_eq!(order, ["b", "a"], "most recently used first");
     }
 
     #[test]

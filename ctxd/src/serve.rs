@@ -200,6 +200,7 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         poll: (!reader).then(|| Arc::new(move |name: &str| triggers.poke(name)) as _),
         webhook_secret: cfg.server.webhook_secret()?,
         gate,
+        ui: cfg.server.ui,
     };
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {

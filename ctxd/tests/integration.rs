@@ -41,3 +41,5 @@ mod sessions;
 mod setup;
 #[path = "integration/sources.rs"]
 mod sources;
+#[path = "integration/ui.rs"]
+mod ui;

@@ -82,7 +82,15 @@ impl Index {
 
     /// Every version still on disk, oldest first.
     pub async fn snapshots(&self) -> Result<Vec<Snapshot>, IndexError> {
-        let versions = self.table.list_versions().await.map_err(|e| self.lance(e))?;
+        self.recent_snapshots(usize::MAX).await
+    }
+
+    /// The last `n` versions still on disk, oldest first (each is opened to count its rows, so
+    /// a caller that polls asks for a few).
+    pub async fn recent_snapshots(&self, n: usize) -> Result<Vec<Snapshot>, IndexError> {
+        let mut versions = self.table.list_versions().await.map_err(|e| self.lance(e))?;
+        versions.sort_by_key(|v| v.version);
+        let versions = versions.split_off(versions.len().saturating_sub(n));
         let mut tags = self.tags_by_version().await?;
         let view = self.view().await?;
         let mut out = Vec::with_capacity(versions.len());
@@ -267,6 +275,8 @@ mod tests {
         assert_eq!(tagged.rows, 1);
         assert_eq!(snaps.last().unwrap().rows, 2, "{snaps:#?}");
         assert!(snaps.windows(2).all(|w| w[0].version < w[1].version && w[0].timestamp <= w[1].timestamp));
+        let last_two = index.recent_snapshots(2).await.unwrap();
+        assert_eq!(last_two, snaps[snaps.len() - 2..], "the last two, oldest first");
         // The tagged version still has the old text; the latest does not.
         let v = index.resolve(&"release-1".parse().unwrap()).await.unwrap();
         let old = index.at(v).await.unwrap();

@@ -10,7 +10,10 @@
 //! | `POST /v1/locate` | `{"text","k"?,"without"?}` (text ≤ 1 MB) → `{"files":[{path,score,why,definitions}]}` ([`ctxd_codegraph::locate`]) |
 //! | `POST /v1/graph/<tool>` | `find_references`, `callers`, `callees`, `imports`, `imported_by`, `impact`, `repo_map`, `history` with the MCP tool's arguments ([`ctxd_codegraph::tools`]) |
 //! | `POST /v1/embeddings`, `POST /embed`, `GET /info` | this process's model as an embedding server, OpenAI's and text-embeddings-inference's forms ([`crate::embed_handlers`]) |
-//! | `GET /v1/status` | `{"version","ready","model","table"}`, a writer's first-scan `indexing` progress, `sources` |
+//! | `GET /v1/status` | `{"version","ready","model","table","backend","role"}`, a writer's first-scan `indexing` progress, `sources` |
+//! | `GET /v1/versions?last=N` | `{"versions":[{version,timestamp,rows,tags}]}`: the last N (30) versions, oldest first |
+//! | `GET /v1/sessions`, `GET /v1/sessions/{id}` | live sessions' usage and last answers (all, or one) |
+//! | `GET /ui` | the web page ([`crate::ui`]; `[server] ui = false` turns it off): static, no index data without the token |
 //! | `POST /mcp` | Model Context Protocol (JSON-RPC; see [`crate::mcp`], its HTTP transport in [`crate::mcp_http`]) |
 //! | `POST /v1/sources/{name}/poll` | a git source polls its refs now: a git host's push webhook (GitHub/GitLab signatures with `[server] webhook_secret_file`), see [`crate::webhook`] |
 //! | `GET /healthz` | 200 while the process serves requests |
@@ -41,6 +44,7 @@ use crate::tool_handlers as tools;
 
 /// The router with every route.
 pub fn router(state: AppState) -> Router {
+    let ui = state.ui;
     let auth = state.auth.clone();
     let gate = state.gate.clone();
     let wire = Wire::new(state);
@@ -62,6 +66,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/search", post(query::search))
         .route("/v1/context/stream", post(query::context_stream))
         .route("/v1/status", get(status::status))
+        .route("/v1/versions", get(status::versions))
+        .route("/v1/sessions", get(status::sessions))
         .route("/v1/sessions/{id}", get(status::session_usage))
         .route("/healthz", get(status::healthz))
         .route("/readyz", get(status::readyz))
@@ -75,7 +81,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sources/{name}/poll", post(crate::webhook::poll_handler))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(wire);
-    authenticated.merge(webhook)
+    let routes = authenticated.merge(webhook);
+    if ui {
+        routes.merge(crate::ui::router())
+    } else {
+        routes
+    }
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves.

@@ -15,6 +15,7 @@
 //!   [`admission`] bounds the queries running and waiting (503 with `Retry-After` beyond).
 //! * [`state`] is what the HTTP handlers share, `reply.rs` how they read a request and answer;
 //!   [`webhook`] is a git host's push webhook.
+//! * [`ui`] is the web page at `GET /ui` (status, ask, graph, sessions over this API).
 //! * [`metrics`] names the wire's metrics.
 //!
 //! Types of the query side are imported from their own crates: one path to every type.
@@ -40,4 +41,5 @@ pub mod state;
 mod status_handlers;
 pub mod symbol_tools;
 mod tool_handlers;
+pub mod ui;
 pub mod webhook;

@@ -53,6 +53,8 @@ pub struct AppState {
     /// The process's admission gate (queries at once and waiting, [`crate::admission`]),
     /// shared with Arrow Flight.
     pub gate: Arc<Admission>,
+    /// Serve the web page at `GET /ui` (`[server] ui`).
+    pub ui: bool,
 }
 
 /// What the router's handlers extract: the caller's [`AppState`] and what the wire keeps

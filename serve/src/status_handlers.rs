@@ -1,7 +1,8 @@
 //! The routes that tell about the process and the index rather than answer a query:
 //! `GET /healthz` (liveness), `/readyz` (the initial scan committed), `/metrics` (Prometheus
-//! text), `/v1/status` (version, model, table, and the sources the caller may read) and
-//! `/v1/sessions/{id}` (what a session was sent).
+//! text), `/v1/status` (version, model, table, the embedding backend, the process's role and
+//! the sources the caller may read), `/v1/versions` (the last versions with their tags),
+//! `/v1/sessions` (every live session, its last answers) and `/v1/sessions/{id}` (one).
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -45,11 +46,14 @@ pub(crate) async fn status(State(state): State<AppState>, caller: CallerExt) -> 
         Ok(v) => v,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
+    let retriever = state.searcher.retriever().current();
     let mut body = serde_json::json!({
         "version": version,
         "ready": (state.ready)(),
         "model": index.model_id(),
         "table": index.table_name(),
+        "backend": retriever.embed().map(|e| e.backend().to_string()),
+        "role": if state.progress.is_some() { "writer" } else { "reader" },
     });
     if let Some(progress) = &state.progress {
         body["indexing"] = progress();
@@ -72,6 +76,42 @@ pub(crate) async fn status(State(state): State<AppState>, caller: CallerExt) -> 
         body["sources"] = serde_json::Value::Array(sources);
     }
     Json(body).into_response()
+}
+
+/// Versions `GET /v1/versions` lists by default and at most.
+const VERSIONS_SHOWN: usize = 30;
+const MAX_VERSIONS_SHOWN: usize = 200;
+
+/// `?last=N` of `GET /v1/versions`.
+#[derive(serde::Deserialize)]
+pub(crate) struct VersionsQuery {
+    last: Option<usize>,
+}
+
+/// `GET /v1/versions?last=N`: `{"versions":[{version,timestamp,rows,tags}]}`, the last N
+/// (default 30, at most 200), oldest first — what `as_of` can name.
+pub(crate) async fn versions(
+    State(state): State<AppState>,
+    axum::extract::Query(q): axum::extract::Query<VersionsQuery>,
+) -> Response {
+    let last = q.last.unwrap_or(VERSIONS_SHOWN);
+    if last == 0 || last > MAX_VERSIONS_SHOWN {
+        return error(StatusCode::BAD_REQUEST, format!("last must be 1 to {MAX_VERSIONS_SHOWN}, not {last}"));
+    }
+    match state.searcher.index().recent_snapshots(last).await {
+        Ok(v) => Json(serde_json::json!({ "versions": v })).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// `GET /v1/sessions`: `{"sessions":[…]}`, every live session's usage and last answers, the
+/// most recently used first. Sessions cite files of every source: a token limited to some
+/// sources is answered 403.
+pub(crate) async fn sessions(State(state): State<AppState>, caller: CallerExt) -> Response {
+    if caller.as_ref().is_some_and(|c| c.sources.is_some()) {
+        return error(StatusCode::FORBIDDEN, "listing sessions needs a token that reads every source".into());
+    }
+    Json(serde_json::json!({ "sessions": state.assembler.sessions().list() })).into_response()
 }
 
 /// `GET /v1/sessions/<id>`: what a session was sent and the tokens it used per tool; 404 once
