@@ -94,25 +94,23 @@ pub(crate) async fn open_or_create_table(
     name: &str,
     schema: arrow_schema::SchemaRef,
 ) -> Result<lancedb::Table, lancedb::Error> {
-    if names.iter().any(|n| n == name) {
-        return conn.open_table(name).execute().await;
-    }
-    match conn.create_empty_table(name, schema).execute().await {
-        Ok(t) => Ok(t),
-        Err(_) => {
-            // Another writer is creating it (parallel re-embedding shards on S3): its first
-            // version may not be readable yet, so the open is retried for a few seconds.
-            let mut opened = conn.open_table(name).execute().await;
-            for wait_ms in [100, 300, 1000, 2000] {
-                if opened.is_ok() {
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
-                opened = conn.open_table(name).execute().await;
-            }
-            opened
+    if !names.iter().any(|n| n == name) {
+        if let Ok(t) = conn.create_empty_table(name, schema).execute().await {
+            return Ok(t);
         }
     }
+    // Listed, or created by another writer first: a writer creating it right now (parallel
+    // re-embedding shards on S3) makes it listed before its first version is readable, so the
+    // open is retried for a few seconds.
+    let mut opened = conn.open_table(name).execute().await;
+    for wait_ms in [100, 300, 1000, 2000] {
+        if opened.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+        opened = conn.open_table(name).execute().await;
+    }
+    opened
 }
 
 #[cfg(test)]

@@ -68,14 +68,37 @@ pub(crate) async fn status(State(state): State<AppState>, caller: CallerExt) -> 
                 Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
             };
             let (files, chunks) = match (view.files().await, view.stats().await) {
-                (Ok(f), Ok(s)) => (f.len(), s.rows),
+                (Ok(f), Ok(s)) => (f, s.rows),
                 (Err(e), _) | (_, Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
             };
-            sources.push(serde_json::json!({ "name": name, "files": files, "chunks": chunks }));
+            let mut source = serde_json::json!({ "name": name, "files": files.len(), "chunks": chunks });
+            if let Some(refs) = stored_by_ref(&files) {
+                source["refs"] = refs;
+            }
+            sources.push(source);
         }
         body["sources"] = serde_json::Value::Array(sources);
     }
     Json(body).into_response()
+}
+
+/// A git source's files and chunks stored under each ref's view (`name@ref/…`; a file the same
+/// on two refs is stored once, under the first, and read by both): `[{ref, files, chunks}]`,
+/// `None` for a folder source.
+fn stored_by_ref(files: &[(String, String, usize)]) -> Option<serde_json::Value> {
+    let mut refs: std::collections::BTreeMap<String, (usize, usize)> = std::collections::BTreeMap::new();
+    for (path, _, chunks) in files {
+        let segment = path.split('/').next().unwrap_or_default();
+        if segment.contains('@') {
+            let e = refs.entry(ctxd_index::record::split_source(segment).1).or_default();
+            (e.0, e.1) = (e.0 + 1, e.1 + chunks);
+        }
+    }
+    (!refs.is_empty()).then(|| {
+        refs.into_iter()
+            .map(|(r, (files, chunks))| serde_json::json!({"ref": r, "files": files, "chunks": chunks}))
+            .collect()
+    })
 }
 
 /// Versions `GET /v1/versions` lists by default and at most.

@@ -156,7 +156,8 @@ async function showStatus() {
 
   const sources = status.sources || [];
   $("status-sources").replaceChildren(sources.length
-    ? table(["source", "files", "chunks"], sources.map((s) => [s.name, fmt(s.files), fmt(s.chunks)]))
+    ? table(["source", "files", "chunks", "refs (files, chunks stored under each)"], sources.map((s) =>
+        [s.name, fmt(s.files), fmt(s.chunks), (s.refs || []).map((r) => el("span", { class: "tag" }, `${r.ref}: ${fmt(r.files)}, ${fmt(r.chunks)}`))]))
     : el("p", { class: "muted" }, "one source, unnamed (name sources in the config to see each one here)"));
 
   $("status-versions").replaceChildren(...versions.versions.slice().reverse().map((v) =>
@@ -207,7 +208,7 @@ function askRequest() {
   const text = $("ask-text").value.trim();
   const opt = (id) => $(id).value.trim() || undefined;
   const asOf = opt("ask-asof");
-  const common = { source: opt("ask-source"), as_of: asOf && /^\d+$/.test(asOf) ? Number(asOf) : asOf };
+  const common = { source: opt("ask-source"), ref: opt("ask-ref"), as_of: asOf && /^\d+$/.test(asOf) ? Number(asOf) : asOf };
   if (kind === "locate") return ["/v1/locate", { text, k: Number($("ask-k").value) || 10, ...common }];
   if (kind === "context") {
     return ["/v1/context", { query: text, budget: Number($("ask-budget").value) || 2000, mode: opt("ask-mode"),

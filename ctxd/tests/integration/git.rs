@@ -252,6 +252,27 @@ fn git_sources_are_read_by_ref_from_the_object_database() {
     cmd.arg("serve").arg("--config").arg(&cfg).args(["--listen", "127.0.0.1:0", "--flight-listen", "127.0.0.1:0"]);
     let d = Daemon::spawn_raw(&mut cmd);
     d.wait_ready();
+    // Status names each git source's refs, with what is stored under each view.
+    let status: Value = d.get("/v1/status").json().unwrap();
+    let proj = status["sources"].as_array().unwrap().iter().find(|s| s["name"] == "proj").unwrap();
+    let refs: Vec<&str> = proj["refs"].as_array().unwrap().iter().map(|r| r["ref"].as_str().unwrap()).collect();
+    assert_eq!(refs, ["main", "release/1.0"], "{status}");
+    assert!(status["sources"].as_array().unwrap().iter().any(|s| s["name"] == "notes" && s.get("refs").is_none()));
+    // The web page on two refs: the status lists them, a search at the second one finds its rule.
+    if let Some(browser) = crate::ui::Browser::start() {
+        browser.go(&format!("{}/ui#status", d.base));
+        browser.wait("the sources", "document.querySelector('#status-sources').textContent.includes('release/1.0')");
+        browser.go(&format!("{}/ui#ask", d.base));
+        browser.type_into("#ask-text", "zebracalc");
+        browser.js("document.getElementById('ask-mode').value = 'bm25';");
+        browser.type_into("#ask-source", "proj");
+        browser.type_into("#ask-ref", "release/1.0");
+        browser.click("#ask-go");
+        browser.wait("a result", "document.querySelectorAll('#ask-results .result').length > 0");
+        assert!(browser.text("#ask-results .result .head").contains("proj@release~1.0/"));
+        let errors = browser.console_errors();
+        assert!(errors.is_empty(), "console errors: {errors:#?}");
+    }
     let (s, v) = d.search(json!({"query": "quokkaexport", "source": "proj", "mode": "bm25"}));
     assert_eq!(s, 200);
     assert_eq!(paths(&v), ["proj@main/src/export.py"], "{v}");

@@ -22,7 +22,7 @@ const TOKEN: &str = "ui-test-token-0123456789";
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// A headless chromium behind chromedriver, one WebDriver session.
-struct Browser {
+pub(crate) struct Browser {
     driver: Child,
     url: String,
     client: reqwest::blocking::Client,
@@ -38,7 +38,7 @@ fn find_program(env: &str, names: &[&str]) -> Option<PathBuf> {
 
 impl Browser {
     /// `None` (saying why) where chromium or chromedriver is missing.
-    fn start() -> Option<Self> {
+    pub(crate) fn start() -> Option<Self> {
         let chromium = find_program("CTXD_TEST_CHROMIUM", &["chromium", "chromium-browser", "google-chrome"]);
         let driver = find_program("CTXD_TEST_CHROMEDRIVER", &["chromedriver"]);
         let (Some(chromium), Some(driver)) = (chromium, driver) else {
@@ -82,11 +82,11 @@ impl Browser {
         v["value"].clone()
     }
 
-    fn go(&self, url: &str) {
+    pub(crate) fn go(&self, url: &str) {
         self.call("POST", "/url", Some(json!({ "url": url })));
     }
 
-    fn js(&self, script: &str) -> Value {
+    pub(crate) fn js(&self, script: &str) -> Value {
         self.call("POST", "/execute/sync", Some(json!({"script": script, "args": []})))
     }
 
@@ -95,24 +95,24 @@ impl Browser {
         v[ELEMENT].as_str().unwrap().to_string()
     }
 
-    fn click(&self, css: &str) {
+    pub(crate) fn click(&self, css: &str) {
         let e = self.element(css);
         self.call("POST", &format!("/element/{e}/click"), None);
     }
 
-    fn type_into(&self, css: &str, text: &str) {
+    pub(crate) fn type_into(&self, css: &str, text: &str) {
         let e = self.element(css);
         self.call("POST", &format!("/element/{e}/clear"), None);
         self.call("POST", &format!("/element/{e}/value"), Some(json!({ "text": text })));
     }
 
-    fn text(&self, css: &str) -> String {
+    pub(crate) fn text(&self, css: &str) -> String {
         let e = self.element(css);
         self.call("GET", &format!("/element/{e}/text"), None).as_str().unwrap_or_default().to_string()
     }
 
     /// Waits until `script` (a JS expression) is truthy.
-    fn wait(&self, what: &str, script: &str) {
+    pub(crate) fn wait(&self, what: &str, script: &str) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while !self.js(&format!("return !!({script});")).as_bool().unwrap_or(false) {
             let error = self.js("return document.getElementById('error').textContent;");
@@ -132,7 +132,7 @@ impl Browser {
 
     /// The browser's console entries of level SEVERE since the last call, less the network
     /// log's lines for the 401s that the sign-in is about.
-    fn console_errors(&self) -> Vec<String> {
+    pub(crate) fn console_errors(&self) -> Vec<String> {
         let url = format!("{}/se/log", self.url);
         let v: Value = self.client.post(url).json(&json!({"type": "browser"})).send().unwrap().json().unwrap();
         let entries = v["value"].as_array().cloned().unwrap_or_default();
