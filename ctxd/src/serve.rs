@@ -149,6 +149,13 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         Role::Both | Role::Writer => open_writer(&cfg, &triggers).await?,
     };
     let Opened { searcher, token_counter, ready, progress, backend } = opened;
+    // What `/v1/status` says of the writer lease: the lock this process holds (a writer).
+    let lease = match &backend {
+        Backend::Writer { lease, .. } => {
+            Some(format!("{} (held by this process, pid {})", lease.lock(), std::process::id()))
+        }
+        Backend::Reader(_) => None,
+    };
     let (stop_follow, follow_stopped) = tokio::sync::oneshot::channel::<()>();
     // SIGHUP never stops the daemon: a writer with a configuration file reloads its sources,
     // any other says there is nothing to reload.
@@ -201,6 +208,7 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         webhook_secret: cfg.server.webhook_secret()?,
         gate,
         ui: cfg.server.ui,
+        lease,
     };
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {

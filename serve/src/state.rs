@@ -55,6 +55,8 @@ pub struct AppState {
     pub gate: Arc<Admission>,
     /// Serve the web page at `GET /ui` (`[server] ui`).
     pub ui: bool,
+    /// The writer lease this process holds, as `/v1/status` names it (none: a reader).
+    pub lease: Option<String>,
 }
 
 /// What the router's handlers extract: the caller's [`AppState`] and what the wire keeps

@@ -54,6 +54,7 @@ pub(crate) async fn status(State(state): State<AppState>, caller: CallerExt) -> 
         "table": index.table_name(),
         "backend": retriever.embed().map(|e| e.backend().to_string()),
         "role": if state.progress.is_some() { "writer" } else { "reader" },
+        "lease": state.lease,
     });
     if let Some(progress) = &state.progress {
         body["indexing"] = progress();

@@ -137,6 +137,7 @@ async function showStatus() {
     ["version", status.version],
     ["ready", status.ready ? "yes" : "not yet"],
     ["role", status.role],
+    ["writer lease", status.lease || "held by the writer (this process reads)"],
     ["model", status.model],
     ["embedding", status.backend || "none (full text only)"],
   ];

@@ -196,6 +196,9 @@ fn a_writer_and_two_readers_on_a_bucket_agree_and_the_lease_passes_on_after_a_cr
     assert!(err.contains("shard(s) 2/3") && err.contains("--shard 2/3"), "{err}");
     let status = |d: &Daemon| d.get("/v1/status").json::<Value>().unwrap();
     assert_eq!(status(&readers[0])["model"], "sentence-transformers/all-MiniLM-L6-v2", "nothing switched yet");
+    assert!(status(&readers[0])["lease"].is_null(), "a reader holds no lease");
+    let lease = status(&writer)["lease"].as_str().unwrap_or_default().to_string();
+    assert!(lease.starts_with("s3://team/"), "the writer names its lease: {lease}");
     let last: Value = serde_json::from_str(&run_ok(&mut reembed(&["--shard", "2/3"]))).unwrap();
     staged += last["embedded"].as_u64().unwrap();
     let report: Value = serde_json::from_str(&run_ok(&mut reembed(&["--commit"]))).unwrap();

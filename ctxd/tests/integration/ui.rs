@@ -188,7 +188,12 @@ fn the_web_page_in_a_real_browser_signs_in_asks_draws_the_graph_and_follows_edit
     browser.wait("the status cards", "document.querySelectorAll('#status-cards .card').length >= 5");
     browser.wait("the versions", "document.querySelectorAll('#status-versions .version').length >= 1");
     let cards = browser.text("#status-cards");
-    assert!(cards.contains("writer") && cards.contains("all-MiniLM-L6-v2"), "{cards}");
+    assert!(
+        cards.contains("writer")
+            && cards.contains("ctxd-writer.lock (held by this process")
+            && cards.contains("all-MiniLM-L6-v2"),
+        "{cards}"
+    );
     browser.wait("pipeline figures", "document.querySelector('#status-pipeline table')");
     let version: u64 = browser.text("#stamp").trim_start_matches("version ").parse().unwrap();
     let paint = browser.js("const p = performance.getEntriesByName('first-contentful-paint')[0]; \
