@@ -193,11 +193,14 @@ pub fn unit_token_rows(hidden: &[f32], width: usize) -> Vec<f32> {
     let rows = hidden.len() / width.max(1);
     let inner = if rows > 2 { &hidden[width..(rows - 1) * width] } else { hidden };
     let mut out = inner.to_vec();
-    for row in out.chunks_exact_mut(width.max(1)) {
-        let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
-        row.iter_mut().for_each(|v| *v /= norm);
-    }
+    out.chunks_exact_mut(width.max(1)).for_each(scale_to_unit);
     out
+}
+
+/// `row` scaled to unit length in place (a zero row stays zero).
+pub fn scale_to_unit(row: &mut [f32]) {
+    let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+    row.iter_mut().for_each(|v| *v /= norm);
 }
 
 /// Late-interaction score of a query against a document, both as [`unit_token_rows`]: the

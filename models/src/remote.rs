@@ -321,8 +321,7 @@ fn parse_answer(kind: EndpointKind, answer: &Value, expected: usize, name: &str)
 
 /// `v` scaled to unit length (as a local embedding is; TEI normalises, OpenAI-style servers may not).
 fn unit(mut v: Vec<f32>) -> Vec<f32> {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-    v.iter_mut().for_each(|x| *x /= norm);
+    crate::scale_to_unit(&mut v);
     v
 }
 

@@ -10,8 +10,8 @@
 //!
 //! An accepted request carries its [`Caller`] (as a request extension): the sources its token
 //! may read (`None`: all). Handlers narrow every request to them (`ctxd_search::sources`); a
-//! request naming another source is answered 403. `/metrics` is for operators: only a token
-//! that reads every source may scrape it.
+//! request naming another source is answered 403. `/metrics` and `/v1/sessions` are for
+//! operators: only a token that reads every source may read them.
 
 use std::sync::Arc;
 
@@ -176,17 +176,21 @@ pub(crate) fn authenticate(auth: Option<&Auth>, headers: &axum::http::HeaderMap)
     })
 }
 
+/// Routes for operators: they tell about every source at once (`/metrics`' counts, the live
+/// sessions' citations), so only a token that reads every source gets them.
+const OPERATOR_ROUTES: [&str; 2] = ["/metrics", "/v1/sessions"];
+
 /// axum middleware: lets `/healthz` and authenticated requests through, each with its
-/// [`Caller`]; `/metrics` only with a token that reads every source. (A git host's signed
-/// webhook, which carries no bearer token, is routed outside this layer: `crate::webhook`.)
+/// [`Caller`]; [`OPERATOR_ROUTES`] only with a token that reads every source. (A git host's
+/// signed webhook, which carries no bearer token, is routed outside this layer: `crate::webhook`.)
 pub async fn require_bearer(State(auth): State<Option<Auth>>, mut req: Request, next: Next) -> Response {
     if auth.is_some() && req.uri().path() == "/healthz" {
         return next.run(req).await;
     }
     match authenticate(auth.as_ref(), req.headers()) {
-        Ok(caller) if caller.sources.is_some() && req.uri().path() == "/metrics" => {
+        Ok(caller) if caller.sources.is_some() && OPERATOR_ROUTES.contains(&req.uri().path()) => {
             let body = axum::Json(serde_json::json!({
-                "error": "/metrics is for operators: scrape it with a token that reads every source"
+                "error": format!("{} is for operators: ask with a token that reads every source", req.uri().path())
             }));
             (StatusCode::FORBIDDEN, body).into_response()
         }

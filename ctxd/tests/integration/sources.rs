@@ -164,7 +164,9 @@ fn named_sources_share_one_index_and_a_token_reads_only_its_own() {
     let full: Value = get(ADMIN, "/v1/status").json().unwrap();
     assert_eq!(full["sources"].as_array().unwrap().len(), 3, "{full}");
     assert_eq!(get(DOCS_ONLY, "/metrics").status().as_u16(), 403);
+    assert_eq!(get(DOCS_ONLY, "/v1/sessions").status().as_u16(), 403, "sessions cite every source");
     assert_eq!(get(ADMIN, "/metrics").status().as_u16(), 200);
+    assert_eq!(get(ADMIN, "/v1/sessions").status().as_u16(), 200);
     assert_eq!(get("wrong-token-0123456789", "/v1/status").status().as_u16(), 401);
 
     // MCP over HTTP with the docs token.
