@@ -15,6 +15,12 @@ figure to hold ctxd's forward against); the cosine column compares with PyTorch'
 --cpu-reference also embeds the same chunks with ctxd's CPU f32 path and prints the cosine of each GPU mode to it.
 A Python that already has sentence-transformers and a CUDA torch (the GPU machine's python3) is used as it is.
 
+--model DIR compares on another model; --arch compares each architecture ctxd runs besides BERT
+(NomicBERT, ModernBERT, JinaBERT v2, Qwen3) at full size with random weights, written by
+`scripts/gen-arch-fixtures.py --full-size DIR` (default ~/.cache/ctxd/bench-arch), ctxd on candle f32
+against PyTorch f32 (sentence-transformers on the model card; JinaBERT, whose modelling code is not on
+PyPI, through that script's PyTorch transcription, mean-pooled).
+
 The first run creates a venv (default ~/.cache/ctxd/bench-venv) and installs sentence-transformers (and torch) from PyPI.
 ctxd is built in the dev profile (candle optimised) unless --ctxd points at another binary.
 """
@@ -64,6 +70,41 @@ def build_ctxd():
     return os.path.join(target, "debug", "ctxd")
 
 
+def jina_side(args, texts, config):
+    """JinaBERT v2 in PyTorch (scripts/gen-arch-fixtures.py's transcription; not on PyPI): batches of 32
+    by length, mean pooling, unit length — what sentence-transformers' encode does for it."""
+    import importlib.util
+
+    import torch
+    from safetensors.torch import load_file
+    from tokenizers import Tokenizer
+
+    spec = importlib.util.spec_from_file_location("fixtures", os.path.join(REPO, "scripts", "gen-arch-fixtures.py"))
+    fixtures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixtures)
+    dims = [config[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                                "intermediate_size")]
+    model = fixtures.jina_modules()(*dims).eval()
+    model.load_state_dict(load_file(os.path.join(args.model, "model.safetensors")))
+    tok = Tokenizer.from_file(os.path.join(args.model, "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(512)
+
+    def encode(batch):
+        return fixtures.jina_embed(model, tok, batch)
+
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    encode([texts[i] for i in order[:32]])
+    start = time.perf_counter()
+    vectors = [None] * len(texts)
+    for i in range(0, len(order), 32):
+        part = order[i:i + 32]
+        for j, v in zip(part, encode([texts[k] for k in part]).tolist()):
+            vectors[j] = v
+    seconds = time.perf_counter() - start
+    json.dump({"seconds": seconds, "vectors": vectors, "torch": torch.__version__}, sys.stdout)
+
+
 def torch_side(args):
     """Runs inside the venv: embeds texts.jsonl with sentence-transformers and prints a JSON result."""
     import torch
@@ -71,7 +112,11 @@ def torch_side(args):
     torch.set_num_threads(args.threads)
     texts = [json.loads(l) for l in open(os.path.join(args.torch_side, "texts.jsonl"))]
     gpu = args.device == "cuda"
-    model = SentenceTransformer(MODEL_DIR, device=args.device)
+    config = json.load(open(os.path.join(args.model, "config.json")))
+    if config.get("position_embedding_type") == "alibi":
+        return jina_side(args, texts, config)
+    model = SentenceTransformer(args.model, device=args.device)
+    model.max_seq_length = min(model.max_seq_length or 512, 512)
     if gpu:
         model = model.half()
     batch = 256 if gpu else 32
@@ -117,10 +162,23 @@ def main():
                    help="with --device cuda: also print each GPU mode's cosine to ctxd's CPU f32 vectors")
     p.add_argument("--venv", default=os.path.join(CACHE, "ctxd", "bench-venv"))
     p.add_argument("--ctxd", help="ctxd binary (default: build the dev profile)")
+    p.add_argument("--model", default=MODEL_DIR, help="model directory (default all-MiniLM-L6-v2)")
+    p.add_argument("--arch", nargs="?", const=os.path.join(CACHE, "ctxd", "bench-arch"), metavar="DIR",
+                   help="compare every architecture in DIR (scripts/gen-arch-fixtures.py --full-size DIR), candle f32")
     p.add_argument("--torch-side", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.torch_side:
         return torch_side(args)
+    if args.arch:
+        for name in ("nomic_bert", "modernbert", "jina_bert", "qwen3"):
+            model = os.path.join(args.arch, name)
+            if not os.path.isdir(model):
+                sys.exit(f"{model} is missing: run scripts/gen-arch-fixtures.py --full-size {args.arch}")
+            print(f"== {name}", flush=True)
+            rest = [a for a in sys.argv[1:] if a != "--arch" and a != args.arch]
+            subprocess.run([sys.executable, __file__, "--model", model, "--modes", args.modes or "candle"] + rest,
+                           check=True)
+        return
 
     py = ensure_venv(args.venv)
     ctxd = args.ctxd or build_ctxd()
@@ -143,7 +201,8 @@ def main():
           f"{'ctxd tok/s':>10} {'torch tok/s':>11} {'min cos':>8} {'mean cos':>8}")
     def run_ctxd(corpus, mode, out):
         subprocess.run([ctxd, "bench", "--corpus", corpus, "--embed-chunks", str(args.chunks), "--skip-e2e",
-                        "--export", out] + flags[mode], check=True, env=env, stdout=subprocess.DEVNULL)
+                        "--model", args.model, "--export", out] + flags[mode], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
         timing = json.load(open(os.path.join(out, "ctxd-timing.json")))
         return timing, [json.loads(l) for l in open(os.path.join(out, "ctxd-vectors.jsonl"))]
 
@@ -158,7 +217,8 @@ def main():
                 timing, ours = run_ctxd(corpus, mode, out)
                 if theirs is None:
                     res = subprocess.run([py, __file__, "--torch-side", out, "--threads", str(args.threads),
-                                          "--device", args.device], check=True, env=env, capture_output=True, text=True)
+                                          "--device", args.device, "--model", args.model], check=True, env=env,
+                                         capture_output=True, text=True)
                     theirs = json.loads(res.stdout)
             cos = [cosine(a, b) for a, b in zip(ours, theirs["vectors"])]
             n, tokens = timing["chunks"], timing["tokens"]
@@ -173,7 +233,7 @@ def main():
         if "forward_seconds" in theirs:
             print(f"{name[:24]:<24} torch fp16 forward alone (padded batches of 512): "
                   f"{n / theirs['forward_seconds']:.0f} sequences/s on {theirs['device_name']}", flush=True)
-    print(f"(threads={args.threads}, device {args.device}, torch {theirs['torch']}, model {MODEL_DIR})")
+    print(f"(threads={args.threads}, device {args.device}, torch {theirs['torch']}, model {args.model})")
 
 
 if __name__ == "__main__":

@@ -163,6 +163,11 @@ def tag_of(commit):
     return "c-" + commit[:12]
 
 
+def model_flags(args):
+    """`--model DIR` for every ctxd command when the run measures another model (its own work folder)."""
+    return ["--model", args.model] if args.model else []
+
+
 def query(args, db, tree, text, without, commit):
     """Return (ranking, error, extra): extra holds the row's further fields (`tokens` used by a context,
     `features` of a locate's candidates), empty when there are none."""
@@ -183,6 +188,7 @@ def query(args, db, tree, text, without, commit):
                    "--assembly", args.assembly] + (["--no-skeletons"] if args.no_skeletons else [])
         cmd += ["--", cut]
         stdin = None
+    cmd += model_flags(args)
     try:
         r = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
@@ -269,6 +275,7 @@ def main():
     ap.add_argument("--without", default="", help="signals to leave out in every locate query")
     ap.add_argument("--ablate", default="", help="after the full run, one extra run per signal left out")
     ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--model", help="embedding model directory or id to measure (its indexes under --work/model-<name>)")
     ap.add_argument("--features", type=int, default=0,
                     help="locate: also keep the feature rows of this many best candidates per issue (the full run; "
                          "benches/fit_locate.py fits the ranking model on them)")
@@ -286,6 +293,9 @@ def main():
                     help="skip indexing a commit whose snapshot tag c-<sha> the index already has (query it as of that tag)")
     args = ap.parse_args()
     args.ctxd = os.path.abspath(args.ctxd)
+    if args.model:
+        # Indexes of another model are other vectors: kept apart from the default model's.
+        args.work = os.path.join(args.work, "model-" + os.path.basename(os.path.normpath(args.model)))
     base_without = [s for s in args.without.split(",") if s]
     ablate = [s for s in args.ablate.split(",") if s]
     if args.mode != "locate" and (base_without or ablate):
@@ -356,7 +366,8 @@ def main():
                 ensure_worktree(gitdir, tree, c)
                 set_head(tree, c)
             t0 = time.time()
-            r = subprocess.run([args.ctxd, "index", tree, "--db", db, "--json"], capture_output=True, text=True)
+            r = subprocess.run([args.ctxd, "index", tree, "--db", db, "--json"] + model_flags(args),
+                               capture_output=True, text=True)
             secs = time.time() - t0
             index_log.append({"repo": repo, "commit": c, "written": w, "deleted": d, "absent": a,
                               "index_s": round(secs, 1), "rc": r.returncode, "summary": r.stdout.strip()[-400:]})

@@ -53,6 +53,16 @@ pub(crate) struct RawConfig {
     pub pipeline: Key<RawPipeline>,
     pub server: Key<RawServer>,
     pub aggregate: Key<RawAggregate>,
+    pub rerank: Key<RawRerank>,
+    #[serde(flatten)]
+    pub unknown: Unknown,
+}
+
+/// `[rerank]`.
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a table")]
+pub(crate) struct RawRerank {
+    pub model: Key<String>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }
@@ -135,6 +145,8 @@ pub(crate) struct RawModel {
     pub endpoint_in_flight: Key<usize>,
     pub endpoint_timeout_secs: Key<u64>,
     pub endpoint_token_env: Key<String>,
+    pub query_prefix: Key<String>,
+    pub document_prefix: Key<String>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }

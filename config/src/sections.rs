@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::named::{mirror_of, NamedSource};
-use crate::server::{AggregateConfig, ServerConfig};
+use crate::server::{AggregateConfig, RerankConfig, ServerConfig};
 
 /// The whole configuration.
 #[derive(Debug, Clone, Default)]
@@ -22,6 +22,7 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     pub server: ServerConfig,
     pub aggregate: AggregateConfig,
+    pub rerank: RerankConfig,
 }
 
 impl Config {
@@ -264,6 +265,11 @@ pub struct ModelConfig {
     pub endpoint_timeout_secs: u64,
     /// Environment variable holding the endpoint's bearer token (empty: none sent).
     pub endpoint_token_env: String,
+    /// Put before every query in place of the model card's query prompt (`""`: none).
+    pub query_prefix: Option<String>,
+    /// Put before every document in place of the model card's document prompt (`""`: none);
+    /// changing it re-embeds (it changes the model id the index stores).
+    pub document_prefix: Option<String>,
 }
 
 impl Default for ModelConfig {
@@ -285,6 +291,8 @@ impl Default for ModelConfig {
             endpoint_in_flight: endpoint.in_flight,
             endpoint_timeout_secs: endpoint.timeout_secs,
             endpoint_token_env: endpoint.token_env,
+            query_prefix: None,
+            document_prefix: None,
         }
     }
 }
@@ -308,6 +316,8 @@ impl ModelConfig {
             backend: self.backend.clone(),
             threads: self.threads,
             endpoint,
+            query_prefix: self.query_prefix.clone(),
+            document_prefix: self.document_prefix.clone(),
         }
     }
 

@@ -6,6 +6,15 @@ use std::path::PathBuf;
 
 use crate::error::ConfigError;
 
+/// `[rerank]`: what rescores a routed search's best `[server] rerank_depth` candidates.
+#[derive(Debug, Clone, Default)]
+pub struct RerankConfig {
+    /// A cross-encoder (Hugging Face id or directory: BERT, XLM-RoBERTa or ModernBERT with a
+    /// sequence-classification head) scoring each (query, candidate) pair; empty: late
+    /// interaction with the embedding model's token states.
+    pub model: String,
+}
+
 /// `[aggregate]`: the sources `POST /v1/aggregate` gathers context from.
 #[derive(Debug, Clone)]
 pub struct AggregateConfig {

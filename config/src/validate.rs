@@ -107,6 +107,11 @@ pub(crate) fn build(raw: RawConfig, text: &str, from_env: &[(Vec<String>, String
     if let Some(s) = c.value(&[], "aggregate", raw.aggregate) {
         aggregate(&mut c, &mut cfg, s);
     }
+    if let Some(s) = c.value(&[], "rerank", raw.rerank) {
+        let p = &["rerank"][..];
+        c.set(&mut cfg.rerank.model, p, "model", s.model);
+        c.unknown(p, s.unknown);
+    }
     (cfg, c.problems)
 }
 
@@ -264,6 +269,12 @@ fn model(c: &mut Checker, cfg: &mut Config, raw: RawModel) {
     c.set(&mut out.endpoint_in_flight, p, "endpoint_in_flight", raw.endpoint_in_flight);
     c.set(&mut out.endpoint_timeout_secs, p, "endpoint_timeout_secs", raw.endpoint_timeout_secs);
     c.set(&mut out.endpoint_token_env, p, "endpoint_token_env", raw.endpoint_token_env);
+    if let Some(prefix) = c.value(p, "query_prefix", raw.query_prefix) {
+        out.query_prefix = Some(prefix);
+    }
+    if let Some(prefix) = c.value(p, "document_prefix", raw.document_prefix) {
+        out.document_prefix = Some(prefix);
+    }
     c.unknown(p, raw.unknown);
 }
 

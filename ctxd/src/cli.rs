@@ -38,6 +38,8 @@ pub enum SnapshotAction {
 }
 
 /// `ctxd graph ...`: the code graph's tools.
+// Parsed once per process: boxing the variant with the model's flags would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum GraphAction {
     /// Every use of a definition (calls, references, inheritance, imports of the name).

@@ -2,9 +2,11 @@
 //! embedding endpoint or a GPU against another. Each stdin line is a text (with `--jsonl`, a
 //! JSON string, so texts may hold newlines); each stdout line is that text's vector as a JSON
 //! array, in input order. The vectors are the ones the index stores for a document of that
-//! text: the configured model (`--model`, `--device`, `--precision`, `--endpoint`…), pooled and
-//! unit length. `--query` embeds them as queries: the same for models without a query prompt
-//! (the default model has none). The start-up line (what runs the model, and why) goes to stderr.
+//! text: the configured model (`--model`, `--device`, `--precision`, `--endpoint`…), after the
+//! model card's document prompt, pooled as the card says and unit length. `--query` embeds them
+//! as queries, after the card's query prompt (`--query-prefix` / `--document-prefix` replace the
+//! card's; the default model has neither). The start-up line (what runs the model, how it pools
+//! and prompts, and why) goes to stderr.
 
 use std::io::{BufRead, Write};
 
@@ -21,17 +23,26 @@ const BATCH: usize = 64;
 pub fn run(args: &ModelArgs, query: bool, jsonl: bool) -> Result<()> {
     let spec = args.model.as_deref().unwrap_or(DEFAULT_MODEL);
     let loaded = LoadedModel::resolve(spec).with_context(|| format!("loading model {spec}"))?;
-    let mut picked = args.runtime()?.load(&loaded).with_context(|| format!("starting model {spec}"))?;
-    eprintln!("embed: {}{}", picked.summary(), if query { " (as queries: no query prompt)" } else { "" });
+    let runtime = args.runtime()?;
+    let loaded = loaded.with_prefixes(runtime.query_prefix.as_deref(), runtime.document_prefix.as_deref());
+    let mut picked = runtime.load(&loaded).with_context(|| format!("starting model {spec}"))?;
+    let card = loaded.card().clone();
+    let prompt = if query { &card.query_prompt } else { &card.document_prompt };
+    let kind = if query { "queries" } else { "documents" };
+    match prompt {
+        Some(p) => eprintln!("embed: {}; as {kind}, after the prompt {p:?}", picked.summary()),
+        None => eprintln!("embed: {}; as {kind} (the model has no {kind} prompt)", picked.summary()),
+    }
     let mut texts = Vec::new();
     for (n, line) in std::io::stdin().lock().lines().enumerate() {
         let line = line.context("reading stdin")?;
-        texts.push(if jsonl {
+        let text = if jsonl {
             serde_json::from_str::<String>(&line)
                 .with_context(|| format!("stdin line {}: not a JSON string (--jsonl)", n + 1))?
         } else {
             line
-        });
+        };
+        texts.push(if query { card.query_text(&text) } else { card.document_text(&text) });
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

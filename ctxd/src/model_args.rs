@@ -33,6 +33,18 @@ pub struct ModelArgs {
     /// The endpoint's request form: openai (POST /v1/embeddings) or tei (POST /embed).
     #[arg(long, env = "CTXD_EMBED_ENDPOINT_KIND")]
     pub endpoint_kind: Option<String>,
+    /// Put before every query in place of the model card's query prompt ("" = none) —
+    /// `[model] query_prefix`.
+    #[arg(long)]
+    pub query_prefix: Option<String>,
+    /// Put before every document in place of the model card's document prompt ("" = none) —
+    /// `[model] document_prefix`.
+    #[arg(long)]
+    pub document_prefix: Option<String>,
+    /// A cross-encoder rescoring the best candidates of routed searches and contexts instead of
+    /// late interaction (a directory or Hugging Face id) — `[rerank] model`.
+    #[arg(long, env = "CTXD_RERANK_MODEL")]
+    pub rerank_model: Option<String>,
 }
 
 impl ModelArgs {
@@ -71,6 +83,12 @@ impl ModelArgs {
         }
         if let Some(k) = &self.endpoint_kind {
             cfg.endpoint_kind = k.clone();
+        }
+        if let Some(q) = &self.query_prefix {
+            cfg.query_prefix = Some(q.clone());
+        }
+        if let Some(d) = &self.document_prefix {
+            cfg.document_prefix = Some(d.clone());
         }
     }
 }

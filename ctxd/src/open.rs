@@ -51,6 +51,9 @@ pub fn build_config(file: Option<&Path>, root: Option<&Path>, db: Option<&Path>,
         cfg.index.db = db.to_path_buf();
     }
     model.apply(&mut cfg.model);
+    if let Some(reranker) = &model.rerank_model {
+        cfg.rerank.model = reranker.clone();
+    }
     cfg.validate().map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     cfg.index.apply_cache_limits();
     Ok(cfg)
@@ -103,7 +106,22 @@ pub async fn open_read(db: &Path, model: &ModelArgs, need_model: bool) -> Result
             index.dim()
         );
     }
-    Ok(Opened { searcher: Searcher::new(Arc::new(index), Some(service)), spec, tokens: Some(tokens) })
+    let reranker = start_reranker(model.rerank_model.as_deref().unwrap_or(""), model.runtime()?).await?;
+    let searcher = Searcher::new(Arc::new(index), Some(service)).with_reranker(reranker);
+    Ok(Opened { searcher, spec, tokens: Some(tokens) })
+}
+
+/// The cross-encoder `spec` names ([`ctxd_models::cross`]) loaded on a blocking thread and
+/// started on its own model thread, on the device `runtime` resolves to; `None` for `""`.
+pub async fn start_reranker(spec: &str, runtime: ctxd_models::runtime::Runtime) -> Result<Option<EmbedService>> {
+    if spec.is_empty() {
+        return Ok(None);
+    }
+    let owned = spec.to_string();
+    let started = tokio::task::spawn_blocking(move || ctxd_models::start_reranker(&owned, &runtime))
+        .await
+        .map_err(|e| anyhow::anyhow!("reranker loading thread failed: {e}"))?;
+    Ok(Some(started.map_err(|e| anyhow::anyhow!("loading the cross-encoder {spec} ([rerank] model): {e}"))?))
 }
 
 /// Loads the model `spec` with the runtime `model` asks for (device, precision, backend,

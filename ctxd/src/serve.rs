@@ -366,24 +366,27 @@ async fn open_writer(cfg: &Config, triggers: &Triggers) -> Result<Opened> {
     let pending = live.clone();
     let searcher = Searcher::new(generation.engine.index(), generation.engine.embedder())
         .with_changed_since(Arc::new(move || pending.in_flight()));
-    let searcher = Arc::new(tuned(searcher, cfg));
+    let searcher = Arc::new(tuned(searcher, cfg).await?);
     let ready = Arc::new(move || tracker.is_ready());
     let backend = Backend::Writer { generation: Box::new(generation), lease, live };
     Ok(Opened { searcher, token_counter, ready, progress: Some(progress), backend })
 }
 
-/// A serving process's searcher: `[server]`'s rescoring depth and stale answers while busy.
-fn tuned(searcher: Searcher, cfg: &Config) -> Searcher {
-    searcher
+/// A serving process's searcher: `[server]`'s rescoring depth and stale answers while busy, and
+/// `[rerank]`'s cross-encoder (loaded here) when one is configured.
+async fn tuned(searcher: Searcher, cfg: &Config) -> Result<Searcher> {
+    let reranker = crate::open::start_reranker(&cfg.rerank.model, cfg.model.runtime()).await?;
+    Ok(searcher
         .with_rerank_depth(cfg.server.rerank_depth)
         .with_stale_answers(Duration::from_millis(cfg.server.stale_answer_ms))
+        .with_reranker(reranker))
 }
 
 /// Role `reader`: the index as it is (waiting for the writer to create it) and its model.
 async fn open_reader(cfg: &Config, model: ModelArgs) -> Result<Opened> {
     let opened = crate::open::open_for_reader(&cfg.index.db, &model).await?;
     let token_counter = opened.tokenizer().await?;
-    let searcher = Arc::new(tuned(opened.searcher, cfg));
+    let searcher = Arc::new(tuned(opened.searcher, cfg).await?);
     metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
     Ok(Opened { searcher, token_counter, ready: Arc::new(|| true), progress: None, backend: Backend::Reader(model) })
 }

@@ -9,6 +9,8 @@ mod support;
 
 #[path = "integration/aggregate.rs"]
 mod aggregate;
+#[path = "integration/architectures.rs"]
+mod architectures;
 #[path = "integration/assembly.rs"]
 mod assembly;
 #[path = "integration/bench.rs"]

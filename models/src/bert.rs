@@ -1,11 +1,12 @@
 //! A BERT-family sentence embedder on candle ([`Encoder`]): mean pooling over the attention mask,
 //! then L2 normalisation — the same computation as sentence-transformers' `Pooling(mean) +
-//! Normalize`.
+//! Normalize` — or the CLS / last-token pooling the model card asks for ([`crate::card`]).
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use tokenizers::Tokenizer;
 
+use crate::card::Pooling;
 use crate::encoder::{Encoder, EncoderConfig, StageClock};
 use crate::{error::ModelError, loaded::LoadedModel, tokens, Embedder};
 
@@ -17,6 +18,7 @@ pub struct BertEmbedder {
     model_id: String,
     dim: usize,
     max_seq_len: usize,
+    pooling: Pooling,
 }
 
 impl BertEmbedder {
@@ -36,7 +38,8 @@ impl BertEmbedder {
         // SAFETY: the safetensors file is memory-mapped read-only; ctxd never writes model files.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, DType::F32, &device)? };
         let model = Encoder::load(vb, &config, dtype)?;
-        Ok(Self { model, tokenizer, device, model_id: loaded.model_id(), dim, max_seq_len: loaded.max_seq_len() })
+        let (model_id, max_seq_len, pooling) = (loaded.model_id(), loaded.max_seq_len(), loaded.card().pooling);
+        Ok(Self { model, tokenizer, device, model_id, dim, max_seq_len, pooling })
     }
 
     /// The token window (inputs are truncated to it).
@@ -66,12 +69,19 @@ impl BertEmbedder {
         let mask = Tensor::from_vec(flat_mask, (batch, max_len), &self.device)?;
         let lens: Vec<usize> = ids.iter().map(Vec::len).collect();
         let hidden = self.model.forward(&input_ids, &lens)?.to_dtype(DType::F32)?;
-        if tokens {
+        if tokens || self.pooling != Pooling::Mean {
             let states = hidden.to_vec3::<f32>()?;
             return Ok(ids
                 .iter()
                 .zip(states)
-                .map(|(row, state)| crate::unit_token_rows(&state[..row.len()].concat(), self.dim))
+                .map(|(row, state)| {
+                    let real = state[..row.len()].concat();
+                    if tokens {
+                        crate::unit_token_rows(&real, self.dim)
+                    } else {
+                        self.pooling.pool(&real, self.dim)
+                    }
+                })
                 .collect());
         }
         // Mean pooling over real tokens only.

@@ -34,8 +34,11 @@
 //! The [`Embedder`] trait is the seam other crates use; unit tests of other stages may plug a
 //! fake implementation, end-to-end tests always use [`bert::BertEmbedder`].
 
+pub mod arch;
 pub mod bert;
+pub mod card;
 pub mod cpu;
+pub mod cross;
 pub mod dnnl;
 pub mod encoder;
 pub mod encoder_kernels;
@@ -115,6 +118,12 @@ pub trait Embedder: Send + 'static {
         }
         Ok(vectors)
     }
+}
+
+/// Loads the cross-encoder `spec` (a directory or hub id: [`cross`]) and starts its service on
+/// the device `runtime` resolves to.
+pub fn start_reranker(spec: &str, runtime: &Runtime) -> Result<EmbedService, ModelError> {
+    runtime.spawn_reranker(&LoadedModel::resolve(spec)?)
 }
 
 /// A boxed embedder is an embedder (what [`runtime::Runtime::load`] picked, whichever it is).
@@ -250,7 +259,8 @@ pub fn start(
     cfg: EmbedServiceConfig,
     runtime: &Runtime,
 ) -> Result<(EmbedService, TokenCounter), ModelError> {
-    let model = LoadedModel::resolve(spec)?;
+    let model =
+        LoadedModel::resolve(spec)?.with_prefixes(runtime.query_prefix.as_deref(), runtime.document_prefix.as_deref());
     Ok((runtime.spawn(&model, cfg)?, model.token_counter()))
 }
 

@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use tokenizers::Tokenizer;
 
+use crate::arch::Family;
+use crate::card::ModelCard;
 use crate::error::ModelError;
 use crate::resolve::{resolve_model, ModelFiles};
 use crate::tokens::{with_window, TokenCounter};
@@ -29,6 +31,13 @@ pub struct LoadedModel {
     max_seq_len: usize,
     /// The tokenizer (no truncation, no padding) and its counting fast path.
     tokens: TokenCounter,
+    /// The transformer family `config.json` names.
+    family: Family,
+    /// Pooling and prompts from the model card (and the config's prefixes).
+    card: ModelCard,
+    /// Appended to the model id when the config's document prefix replaces the card's
+    /// (`+doc-<hash>`): documents embedded with another prefix are other vectors.
+    id_suffix: String,
 }
 
 fn read_json(path: &Path) -> Result<serde_json::Value, ModelError> {
@@ -45,7 +54,11 @@ impl LoadedModel {
     /// Reads the configuration and the tokenizer of resolved model files.
     pub fn load(files: ModelFiles) -> Result<Self, ModelError> {
         let config = read_json(&files.config)?;
-        let max_pos = config["max_position_embeddings"].as_u64().unwrap_or(512) as usize;
+        let family =
+            Family::detect(&config).map_err(|message| ModelError::Config { path: files.config.clone(), message })?;
+        let max_pos =
+            config["max_position_embeddings"].as_u64().or_else(|| config["n_positions"].as_u64()).unwrap_or(512)
+                as usize;
         let st_config = files.dir.join("sentence_bert_config.json");
         let max_seq_len = if st_config.is_file() {
             read_json(&st_config)?["max_seq_length"].as_u64().map(|v| v as usize)
@@ -54,8 +67,31 @@ impl LoadedModel {
         }
         .unwrap_or(DEFAULT_MAX_SEQ_LEN)
         .min(max_pos);
-        let tokens = TokenCounter::from_model(&files)?;
-        Ok(Self { files, config: Arc::new(config), max_seq_len, tokens })
+        let tokens = TokenCounter::from_model(&files)?.with_model_window(max_seq_len);
+        let card = ModelCard::read(&files.dir, family, &config)?;
+        Ok(Self { files, config: Arc::new(config), max_seq_len, tokens, family, card, id_suffix: String::new() })
+    }
+
+    /// The transformer family ([`Family::detect`]).
+    pub fn family(&self) -> Family {
+        self.family
+    }
+
+    /// Pooling and prompts ([`ModelCard`]).
+    pub fn card(&self) -> &ModelCard {
+        &self.card
+    }
+
+    /// The model with the config's `query_prefix` / `document_prefix` in place of its card's
+    /// prompts, where set ([`ModelCard::with_prefixes`]).
+    pub fn with_prefixes(mut self, query: Option<&str>, document: Option<&str>) -> Self {
+        let card = self.card.clone().with_prefixes(query, document);
+        if card.document_prompt != self.card.document_prompt {
+            let prompt = card.document_prompt.as_deref().unwrap_or("");
+            self.id_suffix = format!("+doc-{}", &blake3::hash(prompt.as_bytes()).to_hex()[..8]);
+        }
+        self.card = card;
+        self
     }
 
     /// Where the files are.
@@ -65,7 +101,7 @@ impl LoadedModel {
 
     /// The model id stored in the index ([`ModelFiles::model_id`]).
     pub fn model_id(&self) -> String {
-        self.files.model_id()
+        format!("{}{}", self.files.model_id(), self.id_suffix)
     }
 
     /// The parsed `config.json`.

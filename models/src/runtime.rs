@@ -16,7 +16,11 @@
 
 use candle_core::{DType, Device};
 
+use crate::arch::embedder::ArchEmbedder;
+use crate::arch::Family;
 use crate::bert::BertEmbedder;
+use crate::cross::CrossEncoder;
+use crate::dnnl::Dnnl;
 use crate::fast::{FastBert, Precision};
 use crate::loaded::LoadedModel;
 use crate::remote::{Endpoint, RemoteEmbedder};
@@ -47,11 +51,23 @@ pub struct Runtime {
     pub threads: usize,
     /// An embedding server to embed through instead of running the model here.
     pub endpoint: Option<Endpoint>,
+    /// `[model] query_prefix`: in place of the model card's query prompt.
+    pub query_prefix: Option<String>,
+    /// `[model] document_prefix`: in place of the model card's document prompt.
+    pub document_prefix: Option<String>,
 }
 
 impl Default for Runtime {
     fn default() -> Self {
-        Self { device: "auto".into(), precision: "auto".into(), backend: "auto".into(), threads: 0, endpoint: None }
+        Self {
+            device: "auto".into(),
+            precision: "auto".into(),
+            backend: "auto".into(),
+            threads: 0,
+            endpoint: None,
+            query_prefix: None,
+            document_prefix: None,
+        }
     }
 }
 
@@ -168,7 +184,22 @@ impl Runtime {
         metrics::gauge!(crate::metrics::EMBED_BACKEND_INFO, "backend" => p.backend, "device" => p.device,
             "precision" => p.precision, "isa" => p.isa)
         .set(1.0);
-        Ok(EmbedService::spawn(p.embedder, cfg).with_backend(p.desc))
+        Ok(EmbedService::spawn(p.embedder, cfg).with_backend(p.desc).with_card(model.card().clone()))
+    }
+
+    /// Loads the cross-encoder `loaded` ([`crate::cross`]) on candle in f32 on the device this
+    /// runtime resolves to and starts its service (its own model thread); logs what runs it.
+    pub fn spawn_reranker(&self, loaded: &LoadedModel) -> Result<EmbedService, ModelError> {
+        let (device, why) = self.resolve_device()?;
+        let (device, name) = match device {
+            Resolved::Cpu => (Device::Cpu, "cpu".to_string()),
+            Resolved::Cuda(n, device) => (device, format!("cuda:{n}")),
+        };
+        let dnnl = self.arch_gemm(&device)?;
+        let model = CrossEncoder::load(loaded, device, dnnl.as_ref())?;
+        tracing::info!(model = %loaded.model_id(), "reranking with the cross-encoder on {name} with candle f32: {why}");
+        Ok(EmbedService::spawn(model, EmbedServiceConfig::default())
+            .with_backend(format!("candle {name} f32 cross-encoder")))
     }
 
     /// The device `auto` resolves to (and why), or the configured one. A GPU comes back opened.
@@ -217,6 +248,9 @@ impl Runtime {
             });
         }
         let (device, why_device) = self.resolve_device()?;
+        if loaded.family() != Family::Bert {
+            return self.load_arch(loaded, device, why_device);
+        }
         match device {
             Resolved::Cuda(n, device) => {
                 let (dtype, precision) = match self.precision.as_str() {
@@ -289,6 +323,62 @@ impl Runtime {
                     Err(e) => Err(e),
                 }
             }
+        }
+    }
+
+    /// A non-BERT family ([`crate::arch`]): candle in f32 on the resolved device; oneDNN's fast
+    /// path and the reduced precisions are BERT's.
+    fn load_arch(&self, loaded: &LoadedModel, device: Resolved, why_device: String) -> Result<Picked, ModelError> {
+        let family = loaded.family().name();
+        if !matches!(self.precision.as_str(), "auto" | "f32") {
+            return Err(ModelError::Runtime(format!(
+                "precision '{}' is for BERT encoders; {family} runs in f32: use precision = 'auto' or 'f32'",
+                self.precision
+            )));
+        }
+        let (device, name) = match device {
+            Resolved::Cpu => (Device::Cpu, "cpu".to_string()),
+            Resolved::Cuda(n, device) => (device, format!("cuda:{n}")),
+        };
+        let dnnl = self.arch_gemm(&device)?;
+        let model = ArchEmbedder::load(loaded, device, dnnl.as_ref())?;
+        let (backend, desc, isa, how) = match &dnnl {
+            Some(d) => (
+                "onednn",
+                format!("candle {name} f32 {family}, oneDNN matmuls"),
+                d.isa_name().to_string(),
+                "on candle with oneDNN's matmuls",
+            ),
+            None => ("candle", format!("candle {name} f32 {family}"), "-".to_string(), "on candle"),
+        };
+        Ok(Picked {
+            embedder: Box::new(model),
+            desc,
+            backend,
+            device: name,
+            precision: "f32".into(),
+            isa,
+            reason: format!("{why_device}; {family} runs {how} in f32; {}", loaded.card().describe()),
+        })
+    }
+
+    /// oneDNN for the dense layers of a non-BERT model or a cross-encoder on the CPU: with
+    /// `backend = "auto"` where it loads (candle's GEMM with a warning where not), required with
+    /// `"onednn"`, never with `"candle"` or on a GPU.
+    fn arch_gemm(&self, device: &Device) -> Result<Option<Dnnl>, ModelError> {
+        if !device.is_cpu() {
+            return Ok(None);
+        }
+        match self.backend_kind()? {
+            Backend::Candle => Ok(None),
+            Backend::Onednn => Dnnl::load().map(Some),
+            Backend::Auto => match Dnnl::load() {
+                Ok(d) => Ok(Some(d)),
+                Err(e) => {
+                    tracing::warn!("oneDNN unavailable ({e}): dense layers on candle's GEMM, about half as fast");
+                    Ok(None)
+                }
+            },
         }
     }
 

@@ -8,7 +8,9 @@
 //!
 //! **Two lanes.** Queries (search, rescoring, locate, completion, evaluation) use the
 //! *interactive* lane ([`EmbedService::embed`], [`EmbedService::embed_tokens`]); indexing and
-//! re-embedding use the *bulk* lane ([`EmbedService::embed_bulk`]). The thread takes
+//! re-embedding use the *bulk* lane ([`EmbedService::embed_documents`]). Queries and documents
+//! get the model card's prompts ([`EmbedService::with_card`]); [`EmbedService::embed_bulk`]
+//! embeds texts as given (what `/v1/embeddings` serves). The thread takes
 //! interactive requests first — also between the sub-batches of a bulk request — so a query
 //! waits for at most one bulk sub-batch, not for the queued indexing batches before it (a daemon
 //! ingesting 300 files made queries wait seconds behind them). While interactive requests keep
@@ -27,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, Semaphore};
 
+use crate::card::ModelCard;
 use crate::query_cache::QueryCache;
 use crate::{error::ModelError, metrics as m, Embedder};
 
@@ -192,6 +195,8 @@ pub struct EmbedService {
     dim: usize,
     backend: String,
     token_states: bool,
+    /// The model card's prompts ([`EmbedService::with_card`]); none by default.
+    card: Option<Arc<ModelCard>>,
 }
 
 /// Splits indices sorted by length into runs whose padded size stays under the caps.
@@ -330,7 +335,20 @@ impl EmbedService {
             dim,
             backend: "custom".into(),
             token_states,
+            card: None,
         }
+    }
+
+    /// Puts the model card's prompts before texts: the query prompt in [`EmbedService::embed`],
+    /// the document prompt in [`EmbedService::embed_documents`] ([`crate::card`]).
+    pub fn with_card(mut self, card: ModelCard) -> Self {
+        self.card = Some(Arc::new(card));
+        self
+    }
+
+    /// The model card's prompts and pooling, if the service has them.
+    pub fn card(&self) -> Option<&ModelCard> {
+        self.card.as_deref()
     }
 
     /// Names the backend (for logs and `/metrics` info).
@@ -366,10 +384,14 @@ impl EmbedService {
         self.token_states
     }
 
-    /// Embeds `texts` on the model thread, in the interactive lane (queries: see the module
-    /// docs; a single query text asked recently comes from [`crate::query_cache`]); indexing
+    /// Embeds queries on the model thread, each after the model card's query prompt, in the
+    /// interactive lane (see the module docs; a single query text asked recently comes from [`crate::query_cache`]); indexing
     /// uses [`EmbedService::embed_bulk`].
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
+        let texts = match &self.card {
+            Some(card) if card.query_prompt.is_some() => texts.iter().map(|t| card.query_text(t)).collect(),
+            _ => texts,
+        };
         if let Some(vector) = self.queries.get(&texts) {
             return Ok(vec![vector]);
         }
@@ -378,10 +400,29 @@ impl EmbedService {
         Ok(vectors)
     }
 
-    /// Embeds `texts` in the bulk lane (indexing, re-embedding): after any waiting query, and
-    /// waiting (asynchronously) while `queue` bulk requests are pending.
+    /// Embeds `texts` as they are in the bulk lane (an embedding request served to another
+    /// process, a benchmark): after any waiting query, and waiting (asynchronously) while
+    /// `queue` bulk requests are pending.
     pub async fn embed_bulk(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
         self.request(texts, false, Lane::Bulk).await
+    }
+
+    /// Embeds documents (indexing, re-embedding) in the bulk lane, each after the model card's
+    /// document prompt.
+    pub async fn embed_documents(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
+        let texts = match &self.card {
+            Some(card) if card.document_prompt.is_some() => texts.iter().map(|t| card.document_text(t)).collect(),
+            _ => texts,
+        };
+        self.request(texts, false, Lane::Bulk).await
+    }
+
+    /// Scores (query, document) pairs on a cross-encoder's service ([`crate::cross`]), in the
+    /// interactive lane: one score per document, in order.
+    pub async fn score_pairs(&self, query: &str, documents: &[String]) -> Result<Vec<f32>, ModelError> {
+        let texts = documents.iter().map(|d| crate::cross::pair_text(query, d)).collect();
+        let scores = self.request(texts, false, Lane::Interactive).await?;
+        Ok(scores.into_iter().map(|s| s.first().copied().unwrap_or(f32::MIN)).collect())
     }
 
     /// Token embeddings of `texts` ([`Embedder::forward_tokens`]: one `tokens × dim` matrix

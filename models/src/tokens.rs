@@ -24,6 +24,8 @@ use crate::{error::ModelError, resolve::ModelFiles};
 pub struct TokenCounter {
     tokenizer: Arc<Tokenizer>,
     fast: Option<Arc<AsciiWordPiece>>,
+    /// The model's token window (0: not known): what the chunker's budget must fit.
+    window: usize,
 }
 
 /// WordPiece counting for ASCII input (see the module docs).
@@ -156,7 +158,18 @@ impl TokenCounter {
             .ok()
             .and_then(|json| AsciiWordPiece::from_json(&json))
             .map(Arc::new);
-        Ok(Self { tokenizer, fast })
+        Ok(Self { tokenizer, fast, window: 0 })
+    }
+
+    /// The counter of a model whose inputs are truncated to `window` tokens.
+    pub fn with_model_window(mut self, window: usize) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// The model's token window (0: not known).
+    pub fn window(&self) -> usize {
+        self.window
     }
 
     /// The tokenizer itself (no truncation, no padding).

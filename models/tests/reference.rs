@@ -125,7 +125,7 @@ fn runtime_picks_precision_by_the_cpu_and_refuses_forced_bf16_without_it() {
         precision: precision.into(),
         backend: "onednn".into(),
         threads: 1,
-        endpoint: None,
+        ..ctxd_models::runtime::Runtime::default()
     };
     let loaded = LoadedModel::resolve(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
     let auto = FastBert::load(&loaded, None, 1).unwrap();

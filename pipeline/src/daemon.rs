@@ -127,15 +127,17 @@ impl Engine {
         };
         let load_stage = LoadStage::new(self.state.clone(), load_cfg, counters.clone());
         handles.extend(spawn_stage(Arc::new(load_stage), p.load.workers, load_in, load_out, tracker.clone()));
-        let chunker = Chunker::with_tokenizer(
-            self.counter.clone(),
-            ChunkConfig {
-                max_tokens: self.cfg.chunk.max_tokens,
-                overlap_tokens: self.cfg.chunk.overlap_tokens,
-                min_tokens: self.cfg.chunk.min_tokens,
-                merge_tokens: self.cfg.chunk.merge_tokens,
-            },
-        );
+        let (chunk_cfg, why) = ChunkConfig {
+            max_tokens: self.cfg.chunk.max_tokens,
+            overlap_tokens: self.cfg.chunk.overlap_tokens,
+            min_tokens: self.cfg.chunk.min_tokens,
+            merge_tokens: self.cfg.chunk.merge_tokens,
+        }
+        .fitted_to(self.counter.window());
+        if let Some(why) = why {
+            tracing::info!(max_tokens = chunk_cfg.max_tokens, "chunk budget: {why}");
+        }
+        let chunker = Chunker::with_tokenizer(self.counter.clone(), chunk_cfg);
         // Parts of streamed files read but not committed: 4 × stream_block_bytes of text.
         let budget = PartBudget::new(4);
         // Each extra part of a streamed file is one more item in flight until the sink commits it.

@@ -22,6 +22,11 @@
 //!
 //! Measured on the shared CoSQA dev set (see the README): rescoring the best 30 lifts routed
 //! nDCG@10 above the best single signal, where fusing BM25 into the vector signal could not.
+//!
+//! **A cross-encoder instead** (`[rerank] model`, [`Rescorer::CrossEncoder`]): the second score
+//! is the cross-encoder's relevance of each (query, candidate text) pair
+//! ([`ctxd_models::cross`]), from its own model thread; the same depth, the same shedding under
+//! load, the same kept scores (keyed apart by model), the same combination with the first stage.
 
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -32,6 +37,25 @@ use ctxd_models::{chunk_text, service::EmbedService};
 
 use crate::bounded::Bounded;
 use crate::error::SearchError;
+
+/// What rescores a routed search's best candidates.
+#[derive(Clone, Copy)]
+pub(crate) enum Rescorer<'a> {
+    /// The sentence model's token states, by MaxSim (the default).
+    LateInteraction(&'a EmbedService),
+    /// A cross-encoder's score of each (query, candidate) pair (`[rerank] model`).
+    CrossEncoder(&'a EmbedService),
+}
+
+impl Rescorer<'_> {
+    /// The key of `query`'s kept scores: a cross-encoder's are kept apart from MaxSim's, by model.
+    fn query_key(&self, query: &str) -> u64 {
+        match self {
+            Self::LateInteraction(_) => text_key(query),
+            Self::CrossEncoder(c) => text_key(&format!("{}\u{1F}{query}", c.model_id())),
+        }
+    }
+}
 
 /// Candidates rescored per query by default (the daemon's `[server] rerank_depth`).
 pub const RERANK_DEPTH: usize = 30;
@@ -132,32 +156,61 @@ impl Texts {
     }
 }
 
-/// MaxSim scores of `candidates` (one each, in order) against `query`: the kept ones, and one
-/// forward pass over the query and the candidates' indexed texts that are not in `cache`
-/// (none when every score is kept).
-async fn late_interaction(
-    embed: &EmbedService,
+/// Second-stage scores of `candidates` (one each, in order) against `query`: the kept ones, and
+/// for the rest one request to the rescorer's model thread (none when every score is kept) —
+/// [`late_interaction`]'s forward pass or the cross-encoder's pair scores.
+async fn second_stage(
+    rescorer: Rescorer<'_>,
     cache: &RerankCache,
+    query_key: u64,
     query: &str,
     candidates: &Texts,
 ) -> Result<Vec<f32>, SearchError> {
     let Texts { texts, keys } = candidates;
-    let query_key = text_key(query);
     let mut scores: Vec<Option<f32>> = {
         let kept = lock(&cache.scores);
         keys.iter().map(|&k| kept.get(&(query_key, k)).copied()).collect()
     };
     let unscored: Vec<usize> = (0..scores.len()).filter(|&i| scores[i].is_none()).collect();
-    if unscored.is_empty() {
-        metrics::counter!(crate::metrics::RERANK_CACHE_HITS_TOTAL).increment(scores.len() as u64);
-        return Ok(scores.into_iter().map(|s| s.unwrap_or(0.0)).collect());
+    if !unscored.is_empty() {
+        let fresh = match rescorer {
+            Rescorer::LateInteraction(embed) => late_interaction(embed, cache, query, keys, texts, &unscored).await?,
+            Rescorer::CrossEncoder(cross) => {
+                metrics::counter!(crate::metrics::RERANK_CACHE_MISSES_TOTAL).increment(unscored.len() as u64);
+                let docs: Vec<String> = unscored.iter().map(|&i| texts[i].clone()).collect();
+                cross.score_pairs(query, &docs).await?
+            }
+        };
+        if fresh.len() != unscored.len() {
+            let count = ctxd_models::error::ModelError::Count { expected: unscored.len(), got: fresh.len() };
+            return Err(SearchError::Embed(count));
+        }
+        let mut kept = lock(&cache.scores);
+        for (&i, score) in unscored.iter().zip(fresh) {
+            kept.put((query_key, keys[i]), score);
+            scores[i] = Some(score);
+        }
     }
+    metrics::counter!(crate::metrics::RERANK_CACHE_HITS_TOTAL).increment((scores.len() - unscored.len()) as u64);
+    Ok(scores.into_iter().map(|s| s.unwrap_or(0.0)).collect())
+}
+
+/// MaxSim scores of the candidates at `unscored` against `query`: their token rows kept in
+/// `cache`, or encoded in one forward pass with the query (the query alone when all are kept).
+async fn late_interaction(
+    embed: &EmbedService,
+    cache: &RerankCache,
+    query: &str,
+    keys: &[u64],
+    texts: &[String],
+    unscored: &[usize],
+) -> Result<Vec<f32>, SearchError> {
     let mut docs: Vec<Option<Arc<QuantRows>>> = {
         let kept = lock(&cache.tokens);
         unscored.iter().map(|&i| kept.get(&keys[i]).cloned()).collect()
     };
     let missing: Vec<usize> = (0..docs.len()).filter(|&j| docs[j].is_none()).collect();
-    metrics::counter!(crate::metrics::RERANK_CACHE_HITS_TOTAL).increment((scores.len() - missing.len()) as u64);
+    metrics::counter!(crate::metrics::RERANK_CACHE_HITS_TOTAL).increment((docs.len() - missing.len()) as u64);
     metrics::counter!(crate::metrics::RERANK_CACHE_MISSES_TOTAL).increment(missing.len() as u64);
     let mut batch = Vec::with_capacity(missing.len() + 1);
     batch.push(query.to_string());
@@ -171,21 +224,13 @@ async fn late_interaction(
             return Err(SearchError::Embed(count));
         }
     };
-    {
-        let mut kept = lock(&cache.tokens);
-        for (&j, rows) in missing.iter().zip(encoded) {
-            let rows = Arc::new(quantize(rows, dim));
-            kept.put(keys[unscored[j]], rows.clone());
-            docs[j] = Some(rows);
-        }
+    let mut kept = lock(&cache.tokens);
+    for (&j, rows) in missing.iter().zip(encoded) {
+        let rows = Arc::new(quantize(rows, dim));
+        kept.put(keys[unscored[j]], rows.clone());
+        docs[j] = Some(rows);
     }
-    let mut kept = lock(&cache.scores);
-    for (&i, doc) in unscored.iter().zip(&docs) {
-        let score = doc.as_ref().map_or(0.0, |d| max_sim_q(q, d, dim));
-        kept.put((query_key, keys[i]), score);
-        scores[i] = Some(score);
-    }
-    Ok(scores.into_iter().map(|s| s.unwrap_or(0.0)).collect())
+    Ok(docs.iter().map(|doc| doc.as_ref().map_or(0.0, |d| max_sim_q(q, d, dim))).collect())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -199,8 +244,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// when the order is the one the full depth gives (what an idle process answers). On a model
 /// error the first-stage order stays, with a warning: rescoring refines an answer, it never
 /// costs one.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn rescore(
-    embed: &ctxd_models::service::EmbedService,
+    rescorer: Rescorer<'_>,
     cache: &RerankCache,
     query: &str,
     fused: &mut [Hit],
@@ -209,9 +255,12 @@ pub(crate) async fn rescore(
     shed: usize,
 ) -> bool {
     // An embedding server gives no token states: the first-stage order is the answer.
-    if !embed.token_states() {
-        return true;
+    if let Rescorer::LateInteraction(embed) = rescorer {
+        if !embed.token_states() {
+            return true;
+        }
     }
+    let query_key = rescorer.query_key(query);
     let mut chosen: Vec<usize> = (0..fused.len()).filter(|&i| passes(&fused[i])).take(depth).collect();
     let all = chosen.len();
     if all < 2 {
@@ -219,7 +268,7 @@ pub(crate) async fn rescore(
     }
     let candidates: Vec<&Hit> = chosen.iter().map(|&i| &fused[i]).collect();
     let mut texts = Texts::of(&candidates);
-    if shed < all && !cache.scored_all(text_key(query), &texts) {
+    if shed < all && !cache.scored_all(query_key, &texts) {
         chosen.truncate(shed);
         texts.truncate(shed);
     }
@@ -227,10 +276,10 @@ pub(crate) async fn rescore(
         return false;
     }
     let started = Instant::now();
-    let second = match late_interaction(embed, cache, query, &texts).await {
+    let second = match second_stage(rescorer, cache, query_key, query, &texts).await {
         Ok(s) => s,
         Err(e) => {
-            tracing::warn!("rescoring by late interaction failed, keeping the first-stage order: {e}");
+            tracing::warn!("rescoring failed, keeping the first-stage order: {e}");
             return false;
         }
     };
@@ -330,27 +379,110 @@ mod tests {
         let cache = RerankCache::default();
         let hits = [hit("a.py", "def add(a, b)"), hit("b.py", "class Stack"), hit("c.py", "import os")];
         let refs: Vec<&Hit> = hits.iter().collect();
-        let first = late_interaction(&embed, &cache, "push onto a stack", &Texts::of(&refs)).await.unwrap();
+        let first = second_stage(
+            Rescorer::LateInteraction(&embed),
+            &cache,
+            text_key("push onto a stack"),
+            "push onto a stack",
+            &Texts::of(&refs),
+        )
+        .await
+        .unwrap();
         assert_eq!(*passes.lock().unwrap(), vec![4], "the query and three candidates");
         assert!(first.iter().all(|s| s.is_finite() && *s > 0.0), "{first:?}");
 
         // Asked again (a new index version, same candidates): the kept scores, no pass.
-        let again = late_interaction(&embed, &cache, "push onto a stack", &Texts::of(&refs)).await.unwrap();
+        let again = second_stage(
+            Rescorer::LateInteraction(&embed),
+            &cache,
+            text_key("push onto a stack"),
+            "push onto a stack",
+            &Texts::of(&refs),
+        )
+        .await
+        .unwrap();
         assert_eq!(again, first);
         assert_eq!(passes.lock().unwrap().len(), 1, "no forward pass for kept scores");
 
         // One new candidate: the query and it only; the others' scores are the kept ones.
         let more = [hits[0].clone(), hit("d.py", "def pop(self)"), hits[2].clone()];
         let refs: Vec<&Hit> = more.iter().collect();
-        let mixed = late_interaction(&embed, &cache, "push onto a stack", &Texts::of(&refs)).await.unwrap();
+        let mixed = second_stage(
+            Rescorer::LateInteraction(&embed),
+            &cache,
+            text_key("push onto a stack"),
+            "push onto a stack",
+            &Texts::of(&refs),
+        )
+        .await
+        .unwrap();
         assert_eq!(passes.lock().unwrap()[1], 2);
         assert_eq!((mixed[0], mixed[2]), (first[0], first[2]));
 
         // Another question over the same chunks: their token rows are kept, only it is encoded,
         // and its scores are its own.
-        let other = late_interaction(&embed, &cache, "sum two numbers", &Texts::of(&refs)).await.unwrap();
+        let other = second_stage(
+            Rescorer::LateInteraction(&embed),
+            &cache,
+            text_key("sum two numbers"),
+            "sum two numbers",
+            &Texts::of(&refs),
+        )
+        .await
+        .unwrap();
         assert_eq!(passes.lock().unwrap()[2], 1);
         assert_ne!(other, mixed);
+    }
+
+    /// A cross-encoder stand-in: a pair's score is the number of query words its document holds.
+    struct Overlap(Arc<Mutex<usize>>);
+
+    impl ctxd_models::Embedder for Overlap {
+        fn model_id(&self) -> &str {
+            "overlap"
+        }
+        fn dim(&self) -> usize {
+            1
+        }
+        fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ctxd_models::error::ModelError> {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let (q, d) = t.split_once(ctxd_models::cross::PAIR_SEP).unwrap_or((t, ""));
+                    vec![q.split_whitespace().filter(|w| d.contains(w)).count() as u32]
+                })
+                .collect())
+        }
+        fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ctxd_models::error::ModelError> {
+            *self.0.lock().unwrap() += ids.len();
+            Ok(ids.iter().map(|i| vec![i[0] as f32]).collect())
+        }
+        fn has_token_states(&self) -> bool {
+            false
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cross_encoder_rescores_with_its_pair_scores_and_keeps_them() {
+        let pairs = Arc::new(Mutex::new(0));
+        let cross = EmbedService::spawn(Overlap(pairs.clone()), Default::default());
+        let cache = RerankCache::default();
+        let mut hits = vec![hit("a.py", "import os"), hit("c.py", "def push onto stack"), hit("b.py", "class Stack")];
+        for (h, s) in hits.iter_mut().zip([0.9, 0.8, 0.1]) {
+            h.score = s;
+        }
+        let all = |_: &Hit| true;
+        let mut ranked = hits.clone();
+        assert!(rescore(Rescorer::CrossEncoder(&cross), &cache, "push onto stack", &mut ranked, &all, 3, 3).await);
+        assert_eq!(ranked[0].path, "c.py", "the pair scores lift the candidate the query describes");
+        assert_eq!(*pairs.lock().unwrap(), 3);
+        // Asked again: every pair's score is kept, nothing is scored.
+        let mut again = hits.clone();
+        assert!(rescore(Rescorer::CrossEncoder(&cross), &cache, "push onto stack", &mut again, &all, 3, 0).await);
+        assert_eq!(*pairs.lock().unwrap(), 3);
+        // MaxSim's kept scores for the same texts are not the cross-encoder's.
+        let key = Rescorer::CrossEncoder(&cross).query_key("push onto stack");
+        assert_ne!(key, text_key("push onto stack"));
     }
 
     #[tokio::test]
@@ -367,26 +499,26 @@ mod tests {
 
         // Loaded, nothing kept: rescoring is shed (no forward pass), the first-stage order stays.
         let mut loaded = hits.clone();
-        assert!(!rescore(&embed, &cache, "stack push", &mut loaded, &all, 3, 0).await);
+        assert!(!rescore(Rescorer::LateInteraction(&embed), &cache, "stack push", &mut loaded, &all, 3, 0).await);
         assert!(passes.lock().unwrap().is_empty());
         assert_eq!(order(&loaded), ["a.py", "b.py", "c.py"]);
 
         // Idle: the full depth, one pass.
         let mut idle = hits.clone();
-        assert!(rescore(&embed, &cache, "stack push", &mut idle, &all, 3, 3).await);
+        assert!(rescore(Rescorer::LateInteraction(&embed), &cache, "stack push", &mut idle, &all, 3, 3).await);
         assert_eq!(*passes.lock().unwrap(), vec![4]);
 
         // Loaded again (a new index version): every score is kept, so the full depth is rescored
         // without a pass and the answer is the idle one.
         let mut again = hits.clone();
-        assert!(rescore(&embed, &cache, "stack push", &mut again, &all, 3, 0).await);
+        assert!(rescore(Rescorer::LateInteraction(&embed), &cache, "stack push", &mut again, &all, 3, 0).await);
         assert_eq!(passes.lock().unwrap().len(), 1);
         assert_eq!(order(&again), order(&idle));
         assert_eq!(again.iter().map(|h| h.score).collect::<Vec<_>>(), idle.iter().map(|h| h.score).collect::<Vec<_>>());
 
         // A new candidate among them: shed again (a partial depth of 1 rescores nothing).
         let mut changed = vec![hits[0].clone(), hit("d.py", "def pop()"), hits[2].clone()];
-        assert!(!rescore(&embed, &cache, "stack push", &mut changed, &all, 3, 1).await);
+        assert!(!rescore(Rescorer::LateInteraction(&embed), &cache, "stack push", &mut changed, &all, 3, 1).await);
         assert_eq!(passes.lock().unwrap().len(), 1);
     }
 }

@@ -59,6 +59,13 @@ impl Searcher {
         self
     }
 
+    /// The same searcher rescoring with the cross-encoder `reranker` (its service:
+    /// [`ctxd_models::cross`]) instead of late interaction; `None` keeps late interaction.
+    pub fn with_reranker(mut self, reranker: Option<ctxd_models::service::EmbedService>) -> Self {
+        self.routing.reranker = reranker;
+        self
+    }
+
     /// The same searcher shedding rescoring while `pressure` reports waiting queries (the
     /// serving process's admission control keeps it; see [`crate::pressure`]).
     pub fn with_pressure(mut self, pressure: Pressure) -> Self {

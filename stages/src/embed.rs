@@ -170,7 +170,7 @@ impl Embed {
         self.counts.reused.fetch_add(reused, std::sync::atomic::Ordering::Relaxed);
         self.counts.computed.fetch_add(texts.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let count = texts.len();
-        let vectors = match service.embed_bulk(texts).await {
+        let vectors = match service.embed_documents(texts).await {
             Ok(v) => v,
             Err(source) => {
                 let paths = files.iter().map(|f| f.rel.as_str()).collect::<Vec<_>>().join(", ");

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::{assert_same_vectors, copy_dir, ctxd, repo_root, run_ok, vectors_by_chunk, wait_for, Daemon};
+use crate::support::{
+    assert_same_vectors, copy_dir, cosine, ctxd, repo_root, run_ok, vectors_by_chunk, wait_for, Daemon,
+};
 
 /// The demo project in `dir/demo`.
 fn demo(dir: &Path) -> std::path::PathBuf {
@@ -45,12 +47,6 @@ fn embed_lines(extra: &[&str], texts: &str) -> Vec<Vec<f32>> {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "ctxd embed {extra:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    dot / (n(a) * n(b)).max(1e-12)
 }
 
 #[test]

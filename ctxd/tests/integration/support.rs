@@ -393,3 +393,10 @@ pub(crate) fn manifest_dir() -> std::path::PathBuf {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
 }
+
+/// The cosine of two vectors.
+pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (n(a) * n(b)).max(1e-12)
+}

@@ -21,9 +21,11 @@
 //! engines, matmul and reorder primitives, their execution, and [`Weights`] (weight matrices in
 //! the layouts kernels ask for).
 //!
-//! Threading: the library is the GNU OpenMP build. Every thread that executes primitives calls
+//! Threading: the library is the GNU OpenMP build. Every worker of BERT's fast path calls
 //! [`Dnnl::single_threaded`] first, so each ctxd worker thread runs its kernels on itself and the
 //! number of busy cores equals the number of workers (no OpenMP pool on top of ctxd's threads).
+//! The other architectures' dense layers ([`crate::arch::gemm`]) run on the one model thread and
+//! leave OpenMP its pool (one thread per core).
 
 mod engine;
 mod library;

@@ -18,6 +18,8 @@ pub(super) struct Dims {
     pub(super) head_dim: usize,
     pub(super) inter: usize,
     pub(super) eps: f32,
+    /// The model card's pooling.
+    pub(super) pooling: crate::card::Pooling,
 }
 
 /// One encoder layer's weights (PyTorch `Linear` layout, `[out, in]`) and layer norms.
@@ -80,7 +82,7 @@ impl EncoderWeights {
             return Err(bad("hidden_size must be a multiple of num_attention_heads"));
         }
         let eps = cfg["layer_norm_eps"].as_f64().unwrap_or(1e-12) as f32;
-        let dims = Dims { hidden, heads, head_dim: hidden / heads, inter, eps };
+        let dims = Dims { hidden, heads, head_dim: hidden / heads, inter, eps, pooling: loaded.card().pooling };
         let p = &loaded.files().weights;
         let map = candle_core::safetensors::load(p, &Device::Cpu)?;
         let t = |name: &str| tensor(&map, name, p);

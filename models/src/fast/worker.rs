@@ -282,7 +282,13 @@ impl Worker {
                 continue;
             }
             let mut v = vec![0.0f32; h];
-            kernels::mean_pool_normalize(self.avx2, &self.x[start * h..(start + seq.len()) * h], h, &mut v);
+            let rows = self.model.dims.pooling.rows(seq.len());
+            kernels::mean_pool_normalize(
+                self.avx2,
+                &self.x[(start + rows.start) * h..(start + rows.end) * h],
+                h,
+                &mut v,
+            );
             out.push(v);
             start += seq.len();
         }

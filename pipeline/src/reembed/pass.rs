@@ -133,7 +133,7 @@ async fn embed(
         }
         let vectors = match (&model.service, texts.is_empty()) {
             (_, true) => Vec::new(),
-            (Some(service), false) => service.embed_bulk(texts).await?,
+            (Some(service), false) => service.embed_documents(texts).await?,
             (None, false) => {
                 return Err(job_error(
                     uri,

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use ctxd_index::record::Hit;
 
 use crate::error::SearchError;
-use crate::rerank::{rescore, RerankCache};
+use crate::rerank::{rescore, RerankCache, Rescorer};
 use crate::retriever::{PerBackend, Retriever};
 use crate::route::{analyze, Analysis, Route, Weights};
 use crate::search::{SearchRequest, SearchResponse};
@@ -81,6 +81,8 @@ pub struct Routing {
     pub(crate) rerank_depth: usize,
     /// The process's query load: rescoring shrinks while queries wait ([`crate::pressure`]).
     pub(crate) pressure: crate::pressure::Pressure,
+    /// A cross-encoder rescoring in place of late interaction (`[rerank] model`).
+    pub(crate) reranker: Option<ctxd_models::service::EmbedService>,
 }
 
 /// A routed answer and whether it is the one an idle process gives: false when rescoring was
@@ -102,7 +104,7 @@ struct Caches {
 impl Routing {
     /// A router rescoring `rerank_depth` candidates per search (0: never).
     pub fn new(rerank_depth: usize) -> Self {
-        Self { caches: PerBackend::default(), rerank_depth, pressure: Default::default() }
+        Self { caches: PerBackend::default(), rerank_depth, pressure: Default::default(), reranker: None }
     }
 
     /// Indexed paths and folder names of the latest version of `core`'s index (cached for a
@@ -150,10 +152,20 @@ impl Routing {
         let passes = |h: &Hit| filter.passes(h);
         // Whether the answer is the one an idle process gives (rescoring not shed under load).
         let mut full = true;
-        if !req.lean && req.rerank != Some(false) && self.rerank_depth > 0 && w.vector > 0.0 {
-            if let Some(embed) = core.embed() {
+        if !req.lean
+            && req.rerank != Some(false)
+            && self.rerank_depth > 0
+            && (w.vector > 0.0 || self.reranker.is_some())
+        {
+            let rescorer = match (&self.reranker, core.embed()) {
+                (Some(cross), _) => Some(Rescorer::CrossEncoder(cross)),
+                (None, Some(embed)) => Some(Rescorer::LateInteraction(embed)),
+                (None, None) => None,
+            };
+            if let Some(rescorer) = rescorer {
                 let shed = self.pressure.rerank_depth(self.rerank_depth);
-                full = rescore(embed, &caches.rerank, &req.query, &mut fused, &passes, self.rerank_depth, shed).await;
+                full =
+                    rescore(rescorer, &caches.rerank, &req.query, &mut fused, &passes, self.rerank_depth, shed).await;
             }
         }
         let (fused, named) = pin(fused, pinned);

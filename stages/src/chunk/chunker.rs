@@ -30,6 +30,46 @@ impl Default for ChunkConfig {
     }
 }
 
+/// The chunk budget of a long-context model (a window of at least [`LONG_CONTEXT_WINDOW`]
+/// tokens) when `[chunk] max_tokens` is left at its default.
+pub const LONG_CONTEXT_TOKENS: usize = 512;
+/// The window from which a model counts as long-context.
+pub const LONG_CONTEXT_WINDOW: usize = 1024;
+/// Tokens of a model's window kept for its special tokens and a document prompt.
+const WINDOW_RESERVE: usize = 16;
+
+impl ChunkConfig {
+    /// The settings fitted to a model whose inputs are truncated to `window` tokens (0: not
+    /// known, nothing changes): a budget the window cannot hold is cut to it (the truncated
+    /// tail would never be embedded), and a long-context model gets [`LONG_CONTEXT_TOKENS`]
+    /// when the budget is the default. Returns the settings and, when they changed, why.
+    pub fn fitted_to(mut self, window: usize) -> (Self, Option<String>) {
+        let default = Self::default().max_tokens;
+        let budget = if window >= LONG_CONTEXT_WINDOW && self.max_tokens == default {
+            LONG_CONTEXT_TOKENS
+        } else if window > 0 {
+            self.max_tokens.min(window.saturating_sub(WINDOW_RESERVE).max(16))
+        } else {
+            self.max_tokens
+        };
+        if budget == self.max_tokens {
+            return (self, None);
+        }
+        let why = if budget > self.max_tokens {
+            format!("the model reads {window} tokens: chunks of up to {budget} tokens instead of {}", self.max_tokens)
+        } else {
+            format!(
+                "the model reads {window} tokens: chunks cut to {budget} tokens from [chunk] max_tokens = {}",
+                self.max_tokens
+            )
+        };
+        self.max_tokens = budget;
+        self.overlap_tokens = self.overlap_tokens.min(budget / 4);
+        self.merge_tokens = self.merge_tokens.min(budget);
+        (self, Some(why))
+    }
+}
+
 /// Cuts files into chunks.
 #[derive(Clone)]
 pub struct Chunker {
@@ -159,7 +199,23 @@ impl Chunker {
 }
 #[cfg(test)]
 mod tests {
+    use super::{ChunkConfig, LONG_CONTEXT_TOKENS};
     use crate::chunk::testing::chunker;
+
+    #[test]
+    fn the_budget_fits_the_models_window() {
+        let (same, why) = ChunkConfig::default().fitted_to(256);
+        assert_eq!((same.max_tokens, why), (240, None), "MiniLM's window holds the default");
+        let (long, why) = ChunkConfig::default().fitted_to(8192);
+        assert_eq!(long.max_tokens, LONG_CONTEXT_TOKENS);
+        assert!(why.unwrap().contains("8192"));
+        let set = ChunkConfig { max_tokens: 300, ..ChunkConfig::default() };
+        assert_eq!(set.clone().fitted_to(8192).0.max_tokens, 300, "a budget set in the config stays");
+        let (cut, why) = set.fitted_to(128);
+        assert_eq!((cut.max_tokens, cut.merge_tokens), (112, 112));
+        assert!(cut.overlap_tokens < cut.max_tokens && why.unwrap().contains("cut to 112"));
+        assert_eq!(ChunkConfig::default().fitted_to(0).0.max_tokens, 240);
+    }
 
     #[test]
     fn windows_overlap_and_cover_everything() {

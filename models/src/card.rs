@@ -1,0 +1,219 @@
+//! What a model's card says about using it, read from the sentence-transformers files beside the
+//! weights: how token states become one vector (**pooling**: CLS, mean or last token; from
+//! `modules.json` → the Pooling module's `config.json`, usually `1_Pooling/config.json`), and the
+//! **prompts** put before queries and documents (`config_sentence_transformers.json` →
+//! `prompts`: `query`, and `document` or `passage`). `[model] query_prefix` / `document_prefix`
+//! in the config override the card's prompts ([`ModelCard::with_prefixes`]).
+//!
+//! A model without a Pooling module pools by its family's convention: the last token for a
+//! decoder (Qwen3), JinaBERT's `emb_pooler` or the mean otherwise. ctxd always scales the pooled
+//! vector to unit length (the index ranks by cosine), whether or not the card has a `Normalize`
+//! module; the ranking is the same either way.
+//!
+//! Prompts are text: [`ModelCard::query_text`] and [`ModelCard::document_text`] put them before
+//! a query or a chunk's text before tokenizing, as sentence-transformers does (its
+//! `include_prompt: false`, which pools without the prompt's tokens, is not followed: the
+//! prompt's tokens are pooled with the rest, said once in the log).
+
+use std::ops::Range;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::arch::Family;
+use crate::error::ModelError;
+
+/// How a sequence's token states become one vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    /// The first token's state ([CLS]).
+    Cls,
+    /// The mean over real tokens.
+    Mean,
+    /// The last real token's state (decoders).
+    LastToken,
+}
+
+impl Pooling {
+    /// The rows of a `len`-token sequence this pooling averages.
+    pub fn rows(self, len: usize) -> Range<usize> {
+        match self {
+            Self::Cls => 0..len.min(1),
+            Self::Mean => 0..len,
+            Self::LastToken => len.saturating_sub(1)..len,
+        }
+    }
+
+    /// Pools `hidden` (`len × width`, row-major, real tokens only) into one unit vector.
+    pub fn pool(self, hidden: &[f32], width: usize) -> Vec<f32> {
+        let len = hidden.len() / width.max(1);
+        let rows = self.rows(len);
+        let mut out = vec![0.0f32; width];
+        for row in hidden[rows.start * width..rows.end * width].chunks_exact(width.max(1)) {
+            out.iter_mut().zip(row).for_each(|(o, v)| *o += v);
+        }
+        crate::scale_to_unit(&mut out);
+        out
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cls => "cls",
+            Self::Mean => "mean",
+            Self::LastToken => "last token",
+        }
+    }
+}
+
+/// A model card's pooling and prompts (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelCard {
+    pub pooling: Pooling,
+    /// Put before every query's text.
+    pub query_prompt: Option<String>,
+    /// Put before every document's (chunk's) text.
+    pub document_prompt: Option<String>,
+    /// Where the pooling came from, for the log line.
+    pub pooling_from: String,
+}
+
+fn read(path: &Path) -> Result<Option<Value>, ModelError> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| ModelError::Config { path: path.to_path_buf(), message: e.to_string() })
+}
+
+/// The Pooling module's config path from `modules.json` (`1_Pooling/config.json` by default).
+fn pooling_config(dir: &Path) -> Result<std::path::PathBuf, ModelError> {
+    let modules = read(&dir.join("modules.json"))?;
+    let path = modules
+        .as_ref()
+        .and_then(Value::as_array)
+        .and_then(|m| m.iter().find(|m| m["type"].as_str().is_some_and(|t| t.ends_with("Pooling"))))
+        .and_then(|m| m["path"].as_str())
+        .unwrap_or("1_Pooling");
+    Ok(dir.join(path).join("config.json"))
+}
+
+impl ModelCard {
+    /// Reads the card of the model in `dir` of `family` (`config` is its `config.json`).
+    pub fn read(dir: &Path, family: Family, config: &Value) -> Result<Self, ModelError> {
+        let path = pooling_config(dir)?;
+        let (pooling, pooling_from) = match read(&path)? {
+            Some(p) => {
+                let on = |k: &str| p[k].as_bool() == Some(true);
+                let pooling = if on("pooling_mode_cls_token") {
+                    Pooling::Cls
+                } else if on("pooling_mode_lasttoken") {
+                    Pooling::LastToken
+                } else if on("pooling_mode_mean_tokens") {
+                    Pooling::Mean
+                } else {
+                    return Err(ModelError::Config {
+                        path,
+                        message: "no pooling mode ctxd runs (cls_token, mean_tokens or lasttoken) is set".into(),
+                    });
+                };
+                (pooling, path.strip_prefix(dir).unwrap_or(&path).display().to_string())
+            }
+            None if family.causal() => (Pooling::LastToken, format!("{} default", family.name())),
+            None => (Pooling::Mean, format!("{} default", family.name())),
+        };
+        let pooling = match config["emb_pooler"].as_str() {
+            Some("mean") if pooling_from.ends_with("default") => Pooling::Mean,
+            _ => pooling,
+        };
+        let st = read(&dir.join("config_sentence_transformers.json"))?.unwrap_or(Value::Null);
+        let prompt = |keys: &[&str]| {
+            keys.iter().find_map(|k| st["prompts"][*k].as_str()).filter(|p| !p.is_empty()).map(str::to_string)
+        };
+        Ok(Self {
+            pooling,
+            query_prompt: prompt(&["query"]),
+            document_prompt: prompt(&["document", "passage"]),
+            pooling_from,
+        })
+    }
+
+    /// The card with the config's prefixes in place of its prompts, where set.
+    pub fn with_prefixes(mut self, query: Option<&str>, document: Option<&str>) -> Self {
+        if let Some(q) = query {
+            self.query_prompt = Some(q.to_string()).filter(|q| !q.is_empty());
+        }
+        if let Some(d) = document {
+            self.document_prompt = Some(d.to_string()).filter(|d| !d.is_empty());
+        }
+        self
+    }
+
+    /// A query's text as the model reads it.
+    pub fn query_text(&self, query: &str) -> String {
+        format!("{}{query}", self.query_prompt.as_deref().unwrap_or(""))
+    }
+
+    /// A document's text as the model reads it.
+    pub fn document_text(&self, text: &str) -> String {
+        format!("{}{text}", self.document_prompt.as_deref().unwrap_or(""))
+    }
+
+    /// One line for the log: pooling and prompts.
+    pub fn describe(&self) -> String {
+        let show = |p: &Option<String>| p.as_deref().map_or("none".to_string(), |p| format!("{p:?}"));
+        format!(
+            "pooling {} ({}), query prompt {}, document prompt {}",
+            self.pooling.name(),
+            self.pooling_from,
+            show(&self.query_prompt),
+            show(&self.document_prompt)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pooling_picks_rows_and_scales_to_unit() {
+        let hidden = [1.0, 0.0, 0.0, 3.0, 4.0, 0.0];
+        assert_eq!(Pooling::Cls.pool(&hidden, 2), vec![1.0, 0.0]);
+        assert_eq!(Pooling::LastToken.pool(&hidden, 2), vec![1.0, 0.0]);
+        let mean = Pooling::Mean.pool(&hidden, 2);
+        assert!((mean[0] - 5.0 / 34f32.sqrt()).abs() < 1e-6 && (mean[1] - 3.0 / 34f32.sqrt()).abs() < 1e-6);
+        assert_eq!(Pooling::LastToken.rows(0), 0..0);
+    }
+
+    #[test]
+    fn the_card_and_the_config_prefixes() {
+        let dir = std::env::temp_dir().join(format!("ctxd-card-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("pool")).unwrap();
+        std::fs::write(
+            dir.join("modules.json"),
+            r#"[{"type": "sentence_transformers.models.Pooling", "path": "pool"}]"#,
+        )
+        .unwrap();
+        std::fs::write(dir.join("pool/config.json"), r#"{"pooling_mode_cls_token": true}"#).unwrap();
+        std::fs::write(
+            dir.join("config_sentence_transformers.json"),
+            r#"{"prompts": {"query": "q: ", "passage": "p: "}}"#,
+        )
+        .unwrap();
+        let card = ModelCard::read(&dir, Family::ModernBert, &json!({})).unwrap();
+        assert_eq!(card.pooling, Pooling::Cls);
+        assert_eq!((card.query_text("x"), card.document_text("y")), ("q: x".into(), "p: y".into()));
+        let card = card.with_prefixes(Some(""), Some("doc: "));
+        assert_eq!((card.query_text("x"), card.document_text("y")), ("x".into(), "doc: y".into()));
+        std::fs::write(dir.join("pool/config.json"), r#"{"pooling_mode_max_tokens": true}"#).unwrap();
+        let err = ModelCard::read(&dir, Family::Bert, &json!({})).unwrap_err().to_string();
+        assert!(err.contains("pool/config.json") && err.contains("lasttoken"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+        let bare = std::env::temp_dir().join("ctxd-card-none");
+        let card = ModelCard::read(&bare, Family::Qwen3, &json!({})).unwrap();
+        assert_eq!((card.pooling, card.query_prompt), (Pooling::LastToken, None));
+    }
+}
