@@ -116,6 +116,16 @@ fn cuda_probe(n: usize) -> Result<(Device, String), String> {
     Ok((device, driver.describe()))
 }
 
+/// `cfg` with its padded tokens per forward pass capped at [`crate::arch::CPU_BATCH_TOKENS`] on
+/// the CPU: what the candle transformer (non-BERT families, cross-encoders) runs best with.
+fn cpu_capped(cfg: EmbedServiceConfig, device: &str) -> EmbedServiceConfig {
+    if device == "cpu" {
+        EmbedServiceConfig { max_batch_tokens: cfg.max_batch_tokens.min(crate::arch::CPU_BATCH_TOKENS), ..cfg }
+    } else {
+        cfg
+    }
+}
+
 impl Picked {
     /// The start-up line: `embedding on cpu with onednn f32: device auto: no NVIDIA driver (…); …`.
     pub fn summary(&self) -> String {
@@ -178,6 +188,7 @@ impl Runtime {
     /// why, and publishes `ctxd_embed_backend_info`.
     pub fn spawn(&self, model: &LoadedModel, cfg: EmbedServiceConfig) -> Result<EmbedService, ModelError> {
         let p = self.load(model)?;
+        let cfg = if model.family() == Family::Bert { cfg } else { cpu_capped(cfg, &p.device) };
         tracing::info!(
             device = %p.device, backend = p.backend, precision = %p.precision, isa = %p.isa, "{}", p.summary()
         );
@@ -198,8 +209,8 @@ impl Runtime {
         let dnnl = self.arch_gemm(&device)?;
         let model = CrossEncoder::load(loaded, device, dnnl.as_ref())?;
         tracing::info!(model = %loaded.model_id(), "reranking with the cross-encoder on {name} with candle f32: {why}");
-        Ok(EmbedService::spawn(model, EmbedServiceConfig::default())
-            .with_backend(format!("candle {name} f32 cross-encoder")))
+        let cfg = cpu_capped(EmbedServiceConfig::default(), &name);
+        Ok(EmbedService::spawn(model, cfg).with_backend(format!("candle {name} f32 cross-encoder")))
     }
 
     /// The device `auto` resolves to (and why), or the configured one. A GPU comes back opened.
