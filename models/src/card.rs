@@ -6,7 +6,7 @@
 //! in the config override the card's prompts ([`ModelCard::with_prefixes`]).
 //!
 //! A model without a Pooling module pools by its family's convention: the last token for a
-//! decoder (Qwen3), JinaBERT's `emb_pooler` or the mean otherwise. ctxd always scales the pooled
+//! decoder (Qwen3), the mean otherwise (JinaBERT's `emb_pooler: mean` included). ctxd always scales the pooled
 //! vector to unit length (the index ranks by cosine), whether or not the card has a `Normalize`
 //! module; the ranking is the same either way.
 //!
@@ -100,8 +100,8 @@ fn pooling_config(dir: &Path) -> Result<std::path::PathBuf, ModelError> {
 }
 
 impl ModelCard {
-    /// Reads the card of the model in `dir` of `family` (`config` is its `config.json`).
-    pub fn read(dir: &Path, family: Family, config: &Value) -> Result<Self, ModelError> {
+    /// Reads the card of the model in `dir` of `family`.
+    pub fn read(dir: &Path, family: Family) -> Result<Self, ModelError> {
         let path = pooling_config(dir)?;
         let (pooling, pooling_from) = match read(&path)? {
             Some(p) => {
@@ -122,10 +122,6 @@ impl ModelCard {
             }
             None if family.causal() => (Pooling::LastToken, format!("{} default", family.name())),
             None => (Pooling::Mean, format!("{} default", family.name())),
-        };
-        let pooling = match config["emb_pooler"].as_str() {
-            Some("mean") if pooling_from.ends_with("default") => Pooling::Mean,
-            _ => pooling,
         };
         let st = read(&dir.join("config_sentence_transformers.json"))?.unwrap_or(Value::Null);
         let prompt = |keys: &[&str]| {
@@ -176,7 +172,6 @@ impl ModelCard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn pooling_picks_rows_and_scales_to_unit() {
@@ -203,17 +198,17 @@ mod tests {
             r#"{"prompts": {"query": "q: ", "passage": "p: "}}"#,
         )
         .unwrap();
-        let card = ModelCard::read(&dir, Family::ModernBert, &json!({})).unwrap();
+        let card = ModelCard::read(&dir, Family::ModernBert).unwrap();
         assert_eq!(card.pooling, Pooling::Cls);
         assert_eq!((card.query_text("x"), card.document_text("y")), ("q: x".into(), "p: y".into()));
         let card = card.with_prefixes(Some(""), Some("doc: "));
         assert_eq!((card.query_text("x"), card.document_text("y")), ("x".into(), "doc: y".into()));
         std::fs::write(dir.join("pool/config.json"), r#"{"pooling_mode_max_tokens": true}"#).unwrap();
-        let err = ModelCard::read(&dir, Family::Bert, &json!({})).unwrap_err().to_string();
+        let err = ModelCard::read(&dir, Family::Bert).unwrap_err().to_string();
         assert!(err.contains("pool/config.json") && err.contains("lasttoken"), "{err}");
         std::fs::remove_dir_all(&dir).ok();
         let bare = std::env::temp_dir().join("ctxd-card-none");
-        let card = ModelCard::read(&bare, Family::Qwen3, &json!({})).unwrap();
+        let card = ModelCard::read(&bare, Family::Qwen3).unwrap();
         assert_eq!((card.pooling, card.query_prompt), (Pooling::LastToken, None));
     }
 }

@@ -23,7 +23,7 @@ use candle_core::{DType, Device, Tensor, D};
 use candle_nn::VarBuilder;
 use tokenizers::Tokenizer;
 
-use crate::arch::layers::{Linear, Norm};
+use crate::arch::layers::{padded, Linear, Norm};
 use crate::arch::model::Transformer;
 use crate::arch::{Family, Shape};
 use crate::error::ModelError;
@@ -123,17 +123,22 @@ impl CrossEncoder {
 
     fn scores(&self, ids: &[Vec<u32>]) -> candle_core::Result<Vec<f32>> {
         let device = self.model.device();
-        let lens: Vec<usize> = ids.iter().map(Vec::len).collect();
-        let n = lens.iter().copied().max().unwrap_or(1).max(1);
-        let (mut flat, mut types) = (Vec::with_capacity(ids.len() * n), Vec::with_capacity(ids.len() * n));
-        for row in ids {
-            flat.extend_from_slice(row);
-            flat.extend(std::iter::repeat_n(0u32, n - row.len()));
-            let first_sep = self.sep.and_then(|sep| row.iter().position(|&t| t == sep)).unwrap_or(usize::MAX);
-            types.extend((0..n).map(|i| u32::from(i > first_sep && i < row.len())));
-        }
-        let input = Tensor::from_vec(flat, (ids.len(), n), device)?;
-        let types = self.sep.map(|_| Tensor::from_vec(types, (ids.len(), n), device)).transpose()?;
+        let (input, lens) = padded(ids, device)?;
+        let n = input.dim(1)?;
+        // BERT's segment ids: 1 after the first [SEP], 0 before it and on padding.
+        let types = match self.sep {
+            Some(sep) => {
+                let types: Vec<u32> = ids
+                    .iter()
+                    .flat_map(|row| {
+                        let first_sep = row.iter().position(|&t| t == sep).unwrap_or(usize::MAX);
+                        (0..n).map(move |i| u32::from(i > first_sep && i < row.len()))
+                    })
+                    .collect();
+                Some(Tensor::from_vec(types, (ids.len(), n), device)?)
+            }
+            None => None,
+        };
         let hidden = self.model.forward(&input, &lens, types.as_ref())?;
         let first = hidden.narrow(1, 0, 1)?.squeeze(1)?;
         let logits = match &self.head {

@@ -68,7 +68,7 @@ impl LoadedModel {
         .unwrap_or(DEFAULT_MAX_SEQ_LEN)
         .min(max_pos);
         let tokens = TokenCounter::from_model(&files)?.with_model_window(max_seq_len);
-        let card = ModelCard::read(&files.dir, family, &config)?;
+        let card = ModelCard::read(&files.dir, family)?;
         Ok(Self { files, config: Arc::new(config), max_seq_len, tokens, family, card, id_suffix: String::new() })
     }
 

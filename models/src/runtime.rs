@@ -85,6 +85,16 @@ enum Resolved {
     Cuda(usize, Device),
 }
 
+impl Resolved {
+    /// The device to load onto and its name (`cpu`, `cuda:N`).
+    fn opened(self) -> (Device, String) {
+        match self {
+            Resolved::Cpu => (Device::Cpu, "cpu".to_string()),
+            Resolved::Cuda(n, device) => (device, format!("cuda:{n}")),
+        }
+    }
+}
+
 /// A loaded embedder and the facts of the pick ([`Runtime::load`]): what runs it, and why.
 pub struct Picked {
     pub embedder: Box<dyn Embedder>,
@@ -201,11 +211,8 @@ impl Runtime {
     /// Loads the cross-encoder `loaded` ([`crate::cross`]) on candle in f32 on the device this
     /// runtime resolves to and starts its service (its own model thread); logs what runs it.
     pub fn spawn_reranker(&self, loaded: &LoadedModel) -> Result<EmbedService, ModelError> {
-        let (device, why) = self.resolve_device()?;
-        let (device, name) = match device {
-            Resolved::Cpu => (Device::Cpu, "cpu".to_string()),
-            Resolved::Cuda(n, device) => (device, format!("cuda:{n}")),
-        };
+        let (resolved, why) = self.resolve_device()?;
+        let (device, name) = resolved.opened();
         let dnnl = self.arch_gemm(&device)?;
         let model = CrossEncoder::load(loaded, device, dnnl.as_ref())?;
         tracing::info!(model = %loaded.model_id(), "reranking with the cross-encoder on {name} with candle f32: {why}");
@@ -347,10 +354,7 @@ impl Runtime {
                 self.precision
             )));
         }
-        let (device, name) = match device {
-            Resolved::Cpu => (Device::Cpu, "cpu".to_string()),
-            Resolved::Cuda(n, device) => (device, format!("cuda:{n}")),
-        };
+        let (device, name) = device.opened();
         let dnnl = self.arch_gemm(&device)?;
         let model = ArchEmbedder::load(loaded, device, dnnl.as_ref())?;
         let (backend, desc, isa, how) = match &dnnl {

@@ -372,6 +372,11 @@ mod tests {
         Hit { chunk, score: 0.0 }
     }
 
+    /// [`second_stage`] by late interaction of `query` over `refs`.
+    async fn late(embed: &EmbedService, cache: &RerankCache, query: &str, refs: &[&Hit]) -> Vec<f32> {
+        second_stage(Rescorer::LateInteraction(embed), cache, text_key(query), query, &Texts::of(refs)).await.unwrap()
+    }
+
     #[tokio::test]
     async fn a_question_scored_before_needs_no_forward_pass() {
         let passes = Arc::new(Mutex::new(Vec::new()));
@@ -379,57 +384,25 @@ mod tests {
         let cache = RerankCache::default();
         let hits = [hit("a.py", "def add(a, b)"), hit("b.py", "class Stack"), hit("c.py", "import os")];
         let refs: Vec<&Hit> = hits.iter().collect();
-        let first = second_stage(
-            Rescorer::LateInteraction(&embed),
-            &cache,
-            text_key("push onto a stack"),
-            "push onto a stack",
-            &Texts::of(&refs),
-        )
-        .await
-        .unwrap();
+        let first = late(&embed, &cache, "push onto a stack", &refs).await;
         assert_eq!(*passes.lock().unwrap(), vec![4], "the query and three candidates");
         assert!(first.iter().all(|s| s.is_finite() && *s > 0.0), "{first:?}");
 
         // Asked again (a new index version, same candidates): the kept scores, no pass.
-        let again = second_stage(
-            Rescorer::LateInteraction(&embed),
-            &cache,
-            text_key("push onto a stack"),
-            "push onto a stack",
-            &Texts::of(&refs),
-        )
-        .await
-        .unwrap();
+        let again = late(&embed, &cache, "push onto a stack", &refs).await;
         assert_eq!(again, first);
         assert_eq!(passes.lock().unwrap().len(), 1, "no forward pass for kept scores");
 
         // One new candidate: the query and it only; the others' scores are the kept ones.
         let more = [hits[0].clone(), hit("d.py", "def pop(self)"), hits[2].clone()];
         let refs: Vec<&Hit> = more.iter().collect();
-        let mixed = second_stage(
-            Rescorer::LateInteraction(&embed),
-            &cache,
-            text_key("push onto a stack"),
-            "push onto a stack",
-            &Texts::of(&refs),
-        )
-        .await
-        .unwrap();
+        let mixed = late(&embed, &cache, "push onto a stack", &refs).await;
         assert_eq!(passes.lock().unwrap()[1], 2);
         assert_eq!((mixed[0], mixed[2]), (first[0], first[2]));
 
         // Another question over the same chunks: their token rows are kept, only it is encoded,
         // and its scores are its own.
-        let other = second_stage(
-            Rescorer::LateInteraction(&embed),
-            &cache,
-            text_key("sum two numbers"),
-            "sum two numbers",
-            &Texts::of(&refs),
-        )
-        .await
-        .unwrap();
+        let other = late(&embed, &cache, "sum two numbers", &refs).await;
         assert_eq!(passes.lock().unwrap()[2], 1);
         assert_ne!(other, mixed);
     }

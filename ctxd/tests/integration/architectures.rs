@@ -4,8 +4,8 @@
 //! (the model card's prompt put first); `ctxd index` and `ctxd search` run a NomicBERT model
 //! with its prompts, its window fitting the chunk budget (said in the log).
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
-use std::process::Stdio;
 
 use serde_json::Value;
 
@@ -16,22 +16,12 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 /// `ctxd embed --model DIR --jsonl [extra]` of `texts`: the vectors and stderr.
-fn embed(model: &PathBuf, extra: &[&str], texts: &[String]) -> (Vec<Vec<f32>>, String) {
-    let mut child = ctxd()
-        .args(["embed", "--jsonl", "--device", "cpu", "--model"])
-        .arg(model)
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+fn embed(model: &std::path::Path, extra: &[&str], texts: &[String]) -> (Vec<Vec<f32>>, String) {
+    let mut args: Vec<&OsStr> = ["--jsonl", "--device", "cpu", "--model"].map(OsStr::new).to_vec();
+    args.push(model.as_os_str());
+    args.extend(extra.iter().map(OsStr::new));
     let input: String = texts.iter().map(|t| serde_json::to_string(t).unwrap() + "\n").collect();
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "ctxd embed {extra:?}: {err}");
-    (String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect(), err)
+    crate::support::embed_stdin(&args, &input)
 }
 
 fn floats(v: &Value) -> Vec<Vec<f32>> {

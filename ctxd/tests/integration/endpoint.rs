@@ -35,18 +35,8 @@ fn embedding_server(dir: &Path, listen: &str) -> Daemon {
 }
 
 fn embed_lines(extra: &[&str], texts: &str) -> Vec<Vec<f32>> {
-    let mut child = ctxd()
-        .arg("embed")
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), texts.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "ctxd embed {extra:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    let args: Vec<&std::ffi::OsStr> = extra.iter().map(std::ffi::OsStr::new).collect();
+    crate::support::embed_stdin(&args, texts).0
 }
 
 #[test]

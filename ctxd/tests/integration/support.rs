@@ -400,3 +400,21 @@ pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
     dot / (n(a) * n(b)).max(1e-12)
 }
+
+/// `ctxd embed` with `args`, `stdin` as its input: the vectors it printed, one per line, and its
+/// stderr; panics with stderr when it fails.
+pub(crate) fn embed_stdin(args: &[&std::ffi::OsStr], stdin: &str) -> (Vec<Vec<f32>>, String) {
+    let mut child = ctxd()
+        .arg("embed")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "ctxd embed {args:?}: {err}");
+    (String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect(), err)
+}

@@ -4,10 +4,11 @@
 //! rescoring) come from the encoder families; a decoder's causal states are not offered
 //! ([`crate::Embedder::has_token_states`] is false for Qwen3).
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 use tokenizers::Tokenizer;
 
+use super::layers::padded;
 use super::model::Transformer;
 use super::Shape;
 use crate::card::Pooling;
@@ -45,14 +46,7 @@ impl ArchEmbedder {
     }
 
     fn run(&mut self, ids: &[Vec<u32>], tokens: bool) -> Result<Vec<Vec<f32>>, ModelError> {
-        let lens: Vec<usize> = ids.iter().map(Vec::len).collect();
-        let n = lens.iter().copied().max().unwrap_or(0).max(1);
-        let mut flat = Vec::with_capacity(ids.len() * n);
-        for row in ids {
-            flat.extend_from_slice(row);
-            flat.extend(std::iter::repeat_n(0u32, n - row.len()));
-        }
-        let input = Tensor::from_vec(flat, (ids.len(), n), self.model.device())?;
+        let (input, lens) = padded(ids, self.model.device())?;
         let hidden = self.model.forward(&input, &lens, None)?.to_dtype(DType::F32)?.to_vec3::<f32>()?;
         let width = self.model.shape().hidden;
         Ok(hidden

@@ -184,6 +184,19 @@ pub fn attention_bias(lens: &[usize], len: usize, visibility: Visibility, device
     Tensor::from_vec(data, (lens.len(), 1, len, len), device)
 }
 
+/// Token id sequences as one right-padded `(batch, longest)` tensor (padding id 0, masked out by
+/// [`attention_bias`]), and their real lengths.
+pub fn padded(ids: &[Vec<u32>], device: &Device) -> Result<(Tensor, Vec<usize>)> {
+    let lens: Vec<usize> = ids.iter().map(Vec::len).collect();
+    let n = lens.iter().copied().max().unwrap_or(0).max(1);
+    let mut flat = Vec::with_capacity(ids.len() * n);
+    for row in ids {
+        flat.extend_from_slice(row);
+        flat.extend(std::iter::repeat_n(0u32, n - row.len()));
+    }
+    Ok((Tensor::from_vec(flat, (ids.len(), n), device)?, lens))
+}
+
 /// Splits `(batch, len, heads · dim)` into `(batch, heads, len, dim)`.
 pub fn split_heads(x: &Tensor, heads: usize, dim: usize) -> Result<Tensor> {
     let (b, n, _) = x.dims3()?;
