@@ -79,7 +79,7 @@ impl Engine {
         let tracker = Tracker::default();
         let counters = Arc::new(Counters::default());
         let freshness = Arc::new(Freshness::default());
-        let stages = self.spawn_stages(&tracker, &counters, &freshness);
+        let stages = self.spawn_stages(&tracker, &counters, &freshness, follow);
         let emitter = Emitter { out: stages.source_out, tracker: tracker.clone(), counters: counters.clone() };
         let source = self.spawn_sources(origins, emitter, &shutdown, &freshness, follow);
         // One pass: at the end of a one-shot run that left many fragments (`ctxd index`).
@@ -112,8 +112,15 @@ impl Engine {
     }
 
     /// The graph's edges and its four stages (load, chunk, embed, upsert) spawned; the source's
-    /// end of the first edge is returned for the sources to feed.
-    fn spawn_stages(&self, tracker: &Tracker, counters: &Arc<Counters>, freshness: &Arc<Freshness>) -> Stages {
+    /// end of the first edge is returned for the sources to feed. A one-shot run (not `follow`)
+    /// that answers no queries merges each fold's fragments before folding them.
+    fn spawn_stages(
+        &self,
+        tracker: &Tracker,
+        counters: &Arc<Counters>,
+        freshness: &Arc<Freshness>,
+        follow: bool,
+    ) -> Stages {
         let p = &self.cfg.pipeline;
         let (src_out, load_in) = edge::<FileWork<SourceFile>>("watch", "load", p.load.capacity);
         let (load_out, chunk_in) = edge::<FileWork<LoadedFile>>("load", "chunk", p.chunk.capacity);
@@ -182,6 +189,7 @@ impl Engine {
         );
         let sink = match self.service.clone() {
             Some(service) => sink.with_eager_folds(Arc::new(move || service.queries_active())),
+            None if !follow => sink.with_compaction_before_folds(),
             None => sink,
         };
         let sink_limits = BatchLimits { max_weight: p.commit_max_rows, max_items: 4096, max_wait: p.commit_interval() };
@@ -377,8 +385,8 @@ impl Running {
         metrics::gauge!(m::PIPELINE_READY).set(1.0);
     }
 
-    /// Waits for the source to stop and the graph to drain; folds new rows into the
-    /// full-text index and returns the summary.
+    /// Waits for the source to stop and the graph to drain; runs a one-shot run's maintenance
+    /// pass, folds new rows into the full-text index and returns the summary.
     pub async fn join(self) -> Result<Summary, PipelineError> {
         let source_result = self.source.await.expect("source task panicked");
         for h in self.stages {
@@ -388,12 +396,13 @@ impl Running {
             // It stops at the shutdown signal (after its current pass, if any).
             let _ = m.await;
         }
-        if let Err(e) = self.index.optimize_indices().await {
-            tracing::warn!("optimizing indices: {e}");
-        }
         let commits = self.counters.commits.load(Ordering::Relaxed);
         if let Some(opts) = self.maintain_at_end.filter(|_| commits >= COMPACT_AFTER_COMMITS) {
+            // Compacts first, then folds what the full-text index lacks (nothing to remap).
             maintain_once(&self.index, &opts, "end of a run of many commits").await;
+        }
+        if let Err(e) = self.index.optimize_indices().await {
+            tracing::warn!("optimizing indices: {e}");
         }
         source_result?;
         let stats = self.index.stats().await?;

@@ -2,7 +2,7 @@
 //! [`Counters`] updated, streamed parts' [`PartBudget`] slots released, new rows folded into
 //! the full-text index every `optimize_every` commits or `optimize_every_rows` rows (every
 //! commit while queries are being answered; the parts of a streamed file every
-//! [`STREAM_FOLD_ROWS`] rows), and the
+//! [`STREAM_FOLD_ROWS`] rows; a one-shot run merges the fragments of a fold's commits first), and the
 //! committed paths reported to an [`OnCommit`] callback (the daemon's freshness metrics).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -47,6 +47,9 @@ pub struct UpsertSink {
     /// True while queries are being answered: then every commit's rows are folded at once
     /// (each query searches the rows not folded yet without the index, tokenizing them).
     eager: Option<QueriesActive>,
+    /// Each fold first merges the fragments written since the last one
+    /// ([`Index::compact_then_fold`]).
+    compact_first: bool,
     /// Rows inserted since the last fold into the full-text index.
     unfolded: AtomicU64,
     /// The last commit asked for a fold ([`Sink::after_write`] does it).
@@ -72,6 +75,7 @@ impl UpsertSink {
             counters,
             fold,
             eager: None,
+            compact_first: false,
             unfolded: AtomicU64::new(0),
             fold_due: AtomicBool::new(false),
             on_commit,
@@ -82,6 +86,14 @@ impl UpsertSink {
     /// being answered.
     pub fn with_eager_folds(mut self, active: QueriesActive) -> Self {
         self.eager = Some(active);
+        self
+    }
+
+    /// The same sink merging the fragments of each fold's commits into one before folding
+    /// them: for a run nobody queries while it writes (`ctxd index`), where a fold may wait
+    /// for the compaction.
+    pub fn with_compaction_before_folds(mut self) -> Self {
+        self.compact_first = true;
         self
     }
 }
@@ -147,7 +159,12 @@ impl Sink for UpsertSink {
     /// The fold [`Sink::write`] found due, and the index's figures refreshed.
     async fn after_write(&self) {
         if self.fold_due.swap(false, Ordering::Relaxed) {
-            if let Err(e) = self.index.optimize_indices().await {
+            let folded = if self.compact_first {
+                self.index.compact_then_fold().await
+            } else {
+                self.index.optimize_indices().await
+            };
+            if let Err(e) = folded {
                 tracing::warn!("optimizing indices: {e}");
             }
         }
