@@ -71,9 +71,9 @@ pub const DEFAULT_VECTOR_INDEX_MIN_ROWS: usize = 5_000;
 /// Name LanceDB gives the index on `vector`.
 const VECTOR_INDEX: &str = "vector_idx";
 
-/// Compaction as every pass runs it: one task at a time (each holds its fragments' batches and
-/// its output while it runs, and a pass runs beside indexing or queries: a pass after a 1 GB log
-/// added 100–120 MB of heap with two tasks on two cores); fragments appended whole (no deletion
+/// Compaction as every pass and fold runs it ([`Index::compact`]): one task at a time (each
+/// holds its fragments' batches and its output while it runs, and a pass runs beside indexing
+/// or queries: a pass after a 1 GB log added 100–120 MB of heap with two tasks on two cores); fragments appended whole (no deletion
 /// file) are copied page by page instead of decoded and encoded again (a 1 GB log's 342
 /// fragments: 13 s and ~120 MB of heap, against 25 s and ~290 MB); the row-address map of the
 /// index remap kept compact. `deletions`: also rewrite fragments with over 10% of rows deleted.
@@ -160,24 +160,30 @@ impl Index {
     /// to remap — for a 1 GB log, remapping 28 full-text segments after one big compaction
     /// took ~5 s and up to ~400 MB of heap each. Deletions are left to [`Index::maintain`].
     pub async fn compact_then_fold(&self) -> Result<(), IndexError> {
-        self.table
-            .optimize(OptimizeAction::Compact { options: compaction_options(false), remap_options: None })
+        self.compact(false).await?;
+        self.optimize_indices().await
+    }
+
+    /// Merges small fragments (with `deletions`, also rewrites those with many rows deleted)
+    /// with [`compaction_options`]; the fragments removed and added.
+    async fn compact(
+        &self,
+        deletions: bool,
+    ) -> Result<Option<lance::dataset::optimize::CompactionMetrics>, IndexError> {
+        let options = compaction_options(deletions);
+        let stats = self
+            .table
+            .optimize(OptimizeAction::Compact { options, remap_options: None })
             .await
             .map_err(|e| self.lance(e))?;
-        self.optimize_indices().await
+        Ok(stats.compaction)
     }
 
     /// One maintenance pass: compaction, old-version cleanup, vector index.
     pub async fn maintain(&self, opts: &MaintenanceOptions) -> Result<MaintenanceReport, IndexError> {
         let (versions_before, fragments_before) = self.layout().await?;
         let mut report = MaintenanceReport { versions_before, fragments_before, ..Default::default() };
-        let compaction = compaction_options(true);
-        let stats = self
-            .table
-            .optimize(OptimizeAction::Compact { options: compaction, remap_options: None })
-            .await
-            .map_err(|e| self.lance(e))?;
-        if let Some(c) = stats.compaction {
+        if let Some(c) = self.compact(true).await? {
             report.fragments_removed = c.fragments_removed;
             report.fragments_added = c.fragments_added;
         }

@@ -334,18 +334,25 @@ async fn maintain_every(
 }
 
 /// One maintenance pass, logged with `why` it ran; a failure is logged, not returned (the
-/// index is complete without it; the next pass, or `ctxd compact`, retries).
-async fn maintain_once(index: &Index, opts: &ctxd_index::maintenance::MaintenanceOptions, why: &str) {
+/// index is complete without it; the next pass, or `ctxd compact`, retries). True if it ran
+/// to the end (new rows are then folded into the indexes).
+async fn maintain_once(index: &Index, opts: &ctxd_index::maintenance::MaintenanceOptions, why: &str) -> bool {
     match index.maintain(opts).await {
-        Ok(r) => tracing::info!(
-            versions = format!("{} -> {}", r.versions_before, r.versions_after),
-            fragments = format!("{} -> {}", r.fragments_before, r.fragments_after),
-            vector_index_built = r.vector_index_built,
-            fts_segments_merged = r.fts_segments_merged,
-            why,
-            "index maintenance"
-        ),
-        Err(e) => tracing::warn!(why, "index maintenance failed (the next pass or `ctxd compact` retries): {e}"),
+        Ok(r) => {
+            tracing::info!(
+                versions = format!("{} -> {}", r.versions_before, r.versions_after),
+                fragments = format!("{} -> {}", r.fragments_before, r.fragments_after),
+                vector_index_built = r.vector_index_built,
+                fts_segments_merged = r.fts_segments_merged,
+                why,
+                "index maintenance"
+            );
+            true
+        }
+        Err(e) => {
+            tracing::warn!(why, "index maintenance failed (the next pass or `ctxd compact` retries): {e}");
+            false
+        }
     }
 }
 
@@ -397,12 +404,16 @@ impl Running {
             let _ = m.await;
         }
         let commits = self.counters.commits.load(Ordering::Relaxed);
-        if let Some(opts) = self.maintain_at_end.filter(|_| commits >= COMPACT_AFTER_COMMITS) {
-            // Compacts first, then folds what the full-text index lacks (nothing to remap).
-            maintain_once(&self.index, &opts, "end of a run of many commits").await;
-        }
-        if let Err(e) = self.index.optimize_indices().await {
-            tracing::warn!("optimizing indices: {e}");
+        // The pass compacts first, then folds what the indexes lack (nothing to remap); without
+        // it (or when it failed) the new rows are folded here.
+        let maintained = match self.maintain_at_end.filter(|_| commits >= COMPACT_AFTER_COMMITS) {
+            Some(opts) => maintain_once(&self.index, &opts, "end of a run of many commits").await,
+            None => false,
+        };
+        if !maintained {
+            if let Err(e) = self.index.optimize_indices().await {
+                tracing::warn!("optimizing indices: {e}");
+            }
         }
         source_result?;
         let stats = self.index.stats().await?;
