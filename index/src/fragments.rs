@@ -171,7 +171,13 @@ mod tests {
     async fn fragments_stay_invisible_until_one_commit_publishes_them_once() {
         let (_dir, uri, index) = one_row().await;
         let batch = |from: usize| {
-            crate::schema::rows_to_batch(&(from..from + 5).map(row).collect::<Vec<_>>(), 8, false).unwrap()
+            crate::schema::rows_to_batch(
+                &(from..from + 5).map(row).collect::<Vec<_>>(),
+                8,
+                false,
+                crate::schema::Vectorless::Null,
+            )
+            .unwrap()
         };
         // Two workers write; nothing is visible yet.
         let (a, b) = (
@@ -199,7 +205,13 @@ mod tests {
     #[tokio::test]
     async fn fragments_whose_data_files_are_gone_are_not_committed() {
         let (dir, _, index) = one_row().await;
-        let batch = crate::schema::rows_to_batch(&(10..15).map(row).collect::<Vec<_>>(), 8, false).unwrap();
+        let batch = crate::schema::rows_to_batch(
+            &(10..15).map(row).collect::<Vec<_>>(),
+            8,
+            false,
+            crate::schema::Vectorless::Null,
+        )
+        .unwrap();
         let staged = index.write_fragments(vec![batch]).await.unwrap();
         let name = staged.0[0].files[0].path.clone();
         let file = std::fs::read_dir(dir.path())

@@ -53,8 +53,9 @@ pub(crate) mod testing;
 pub mod vectors;
 pub mod writer;
 
-/// `model` of rows stored without a vector (full-text-only sources): zero vectors that vector
-/// search skips and the model check ignores.
+/// `model` of rows stored without a vector (full-text-only sources): a null vector (zeros in
+/// tables created before the column was nullable, [`schema::Vectorless`]) that vector search
+/// skips and the model check ignores.
 pub const NO_MODEL: &str = "none";
 
 /// Name of the chunks table inside the database directory.

@@ -13,7 +13,7 @@
 //! | embed_key | utf8 | the vector cache's key: blake3 of the model id and the exact text embedded (`ctxd_models::embed_key`) |
 //! | file_hash | utf8 | blake3 of the whole file's bytes (the incremental state) |
 //! | token_count | uint32 | tokens of `content` by the model's tokenizer |
-//! | vector | fixed_size_list<float32, dim> | unit-length embedding |
+//! | vector | fixed_size_list<float32, dim>? | unit-length embedding; null in a row without one (model `none`: a full-text-only row) — in tables created before the column was nullable, `dim` zeros ([`Vectorless`]) |
 //! | model | utf8 | embedding model id |
 //! | indexed_at | timestamp[us, UTC] | when the row was written |
 //! | source | utf8? | the named source (`[[source]]`) the file belongs to; null for an index of one unnamed source (and in tables written before sources had names) |
@@ -27,6 +27,7 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::record::Chunk;
+use crate::NO_MODEL;
 
 /// The column that keys vectors. Tables written before it existed lack it: their vectors were
 /// cached by content alone, so a writer re-embeds such a table once before using it
@@ -56,8 +57,41 @@ impl std::ops::Deref for ChunkRow {
 /// existed gains it as a metadata-only column ([`crate::store::Index::open_or_create`]).
 pub const SOURCE: &str = "source";
 
-/// Schema of the chunks table for vectors of `dim` dimensions.
+/// How a table stores the vector of a row that has none (model [`NO_MODEL`]: a full-text-only
+/// row, e.g. every row of `ctxd index --no-embed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vectorless {
+    /// A null `vector`: nothing on disk (LanceDB stores only the validity). Tables created by
+    /// [`chunks_schema`].
+    Null,
+    /// `dim` zeros: tables created before `vector` was nullable (their schema says non-null).
+    /// A 1 GB log indexed without embeddings wrote 2.8 GB of them.
+    Zeros,
+}
+
+impl Vectorless {
+    /// How the table of `schema` stores vectorless rows (its `vector` field's nullability).
+    pub fn of(schema: &Schema) -> Self {
+        match schema.field_with_name("vector") {
+            Ok(field) if field.is_nullable() => Self::Null,
+            _ => Self::Zeros,
+        }
+    }
+}
+
+/// Schema of a new chunks table for vectors of `dim` dimensions.
 pub fn chunks_schema(dim: usize) -> SchemaRef {
+    Vectorless::Null.schema(dim)
+}
+
+impl Vectorless {
+    /// The chunks schema of a table storing vectorless rows this way (`vector`'s nullability).
+    pub fn schema(self, dim: usize) -> SchemaRef {
+        chunks_fields(dim, self == Vectorless::Null)
+    }
+}
+
+fn chunks_fields(dim: usize, nullable_vector: bool) -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("chunk_id", DataType::Utf8, false),
         Field::new("path", DataType::Utf8, false),
@@ -74,7 +108,7 @@ pub fn chunks_schema(dim: usize) -> SchemaRef {
         Field::new(
             "vector",
             DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), dim as i32),
-            false,
+            nullable_vector,
         ),
         Field::new("model", DataType::Utf8, false),
         Field::new("indexed_at", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false),
@@ -82,27 +116,48 @@ pub fn chunks_schema(dim: usize) -> SchemaRef {
     ]))
 }
 
-/// Builds one record batch from rows. Every row's vector must have `dim` values. With `named`
-/// (a pipeline of named sources), a row without a `source` takes its path's first segment
-/// ([`crate::record::source_of_path`]).
-pub fn rows_to_batch(rows: &[ChunkRow], dim: usize, named: bool) -> Result<RecordBatch, arrow_schema::ArrowError> {
-    let schema = chunks_schema(dim);
+/// Appends one row's vector to `list`: `Some` must have the list's `dim` values; `None` (a row
+/// without a vector) is stored as `vectorless` says.
+pub fn push_vector(
+    list: &mut FixedSizeListBuilder<Float32Builder>,
+    vector: Option<&[f32]>,
+    vectorless: Vectorless,
+) -> Result<(), usize> {
+    let dim = list.value_length() as usize;
+    match vector {
+        Some(v) if v.len() != dim => return Err(v.len()),
+        Some(v) => list.values().append_slice(v),
+        // A null list still spans `dim` child slots in memory; LanceDB does not write them.
+        None => list.values().append_value_n(0.0, dim),
+    }
+    list.append(vector.is_some() || vectorless == Vectorless::Zeros);
+    Ok(())
+}
+
+/// Builds one record batch from rows for a table storing vectorless rows as `vectorless` says.
+/// Every row's vector must have `dim` values, except a row of model [`NO_MODEL`], whose vector
+/// is not read. With `named` (a pipeline of named sources), a row without a `source` takes its
+/// path's first segment ([`crate::record::source_of_path`]).
+pub fn rows_to_batch(
+    rows: &[ChunkRow],
+    dim: usize,
+    named: bool,
+    vectorless: Vectorless,
+) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let schema = vectorless.schema(dim);
     let s = |f: fn(&ChunkRow) -> &str| -> ArrayRef { Arc::new(StringArray::from_iter_values(rows.iter().map(f))) };
     let o = |f: fn(&ChunkRow) -> Option<&str>| -> ArrayRef { Arc::new(rows.iter().map(f).collect::<StringArray>()) };
     let u = |f: fn(&ChunkRow) -> u32| -> ArrayRef { Arc::new(UInt32Array::from_iter_values(rows.iter().map(f))) };
     let mut vectors =
         FixedSizeListBuilder::with_capacity(Float32Builder::with_capacity(rows.len() * dim), dim as i32, rows.len());
     for row in rows {
-        if row.vector.len() != dim {
-            return Err(arrow_schema::ArrowError::InvalidArgumentError(format!(
-                "chunk {} of {} has a vector of length {}, expected {dim}",
-                row.chunk_id,
-                row.path,
-                row.vector.len()
-            )));
-        }
-        vectors.values().append_slice(&row.vector);
-        vectors.append(true);
+        let vector = (row.model != NO_MODEL).then_some(row.vector.as_slice());
+        push_vector(&mut vectors, vector, vectorless).map_err(|len| {
+            arrow_schema::ArrowError::InvalidArgumentError(format!(
+                "chunk {} of {} has a vector of length {len}, expected {dim}",
+                row.chunk_id, row.path
+            ))
+        })?;
     }
     let now = chrono::Utc::now().timestamp_micros();
     let indexed_at =

@@ -83,6 +83,7 @@ impl Index {
             model_id: self.model_id.clone(),
             fts_ready: AtomicBool::new(self.fts_ready.load(std::sync::atomic::Ordering::Acquire)),
             keyed: self.keyed,
+            vectorless: self.vectorless,
             has_source: self.has_source,
             named_sources: AtomicBool::new(false),
             scope: scope.map(Arc::new),

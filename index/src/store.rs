@@ -41,6 +41,8 @@ pub struct Index {
     pub(crate) fts_ready: AtomicBool,
     /// Whether the table has the `embed_key` column (tables of older ctxd versions do not).
     pub(crate) keyed: bool,
+    /// How the table stores rows without a vector (its `vector` column's nullability).
+    pub(crate) vectorless: crate::schema::Vectorless,
     /// Whether the table has the `source` column (tables of older ctxd versions do not until a
     /// writer opens them).
     pub(crate) has_source: bool,
@@ -155,6 +157,7 @@ impl Index {
             table.list_indices().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
         let fts_ready = indices.iter().any(|i| i.columns.iter().any(|c| c == "content"));
         let keyed = schema.field_with_name(EMBED_KEY).is_ok();
+        let vectorless = crate::schema::Vectorless::of(&schema);
         let has_source = schema.field_with_name(crate::schema::SOURCE).is_ok();
         Ok(Self {
             uri: uri.to_string(),
@@ -167,6 +170,7 @@ impl Index {
             model_id: String::new(),
             fts_ready: AtomicBool::new(fts_ready),
             keyed,
+            vectorless,
             has_source,
             named_sources: AtomicBool::new(false),
             scope: None,
@@ -209,6 +213,12 @@ impl Index {
     /// (`ctxd_pipeline::reembed::migrate`).
     pub fn embed_keyed(&self) -> bool {
         self.keyed
+    }
+
+    /// How the table stores rows without a vector: null, or zeros in a table created before
+    /// `vector` was nullable.
+    pub fn vectorless(&self) -> crate::schema::Vectorless {
+        self.vectorless
     }
 
     /// Moves this handle to the table's latest version (other processes may have committed).

@@ -107,12 +107,14 @@ impl Index {
         } else if touched.is_empty() {
             // Only files the index has never seen: nothing can be stale, a plain append is
             // enough (and does not join against the whole table).
-            let record = rows_to_batch(&batch.rows, self.dim, self.named_sources.load(Ordering::Relaxed))?;
+            let record =
+                rows_to_batch(&batch.rows, self.dim, self.named_sources.load(Ordering::Relaxed), self.vectorless)?;
             let inserted = record.num_rows() as u64;
             let res = self.table.add(record).execute().await.map_err(|e| self.lance(e))?;
             CommitStats { version: res.version, inserted, deleted: 0 }
         } else {
-            let record = rows_to_batch(&batch.rows, self.dim, self.named_sources.load(Ordering::Relaxed))?;
+            let record =
+                rows_to_batch(&batch.rows, self.dim, self.named_sources.load(Ordering::Relaxed), self.vectorless)?;
             let schema = record.schema();
             let reader = RecordBatchIterator::new(vec![Ok(record)], schema);
             let mut merge = self.table.merge_insert(&["chunk_id"]);
@@ -270,6 +272,63 @@ mod tests {
         assert_eq!(index.file_hashes().await.unwrap()["big.log"], hash);
         assert_eq!(index.chunks_of("big.log").await.unwrap().len(), 1);
         assert!(index.complete_streams().await.unwrap().is_empty());
+    }
+
+    /// The `vector` column of every row, by chunk id (`None`: null).
+    async fn stored_vectors(index: &Index) -> std::collections::HashMap<String, Option<Vec<f32>>> {
+        use arrow_array::{Array, FixedSizeListArray, Float32Array, StringArray};
+        use lancedb::query::{QueryBase, Select};
+        let query = index.table.query().select(Select::columns(&["chunk_id", "vector"]));
+        let mut out = std::collections::HashMap::new();
+        for batch in index.collect(query).await.unwrap() {
+            let ids = batch.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+            let vectors = batch.column(1).as_any().downcast_ref::<FixedSizeListArray>().unwrap();
+            for i in 0..batch.num_rows() {
+                let v = vectors
+                    .is_valid(i)
+                    .then(|| vectors.value(i).as_any().downcast_ref::<Float32Array>().unwrap().values().to_vec());
+                out.insert(ids.value(i).to_string(), v);
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn rows_without_a_vector_store_none_and_older_tables_zeros() {
+        use crate::schema::{rows_to_batch, Vectorless};
+        let dir = tempfile::tempdir().unwrap();
+        let text_only = |path: &str| ChunkRow {
+            vector: Vec::new(),
+            model: crate::NO_MODEL.into(),
+            ..row(path, 0, "beta", [0.0; 4])
+        };
+        // A new table: the vector of a full-text-only row is null.
+        let uri = dir.path().join("new").to_string_lossy().into_owned();
+        let index = Index::open_or_create(&uri, "m", 4).await.unwrap();
+        assert_eq!(index.vectorless(), Vectorless::Null);
+        let rows = vec![row("a.rs", 0, "alpha", [1.0, 0.0, 0.0, 0.0]), text_only("b.rs")];
+        let ids: Vec<String> = rows.iter().map(|r| r.chunk_id.clone()).collect();
+        index.commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
+        let stored = stored_vectors(&index).await;
+        assert_eq!(stored[&ids[0]], Some(vec![1.0, 0.0, 0.0, 0.0]));
+        assert_eq!(stored[&ids[1]], None, "no vector: null, nothing on disk");
+        let near = index.vector_search(&[1.0, 0.0, 0.0, 0.0], 5).await.unwrap();
+        assert_eq!(near.iter().map(|h| h.chunk.path.as_str()).collect::<Vec<_>>(), ["a.rs"]);
+        // A table created before `vector` was nullable takes zeros (its schema says non-null).
+        let uri = dir.path().join("old").to_string_lossy().into_owned();
+        let first =
+            rows_to_batch(&[row("c.rs", 0, "gamma", [0.0, 1.0, 0.0, 0.0])], 4, false, Vectorless::Zeros).unwrap();
+        assert!(!first.schema().field_with_name("vector").unwrap().is_nullable());
+        let conn = lancedb::connect(&uri).execute().await.unwrap();
+        conn.create_table(crate::CHUNKS_TABLE, first).execute().await.unwrap();
+        let old = Index::open_or_create(&uri, "m", 4).await.unwrap();
+        assert_eq!(old.vectorless(), Vectorless::Zeros);
+        let id = text_only("d.rs").chunk_id.clone();
+        old.commit(CommitBatch { rows: vec![text_only("d.rs")], ..Default::default() }).await.unwrap();
+        assert_eq!(stored_vectors(&old).await[&id], Some(vec![0.0; 4]));
+        // A row that claims a model must carry the table's dimension.
+        let bad = ChunkRow { vector: vec![1.0], ..row("e.rs", 0, "delta", [0.0; 4]) };
+        assert!(index.commit(CommitBatch { rows: vec![bad], ..Default::default() }).await.is_err());
     }
 
     use crate::{edges::EdgeKind, edges::EdgeRow};

@@ -2,19 +2,22 @@
 //! token counting (no truncation, no special tokens).
 //!
 //! The chunker counts the tokens of every line it packs into windows, so counting speed is
-//! chunking speed. For BERT WordPiece tokenizers (BertNormalizer with lowercasing,
-//! BertPreTokenizer, WordPiece — the default model's) ASCII text is counted by a direct
-//! implementation of the same algorithm: drop control characters, lowercase, split on
-//! whitespace and punctuation, greedy longest-match WordPiece against the vocabulary (`[UNK]`
-//! for words that do not decompose or exceed the word-length cap). It gives exactly the
-//! tokenizer's count (tested against it on real code and prose) at a fraction of the cost;
-//! non-ASCII text and other tokenizer types go through `tokenizers`.
+//! chunking speed (on a streamed 1 GB log it was the largest cost of ctxd's own code). For BERT
+//! WordPiece tokenizers (BertNormalizer with lowercasing, BertPreTokenizer, WordPiece — the
+//! default model's) ASCII text is counted by a direct implementation of the same algorithm:
+//! drop control characters, lowercase, split on whitespace and punctuation (each punctuation
+//! character one token), greedy longest-match WordPiece against the vocabulary (`[UNK]` for a
+//! word that does not decompose or exceeds the word-length cap). It gives exactly the
+//! tokenizer's count (tested against it on real code and prose, `models/tests/reference.rs`)
+//! at a fraction of the cost.
+//! Non-ASCII text and other tokenizer types go through `tokenizers`.
 
 use std::collections::HashSet;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use rustc_hash::FxBuildHasher;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::{error::ModelError, resolve::ModelFiles};
@@ -28,16 +31,39 @@ pub struct TokenCounter {
     window: usize,
 }
 
+/// Vocabulary pieces as bytes, looked up with FxHash (a multiply per 8 bytes: SipHash was
+/// half the counting time), with the longest piece's length so no longer candidate is tried.
+struct Pieces {
+    set: HashSet<Box<[u8]>, FxBuildHasher>,
+    max_len: usize,
+}
+
+impl Pieces {
+    fn new<'a>(pieces: impl Iterator<Item = &'a str>) -> Self {
+        let set: HashSet<Box<[u8]>, FxBuildHasher> =
+            pieces.filter(|p| !p.is_empty()).map(|p| Box::from(p.as_bytes())).collect();
+        let max_len = set.iter().map(|p| p.len()).max().unwrap_or(0);
+        Self { set, max_len }
+    }
+
+    /// Length of the longest piece that `word` starts with (0: none), trying the longest first.
+    fn longest_prefix(&self, word: &[u8]) -> usize {
+        (1..=word.len().min(self.max_len)).rev().find(|&end| self.set.contains(&word[..end])).unwrap_or(0)
+    }
+}
+
 /// WordPiece counting for ASCII input (see the module docs).
 struct AsciiWordPiece {
     /// Pieces that may start a word.
-    starts: HashSet<String>,
+    starts: Pieces,
     /// Pieces that may continue a word, without their `##` prefix.
-    continues: HashSet<String>,
+    continues: Pieces,
     max_word_chars: usize,
     /// Added tokens (`[CLS]`, …), matched by the real tokenizer in the raw text before
     /// normalisation: text containing one takes the exact path.
     specials: Vec<String>,
+    /// The distinct first bytes of `specials`: text without any of them holds none.
+    special_firsts: Vec<u8>,
 }
 
 impl AsciiWordPiece {
@@ -56,47 +82,55 @@ impl AsciiWordPiece {
         let prefix = model["continuing_subword_prefix"].as_str().unwrap_or("##");
         let max_word_chars = model["max_input_chars_per_word"].as_u64().unwrap_or(100) as usize;
         let vocab = model["vocab"].as_object()?;
-        let (mut starts, mut continues) = (HashSet::new(), HashSet::new());
-        for piece in vocab.keys() {
-            match piece.strip_prefix(prefix) {
-                Some(rest) if !prefix.is_empty() => continues.insert(rest.to_string()),
-                _ => starts.insert(piece.clone()),
-            };
-        }
+        // A continuing piece without its prefix (none when the prefix is empty).
+        let continuing = |piece: &String| -> Option<String> {
+            piece.strip_prefix(prefix).filter(|_| !prefix.is_empty()).map(str::to_string)
+        };
+        let continues: Vec<String> = vocab.keys().filter_map(continuing).collect();
+        let starts = Pieces::new(vocab.keys().filter(|p| continuing(p).is_none()).map(String::as_str));
+        let continues = Pieces::new(continues.iter().map(String::as_str));
         let mut specials = Vec::new();
         for t in json["added_tokens"].as_array().into_iter().flatten() {
             if t["normalized"] != false {
                 return None; // matched after normalisation: not modelled here
             }
-            specials.extend(t["content"].as_str().map(str::to_string));
+            specials.extend(t["content"].as_str().filter(|s| !s.is_empty()).map(str::to_string));
         }
-        Some(Self { starts, continues, max_word_chars, specials })
+        let mut special_firsts: Vec<u8> = specials.iter().map(|s| s.as_bytes()[0]).collect();
+        special_firsts.sort_unstable();
+        special_firsts.dedup();
+        Some(Self { starts, continues, max_word_chars, specials, special_firsts })
     }
 
-    fn word(&self, w: &str) -> usize {
+    /// Whether `text` contains an added token (the exact tokenizer must count it).
+    fn has_special(&self, text: &str) -> bool {
+        let bytes = text.as_bytes();
+        self.special_firsts.iter().any(|b| bytes.contains(b)) && self.specials.iter().any(|s| text.contains(s.as_str()))
+    }
+
+    /// Tokens of one lowercased word.
+    fn word(&self, w: &[u8]) -> usize {
         if w.len() > self.max_word_chars {
             return 1;
         }
         let mut count = 0;
         let mut start = 0;
         while start < w.len() {
-            let set = if start == 0 { &self.starts } else { &self.continues };
-            let mut end = w.len();
-            while end > start && !set.contains(&w[start..end]) {
-                end -= 1;
-            }
-            if end == start {
+            let pieces = if start == 0 { &self.starts } else { &self.continues };
+            let len = pieces.longest_prefix(&w[start..]);
+            if len == 0 {
                 return 1; // the whole word is [UNK]
             }
             count += 1;
-            start = end;
+            start += len;
         }
         count
     }
 
+    /// Tokens of ASCII `text` (no special tokens in it: see [`Self::has_special`]).
     fn count(&self, text: &str) -> usize {
         let mut total = 0;
-        let mut word = String::new();
+        let mut word: Vec<u8> = Vec::with_capacity(32);
         for b in text.bytes() {
             match b {
                 b'\t' | b'\n' | b'\r' | b' ' => {
@@ -114,7 +148,7 @@ impl AsciiWordPiece {
                     }
                     total += 1;
                 }
-                _ => word.push(b.to_ascii_lowercase() as char),
+                _ => word.push(b.to_ascii_lowercase()),
             }
         }
         if !word.is_empty() {
@@ -180,7 +214,7 @@ impl TokenCounter {
     /// Number of tokens in `text`, without special tokens.
     pub fn count(&self, text: &str) -> usize {
         if let Some(fast) = &self.fast {
-            if text.is_ascii() && !fast.specials.iter().any(|s| text.contains(s.as_str())) {
+            if text.is_ascii() && !fast.has_special(text) {
                 return fast.count(text);
             }
         }
@@ -204,7 +238,7 @@ impl TokenCounter {
 
 #[cfg(test)]
 mod tests {
-    use super::AsciiWordPiece;
+    use super::{AsciiWordPiece, Pieces};
 
     #[test]
     fn greedy_longest_match_with_unknown_words() {
@@ -222,7 +256,19 @@ mod tests {
         assert_eq!(wp.count("xyz"), 1, "undecomposable word is one [UNK]");
         assert_eq!(wp.count("playingsss"), 1, "over the word-length cap: [UNK]");
         assert_eq!(wp.count("pl\u{1}ay"), 1, "control characters vanish without splitting");
+        assert!(wp.has_special("a [UNK] b") && !wp.has_special("a [UN K] b") && !wp.has_special("plain"));
         let other = serde_json::json!({"normalizer": {"type": "NFC"}, "model": {"type": "BPE"}});
         assert!(AsciiWordPiece::from_json(&other).is_none());
+    }
+
+    #[test]
+    fn the_longest_piece_a_word_starts_with() {
+        let pieces = Pieces::new(["a", "ab", "abcd", "b", "##", ""].into_iter());
+        assert_eq!(pieces.longest_prefix(b"abcde"), 4);
+        assert_eq!(pieces.longest_prefix(b"abc"), 2, "a prefix of a piece is not a piece");
+        assert_eq!(pieces.longest_prefix(b"ba"), 1);
+        assert_eq!(pieces.longest_prefix(b"c"), 0);
+        assert_eq!(pieces.longest_prefix(b""), 0, "the empty piece never matches");
+        assert_eq!(pieces.longest_prefix(b"##x"), 2);
     }
 }

@@ -75,7 +75,7 @@ impl Embed {
         self.counts.clone()
     }
 
-    /// `false`: store chunks without vectors (zero vector, model [`NO_MODEL`]); only BM25
+    /// `false`: store chunks without vectors (model [`NO_MODEL`], a null vector); only BM25
     /// finds them. Has no effect without a service.
     pub fn with_vectors(mut self, vectors: bool) -> Self {
         self.vectors = vectors && self.service.is_some();
@@ -83,7 +83,6 @@ impl Embed {
     }
 
     fn without_vectors(&self, files: Vec<ChunkedFile>) -> Vec<Result<EmbeddedFile, StageError>> {
-        let dim = self.index.dim();
         let n: usize = files.iter().map(|f| f.chunks.len()).sum();
         metrics::counter!(m::EMBED_SKIPPED_CHUNKS_TOTAL).increment(n as u64);
         files
@@ -92,7 +91,8 @@ impl Embed {
                 let rows = file
                     .chunks
                     .iter()
-                    .map(|c| row(&file, c, embedding_text(&file.rel, c, NO_MODEL).1, vec![0.0; dim], NO_MODEL))
+                    // No vector: the index stores none (or zeros, in an older table).
+                    .map(|c| row(&file, c, embedding_text(&file.rel, c, NO_MODEL).1, Vec::new(), NO_MODEL))
                     .collect();
                 Ok(EmbeddedFile {
                     rel: file.rel,

@@ -50,7 +50,7 @@ mod tests {
 
     /// A table as an older ctxd wrote it: the chunks schema without `embed_key`.
     async fn legacy_table(db: &str, rows: &[ChunkRow], dim: usize) {
-        let batch = ctxd_index::schema::rows_to_batch(rows, dim, false).unwrap();
+        let batch = ctxd_index::schema::rows_to_batch(rows, dim, false, ctxd_index::schema::Vectorless::Zeros).unwrap();
         let keep: Vec<usize> = (0..batch.num_columns())
             .filter(|&i| batch.schema().field(i).name() != ctxd_index::schema::EMBED_KEY)
             .collect();

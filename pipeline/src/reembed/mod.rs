@@ -38,7 +38,8 @@
 //! While a pass reads, the source version it reads is tagged `ctxd-reembed-source` so that no cleanup
 //! removes it under a long job; the tag is dropped at the end. The source table is left as it is (the rollback: `ctxd reembed` back to the old model
 //! only catches up). Rows stored without a vector (`model = "none"`, full-text-only sources)
-//! are copied with a zero vector of the new dimension.
+//! are copied without one (a null vector; zeros of the new dimension in a target table created
+//! before `vector` was nullable: [`ctxd_index::schema::Vectorless`]).
 //!
 //! The files: `job.rs` (options, progress, report, the model, opening a job's source and
 //! target), `pass.rs` (the streaming pass), `run.rs` (the job on one machine), `shard.rs` (the

@@ -2,7 +2,7 @@
 //! (`reembed_read → reembed_embed → reembed_write`, the generic stage metrics and back-pressure
 //! of [`crate::runtime`]). The reader streams the source rows *without* their vectors in blocks,
 //! the embedder sends each block's texts to the model thread (identical texts embedded once,
-//! rows without a vector copied with a zero vector), the writer appends each block to the
+//! rows without a vector copied without one: [`Vectorless`]), the writer appends each block to the
 //! target as one commit — or, for a shard of a distributed job ([`Sink::Stage`]), gathers
 //! blocks into uncommitted data fragments of the target ([`ctxd_index::fragments`]) that one
 //! later commit publishes. Memory is a few blocks (a fragment's rows when staging) whatever the
@@ -16,7 +16,7 @@ use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use ctxd_index::columns::typed_col;
 use ctxd_index::fragments::Fragments;
-use ctxd_index::{error::IndexError, store::Index, NO_MODEL};
+use ctxd_index::{error::IndexError, schema::Vectorless, store::Index, NO_MODEL};
 use futures::StreamExt;
 
 use super::job::{job_error, JobModel, Progress};
@@ -56,7 +56,7 @@ pub(crate) async fn pass(
     let (to_write, write_in) = edge::<RecordBatch>("reembed_embed", "reembed_write", 2);
     let rows_per_block = rows_per_block.max(1);
     let read = read(source, rows, rows_per_block, to_embed);
-    let embed = embed(model, source.uri(), embed_in, to_write);
+    let embed = embed(model, source.uri(), target.vectorless(), embed_in, to_write);
     let write = write(target, write_in, sink, progress);
     let (r, e, w) = tokio::join!(read, embed, write);
     r?;
@@ -100,6 +100,7 @@ async fn read(
 async fn embed(
     model: &JobModel,
     uri: &str,
+    vectorless: Vectorless,
     input: Input<RecordBatch>,
     out: Output<RecordBatch>,
 ) -> Result<(), PipelineError> {
@@ -150,19 +151,17 @@ async fn embed(
             dim as i32,
             block.num_rows(),
         );
-        let zero = vec![0.0f32; dim];
         for slot in &slots {
-            let v = slot.map_or(&zero, |s| &vectors[s]);
-            if v.len() != dim {
-                return Err(IndexError::Dimension { expected: dim, got: v.len() }.into());
-            }
-            list.values().append_slice(v);
-            list.append(true);
+            let v = slot.map(|s| vectors[s].as_slice());
+            ctxd_index::schema::push_vector(&mut list, v, vectorless)
+                .map_err(|got| IndexError::Dimension { expected: dim, got })?;
         }
         let model_col: StringArray =
             slots.iter().map(|s| Some(if s.is_some() { model.id.as_str() } else { NO_MODEL })).collect();
         let keys = StringArray::from(keys);
-        let batch = with_vectors(&block, Arc::new(list.finish()), Arc::new(model_col), Arc::new(keys), dim, uri)?;
+        let columns =
+            (Arc::new(list.finish()) as ArrayRef, Arc::new(model_col) as ArrayRef, Arc::new(keys) as ArrayRef);
+        let batch = with_vectors(&block, columns, vectorless, dim, uri)?;
         metrics::histogram!(m::STAGE_PROCESSING_SECONDS, "stage" => "reembed_embed")
             .record(started.elapsed().as_secs_f64());
         if out.send(batch).await.is_err() {
@@ -204,13 +203,12 @@ async fn write(
 /// `embed_key` new.
 fn with_vectors(
     block: &RecordBatch,
-    vector: ArrayRef,
-    model: ArrayRef,
-    key: ArrayRef,
+    (vector, model, key): (ArrayRef, ArrayRef, ArrayRef),
+    vectorless: Vectorless,
     dim: usize,
     uri: &str,
 ) -> Result<RecordBatch, IndexError> {
-    let schema = ctxd_index::schema::chunks_schema(dim);
+    let schema = vectorless.schema(dim);
     let mut columns = Vec::with_capacity(schema.fields().len());
     for field in schema.fields() {
         columns.push(match field.name().as_str() {
