@@ -77,18 +77,16 @@ impl Vectorless {
             _ => Self::Zeros,
         }
     }
+
+    /// The chunks schema of a table storing vectorless rows this way (`vector`'s nullability).
+    pub fn schema(self, dim: usize) -> SchemaRef {
+        chunks_fields(dim, self == Vectorless::Null)
+    }
 }
 
 /// Schema of a new chunks table for vectors of `dim` dimensions.
 pub fn chunks_schema(dim: usize) -> SchemaRef {
     Vectorless::Null.schema(dim)
-}
-
-impl Vectorless {
-    /// The chunks schema of a table storing vectorless rows this way (`vector`'s nullability).
-    pub fn schema(self, dim: usize) -> SchemaRef {
-        chunks_fields(dim, self == Vectorless::Null)
-    }
 }
 
 fn chunks_fields(dim: usize, nullable_vector: bool) -> SchemaRef {

@@ -9,8 +9,7 @@
 //! character one token), greedy longest-match WordPiece against the vocabulary (`[UNK]` for a
 //! word that does not decompose or exceeds the word-length cap). It gives exactly the
 //! tokenizer's count (tested against it on real code and prose, `models/tests/reference.rs`)
-//! at a fraction of the cost.
-//! Non-ASCII text and other tokenizer types go through `tokenizers`.
+//! at a fraction of the cost. Non-ASCII text and other tokenizer types go through `tokenizers`.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -31,8 +30,9 @@ pub struct TokenCounter {
     window: usize,
 }
 
-/// Vocabulary pieces as bytes, looked up with FxHash (a multiply per 8 bytes: SipHash was
-/// half the counting time), with the longest piece's length so no longer candidate is tried.
+/// Vocabulary pieces as bytes, looked up with FxHash (a multiply per 8 bytes, where the std
+/// SipHash runs rounds per 8 bytes), with the longest piece's length so no longer candidate is
+/// tried.
 struct Pieces {
     set: HashSet<Box<[u8]>, FxBuildHasher>,
     max_len: usize,
