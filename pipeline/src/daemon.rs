@@ -25,7 +25,7 @@ use ctxd_stages::embed::stage::EmbedStage;
 use ctxd_stages::embed::{Embed, EmbedCounts, EmbeddedFile};
 use ctxd_stages::load::stage::LoadStage;
 use ctxd_stages::load::{LoadConfig, LoadedFile};
-use ctxd_stages::upsert::stage::{FoldEvery, UpsertSink};
+use ctxd_stages::upsert::stage::{FoldEvery, Folds, UpsertSink};
 use ctxd_stages::upsert::Upsert;
 use ctxd_stages::{error::StageError, FileWork, SourceFile};
 use tokio::sync::watch;
@@ -187,11 +187,11 @@ impl Engine {
             fold,
             Arc::new(move |paths: &[String]| committed.committed(paths)),
         );
-        let sink = match self.service.clone() {
-            Some(service) => sink.with_eager_folds(Arc::new(move || service.queries_active())),
-            None if !follow => sink.with_compaction_before_folds(),
-            None => sink,
-        };
+        let sink = sink.with_folds(match self.service.clone() {
+            Some(service) => Folds::EagerWhileQueried(Arc::new(move || service.queries_active())),
+            None if !follow => Folds::CompactFirst,
+            None => Folds::Batched,
+        });
         let sink_limits = BatchLimits { max_weight: p.commit_max_rows, max_items: 4096, max_wait: p.commit_interval() };
         let triggers = self.triggers.clone();
         handles.push(spawn_sink(Arc::new(sink), sink_limits, upsert_in, tracker.clone(), move || {

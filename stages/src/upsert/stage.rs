@@ -28,6 +28,19 @@ pub type QueriesActive = Arc<dyn Fn() -> bool + Send + Sync>;
 /// with its rows) and remapped one by one by the compaction at the end.
 pub const STREAM_FOLD_ROWS: u64 = 64_000;
 
+/// How a sink folds new rows into the indexes, besides every [`FoldEvery`] (one mode per run).
+pub enum Folds {
+    /// Only every [`FoldEvery`] (a daemon that answers no queries itself).
+    Batched,
+    /// Also each commit's rows at once while the function says queries are being answered
+    /// (each query searches the rows not folded yet without the index, tokenizing them).
+    EagerWhileQueried(QueriesActive),
+    /// Each fold first merges the fragments written since the last one
+    /// ([`Index::compact_then_fold`]): a run nobody queries while it writes (`ctxd index`),
+    /// where a fold may wait for the compaction.
+    CompactFirst,
+}
+
 /// When new rows are folded into the full-text index.
 #[derive(Debug, Clone, Copy)]
 pub struct FoldEvery {
@@ -44,12 +57,7 @@ pub struct UpsertSink {
     index: Arc<Index>,
     counters: Arc<Counters>,
     fold: FoldEvery,
-    /// True while queries are being answered: then every commit's rows are folded at once
-    /// (each query searches the rows not folded yet without the index, tokenizing them).
-    eager: Option<QueriesActive>,
-    /// Each fold first merges the fragments written since the last one
-    /// ([`Index::compact_then_fold`]).
-    compact_first: bool,
+    folds: Folds,
     /// Rows inserted since the last fold into the full-text index.
     unfolded: AtomicU64,
     /// The last commit asked for a fold ([`Sink::after_write`] does it).
@@ -74,26 +82,16 @@ impl UpsertSink {
             index,
             counters,
             fold,
-            eager: None,
-            compact_first: false,
+            folds: Folds::Batched,
             unfolded: AtomicU64::new(0),
             fold_due: AtomicBool::new(false),
             on_commit,
         }
     }
 
-    /// The same sink folding each commit's rows at once while `active` says queries are
-    /// being answered.
-    pub fn with_eager_folds(mut self, active: QueriesActive) -> Self {
-        self.eager = Some(active);
-        self
-    }
-
-    /// The same sink merging the fragments of each fold's commits into one before folding
-    /// them: for a run nobody queries while it writes (`ctxd index`), where a fold may wait
-    /// for the compaction.
-    pub fn with_compaction_before_folds(mut self) -> Self {
-        self.compact_first = true;
+    /// The same sink folding as `folds` says (the default: [`Folds::Batched`]).
+    pub fn with_folds(mut self, folds: Folds) -> Self {
+        self.folds = folds;
         self
     }
 }
@@ -142,7 +140,7 @@ impl Sink for UpsertSink {
                 c.chunks.fetch_add(stats.inserted, Ordering::Relaxed);
                 let commits = c.commits.fetch_add(1, Ordering::Relaxed) + 1;
                 let unfolded = self.unfolded.fetch_add(stats.inserted, Ordering::Relaxed) + stats.inserted;
-                let eager = unfolded > 0 && self.eager.as_ref().is_some_and(|active| active());
+                let eager = unfolded > 0 && matches!(&self.folds, Folds::EagerWhileQueried(active) if active());
                 if commits.is_multiple_of(self.fold.commits) || unfolded >= fold_rows || eager {
                     self.unfolded.store(0, Ordering::Relaxed);
                     self.fold_due.store(true, Ordering::Relaxed);
@@ -159,10 +157,9 @@ impl Sink for UpsertSink {
     /// The fold [`Sink::write`] found due, and the index's figures refreshed.
     async fn after_write(&self) {
         if self.fold_due.swap(false, Ordering::Relaxed) {
-            let folded = if self.compact_first {
-                self.index.compact_then_fold().await
-            } else {
-                self.index.optimize_indices().await
+            let folded = match self.folds {
+                Folds::CompactFirst => self.index.compact_then_fold().await,
+                Folds::Batched | Folds::EagerWhileQueried(_) => self.index.optimize_indices().await,
             };
             if let Err(e) = folded {
                 tracing::warn!("optimizing indices: {e}");
