@@ -82,13 +82,15 @@ impl AsciiWordPiece {
         let prefix = model["continuing_subword_prefix"].as_str().unwrap_or("##");
         let max_word_chars = model["max_input_chars_per_word"].as_u64().unwrap_or(100) as usize;
         let vocab = model["vocab"].as_object()?;
-        // A continuing piece without its prefix (none when the prefix is empty).
-        let continuing = |piece: &String| -> Option<String> {
-            piece.strip_prefix(prefix).filter(|_| !prefix.is_empty()).map(str::to_string)
-        };
-        let continues: Vec<String> = vocab.keys().filter_map(continuing).collect();
-        let starts = Pieces::new(vocab.keys().filter(|p| continuing(p).is_none()).map(String::as_str));
-        let continues = Pieces::new(continues.iter().map(String::as_str));
+        // Each piece starts a word, or (with the prefix, when there is one) continues one.
+        let (mut starts, mut continues) = (Vec::new(), Vec::new());
+        for piece in vocab.keys() {
+            match piece.strip_prefix(prefix).filter(|_| !prefix.is_empty()) {
+                Some(rest) => continues.push(rest),
+                None => starts.push(piece.as_str()),
+            }
+        }
+        let (starts, continues) = (Pieces::new(starts.into_iter()), Pieces::new(continues.into_iter()));
         let mut specials = Vec::new();
         for t in json["added_tokens"].as_array().into_iter().flatten() {
             if t["normalized"] != false {
