@@ -20,9 +20,10 @@ skips them anyway), so a gold file such as `.pre-commit-config.yaml` can never b
 
 The tree is a linked worktree of the mirror (`git worktree add --no-checkout`, HEAD moved to each base commit
 before indexing; `--no-history` leaves it a plain folder), so `ctxd index` records the history of the base
-commit — the recency and co-change signals (`--ablate recency,cochange` measures them). The history is not
-versioned with the snapshots: with `--reuse`, queries at an older tag see the history of the last commit
-indexed, so measure history signals on a run that indexes.
+commit — the recency, co-change and commits signals (`--ablate recency,cochange,commits` measures them). The
+tag of each base commit tags the history recorded with it, so `--reuse` queries see that commit's history —
+for tags made by a ctxd from 2026-11-28 on; an older tag's query sees the history of the last commit indexed
+(measure history signals on a run that indexes, or re-tag).
 
 Each indexed base commit is tagged `c-<sha12>` (`ctxd snapshot tag`) and every query runs `--as-of` that
 tag; with `--reuse` a commit whose tag the index has is not synced or indexed again (the snapshot has its

@@ -154,7 +154,7 @@ pub enum Command {
         #[arg(long, default_value_t = 10)]
         k: usize,
         /// Signals to leave out, comma-separated: paths, frames, symbols, messages, bm25,
-        /// vector, definitions, graph, recency, cochange, demote.
+        /// vector, definitions, graph, recency, cochange, commits, demote.
         #[arg(long, value_delimiter = ',')]
         without: Vec<String>,
         /// Locate in this snapshot: a version number (see `ctxd snapshots`) or a tag.

@@ -12,8 +12,10 @@
 //! prefix, then the new ones); readers load it whole per scope ([`Index::file_history`]) — it
 //! is small (a few rows per file: the last few hundred commits of each ref). Queries use it
 //! for recency and co-change (files changed by the same commits), and `ctxd history` lists a
-//! file's commits. It is not part of the chunks table's versions: `as_of` reads today's
-//! history. Rows of a path outside a caller's scope are never returned.
+//! file's commits. It is not part of the chunks table's versions, but a tag of the current
+//! version tags the history too ([`Index::tag`]): a view as of a tag reads the history recorded
+//! with it, an untagged past version today's. Rows of a path outside a caller's scope are never
+//! returned.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -140,6 +142,9 @@ impl Index {
         let Some(table) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? else {
             return Ok(History::default());
         };
+        if let Some(v) = self.tagged_history().await? {
+            table.checkout(v).await.map_err(|e| self.lance(e))?;
+        }
         let mut query = table.query();
         if let Some(f) = self.within(None) {
             query = query.only_if(f);
@@ -172,10 +177,22 @@ impl Index {
         Ok(h)
     }
 
-    /// The version of the history table (`0` without one): a cache key for [`Self::file_history`].
+    /// The version of the history table this view reads (`0` without one): a cache key for
+    /// [`Self::file_history`].
     pub async fn history_version(&self) -> Result<u64, IndexError> {
         let Some(table) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? else { return Ok(0) };
-        table.version().await.map_err(|e| self.lance(e))
+        match self.tagged_history().await? {
+            Some(v) => Ok(v),
+            None => table.version().await.map_err(|e| self.lance(e)),
+        }
+    }
+
+    /// For a view of a tagged past version, the history version tagged with it.
+    async fn tagged_history(&self) -> Result<Option<u64>, IndexError> {
+        match self.pinned {
+            Some(v) => self.history_tagged_at(v).await,
+            None => Ok(None),
+        }
     }
 }
 

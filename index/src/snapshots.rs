@@ -5,13 +5,18 @@
 //! release); [`Index::at`] opens a read-only view of one version — a separate table handle
 //! checked out at it, so queries "as of" a snapshot run while ingestion goes on committing
 //! new versions through the writer's handle. Tagged versions are kept by old-version cleanup.
+//!
+//! A tag names the same moment in the side tables: the symbols and edges of that version and,
+//! when the tagged version is the current one, the current git history (`file_history`, see
+//! [`crate::history`]), so a view as of a tag reads the history recorded with it (an untagged
+//! past version reads today's).
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use lancedb::Table;
 
-use crate::{edges::EDGES_TABLE, error::IndexError, store::Index, symbols::SYMBOLS_TABLE};
+use crate::{edges::EDGES_TABLE, error::IndexError, history::HISTORY_TABLE, store::Index, symbols::SYMBOLS_TABLE};
 
 /// One version of the chunks table.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -117,7 +122,15 @@ impl Index {
         let version = version.unwrap_or(current);
         self.check_version(version).await?;
         // The same tag on the symbols and edges of that version, so cleanup keeps them too.
-        let sides = self.side_tables_at(version).await?;
+        let mut sides = self.side_tables_at(version).await?;
+        // The history has no versions in step with the chunks: only the current one is known to
+        // be the history of the current version.
+        if version == current {
+            if let Some(h) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? {
+                let v = h.version().await.map_err(|e| self.lance(e))?;
+                sides.push((HISTORY_TABLE, h, v));
+            }
+        }
         let tagged = std::iter::once((&self.table, version)).chain(sides.iter().map(|(_, side, v)| (side, *v)));
         for (table, at) in tagged {
             // Create, else move an existing tag: no listing of all tags, which fails while another
@@ -139,7 +152,7 @@ impl Index {
         tags.delete(name).await.map_err(|e| self.lance(e))?;
         let conn = crate::session::connect(&self.uri).await?;
         let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
-        for side in [SYMBOLS_TABLE, EDGES_TABLE] {
+        for side in [SYMBOLS_TABLE, EDGES_TABLE, HISTORY_TABLE] {
             if names.iter().any(|n| n == side) {
                 let table = conn.open_table(side).execute().await.map_err(|e| self.lance(e))?;
                 let mut side_tags = table.tags().await.map_err(|e| self.lance(e))?;
@@ -159,6 +172,15 @@ impl Index {
         }
         let (lo, hi) = (versions.first().map_or(0, |v| v.version), versions.last().map_or(0, |v| v.version));
         Err(self.snapshot_error(format!("no version {version} (versions on disk: {lo}..={hi})")))
+    }
+
+    /// The history table's version recorded with a tag of chunks `version` (see [`Index::tag`]):
+    /// `None` when no tag of it tagged the history.
+    pub(crate) async fn history_tagged_at(&self, version: u64) -> Result<Option<u64>, IndexError> {
+        let Some(names) = self.tags_by_version().await?.remove(&version) else { return Ok(None) };
+        let Some(h) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? else { return Ok(None) };
+        let tags = h.tags().await.map_err(|e| self.lance(e))?.list().await.map_err(|e| self.lance(e))?;
+        Ok(names.iter().find_map(|n| tags.get(n)).map(|c| c.version))
     }
 
     /// The version `as_of` names.
@@ -250,6 +272,35 @@ mod tests {
             vector: vec![1.0, 0.0, 0.0, 0.0],
             model: "m".into(),
         }
+    }
+
+    #[tokio::test]
+    async fn a_tag_keeps_the_history_recorded_with_its_version() {
+        use crate::history::{replace, FileCommit};
+        let commit = |c: &str| FileCommit {
+            path: "a.py".into(),
+            commit: c.into(),
+            time: 1,
+            author: "a".into(),
+            summary: format!("commit {c}"),
+        };
+        let commits = |h: crate::history::History| h.of("a.py").iter().map(|r| r.commit.clone()).collect::<Vec<_>>();
+        let tmp = tempfile::tempdir().unwrap();
+        let uri = tmp.path().join("db").to_string_lossy().into_owned();
+        let index = Index::open_or_create(&uri, "m", 4).await.unwrap();
+        index.commit(CommitBatch { rows: vec![row("a.py", "one")], ..Default::default() }).await.unwrap();
+        replace(&uri, "", &[commit("c1")]).await.unwrap();
+        let first = index.tag("c-1", None).await.unwrap();
+        index.commit(CommitBatch { rows: vec![row("b.py", "two")], ..Default::default() }).await.unwrap();
+        replace(&uri, "", &[commit("c2")]).await.unwrap();
+        let untagged = index.version().await.unwrap();
+        assert_eq!(commits(index.file_history().await.unwrap()), ["c2"]);
+        let past = index.at(first).await.unwrap();
+        assert_eq!(commits(past.file_history().await.unwrap()), ["c1"], "the tag's history");
+        assert_ne!(past.history_version().await.unwrap(), index.history_version().await.unwrap());
+        assert_eq!(commits(index.at(untagged).await.unwrap().file_history().await.unwrap()), ["c2"]);
+        index.untag("c-1").await.unwrap();
+        assert_eq!(commits(index.at(first).await.unwrap().file_history().await.unwrap()), ["c2"], "today's, untagged");
     }
 
     #[tokio::test]

@@ -201,6 +201,11 @@ impl Index {
         &self.uri
     }
 
+    /// The version a view of a past version is checked out at (`None`: the live table).
+    pub fn pinned(&self) -> Option<u64> {
+        self.pinned
+    }
+
     /// The chunks table in use (`chunks`, or `chunks__<model>` after a re-embedding).
     pub fn table_name(&self) -> &str {
         &self.table_name

@@ -74,11 +74,8 @@ fn fold(w: String) -> String {
 impl DefIndex {
     /// Indexes every definition of `g`.
     pub fn build(g: &CodeGraph) -> Self {
-        let mut postings: HashMap<String, Vec<(u32, f32)>> = HashMap::new();
-        let mut len = Vec::with_capacity(g.symbols.len());
-        let mut tf: HashMap<String, f32> = HashMap::new();
-        for (d, s) in g.symbols.iter().enumerate() {
-            tf.clear();
+        Self::of_documents(g.symbols.iter().map(|s| {
+            let mut tf: HashMap<String, f32> = HashMap::new();
             let mut add = |text: &str, w: f32| {
                 for word in words(text) {
                     *tf.entry(word).or_default() += w;
@@ -94,8 +91,29 @@ impl DefIndex {
             }
             let path = s.path.strip_suffix(".py").unwrap_or(&s.path);
             add(path.rsplit('/').take(2).collect::<Vec<_>>().join(" ").as_str(), 0.5);
+            tf
+        }))
+    }
+
+    /// Indexes short texts (one document each, every word weighing 1, in [`words`]' form):
+    /// what `locate` matches commit summaries with.
+    pub fn of_texts<'t>(texts: impl IntoIterator<Item = &'t str>) -> Self {
+        Self::of_documents(texts.into_iter().map(|text| {
+            let mut tf: HashMap<String, f32> = HashMap::new();
+            for word in words(text) {
+                *tf.entry(word).or_default() += 1.0;
+            }
+            tf
+        }))
+    }
+
+    /// Indexes documents given as weighted words, numbered in order.
+    fn of_documents(docs: impl Iterator<Item = HashMap<String, f32>>) -> Self {
+        let mut postings: HashMap<String, Vec<(u32, f32)>> = HashMap::new();
+        let mut len = Vec::new();
+        for (d, tf) in docs.enumerate() {
             len.push(tf.values().sum());
-            for (word, x) in tf.drain() {
+            for (word, x) in tf {
                 postings.entry(word).or_default().push((d as u32, x));
             }
         }

@@ -103,12 +103,15 @@ pub fn rank(
         c.set_rank(Feature::VectorRank, &scores);
         parts.push((Signal::Vector, scores));
     }
-    let by_def =
-        if on(Signal::Definitions) { graph.definitions.score(&definition_query(issue)) } else { HashMap::new() };
+    let def_query = definition_query(issue);
+    let by_def = if on(Signal::Definitions) { graph.definitions.score(&def_query) } else { HashMap::new() };
     if !by_def.is_empty() {
         let scores = signals::definitions(g, &by_def);
         c.set_rank(Feature::DefinitionsRank, &scores);
         parts.push((Signal::Definitions, scores));
+    }
+    if on(Signal::Commits) && !inputs.history.is_empty() {
+        parts.push((Signal::Commits, super::past_commits::commits(g, inputs.history, &def_query)));
     }
     for (s, scores) in &parts {
         if let Some(f) = Feature::of_signal(*s) {
@@ -321,6 +324,28 @@ mod tests {
         assert_eq!(features[0].features.get("definitions_rank"), Some(&1.0));
         let (_, features) = rank(&g, &inputs, &[Signal::Definitions], &m, 10, 1, 10);
         assert!(features.iter().all(|c| !c.features.contains_key("definitions")), "{features:?}");
+    }
+
+    #[test]
+    fn past_commits_worded_like_the_text_join_the_rows_unless_left_out() {
+        let g = graph();
+        let issue = crate::locate::text::read("Utility crashes on empty input\n\nthe utility helpers fail");
+        let mut history = ctxd_index::history::History::default();
+        history.push(ctxd_index::history::FileCommit {
+            path: "pkg/util.py".into(),
+            commit: "c1aaaaaaaa".into(),
+            time: 1,
+            author: "a".into(),
+            summary: "Make the utility helpers accept empty input".into(),
+        });
+        let inputs = Inputs { issue: &issue, bm25: &[], vector: &[], messages: &[], history: &history };
+        let m = model(r#""commits": 1.0"#);
+        let (files, features) = rank(&g, &inputs, &[], &m, 10, 1, 10);
+        assert_eq!(files[0].path, "pkg/util.py", "{files:?}");
+        assert!(files[0].why[0].starts_with("commits: c1aaaaa: Make the utility"), "{:?}", files[0].why);
+        assert_eq!(features[0].features.get("commits"), Some(&1.0));
+        let (_, features) = rank(&g, &inputs, &[Signal::Commits], &m, 10, 1, 10);
+        assert!(features.iter().all(|c| !c.features.contains_key("commits")), "{features:?}");
     }
 
     #[test]

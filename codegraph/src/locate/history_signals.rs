@@ -52,7 +52,8 @@ type Slot = (String, u64, Instant, Arc<History>);
 impl HistoryCache {
     /// The history of `index`'s view (empty when none was recorded).
     pub async fn get(&self, index: &Index) -> Result<Arc<History>, SearchError> {
-        let key = format!("{}{}", index.uri(), index.scope_key());
+        // A view of a tagged past version reads the history tagged with it: its own slot.
+        let key = format!("{}{}@{:?}", index.uri(), index.scope_key(), index.pinned());
         if let Some((_, _, at, h)) = self.slots.lock().await.iter().find(|s| s.0 == key) {
             if at.elapsed() < RECHECK {
                 return Ok(h.clone());

@@ -5,8 +5,8 @@
 //! cleaned prose); [`signals`] scores files by each signal; [`features`] turns them, with what is
 //! known of each file (test, doc, depth, size), into one feature row per candidate; [`fuse`]
 //! scores the rows with the fitted [`model`] — before and after personalised PageRank over the
-//! code graph from the best files. With a git history in the index ([`history_signals`]),
-//! recency and co-change join the rows. `without` zeroes a signal's features (the evaluation's
+//! code graph from the best files. With a git history in the index ([`history_signals`],
+//! [`past_commits`]), recency, co-change and the past commits worded like the text join the rows. `without` zeroes a signal's features (the evaluation's
 //! ablation); `features` returns the rows of the best candidates (what the model is fitted on).
 //!
 //! Texts up to [`MAX_LOCATE_BYTES`] are accepted (real issues carry tracebacks, logs and
@@ -16,6 +16,7 @@ pub mod features;
 pub mod fuse;
 pub mod history_signals;
 pub mod model;
+pub mod past_commits;
 pub mod prior;
 pub mod request;
 pub mod signals;
@@ -151,7 +152,7 @@ impl Locator {
             }
         }
         mark(&mut took.messages_ms);
-        let history = if on(Signal::Recency) || on(Signal::Cochange) {
+        let history = if on(Signal::Recency) || on(Signal::Cochange) || on(Signal::Commits) {
             self.histories.get(&index).await?
         } else {
             Default::default()

@@ -56,10 +56,12 @@ pub enum Feature {
     Definitions,
     /// 1/(1 + the file's rank) by the definitions signal.
     DefinitionsRank,
+    /// The commits signal's score ([`Signal::Commits`]).
+    Commits,
 }
 
 /// How many features a row holds.
-pub const FEATURES: usize = 20;
+pub const FEATURES: usize = 21;
 
 /// One candidate's features, indexed by `Feature as usize`.
 pub type Row = [f64; FEATURES];
@@ -86,6 +88,7 @@ impl Feature {
         Feature::Size,
         Feature::Definitions,
         Feature::DefinitionsRank,
+        Feature::Commits,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -110,6 +113,7 @@ impl Feature {
             Feature::Size => "size",
             Feature::Definitions => "definitions",
             Feature::DefinitionsRank => "definitions_rank",
+            Feature::Commits => "commits",
         }
     }
 
@@ -126,6 +130,7 @@ impl Feature {
             Feature::Graph => Signal::Graph,
             Feature::Recency | Feature::RecencyDebug => Signal::Recency,
             Feature::Cochange => Signal::Cochange,
+            Feature::Commits => Signal::Commits,
             Feature::Test | Feature::Doc => Signal::Demote,
             Feature::Init | Feature::Depth | Feature::Size => return None,
         })

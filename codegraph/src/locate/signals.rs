@@ -40,12 +40,14 @@ pub enum Signal {
     Recency,
     /// Changed in the same commits as the best files (see [`super::history`]).
     Cochange,
+    /// Changed by past commits whose messages read like the text (see [`super::past_commits`]).
+    Commits,
     /// Not a score: the demotion of test, doc, example and vendored files.
     Demote,
 }
 
 impl Signal {
-    pub const ALL: [Signal; 11] = [
+    pub const ALL: [Signal; 12] = [
         Signal::Paths,
         Signal::Frames,
         Signal::Symbols,
@@ -56,6 +58,7 @@ impl Signal {
         Signal::Graph,
         Signal::Recency,
         Signal::Cochange,
+        Signal::Commits,
         Signal::Demote,
     ];
 
@@ -71,6 +74,7 @@ impl Signal {
             Signal::Graph => "graph",
             Signal::Recency => "recency",
             Signal::Cochange => "cochange",
+            Signal::Commits => "commits",
             Signal::Demote => "demote",
         }
     }

@@ -1,7 +1,7 @@
 //! `POST /v1/aggregate` gathering from the local index, another ctxd and an MCP server, and
 //! surviving a dead and a slow source.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -28,6 +28,10 @@ fn aggregate_gathers_from_local_remote_and_mcp_sources_and_survives_dead_and_slo
             .as_u16()
             == 200
     });
+    // One search first, so the aggregate below does not time the remote's cold first query (a
+    // loaded 2-core CI machine took over 2 s for it through MCP).
+    let warm = remote.client.post(format!("{}/v1/search", remote.base)).bearer_auth("remote-secret");
+    assert_eq!(warm.json(&json!({"query": "password hash"})).send().unwrap().status().as_u16(), 200);
     // A source that never answers in time.
     let slow_port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -54,11 +58,13 @@ name = "team"
 kind = "ctxd"
 url = "{remote}"
 token_env = "REMOTE_TOKEN"
+timeout_ms = 15000
 [[aggregate.sources]]
 name = "team-mcp"
 kind = "mcp"
 url = "{remote}/mcp"
 token_env = "REMOTE_TOKEN"
+timeout_ms = 15000
 [[aggregate.sources]]
 name = "gone"
 kind = "ctxd"
@@ -89,12 +95,13 @@ timeout_ms = 300
         resp.json().unwrap()
     };
     let body = json!({"query": "verify the password against the stored hash", "budget": 800});
-    let started = Instant::now();
     let v = ask(body.clone());
-    assert!(started.elapsed() < Duration::from_secs(4), "the slow source is cut at its timeout");
     let status = |v: &Value, name: &str| -> Value {
         v["sources"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap().clone()
     };
+    // Cut at its 300 ms timeout, not at the 5 s its server sleeps.
+    let slow_ms = status(&v, "slow")["latency_ms"].as_f64().unwrap();
+    assert!(slow_ms < 2_500.0, "the slow source is cut at its timeout: {v}");
     assert_eq!(status(&v, "here")["status"], "ok", "{v}");
     assert_eq!(status(&v, "team")["status"], "ok", "{v}");
     assert_eq!(status(&v, "team-mcp")["status"], "ok", "{v}");
