@@ -14,8 +14,10 @@
 //! for recency and co-change (files changed by the same commits), and `ctxd history` lists a
 //! file's commits. It is not part of the chunks table's versions, but a tag of the current
 //! version tags the history too ([`Index::tag`]): a view as of a tag reads the history recorded
-//! with it, an untagged past version today's. Rows of a path outside a caller's scope are never
-//! returned.
+//! with it, an untagged past version today's. "Recorded with it" is exact after a one-shot
+//! `ctxd index` (its history is written before it returns); a daemon records a moved ref's
+//! history beside its commits, so a tag taken while it runs may hold the history of a moment
+//! before or after. Rows of a path outside a caller's scope are never returned.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -142,7 +144,7 @@ impl Index {
         let Some(table) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? else {
             return Ok(History::default());
         };
-        if let Some(v) = self.tagged_history().await? {
+        if let Some(v) = self.pinned_history {
             table.checkout(v).await.map_err(|e| self.lance(e))?;
         }
         let mut query = table.query();
@@ -181,17 +183,9 @@ impl Index {
     /// [`Self::file_history`].
     pub async fn history_version(&self) -> Result<u64, IndexError> {
         let Some(table) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? else { return Ok(0) };
-        match self.tagged_history().await? {
+        match self.pinned_history {
             Some(v) => Ok(v),
             None => table.version().await.map_err(|e| self.lance(e)),
-        }
-    }
-
-    /// For a view of a tagged past version, the history version tagged with it.
-    async fn tagged_history(&self) -> Result<Option<u64>, IndexError> {
-        match self.pinned {
-            Some(v) => self.history_tagged_at(v).await,
-            None => Ok(None),
         }
     }
 }

@@ -89,6 +89,7 @@ impl Index {
             scope: scope.map(Arc::new),
             lens,
             pinned: self.pinned,
+            pinned_history: self.pinned_history,
             overlays: self.overlays.clone(),
         })
     }

@@ -124,11 +124,17 @@ impl Index {
         // The same tag on the symbols and edges of that version, so cleanup keeps them too.
         let mut sides = self.side_tables_at(version).await?;
         // The history has no versions in step with the chunks: only the current one is known to
-        // be the history of the current version.
-        if version == current {
-            if let Some(h) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? {
+        // be the history of the current version. A tag moved to an older version drops its
+        // history tag (that version reads today's history).
+        if let Some(h) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? {
+            if version == current {
                 let v = h.version().await.map_err(|e| self.lance(e))?;
                 sides.push((HISTORY_TABLE, h, v));
+            } else {
+                let mut tags = h.tags().await.map_err(|e| self.lance(e))?;
+                if tags.get_version(name).await.is_ok() {
+                    tags.delete(name).await.map_err(|e| self.lance(e))?;
+                }
             }
         }
         let tagged = std::iter::once((&self.table, version)).chain(sides.iter().map(|(_, side, v)| (side, *v)));
@@ -175,12 +181,19 @@ impl Index {
     }
 
     /// The history table's version recorded with a tag of chunks `version` (see [`Index::tag`]):
-    /// `None` when no tag of it tagged the history.
-    pub(crate) async fn history_tagged_at(&self, version: u64) -> Result<Option<u64>, IndexError> {
-        let Some(names) = self.tags_by_version().await?.remove(&version) else { return Ok(None) };
-        let Some(h) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? else { return Ok(None) };
-        let tags = h.tags().await.map_err(|e| self.lance(e))?.list().await.map_err(|e| self.lance(e))?;
-        Ok(names.iter().find_map(|n| tags.get(n)).map(|c| c.version))
+    /// the newest when several tags of it tagged the history, `None` when none did — or when the
+    /// tags cannot be listed now (another process deleting one): the view then reads today's.
+    async fn history_tagged_at(&self, version: u64) -> Option<u64> {
+        let names = self.tags_by_version().await.ok()?.remove(&version)?;
+        let h = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await.ok()??;
+        let tags = h.tags().await.ok()?;
+        let mut best = None;
+        for n in &names {
+            if let Ok(v) = tags.get_version(n).await {
+                best = best.max(Some(v));
+            }
+        }
+        best
     }
 
     /// The version `as_of` names.
@@ -235,6 +248,7 @@ impl Index {
         let mut index = Index::from_table(&self.uri, &self.table_name, table).await?;
         index.model_id = self.model_id.clone();
         index.pinned = Some(version);
+        index.pinned_history = self.history_tagged_at(version).await;
         index.overlays = self.overlays.clone();
         for (name, side, _) in self.side_tables_at(version).await? {
             match name {
@@ -301,6 +315,11 @@ mod tests {
         assert_eq!(commits(index.at(untagged).await.unwrap().file_history().await.unwrap()), ["c2"]);
         index.untag("c-1").await.unwrap();
         assert_eq!(commits(index.at(first).await.unwrap().file_history().await.unwrap()), ["c2"], "today's, untagged");
+        // A tag moved to an older version drops the history it had: that version reads today's.
+        index.tag("c-2", None).await.unwrap();
+        replace(&uri, "", &[commit("c3")]).await.unwrap();
+        index.tag("c-2", Some(first)).await.unwrap();
+        assert_eq!(commits(index.at(first).await.unwrap().file_history().await.unwrap()), ["c3"]);
     }
 
     #[tokio::test]

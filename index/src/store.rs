@@ -54,6 +54,8 @@ pub struct Index {
     pub(crate) lens: Option<std::sync::Arc<crate::overlay::Lens>>,
     /// The version a view of a past version ([`Index::at`]) is checked out at.
     pub(crate) pinned: Option<u64>,
+    /// The history version tagged with that version (see [`crate::history`]), read once.
+    pub(crate) pinned_history: Option<u64>,
     /// The ref overlays read through this handle and every view made from it.
     pub(crate) overlays: std::sync::Arc<crate::overlay::OverlayCache>,
 }
@@ -177,6 +179,7 @@ impl Index {
             overlays: Default::default(),
             lens: None,
             pinned: None,
+            pinned_history: None,
         })
     }
 

@@ -171,7 +171,8 @@ pub fn rank(
                     let x = *sc.score.get(&f)?;
                     let reason = sc.why.get(&f).cloned().unwrap_or_default();
                     let w = Feature::of_signal(*s).map_or(0.0, |ft| model.weight(ft));
-                    Some((w * x, format!("{}: {reason}", s.as_str())))
+                    // A signal the model does not weigh is no reason.
+                    (w != 0.0).then(|| (w * x, format!("{}: {reason}", s.as_str())))
                 })
                 .collect();
             why.sort_by(|a, b| b.0.total_cmp(&a.0));

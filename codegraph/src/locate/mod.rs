@@ -6,7 +6,8 @@
 //! known of each file (test, doc, depth, size), into one feature row per candidate; [`fuse`]
 //! scores the rows with the fitted [`model`] — before and after personalised PageRank over the
 //! code graph from the best files. With a git history in the index ([`history_signals`],
-//! [`past_commits`]), recency, co-change and the past commits worded like the text join the rows. `without` zeroes a signal's features (the evaluation's
+//! [`past_commits`]), recency, co-change and the past commits worded like the text join the
+//! rows. `without` zeroes a signal's features (the evaluation's
 //! ablation); `features` returns the rows of the best candidates (what the model is fitted on).
 //!
 //! Texts up to [`MAX_LOCATE_BYTES`] are accepted (real issues carry tracebacks, logs and

@@ -10,12 +10,13 @@
 //! (`ctxd_index::history`, the last `[index] history_commits` commits of the view).
 //!
 //! The summaries are indexed with the definitions' BM25 ([`DefIndex::of_texts`]: identifier
-//! words, plurals folded, words in over a tenth of the commits ignored) and scored with the same
-//! weighted query words as the definitions signal (title twice). A file scores its best commit
-//! plus half of its next two (a file that several matching commits changed is likelier than one
-//! matched once), divided by the best file's, so the signal is in 0..=1 like the others. A commit
-//! that changed over 100 files was recorded without files (a mass reformat says nothing) and a
-//! file the graph does not index is skipped. Without history (a plain folder) it is silent.
+//! words, plurals folded, a word in over a tenth of the commits and over 20 of them ignored) and
+//! scored with the same weighted query words as the definitions signal (title twice). A file
+//! scores its best commit plus half of its next two (a file that several matching commits changed
+//! is likelier than one matched once), divided by the best file's, so the signal is in 0..=1 like
+//! the others. A commit that changed over 100 files was recorded without files (a mass reformat
+//! says nothing) and a file the graph does not index is skipped. Without history (a plain folder)
+//! it is silent.
 //!
 //! Its `why` names the best commit: `a1b2c3d: Speed up FlateDecode image decoding`.
 
