@@ -131,10 +131,7 @@ impl Index {
                 let v = h.version().await.map_err(|e| self.lance(e))?;
                 sides.push((HISTORY_TABLE, h, v));
             } else {
-                let mut tags = h.tags().await.map_err(|e| self.lance(e))?;
-                if tags.get_version(name).await.is_ok() {
-                    tags.delete(name).await.map_err(|e| self.lance(e))?;
-                }
+                self.drop_side_tag(&h, name).await?;
             }
         }
         let tagged = std::iter::once((&self.table, version)).chain(sides.iter().map(|(_, side, v)| (side, *v)));
@@ -161,12 +158,18 @@ impl Index {
         for side in [SYMBOLS_TABLE, EDGES_TABLE, HISTORY_TABLE] {
             if names.iter().any(|n| n == side) {
                 let table = conn.open_table(side).execute().await.map_err(|e| self.lance(e))?;
-                let mut side_tags = table.tags().await.map_err(|e| self.lance(e))?;
-                // The side tables carry the tag when the version had them (see `tag`).
-                if side_tags.get_version(name).await.is_ok() {
-                    side_tags.delete(name).await.map_err(|e| self.lance(e))?;
-                }
+                self.drop_side_tag(&table, name).await?;
             }
+        }
+        Ok(())
+    }
+
+    /// Deletes a side table's tag `name` where it has one (the side tables carry a tag only when
+    /// the tagged version had them: see `tag`).
+    async fn drop_side_tag(&self, table: &Table, name: &str) -> Result<(), IndexError> {
+        let mut tags = table.tags().await.map_err(|e| self.lance(e))?;
+        if tags.get_version(name).await.is_ok() {
+            tags.delete(name).await.map_err(|e| self.lance(e))?;
         }
         Ok(())
     }
@@ -184,8 +187,9 @@ impl Index {
     /// the newest when several tags of it tagged the history, `None` when none did — or when the
     /// tags cannot be listed now (another process deleting one): the view then reads today's.
     async fn history_tagged_at(&self, version: u64) -> Option<u64> {
-        let names = self.tags_by_version().await.ok()?.remove(&version)?;
+        // No history table (an index of plain folders): no tags to list.
         let h = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await.ok()??;
+        let names = self.tags_by_version().await.ok()?.remove(&version)?;
         let tags = h.tags().await.ok()?;
         let mut best = None;
         for n in &names {
