@@ -146,15 +146,26 @@ def fit(data, f, lam, steps=50):
     return w
 
 
+def issue_figures(score, y, ngold):
+    """Acc@1/5/10 and MRR@10 of one issue whose candidates (gold mask `y`) are ranked by `score`."""
+    ranked_gold = y[np.argsort(-score, kind="stable")]
+    found = np.flatnonzero(ranked_gold)
+    m = {f"Acc@{k}": float(ranked_gold[:k].sum() == ngold) for k in (1, 5, 10)}
+    m["MRR@10"] = 1.0 / (found[0] + 1) if len(found) and found[0] < 10 else 0.0
+    return m
+
+
+def folds_of(data):
+    """The 5 cross-validation folds: sets of repositories, by sorted name."""
+    repos = sorted({r for r, *_ in data})
+    return [set(repos[i::5]) for i in range(5)]
+
+
 def figures(w, data):
     m = collections.defaultdict(float)
     for _, x, y, ngold in data:
-        order = np.argsort(-(x @ w), kind="stable")
-        ranked_gold = y[order]
-        found = np.flatnonzero(ranked_gold)
-        for k in (1, 5, 10):
-            m[f"Acc@{k}"] += ranked_gold[:k].sum() == ngold
-        m["MRR@10"] += 1.0 / (found[0] + 1) if len(found) and found[0] < 10 else 0.0
+        for k, v in issue_figures(x @ w, y, ngold).items():
+            m[k] += v
     n = len(data) or 1
     return {k: v / n for k, v in m.items()}
 
@@ -192,7 +203,7 @@ def main():
     repos = sorted({r for r, *_ in data})
     print(f"fit: {len(data)} issues with candidates on {len(repos)} repositories; "
           f"{missed} without a gold file among the candidates", file=sys.stderr)
-    folds = [set(repos[i::5]) for i in range(5)]
+    folds = folds_of(data)
     print("\n| L2 | test, doc factors | CV Acc@1 | CV Acc@5 | CV MRR@10 |\n|---|---|---|---|---|")
     best = None
     for factors in FACTORS:

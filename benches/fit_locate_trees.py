@@ -33,22 +33,13 @@ ROUNDS = (50, 200)
 MIN_LEAF = (20, 100)
 
 
-def held_figures(score, d):
-    """Acc@1/5 and MRR@10 of one issue ranked by `score` (an array over its candidates)."""
-    _, _, y, ngold = d
-    ranked = y[np.argsort(-score, kind="stable")]
-    found = np.flatnonzero(ranked)
-    return {"Acc@1": float(ranked[:1].sum() == ngold), "Acc@5": float(ranked[:5].sum() == ngold),
-            "MRR@10": 1.0 / (found[0] + 1) if len(found) and found[0] < 10 else 0.0}
-
-
 def cross_validate(data, folds, train_and_score):
     """Mean held-out figures: for each fold, `train_and_score(train)` returns a scorer of X."""
     held = []
     for fold in folds:
         train = [d for d in data if d[0] not in fold]
         score = train_and_score(train)
-        held += [held_figures(score(d[1]), d) for d in data if d[0] in fold]
+        held += [fl.issue_figures(score(x), y, ngold) for r, x, y, ngold in data if r in fold]
     return {k: float(np.mean([h[k] for h in held])) for k in ("Acc@1", "Acc@5", "MRR@10")}
 
 
@@ -86,9 +77,8 @@ def main():
     for n in (n for n in args.drop.split(",") if n):
         for _, x, _, _ in data:
             x[:, names.index(n)] = 0.0
-    repos = sorted({r for r, *_ in data})
-    folds = [set(repos[i::5]) for i in range(5)]
-    print(f"{len(data)} issues on {len(repos)} repositories ({missed} without a gold candidate); "
+    folds = fl.folds_of(data)
+    print(f"{len(data)} issues on {len(set().union(*folds))} repositories ({missed} without a gold candidate); "
           "5-fold cross-validation over repositories\n")
     print("| model | settings | CV Acc@1 | CV Acc@5 | CV MRR@10 |\n|---|---|---|---|---|")
     for lam in (0.001, 0.01, 0.1):
