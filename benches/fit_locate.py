@@ -28,6 +28,7 @@ seeds); `benches/localization.py` with the new binary gives the real train and d
 
     python3 benches/fit_locate.py --ctxd BIN [--data train.jsonl] [--work DIR] [--features-json F]
         [--out codegraph/src/locate/model.json] [--candidates 200] [--per-repo N] [--max-repo-mb MB] [--drop f1,f2] [--dry-run]
+        [--check-no-history]
 """
 import argparse, collections, json, os, subprocess, sys
 
@@ -170,6 +171,53 @@ def figures(w, data):
     return {k: v / n for k, v in m.items()}
 
 
+HISTORY = ("recency", "cochange", "commits", "recency_debug")
+
+
+def zeroed(data, cols):
+    """A copy of the rows with the columns `cols` at zero (what an index without git history gives)."""
+    out = []
+    for repo, x, y, ng in data:
+        x = x.copy()
+        x[:, cols] = 0.0
+        out.append((repo, x, y, ng))
+    return out
+
+
+def history_check(data, names, folds):
+    """Cross-validated figures on rows without history: the model fitted with history (its history
+    features then zero) against one fitted without, at each L2 strength (factors none)."""
+    cols = [names.index(n) for n in HISTORY]
+    print("\n| L2 | queried without history: fitted with it | fitted without it | with history, as fitted |"
+          "\n|---|---|---|---|")
+    for lam in LAMBDAS[:4]:
+        cells = []
+        for fit_on, test_on in ((data, zeroed(data, cols)), (zeroed(data, cols),) * 2, (data, data)):
+            held = []
+            for fold in folds:
+                w = fit([d for d in fit_on if d[0] not in fold], len(names), lam)
+                held += [figures(w, [d]) for d in test_on if d[0] in fold]
+            cv = {k: sum(h[k] for h in held) / len(held) for k in ("Acc@1", "Acc@5", "Acc@10", "MRR@10")}
+            cells.append(" / ".join(f"{cv[k]:.3f}" for k in ("Acc@1", "Acc@5", "Acc@10", "MRR@10")))
+        print(f"| {lam} | " + " | ".join(cells) + " |")
+
+
+def by_group(report, data_path, w, fdata):
+    """The fitted model's figures on the train candidates by Loc-Bench category and by what the text
+    gives to read (localization.py's text_kind): in-sample, so optimistic."""
+    from localization import text_kind
+    texts = {x["id"]: x["query"] for x in map(json.loads, open(data_path))}
+    rows = [r for r in report["runs"]["full"]["issues"] if r.get("features")]
+    groups = collections.defaultdict(list)
+    for r, d in zip(rows, fdata):
+        groups["category: " + (r.get("category") or "none")].append(d)
+        groups["text: " + text_kind(texts.get(r["id"], ""))].append(d)
+    print("\n| the fitted model on the train candidates, by | n | Acc@1 | Acc@5 | Acc@10 | MRR@10 |\n|---|---|---|---|---|---|")
+    for g in sorted(groups):
+        m = figures(w, groups[g])
+        print(f"| {g} | {len(groups[g])} | {m['Acc@1']:.3f} | {m['Acc@5']:.3f} | {m['Acc@10']:.3f} | {m['MRR@10']:.3f} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ctxd", help="the ctxd binary (needed unless --features-json)")
@@ -186,6 +234,8 @@ def main():
     ap.add_argument("--dry-run", action="store_true", help="print, do not write --out")
     ap.add_argument("--drop", default="", help="features held at zero (a train-side ablation: with --dry-run, "
                     "what the cross-validated figures are without them)")
+    ap.add_argument("--check-no-history", action="store_true", help="only print the cross-validated figures "
+                    "without the history features: the model fitted with them against one fitted without")
     args = ap.parse_args()
     if "dev" in os.path.basename(args.data):
         sys.exit("fit: refusing to fit on a dev set: fit on train.jsonl, report on dev.jsonl")
@@ -198,12 +248,14 @@ def main():
     for n in drop:
         if n not in names:
             sys.exit(f"fit: --drop {n}: not a feature ({', '.join(names)})")
-        for _, x, _, _ in data:
-            x[:, names.index(n)] = 0.0
+    data = zeroed(data, [names.index(n) for n in drop])
     repos = sorted({r for r, *_ in data})
     print(f"fit: {len(data)} issues with candidates on {len(repos)} repositories; "
           f"{missed} without a gold file among the candidates", file=sys.stderr)
     folds = folds_of(data)
+    if args.check_no_history:
+        history_check(data, names, folds)
+        return
     print("\n| L2 | test, doc factors | CV Acc@1 | CV Acc@5 | CV MRR@10 |\n|---|---|---|---|---|")
     best = None
     for factors in FACTORS:
@@ -236,6 +288,7 @@ def main():
     print("\n| on the train candidates | Acc@1 | Acc@5 | Acc@10 | MRR@10 |\n|---|---|---|---|---|")
     for label, m in (("bootstrap", bt), ("fitted", tr)):
         print(f"| {label} | {m['Acc@1']:.3f} | {m['Acc@5']:.3f} | {m['Acc@10']:.3f} | {m['MRR@10']:.3f} |")
+    by_group(report, args.data, w, fdata)
     model = {
         "fitted": (f"benches/fit_locate.py on {os.path.basename(args.data)}: {len(data)} issues, {len(repos)} "
                    f"repositories; listwise softmax over {args.candidates} candidates, L2 {lam} and test/doc factors "
