@@ -23,8 +23,9 @@ One command, deterministic:
    then the model is fitted on all training issues with them. Nothing of dev.jsonl is read.
 
 Prints the cross-validation table, the weights, and the training figures of the fitted model on the
-candidates (the re-ranking of step 1's rows: an estimate, the graph feature still from the bootstrap
-seeds); `benches/localization.py` with the new binary gives the real train and dev figures.
+candidates, all and by Loc-Bench category and by what the text gives to read (the re-ranking of step
+1's rows: an estimate, the graph feature still from the bootstrap seeds); `benches/localization.py`
+with the new binary gives the real train and dev figures.
 
     python3 benches/fit_locate.py --ctxd BIN [--data train.jsonl] [--work DIR] [--features-json F]
         [--out codegraph/src/locate/model.json] [--candidates 200] [--per-repo N] [--max-repo-mb MB] [--drop f1,f2] [--dry-run]
@@ -162,6 +163,27 @@ def folds_of(data):
     return [set(repos[i::5]) for i in range(5)]
 
 
+def cross_validate(data, folds, train_and_score, test=None):
+    """Mean held-out figures (issue_figures' keys): for each fold, `train_and_score(rows)` is trained
+    on `data` outside the fold and returns a scorer of X, applied to the fold's issues of `test`
+    (default `data`; the same issues, other rows: e.g. without history)."""
+    held = []
+    for fold in folds:
+        rows = [d for d in (test or data) if d[0] in fold]
+        if rows:
+            score = train_and_score([d for d in data if d[0] not in fold])
+            held += [issue_figures(score(x), y, ngold) for _, x, y, ngold in rows]
+    return {k: sum(h[k] for h in held) / len(held) for k in held[0]}
+
+
+def linear(lam, f):
+    """fit_locate's model for cross_validate: the listwise linear fit at L2 `lam`."""
+    def train_and_score(train):
+        w = fit(train, f, lam)
+        return lambda x: x @ w
+    return train_and_score
+
+
 def figures(w, data):
     m = collections.defaultdict(float)
     for _, x, y, ngold in data:
@@ -184,20 +206,26 @@ def zeroed(data, cols):
     return out
 
 
+def dropped(data, names, drop):
+    """`data` with the features named in `drop` (a comma list) at zero; an unknown name exits."""
+    drop = [n for n in drop.split(",") if n]
+    for n in drop:
+        if n not in names:
+            sys.exit(f"fit: --drop {n}: not a feature ({', '.join(names)})")
+    return zeroed(data, [names.index(n) for n in drop])
+
+
 def history_check(data, names, folds):
     """Cross-validated figures on rows without history: the model fitted with history (its history
     features then zero) against one fitted without, at each L2 strength (factors none)."""
     cols = [names.index(n) for n in HISTORY]
     print("\n| L2 | queried without history: fitted with it | fitted without it | with history, as fitted |"
           "\n|---|---|---|---|")
+    without = zeroed(data, cols)
     for lam in LAMBDAS[:4]:
         cells = []
-        for fit_on, test_on in ((data, zeroed(data, cols)), (zeroed(data, cols),) * 2, (data, data)):
-            held = []
-            for fold in folds:
-                w = fit([d for d in fit_on if d[0] not in fold], len(names), lam)
-                held += [figures(w, [d]) for d in test_on if d[0] in fold]
-            cv = {k: sum(h[k] for h in held) / len(held) for k in ("Acc@1", "Acc@5", "Acc@10", "MRR@10")}
+        for fit_on, test_on in ((data, without), (without, without), (data, data)):
+            cv = cross_validate(fit_on, folds, linear(lam, len(names)), test_on)
             cells.append(" / ".join(f"{cv[k]:.3f}" for k in ("Acc@1", "Acc@5", "Acc@10", "MRR@10")))
         print(f"| {lam} | " + " | ".join(cells) + " |")
 
@@ -244,11 +272,7 @@ def main():
     names = feature_names()
     report = collect(args)
     data, missed = issues_of(report, names)
-    drop = [n for n in args.drop.split(",") if n]
-    for n in drop:
-        if n not in names:
-            sys.exit(f"fit: --drop {n}: not a feature ({', '.join(names)})")
-    data = zeroed(data, [names.index(n) for n in drop])
+    data = dropped(data, names, args.drop)
     repos = sorted({r for r, *_ in data})
     print(f"fit: {len(data)} issues with candidates on {len(repos)} repositories; "
           f"{missed} without a gold file among the candidates", file=sys.stderr)
@@ -261,14 +285,7 @@ def main():
     for factors in FACTORS:
         fdata = scaled(data, names, factors)
         for lam in LAMBDAS:
-            held = []
-            for fold in folds:
-                train = [d for d in fdata if d[0] not in fold]
-                test = [d for d in fdata if d[0] in fold]
-                if test:
-                    w = fit(train, len(names), lam)
-                    held += [figures(w, [d]) for d in test]
-            cv = {k: sum(h[k] for h in held) / len(held) for k in ("Acc@1", "Acc@5", "MRR@10")}
+            cv = cross_validate(fdata, folds, linear(lam, len(names)))
             print(f"| {lam} | {factors[0]}, {factors[1]} | {cv['Acc@1']:.3f} | {cv['Acc@5']:.3f} | {cv['MRR@10']:.3f} |")
             key = (round(cv["MRR@10"], 4), round(cv["Acc@5"], 4))
             if best is None or key > best[0]:

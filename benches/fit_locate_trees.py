@@ -33,23 +33,6 @@ ROUNDS = (50, 200)
 MIN_LEAF = (20, 100)
 
 
-def cross_validate(data, folds, train_and_score):
-    """Mean held-out figures: for each fold, `train_and_score(train)` returns a scorer of X."""
-    held = []
-    for fold in folds:
-        train = [d for d in data if d[0] not in fold]
-        score = train_and_score(train)
-        held += [fl.issue_figures(score(x), y, ngold) for r, x, y, ngold in data if r in fold]
-    return {k: float(np.mean([h[k] for h in held])) for k in ("Acc@1", "Acc@5", "MRR@10")}
-
-
-def linear(lam, f):
-    def train_and_score(train):
-        w = fl.fit(train, f, lam)
-        return lambda x: x @ w
-    return train_and_score
-
-
 def trees(leaves, rate, rounds, min_leaf):
     params = dict(objective="lambdarank", num_leaves=leaves, learning_rate=rate, min_data_in_leaf=min_leaf,
                   feature_fraction=0.8, lambdarank_truncation_level=20, verbosity=-1, deterministic=True,
@@ -74,19 +57,17 @@ def main():
         sys.exit("fit_locate_trees: refusing a dev report: compare on train rows")
     report = json.load(open(args.features_json))
     data, missed = fl.issues_of(report, names)
-    for n in (n for n in args.drop.split(",") if n):
-        for _, x, _, _ in data:
-            x[:, names.index(n)] = 0.0
+    data = fl.dropped(data, names, args.drop)
     folds = fl.folds_of(data)
     print(f"{len(data)} issues on {len(set().union(*folds))} repositories ({missed} without a gold candidate); "
           "5-fold cross-validation over repositories\n")
     print("| model | settings | CV Acc@1 | CV Acc@5 | CV MRR@10 |\n|---|---|---|---|---|")
     for lam in (0.001, 0.01, 0.1):
-        cv = cross_validate(data, folds, linear(lam, len(names)))
+        cv = fl.cross_validate(data, folds, fl.linear(lam, len(names)))
         print(f"| linear (fit_locate.py) | L2 {lam} | {cv['Acc@1']:.3f} | {cv['Acc@5']:.3f} | {cv['MRR@10']:.3f} |",
               flush=True)
     for leaves, rate, rounds, min_leaf in itertools.product(LEAVES, RATES, ROUNDS, MIN_LEAF):
-        cv = cross_validate(data, folds, trees(leaves, rate, rounds, min_leaf))
+        cv = fl.cross_validate(data, folds, trees(leaves, rate, rounds, min_leaf))
         print(f"| LambdaMART | {leaves} leaves, rate {rate}, {rounds} rounds, ≥ {min_leaf} per leaf | "
               f"{cv['Acc@1']:.3f} | {cv['Acc@5']:.3f} | {cv['MRR@10']:.3f} |", flush=True)
 
