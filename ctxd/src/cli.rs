@@ -509,6 +509,16 @@ pub enum Command {
         #[command(flatten)]
         model: ModelArgs,
     },
+    /// Chunk files as `ctxd index` does: one JSON `{"path", "text"}` per stdin line in, one JSON
+    /// line of its chunks out (lines, symbol, kind, whether a definition, and the exact text the
+    /// model embeds), in order. Reads the model's tokenizer only.
+    Chunk {
+        /// Config whose `[chunk]` budget and `[model]` are used (default: the built-in ones).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
     /// Measure chunking, embedding and end-to-end indexing throughput.
     Bench {
         /// Folder to benchmark on.

@@ -207,6 +207,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Embed { jsonl, query, model } => {
             tokio::task::spawn_blocking(move || embed_cmd::run(&model, query, jsonl)).await?
         }
+        Command::Chunk { config, model } => {
+            tokio::task::spawn_blocking(move || cmd::chunk::run(config.as_deref(), &model)).await?
+        }
         // Loads and runs the model on this thread: off the async runtime.
         Command::Bench { forward, model, .. } if forward.forward => {
             let base = model.runtime()?;

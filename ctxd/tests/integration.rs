@@ -15,6 +15,8 @@ mod architectures;
 mod assembly;
 #[path = "integration/bench.rs"]
 mod bench;
+#[path = "integration/chunk.rs"]
+mod chunk;
 #[path = "integration/deploy.rs"]
 mod deploy;
 #[path = "integration/doctor.rs"]

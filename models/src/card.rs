@@ -1,7 +1,8 @@
 //! What a model's card says about using it, read from the sentence-transformers files beside the
 //! weights: how token states become one vector (**pooling**: CLS, mean or last token; from
-//! `modules.json` → the Pooling module's `config.json`, usually `1_Pooling/config.json`), and the
-//! **prompts** put before queries and documents (`config_sentence_transformers.json` →
+//! `modules.json` → the Pooling module's `config.json`, usually `1_Pooling/config.json`, in either
+//! form the library has written: `"pooling_mode": "mean"` since 6.0, `"pooling_mode_mean_tokens":
+//! true` before), and the **prompts** put before queries and documents (`config_sentence_transformers.json` →
 //! `prompts`: `query`, and `document` or `passage`). `[model] query_prefix` / `document_prefix`
 //! in the config override the card's prompts ([`ModelCard::with_prefixes`]).
 //!
@@ -99,25 +100,47 @@ fn pooling_config(dir: &Path) -> Result<std::path::PathBuf, ModelError> {
     Ok(dir.join(path).join("config.json"))
 }
 
+/// The pooling a Pooling module's config names, in either form sentence-transformers writes:
+/// one `pooling_mode` (a name, or a list of one name: 6.x) or `pooling_mode_*` flags (up to
+/// 5.x). Max pooling, the square-root mean, the weighted mean and concatenated poolings are
+/// refused, naming what ctxd runs.
+fn pooling_of(config: &Value) -> Result<Pooling, String> {
+    let named = |name: &str| match name {
+        "cls" => Ok(Pooling::Cls),
+        "mean" => Ok(Pooling::Mean),
+        "lasttoken" => Ok(Pooling::LastToken),
+        other => Err(format!("pooling mode {other:?} is not one ctxd runs (cls, mean or lasttoken)")),
+    };
+    match &config["pooling_mode"] {
+        Value::String(name) => return named(name),
+        Value::Array(names) => {
+            let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
+            return match names[..] {
+                [name] => named(name),
+                _ => Err(format!("pooling modes {names:?} are concatenated; ctxd runs one of cls, mean or lasttoken")),
+            };
+        }
+        _ => {}
+    }
+    let on = |k: &str| config[k].as_bool() == Some(true);
+    if on("pooling_mode_cls_token") {
+        Ok(Pooling::Cls)
+    } else if on("pooling_mode_lasttoken") {
+        Ok(Pooling::LastToken)
+    } else if on("pooling_mode_mean_tokens") {
+        Ok(Pooling::Mean)
+    } else {
+        Err("no pooling mode ctxd runs (cls_token, mean_tokens or lasttoken) is set".into())
+    }
+}
+
 impl ModelCard {
     /// Reads the card of the model in `dir` of `family`.
     pub fn read(dir: &Path, family: Family) -> Result<Self, ModelError> {
         let path = pooling_config(dir)?;
         let (pooling, pooling_from) = match read(&path)? {
             Some(p) => {
-                let on = |k: &str| p[k].as_bool() == Some(true);
-                let pooling = if on("pooling_mode_cls_token") {
-                    Pooling::Cls
-                } else if on("pooling_mode_lasttoken") {
-                    Pooling::LastToken
-                } else if on("pooling_mode_mean_tokens") {
-                    Pooling::Mean
-                } else {
-                    return Err(ModelError::Config {
-                        path,
-                        message: "no pooling mode ctxd runs (cls_token, mean_tokens or lasttoken) is set".into(),
-                    });
-                };
+                let pooling = pooling_of(&p).map_err(|message| ModelError::Config { path: path.clone(), message })?;
                 (pooling, path.strip_prefix(dir).unwrap_or(&path).display().to_string())
             }
             None if family.causal() => (Pooling::LastToken, format!("{} default", family.name())),
@@ -181,6 +204,24 @@ mod tests {
         let mean = Pooling::Mean.pool(&hidden, 2);
         assert!((mean[0] - 5.0 / 34f32.sqrt()).abs() < 1e-6 && (mean[1] - 3.0 / 34f32.sqrt()).abs() < 1e-6);
         assert_eq!(Pooling::LastToken.rows(0), 0..0);
+    }
+
+    #[test]
+    fn both_pooling_forms_sentence_transformers_writes() {
+        let of = |json: &str| pooling_of(&serde_json::from_str(json).unwrap());
+        // 6.x: one name (or a list of one), beside `embedding_dimension`.
+        let v6 = r#"{"embedding_dimension": 384, "pooling_mode": "mean", "include_prompt": true}"#;
+        assert_eq!(of(v6), Ok(Pooling::Mean));
+        assert_eq!(of(r#"{"pooling_mode": ["cls"]}"#), Ok(Pooling::Cls));
+        assert_eq!(of(r#"{"pooling_mode": "lasttoken"}"#), Ok(Pooling::LastToken));
+        // Up to 5.x: flags, beside `word_embedding_dimension`.
+        let v5 =
+            r#"{"word_embedding_dimension": 384, "pooling_mode_cls_token": false, "pooling_mode_mean_tokens": true}"#;
+        assert_eq!(of(v5), Ok(Pooling::Mean));
+        let max = of(r#"{"pooling_mode": "max"}"#).unwrap_err();
+        assert!(max.contains("\"max\"") && max.contains("cls, mean or lasttoken"), "{max}");
+        let two = of(r#"{"pooling_mode": ["cls", "mean"]}"#).unwrap_err();
+        assert!(two.contains("concatenated"), "{two}");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The loaded model: a resolved model's small files, each read and parsed once.
 //!
-//! Loading a model needs `config.json` (the encoder's shape), `sentence_bert_config.json` (the
-//! token window, optional) and `tokenizer.json`. [`LoadedModel::load`] reads each of them exactly
+//! Loading a model needs `config.json` (the encoder's shape), the token window (optional:
+//! `max_seq_length` in `sentence_bert_config.json`, where sentence-transformers kept it up to
+//! 5.x, else `model_max_length` in `tokenizer_config.json`, where 6.x keeps it) and
+//! `tokenizer.json`. [`LoadedModel::load`] reads each of them exactly
 //! once; the candle embedder (`bert`, on the CPU and on a GPU), the fast CPU embedder (`fast`)
 //! and the token counter (`tokens`) all take what they need from the one value. The weights are not part of it: each backend maps or reads `model.safetensors`
 //! into its own layout.
@@ -17,7 +19,7 @@ use crate::error::ModelError;
 use crate::resolve::{resolve_model, ModelFiles};
 use crate::tokens::{with_window, TokenCounter};
 
-/// Default window when the model ships no `sentence_bert_config.json`.
+/// Default window when the model names none (see [`window`]).
 const DEFAULT_MAX_SEQ_LEN: usize = 256;
 
 /// A resolved model with its configuration and tokenizer loaded (see the module docs). Cheap to
@@ -45,6 +47,34 @@ fn read_json(path: &Path) -> Result<serde_json::Value, ModelError> {
     serde_json::from_str(&text).map_err(|e| ModelError::Config { path: path.to_path_buf(), message: e.to_string() })
 }
 
+/// The largest `model_max_length` taken as a window: transformers writes 10^30 for "no limit".
+const WINDOW_SANITY: u64 = 1 << 20;
+
+/// The token window a sentence-transformers folder names: `max_seq_length` in
+/// `sentence_bert_config.json` (every release up to 5.x); where that file has none (6.x writes
+/// the file without it), the tokenizer's `model_max_length` in `tokenizer_config.json`, unless
+/// that is transformers' "no limit" value. `None` for a folder without `sentence_bert_config.json`
+/// (not a sentence-transformers model: its tokenizer's limit is no embedding window).
+fn window(dir: &Path) -> Result<Option<usize>, ModelError> {
+    let st_config = dir.join("sentence_bert_config.json");
+    if !st_config.is_file() {
+        return Ok(None);
+    }
+    let sane = |v: &serde_json::Value| v.as_u64().filter(|&n| n > 0 && n <= WINDOW_SANITY);
+    let window = match sane(&read_json(&st_config)?["max_seq_length"]) {
+        Some(n) => Some(n),
+        None => {
+            let tokenizer_config = dir.join("tokenizer_config.json");
+            if tokenizer_config.is_file() {
+                sane(&read_json(&tokenizer_config)?["model_max_length"])
+            } else {
+                None
+            }
+        }
+    };
+    Ok(window.map(|n| n as usize))
+}
+
 impl LoadedModel {
     /// Resolves `spec` ([`resolve_model`]) and loads it.
     pub fn resolve(spec: &str) -> Result<Self, ModelError> {
@@ -59,14 +89,7 @@ impl LoadedModel {
         let max_pos =
             config["max_position_embeddings"].as_u64().or_else(|| config["n_positions"].as_u64()).unwrap_or(512)
                 as usize;
-        let st_config = files.dir.join("sentence_bert_config.json");
-        let max_seq_len = if st_config.is_file() {
-            read_json(&st_config)?["max_seq_length"].as_u64().map(|v| v as usize)
-        } else {
-            None
-        }
-        .unwrap_or(DEFAULT_MAX_SEQ_LEN)
-        .min(max_pos);
+        let max_seq_len = window(&files.dir)?.unwrap_or(DEFAULT_MAX_SEQ_LEN).min(max_pos);
         let tokens = TokenCounter::from_model(&files)?.with_model_window(max_seq_len);
         let card = ModelCard::read(&files.dir, family)?;
         Ok(Self { files, config: Arc::new(config), max_seq_len, tokens, family, card, id_suffix: String::new() })
@@ -177,8 +200,28 @@ mod tests {
     }
 
     #[test]
+    fn the_window_sentence_transformers_6_writes() {
+        let config = r#"{"hidden_size": 8, "max_position_embeddings": 512}"#;
+        let v6 = r#"{"transformer_task": "feature-extraction", "module_output_name": "token_embeddings"}"#;
+        let dir = model_dir("v6", config, Some(v6));
+        std::fs::write(dir.join("tokenizer_config.json"), r#"{"model_max_length": 200}"#).unwrap();
+        assert_eq!(LoadedModel::resolve(dir.to_str().unwrap()).unwrap().max_seq_len(), 200);
+        // 5.x's `max_seq_length` wins over the tokenizer's (MiniLM: 256 and 512).
+        std::fs::write(dir.join("sentence_bert_config.json"), r#"{"max_seq_length": 128}"#).unwrap();
+        assert_eq!(LoadedModel::resolve(dir.to_str().unwrap()).unwrap().max_seq_len(), 128);
+        // transformers' "no limit" is no window.
+        std::fs::write(dir.join("sentence_bert_config.json"), v6).unwrap();
+        std::fs::write(dir.join("tokenizer_config.json"), r#"{"model_max_length": 1000000000000000019884624838656}"#)
+            .unwrap();
+        assert_eq!(LoadedModel::resolve(dir.to_str().unwrap()).unwrap().max_seq_len(), DEFAULT_MAX_SEQ_LEN);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
     fn default_window_and_missing_hidden_size() {
         let dir = model_dir("nodim", r#"{"max_position_embeddings": 512}"#, None);
+        // Not a sentence-transformers folder: the tokenizer's limit is not the window.
+        std::fs::write(dir.join("tokenizer_config.json"), r#"{"model_max_length": 100}"#).unwrap();
         let model = LoadedModel::resolve(dir.to_str().unwrap()).unwrap();
         assert_eq!(model.max_seq_len(), DEFAULT_MAX_SEQ_LEN);
         let err = model.dim().unwrap_err().to_string();

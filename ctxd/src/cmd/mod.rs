@@ -2,6 +2,7 @@
 //! their own modules at the crate root).
 
 pub mod admin;
+pub mod chunk;
 pub mod doctor;
 pub mod eval;
 pub mod files;

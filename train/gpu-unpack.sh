@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Puts a GPU training run's output back together (see train/gpu-train.sh):
+#   bash train/gpu-unpack.sh <folder the device call's files came back to> <model dir>
+# joins the f16 weight parts into model.safetensors and unpacks the model's small files beside it.
+set -euo pipefail
+from="$1" to="$2"
+mkdir -p "$to"
+tar -C "$to" -xzf "$from/model-files.tar.gz"
+cat "$from"/model.safetensors.part-* > "$to/model.safetensors"
+cp "$from/training.json" "$from/train.log" "$to/" 2>/dev/null || true
+echo "gpu-unpack: $to ($(du -h "$to/model.safetensors" | cut -f1) of weights)"

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Packs mined pairs for the GPU path: the pairs that fit a byte budget, xz-compressed, with the
+f16 base model beside them, in one folder (`train-bundle/`, git-ignored) that a `device` call
+carries (the working tree, the base and the pairs must travel in 64 MiB in all).
+
+Each pair keeps its query, its positive, `--negatives` of its hard negatives, its kind, repository
+and split; texts are cut to `--max-chars` (the GPU run reads 256 tokens of a document, about 1,000
+characters of code). Pairs are taken in a fixed order (sha1 of query and positive, every held-out
+pair first up to `--heldout`), so the same pairs file and options give the same bundle.
+
+    python3 train/pack_pairs.py --pairs ~/.cache/ctxd/pairs/pairs.jsonl.gz --out train-bundle \
+        [--budget-mib 9] [--base DIR]
+"""
+import argparse
+import gzip
+import hashlib
+import json
+import lzma
+import os
+import shutil
+import sys
+from pathlib import Path
+
+DEFAULT_BASE = Path(os.environ.get("CTXD_MODEL_DIR", Path.home() / ".cache/ctxd/models")) / (
+    "sentence-transformers/all-MiniLM-L6-v2-f16"
+)
+BASE_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+              "special_tokens_map.json", "modules.json", "sentence_bert_config.json",
+              "config_sentence_transformers.json", "1_Pooling/config.json")
+
+
+def slim(pair, negatives, max_chars):
+    return {
+        "kind": pair["kind"],
+        "repo": pair["repo"],
+        "split": pair.get("split", "train"),
+        "query": pair["query"][:max_chars],
+        "positive": pair["positive"][:max_chars],
+        "negatives": [n[:max_chars] for n in pair.get("negatives", [])[:negatives]],
+    }
+
+
+def ordered(path):
+    pairs = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            pairs.append(json.loads(line))
+    key = lambda p: hashlib.sha1((p["query"] + "\0" + p["positive"]).encode()).hexdigest()
+    return sorted(pairs, key=lambda p: (p.get("split") != "heldout", key(p)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", type=Path, default=Path.home() / ".cache/ctxd/pairs/pairs.jsonl.gz")
+    ap.add_argument("--out", type=Path, default=Path("train-bundle"))
+    ap.add_argument("--base", type=Path, default=DEFAULT_BASE)
+    ap.add_argument("--budget-mib", type=float, default=9.0)
+    ap.add_argument("--negatives", type=int, default=1)
+    ap.add_argument("--heldout", type=int, default=1500)
+    ap.add_argument("--max-chars", type=int, default=1200)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in BASE_FILES:
+        src = args.base / name
+        if src.is_file():
+            (args.out / "base" / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, args.out / "base" / name)
+    if not (args.out / "base/model.safetensors").is_file():
+        sys.exit(f"pack_pairs: {args.base} has no model.safetensors (scripts/convert-f16.sh writes the f16 base)")
+    budget = int(args.budget_mib * 2**20)
+    comp = lzma.LZMACompressor(preset=6)
+    written, taken, heldout, out = 0, 0, 0, []
+    for pair in ordered(args.pairs):
+        if pair.get("split") == "heldout":
+            if heldout >= args.heldout:
+                continue
+            heldout += 1
+        chunk = comp.compress((json.dumps(slim(pair, args.negatives, args.max_chars)) + "\n").encode())
+        out.append(chunk)
+        written += len(chunk)
+        taken += 1
+        # LZMA holds up to a few MiB before it writes: stop with that much room left.
+        if written > budget - 3 * 2**20:
+            break
+    out.append(comp.flush())
+    data = b"".join(out)
+    (args.out / "pairs.jsonl.xz").write_bytes(data)
+    print(f"pack_pairs: {taken} pairs ({heldout} held out), {len(data) / 2**20:.1f} MiB -> {args.out}/pairs.jsonl.xz",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

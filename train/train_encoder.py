@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""Fine-tunes ctxd's code embedding model: a bi-encoder trained from the default model
+(sentence-transformers/all-MiniLM-L6-v2, the base every ctxd index already reads; its tokenizer,
+window and pooling stay as they are, so the chunker's budget and the embed key scheme do not
+move) on the pairs `train/mine_pairs.py` writes.
+
+The loss is the contrastive one of SweRank and CoRNStack: each query against its positive, the
+other queries' positives in the batch (in-batch negatives) and `--hard-negatives` of its own mined
+hard negatives, cross-entropy over cosine × `--scale`. Every random choice is seeded (`--seed`):
+the pair order, the hard negatives taken, dropout. Early stopping reads the pairs of the held-out
+repositories (`split == "heldout"`, a slice of the training repositories, never a dev or
+evaluation repository): every `--eval-every` steps the MRR@10 of each held-out query's positive
+among the positives and hard negatives of its repository's held-out pairs; the best step is
+kept, and training stops after `--patience` evaluations without a gain or at `--time-budget`.
+
+The consistency filter (`--filter-k K`): a pair is kept only when the base model ranks its
+positive within the top K of its candidates (the positive, its hard negatives and the positives
+of the repository's other pairs of the same kind, up to `--filter-pool`); SweRank found such
+filtered pairs better than unfiltered ones. The ranks are computed once per base model and pairs
+file and cached beside the output (`base_ranks.json`).
+
+Output (`--out DIR`): the model saved by sentence-transformers (Hugging Face layout: config,
+tokenizer, `model.safetensors`, `modules.json`, `1_Pooling/config.json` in the 6.x form ctxd
+reads), a `training.json` of every option, the data counts, pairs/s, the held-out curve and the
+chosen step, and a model card (`README.md`) naming the data, its licences and the figures.
+
+CPU path (this 2-core machine): `--device cpu --query-len 48 --doc-len 128 --batch 16
+--max-pairs 20000 --time-budget 6000`; GPU path: `train/gpu-train.sh` (bf16, larger batches and
+windows), the same script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import lzma
+import math
+import os
+import random
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+DEFAULT_BASE = Path(os.environ.get("CTXD_MODEL_DIR", Path.home() / ".cache/ctxd/models")) / (
+    "sentence-transformers/all-MiniLM-L6-v2"
+)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pairs", type=Path, default=Path.home() / ".cache/ctxd/pairs/pairs.jsonl.gz")
+    p.add_argument("--base", type=Path, default=DEFAULT_BASE, help="the model to start from (a folder)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--kinds", default="commit,docstring,issue", help="pair kinds to train on (ablation)")
+    p.add_argument("--max-pairs", type=int, default=0, help="train on at most this many pairs (0: all)")
+    p.add_argument("--hard-negatives", type=int, default=1, help="mined hard negatives per query (0: in-batch only)")
+    p.add_argument("--filter-k", type=int, default=0, help="consistency filter: keep pairs the base ranks in top K (0: off)")
+    p.add_argument("--filter-pool", type=int, default=200)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--lr", type=float, default=3e-5)
+    p.add_argument("--warmup", type=float, default=0.1, help="share of the steps")
+    p.add_argument("--scale", type=float, default=20.0)
+    p.add_argument("--query-len", type=int, default=48)
+    p.add_argument("--doc-len", type=int, default=128)
+    p.add_argument("--eval-every", type=int, default=200)
+    p.add_argument("--eval-pairs", type=int, default=1500)
+    p.add_argument("--patience", type=int, default=4)
+    p.add_argument("--time-budget", type=float, default=0.0, help="seconds of training at most (0: none)")
+    p.add_argument("--bf16", action="store_true", help="autocast to bf16 (GPU)")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--steps", type=int, default=0, help="stop after this many steps (smoke tests)")
+    return p.parse_args(argv)
+
+
+def read_pairs(path: Path, kinds: set[str]):
+    """The pairs of the wanted kinds, split into (train, heldout)."""
+    train, heldout = [], []
+    opener = lzma.open if path.suffix == ".xz" else gzip.open
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            pair = json.loads(line)
+            if pair["kind"] not in kinds or not pair.get("positive") or not pair.get("query"):
+                continue
+            (heldout if pair.get("split") == "heldout" else train).append(pair)
+    return train, heldout
+
+
+class Encoder:
+    """The model's transformer with mean pooling to unit vectors, as ctxd pools it."""
+
+    def __init__(self, base: Path, device: str, bf16: bool):
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        self.torch = torch
+        self.st = SentenceTransformer(str(base), device=device)
+        self.model = self.st[0].auto_model
+        self.tokenizer = self.st[0].tokenizer
+        self.device = device
+        self.bf16 = bf16
+
+    def encode(self, texts, max_len: int):
+        torch = self.torch
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=max_len, return_tensors="pt")
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        with torch.autocast(device_type=self.device.split(":")[0], dtype=torch.bfloat16, enabled=self.bf16):
+            hidden = self.model(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled.float(), dim=-1)
+
+    def encode_all(self, texts, max_len: int, batch: int = 64):
+        torch = self.torch
+        self.model.eval()
+        out = []
+        with torch.no_grad():
+            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+            vecs = [None] * len(texts)
+            for s in range(0, len(order), batch):
+                idx = order[s : s + batch]
+                v = self.encode([texts[i] for i in idx], max_len)
+                for i, row in zip(idx, v):
+                    vecs[i] = row
+            out = torch.stack(vecs) if vecs else torch.zeros(0)
+        return out
+
+
+def candidate_ranks(enc: Encoder, pairs, args, pool_cap: int):
+    """Each pair's rank (1-based) of its positive among its candidates under `enc`: the
+    positive, its hard negatives and the positives of the other pairs of its repository and kind
+    (the first `pool_cap` of them, in file order)."""
+    groups = defaultdict(list)
+    for i, p in enumerate(pairs):
+        groups[(p["repo"], p["kind"])].append(i)
+    texts, index = [], {}
+
+    def add(t):
+        if t not in index:
+            index[t] = len(texts)
+            texts.append(t)
+        return index[t]
+
+    cands, queries = [], []
+    for members in groups.values():
+        pool = [add(pairs[i]["positive"]) for i in members[:pool_cap]]
+        for i in members:
+            p = pairs[i]
+            own = add(p["positive"])
+            negs = [add(n) for n in p.get("negatives", [])]
+            cands.append((own, sorted(set(pool + negs + [own]))))
+            queries.append(p["query"])
+    doc = enc.encode_all(texts, args.doc_len)
+    qv = enc.encode_all(queries, args.query_len)
+    ranks = []
+    for q, (own, c) in zip(qv, cands):
+        scores = doc[c] @ q
+        ranks.append(int((scores > scores[c.index(own)]).sum().item()) + 1)
+    return ranks
+
+
+def mrr_at_10(ranks):
+    return sum(1.0 / r for r in ranks if r <= 10) / max(len(ranks), 1)
+
+
+def consistency_filter(enc, pairs, args):
+    cache = args.out / "base_ranks.json"
+    key = f"{args.pairs}:{os.path.getsize(args.pairs)}:{args.filter_pool}:{len(pairs)}"
+    if cache.is_file() and json.loads(cache.read_text()).get("key") == key:
+        ranks = json.loads(cache.read_text())["ranks"]
+    else:
+        ranks = candidate_ranks(enc, pairs, args, args.filter_pool)
+        cache.write_text(json.dumps({"key": key, "ranks": ranks}))
+    kept = [p for p, r in zip(pairs, ranks) if r <= args.filter_k]
+    return kept, ranks
+
+
+def batches(pairs, args, rng):
+    """Batches of (queries, documents): the positives first, then each query's hard negatives;
+    no two pairs of a batch share a positive (it would be a false in-batch negative)."""
+    order = list(range(len(pairs)))
+    rng.shuffle(order)
+    batch, seen = [], set()
+    for i in order:
+        p = pairs[i]
+        if p["positive"] in seen:
+            continue
+        batch.append(p)
+        seen.add(p["positive"])
+        if len(batch) == args.batch:
+            yield batch
+            batch, seen = [], set()
+
+
+def train(args):
+    import torch
+
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    train_pairs, heldout = read_pairs(args.pairs, set(args.kinds.split(",")))
+    enc = Encoder(args.base, args.device, args.bf16)
+    report = {"options": {k: str(v) for k, v in vars(args).items()}, "pairs_read": len(train_pairs)}
+    if args.filter_k:
+        train_pairs, ranks = consistency_filter(enc, train_pairs, args)
+        report["filter"] = {"k": args.filter_k, "kept": len(train_pairs), "of": len(ranks)}
+    rng = random.Random(args.seed)
+    rng.shuffle(train_pairs)
+    if args.max_pairs:
+        train_pairs = train_pairs[: args.max_pairs]
+    rng_eval = random.Random(args.seed + 1)
+    heldout = sorted(heldout, key=lambda p: (p["repo"], p["query"]))
+    rng_eval.shuffle(heldout)
+    heldout = heldout[: args.eval_pairs]
+    report["train_pairs"] = len(train_pairs)
+    report["heldout_pairs"] = len(heldout)
+    steps_per_epoch = max(len(train_pairs) // args.batch, 1)
+    total = max(int(steps_per_epoch * args.epochs), 1)
+    if args.steps:
+        total = min(total, args.steps)
+    opt = torch.optim.AdamW(enc.model.parameters(), lr=args.lr, weight_decay=0.01)
+    warm = max(int(total * args.warmup), 1)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(total - warm, 1)))
+    )
+
+    def evaluate():
+        if not heldout:
+            return 0.0
+        return mrr_at_10(candidate_ranks(enc, heldout, args, 200))
+
+    curve = [{"step": 0, "heldout_mrr10": evaluate()}]
+    print(f"train: {len(train_pairs)} pairs, {total} steps; held-out MRR@10 at start {curve[0]['heldout_mrr10']:.4f}", file=sys.stderr)
+    best, best_step, stale, step, seen_pairs = curve[0]["heldout_mrr10"], 0, 0, 0, 0
+    best_dir = args.out / "best"
+    enc.st.save(str(best_dir))
+    start = time.time()
+    train_seconds = 0.0
+    stop = False
+    epoch = 0
+    while not stop:
+        for batch in batches(train_pairs, args, rng):
+            t0 = time.time()
+            enc.model.train()
+            queries = [p["query"] for p in batch]
+            docs = [p["positive"] for p in batch]
+            for p in batch:
+                negs = p.get("negatives", [])[:]
+                rng.shuffle(negs)
+                docs.extend(negs[: args.hard_negatives])
+            q = enc.encode(queries, args.query_len)
+            d = enc.encode(docs, args.doc_len)
+            scores = q @ d.T * args.scale
+            labels = torch.arange(len(batch), device=scores.device)
+            loss = torch.nn.functional.cross_entropy(scores, labels)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(enc.model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            step += 1
+            seen_pairs += len(batch)
+            train_seconds += time.time() - t0
+            if step % 20 == 0:
+                print(f"step {step}/{total} loss {loss.item():.4f} {seen_pairs / train_seconds:.1f} pairs/s", file=sys.stderr)
+            if step % args.eval_every == 0 or step == total:
+                m = evaluate()
+                curve.append({"step": step, "heldout_mrr10": m, "loss": loss.item()})
+                print(f"eval step {step}: held-out MRR@10 {m:.4f} (best {best:.4f} at {best_step})", file=sys.stderr)
+                if m > best:
+                    best, best_step, stale = m, step, 0
+                    enc.st.save(str(best_dir))
+                else:
+                    stale += 1
+            if step >= total or stale >= args.patience or (args.time_budget and time.time() - start > args.time_budget):
+                stop = True
+                break
+        epoch += 1
+        if epoch >= math.ceil(args.epochs):
+            break
+    report.update(
+        steps=step,
+        pairs_per_second=round(seen_pairs / max(train_seconds, 1e-9), 2),
+        train_seconds=round(train_seconds, 1),
+        wall_seconds=round(time.time() - start, 1),
+        curve=curve,
+        best_step=best_step,
+        best_heldout_mrr10=best,
+        start_heldout_mrr10=curve[0]["heldout_mrr10"],
+    )
+    (args.out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in report.items() if k != "curve"}), file=sys.stderr)
+    return report
+
+
+if __name__ == "__main__":
+    train(parse_args())
