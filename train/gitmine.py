@@ -244,10 +244,14 @@ class BlobReader:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def read(self, rev, path):
+        if "\n" in path:
+            return None  # the batch protocol is line-based
         self.proc.stdin.write(f"{rev}:{path}\n".encode())
         self.proc.stdin.flush()
+        # "<sha> <type> <size>", or "<rev>:<path> missing" (a path may hold spaces; a mirror
+        # lacks blobs of 4 MiB and more): anything but the first form has no body to read.
         header = self.proc.stdout.readline().split()
-        if len(header) != 3:
+        if len(header) != 3 or not header[2].isdigit():
             return None
         size = int(header[2])
         data = self.proc.stdout.read(size + 1)[:size]

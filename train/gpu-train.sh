@@ -6,26 +6,50 @@
 # It trains train/train_encoder.py on CUDA in bf16 autocast (batch 128, queries 64 and documents
 # 256 tokens) for at most TRAIN_SECONDS (default 330: the machine's start, the model's load and
 # the held-out evaluations fit the 8-minute call), early-stopped on the held-out repositories'
-# pairs, then writes to $OUT the log, training.json, the small model files (a tar) and the
-# weights as f16 in parts of 15 MiB (a call brings back files of 16 MiB at most).
+# pairs, then writes to $OUT five files (a call brings back 8 at most, of 16 MiB each):
+# report.tar.gz (each variant's log and training.json, variants.txt), model-files.tar.gz (the
+# chosen model's small files) and its weights as f16 in three parts of 15 MiB.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PYTHONUNBUFFERED=1
-out="${OUT:-/tmp/gpu-train-out}"
-mkdir -p "$out"
+back="${OUT:-/tmp/gpu-train-out}"
 run=/tmp/ctxd-gpu-train
+out="$run/report"
 rm -rf "$run"
+mkdir -p "$back" "$out"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt" || true
 "${PYTHON:-python3}" -c "import torch, sentence_transformers as s; print('torch', torch.__version__, 'st', s.__version__, torch.cuda.is_available())"
 # TRAIN_DEVICE=cpu TRAIN_STEPS=3 runs the same script here, a few steps, as its smoke test.
 device="${TRAIN_DEVICE:-cuda}"
 precision=()
 [[ "$device" == cuda* ]] && precision=(--bf16)
-"${PYTHON:-python3}" train/train_encoder.py --pairs train-bundle/pairs.jsonl.xz --base train-bundle/base --out "$run" \
-    --device "$device" "${precision[@]}" --steps "${TRAIN_STEPS:-0}" --batch "${TRAIN_BATCH:-128}" --query-len 64 --doc-len 256 --epochs "${TRAIN_EPOCHS:-4}" \
-    --lr "${TRAIN_LR:-5e-5}" --eval-every "${TRAIN_EVAL_EVERY:-100}" --patience 4 \
-    --time-budget "${TRAIN_SECONDS:-330}" --hard-negatives 1 2>&1 | tee "$out/train.log"
-cp "$run/training.json" "$out/"
+# The variants, trained one after the other on the same pairs, each early-stopped and judged on
+# the same held-out repositories' pairs; the best held-out MRR@10 is the one brought back. Each
+# is NAME:ARGS (ARGS with commas for spaces). Default: all pairs, and SweRank's consistency filter
+# at K = 20 and K = 5 (the base model's ranks computed once, shared).
+variants="${TRAIN_VARIANTS:-all: filter20:--filter-k,20 filter5:--filter-k,5}"
+count=$(wc -w <<<"$variants")
+seconds=$(( ${TRAIN_SECONDS:-330} / count ))
+mkdir -p "$run"
+best="" best_mrr=-1
+for variant in $variants; do
+    name="${variant%%:*}" extra="${variant#*:}"
+    read -r -a extra_args <<<"${extra//,/ }"
+    "${PYTHON:-python3}" train/train_encoder.py --pairs train-bundle/pairs.jsonl.xz --base train-bundle/base \
+        --out "$run/$name" --ranks-cache "$run/base_ranks.json" \
+        --device "$device" "${precision[@]}" --steps "${TRAIN_STEPS:-0}" --batch "${TRAIN_BATCH:-128}" \
+        --query-len 64 --doc-len 256 --epochs "${TRAIN_EPOCHS:-4}" --lr "${TRAIN_LR:-5e-5}" \
+        --eval-every "${TRAIN_EVAL_EVERY:-100}" --patience 4 --time-budget "$seconds" --hard-negatives 1 \
+        "${extra_args[@]}" 2>&1 | tee "$out/train-$name.log"
+    mrr=$("${PYTHON:-python3}" -c "import json,sys; print(json.load(open(sys.argv[1]))['best_heldout_mrr10'])" "$run/$name/training.json")
+    echo "variant $name: held-out MRR@10 $mrr" | tee -a "$out/variants.txt"
+    if "${PYTHON:-python3}" -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) else 1)" "$mrr" "$best_mrr"; then
+        best="$name" best_mrr="$mrr"
+    fi
+done
+echo "chosen: $best ($best_mrr)" | tee -a "$out/variants.txt"
+for variant in $variants; do cp "$run/${variant%%:*}/training.json" "$out/training-${variant%%:*}.json"; done
+run="$run/$best"
 "${PYTHON:-python3}" - "$run/best" "$run/f16" <<'PY'
 import sys, torch
 from safetensors.torch import load_file, save_file
@@ -36,6 +60,8 @@ tensors = load_file(f"{src}/model.safetensors")
 save_file({k: v.to(torch.float16) if v.dtype == torch.float32 else v for k, v in sorted(tensors.items())},
           f"{dst}/model.safetensors", metadata={"format": "pt"})
 PY
-split -b 15M -d "$run/f16/model.safetensors" "$out/model.safetensors.part-"
-tar -C "$run/best" --exclude model.safetensors -czf "$out/model-files.tar.gz" .
-ls -l "$out"
+split -b 15M -d "$run/f16/model.safetensors" "$back/model.safetensors.part-"
+tar -C "$run/best" --exclude model.safetensors -czf "$back/model-files.tar.gz" .
+tar -C "$out" -czf "$back/report.tar.gz" .
+ls -l "$back"
+cat "$out/variants.txt"

@@ -7,5 +7,6 @@ from="$1" to="$2"
 mkdir -p "$to"
 tar -C "$to" -xzf "$from/model-files.tar.gz"
 cat "$from"/model.safetensors.part-* > "$to/model.safetensors"
-cp "$from/training.json" "$from/train.log" "$to/" 2>/dev/null || true
+mkdir -p "$to/report"
+tar -C "$to/report" -xzf "$from/report.tar.gz"
 echo "gpu-unpack: $to ($(du -h "$to/model.safetensors" | cut -f1) of weights)"

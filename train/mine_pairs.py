@@ -30,6 +30,7 @@ import gzip
 import hashlib
 import json
 import os
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -106,12 +107,30 @@ def digest(*parts):
     return h.hexdigest()
 
 
-def file_sha1(path):
-    h = hashlib.sha1()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+# Files in each language the miner reads: what a ctxd build makes of them is its chunker's
+# fingerprint (the cache key), so a rebuilt binary that chunks alike reuses the cache.
+PROBES = {
+    "probe/a.py": 'import os\n\n\nclass Store:\n    """Keeps rows."""\n\n    def __init__(self, root):\n'
+                  '        self.root = root\n        self.rows = []\n\n    def add(self, row, *, flush=False):\n'
+                  '        """Adds a row; flushes when asked."""\n        self.rows.append(row)\n'
+                  '        if flush:\n            self.flush()\n\n    def flush(self):\n'
+                  '        with open(os.path.join(self.root, "rows"), "a") as f:\n'
+                  '            f.writelines(str(r) for r in self.rows)\n        self.rows.clear()\n',
+    "probe/b.rs": '/// A counter.\npub struct Counter { n: u64 }\n\nimpl Counter {\n    /// Adds one.\n'
+                  '    pub fn bump(&mut self) -> u64 {\n        self.n += 1;\n        self.n\n    }\n}\n',
+    "probe/c.go": 'package p\n\n// Sum adds the values.\nfunc Sum(v []int) int {\n\ts := 0\n'
+                  '\tfor _, x := range v {\n\t\ts += x\n\t}\n\treturn s\n}\n',
+    "probe/d.ts": '/** Joins parts. */\nexport function join(parts: string[], sep = "/"): string {\n'
+                  '  return parts.filter(Boolean).join(sep);\n}\n',
+    "probe/E.java": 'class E {\n  /** Doubles x. */\n  static int twice(int x) {\n    return 2 * x;\n  }\n}\n',
+}
+
+
+def chunker_fingerprint(binary):
+    """sha1 of `ctxd chunk`'s answers for PROBES."""
+    lines = "".join(json.dumps({"path": p, "text": t}) + "\n" for p, t in sorted(PROBES.items()))
+    out = subprocess.run([binary, "chunk"], input=lines.encode(), capture_output=True, check=True).stdout
+    return digest(out)
 
 
 def cosqa_fingerprint(directory):
@@ -400,7 +419,10 @@ def mine_repo(task):
         return cached
     started = time.monotonic()
     miner = RepoMiner(repo, git_dir, task)
-    pairs = miner.run(head)
+    try:
+        pairs = miner.run(head)
+    except Exception as e:  # one repository's surprise must not end a run of hours: counted, named
+        return {"repo": repo, "absent": True, "failed": f"{type(e).__name__}: {e}"}
     lines = [json.dumps(output_pair(p, task["split"]), ensure_ascii=False) for p in pairs]
     pairs_path, meta_path = repo_paths(task["out"], repo)
     pairs_path.parent.mkdir(parents=True, exist_ok=True)
@@ -414,7 +436,9 @@ def mine_repo(task):
 
 
 def progress(stats):
-    if stats.get("absent"):
+    if stats.get("failed"):
+        line = f"{stats['repo']}: FAILED, left out: {stats['failed']}"
+    elif stats.get("absent"):
         line = f"{stats['repo']}: absent (no mirror)"
     else:
         kinds = " ".join(f"{k}={stats['by_kind'].get(k, 0)}" for k in KINDS)
@@ -436,7 +460,7 @@ def make_tasks(args, chosen):
     issues = read_issues(args.train_issues)
     # ctxd's chunk budget follows its config (CTXD_* variables), so they are part of the key too.
     ctxd_env = sorted((k, v) for k, v in os.environ.items() if k.startswith("CTXD_"))
-    options = digest(args.max_commits, args.cap, args.negatives, file_sha1(args.ctxd),
+    options = digest(args.max_commits, args.cap, args.negatives, chunker_fingerprint(args.ctxd),
                      cosqa_fingerprint(args.cosqa), ctxd_env)
     return [{"repo": repo, "split": split_of(repo, train_set), "issues": issues.get(repo, []),
              "mirrors": args.mirrors, "ctxd": args.ctxd, "cosqa": args.cosqa, "out": args.out,
@@ -486,7 +510,8 @@ def summarize(results, args, seconds):
         "commits": {k: counts.get(k, 0) for k in ("commits_scanned", "commits_qualifying", "commits_kept")},
         "drops": {k: v for k, v in counts.items() if "drop" in k or "cosqa" in k or k.endswith("files_skipped")},
         "counts": counts,
-        "repos_absent": sorted(s["repo"] for s in results if s.get("absent")),
+        "repos_absent": sorted(s["repo"] for s in results if s.get("absent") and not s.get("failed")),
+        "repos_failed": {s["repo"]: s["failed"] for s in results if s.get("failed")},
         "seconds_by_repo": {s["repo"]: s["seconds"] for s in mined},
         "reused": sorted(s["repo"] for s in mined if s.get("reused")),
         "seconds": round(seconds, 2),

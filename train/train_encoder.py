@@ -10,14 +10,16 @@ hard negatives, cross-entropy over cosine × `--scale`. Every random choice is s
 the pair order, the hard negatives taken, dropout. Early stopping reads the pairs of the held-out
 repositories (`split == "heldout"`, a slice of the training repositories, never a dev or
 evaluation repository): every `--eval-every` steps the MRR@10 of each held-out query's positive
-among the positives and hard negatives of its repository's held-out pairs; the best step is
+among the positives and hard negatives of its repository's held-out pairs, averaged over the pair
+kinds (docstring queries — code search — weigh as much as commit messages); the best step is
 kept, and training stops after `--patience` evaluations without a gain or at `--time-budget`.
 
 The consistency filter (`--filter-k K`): a pair is kept only when the base model ranks its
 positive within the top K of its candidates (the positive, its hard negatives and the positives
 of the repository's other pairs of the same kind, up to `--filter-pool`); SweRank found such
 filtered pairs better than unfiltered ones. The ranks are computed once per base model and pairs
-file and cached beside the output (`base_ranks.json`).
+file and cached (`--ranks-cache`, default `base_ranks.json` beside the output), so variants
+that differ only in K share one pass.
 
 Output (`--out DIR`): the model saved by sentence-transformers (Hugging Face layout: config,
 tokenizer, `model.safetensors`, `modules.json`, `1_Pooling/config.json` in the 6.x form ctxd
@@ -59,6 +61,7 @@ def parse_args(argv=None):
     p.add_argument("--hard-negatives", type=int, default=1, help="mined hard negatives per query (0: in-batch only)")
     p.add_argument("--filter-k", type=int, default=0, help="consistency filter: keep pairs the base ranks in top K (0: off)")
     p.add_argument("--filter-pool", type=int, default=200)
+    p.add_argument("--ranks-cache", type=Path, default=None, help="the filter's base ranks (default: OUT/base_ranks.json)")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--lr", type=float, default=3e-5)
@@ -98,7 +101,9 @@ class Encoder:
         from sentence_transformers import SentenceTransformer
 
         self.torch = torch
-        self.st = SentenceTransformer(str(base), device=device)
+        # Weights in f32 whatever the base file holds (the GPU path carries an f16 base): the
+        # optimizer steps f32 parameters, bf16 autocast speeds the matrix products.
+        self.st = SentenceTransformer(str(base), device=device, model_kwargs={"dtype": torch.float32})
         self.model = self.st[0].auto_model
         self.tokenizer = self.st[0].tokenizer
         self.device = device
@@ -168,7 +173,7 @@ def mrr_at_10(ranks):
 
 
 def consistency_filter(enc, pairs, args):
-    cache = args.out / "base_ranks.json"
+    cache = args.ranks_cache or args.out / "base_ranks.json"
     key = f"{args.pairs}:{os.path.getsize(args.pairs)}:{args.filter_pool}:{len(pairs)}"
     if cache.is_file() and json.loads(cache.read_text()).get("key") == key:
         ranks = json.loads(cache.read_text())["ranks"]
@@ -231,11 +236,19 @@ def train(args):
     )
 
     def evaluate():
+        """The held-out MRR@10 averaged over pair kinds (a docstring query — code search — counts
+        as much as a commit message, however many of each there are), and each kind's."""
         if not heldout:
-            return 0.0
-        return mrr_at_10(candidate_ranks(enc, heldout, args, 200))
+            return 0.0, {}
+        ranks = candidate_ranks(enc, heldout, args, 200)
+        by_kind = defaultdict(list)
+        for pair, rank in zip(heldout, ranks):
+            by_kind[pair["kind"]].append(rank)
+        kinds = {k: round(mrr_at_10(r), 4) for k, r in sorted(by_kind.items())}
+        return sum(kinds.values()) / len(kinds), kinds
 
-    curve = [{"step": 0, "heldout_mrr10": evaluate()}]
+    m, kinds = evaluate()
+    curve = [{"step": 0, "heldout_mrr10": m, "by_kind": kinds}]
     print(f"train: {len(train_pairs)} pairs, {total} steps; held-out MRR@10 at start {curve[0]['heldout_mrr10']:.4f}", file=sys.stderr)
     best, best_step, stale, step, seen_pairs = curve[0]["heldout_mrr10"], 0, 0, 0, 0
     best_dir = args.out / "best"
@@ -270,9 +283,9 @@ def train(args):
             if step % 20 == 0:
                 print(f"step {step}/{total} loss {loss.item():.4f} {seen_pairs / train_seconds:.1f} pairs/s", file=sys.stderr)
             if step % args.eval_every == 0 or step == total:
-                m = evaluate()
-                curve.append({"step": step, "heldout_mrr10": m, "loss": loss.item()})
-                print(f"eval step {step}: held-out MRR@10 {m:.4f} (best {best:.4f} at {best_step})", file=sys.stderr)
+                m, kinds = evaluate()
+                curve.append({"step": step, "heldout_mrr10": m, "by_kind": kinds, "loss": loss.item()})
+                print(f"eval step {step}: held-out MRR@10 {m:.4f} {kinds} (best {best:.4f} at {best_step})", file=sys.stderr)
                 if m > best:
                     best, best_step, stale = m, step, 0
                     enc.st.save(str(best_dir))
