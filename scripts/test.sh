@@ -73,11 +73,11 @@ cargo test --workspace "$@"
 # oneDNN capped at AVX2, so the AVX2 path is exercised on every machine. (With arguments —
 # a filter, another profile — only cargo test runs: the smoke needs the default debug build.)
 if (( $# == 0 )); then
-    # The Kubernetes manifests against the Kubernetes schemas (kubernetes-validate from PyPI),
-    # their config with this build's `ctxd config validate`.
     # The training-pair miner (train/mine_pairs.py) on a fixture repository, through this build's
     # `ctxd chunk`.
     CTXD_BIN="$CARGO_TARGET_DIR/debug/ctxd" python3 -m unittest train/test_mine_pairs.py
+    # The Kubernetes manifests against the Kubernetes schemas (kubernetes-validate from PyPI),
+    # their config with this build's `ctxd config validate`.
     CTXD_BIN="$CARGO_TARGET_DIR/debug/ctxd" scripts/validate-k8s.sh
     scripts/avx2-smoke.sh "$CARGO_TARGET_DIR/debug/ctxd"
     # A CUDA build where one was made (scripts/build-cuda.sh): it must start without the NVIDIA

@@ -199,7 +199,8 @@ def old_side_lines(git_dir, parent, commit, paths):
         if line.startswith("diff --git "):
             path = None
         elif line.startswith("--- "):
-            path = line[6:] if line.startswith("--- a/") else None
+            # git ends the name with a tab when it holds a space
+            path = line[6:].rstrip("\t") if line.startswith("--- a/") else None
         elif path is not None and (m := HUNK.match(line)):
             start, count = int(m.group(1)), int(m.group(2) if m.group(2) is not None else 1)
             lines = range(start, start + count) if count else [max(start, 1)]

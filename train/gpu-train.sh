@@ -2,10 +2,10 @@
 # The GPU path of the code model's training, run on a lent GPU machine in one `device` call:
 #   here:  python3 train/pack_pairs.py --out train-bundle      (f16 base + the pairs that fit, ≤ ~54 MiB)
 #   there: bash train/gpu-train.sh                              (run with carry ["train-bundle"], timeout_s 480)
-#   here:  bash train/gpu-unpack.sh <files_at> <model dir>     (joins the weights, converts to the shipped form)
+#   here:  bash train/gpu-unpack.sh <files_at> <model dir>     (joins the f16 weights, unpacks the small files)
 # It trains train/train_encoder.py on CUDA in bf16 autocast (batch 128, queries 64 and documents
 # 256 tokens) for at most TRAIN_SECONDS (default 330: the machine's start, the model's load and
-# the held-out evaluations fit the 8-minute call), early-stopped on the held-out repositories'
+# the validation evaluations fit the 8-minute call), early-stopped on the validation repositories'
 # pairs, then writes to $OUT five files (a call brings back 8 at most, of 16 MiB each):
 # report.tar.gz (each variant's log and training.json, variants.txt), model-files.tar.gz (the
 # chosen model's small files) and its weights as f16 in three parts of 15 MiB.
@@ -24,7 +24,7 @@ device="${TRAIN_DEVICE:-cuda}"
 precision=()
 [[ "$device" == cuda* ]] && precision=(--bf16)
 # The variants, trained one after the other on the same pairs, each early-stopped and judged on
-# the same held-out repositories' pairs; the best held-out MRR@10 is the one brought back. Each
+# the same validation repositories' pairs; the best validation MRR@10 is the one brought back. Each
 # is NAME:ARGS (ARGS with commas for spaces). Default: all pairs, and SweRank's consistency filter
 # at K = 20 and K = 5 (the base model's ranks computed once, shared).
 variants="${TRAIN_VARIANTS:-all: filter20:--filter-k,20 filter5:--filter-k,5}"
@@ -40,15 +40,21 @@ for variant in $variants; do
         --device "$device" "${precision[@]}" --steps "${TRAIN_STEPS:-0}" --batch "${TRAIN_BATCH:-128}" \
         --query-len 64 --doc-len 256 --epochs "${TRAIN_EPOCHS:-4}" --lr "${TRAIN_LR:-5e-5}" \
         --eval-every "${TRAIN_EVAL_EVERY:-100}" --patience 4 --time-budget "$seconds" --hard-negatives 1 \
-        "${extra_args[@]}" 2>&1 | tee "$out/train-$name.log"
-    mrr=$("${PYTHON:-python3}" -c "import json,sys; print(json.load(open(sys.argv[1]))['best_heldout_mrr10'])" "$run/$name/training.json")
-    echo "variant $name: held-out MRR@10 $mrr" | tee -a "$out/variants.txt"
+        "${extra_args[@]}" 2>&1 | tee "$out/train-$name.log" \
+        || { echo "variant $name: failed (its log: train-$name.log)" | tee -a "$out/variants.txt"; continue; }
+    mrr=$("${PYTHON:-python3}" -c "import json,sys; print(json.load(open(sys.argv[1]))['best_validation_mrr10'])" "$run/$name/training.json")
+    echo "variant $name: validation MRR@10 $mrr" | tee -a "$out/variants.txt"
     if "${PYTHON:-python3}" -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) else 1)" "$mrr" "$best_mrr"; then
         best="$name" best_mrr="$mrr"
     fi
 done
-echo "chosen: $best ($best_mrr)" | tee -a "$out/variants.txt"
-for variant in $variants; do cp "$run/${variant%%:*}/training.json" "$out/training-${variant%%:*}.json"; done
+echo "chosen: ${best:-none} ($best_mrr)" | tee -a "$out/variants.txt"
+for variant in $variants; do cp "$run/${variant%%:*}/training.json" "$out/training-${variant%%:*}.json" 2>/dev/null || true; done
+if [[ -z "$best" ]]; then
+    tar -C "$out" -czf "$back/report.tar.gz" .
+    echo "gpu-train: every variant failed; report.tar.gz has their logs" >&2
+    exit 1
+fi
 run="$run/$best"
 "${PYTHON:-python3}" - "$run/best" "$run/f16" <<'PY'
 import sys, torch

@@ -19,7 +19,7 @@ ctxd embeds, when definitions are found and rendered by ctxd itself (`ctxd chunk
 Each pair gets hard negatives: the top BM25 definitions of the repository's HEAD for its query
 that are not one of its positives, and `bm25_rank`, the positive's rank in that list. Pairs are
 filtered (test files, vendored folders, CoSQA duplicates), deduplicated, capped per repository
-and kind, and split train/heldout by repository. Outputs: pairs.jsonl.gz and stats.json in --out;
+and kind, and split train/validation by repository. Outputs: pairs.jsonl.gz and stats.json in --out;
 each repository's pairs are first written to --out/repos/ and reused when HEAD and options match.
 
     python3 train/mine_pairs.py [--only owner/name ...] [--out DIR] [--jobs N]
@@ -41,7 +41,7 @@ import gitmine  # noqa: E402
 import textmine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-VERSION = 1  # bump when the recipe changes: cached per-repository files are then re-mined
+VERSION = 2  # bump when the recipe changes: cached per-repository files are then re-mined
 POOL_CAP = 60000
 POSITIVE_REUSE = 20
 ISSUE_CHARS = 2000
@@ -84,7 +84,7 @@ def read_repos(path):
 def split_of(repo, train_set):
     if train_set:
         return "train"
-    return "heldout" if hashlib.sha1(repo.encode()).hexdigest()[0] in "01" else "train"
+    return "validation" if hashlib.sha1(repo.encode()).hexdigest()[0] in "01" else "train"
 
 
 def read_issues(path):
@@ -411,7 +411,10 @@ def mine_repo(task):
     git_dir = os.path.join(task["mirrors"], repo.replace("/", "+"), "repo")
     if not os.path.isdir(git_dir):
         return {"repo": repo, "absent": True}
-    head = gitmine.head_commit(git_dir)
+    try:
+        head = gitmine.head_commit(git_dir)
+    except Exception as e:  # a mirror without a HEAD: counted, named
+        return {"repo": repo, "absent": True, "failed": f"{type(e).__name__}: {e}"}
     key = digest(VERSION, head, task["options"], task["split"],
                  json.dumps(task["issues"], sort_keys=True))
     cached = cached_stats(task, key)
@@ -460,7 +463,10 @@ def make_tasks(args, chosen):
     issues = read_issues(args.train_issues)
     # ctxd's chunk budget follows its config (CTXD_* variables), so they are part of the key too.
     ctxd_env = sorted((k, v) for k, v in os.environ.items() if k.startswith("CTXD_"))
+    # The miner's own code is part of the recipe, and so of the key.
+    code = [Path(__file__).resolve().parent / f for f in ("mine_pairs.py", "gitmine.py", "textmine.py")]
     options = digest(args.max_commits, args.cap, args.negatives, chunker_fingerprint(args.ctxd),
+                     *(digest(f.read_bytes()) for f in code),
                      cosqa_fingerprint(args.cosqa), ctxd_env)
     return [{"repo": repo, "split": split_of(repo, train_set), "issues": issues.get(repo, []),
              "mirrors": args.mirrors, "ctxd": args.ctxd, "cosqa": args.cosqa, "out": args.out,
@@ -528,6 +534,9 @@ def main(argv=None):
         fail(f"the repository list {args.repos} does not exist.")
     if not os.access(args.ctxd, os.X_OK):
         fail(f"the ctxd binary {args.ctxd} does not exist (build it, or pass --ctxd).")
+    if not os.path.isdir(args.cosqa) or not os.listdir(args.cosqa):
+        fail(f"the CoSQA corpus {args.cosqa} is absent or empty: its functions must be filtered out "
+             "of the pairs (pass --cosqa DIR).")
     chosen = select_repos(args)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     results = run_tasks(make_tasks(args, chosen), args.jobs)

@@ -5,8 +5,8 @@ carries (the working tree, the base and the pairs must travel in 64 MiB in all).
 
 Each pair keeps its query, its positive, `--negatives` of its hard negatives, its kind, repository
 and split; texts are cut to `--max-chars` (the GPU run reads 256 tokens of a document, about 1,000
-characters of code). Pairs are taken in a fixed order (sha1 of query and positive, every held-out
-pair first up to `--heldout`), so the same pairs file and options give the same bundle.
+characters of code). Pairs are taken in a fixed order (sha1 of query and positive, every validation
+pair first up to `--validation`), so the same pairs file and options give the same bundle.
 
     python3 train/pack_pairs.py --pairs ~/.cache/ctxd/pairs/pairs.jsonl.gz --out train-bundle \
         [--budget-mib 9] [--base DIR]
@@ -34,6 +34,8 @@ def slim(pair, negatives, max_chars):
         "kind": pair["kind"],
         "repo": pair["repo"],
         "split": pair.get("split", "train"),
+        "path": pair.get("path"),
+        "symbol": pair.get("symbol"),
         "query": pair["query"][:max_chars],
         "positive": pair["positive"][:max_chars],
         "negatives": [n[:max_chars] for n in pair.get("negatives", [])[:negatives]],
@@ -46,7 +48,7 @@ def ordered(path):
         for line in f:
             pairs.append(json.loads(line))
     key = lambda p: hashlib.sha1((p["query"] + "\0" + p["positive"]).encode()).hexdigest()
-    return sorted(pairs, key=lambda p: (p.get("split") != "heldout", key(p)))
+    return sorted(pairs, key=lambda p: (p.get("split") != "validation", key(p)))
 
 
 def main():
@@ -56,7 +58,7 @@ def main():
     ap.add_argument("--base", type=Path, default=DEFAULT_BASE)
     ap.add_argument("--budget-mib", type=float, default=9.0)
     ap.add_argument("--negatives", type=int, default=1)
-    ap.add_argument("--heldout", type=int, default=1500)
+    ap.add_argument("--validation", type=int, default=1500)
     ap.add_argument("--max-chars", type=int, default=1200)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -68,25 +70,25 @@ def main():
     if not (args.out / "base/model.safetensors").is_file():
         sys.exit(f"pack_pairs: {args.base} has no model.safetensors (scripts/convert-f16.sh writes the f16 base)")
     budget = int(args.budget_mib * 2**20)
-    comp = lzma.LZMACompressor(preset=6)
-    written, taken, heldout, out = 0, 0, 0, []
+    lines, taken_validation = [], 0
     for pair in ordered(args.pairs):
-        if pair.get("split") == "heldout":
-            if heldout >= args.heldout:
+        if pair.get("split") == "validation":
+            if taken_validation >= args.validation:
                 continue
-            heldout += 1
-        chunk = comp.compress((json.dumps(slim(pair, args.negatives, args.max_chars)) + "\n").encode())
-        out.append(chunk)
-        written += len(chunk)
-        taken += 1
-        # LZMA holds up to a few MiB before it writes: stop with that much room left.
-        if written > budget - 3 * 2**20:
+            taken_validation += 1
+        lines.append((json.dumps(slim(pair, args.negatives, args.max_chars)) + "\n").encode())
+    # The most pairs whose compressed file fits the budget: a first guess from the ratio of the
+    # whole, then 5 % fewer until it fits (each try is one compression).
+    whole = len(lzma.compress(b"".join(lines), preset=6))
+    count = min(len(lines), int(len(lines) * budget / max(whole, 1)))
+    while True:
+        data = lzma.compress(b"".join(lines[:count]), preset=6)
+        if len(data) <= budget or count == 0:
             break
-    out.append(comp.flush())
-    data = b"".join(out)
+        count = int(count * 0.95)
     (args.out / "pairs.jsonl.xz").write_bytes(data)
-    print(f"pack_pairs: {taken} pairs ({heldout} held out), {len(data) / 2**20:.1f} MiB -> {args.out}/pairs.jsonl.xz",
-          file=sys.stderr)
+    print(f"pack_pairs: {count} of {len(lines)} pairs ({min(taken_validation, count)} validation), "
+          f"{len(data) / 2**20:.1f} MiB -> {args.out}/pairs.jsonl.xz", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,11 @@ def render_total(values, width=10, label="total"):
     return "\\n".join(lines)
 '''
 VENDOR = "def vendored(x):\n    y = x + 1\n    z = y * 2\n    return z\n"
+COSQA_FUNCTION = (
+    "def read_lines_stripped(path, encoding='utf-8'):\n"
+    "    with open(path, encoding=encoding) as handle:\n"
+    "        return [line.rstrip('\\n') for line in handle if line.strip()]\n"
+)
 TEST = "from pkg.mod import foo\n\n\ndef test_foo():\n    assert foo([1, 2]) == 6\n"
 
 
@@ -135,13 +140,15 @@ def build_fixture(root):
     issue = {"id": "fixture-1", "repo": REPO, "base_commit": shas["initial"], "gold_files": ["pkg/mod.py"],
              "query": "foo should scale the total it returns by two"}
     (root / "issues.jsonl").write_text(json.dumps(issue) + "\n")
+    (root / "cosqa").mkdir()
+    (root / "cosqa" / "00001.py").write_text(COSQA_FUNCTION)
     return shas
 
 
 def run_miner(root, out, *extra):
     cmd = [sys.executable, str(MINER), "--repos", str(root / "repos.txt"), "--mirrors", str(root / "mirrors"),
            "--ctxd", str(CTXD or "/nonexistent"), "--train-issues", str(root / "issues.jsonl"),
-           "--cosqa", str(root / "no-cosqa"), "--out", str(out), *extra]
+           "--cosqa", str(root / "cosqa"), "--out", str(out), *extra]
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
@@ -174,6 +181,15 @@ class PureFunctions(unittest.TestCase):
         query, positive = textmine.split_doc({"content": content, "text": "a.rs add\n" + content}, "a.rs")
         self.assertEqual(query, "Adds two numbers and returns the sum.")
         self.assertTrue(positive.startswith("a.rs add\n#[inline]\nfn add"))
+
+    def test_cosqa_functions_near_equal_or_contained(self):
+        with tempfile.TemporaryDirectory() as d:
+            Path(d, "00001.py").write_text(COSQA_FUNCTION)
+            index = textmine.CosqaIndex(d)
+        self.assertTrue(index.is_duplicate(COSQA_FUNCTION.replace("    ", "  ")))
+        inside = "class Holder:\n    x = 1\n\n" + COSQA_FUNCTION + "\n\ndef other():\n    return 2\n"
+        self.assertTrue(index.is_duplicate(inside), "a chunk holding a CoSQA function is one")
+        self.assertFalse(index.is_duplicate(MOD_V1))
 
     def test_bm25_ranks(self):
         bm25 = textmine.Bm25(["parse config file", "render total values", "http client request"])

@@ -7,10 +7,10 @@ move) on the pairs `train/mine_pairs.py` writes.
 The loss is the contrastive one of SweRank and CoRNStack: each query against its positive, the
 other queries' positives in the batch (in-batch negatives) and `--hard-negatives` of its own mined
 hard negatives, cross-entropy over cosine × `--scale`. Every random choice is seeded (`--seed`):
-the pair order, the hard negatives taken, dropout. Early stopping reads the pairs of the held-out
-repositories (`split == "heldout"`, a slice of the training repositories, never a dev or
-evaluation repository): every `--eval-every` steps the MRR@10 of each held-out query's positive
-among the positives and hard negatives of its repository's held-out pairs, averaged over the pair
+the pair order, the hard negatives taken, dropout. Early stopping reads the pairs of the validation
+repositories (`split == "validation"`, a slice of the training repositories, never a dev or
+evaluation repository): every `--eval-every` steps the MRR@10 of each validation query's positive
+among the positives and hard negatives of its repository's validation pairs, averaged over the pair
 kinds (docstring queries — code search — weigh as much as commit messages); the best step is
 kept, and training stops after `--patience` evaluations without a gain or at `--time-budget`.
 
@@ -23,7 +23,7 @@ that differ only in K share one pass.
 
 Output (`--out DIR`): the model saved by sentence-transformers (Hugging Face layout: config,
 tokenizer, `model.safetensors`, `modules.json`, `1_Pooling/config.json` in the 6.x form ctxd
-reads), a `training.json` of every option, the data counts, pairs/s, the held-out curve and the
+reads), a `training.json` of every option, the data counts, pairs/s, the validation curve and the
 chosen step, and a model card (`README.md`) naming the data, its licences and the figures.
 
 CPU path (this 2-core machine): `--device cpu --query-len 48 --doc-len 128 --batch 16
@@ -42,7 +42,7 @@ import os
 import random
 import sys
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from pathlib import Path
 
 DEFAULT_BASE = Path(os.environ.get("CTXD_MODEL_DIR", Path.home() / ".cache/ctxd/models")) / (
@@ -81,16 +81,16 @@ def parse_args(argv=None):
 
 
 def read_pairs(path: Path, kinds: set[str]):
-    """The pairs of the wanted kinds, split into (train, heldout)."""
-    train, heldout = [], []
+    """The pairs of the wanted kinds, split into (train, validation)."""
+    train, validation = [], []
     opener = lzma.open if path.suffix == ".xz" else gzip.open
     with opener(path, "rt", encoding="utf-8") as f:
         for line in f:
             pair = json.loads(line)
             if pair["kind"] not in kinds or not pair.get("positive") or not pair.get("query"):
                 continue
-            (heldout if pair.get("split") == "heldout" else train).append(pair)
-    return train, heldout
+            (validation if pair.get("split") == "validation" else train).append(pair)
+    return train, validation
 
 
 class Encoder:
@@ -138,7 +138,9 @@ class Encoder:
 def candidate_ranks(enc: Encoder, pairs, args, pool_cap: int):
     """Each pair's rank (1-based) of its positive among its candidates under `enc`: the
     positive, its hard negatives and the positives of the other pairs of its repository and kind
-    (the first `pool_cap` of them, in file order)."""
+    (the first `pool_cap` of them, in file order) — less those that are true for it too: the
+    positives of pairs with the same query (a commit's other changed definitions) and other
+    versions of the same definition (same path and symbol)."""
     groups = defaultdict(list)
     for i, p in enumerate(pairs):
         groups[(p["repo"], p["kind"])].append(i)
@@ -150,14 +152,18 @@ def candidate_ranks(enc: Encoder, pairs, args, pool_cap: int):
             texts.append(t)
         return index[t]
 
+    def same_target(p, o):
+        return o["query"] == p["query"] or (p.get("path") and (o.get("path"), o.get("symbol")) == (p["path"], p.get("symbol")))
+
     cands, queries = [], []
     for members in groups.values():
-        pool = [add(pairs[i]["positive"]) for i in members[:pool_cap]]
+        pool = [(add(pairs[i]["positive"]), pairs[i]) for i in members[:pool_cap]]
         for i in members:
             p = pairs[i]
             own = add(p["positive"])
+            others = [t for t, o in pool if t != own and not same_target(p, o)]
             negs = [add(n) for n in p.get("negatives", [])]
-            cands.append((own, sorted(set(pool + negs + [own]))))
+            cands.append((own, sorted(set(others + negs + [own]))))
             queries.append(p["query"])
     doc = enc.encode_all(texts, args.doc_len)
     qv = enc.encode_all(queries, args.query_len)
@@ -174,7 +180,8 @@ def mrr_at_10(ranks):
 
 def consistency_filter(enc, pairs, args):
     cache = args.ranks_cache or args.out / "base_ranks.json"
-    key = f"{args.pairs}:{os.path.getsize(args.pairs)}:{args.filter_pool}:{len(pairs)}"
+    key = ":".join(str(v) for v in (args.pairs, os.path.getsize(args.pairs), args.filter_pool, len(pairs),
+                                    args.base, args.query_len, args.doc_len, args.kinds))
     if cache.is_file() and json.loads(cache.read_text()).get("key") == key:
         ranks = json.loads(cache.read_text())["ranks"]
     else:
@@ -185,20 +192,25 @@ def consistency_filter(enc, pairs, args):
 
 
 def batches(pairs, args, rng):
-    """Batches of (queries, documents): the positives first, then each query's hard negatives;
-    no two pairs of a batch share a positive (it would be a false in-batch negative)."""
+    """Batches of pairs in a seeded order; no two pairs of a batch share a positive or a query
+    (another's positive would be a false in-batch negative). A pair that would is put first in
+    the next batch instead; the last, short batch is yielded too."""
     order = list(range(len(pairs)))
     rng.shuffle(order)
-    batch, seen = [], set()
-    for i in order:
-        p = pairs[i]
-        if p["positive"] in seen:
-            continue
-        batch.append(p)
-        seen.add(p["positive"])
-        if len(batch) == args.batch:
-            yield batch
-            batch, seen = [], set()
+    pending = deque(order)
+    while pending:
+        batch, positives, queries, deferred = [], set(), set(), []
+        while pending and len(batch) < args.batch and len(deferred) <= 8 * args.batch:
+            i = pending.popleft()
+            p = pairs[i]
+            if p["positive"] in positives or p["query"] in queries:
+                deferred.append(i)
+                continue
+            batch.append(p)
+            positives.add(p["positive"])
+            queries.add(p["query"])
+        pending.extendleft(reversed(deferred))
+        yield batch
 
 
 def train(args):
@@ -209,7 +221,7 @@ def train(args):
     if args.threads:
         torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
-    train_pairs, heldout = read_pairs(args.pairs, set(args.kinds.split(",")))
+    train_pairs, validation = read_pairs(args.pairs, set(args.kinds.split(",")))
     enc = Encoder(args.base, args.device, args.bf16)
     report = {"options": {k: str(v) for k, v in vars(args).items()}, "pairs_read": len(train_pairs)}
     if args.filter_k:
@@ -220,11 +232,11 @@ def train(args):
     if args.max_pairs:
         train_pairs = train_pairs[: args.max_pairs]
     rng_eval = random.Random(args.seed + 1)
-    heldout = sorted(heldout, key=lambda p: (p["repo"], p["query"]))
-    rng_eval.shuffle(heldout)
-    heldout = heldout[: args.eval_pairs]
+    validation = sorted(validation, key=lambda p: (p["repo"], p["query"]))
+    rng_eval.shuffle(validation)
+    validation = validation[: args.eval_pairs]
     report["train_pairs"] = len(train_pairs)
-    report["heldout_pairs"] = len(heldout)
+    report["validation_pairs"] = len(validation)
     steps_per_epoch = max(len(train_pairs) // args.batch, 1)
     total = max(int(steps_per_epoch * args.epochs), 1)
     if args.steps:
@@ -236,27 +248,38 @@ def train(args):
     )
 
     def evaluate():
-        """The held-out MRR@10 averaged over pair kinds (a docstring query — code search — counts
+        """The validation MRR@10 averaged over pair kinds (a docstring query — code search — counts
         as much as a commit message, however many of each there are), and each kind's."""
-        if not heldout:
+        if not validation:
             return 0.0, {}
-        ranks = candidate_ranks(enc, heldout, args, 200)
+        ranks = candidate_ranks(enc, validation, args, 200)
         by_kind = defaultdict(list)
-        for pair, rank in zip(heldout, ranks):
+        for pair, rank in zip(validation, ranks):
             by_kind[pair["kind"]].append(rank)
         kinds = {k: round(mrr_at_10(r), 4) for k, r in sorted(by_kind.items())}
         return sum(kinds.values()) / len(kinds), kinds
 
     m, kinds = evaluate()
-    curve = [{"step": 0, "heldout_mrr10": m, "by_kind": kinds}]
-    print(f"train: {len(train_pairs)} pairs, {total} steps; held-out MRR@10 at start {curve[0]['heldout_mrr10']:.4f}", file=sys.stderr)
-    best, best_step, stale, step, seen_pairs = curve[0]["heldout_mrr10"], 0, 0, 0, 0
+    curve = [{"step": 0, "validation_mrr10": m, "by_kind": kinds}]
+    print(f"train: {len(train_pairs)} pairs, {total} steps; validation MRR@10 at start {curve[0]['validation_mrr10']:.4f}", file=sys.stderr)
+    best, best_step, stale, step, seen_pairs = curve[0]["validation_mrr10"], 0, 0, 0, 0
     best_dir = args.out / "best"
     enc.st.save(str(best_dir))
+    def checkpoint(loss):
+        """Evaluates the step; keeps the model when it is the best so far."""
+        nonlocal best, best_step, stale
+        m, kinds = evaluate()
+        curve.append({"step": step, "validation_mrr10": m, "by_kind": kinds, "loss": loss})
+        print(f"eval step {step}: validation MRR@10 {m:.4f} {kinds} (best {best:.4f} at {best_step})", file=sys.stderr)
+        if m > best:
+            best, best_step, stale = m, step, 0
+            enc.st.save(str(best_dir))
+        else:
+            stale += 1
+
     start = time.time()
     train_seconds = 0.0
-    stop = False
-    epoch = 0
+    stop, epoch, loss = False, 0, None
     while not stop:
         for batch in batches(train_pairs, args, rng):
             t0 = time.time()
@@ -283,20 +306,15 @@ def train(args):
             if step % 20 == 0:
                 print(f"step {step}/{total} loss {loss.item():.4f} {seen_pairs / train_seconds:.1f} pairs/s", file=sys.stderr)
             if step % args.eval_every == 0 or step == total:
-                m, kinds = evaluate()
-                curve.append({"step": step, "heldout_mrr10": m, "by_kind": kinds, "loss": loss.item()})
-                print(f"eval step {step}: held-out MRR@10 {m:.4f} {kinds} (best {best:.4f} at {best_step})", file=sys.stderr)
-                if m > best:
-                    best, best_step, stale = m, step, 0
-                    enc.st.save(str(best_dir))
-                else:
-                    stale += 1
+                checkpoint(loss.item())
             if step >= total or stale >= args.patience or (args.time_budget and time.time() - start > args.time_budget):
                 stop = True
                 break
         epoch += 1
         if epoch >= math.ceil(args.epochs):
             break
+    if curve[-1]["step"] != step:  # stopped between evaluations (time budget, epochs' end)
+        checkpoint(loss.item() if loss is not None else None)
     report.update(
         steps=step,
         pairs_per_second=round(seen_pairs / max(train_seconds, 1e-9), 2),
@@ -304,8 +322,8 @@ def train(args):
         wall_seconds=round(time.time() - start, 1),
         curve=curve,
         best_step=best_step,
-        best_heldout_mrr10=best,
-        start_heldout_mrr10=curve[0]["heldout_mrr10"],
+        best_validation_mrr10=best,
+        start_validation_mrr10=curve[0]["validation_mrr10"],
     )
     (args.out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k != "curve"}), file=sys.stderr)

@@ -100,37 +100,41 @@ fn pooling_config(dir: &Path) -> Result<std::path::PathBuf, ModelError> {
     Ok(dir.join(path).join("config.json"))
 }
 
+/// The up-to-5.x flags of a Pooling config and the mode each turns on (sentence-transformers'
+/// own table).
+const POOLING_FLAGS: [(&str, &str); 6] = [
+    ("pooling_mode_cls_token", "cls"),
+    ("pooling_mode_max_tokens", "max"),
+    ("pooling_mode_mean_tokens", "mean"),
+    ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len_tokens"),
+    ("pooling_mode_weightedmean_tokens", "weightedmean"),
+    ("pooling_mode_lasttoken", "lasttoken"),
+];
+
 /// The pooling a Pooling module's config names, in either form sentence-transformers writes:
-/// one `pooling_mode` (a name, or a list of one name: 6.x) or `pooling_mode_*` flags (up to
-/// 5.x). Max pooling, the square-root mean, the weighted mean and concatenated poolings are
-/// refused, naming what ctxd runs.
+/// `pooling_mode` (a name, or a list of names: 6.x) or the `pooling_mode_*` flags (up to 5.x).
+/// Exactly one mode must be set, and one ctxd runs: max pooling, the square-root mean, the
+/// weighted mean and concatenated poolings are refused by name.
 fn pooling_of(config: &Value) -> Result<Pooling, String> {
-    let named = |name: &str| match name {
-        "cls" => Ok(Pooling::Cls),
-        "mean" => Ok(Pooling::Mean),
-        "lasttoken" => Ok(Pooling::LastToken),
-        other => Err(format!("pooling mode {other:?} is not one ctxd runs (cls, mean or lasttoken)")),
+    let modes: Vec<String> = match &config["pooling_mode"] {
+        Value::String(name) => vec![name.clone()],
+        Value::Array(names) => names.iter().map(|n| n.as_str().map_or_else(|| n.to_string(), str::to_string)).collect(),
+        Value::Null => POOLING_FLAGS
+            .iter()
+            .filter(|(flag, _)| config[*flag].as_bool() == Some(true))
+            .map(|(_, mode)| mode.to_string())
+            .collect(),
+        other => return Err(format!("pooling_mode {other} is neither a name nor a list of names")),
     };
-    match &config["pooling_mode"] {
-        Value::String(name) => return named(name),
-        Value::Array(names) => {
-            let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
-            return match names[..] {
-                [name] => named(name),
-                _ => Err(format!("pooling modes {names:?} are concatenated; ctxd runs one of cls, mean or lasttoken")),
-            };
-        }
-        _ => {}
-    }
-    let on = |k: &str| config[k].as_bool() == Some(true);
-    if on("pooling_mode_cls_token") {
-        Ok(Pooling::Cls)
-    } else if on("pooling_mode_lasttoken") {
-        Ok(Pooling::LastToken)
-    } else if on("pooling_mode_mean_tokens") {
-        Ok(Pooling::Mean)
-    } else {
-        Err("no pooling mode ctxd runs (cls_token, mean_tokens or lasttoken) is set".into())
+    match &modes[..] {
+        [mode] => match mode.as_str() {
+            "cls" => Ok(Pooling::Cls),
+            "mean" => Ok(Pooling::Mean),
+            "lasttoken" => Ok(Pooling::LastToken),
+            other => Err(format!("pooling mode {other:?} is not one ctxd runs (cls, mean or lasttoken)")),
+        },
+        [] => Err("no pooling mode is set (ctxd runs cls, mean or lasttoken)".into()),
+        several => Err(format!("pooling modes {several:?} are concatenated; ctxd runs one of cls, mean or lasttoken")),
     }
 }
 
@@ -222,6 +226,12 @@ mod tests {
         assert!(max.contains("\"max\"") && max.contains("cls, mean or lasttoken"), "{max}");
         let two = of(r#"{"pooling_mode": ["cls", "mean"]}"#).unwrap_err();
         assert!(two.contains("concatenated"), "{two}");
+        let flags = of(r#"{"pooling_mode_mean_tokens": true, "pooling_mode_max_tokens": true}"#).unwrap_err();
+        assert!(flags.contains("concatenated") && flags.contains("\"max\""), "{flags}");
+        let weighted = of(r#"{"pooling_mode_weightedmean_tokens": true}"#).unwrap_err();
+        assert!(weighted.contains("\"weightedmean\""), "{weighted}");
+        assert!(of(r#"{"pooling_mode_mean_tokens": false}"#).unwrap_err().contains("no pooling mode"));
+        assert!(of(r#"{"pooling_mode": 3}"#).unwrap_err().contains("neither a name"));
     }
 
     #[test]

@@ -2,12 +2,15 @@
 //! without an index and without the model's weights (only its tokenizer, which sets the chunk
 //! budget). Each stdin line is a JSON object `{"path", "text"}`: a path as the index stores it
 //! (relative to the source's root, `/`-separated; its extension picks the language) and the
-//! file's text. Each stdout line answers one input line, in order:
+//! file's text (a leading byte-order mark is dropped, as the loader drops it). Each stdout line
+//! answers one input line, in order (blank input lines are skipped):
 //! `{"path", "language", "chunks": [{"start_line", "end_line", "symbol", "kind", "definition",
-//! "token_count", "content", "text"}]}`. `text` is exactly what the model embeds for the chunk
-//! ([`ctxd_models::chunk_text`]: the header `<path> <symbol>` on its own line, then the content;
-//! the content alone for a chunk without a symbol), and `definition` says whether the symbol
-//! table counts the chunk's kind as a definition ([`ctxd_index::symbols::is_definition`]).
+//! "token_count", "content", "text"}]}`. `text` is exactly the chunk's text the model embeds
+//! ([`ctxd_models::chunk_text`]: a header line — `<path> <symbol>`, or the path alone for a chunk
+//! without a symbol — then the content; a model whose card has a document prompt reads that
+//! prompt before it), and `definition` says whether the symbol table counts the chunk's kind as a
+//! definition ([`ctxd_index::symbols::is_definition`]). The language comes from the path's
+//! extension; the loader's sniffing of extensionless files is not done here.
 //!
 //! The budget is the config's `[chunk]` (`--config`, `CTXD_*`), fitted to the model's window, as
 //! `ctxd index` fits it, so a line's chunks are the ones an index of that file holds. The text is
@@ -56,7 +59,10 @@ fn chunk_line(chunker: &Chunker, file: FileIn) -> serde_json::Value {
     let loaded = LoadedFile {
         rel: file.path,
         language,
-        text: file.text,
+        text: match file.text.strip_prefix('\u{feff}') {
+            Some(rest) => rest.to_string(),
+            None => file.text,
+        },
         file_hash: String::new(),
         lossy: false,
         sections: None,
