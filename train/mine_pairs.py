@@ -524,6 +524,7 @@ def summarize(results, args, seconds):
         "ctxd": os.path.abspath(args.ctxd),
         "heads": {s["repo"]: s["head"] for s in mined},
         "options": {"max_commits": args.max_commits, "cap": args.cap, "negatives": args.negatives},
+        "recipe": VERSION,
     }
 
 
