@@ -56,6 +56,8 @@ if [[ -z "$best" ]]; then
     exit 1
 fi
 run="$run/$best"
+# The f16 copy with torch here: scripts/convert-f16.sh would pip-install numpy and safetensors,
+# and the device machine reaches no registry.
 "${PYTHON:-python3}" - "$run/best" "$run/f16" <<'PY'
 import sys, torch
 from safetensors.torch import load_file, save_file

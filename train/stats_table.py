@@ -8,16 +8,14 @@ import json
 import sys
 from pathlib import Path
 
+from mine_pairs import read_repos
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def languages(repos_txt):
-    out = {}
-    for line in Path(repos_txt).read_text().splitlines():
-        parts = line.split("#", 1)[0].split()
-        if len(parts) >= 2:
-            out[parts[0]] = parts[1]
-    return out
+    """{owner/name: language} of the repository list (the miner's own reading of it)."""
+    return {repo: language for repo, language, _ in read_repos(repos_txt)}
 
 
 def table(rows, header):

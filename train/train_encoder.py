@@ -120,19 +120,17 @@ class Encoder:
         return torch.nn.functional.normalize(pooled.float(), dim=-1)
 
     def encode_all(self, texts, max_len: int, batch: int = 64):
+        """Unit vectors of `texts` in their order, encoded in length-sorted batches."""
         torch = self.torch
         self.model.eval()
-        out = []
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vecs = [None] * len(texts)
         with torch.no_grad():
-            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-            vecs = [None] * len(texts)
             for s in range(0, len(order), batch):
                 idx = order[s : s + batch]
-                v = self.encode([texts[i] for i in idx], max_len)
-                for i, row in zip(idx, v):
+                for i, row in zip(idx, self.encode([texts[i] for i in idx], max_len)):
                     vecs[i] = row
-            out = torch.stack(vecs) if vecs else torch.zeros(0)
-        return out
+        return torch.stack(vecs) if vecs else torch.zeros(0)
 
 
 def candidate_ranks(enc: Encoder, pairs, args, pool_cap: int):

@@ -134,13 +134,7 @@ impl Engine {
         };
         let load_stage = LoadStage::new(self.state.clone(), load_cfg, counters.clone());
         handles.extend(spawn_stage(Arc::new(load_stage), p.load.workers, load_in, load_out, tracker.clone()));
-        let (chunk_cfg, why) = ChunkConfig {
-            max_tokens: self.cfg.chunk.max_tokens,
-            overlap_tokens: self.cfg.chunk.overlap_tokens,
-            min_tokens: self.cfg.chunk.min_tokens,
-            merge_tokens: self.cfg.chunk.merge_tokens,
-        }
-        .fitted_to(self.counter.window());
+        let (chunk_cfg, why) = chunk_budget(&self.cfg.chunk, self.counter.window());
         if let Some(why) = why {
             tracing::info!(max_tokens = chunk_cfg.max_tokens, "chunk budget: {why}");
         }
@@ -434,6 +428,19 @@ impl Running {
             chunks_reused: self.embed_counts.reused.load(Ordering::Relaxed),
         })
     }
+}
+
+/// The chunk budget `[chunk]` asks for, fitted to a model's token window
+/// ([`ChunkConfig::fitted_to`]), and why it changed where it did. The daemon and `ctxd chunk`
+/// both take theirs from here, so what `ctxd chunk` prints is what an index holds.
+pub fn chunk_budget(chunk: &ctxd_config::ChunkSection, window: usize) -> (ChunkConfig, Option<String>) {
+    ChunkConfig {
+        max_tokens: chunk.max_tokens,
+        overlap_tokens: chunk.overlap_tokens,
+        min_tokens: chunk.min_tokens,
+        merge_tokens: chunk.merge_tokens,
+    }
+    .fitted_to(window)
 }
 
 #[cfg(test)]

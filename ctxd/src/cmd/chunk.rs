@@ -22,7 +22,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use ctxd_stages::chunk::{ChunkConfig, Chunker};
+use ctxd_stages::chunk::Chunker;
 use ctxd_stages::load::LoadedFile;
 use serde::Deserialize;
 use serde_json::json;
@@ -43,13 +43,7 @@ fn chunker(config: Option<&Path>, model: &ModelArgs) -> Result<Chunker> {
     let spec = cfg.model.name.clone();
     let (counter, _, _) =
         ctxd_models::tokenizer_only(&spec).with_context(|| format!("loading the tokenizer of model {spec}"))?;
-    let (budget, _) = ChunkConfig {
-        max_tokens: cfg.chunk.max_tokens,
-        overlap_tokens: cfg.chunk.overlap_tokens,
-        min_tokens: cfg.chunk.min_tokens,
-        merge_tokens: cfg.chunk.merge_tokens,
-    }
-    .fitted_to(counter.window());
+    let (budget, _) = ctxd_pipeline::daemon::chunk_budget(&cfg.chunk, counter.window());
     Ok(Chunker::with_tokenizer(counter, budget))
 }
 
