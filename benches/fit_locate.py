@@ -6,7 +6,7 @@ One command, deterministic:
     python3 benches/fit_locate.py --ctxd BIN            # features from train.jsonl, fit, write model.json
 
 1. Features: `benches/localization.py --data train.jsonl --reuse --features 200` with
-   CTXD_LOCATE_MODEL=benches/locate_bootstrap.json (the hand-set weights), so every refit starts from
+   CTXD_LOCATE_MODEL=codegraph/src/locate/hand.json (the hand-set weights, `[locate] model = "hand"`), so every refit starts from
    the same rows: each issue's 200 best candidate files with their feature rows (the signals' scores,
    ranks, flags: codegraph/src/locate/features.rs). The graph feature depends on the seeds the model
    picks; it is computed under the bootstrap model. Indexes are built on first use (--work), reused after.
@@ -50,6 +50,8 @@ SEEDS = 10
 # first index alone is most of the cost). `--per-repo 0 --max-repo-mb 0` fits on all 238.
 PER_REPO = 4
 MAX_REPO_MB = 15.0
+# The hand-set weights (`[locate] model = "hand"`): the bootstrap model every refit's rows come from.
+HAND = os.path.join(REPO, "codegraph/src/locate/hand.json")
 
 
 def feature_names():
@@ -66,7 +68,7 @@ def collect(args):
     if args.features_json:
         return json.load(open(args.features_json))
     out = os.path.join(args.work, "features.json")
-    env = dict(os.environ, CTXD_LOCATE_MODEL=os.path.join(HERE, "locate_bootstrap.json"))
+    env = dict(os.environ, CTXD_LOCATE_MODEL=HAND)
     cmd = [sys.executable, os.path.join(HERE, "localization.py"), "--ctxd", args.ctxd, "--data", args.data,
            "--work", args.work, "--reuse", "--features", str(args.candidates), "--json", out]
     if args.per_repo:
@@ -105,9 +107,11 @@ def issues_of(report, names):
     return out, missed
 
 
-def loss_grad_hess(w, data, lam, derivatives=True):
-    """The mean listwise loss (and, with `derivatives`, its gradient and Hessian) at weights w."""
+def loss_grad_hess(w, data, lam, derivatives=True, center=None):
+    """The mean listwise loss (and, with `derivatives`, its gradient and Hessian) at weights w; the L2
+    penalty pulls toward `center` (default zero)."""
     f = len(w)
+    d = w if center is None else w - center
     loss, grad, hess, n = 0.0, np.zeros(f), np.zeros((f, f)), 0
     for _, x, y, _ in data:
         if not y.any():
@@ -129,17 +133,18 @@ def loss_grad_hess(w, data, lam, derivatives=True):
             grad += mean - xs[0]
             hess += (xs * p[:, None]).T @ xs - np.outer(mean, mean)
     n = max(n, 1)
-    return loss / n + lam * w @ w, grad / n + 2 * lam * w, hess / n + 2 * lam * np.eye(f)
+    return loss / n + lam * d @ d, grad / n + 2 * lam * d, hess / n + 2 * lam * np.eye(f)
 
 
-def fit(data, f, lam, steps=50):
+def fit(data, f, lam, steps=50, center=None):
+    """Weights minimising the listwise loss at L2 `lam` (toward `center`): Newton's method from zero."""
     w = np.zeros(f)
     for _ in range(steps):
-        loss, g, h = loss_grad_hess(w, data, lam)
+        loss, g, h = loss_grad_hess(w, data, lam, center=center)
         step = np.linalg.solve(h, g)
         t = 1.0
         while t > 1e-4:
-            if loss_grad_hess(w - t * step, data, lam, derivatives=False)[0] <= loss - 1e-4 * t * (g @ step):
+            if loss_grad_hess(w - t * step, data, lam, False, center)[0] <= loss - 1e-4 * t * (g @ step):
                 break
             t /= 2
         w = w - t * step
@@ -293,7 +298,7 @@ def main():
     _, lam, factors, cv = best
     fdata = scaled(data, names, factors)
     w = fit(fdata, len(names), lam)
-    boot = json.load(open(os.path.join(HERE, "locate_bootstrap.json")))
+    boot = json.load(open(HAND))
     wb = np.array([boot["weights"].get(n, 0.0) for n in names])
     print(f"\nchosen L2 {lam}, test/doc factors {factors}; weights (bootstrap beside):\n")
     print("| feature | fitted | bootstrap |\n|---|---:|---:|")

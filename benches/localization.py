@@ -46,7 +46,7 @@ MRR on the issues whose fix touches a file changed in the 30 days before the bas
 others (where the history signals should help).
 
     python3 benches/localization.py --ctxd BIN [--mode locate|search|context] [--budget B] [--assembly A] [--no-skeletons] [--ablate sig1,sig2]
-        [--without sig] [--repo owner/name] [--limit N] [--per-repo N] [--max-repo-mb MB] [--fresh] [--reuse] [--json OUT]
+        [--without sig] [--locate-model fitted|hand] [--repo owner/name] [--limit N] [--per-repo N] [--max-repo-mb MB] [--fresh] [--reuse] [--json OUT]
 """
 import argparse, collections, json, os, re, shutil, subprocess, sys, time
 
@@ -177,6 +177,8 @@ def query(args, db, tree, text, without, commit):
         cmd = [args.ctxd, "locate", "-", "--db", db, "--k", str(args.k), "--json", "--as-of", tag_of(commit)]
         if without:
             cmd += ["--without", ",".join(without)]
+        if args.locate_model:
+            cmd += ["--locate-model", args.locate_model]
         if args.features and not without:
             cmd += ["--features", str(args.features)]
         stdin = text
@@ -274,6 +276,8 @@ def main():
     ap.add_argument("--assembly", default="auto", help="--mode context: auto, balanced, hierarchical, sequential or thematic")
     ap.add_argument("--no-skeletons", action="store_true", help="--mode context: whole blocks only (the assembly before skeletons)")
     ap.add_argument("--without", default="", help="signals to leave out in every locate query")
+    ap.add_argument("--locate-model", choices=("fitted", "hand"),
+                    help="the ranking model every locate query names (default: the binary's, fitted)")
     ap.add_argument("--ablate", default="", help="after the full run, one extra run per signal left out")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--model", help="embedding model directory or id to measure (its indexes under --work/model-<name>)")

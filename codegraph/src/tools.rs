@@ -205,12 +205,20 @@ impl GraphTools {
         let graph = || self.graph(as_of.as_deref(), source);
         match tool {
             GraphTool::Locate => {
-                known_args(args, &["text", "k", "without", "definitions", "features", "as_of", "source", "ref"])?;
+                known_args(
+                    args,
+                    &["text", "k", "without", "definitions", "features", "model", "as_of", "source", "ref"],
+                )?;
                 let mut req = LocateRequest::new(str_arg(args, "text")?);
                 req.k = usize_arg(args, "k", 10, MAX_LOCATE_K)?;
                 req.features = usize_arg(args, "features", 0, crate::locate::request::MAX_LOCATE_FEATURES)?;
                 req.without = strings_arg(args, "without")?;
                 req.definitions = usize_arg(args, "definitions", 3, 20)?;
+                req.model = match args.get("model") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(m)) => Some(m.parse().map_err(|e| SearchError::BadRequest(format!("{e}")))?),
+                    Some(_) => return Err(SearchError::BadRequest("argument 'model' must be a string".into())),
+                };
                 req.as_of = as_of.clone();
                 req.source = source.cloned();
                 json(serde_json::to_value(self.locator.locate(&req).await?))

@@ -54,6 +54,7 @@ pub(crate) struct RawConfig {
     pub server: Key<RawServer>,
     pub aggregate: Key<RawAggregate>,
     pub rerank: Key<RawRerank>,
+    pub locate: Key<RawLocate>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }
@@ -62,6 +63,15 @@ pub(crate) struct RawConfig {
 #[derive(Debug, Deserialize)]
 #[serde(expecting = "a table")]
 pub(crate) struct RawRerank {
+    pub model: Key<String>,
+    #[serde(flatten)]
+    pub unknown: Unknown,
+}
+
+/// `[locate]`.
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a table")]
+pub(crate) struct RawLocate {
     pub model: Key<String>,
     #[serde(flatten)]
     pub unknown: Unknown,

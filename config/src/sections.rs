@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::named::{mirror_of, NamedSource};
-use crate::server::{AggregateConfig, RerankConfig, ServerConfig};
+use crate::server::{AggregateConfig, LocateConfig, RerankConfig, ServerConfig};
 
 /// The whole configuration.
 #[derive(Debug, Clone, Default)]
@@ -23,6 +23,7 @@ pub struct Config {
     pub server: ServerConfig,
     pub aggregate: AggregateConfig,
     pub rerank: RerankConfig,
+    pub locate: LocateConfig,
 }
 
 impl Config {

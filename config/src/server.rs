@@ -1,4 +1,4 @@
-//! The validated `[server]` and `[aggregate]` sections: what the HTTP/MCP/Flight servers and the
+//! The validated `[server]`, `[aggregate]`, `[rerank]` and `[locate]` sections: what the HTTP/MCP/Flight servers and the
 //! aggregator read (listen addresses, auth and webhook secrets, rescoring depth, sessions,
 //! admission limits, stale answers; the aggregate sources), with their defaults and bounds.
 
@@ -13,6 +13,20 @@ pub struct RerankConfig {
     /// sequence-classification head) scoring each (query, candidate) pair; empty: late
     /// interaction with the embedding model's token states.
     pub model: String,
+}
+
+/// `[locate]`: how `locate` ranks files.
+#[derive(Debug, Clone)]
+pub struct LocateConfig {
+    /// The ranking model of a request that names none: `fitted` (the model fitted on the
+    /// training issues) or `hand` (the hand-set weights); checked where the server starts.
+    pub model: String,
+}
+
+impl Default for LocateConfig {
+    fn default() -> Self {
+        Self { model: "fitted".into() }
+    }
 }
 
 /// `[aggregate]`: the sources `POST /v1/aggregate` gathers context from.

@@ -112,6 +112,11 @@ pub(crate) fn build(raw: RawConfig, text: &str, from_env: &[(Vec<String>, String
         c.set(&mut cfg.rerank.model, p, "model", s.model);
         c.unknown(p, s.unknown);
     }
+    if let Some(s) = c.value(&[], "locate", raw.locate) {
+        let p = &["locate"][..];
+        c.set(&mut cfg.locate.model, p, "model", s.model);
+        c.unknown(p, s.unknown);
+    }
     (cfg, c.problems)
 }
 

@@ -73,6 +73,12 @@ impl Assembler {
         self
     }
 
+    /// The same assembler locating with the ranking model `model` where a request names none.
+    pub fn with_locate_model(mut self, model: ctxd_codegraph::locate::model::ModelName) -> Self {
+        self.locator = self.locator.with_model(model);
+        self
+    }
+
     /// The sessions this assembler remembers.
     pub fn sessions(&self) -> &Sessions {
         &self.sessions

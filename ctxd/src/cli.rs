@@ -170,6 +170,10 @@ pub enum Command {
         /// what the ranking model scores (benches/fit_locate.py fits it on them).
         #[arg(long, default_value_t = 0)]
         features: usize,
+        /// The ranking model: `fitted` (default: fitted on the training issues) or `hand` (the
+        /// hand-set weights).
+        #[arg(long)]
+        locate_model: Option<ctxd_codegraph::locate::model::ModelName>,
         #[command(flatten)]
         model: ModelArgs,
         /// Print `{"files":[{"path","score","why","definitions"}],...}`.

@@ -111,9 +111,11 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Index { path, db, config, no_embed, model, json } => {
             cmd::index::run(path.as_deref(), db.as_deref(), config.as_deref(), no_embed, &model, json).await
         }
-        Command::Locate { text, db, k, without, as_of, source, git_ref, features, model, json } => {
-            let source = cli_scope(source.as_deref(), git_ref.as_deref());
-            cmd::graph::locate(&text, &db, (k, features), without, (as_of, source), &model, json).await
+        Command::Locate { text, db, k, without, as_of, source, git_ref, features, locate_model, model, json } => {
+            let mut req = ctxd_codegraph::locate::request::LocateRequest::new(cmd::graph::text_arg(&text)?);
+            (req.k, req.features, req.without, req.model) = (k, features, without, locate_model);
+            (req.as_of, req.source) = (as_of, cli_scope(source.as_deref(), git_ref.as_deref()));
+            cmd::graph::locate(req, &db, &model, json).await
         }
         Command::Graph { action } => cmd::graph::graph(action).await,
         Command::History { path, db, limit, source, git_ref, json } => {

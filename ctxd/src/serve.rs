@@ -289,7 +289,11 @@ fn query_surfaces(
         max_sessions: cfg.server.max_sessions,
         max_bytes: cfg.server.session_memory_mb << 20,
     });
-    let assembler = Arc::new(Assembler::new((**searcher).clone(), token_counter).with_sessions(sessions));
+    let locate_model: ctxd_codegraph::locate::model::ModelName =
+        cfg.locate.model.parse().map_err(|e| anyhow::anyhow!("[locate] model in the config: {e}"))?;
+    let assembler = Arc::new(
+        Assembler::new((**searcher).clone(), token_counter).with_sessions(sessions).with_locate_model(locate_model),
+    );
     // The staleness check compares one root with the index: a configuration of one source.
     let check = (!reader && !cfg.source.is_object_store() && !cfg.has_named_sources())
         .then(|| crate::staleness::checker((**searcher).clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));

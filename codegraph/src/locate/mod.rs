@@ -43,11 +43,20 @@ pub struct Locator {
     retriever: Retriever,
     graphs: GraphCache,
     histories: history_signals::HistoryCache,
+    /// The ranking model of a request that names none (`[locate] model`).
+    model: model::ModelName,
 }
 
 impl Locator {
     pub fn new(retriever: Retriever, graphs: GraphCache) -> Self {
-        Self { retriever, graphs, histories: history_signals::HistoryCache::default() }
+        let histories = history_signals::HistoryCache::default();
+        Self { retriever, graphs, histories, model: model::ModelName::default() }
+    }
+
+    /// The same locator ranking with `model` where a request names none.
+    pub fn with_model(mut self, model: model::ModelName) -> Self {
+        self.model = model;
+        self
     }
 
     /// The graph of the latest index version, or of the snapshot `as_of` names, over the
@@ -108,7 +117,8 @@ impl Locator {
     /// Ranks the files `req.text` is about.
     pub async fn locate(&self, req: &LocateRequest) -> Result<LocateAnswer, SearchError> {
         let without = req.validate()?;
-        let model = model::LocateModel::current().map_err(|e| SearchError::RankModel(e.to_string()))?;
+        let model_name = req.model.unwrap_or(self.model);
+        let model = model::LocateModel::named(model_name).map_err(|e| SearchError::RankModel(e.to_string()))?;
         let started = Instant::now();
         let mut took = request::LocateTimings::default();
         let mut lap = Instant::now();
@@ -173,6 +183,7 @@ impl Locator {
             files,
             features,
             signals: Signal::ALL.into_iter().filter(|s| on(*s)).collect(),
+            model: model_name,
             timings: took,
             took_ms: started.elapsed().as_millis() as u64,
             index: Some(stamp),

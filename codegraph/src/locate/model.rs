@@ -11,13 +11,16 @@
 //! tree ensemble with hundreds of leaves can; its weights read as the importance of each signal; and
 //! scoring a candidate is a dot product, so the daemon's answer time does not move.
 //!
-//! `CTXD_LOCATE_MODEL=FILE` loads another parameter file in its place (the fitting script's
-//! bootstrap run, experiments); a file that does not parse, or names a feature this build does not
-//! know, is refused with the reason at the first `locate`.
+//! Two models are compiled in, named by [`ModelName`] (`[locate] model`, `ctxd locate
+//! --locate-model`, a request's `"model"`): `fitted` (`model.json`, the default) and `hand`
+//! (`hand.json`: the hand-set weights and demotions the fits start from, kept so that the comparison
+//! stays one command). `CTXD_LOCATE_MODEL=FILE` loads another parameter file in the fitted one's
+//! place (experiments; `hand` stays the hand-set weights); a file that does not parse, or names a
+//! feature this build does not know, is refused with the reason at the first `locate`.
 
 use std::sync::OnceLock;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::signals::Signal;
 
@@ -165,6 +168,46 @@ pub enum ModelFileError {
     },
 }
 
+/// The ranking models compiled in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelName {
+    /// `model.json`: fitted on the training issues by `benches/fit_locate.py`.
+    #[default]
+    Fitted,
+    /// `hand.json`: the hand-set weights and demotions (the fits' bootstrap).
+    Hand,
+}
+
+impl ModelName {
+    pub const ALL: [ModelName; 2] = [ModelName::Fitted, ModelName::Hand];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelName::Fitted => "fitted",
+            ModelName::Hand => "hand",
+        }
+    }
+}
+
+/// A model name that is not one of [`ModelName::ALL`].
+#[derive(Debug, thiserror::Error)]
+#[error("unknown locate model '{got}' (known: {known})")]
+pub struct UnknownModelName {
+    pub got: String,
+    pub known: String,
+}
+
+impl std::str::FromStr for ModelName {
+    type Err = UnknownModelName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ModelName::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| UnknownModelName {
+            got: s.to_string(),
+            known: ModelName::ALL.map(ModelName::as_str).join(", "),
+        })
+    }
+}
+
 /// The parameter file's form.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -191,8 +234,9 @@ pub struct LocateModel {
     pub fitted: String,
 }
 
-/// The committed parameters.
+/// The committed parameters: the fitted model and the hand-set one.
 const COMMITTED: &str = include_str!("model.json");
+const HAND: &str = include_str!("hand.json");
 
 impl LocateModel {
     /// Parses a parameter file; `origin` names it in errors.
@@ -222,12 +266,13 @@ impl LocateModel {
         Ok(Self { weights, log_factors, seeds: file.seeds, fitted: file.fitted })
     }
 
-    /// The model `locate` uses: `CTXD_LOCATE_MODEL`'s file where set, else the committed one.
-    /// Read once per process.
-    pub fn current() -> Result<&'static LocateModel, &'static ModelFileError> {
-        static MODEL: OnceLock<Result<LocateModel, ModelFileError>> = OnceLock::new();
-        MODEL
-            .get_or_init(|| match std::env::var_os("CTXD_LOCATE_MODEL") {
+    /// The model `name` names, parsed once per process: the fitted one from `CTXD_LOCATE_MODEL`'s
+    /// file where that is set.
+    pub fn named(name: ModelName) -> Result<&'static LocateModel, &'static ModelFileError> {
+        static FITTED: OnceLock<Result<LocateModel, ModelFileError>> = OnceLock::new();
+        static HANDSET: OnceLock<Result<LocateModel, ModelFileError>> = OnceLock::new();
+        match name {
+            ModelName::Fitted => FITTED.get_or_init(|| match std::env::var_os("CTXD_LOCATE_MODEL") {
                 Some(path) => {
                     let path = path.to_string_lossy().into_owned();
                     let text = std::fs::read_to_string(&path)
@@ -235,8 +280,10 @@ impl LocateModel {
                     LocateModel::parse(&text, &path)
                 }
                 None => LocateModel::parse(COMMITTED, "codegraph/src/locate/model.json"),
-            })
-            .as_ref()
+            }),
+            ModelName::Hand => HANDSET.get_or_init(|| LocateModel::parse(HAND, "codegraph/src/locate/hand.json")),
+        }
+        .as_ref()
     }
 
     /// The weight of one feature.
@@ -259,13 +306,23 @@ impl LocateModel {
 
 #[cfg(test)]
 mod tests {
-    use super::{Feature, LocateModel, ModelFileError, COMMITTED, FEATURES};
+    use super::{Feature, LocateModel, ModelFileError, ModelName, COMMITTED, FEATURES, HAND};
 
     #[test]
-    fn the_committed_model_parses_and_names_every_signal() {
+    fn the_committed_models_parse_and_name_every_signal() {
         let m = LocateModel::parse(COMMITTED, "committed").unwrap();
         assert!(m.seeds > 0);
         assert!(m.weight(Feature::Bm25) > 0.0, "{m:?}");
+        let hand = LocateModel::parse(HAND, "hand").unwrap();
+        assert!(hand.weight(Feature::Paths) > 0.0 && hand.log_factors[Feature::Test as usize] < 0.0, "{hand:?}");
+        assert_ne!(m.weights, hand.weights);
+        for name in ModelName::ALL {
+            assert_eq!(name.as_str().parse::<ModelName>().unwrap(), name);
+            let json = serde_json::to_string(&name).unwrap();
+            assert_eq!(json, format!("\"{}\"", name.as_str()));
+        }
+        let err = "handset".parse::<ModelName>().unwrap_err().to_string();
+        assert!(err.contains("'handset'") && err.contains("fitted, hand"), "{err}");
         assert_eq!(Feature::ALL.len(), FEATURES);
         for (i, f) in Feature::ALL.iter().enumerate() {
             assert_eq!(*f as usize, i, "Feature::ALL is in declaration order");

@@ -6,6 +6,7 @@ use ctxd_index::scope::SourceScope;
 use ctxd_search::error::SearchError;
 use serde::{Deserialize, Serialize};
 
+use super::model::ModelName;
 use super::signals::Signal;
 use crate::graph::Place;
 
@@ -43,6 +44,9 @@ pub struct LocateRequest {
     /// ranking model is fitted on; 0 = none).
     #[serde(default)]
     pub features: usize,
+    /// The ranking model (`fitted`, `hand`); default: the daemon's `[locate] model`.
+    #[serde(default)]
+    pub model: Option<ModelName>,
 }
 
 fn default_k() -> usize {
@@ -63,6 +67,7 @@ impl LocateRequest {
             source: None,
             git_ref: None,
             features: 0,
+            model: None,
         }
     }
 
@@ -112,6 +117,8 @@ pub struct LocateAnswer {
     pub features: Vec<super::features::CandidateFeatures>,
     /// Signals that contributed (after `without`).
     pub signals: Vec<Signal>,
+    /// The ranking model that scored the files.
+    pub model: ModelName,
     /// Where the time went.
     pub timings: LocateTimings,
     /// Milliseconds spent.

@@ -71,6 +71,11 @@ pub fn validate_config(file: &Path) -> Result<()> {
         .mcp_tools
         .parse::<ctxd_serve::mcp_catalog::ToolPreset>()
         .map_err(|e| anyhow::anyhow!("{}: server.mcp_tools: {e}", file.display()))?;
+    // So do the locate ranking models (ctxd-codegraph).
+    cfg.locate
+        .model
+        .parse::<ctxd_codegraph::locate::model::ModelName>()
+        .map_err(|e| anyhow::anyhow!("{}: locate.model: {e}", file.display()))?;
     println!("{}: ok", file.display());
     Ok(())
 }

@@ -16,7 +16,7 @@ use crate::model_args::ModelArgs;
 use crate::open::{open_index, open_searcher};
 
 /// Reads `text`, or stdin when it is `-`.
-fn text_arg(text: &str) -> Result<String> {
+pub fn text_arg(text: &str) -> Result<String> {
     if text != "-" {
         return Ok(text.to_string());
     }
@@ -25,20 +25,8 @@ fn text_arg(text: &str) -> Result<String> {
     String::from_utf8(buf).context("reading the text from stdin: it is not UTF-8 text")
 }
 
-pub async fn locate(
-    text: &str,
-    db: &Path,
-    (k, features): (usize, usize),
-    without: Vec<String>,
-    (as_of, source): (Option<String>, Option<ctxd_index::scope::SourceScope>),
-    model: &ModelArgs,
-    json: bool,
-) -> Result<()> {
-    let mut req = LocateRequest::new(text_arg(text)?);
-    (req.k, req.features) = (k, features);
-    req.without = without;
-    req.as_of = as_of;
-    req.source = source;
+/// `ctxd locate`: the answer to `req` over the index at `db`, as text or JSON.
+pub async fn locate(req: LocateRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
     let skip = req.validate()?;
     let need_model = !skip.contains(&ctxd_codegraph::locate::signals::Signal::Vector);
     let searcher = open_searcher(db, model, need_model).await?;

@@ -139,6 +139,12 @@ fn the_code_graph_answers_with_cited_places_and_follows_edits() {
     let why = found["files"][0]["why"].to_string();
     assert!(why.contains("frame") && why.contains("message"), "{why}");
     assert_eq!(found["files"][0]["definitions"][0]["symbol"], "Engine.run", "{found}");
+    // The hand-set weights, named on the command line: the same first file, other scores.
+    let out = run_ok(ctxd().args(["locate", trace, "--json", "--locate-model", "hand", "--db"]).arg(&db));
+    let hand: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!((found["model"].as_str(), hand["model"].as_str()), (Some("fitted"), Some("hand")), "{hand}");
+    assert_eq!(paths(&hand)[0], "pkg/core.py", "{hand}");
+    assert_ne!(found["files"][0]["score"], hand["files"][0]["score"]);
     // Where the time went: each step's milliseconds, within the whole.
     let t = &found["timings"];
     let steps: u64 = ["graph_ms", "embed_ms", "retrieve_ms", "messages_ms", "history_ms", "rank_ms"]
@@ -202,6 +208,22 @@ fn locate_and_graph_tools_over_http_and_mcp() {
     assert_eq!(rows[0]["path"], v["files"][0]["path"], "{v}");
     assert!(rows[0]["features"].as_object().unwrap().keys().any(|k| k == "bm25" || k == "symbols"), "{v}");
     assert!(d.post("/v1/locate", &json!({"text": "x", "features": 5000})).status().as_u16() == 400);
+    // The ranking model: the daemon's default (fitted), or the hand-set weights a request names;
+    // their scores differ, the answer says which ran, an unknown name is refused.
+    let ask = |model: Option<&str>| -> Value {
+        let mut body = json!({"text": "Engine.run raises ValueError for negative counts", "k": 3});
+        if let Some(m) = model {
+            body["model"] = json!(m);
+        }
+        d.post("/v1/locate", &body).json().unwrap()
+    };
+    let (fitted, hand) = (ask(None), ask(Some("hand")));
+    assert_eq!((fitted["model"].as_str(), hand["model"].as_str()), (Some("fitted"), Some("hand")), "{hand}");
+    assert_eq!(hand["files"][0]["path"], "pkg/core.py", "{hand}");
+    assert_ne!(fitted["files"][0]["score"], hand["files"][0]["score"], "{fitted} {hand}");
+    let resp = d.post("/v1/locate", &json!({"text": "x", "model": "handset"}));
+    assert_eq!(resp.status().as_u16(), 400);
+    assert!(resp.text().unwrap().contains("handset"));
     for (path, body, status) in [
         ("/v1/locate", json!({"text": ""}), 400),
         ("/v1/locate", json!({"text": "a\u{0}b"}), 400),

@@ -377,6 +377,11 @@ fn bad_arguments_fail_clearly_without_side_effects() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("server.mcp_tools") && err.contains("'grep'") && err.contains("minimal"), "{err}");
+    std::fs::write(&bad, "[source]\nroot = \".\"\n[locate]\nmodel = \"handset\"\n").unwrap();
+    let out = ctxd().args(["config", "validate"]).arg(&bad).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("locate.model") && err.contains("'handset'") && err.contains("fitted, hand"), "{err}");
     // A GPU asked for by a binary built without CUDA: one sentence saying how to build one.
     if !cfg!(feature = "cuda") {
         let root = repo_root().join("examples/demo");
