@@ -17,6 +17,8 @@ mod assembly;
 mod bench;
 #[path = "integration/chunk.rs"]
 mod chunk;
+#[path = "integration/compat.rs"]
+mod compat;
 #[path = "integration/deploy.rs"]
 mod deploy;
 #[path = "integration/doctor.rs"]

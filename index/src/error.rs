@@ -14,6 +14,13 @@ pub enum IndexError {
     #[error("no index at {uri}: run `ctxd index <PATH> --db {uri}` first")]
     Missing { uri: String },
     #[error(
+        "index at {uri} is in format {found}, and this build of ctxd reads formats {oldest} to {supported}: open it \
+         with the ctxd that wrote it or a newer one (docs/running-as-a-service.md, \"The index format\"), or index into \
+         a new --db",
+        oldest = crate::format::OLDEST_FORMAT
+    )]
+    Format { uri: String, found: String, supported: u32 },
+    #[error(
         "index at {uri} was built with model '{indexed}' (dim {indexed_dim}) but '{requested}' (dim {requested_dim}) was requested; use the same model or a new --db"
     )]
     ModelMismatch { uri: String, indexed: String, indexed_dim: usize, requested: String, requested_dim: usize },

@@ -21,7 +21,7 @@ macro_rules! languages {
         }
 
         impl Language {
-            /// Every label, in the order the README lists them.
+            /// Every label, in the order docs/how-it-works.md lists them.
             pub const ALL: &'static [Language] = &[$(Language::$variant),*];
 
             /// The label as stored and sent (`rust`, `python`, …).

@@ -26,6 +26,7 @@ pub mod active;
 pub mod columns;
 pub mod edges;
 pub mod error;
+pub mod format;
 pub mod fragments;
 pub mod history;
 pub mod indices;

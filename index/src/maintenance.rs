@@ -289,8 +289,11 @@ mod tests {
         assert_eq!(index.symbols_named("parse_1", false, 10).await.unwrap().len(), 1);
         assert_eq!(index.symbols_named("f29::parse_2", false, 10).await.unwrap()[0].name, "parse_2");
         assert_eq!(index.symbols_named("parse_", true, 10).await.unwrap().len(), 3);
-        // Every row survives; the tagged version is still on disk and queryable.
+        // Every row survives; the tagged version is still on disk and queryable; the table keeps
+        // its format through the compaction.
         assert_eq!(index.stats().await.unwrap().rows, 30);
+        let schema = index.table.schema().await.unwrap();
+        assert_eq!(crate::format::check(&uri, &schema).unwrap(), crate::format::FORMAT);
         let versions: Vec<u64> = index.snapshots().await.unwrap().iter().map(|s| s.version).collect();
         assert!(versions.contains(&kept), "{versions:?}");
         assert_eq!(index.at(kept).await.unwrap().stats().await.unwrap().rows, 11);

@@ -84,7 +84,8 @@ impl Index {
         let conn = connect(uri).await?;
         let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
         let names = conn.table_names().execute().await.map_err(lance)?;
-        let table = open_or_create_table(&conn, &names, table_name, chunks_schema(dim)).await.map_err(lance)?;
+        let schema = crate::format::stamped(&chunks_schema(dim));
+        let table = open_or_create_table(&conn, &names, table_name, schema).await.map_err(lance)?;
         let symbols = open_or_create_table(&conn, &names, SYMBOLS_TABLE, symbols_schema()).await.map_err(lance)?;
         let streams = open_or_create_table(&conn, &names, STREAMS_TABLE, streams_schema()).await.map_err(lance)?;
         let edges = open_or_create_table(&conn, &names, EDGES_TABLE, edges_schema()).await.map_err(lance)?;
@@ -151,6 +152,7 @@ impl Index {
 
     pub(crate) async fn from_table(uri: &str, table_name: &str, table: Table) -> Result<Self, IndexError> {
         let schema = table.schema().await.map_err(|source| IndexError::Lance { uri: uri.to_string(), source })?;
+        crate::format::check(uri, &schema)?;
         let dim = match schema.field_with_name("vector").map(|f| f.data_type().clone()) {
             Ok(DataType::FixedSizeList(_, n)) => n as usize,
             _ => return Err(IndexError::Column { uri: uri.to_string(), column: "vector".into() }),

@@ -7,7 +7,7 @@
 //! a locate, a click on a result and on a graph node, the impact of a change, a session's
 //! answers, and the status page following an edit to a new version; no console error on the
 //! way (the 401s of the sign-in requests are the browser's network log, not the page's). With
-//! `CTXD_UI_SCREENSHOTS=DIR` the four pages (and an impact) are saved as PNGs there (the README's pictures).
+//! `CTXD_UI_SCREENSHOTS=DIR` the four pages (and an impact) are saved as PNGs there (docs/web-page.md's pictures).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
