@@ -16,10 +16,9 @@ pub enum IndexError {
     #[error(
         "index at {uri} is in format {found}, and this build of ctxd reads formats {oldest} to {supported}: open it \
          with the ctxd that wrote it or a newer one (docs/running-as-a-service.md, \"The index format\"), or index into \
-         a new --db",
-        oldest = crate::format::OLDEST_FORMAT
+         a new --db"
     )]
-    Format { uri: String, found: String, supported: u32 },
+    Format { uri: String, found: String, oldest: u32, supported: u32 },
     #[error(
         "index at {uri} was built with model '{indexed}' (dim {indexed_dim}) but '{requested}' (dim {requested_dim}) was requested; use the same model or a new --db"
     )]

@@ -43,11 +43,17 @@ pub fn check(uri: &str, schema: &Schema) -> Result<u32, IndexError> {
         Some(text) => text.trim().parse::<u32>().map_err(|_| IndexError::Format {
             uri: uri.to_string(),
             found: text.clone(),
+            oldest: OLDEST_FORMAT,
             supported: FORMAT,
         })?,
     };
     if !(OLDEST_FORMAT..=FORMAT).contains(&found) {
-        return Err(IndexError::Format { uri: uri.to_string(), found: found.to_string(), supported: FORMAT });
+        return Err(IndexError::Format {
+            uri: uri.to_string(),
+            found: found.to_string(),
+            oldest: OLDEST_FORMAT,
+            supported: FORMAT,
+        });
     }
     Ok(found)
 }
