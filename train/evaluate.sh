@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Judges an embedding model folder (or hub id) as ctxd uses it: indexes the CoSQA and SciFact
 # corpora with it and runs `ctxd eval` (dense-only `vector` and the default `routed`, nDCG@10 and
-# the rest) on CoSQA dev and SciFact train — the README's evaluation, per model.
+# the rest) on CoSQA dev and SciFact train — BENCHMARKS.md's retrieval-quality evaluation, per model.
 #   bash train/evaluate.sh <MODEL> [OUT_DIR]      # CTXD=<binary> (default: the release build, else debug)
 #   EVAL_SETS=cosqa bash train/evaluate.sh ...    # one set only
 # Prints one table per set and keeps each index under OUT_DIR (default /tmp/ctxd-eval-<name>-<hash of

@@ -114,7 +114,7 @@ pub struct ServerConfig {
 }
 
 /// `server.stale_answer_ms` by default: off — answers are always of the latest version unless an
-/// operator trades that for latency under load (see `query/src/answers.rs` and the README).
+/// operator trades that for latency under load (see `query/src/answers.rs` and docs/scaling-out.md).
 pub const DEFAULT_STALE_ANSWER_MS: u64 = 0;
 /// Largest `server.stale_answer_ms` (a minute: beyond that an answer is not "under load" any more).
 pub const MAX_STALE_ANSWER_MS: u64 = 60_000;

@@ -28,7 +28,7 @@ pub enum DocType {
 }
 
 impl DocType {
-    /// Every type, in the order the README lists them.
+    /// Every type, in the order docs/search-and-context.md lists them.
     pub const ALL: [DocType; 4] = [DocType::Code, DocType::Docs, DocType::Config, DocType::Tests];
 
     /// The label as sent and accepted.

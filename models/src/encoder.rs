@@ -15,7 +15,7 @@
 //!   (bias with the head-major copy, with GELU, with residual and layer norm; a masked
 //!   softmax), candle's operations elsewhere. On the H200, f16 at batch 512: `BertModel` 1,753
 //!   sequences/s, this encoder on candle's kernels 5,755, with the fused kernels 25,284
-//!   (README, "GPU").
+//!   (BENCHMARKS.md, "Embedding: how the figures got there").
 //!
 //! The arithmetic is BERT's (post-norm layers, absolute positions, erf or tanh GELU): the
 //! reference tests (`models/tests/reference.rs`) hold it to sentence-transformers' vectors.

@@ -20,7 +20,7 @@
 //! candidates are all scored already needs no forward pass at all. Both are keyed by the exact
 //! texts, so they hold across index versions and give the scores a fresh encoding would.
 //!
-//! Measured on the shared CoSQA dev set (see the README): rescoring the best 30 lifts routed
+//! Measured on the shared CoSQA dev set (see BENCHMARKS.md): rescoring the best 30 lifts routed
 //! nDCG@10 above the best single signal, where fusing BM25 into the vector signal could not.
 //!
 //! **A cross-encoder instead** (`[rerank] model`, [`Rescorer::CrossEncoder`]): the second score

@@ -25,7 +25,7 @@ const ASSETS: [(&str, &str, &str); 3] = [
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; \
                    base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// Bytes of all the page's files (the README states it).
+/// Bytes of all the page's files (docs/web-page.md states it).
 pub fn page_bytes() -> usize {
     ASSETS.iter().map(|(_, _, text)| text.len()).sum()
 }

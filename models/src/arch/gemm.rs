@@ -3,8 +3,8 @@
 //! hands its GEMM (≈ 90% of an encoder's work) to a oneDNN matmul in f32 with the bias fused,
 //! its weights reordered once into the kernel's blocked layout, one primitive per row count
 //! (kept; batches of similar shapes reuse them). candle's CPU GEMM ran these architectures at
-//! 0.4–0.5× PyTorch (README, "Model architectures"); everything else — attention, norms,
-//! rotary, pooling — stays on candle.
+//! 0.4–0.5× PyTorch (BENCHMARKS.md, "Other architectures on the CPU"); everything else — attention,
+//! norms, rotary, pooling — stays on candle.
 //!
 //! oneDNN runs its matmuls on OpenMP threads (one per core unless `OMP_NUM_THREADS` says
 //! otherwise); the model thread calls one at a time, so no pool is stacked on another.
