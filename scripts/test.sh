@@ -52,21 +52,21 @@ export CTXD_TEST_MOTO="$venv/bin/moto_server"
 # crate directions true of the tree). Then clippy with warnings denied on every workspace crate
 # and target, as part of the test build (scripts/clippy-rustc.sh: no second, check-only build of
 # the dependencies), and every test.
-# (rustfmt and clippy are rustup components of the machine's toolchain; where one is missing the
-# check says it is skipped and why, since no registry this machine reaches has them.)
-if ! command -v rustfmt >/dev/null 2>&1; then
-    echo "test: skipped cargo fmt --check: rustfmt is not installed (rustup component add rustfmt)" >&2
-elif ! cargo fmt --all --check >/dev/null; then
+# rustfmt and clippy are rustup components of the machine's toolchain (rustup's default profile);
+# where one is missing the run fails and says how to add it, instead of passing unchecked.
+for tool in rustfmt clippy-driver; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "test: $tool is not installed, so the house rules cannot be checked: rustup component add ${tool%-driver}" >&2
+        exit 1
+    fi
+done
+if ! cargo fmt --all --check >/dev/null; then
     cargo fmt --all --check | head -40 >&2 || true
     echo "test: cargo fmt --check failed: run \`cargo fmt --all\` and commit the result" >&2
     exit 1
 fi
 cargo test -p ctxd-tidy --quiet
-if command -v clippy-driver >/dev/null 2>&1; then
-    export RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/clippy-rustc.sh"
-else
-    echo "test: skipped clippy: clippy-driver is not installed (rustup component add clippy)" >&2
-fi
+export RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/clippy-rustc.sh"
 cargo test --workspace "$@"
 # The machines that run this vary: some CPUs have AVX-512 with bf16, some only AVX2 (where
 # oneDNN has no bf16 matmul). The model tests and an index + search smoke run again with
