@@ -37,6 +37,8 @@ mod env;
 mod error;
 mod named;
 mod raw;
+#[cfg(test)]
+mod reference;
 mod sections;
 mod server;
 mod validate;

@@ -37,6 +37,8 @@ mod mcp;
 mod object_store;
 #[path = "integration/reembed.rs"]
 mod reembed;
+#[path = "integration/reference.rs"]
+mod reference;
 #[path = "integration/roles.rs"]
 mod roles;
 #[path = "integration/search.rs"]

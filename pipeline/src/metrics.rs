@@ -48,7 +48,8 @@ pub fn describe() {
         for name in [STAGE_RECEIVED_TOTAL, STAGE_SENT_TOTAL, STAGE_DROPPED_TOTAL] {
             metrics::counter!(name, "stage" => stage).increment(0);
         }
-        metrics::counter!(STAGE_BLOCKED_SECONDS_TOTAL, "stage" => stage).increment(0);
+        // Float seconds: a gauge that only increases (the `metrics` facade has no float counter).
+        metrics::gauge!(STAGE_BLOCKED_SECONDS_TOTAL, "stage" => stage).increment(0.0);
     }
     metrics::gauge!(PIPELINE_FRESHNESS_LAG_SECONDS).set(0.0);
     let _ = metrics::histogram!(PIPELINE_FRESHNESS_SECONDS);
@@ -64,9 +65,9 @@ pub fn describe() {
     );
     metrics::describe_gauge!(STAGE_QUEUE_DEPTH, "Items waiting in a stage's input queue, label stage.");
     metrics::describe_gauge!(STAGE_QUEUE_CAPACITY, "Capacity of a stage's input queue, label stage.");
-    metrics::describe_counter!(
+    metrics::describe_gauge!(
         STAGE_BLOCKED_SECONDS_TOTAL,
-        "Seconds a stage spent blocked on a full downstream queue, label stage."
+        "Seconds a stage spent blocked on a full downstream queue, label stage (only increases: rate() it)."
     );
     metrics::describe_histogram!(STAGE_PROCESSING_SECONDS, "Seconds a stage spent on one item or batch, label stage.");
     metrics::describe_histogram!(STAGE_BATCH_ITEMS, "Items per batch of a batching stage, label stage.");

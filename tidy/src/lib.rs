@@ -9,7 +9,9 @@
 //! - **one path to every type**: a file never re-exports (`pub use m::…`) the items of a module
 //!   it declares public (`pub mod m`);
 //! - **the crate graph points one way** (`deps.rs`): each crate depends only on the ctxd crates
-//!   its row of ARCHITECTURE.md's table of directions allows.
+//!   its row of ARCHITECTURE.md's table of directions allows;
+//! - **Markdown links lead somewhere** (`links.rs`): every relative link of every `*.md` file
+//!   names a file that exists, and its `#anchor` a heading of the Markdown file it points into.
 //!
 //! Formatting and lints are checked by `cargo fmt --check` and `cargo clippy` in
 //! `scripts/test.sh`; this crate has no dependencies, so it builds in seconds and runs first.
@@ -18,6 +20,7 @@ pub mod codemap;
 pub mod cycles;
 pub mod deps;
 pub mod lexer;
+pub mod links;
 pub mod modules;
 
 use std::path::Path;
@@ -35,6 +38,7 @@ pub enum Violation {
     Dependency { krate: String, on: String },
     NoDirection { krate: String },
     TwoPaths { krate: String, file: String, module: String },
+    BrokenLink(links::BrokenLink),
 }
 
 impl std::fmt::Display for Violation {
@@ -69,6 +73,22 @@ impl std::fmt::Display for Violation {
             ),
             Violation::NoDirection { krate } => {
                 write!(f, "{krate} has no row in ARCHITECTURE.md's dependency table: say what it may depend on")
+            }
+            Violation::BrokenLink(links::BrokenLink { file, line, link, reason }) => {
+                write!(f, "{file}:{line}: the link ({link}) ")?;
+                match reason {
+                    links::Reason::NoFile { resolved } => write!(
+                        f,
+                        "leads to {resolved}, which does not exist: correct the path (relative to the file's \
+                         folder) or drop the link"
+                    ),
+                    links::Reason::NoHeading { resolved, anchor } => write!(
+                        f,
+                        "names #{anchor}, which is no heading of {resolved}: use the heading's anchor (lowercased, \
+                         punctuation dropped, spaces as '-', a repeated heading's with -1, -2, …)"
+                    ),
+                    links::Reason::OutsideRepository => f.write_str("leads outside the repository: use a URL"),
+                }
             }
         }
     }
@@ -124,6 +144,7 @@ pub fn check(root: &Path) -> std::io::Result<Vec<Violation>> {
             }
         }
     }
+    violations.extend(links::check(root)?.into_iter().map(Violation::BrokenLink));
     Ok(violations)
 }
 

@@ -1,5 +1,6 @@
 //! The house rules, checked on this workspace: no import circle inside a crate, no source file
-//! over 600 lines without its tests, and ARCHITECTURE.md's code map naming every `src/` file.
+//! over 600 lines without its tests, ARCHITECTURE.md's code map naming every `src/` file, the
+//! crate graph pointing one way, and every Markdown link leading to a file and heading that exist.
 //! Each failure says what is wrong, where, and what to do.
 
 use std::path::PathBuf;
