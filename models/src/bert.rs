@@ -8,7 +8,7 @@ use tokenizers::Tokenizer;
 
 use crate::card::Pooling;
 use crate::encoder::{Encoder, EncoderConfig, StageClock};
-use crate::{error::ModelError, loaded::LoadedModel, tokens, Embedder};
+use crate::{embedder::Embedder, error::ModelError, loaded::LoadedModel, tokens};
 
 /// A loaded BERT sentence-embedding model.
 pub struct BertEmbedder {
@@ -77,7 +77,7 @@ impl BertEmbedder {
                 .map(|(row, state)| {
                     let real = state[..row.len()].concat();
                     if tokens {
-                        crate::unit_token_rows(&real, self.dim)
+                        crate::embedder::unit_token_rows(&real, self.dim)
                     } else {
                         self.pooling.pool(&real, self.dim)
                     }

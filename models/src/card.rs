@@ -53,7 +53,7 @@ impl Pooling {
         for row in hidden[rows.start * width..rows.end * width].chunks_exact(width.max(1)) {
             out.iter_mut().zip(row).for_each(|(o, v)| *o += v);
         }
-        crate::scale_to_unit(&mut out);
+        crate::embedder::scale_to_unit(&mut out);
         out
     }
 

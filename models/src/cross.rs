@@ -26,9 +26,9 @@ use tokenizers::Tokenizer;
 use crate::arch::layers::{padded, Linear, Norm};
 use crate::arch::model::Transformer;
 use crate::arch::{Family, Shape};
+use crate::embedder::Embedder;
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
-use crate::Embedder;
 
 /// Separates a pair's query from its document in one text ([`pair_text`]).
 pub const PAIR_SEP: char = '\u{1F}';

@@ -24,11 +24,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::embedder::Embedder;
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
 use crate::runtime::{Picked, Runtime};
 use crate::service::{EmbedService, EmbedServiceConfig};
-use crate::Embedder;
 
 /// What to measure.
 #[derive(Debug, Clone)]

@@ -23,7 +23,7 @@ use tokenizers::Tokenizer;
 
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
-use crate::{tokens, Embedder};
+use crate::{embedder::Embedder, tokens};
 
 /// The request form an endpoint speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,7 +321,7 @@ fn parse_answer(kind: EndpointKind, answer: &Value, expected: usize, name: &str)
 
 /// `v` scaled to unit length (as a local embedding is; TEI normalises, OpenAI-style servers may not).
 fn unit(mut v: Vec<f32>) -> Vec<f32> {
-    crate::scale_to_unit(&mut v);
+    crate::embedder::scale_to_unit(&mut v);
     v
 }
 

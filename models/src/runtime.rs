@@ -25,7 +25,7 @@ use crate::fast::{FastBert, Precision};
 use crate::loaded::LoadedModel;
 use crate::remote::{Endpoint, RemoteEmbedder};
 use crate::service::{EmbedService, EmbedServiceConfig};
-use crate::{error::ModelError, Embedder};
+use crate::{embedder::Embedder, error::ModelError};
 
 /// Backend choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -31,7 +31,7 @@ use tokio::sync::{oneshot, Semaphore};
 
 use crate::card::ModelCard;
 use crate::query_cache::QueryCache;
-use crate::{error::ModelError, metrics as m, Embedder};
+use crate::{embedder::Embedder, error::ModelError, metrics as m};
 
 /// Interactive requests this recent make indexing yield.
 pub const RECENT: Duration = Duration::from_secs(1);

@@ -152,7 +152,7 @@ fn check_cross(name: &str) {
 }
 
 fn check_scores(name: &str, cross: &mut ctxd_models::cross::CrossEncoder, reference: &CrossReference) {
-    use ctxd_models::Embedder;
+    use ctxd_models::embedder::Embedder;
     let pairs: Vec<String> = reference
         .queries
         .iter()

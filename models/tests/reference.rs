@@ -6,8 +6,9 @@
 mod common;
 
 use ctxd_models::{
-    bert::BertEmbedder, fast::FastBert, fast::Precision, loaded::LoadedModel, max_sim, resolve::resolve_model,
-    resolve::DEFAULT_MODEL, service::EmbedService, service::EmbedServiceConfig, tokens::TokenCounter, Embedder,
+    bert::BertEmbedder, embedder::max_sim, embedder::Embedder, fast::FastBert, fast::Precision, loaded::LoadedModel,
+    resolve::resolve_model, resolve::DEFAULT_MODEL, service::EmbedService, service::EmbedServiceConfig,
+    tokens::TokenCounter,
 };
 
 #[derive(serde::Deserialize)]

@@ -1,7 +1,7 @@
 //! Test pieces shared by the re-embedding and migration tests: a stand-in model and rows.
 
 use ctxd_index::{record::Chunk, schema::ChunkRow};
-use ctxd_models::{error::ModelError, Embedder};
+use ctxd_models::{embedder::Embedder, error::ModelError};
 
 /// A stand-in model (the job's logic is under test here; the end-to-end test uses two real
 /// checkpoints): dimension 6, the vector counts letters by `text.len() % 6` and is

@@ -106,12 +106,12 @@ fn quantize(rows: &[f32], dim: usize) -> QuantRows {
     QuantRows { scales, data }
 }
 
-/// [`ctxd_models::max_sim`] against 8-bit document rows.
+/// [`ctxd_models::embedder::max_sim`] against 8-bit document rows.
 fn max_sim_q(query: &[f32], doc: &QuantRows, dim: usize) -> f32 {
     if doc.scales.is_empty() || dim == 0 {
         return 0.0;
     }
-    ctxd_models::max_sim_by(query, dim, |q| {
+    ctxd_models::embedder::max_sim_by(query, dim, |q| {
         doc.data
             .chunks_exact(dim)
             .zip(&doc.scales)
@@ -320,10 +320,10 @@ mod tests {
         // Deterministic unit rows: 3 query tokens, 9 document tokens.
         let unit = |seed: usize, n: usize| -> Vec<f32> {
             let raw: Vec<f32> = (0..n * dim).map(|i| (((i + seed) * 2654435761) % 1000) as f32 / 500.0 - 1.0).collect();
-            ctxd_models::unit_token_rows(&[vec![0.0; dim], raw, vec![0.0; dim]].concat(), dim)
+            ctxd_models::embedder::unit_token_rows(&[vec![0.0; dim], raw, vec![0.0; dim]].concat(), dim)
         };
         let (q, d) = (unit(1, 3), unit(7, 9));
-        let exact = ctxd_models::max_sim(&q, &d, dim);
+        let exact = ctxd_models::embedder::max_sim(&q, &d, dim);
         let quantized = max_sim_q(&q, &quantize(&d, dim), dim);
         assert!((exact - quantized).abs() < 0.01, "{exact} vs {quantized}");
         assert_eq!(max_sim_q(&q, &quantize(&[], dim), dim), 0.0);
@@ -343,7 +343,7 @@ mod tests {
     /// Token rows from bytes (one 4-dimension row per byte), counting the texts encoded.
     struct Bytes(Arc<Mutex<Vec<usize>>>);
 
-    impl ctxd_models::Embedder for Bytes {
+    impl ctxd_models::embedder::Embedder for Bytes {
         fn model_id(&self) -> &str {
             "bytes"
         }
@@ -410,7 +410,7 @@ mod tests {
     /// A cross-encoder stand-in: a pair's score is the number of query words its document holds.
     struct Overlap(Arc<Mutex<usize>>);
 
-    impl ctxd_models::Embedder for Overlap {
+    impl ctxd_models::embedder::Embedder for Overlap {
         fn model_id(&self) -> &str {
             "overlap"
         }

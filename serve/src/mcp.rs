@@ -36,7 +36,7 @@ use ctxd_context::request::ContextRequest;
 use ctxd_index::scope::SourceScope;
 use ctxd_search::search::{Mode, SearchRequest};
 
-pub use crate::mcp_catalog::tools;
+use crate::mcp_catalog::tools;
 use crate::mcp_catalog::ToolPreset;
 
 /// Protocol versions this server speaks (newest first).

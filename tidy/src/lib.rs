@@ -67,7 +67,7 @@ impl std::fmt::Display for Violation {
             ),
             Violation::TwoPaths { krate, file, module } => write!(
                 f,
-                "{krate}/src/{file} re-exports items of its public module `{module}`, so they have two paths: make \
+                "{krate}/src/{file} re-exports items of the public module `{module}`, so they have two paths: make \
                  `{module}` private (the re-export is then the one path) or drop the re-export and name them \
                  `{module}::…`"
             ),
@@ -238,7 +238,51 @@ mod tests {
         );
         let said: Vec<String> = check_crate("demo", &files).iter().map(|v| v.to_string()).collect();
         assert_eq!(said.len(), 1, "{said:?}");
-        assert!(said[0].starts_with("demo/src/lib.rs re-exports items of its public module `a`"), "{said:?}");
+        assert!(said[0].starts_with("demo/src/lib.rs re-exports items of the public module `a`"), "{said:?}");
+    }
+
+    #[test]
+    fn the_crate_root_counts_in_the_circle_check() {
+        // A trait kept in lib.rs, implemented by a module whose type the root's own code uses.
+        let files = crate_with(
+            "root",
+            &[
+                ("lib.rs", "mod imp;\nuse imp::Impl;\npub trait Seam {}\npub fn start() -> Impl { Impl }\n"),
+                ("imp.rs", "use crate::Seam;\npub struct Impl;\nimpl Seam for Impl {}\n"),
+            ],
+        );
+        let said: Vec<String> = check_crate("demo", &files).iter().map(|v| v.to_string()).collect();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains("imp.rs, lib.rs") && said[0].contains("crate::Seam"), "{said:?}");
+        // The trait in a module of its own: no circle (the root's `pub use` names it once).
+        let files = crate_with(
+            "root-fixed",
+            &[
+                (
+                    "lib.rs",
+                    "mod imp;\nmod seam;\nuse imp::Impl;\npub use seam::Seam;\npub fn start() -> Impl { Impl }\n",
+                ),
+                ("seam.rs", "pub trait Seam {}\n"),
+                ("imp.rs", "use crate::seam::Seam;\npub struct Impl;\nimpl Seam for Impl {}\n"),
+            ],
+        );
+        assert!(check_crate("demo", &files).is_empty());
+    }
+
+    #[test]
+    fn a_public_module_re_exported_from_another_file_gives_two_paths() {
+        let files = crate_with(
+            "elsewhere",
+            &[
+                ("lib.rs", "pub mod catalog;\npub mod server;\nmod private;\n"),
+                ("catalog.rs", "pub fn tools() {}\n"),
+                ("private.rs", "pub fn helper() {}\n"),
+                ("server.rs", "pub use crate::catalog::tools;\npub use crate::private::helper;\n"),
+            ],
+        );
+        let said: Vec<String> = check_crate("demo", &files).iter().map(|v| v.to_string()).collect();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].starts_with("demo/src/server.rs re-exports items of the public module `catalog`"), "{said:?}");
     }
 
     #[test]

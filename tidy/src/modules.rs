@@ -8,9 +8,12 @@
 //! a parent's `pub use child::Item` is an import of the child, and a child's `super::Item` an
 //! import of the parent, which is why a directory module's children use their siblings directly.
 //!
-//! The crate root (`lib.rs`, `main.rs`) is the crate's face, not a file in the graph: its `mod`
-//! and `pub use` lines are no imports, and `crate::Item` re-exported there is read as the file
-//! the item comes from (`pub use store::Index` makes `crate::Index` an import of `store.rs`).
+//! The crate root (`lib.rs`, `main.rs`) is a file of the graph like the others: its `use` lines
+//! and code import the files they name, and a module naming an item the root defines imports the
+//! root (a trait kept in `lib.rs` that the root's own functions use through its modules is a
+//! circle). Only its `mod` and `pub use` lines are no imports — they are the crate's face — and
+//! `crate::Item` re-exported there is read as the file the item comes from (`pub use store::Index`
+//! makes `crate::Index` an import of `store.rs`).
 
 use crate::lexer::{blank_comments_and_literals, is_ident, without_tests};
 use std::collections::{BTreeMap, BTreeSet};
@@ -75,24 +78,44 @@ impl CrateFiles {
         Ok(CrateFiles { files })
     }
 
-    /// Every `pub use m::…` of a module `m` the same file declares `pub mod m`: its items then have
-    /// two public paths (`m::Item` and `Item`), as `(file, m)`. Re-exports of private modules, the
-    /// way a crate names its types once at its root, are not counted.
+    /// Every `pub use` of an item of a public module, in any file: its items then have two public
+    /// paths (`m::Item` and the re-export), as `(file, m)` with `m` the module's path. A module is
+    /// public when it and every module above it is declared `pub mod`. Re-exports of private
+    /// modules, the way a crate names its types once, are not counted.
     pub fn two_paths(&self) -> Vec<(String, String)> {
+        let files: Vec<&SourceFile> = self.files.iter().filter(|f| !f.test_only).collect();
+        let declared_pub: BTreeSet<Vec<String>> = files
+            .iter()
+            .flat_map(|f| {
+                f.code.lines().filter_map(|l| l.trim().strip_prefix("pub mod ")).map(|rest| {
+                    let name = rest.trim_end_matches(|c: char| c == ';' || c == '{' || c.is_whitespace());
+                    [f.module.clone(), vec![name.to_string()]].concat()
+                })
+            })
+            .collect();
+        let public = |m: &[String]| (1..=m.len()).all(|n| declared_pub.contains(&m[..n]));
+        let modules: BTreeSet<&[String]> = files.iter().map(|f| f.module.as_slice()).collect();
         let mut out = Vec::new();
-        for file in self.files.iter().filter(|f| !f.test_only) {
-            let public: BTreeSet<&str> = file
-                .code
-                .lines()
-                .filter_map(|l| l.trim().strip_prefix("pub mod "))
-                .map(|rest| rest.trim_end_matches(|c: char| c == ';' || c == '{' || c.is_whitespace()))
+        for file in &files {
+            let children: BTreeSet<String> = modules
+                .iter()
+                .filter(|m| m.len() == file.module.len() + 1 && m.starts_with(&file.module))
+                .map(|m| m[m.len() - 1].clone())
                 .collect();
             for line in file.code.lines() {
-                let Some(path) = line.trim().strip_prefix("pub use ") else { continue };
-                let path = path.strip_prefix("self::").unwrap_or(path);
-                if let Some((first, _)) = path.split_once("::") {
-                    if public.contains(first.trim()) {
-                        out.push((file.rel.clone(), first.trim().to_string()));
+                let Some(tree) = line.trim().strip_prefix("pub use ") else { continue };
+                let mut paths = Vec::new();
+                let tree: String =
+                    tree.trim_end_matches(';').split_whitespace().map(|w| if w == "as" { "@" } else { w }).collect();
+                expand_use(&tree, &mut Vec::new(), &mut paths);
+                for path in paths {
+                    let Some(absolute) = absolute(&file.module, &path, &children) else { continue };
+                    // The module the item lives in: the longest prefix that is a file.
+                    let home = (0..absolute.len()).rev().map(|n| &absolute[..n]).find(|m| modules.contains(m));
+                    if let Some(home) = home {
+                        if !home.is_empty() && home != file.module.as_slice() && public(home) {
+                            out.push((file.rel.clone(), home.join("::")));
+                        }
                     }
                 }
             }
@@ -125,16 +148,23 @@ impl CrateFiles {
             .filter(|(name, _)| !root_children.contains(name))
             .collect();
         let mut out = BTreeSet::new();
-        for file in self.files.iter().filter(|f| !f.test_only && !f.module.is_empty()) {
+        for file in self.files.iter().filter(|f| !f.test_only) {
             let children = children_of(&file.module);
-            for path in paths_in(&file.code) {
+            // The root's `pub use` lines name the crate's types once (no imports); its other
+            // paths — `use` lines and code — are imports of the files they name.
+            let code: String = if file.module.is_empty() {
+                file.code.lines().filter(|l| !l.trim_start().starts_with("pub use ")).collect::<Vec<_>>().join("\n")
+            } else {
+                file.code.clone()
+            };
+            for path in paths_in(&code) {
                 let Some(mut absolute) = absolute(&file.module, &path, &children) else { continue };
                 if let Some(origin) = absolute.first().and_then(|name| root_names.get(name)) {
                     absolute.splice(..1, origin.iter().cloned());
                 }
                 let target = (0..=absolute.len()).rev().find_map(|n| by_module.get(&absolute[..n]));
                 if let Some(target) = target {
-                    if target.rel != file.rel && !target.module.is_empty() {
+                    if target.rel != file.rel {
                         out.insert(Import { from: file.rel.clone(), to: target.rel.clone(), path: path.join("::") });
                     }
                 }

@@ -1,8 +1,8 @@
-//! [`ArchEmbedder`]: the [`crate::Embedder`] of the non-BERT families — tokenize, run
+//! [`ArchEmbedder`]: the [`crate::embedder::Embedder`] of the non-BERT families — tokenize, run
 //! [`Transformer`] over a right-padded batch, pool each sequence as its model card says
 //! ([`crate::card::Pooling`]) and scale to unit length. Token states (for late-interaction
 //! rescoring) come from the encoder families; a decoder's causal states are not offered
-//! ([`crate::Embedder::has_token_states`] is false for Qwen3).
+//! ([`crate::embedder::Embedder::has_token_states`] is false for Qwen3).
 
 use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
@@ -14,7 +14,7 @@ use super::Shape;
 use crate::card::Pooling;
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
-use crate::{tokens, Embedder};
+use crate::{embedder::Embedder, tokens};
 
 /// A loaded NomicBERT / ModernBERT / JinaBERT / Qwen3 embedder.
 pub struct ArchEmbedder {
@@ -55,7 +55,7 @@ impl ArchEmbedder {
             .map(|(states, &len)| {
                 let real = states[..len].concat();
                 if tokens {
-                    crate::unit_token_rows(&real, width)
+                    crate::embedder::unit_token_rows(&real, width)
                 } else {
                     self.pooling.pool(&real, width)
                 }

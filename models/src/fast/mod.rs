@@ -35,7 +35,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use tokenizers::Tokenizer;
 
 use crate::dnnl::{DataType, Dnnl};
-use crate::{error::ModelError, loaded::LoadedModel, tokens, Embedder};
+use crate::{embedder::Embedder, error::ModelError, loaded::LoadedModel, tokens};
 use weights::EncoderWeights;
 use worker::Worker;
 

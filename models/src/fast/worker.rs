@@ -210,7 +210,7 @@ impl Worker {
 
     /// Embeds token id sequences (each non-empty, within the position table): one pooled
     /// vector per sequence, or with `tokens` its token embeddings
-    /// ([`crate::Embedder::forward_tokens`]).
+    /// ([`crate::embedder::Embedder::forward_tokens`]).
     pub(super) fn forward(&mut self, seqs: &[Vec<u32>], tokens_out: bool) -> Result<Vec<Vec<f32>>, ModelError> {
         let d = self.model.dims;
         let (h, inter, nh) = (d.hidden, d.inter, d.heads);
@@ -277,7 +277,7 @@ impl Worker {
         let mut start = 0;
         for seq in seqs {
             if tokens_out {
-                out.push(crate::unit_token_rows(&self.x[start * h..(start + seq.len()) * h], h));
+                out.push(crate::embedder::unit_token_rows(&self.x[start * h..(start + seq.len()) * h], h));
                 start += seq.len();
                 continue;
             }
