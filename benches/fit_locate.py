@@ -251,6 +251,17 @@ def by_group(report, data_path, w, fdata):
         print(f"| {g} | {len(groups[g])} | {m['Acc@1']:.3f} | {m['Acc@5']:.3f} | {m['Acc@10']:.3f} | {m['MRR@10']:.3f} |")
 
 
+def model_file(fitted, names, w, factors):
+    """A parameter file (codegraph/src/locate/model.rs's form): what it was fitted on, the weights
+    (zeros left out) and the test/doc factors other than 1."""
+    return {
+        "fitted": fitted,
+        "seeds": SEEDS,
+        "weights": {n: round(float(x), 4) for n, x in zip(names, w) if round(float(x), 4) != 0.0},
+        "factors": {n: f for n, f in (("test", factors[0]), ("doc", factors[1])) if f != 1.0},
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ctxd", help="the ctxd binary (needed unless --features-json)")
@@ -311,15 +322,10 @@ def main():
     for label, m in (("bootstrap", bt), ("fitted", tr)):
         print(f"| {label} | {m['Acc@1']:.3f} | {m['Acc@5']:.3f} | {m['Acc@10']:.3f} | {m['MRR@10']:.3f} |")
     by_group(report, args.data, w, fdata)
-    model = {
-        "fitted": (f"benches/fit_locate.py on {os.path.basename(args.data)}: {len(data)} issues, {len(repos)} "
+    model = model_file((f"benches/fit_locate.py on {os.path.basename(args.data)}: {len(data)} issues, {len(repos)} "
                    f"repositories; listwise softmax over {args.candidates} candidates, L2 {lam} and test/doc factors "
                    f"{factors[0]}/{factors[1]} chosen by 5-fold cross-validation over repositories (CV MRR@10 "
-                   f"{cv['MRR@10']:.3f}, Acc@5 {cv['Acc@5']:.3f})"),
-        "seeds": SEEDS,
-        "weights": {n: round(float(x), 4) for n, x in zip(names, w) if round(float(x), 4) != 0.0},
-        "factors": {n: f for n, f in (("test", factors[0]), ("doc", factors[1])) if f != 1.0},
-    }
+                   f"{cv['MRR@10']:.3f}, Acc@5 {cv['Acc@5']:.3f})"), names, w, factors)
     if args.dry_run:
         print(json.dumps(model, indent=2))
         return

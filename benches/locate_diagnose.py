@@ -271,15 +271,12 @@ def main():
             for label, figs in rows[1:]:
                 changes(f"dev {'with' if history else 'without'} history, {label}", figs, rows[0][1], dev)
     if args.write:
-        model = {
-            "fitted": (f"benches/locate_diagnose.py on train.jsonl: {len(train)} issues, {len({i.repo for i in train})} "
-                       f"repositories; recipe {recipe} at L2 {lam}, chosen by cross-validation by repository and by "
-                       f"category on rows without history (mean CV MRR@10 {best[3]:.3f}, Acc@5 {best[4]:.3f}; no "
-                       f"category or text kind more than {best[2]:.0f} issue(s) below the hand-set weights)"),
-            "seeds": fl.SEEDS,
-            "weights": {n: round(float(x), 4) for n, x in zip(names, chosen.w) if round(float(x), 4) != 0.0},
-            "factors": {n: f for n, f in (("test", chosen.factors[0]), ("doc", chosen.factors[1])) if f != 1.0},
-        }
+        fitted = (f"benches/locate_diagnose.py on train.jsonl: {len(train)} issues, "
+                  f"{len({i.repo for i in train})} repositories; recipe {recipe} at L2 {lam}, chosen by "
+                  f"cross-validation by repository and by category on rows without history (mean CV MRR@10 "
+                  f"{best[3]:.3f}, Acc@5 {best[4]:.3f}; no category or text kind more than {best[2]:.0f} "
+                  f"issue(s) below the hand-set weights)")
+        model = fl.model_file(fitted, names, chosen.w, chosen.factors)
         with open(args.write, "w") as f:
             json.dump(model, f, indent=2)
             f.write("\n")
