@@ -115,6 +115,39 @@ fn known_args(args: &Value, allowed: &[&str]) -> Result<(), SearchError> {
     }
 }
 
+/// The argument `as_of`: a snapshot's version (a number or a string) or tag; `None` for the latest.
+fn as_of_arg(args: &Value) -> Result<Option<String>, SearchError> {
+    match args.get("as_of") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(_) => Err(SearchError::BadRequest("argument 'as_of' must be a version number or a tag".into())),
+    }
+}
+
+/// The changes `impact` is asked about: the arguments `paths` and the files of `diff`.
+fn changes_arg(args: &Value) -> Result<Vec<Change>, SearchError> {
+    let mut changes: Vec<Change> =
+        strings_arg(args, "paths")?.into_iter().map(|path| Change { path, lines: Vec::new() }).collect();
+    if let Some(diff) = args.get("diff").and_then(Value::as_str).filter(|d| !d.trim().is_empty()) {
+        if diff.contains('\0') {
+            return Err(SearchError::BadRequest(
+                "the diff holds NUL bytes: send a text diff (`git diff`, binary files are listed by name)".into(),
+            ));
+        }
+        changes.extend(parse_diff(diff)?);
+    }
+    if changes.is_empty() {
+        return Err(SearchError::BadRequest("nothing changed: give `paths` or a unified `diff`".into()));
+    }
+    Ok(changes)
+}
+
+/// A tool's answer as JSON.
+fn to_json(answer: impl serde::Serialize) -> Result<Value, SearchError> {
+    serde_json::to_value(answer).map_err(|e| SearchError::BadRequest(e.to_string()))
+}
+
 /// Answers the tools over one index (following model switches through the retriever).
 #[derive(Clone)]
 pub struct GraphTools {
@@ -193,104 +226,125 @@ impl GraphTools {
         args: &Value,
         source: Option<&SourceScope>,
     ) -> Result<Value, SearchError> {
-        let json = |v: Result<Value, serde_json::Error>| v.map_err(|e| SearchError::BadRequest(e.to_string()));
-        let as_of = match args.get("as_of") {
+        let as_of = as_of_arg(args)?;
+        let as_of = as_of.as_deref();
+        match tool {
+            GraphTool::Locate => self.call_locate(args, as_of, source).await,
+            GraphTool::FindReferences | GraphTool::Callers | GraphTool::Callees => {
+                self.call_symbol_tool(tool, args, as_of, source).await
+            }
+            GraphTool::Imports | GraphTool::ImportedBy => self.call_import_tool(tool, args, as_of, source).await,
+            GraphTool::Impact => self.call_impact(args, as_of, source).await,
+            GraphTool::History => self.call_history(args, source).await,
+            GraphTool::RepoMap => self.call_repo_map(args, as_of, source).await,
+        }
+    }
+
+    /// `locate`: localization of the argument `text`.
+    async fn call_locate(
+        &self,
+        args: &Value,
+        as_of: Option<&str>,
+        source: Option<&SourceScope>,
+    ) -> Result<Value, SearchError> {
+        known_args(args, &["text", "k", "without", "definitions", "features", "model", "as_of", "source", "ref"])?;
+        let mut req = LocateRequest::new(str_arg(args, "text")?);
+        req.k = usize_arg(args, "k", 10, MAX_LOCATE_K)?;
+        req.features = usize_arg(args, "features", 0, crate::locate::request::MAX_LOCATE_FEATURES)?;
+        req.without = strings_arg(args, "without")?;
+        req.definitions = usize_arg(args, "definitions", 3, 20)?;
+        req.model = match args.get("model") {
             None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(Value::Number(n)) => Some(n.to_string()),
-            Some(_) => {
-                return Err(SearchError::BadRequest("argument 'as_of' must be a version number or a tag".into()))
+            Some(Value::String(m)) => Some(m.parse().map_err(|e| SearchError::BadRequest(format!("{e}")))?),
+            Some(_) => return Err(SearchError::BadRequest("argument 'model' must be a string".into())),
+        };
+        req.as_of = as_of.map(str::to_string);
+        req.source = source.cloned();
+        to_json(self.locator.locate(&req).await?)
+    }
+
+    /// `find_references`, `callers`, `callees`: the uses of the argument `symbol`.
+    async fn call_symbol_tool(
+        &self,
+        tool: GraphTool,
+        args: &Value,
+        as_of: Option<&str>,
+        source: Option<&SourceScope>,
+    ) -> Result<Value, SearchError> {
+        known_args(args, &["symbol", "limit", "kinds", "as_of", "source", "ref"])?;
+        let symbol = str_arg(args, "symbol")?;
+        let limit = usize_arg(args, "limit", 50, 1000)?;
+        let g = self.graph(as_of, source).await?;
+        let answer = match tool {
+            GraphTool::Callers => tools::callers(&g.code, symbol, limit)?,
+            GraphTool::Callees => tools::callees(&g.code, symbol, limit)?,
+            _ => {
+                let kinds = strings_arg(args, "kinds")?
+                    .iter()
+                    .map(|k| {
+                        k.parse()
+                            .map_err(|e: ctxd_index::edges::UnknownEdgeKind| SearchError::BadRequest(e.to_string()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                tools::references(&g.code, symbol, &kinds, limit)?
             }
         };
-        let graph = || self.graph(as_of.as_deref(), source);
-        match tool {
-            GraphTool::Locate => {
-                known_args(
-                    args,
-                    &["text", "k", "without", "definitions", "features", "model", "as_of", "source", "ref"],
-                )?;
-                let mut req = LocateRequest::new(str_arg(args, "text")?);
-                req.k = usize_arg(args, "k", 10, MAX_LOCATE_K)?;
-                req.features = usize_arg(args, "features", 0, crate::locate::request::MAX_LOCATE_FEATURES)?;
-                req.without = strings_arg(args, "without")?;
-                req.definitions = usize_arg(args, "definitions", 3, 20)?;
-                req.model = match args.get("model") {
-                    None | Some(Value::Null) => None,
-                    Some(Value::String(m)) => Some(m.parse().map_err(|e| SearchError::BadRequest(format!("{e}")))?),
-                    Some(_) => return Err(SearchError::BadRequest("argument 'model' must be a string".into())),
-                };
-                req.as_of = as_of.clone();
-                req.source = source.cloned();
-                json(serde_json::to_value(self.locator.locate(&req).await?))
-            }
-            GraphTool::FindReferences | GraphTool::Callers | GraphTool::Callees => {
-                known_args(args, &["symbol", "limit", "kinds", "as_of", "source", "ref"])?;
-                let symbol = str_arg(args, "symbol")?;
-                let limit = usize_arg(args, "limit", 50, 1000)?;
-                let g = graph().await?;
-                let answer = match tool {
-                    GraphTool::Callers => tools::callers(&g.code, symbol, limit)?,
-                    GraphTool::Callees => tools::callees(&g.code, symbol, limit)?,
-                    _ => {
-                        let kinds = strings_arg(args, "kinds")?
-                            .iter()
-                            .map(|k| {
-                                k.parse().map_err(|e: ctxd_index::edges::UnknownEdgeKind| {
-                                    SearchError::BadRequest(e.to_string())
-                                })
-                            })
-                            .collect::<Result<Vec<_>, _>>()?;
-                        tools::references(&g.code, symbol, &kinds, limit)?
-                    }
-                };
-                json(serde_json::to_value(answer))
-            }
-            GraphTool::Imports | GraphTool::ImportedBy => {
-                known_args(args, &["path", "as_of", "source", "ref"])?;
-                let path = str_arg(args, "path")?;
-                let g = graph().await?;
-                let answer = match tool {
-                    GraphTool::Imports => tools::imports(&g.code, path)?,
-                    _ => tools::imported_by(&g.code, path)?,
-                };
-                json(serde_json::to_value(answer))
-            }
-            GraphTool::Impact => {
-                known_args(args, &["paths", "diff", "limit", "as_of", "source", "ref"])?;
-                let mut changes: Vec<Change> =
-                    strings_arg(args, "paths")?.into_iter().map(|path| Change { path, lines: Vec::new() }).collect();
-                if let Some(diff) = args.get("diff").and_then(Value::as_str).filter(|d| !d.trim().is_empty()) {
-                    if diff.contains('\0') {
-                        return Err(SearchError::BadRequest(
-                            "the diff holds NUL bytes: send a text diff (`git diff`, binary files are listed by name)"
-                                .into(),
-                        ));
-                    }
-                    changes.extend(parse_diff(diff)?);
-                }
-                if changes.is_empty() {
-                    return Err(SearchError::BadRequest("nothing changed: give `paths` or a unified `diff`".into()));
-                }
-                let limit = usize_arg(args, "limit", 20, 500)?;
-                let g = graph().await?;
-                let mut answer = impact(&g.code, &changes, limit);
-                let paths: Vec<String> = changes.into_iter().map(|c| c.path).collect();
-                answer.cochanged = self.locator.cochanged(&g.code, &paths, limit, source).await?;
-                json(serde_json::to_value(answer))
-            }
-            GraphTool::History => {
-                known_args(args, &["path", "limit", "as_of", "source", "ref"])?;
-                let path = str_arg(args, "path")?;
-                let limit = usize_arg(args, "limit", 10, 300)?;
-                json(serde_json::to_value(self.locator.history(path, limit, source).await?))
-            }
-            GraphTool::RepoMap => {
-                known_args(args, &["query", "budget", "as_of", "source", "ref"])?;
-                let budget = usize_arg(args, "budget", 1024, 64_000)?;
-                let query = args.get("query").and_then(Value::as_str).filter(|q| !q.trim().is_empty());
-                let map = self.repo_map(query, budget, as_of.as_deref(), source).await?;
-                json(serde_json::to_value(map))
-            }
-        }
+        to_json(answer)
+    }
+
+    /// `imports`, `imported_by`: the import edges of the argument `path`.
+    async fn call_import_tool(
+        &self,
+        tool: GraphTool,
+        args: &Value,
+        as_of: Option<&str>,
+        source: Option<&SourceScope>,
+    ) -> Result<Value, SearchError> {
+        known_args(args, &["path", "as_of", "source", "ref"])?;
+        let path = str_arg(args, "path")?;
+        let g = self.graph(as_of, source).await?;
+        let answer = match tool {
+            GraphTool::Imports => tools::imports(&g.code, path)?,
+            _ => tools::imported_by(&g.code, path)?,
+        };
+        to_json(answer)
+    }
+
+    /// `impact`: what the changed `paths` and `diff` affect.
+    async fn call_impact(
+        &self,
+        args: &Value,
+        as_of: Option<&str>,
+        source: Option<&SourceScope>,
+    ) -> Result<Value, SearchError> {
+        known_args(args, &["paths", "diff", "limit", "as_of", "source", "ref"])?;
+        let changes = changes_arg(args)?;
+        let limit = usize_arg(args, "limit", 20, 500)?;
+        let g = self.graph(as_of, source).await?;
+        let mut answer = impact(&g.code, &changes, limit);
+        let paths: Vec<String> = changes.into_iter().map(|c| c.path).collect();
+        answer.cochanged = self.locator.cochanged(&g.code, &paths, limit, source).await?;
+        to_json(answer)
+    }
+
+    /// `history`: the recorded history of the argument `path`.
+    async fn call_history(&self, args: &Value, source: Option<&SourceScope>) -> Result<Value, SearchError> {
+        known_args(args, &["path", "limit", "as_of", "source", "ref"])?;
+        let path = str_arg(args, "path")?;
+        let limit = usize_arg(args, "limit", 10, 300)?;
+        to_json(self.locator.history(path, limit, source).await?)
+    }
+
+    /// `repo_map`: the repository map for the argument `query`, within `budget`.
+    async fn call_repo_map(
+        &self,
+        args: &Value,
+        as_of: Option<&str>,
+        source: Option<&SourceScope>,
+    ) -> Result<Value, SearchError> {
+        known_args(args, &["query", "budget", "as_of", "source", "ref"])?;
+        let budget = usize_arg(args, "budget", 1024, 64_000)?;
+        let query = args.get("query").and_then(Value::as_str).filter(|q| !q.trim().is_empty());
+        to_json(self.repo_map(query, budget, as_of, source).await?)
     }
 }

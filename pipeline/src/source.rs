@@ -28,6 +28,7 @@ use ctxd_config::{Config, NamedSource};
 use ctxd_index::overlay::Effective;
 use ctxd_index::record::WORKTREE;
 use ctxd_stages::git::{GitChange, GitSource};
+use ctxd_stages::git_views::OverlayChange;
 use ctxd_stages::select::Selector;
 
 /// Fails unless `root` is a readable directory.
@@ -262,23 +263,8 @@ impl Source {
             let clean = moved_on && self.emitter.tracker.in_flight() <= 0;
             moved_on &= !clean;
             let all = first || recover;
-            let polled = tokio::task::spawn_blocking(move || {
-                if clean {
-                    git.collect_garbage();
-                }
-                if recover {
-                    git.forget_stored();
-                }
-                let out = git.poll(all);
-                (git, out)
-            })
-            .await
-            .map_err(|e| StageError::Git {
-                path: Default::default(),
-                what: "the poll thread".into(),
-                source: e.into(),
-            })?;
-            git = polled.0;
+            let (polled_git, polled) = poll_git(git, clean, recover, all).await?;
+            git = polled_git;
             if let Some(recorder) = &self.history {
                 record_refs(recorder, &mut git).await;
             }
@@ -288,35 +274,10 @@ impl Source {
                     self.record_overlay(&change.view, Some(&interim), Effective::NextCommit).await;
                 }
             }
-            match polled.1 {
+            match polled {
                 Ok(changes) => {
                     moved_on |= changes.iter().any(|c| !matches!(c, GitChange::Unchanged(_)));
-                    let mut seen = Pass { completed: true, ..Pass::default() };
-                    for change in changes {
-                        if *self.shutdown.borrow() {
-                            return Ok(());
-                        }
-                        let work = match change {
-                            GitChange::Update(file) => {
-                                seen.seen.insert(file.rel.clone());
-                                if !all {
-                                    self.freshness.changed(&file.rel, SystemTime::now());
-                                }
-                                FileWork::Update(file)
-                            }
-                            GitChange::Unchanged(rel) => {
-                                seen.seen.insert(rel);
-                                continue;
-                            }
-                            GitChange::Removed(rel) => match self.removal(rel, all) {
-                                Some(work) => work,
-                                None => continue,
-                            },
-                        };
-                        if !self.emitter.emit(work).await {
-                            return Ok(());
-                        }
-                    }
+                    let Some(seen) = self.emit_git_changes(changes, all).await else { return Ok(()) };
                     // The first pass also removes what the source no longer has (a ref stored
                     // whole by an older ctxd keeps only what differs from the base); so does a
                     // pass after a failed commit.
@@ -325,26 +286,10 @@ impl Source {
                     }
                     recover = false;
                     if !overlays.is_empty() {
-                        // A ref's view reads the base's files it shares once its own are in.
-                        if !self.emitter.tracker.wait_drained(OVERLAY_WAIT).await {
-                            tracing::warn!(
-                                source = git.name(),
-                                "files still in flight after {OVERLAY_WAIT:?}; recording the refs' overlays anyway"
-                            );
-                        }
-                        for change in &overlays {
-                            self.record_overlay(&change.view, change.after.as_ref(), Effective::Now).await;
-                        }
+                        self.record_final_overlays(git.name(), &overlays).await;
                     }
                     if first {
-                        let views: Vec<String> =
-                            overlays.iter().filter(|c| c.after.is_some()).map(|c| c.view.clone()).collect();
-                        if let Err(e) =
-                            ctxd_index::overlay::retain(&self.overlays, &self.db, &format!("{}@", git.name()), &views)
-                                .await
-                        {
-                            overlay_failed(git.name(), &e);
-                        }
+                        self.retain_overlays(git.name(), &overlays).await;
                         self.gate.passed(&self.emitter.tracker);
                         if !follow {
                             return Ok(());
@@ -369,6 +314,86 @@ impl Source {
             }
         }
     }
+
+    /// Emits a git poll's `changes` (`all`: a full pass, whose updates are not counted as
+    /// changes for freshness); the files seen, or `None` at shutdown or when the pipeline is
+    /// gone.
+    async fn emit_git_changes(&self, changes: Vec<GitChange>, all: bool) -> Option<Pass> {
+        let mut seen = Pass { completed: true, ..Pass::default() };
+        for change in changes {
+            if *self.shutdown.borrow() {
+                return None;
+            }
+            let work = match change {
+                GitChange::Update(file) => {
+                    seen.seen.insert(file.rel.clone());
+                    if !all {
+                        self.freshness.changed(&file.rel, SystemTime::now());
+                    }
+                    FileWork::Update(file)
+                }
+                GitChange::Unchanged(rel) => {
+                    seen.seen.insert(rel);
+                    continue;
+                }
+                GitChange::Removed(rel) => match self.removal(rel, all) {
+                    Some(work) => work,
+                    None => continue,
+                },
+            };
+            if !self.emitter.emit(work).await {
+                return None;
+            }
+        }
+        Some(seen)
+    }
+
+    /// Records the refs' final overlays of a poll of git source `name`, once its files are in
+    /// (or after [`OVERLAY_WAIT`]).
+    async fn record_final_overlays(&self, name: &str, overlays: &[OverlayChange]) {
+        // A ref's view reads the base's files it shares once its own are in.
+        if !self.emitter.tracker.wait_drained(OVERLAY_WAIT).await {
+            tracing::warn!(
+                source = name,
+                "files still in flight after {OVERLAY_WAIT:?}; recording the refs' overlays anyway"
+            );
+        }
+        for change in overlays {
+            self.record_overlay(&change.view, change.after.as_ref(), Effective::Now).await;
+        }
+    }
+
+    /// After the first poll of git source `name`: drops the recorded overlays of its views
+    /// that no ref of `overlays` has.
+    async fn retain_overlays(&self, name: &str, overlays: &[OverlayChange]) {
+        let views: Vec<String> = overlays.iter().filter(|c| c.after.is_some()).map(|c| c.view.clone()).collect();
+        if let Err(e) = ctxd_index::overlay::retain(&self.overlays, &self.db, &format!("{name}@"), &views).await {
+            overlay_failed(name, &e);
+        }
+    }
+}
+
+/// One poll of `git` (all files when `all`) on a blocking thread, after collecting the
+/// garbage of the mirror (`clean`) and forgetting what it stored (`recover`); `git` back, and
+/// what the poll reported.
+async fn poll_git(
+    mut git: GitSource,
+    clean: bool,
+    recover: bool,
+    all: bool,
+) -> Result<(GitSource, Result<Vec<GitChange>, StageError>), StageError> {
+    tokio::task::spawn_blocking(move || {
+        if clean {
+            git.collect_garbage();
+        }
+        if recover {
+            git.forget_stored();
+        }
+        let out = git.poll(all);
+        (git, out)
+    })
+    .await
+    .map_err(|e| StageError::Git { path: Default::default(), what: "the poll thread".into(), source: e.into() })
 }
 
 /// How long a git source waits for a poll's files to be committed before it records the

@@ -77,6 +77,59 @@ pub fn rank(
 ) -> (Vec<LocatedFile>, Vec<CandidateFeatures>) {
     let g = &graph.code;
     let on = |s: Signal| !without.contains(&s);
+    let (mut parts, mut c, by_def) = text_signals(graph, inputs, without);
+    let score = |row: &Row| model.score(row);
+    // A later signal's scores join the rows and the parts `why` is told from.
+    let mut join = |c: &mut Candidates, s: Signal, scores: Scores| {
+        if let Some(f) = Feature::of_signal(s) {
+            c.set(f, &scores);
+        }
+        parts.push((s, scores));
+    };
+    if on(Signal::Graph) && !c.is_empty() {
+        if let Some(scores) = graph_signal(graph, &c, model) {
+            join(&mut c, Signal::Graph, scores);
+        }
+    }
+    let h = inputs.history;
+    if on(Signal::Cochange) && !h.is_empty() && !c.is_empty() {
+        let scores = super::history_signals::cochange(g, h, &c.ranked(score));
+        join(&mut c, Signal::Cochange, scores);
+    }
+    if on(Signal::Recency) && !h.is_empty() {
+        let candidates: Vec<usize> = c.files().collect();
+        let scores = super::history_signals::recency(g, h, candidates.into_iter());
+        join(&mut c, Signal::Recency, scores);
+        c.set_recency_debug();
+    }
+    let ranked = c.ranked(score);
+    let named = ranked.iter().take(features).filter_map(|&(f, x)| c.named(f, x)).collect();
+    let files = ranked
+        .into_iter()
+        .take(k)
+        .map(|(f, score)| {
+            let row = c.get(f).copied().unwrap_or([0.0; crate::locate::model::FEATURES]);
+            LocatedFile {
+                path: g.files[f].clone(),
+                score: (score * 1000.0).round() / 1000.0,
+                why: why(&parts, f, &row, model),
+                definitions: definitions(g, f, inputs, &by_def, defs),
+            }
+        })
+        .collect();
+    (files, named)
+}
+
+/// The signals read from the text and its hits (all but those in `without`), set on the
+/// candidates they make: the signals' scores, the candidates, and the definitions signal's
+/// scores by definition.
+fn text_signals<'a>(
+    graph: &'a Graph,
+    inputs: &Inputs<'a>,
+    without: &[Signal],
+) -> (Vec<(Signal, Scores)>, Candidates<'a>, HashMap<usize, f64>) {
+    let g = &graph.code;
+    let on = |s: Signal| !without.contains(&s);
     let issue = inputs.issue;
     let mut parts: Vec<(Signal, Scores)> = Vec::new();
     if on(Signal::Paths) {
@@ -118,81 +171,56 @@ pub fn rank(
             c.set(f, scores);
         }
     }
-    let score = |row: &Row| model.score(row);
-    // A later signal's scores join the rows and the parts `why` is told from.
-    let mut join = |c: &mut Candidates, s: Signal, scores: Scores| {
-        if let Some(f) = Feature::of_signal(s) {
-            c.set(f, &scores);
-        }
-        parts.push((s, scores));
-    };
-    if on(Signal::Graph) && !c.is_empty() {
-        let mut seeds = c.ranked(score);
-        seeds.truncate(model.seeds);
-        // The walk restarts at the seeds in proportion to their scores, which must be positive.
-        let seeds: Vec<(usize, f64)> = seeds.into_iter().map(|(f, x)| (f, x.max(1e-3))).collect();
-        let pr = graph.files.pagerank(&seeds);
-        // Scaled by the best file that is not a seed (the seeds keep most of the walk's mass
-        // by restarting there): the file the best ones lean on most gets the full weight.
-        let is_seed = |f: usize| seeds.iter().any(|(s, _)| *s == f);
-        let max = pr.iter().enumerate().filter(|(f, _)| !is_seed(*f)).map(|(_, x)| *x).fold(0.0, f64::max);
-        if max > 0.0 {
-            let mut scores = Scores::default();
-            for (f, &x) in pr.iter().enumerate() {
-                if x > 0.0 {
-                    scores.score.insert(f, (x / max).min(1.0));
-                    scores.why.insert(f, "near the best files (imports, calls, references)".into());
-                }
-            }
-            join(&mut c, Signal::Graph, scores);
+    (parts, c, by_def)
+}
+
+/// The graph signal: personalised PageRank from the `model.seeds` best candidates, scaled by
+/// the best file that is not a seed; `None` when no such file is reached.
+fn graph_signal(graph: &Graph, c: &Candidates<'_>, model: &LocateModel) -> Option<Scores> {
+    let mut seeds = c.ranked(|row: &Row| model.score(row));
+    seeds.truncate(model.seeds);
+    // The walk restarts at the seeds in proportion to their scores, which must be positive.
+    let seeds: Vec<(usize, f64)> = seeds.into_iter().map(|(f, x)| (f, x.max(1e-3))).collect();
+    let pr = graph.files.pagerank(&seeds);
+    // Scaled by the best file that is not a seed (the seeds keep most of the walk's mass
+    // by restarting there): the file the best ones lean on most gets the full weight.
+    let is_seed = |f: usize| seeds.iter().any(|(s, _)| *s == f);
+    let max = pr.iter().enumerate().filter(|(f, _)| !is_seed(*f)).map(|(_, x)| *x).fold(0.0, f64::max);
+    if max <= 0.0 {
+        return None;
+    }
+    let mut scores = Scores::default();
+    for (f, &x) in pr.iter().enumerate() {
+        if x > 0.0 {
+            scores.score.insert(f, (x / max).min(1.0));
+            scores.why.insert(f, "near the best files (imports, calls, references)".into());
         }
     }
-    let h = inputs.history;
-    if on(Signal::Cochange) && !h.is_empty() && !c.is_empty() {
-        let scores = super::history_signals::cochange(g, h, &c.ranked(score));
-        join(&mut c, Signal::Cochange, scores);
-    }
-    if on(Signal::Recency) && !h.is_empty() {
-        let candidates: Vec<usize> = c.files().collect();
-        let scores = super::history_signals::recency(g, h, candidates.into_iter());
-        join(&mut c, Signal::Recency, scores);
-        c.set_recency_debug();
-    }
-    let ranked = c.ranked(score);
-    let named = ranked.iter().take(features).filter_map(|&(f, x)| c.named(f, x)).collect();
-    let files = ranked
-        .into_iter()
-        .take(k)
-        .map(|(f, score)| {
-            let row = c.get(f).copied().unwrap_or([0.0; crate::locate::model::FEATURES]);
-            let mut why: Vec<(f64, String)> = parts
-                .iter()
-                .filter_map(|(s, sc)| {
-                    let x = *sc.score.get(&f)?;
-                    let reason = sc.why.get(&f).cloned().unwrap_or_default();
-                    let w = Feature::of_signal(*s).map_or(0.0, |ft| model.weight(ft));
-                    // A signal the model does not weigh is no reason.
-                    (w != 0.0).then(|| (w * x, format!("{}: {reason}", s.as_str())))
-                })
-                .collect();
-            why.sort_by(|a, b| b.0.total_cmp(&a.0));
-            for (flag, what) in [(Feature::Test, "test file"), (Feature::Doc, "doc, example or vendored file")] {
-                if row[flag as usize] > 0.0 {
-                    let factor = model.log_factors[flag as usize].exp();
-                    let how =
-                        if factor != 1.0 { format!("×{factor:.2}") } else { format!("{:+.2}", model.weight(flag)) };
-                    why.push((0.0, format!("demoted {how}: {what}")));
-                }
-            }
-            LocatedFile {
-                path: g.files[f].clone(),
-                score: (score * 1000.0).round() / 1000.0,
-                why: why.into_iter().map(|(_, w)| w).collect(),
-                definitions: definitions(g, f, inputs, &by_def, defs),
-            }
+    Some(scores)
+}
+
+/// Why file `f` (feature row `row`) ranks where it does: the signals the model weighs, by
+/// weighted score, then its demotions.
+fn why(parts: &[(Signal, Scores)], f: usize, row: &Row, model: &LocateModel) -> Vec<String> {
+    let mut why: Vec<(f64, String)> = parts
+        .iter()
+        .filter_map(|(s, sc)| {
+            let x = *sc.score.get(&f)?;
+            let reason = sc.why.get(&f).cloned().unwrap_or_default();
+            let w = Feature::of_signal(*s).map_or(0.0, |ft| model.weight(ft));
+            // A signal the model does not weigh is no reason.
+            (w != 0.0).then(|| (w * x, format!("{}: {reason}", s.as_str())))
         })
         .collect();
-    (files, named)
+    why.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (flag, what) in [(Feature::Test, "test file"), (Feature::Doc, "doc, example or vendored file")] {
+        if row[flag as usize] > 0.0 {
+            let factor = model.log_factors[flag as usize].exp();
+            let how = if factor != 1.0 { format!("×{factor:.2}") } else { format!("{:+.2}", model.weight(flag)) };
+            why.push((0.0, format!("demoted {how}: {what}")));
+        }
+    }
+    why.into_iter().map(|(_, w)| w).collect()
 }
 
 fn normalised(mut s: Scores) -> Scores {

@@ -100,6 +100,76 @@ enum Layer {
 }
 
 impl Layer {
+    /// Layer `n` of a checkpoint of `shape`'s family, from its weights `vb`.
+    fn load(vb: VarBuilder, shape: &Shape, n: usize) -> Result<Self> {
+        let s = shape;
+        let (h, i, eps) = (s.hidden, s.intermediate, s.eps);
+        let (q_dim, kv_dim) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+        Ok(match s.family {
+            Family::Bert => {
+                let a = vb.pp("attention");
+                Layer::Bert {
+                    q: Linear::load(a.pp("self.query"), h, h, true)?,
+                    k: Linear::load(a.pp("self.key"), h, h, true)?,
+                    v: Linear::load(a.pp("self.value"), h, h, true)?,
+                    dense: Linear::load(a.pp("output.dense"), h, h, true)?,
+                    att_norm: Norm::layer(a.pp("output.LayerNorm"), h, eps, true)?,
+                    inter: Linear::load(vb.pp("intermediate.dense"), i, h, true)?,
+                    out: Linear::load(vb.pp("output.dense"), h, i, true)?,
+                    out_norm: Norm::layer(vb.pp("output.LayerNorm"), h, eps, true)?,
+                    tanh: s.gelu_tanh,
+                }
+            }
+            Family::NomicBert => Layer::Nomic {
+                qkv: Linear::load(vb.pp("attn.Wqkv"), 3 * h, h, s.attention_bias)?,
+                out: Linear::load(vb.pp("attn.out_proj"), h, h, false)?,
+                norm1: Norm::layer(vb.pp("norm1"), h, eps, true)?,
+                up: Linear::load(vb.pp("mlp.fc11"), i, h, false)?,
+                gate: Linear::load(vb.pp("mlp.fc12"), i, h, false)?,
+                down: Linear::load(vb.pp("mlp.fc2"), h, i, false)?,
+                norm2: Norm::layer(vb.pp("norm2"), h, eps, true)?,
+            },
+            Family::ModernBert => Layer::Modern {
+                attn_norm: if n == 0 { None } else { Some(Norm::layer(vb.pp("attn_norm"), h, eps, s.norm_bias)?) },
+                qkv: Linear::load(vb.pp("attn.Wqkv"), 3 * h, h, s.attention_bias)?,
+                out: Linear::load(vb.pp("attn.Wo"), h, h, s.attention_bias)?,
+                mlp_norm: Norm::layer(vb.pp("mlp_norm"), h, eps, s.norm_bias)?,
+                wi: Linear::load(vb.pp("mlp.Wi"), 2 * i, h, s.mlp_bias)?,
+                wo: Linear::load(vb.pp("mlp.Wo"), h, i, s.mlp_bias)?,
+                local: s.windows[n].is_some(),
+            },
+            Family::JinaBert => {
+                let a = vb.pp("attention");
+                Layer::Jina {
+                    q: Linear::load(a.pp("self.query"), h, h, true)?,
+                    k: Linear::load(a.pp("self.key"), h, h, true)?,
+                    v: Linear::load(a.pp("self.value"), h, h, true)?,
+                    q_norm: Norm::layer(a.pp("self.layer_norm_q"), h, eps, true)?,
+                    k_norm: Norm::layer(a.pp("self.layer_norm_k"), h, eps, true)?,
+                    dense: Linear::load(a.pp("output.dense"), h, h, true)?,
+                    out_norm: Norm::layer(a.pp("output.LayerNorm"), h, eps, true)?,
+                    norm1: Norm::layer(vb.pp("layer_norm_1"), h, eps, true)?,
+                    up_gated: Linear::load(vb.pp("mlp.up_gated_layer"), 2 * i, h, false)?,
+                    down: Linear::load(vb.pp("mlp.down_layer"), h, i, true)?,
+                    norm2: Norm::layer(vb.pp("layer_norm_2"), h, eps, true)?,
+                }
+            }
+            Family::Qwen3 => Layer::Qwen {
+                in_norm: Norm::rms(vb.pp("input_layernorm"), h, eps)?,
+                q: Linear::load(vb.pp("self_attn.q_proj"), q_dim, h, s.attention_bias)?,
+                k: Linear::load(vb.pp("self_attn.k_proj"), kv_dim, h, s.attention_bias)?,
+                v: Linear::load(vb.pp("self_attn.v_proj"), kv_dim, h, s.attention_bias)?,
+                q_norm: Norm::rms(vb.pp("self_attn.q_norm"), s.head_dim, eps)?,
+                k_norm: Norm::rms(vb.pp("self_attn.k_norm"), s.head_dim, eps)?,
+                o: Linear::load(vb.pp("self_attn.o_proj"), h, q_dim, s.attention_bias)?,
+                post_norm: Norm::rms(vb.pp("post_attention_layernorm"), h, eps)?,
+                gate: Linear::load(vb.pp("mlp.gate_proj"), i, h, false)?,
+                up: Linear::load(vb.pp("mlp.up_proj"), i, h, false)?,
+                down: Linear::load(vb.pp("mlp.down_proj"), h, i, false)?,
+            },
+        })
+    }
+
     /// The layer's dense layers.
     fn linears(&mut self) -> Vec<&mut Linear> {
         match self {
@@ -131,121 +201,60 @@ fn strip_prefix<'a>(vb: VarBuilder<'a>, first: &str) -> VarBuilder<'a> {
     vb
 }
 
+/// The embeddings of a checkpoint of `shape`'s family, its final norm (if it has one), and
+/// where its layers' weights are.
+fn load_embeddings<'a>(vb: VarBuilder<'a>, shape: &Shape) -> Result<(Embeddings, Option<Norm>, VarBuilder<'a>)> {
+    let s = shape;
+    let (h, eps) = (s.hidden, s.eps);
+    Ok(match s.family {
+        Family::Bert => {
+            let vb = strip_prefix(vb, "embeddings.word_embeddings.weight");
+            let e = vb.pp("embeddings");
+            let embed = Embeddings {
+                words: e.get((s.vocab, h), "word_embeddings.weight")?,
+                token_type: e.get_unchecked("token_type_embeddings.weight").ok(),
+                position: Some((e.get_unchecked("position_embeddings.weight")?, s.position_offset)),
+                norm: Some(Norm::layer(e.pp("LayerNorm"), h, eps, true)?),
+            };
+            (embed, None, vb.pp("encoder.layer"))
+        }
+        Family::NomicBert | Family::JinaBert => {
+            let vb = strip_prefix(vb, "embeddings.word_embeddings.weight");
+            let e = vb.pp("embeddings");
+            let norm = if s.family == Family::NomicBert { vb.pp("emb_ln") } else { e.pp("LayerNorm") };
+            let embed = Embeddings {
+                words: e.get((s.vocab, h), "word_embeddings.weight")?,
+                token_type: e.get_unchecked("token_type_embeddings.weight").ok(),
+                position: None,
+                norm: Some(Norm::layer(norm, h, eps, true)?),
+            };
+            let layers = if s.family == Family::NomicBert { "encoder.layers" } else { "encoder.layer" };
+            (embed, None, vb.pp(layers))
+        }
+        Family::ModernBert => {
+            let vb = strip_prefix(vb, "embeddings.tok_embeddings.weight");
+            let embed = Embeddings {
+                words: vb.get((s.vocab, h), "embeddings.tok_embeddings.weight")?,
+                token_type: None,
+                position: None,
+                norm: Some(Norm::layer(vb.pp("embeddings.norm"), h, eps, s.norm_bias)?),
+            };
+            (embed, Some(Norm::layer(vb.pp("final_norm"), h, eps, s.norm_bias)?), vb.pp("layers"))
+        }
+        Family::Qwen3 => {
+            let vb = strip_prefix(vb, "embed_tokens.weight");
+            let words = vb.get((s.vocab, h), "embed_tokens.weight")?;
+            let embed = Embeddings { words, token_type: None, position: None, norm: None };
+            (embed, Some(Norm::rms(vb.pp("norm"), h, eps)?), vb.pp("layers"))
+        }
+    })
+}
+
 impl Transformer {
     /// Loads the weights of a checkpoint of `shape`'s family.
     pub fn load(vb: VarBuilder, shape: &Shape) -> Result<Self> {
-        let s = shape;
-        let (h, i, eps) = (s.hidden, s.intermediate, s.eps);
-        let (embed, final_norm, layer_vb) = match s.family {
-            Family::Bert => {
-                let vb = strip_prefix(vb, "embeddings.word_embeddings.weight");
-                let e = vb.pp("embeddings");
-                let embed = Embeddings {
-                    words: e.get((s.vocab, h), "word_embeddings.weight")?,
-                    token_type: e.get_unchecked("token_type_embeddings.weight").ok(),
-                    position: Some((e.get_unchecked("position_embeddings.weight")?, s.position_offset)),
-                    norm: Some(Norm::layer(e.pp("LayerNorm"), h, eps, true)?),
-                };
-                (embed, None, vb.pp("encoder.layer"))
-            }
-            Family::NomicBert | Family::JinaBert => {
-                let vb = strip_prefix(vb, "embeddings.word_embeddings.weight");
-                let e = vb.pp("embeddings");
-                let norm = if s.family == Family::NomicBert { vb.pp("emb_ln") } else { e.pp("LayerNorm") };
-                let embed = Embeddings {
-                    words: e.get((s.vocab, h), "word_embeddings.weight")?,
-                    token_type: e.get_unchecked("token_type_embeddings.weight").ok(),
-                    position: None,
-                    norm: Some(Norm::layer(norm, h, eps, true)?),
-                };
-                let layers = if s.family == Family::NomicBert { "encoder.layers" } else { "encoder.layer" };
-                (embed, None, vb.pp(layers))
-            }
-            Family::ModernBert => {
-                let vb = strip_prefix(vb, "embeddings.tok_embeddings.weight");
-                let embed = Embeddings {
-                    words: vb.get((s.vocab, h), "embeddings.tok_embeddings.weight")?,
-                    token_type: None,
-                    position: None,
-                    norm: Some(Norm::layer(vb.pp("embeddings.norm"), h, eps, s.norm_bias)?),
-                };
-                (embed, Some(Norm::layer(vb.pp("final_norm"), h, eps, s.norm_bias)?), vb.pp("layers"))
-            }
-            Family::Qwen3 => {
-                let vb = strip_prefix(vb, "embed_tokens.weight");
-                let words = vb.get((s.vocab, h), "embed_tokens.weight")?;
-                let embed = Embeddings { words, token_type: None, position: None, norm: None };
-                (embed, Some(Norm::rms(vb.pp("norm"), h, eps)?), vb.pp("layers"))
-            }
-        };
-        let (q_dim, kv_dim) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
-        let mut layers = Vec::with_capacity(s.layers);
-        for n in 0..s.layers {
-            let vb = layer_vb.pp(n);
-            layers.push(match s.family {
-                Family::Bert => {
-                    let a = vb.pp("attention");
-                    Layer::Bert {
-                        q: Linear::load(a.pp("self.query"), h, h, true)?,
-                        k: Linear::load(a.pp("self.key"), h, h, true)?,
-                        v: Linear::load(a.pp("self.value"), h, h, true)?,
-                        dense: Linear::load(a.pp("output.dense"), h, h, true)?,
-                        att_norm: Norm::layer(a.pp("output.LayerNorm"), h, eps, true)?,
-                        inter: Linear::load(vb.pp("intermediate.dense"), i, h, true)?,
-                        out: Linear::load(vb.pp("output.dense"), h, i, true)?,
-                        out_norm: Norm::layer(vb.pp("output.LayerNorm"), h, eps, true)?,
-                        tanh: s.gelu_tanh,
-                    }
-                }
-                Family::NomicBert => Layer::Nomic {
-                    qkv: Linear::load(vb.pp("attn.Wqkv"), 3 * h, h, s.attention_bias)?,
-                    out: Linear::load(vb.pp("attn.out_proj"), h, h, false)?,
-                    norm1: Norm::layer(vb.pp("norm1"), h, eps, true)?,
-                    up: Linear::load(vb.pp("mlp.fc11"), i, h, false)?,
-                    gate: Linear::load(vb.pp("mlp.fc12"), i, h, false)?,
-                    down: Linear::load(vb.pp("mlp.fc2"), h, i, false)?,
-                    norm2: Norm::layer(vb.pp("norm2"), h, eps, true)?,
-                },
-                Family::ModernBert => Layer::Modern {
-                    attn_norm: if n == 0 { None } else { Some(Norm::layer(vb.pp("attn_norm"), h, eps, s.norm_bias)?) },
-                    qkv: Linear::load(vb.pp("attn.Wqkv"), 3 * h, h, s.attention_bias)?,
-                    out: Linear::load(vb.pp("attn.Wo"), h, h, s.attention_bias)?,
-                    mlp_norm: Norm::layer(vb.pp("mlp_norm"), h, eps, s.norm_bias)?,
-                    wi: Linear::load(vb.pp("mlp.Wi"), 2 * i, h, s.mlp_bias)?,
-                    wo: Linear::load(vb.pp("mlp.Wo"), h, i, s.mlp_bias)?,
-                    local: s.windows[n].is_some(),
-                },
-                Family::JinaBert => {
-                    let a = vb.pp("attention");
-                    Layer::Jina {
-                        q: Linear::load(a.pp("self.query"), h, h, true)?,
-                        k: Linear::load(a.pp("self.key"), h, h, true)?,
-                        v: Linear::load(a.pp("self.value"), h, h, true)?,
-                        q_norm: Norm::layer(a.pp("self.layer_norm_q"), h, eps, true)?,
-                        k_norm: Norm::layer(a.pp("self.layer_norm_k"), h, eps, true)?,
-                        dense: Linear::load(a.pp("output.dense"), h, h, true)?,
-                        out_norm: Norm::layer(a.pp("output.LayerNorm"), h, eps, true)?,
-                        norm1: Norm::layer(vb.pp("layer_norm_1"), h, eps, true)?,
-                        up_gated: Linear::load(vb.pp("mlp.up_gated_layer"), 2 * i, h, false)?,
-                        down: Linear::load(vb.pp("mlp.down_layer"), h, i, true)?,
-                        norm2: Norm::layer(vb.pp("layer_norm_2"), h, eps, true)?,
-                    }
-                }
-                Family::Qwen3 => Layer::Qwen {
-                    in_norm: Norm::rms(vb.pp("input_layernorm"), h, eps)?,
-                    q: Linear::load(vb.pp("self_attn.q_proj"), q_dim, h, s.attention_bias)?,
-                    k: Linear::load(vb.pp("self_attn.k_proj"), kv_dim, h, s.attention_bias)?,
-                    v: Linear::load(vb.pp("self_attn.v_proj"), kv_dim, h, s.attention_bias)?,
-                    q_norm: Norm::rms(vb.pp("self_attn.q_norm"), s.head_dim, eps)?,
-                    k_norm: Norm::rms(vb.pp("self_attn.k_norm"), s.head_dim, eps)?,
-                    o: Linear::load(vb.pp("self_attn.o_proj"), h, q_dim, s.attention_bias)?,
-                    post_norm: Norm::rms(vb.pp("post_attention_layernorm"), h, eps)?,
-                    gate: Linear::load(vb.pp("mlp.gate_proj"), i, h, false)?,
-                    up: Linear::load(vb.pp("mlp.up_proj"), i, h, false)?,
-                    down: Linear::load(vb.pp("mlp.down_proj"), h, i, false)?,
-                },
-            });
-        }
+        let (embed, final_norm, layer_vb) = load_embeddings(vb, shape)?;
+        let layers = (0..shape.layers).map(|n| Layer::load(layer_vb.pp(n), shape, n)).collect::<Result<Vec<_>>>()?;
         Ok(Self { shape: shape.clone(), embed, layers, final_norm, device: layer_vb.device().clone() })
     }
 

@@ -73,6 +73,65 @@ impl ImportsOnly {
             cx.import(&p, None, None, line(node));
         }
     }
+
+    /// Kotlin `import a.b.C` (target `a.b`, name `C`) and `import a.b.*` (target `a.b`).
+    fn kotlin_import(node: Node, cx: &mut Cx) {
+        let src = cx.src;
+        let l = line(node);
+        let Some(q) = named(node).into_iter().find(|n| n.kind() == "qualified_identifier") else {
+            return;
+        };
+        let path: String = text(q, src).split_whitespace().collect();
+        if text(node, src).trim_end().ends_with('*') {
+            cx.import(&path, None, None, l);
+        } else {
+            let (target, name) = split_last(&path, ".");
+            cx.import(target, name, name, l);
+        }
+    }
+
+    /// Scala `import a.b.C`, `a.b._` and `a.b.{C, D => E}` (one edge per selected name).
+    fn scala_import(node: Node, cx: &mut Cx) {
+        let src = cx.src;
+        let l = line(node);
+        let path: Vec<&str> = fields(node, "path").into_iter().filter(|p| p.is_named()).map(|p| text(p, src)).collect();
+        let target = path.join(".");
+        match named(node).into_iter().find(|n| matches!(n.kind(), "namespace_wildcard" | "namespace_selectors")) {
+            Some(w) if w.kind() == "namespace_wildcard" => cx.import(&target, None, None, l),
+            Some(sel) => {
+                for s in named(sel) {
+                    let name = match s.kind() {
+                        "identifier" => Some(s),
+                        _ => s.child_by_field_name("name"),
+                    };
+                    if let Some(n) = name.map(|n| text(n, src)) {
+                        cx.import(&target, Some(n), Some(n), line(s));
+                    }
+                }
+            }
+            None => {
+                let (target, name) = split_last(&target, ".");
+                cx.import(target, name, name, l);
+            }
+        }
+    }
+
+    /// Swift `import Foundation` and `import struct Lib.Thing` (target `Lib`, name `Thing`).
+    fn swift_import(node: Node, cx: &mut Cx) {
+        let src = cx.src;
+        let l = line(node);
+        let Some(id) = named(node).into_iter().find(|n| n.kind() == "identifier") else { return };
+        let path: Vec<&str> = named(id).into_iter().map(|p| text(p, src)).collect();
+        let mut c = node.walk();
+        let kinds = ["typealias", "struct", "class", "enum", "protocol", "let", "var", "func"];
+        let of_kind = node.children(&mut c).any(|k| !k.is_named() && kinds.contains(&k.kind()));
+        match path.split_last() {
+            Some((last, scope)) if of_kind && !scope.is_empty() => {
+                cx.import(&scope.join("."), Some(last), Some(last), l)
+            }
+            _ => cx.import(&path.join("."), None, None, l),
+        }
+    }
 }
 
 impl Rules for ImportsOnly {
@@ -133,42 +192,12 @@ impl Rules for ImportsOnly {
             }
             // Kotlin
             "import" if cx.language() == "kotlin" => {
-                let Some(q) = named(node).into_iter().find(|n| n.kind() == "qualified_identifier") else {
-                    return false;
-                };
-                let path: String = text(q, src).split_whitespace().collect();
-                if text(node, src).trim_end().ends_with('*') {
-                    cx.import(&path, None, None, l);
-                } else {
-                    let (target, name) = split_last(&path, ".");
-                    cx.import(target, name, name, l);
-                }
+                Self::kotlin_import(node, cx);
                 false
             }
             // Scala
             "import_declaration" if cx.language() == "scala" => {
-                let path: Vec<&str> =
-                    fields(node, "path").into_iter().filter(|p| p.is_named()).map(|p| text(p, src)).collect();
-                let target = path.join(".");
-                match named(node).into_iter().find(|n| matches!(n.kind(), "namespace_wildcard" | "namespace_selectors"))
-                {
-                    Some(w) if w.kind() == "namespace_wildcard" => cx.import(&target, None, None, l),
-                    Some(sel) => {
-                        for s in named(sel) {
-                            let name = match s.kind() {
-                                "identifier" => Some(s),
-                                _ => s.child_by_field_name("name"),
-                            };
-                            if let Some(n) = name.map(|n| text(n, src)) {
-                                cx.import(&target, Some(n), Some(n), line(s));
-                            }
-                        }
-                    }
-                    None => {
-                        let (target, name) = split_last(&target, ".");
-                        cx.import(target, name, name, l);
-                    }
-                }
+                Self::scala_import(node, cx);
                 false
             }
             // Lua
@@ -182,17 +211,7 @@ impl Rules for ImportsOnly {
             }
             // Swift
             "import_declaration" if cx.language() == "swift" => {
-                let Some(id) = named(node).into_iter().find(|n| n.kind() == "identifier") else { return false };
-                let path: Vec<&str> = named(id).into_iter().map(|p| text(p, src)).collect();
-                let mut c = node.walk();
-                let kinds = ["typealias", "struct", "class", "enum", "protocol", "let", "var", "func"];
-                let of_kind = node.children(&mut c).any(|k| !k.is_named() && kinds.contains(&k.kind()));
-                match path.split_last() {
-                    Some((last, scope)) if of_kind && !scope.is_empty() => {
-                        cx.import(&scope.join("."), Some(last), Some(last), l)
-                    }
-                    _ => cx.import(&path.join("."), None, None, l),
-                }
+                Self::swift_import(node, cx);
                 false
             }
             "comment" | "line_comment" | "block_comment" => false,

@@ -181,6 +181,79 @@ impl JavaScript {
             cx.import(&source, None, None, l);
         }
     }
+
+    /// `export … from './m'`: one import edge per exported name (none for `export *`); false
+    /// (the children are done) unless the export names no module.
+    fn export_from(node: Node, cx: &mut Cx) -> bool {
+        let src = cx.src;
+        let Some(source) = node.child_by_field_name("source").and_then(|s| string(s, src)) else {
+            return true;
+        };
+        let specs: Vec<Node> = named(node)
+            .into_iter()
+            .filter(|c| c.kind() == "export_clause")
+            .flat_map(named)
+            .filter(|s| s.kind() == "export_specifier")
+            .collect();
+        if specs.is_empty() {
+            cx.import(&source, None, None, line(node));
+        }
+        for s in specs {
+            if let Some(name) = s.child_by_field_name("name") {
+                cx.import(&source, Some(text(name, src)), None, line(s));
+            }
+        }
+        false
+    }
+
+    /// A call: `require('./m')` and `import('./m')` import, a call on a name or an access chain
+    /// calls it, a method call on anything else calls the method's name.
+    fn call_expression(node: Node, cx: &mut Cx) {
+        let src = cx.src;
+        let Some(f) = node.child_by_field_name("function") else { return };
+        let first_arg = node.child_by_field_name("arguments").and_then(|a| a.named_child(0));
+        let module = first_arg.and_then(|a| string(a, src));
+        if f.kind() == "import" || (text(f, src) == "require" && f.kind() == "identifier") {
+            if let Some(m) = module {
+                cx.import(&m, None, None, line(node));
+            }
+        } else if let Some(segs) = chain(f, src) {
+            cx.call(&segs, ".", line(f));
+            cx.skip(Some(f));
+        } else if f.kind() == "member_expression" {
+            if let Some(p) = f.child_by_field_name("property") {
+                cx.call(&[text(p, src)], ".", line(p));
+            }
+        }
+    }
+
+    /// A class's `extends` and `implements`: an inherits edge per type named.
+    fn heritage(node: Node, cx: &mut Cx) {
+        let src = cx.src;
+        for clause in named(node) {
+            match clause.kind() {
+                "extends_clause" => {
+                    for v in fields(clause, "value") {
+                        if let Some(t) = type_name(v, src) {
+                            cx.inherits(&t, line(v));
+                        }
+                    }
+                }
+                "implements_clause" => {
+                    for t in named(clause) {
+                        if let Some(t) = type_name(t, src) {
+                            cx.inherits(&t, line(clause));
+                        }
+                    }
+                }
+                _ => {
+                    if let Some(t) = type_name(clause, src) {
+                        cx.inherits(&t, line(clause));
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl Rules for JavaScript {
@@ -191,43 +264,10 @@ impl Rules for JavaScript {
                 Self::import(node, cx);
                 false
             }
-            "export_statement" => {
-                let Some(source) = node.child_by_field_name("source").and_then(|s| string(s, src)) else {
-                    return true;
-                };
-                let specs: Vec<Node> = named(node)
-                    .into_iter()
-                    .filter(|c| c.kind() == "export_clause")
-                    .flat_map(named)
-                    .filter(|s| s.kind() == "export_specifier")
-                    .collect();
-                if specs.is_empty() {
-                    cx.import(&source, None, None, line(node));
-                }
-                for s in specs {
-                    if let Some(name) = s.child_by_field_name("name") {
-                        cx.import(&source, Some(text(name, src)), None, line(s));
-                    }
-                }
-                false
-            }
+            "export_statement" => Self::export_from(node, cx),
             "export_clause" | "string" | "template_string" | "comment" | "regex" => node.kind() == "template_string",
             "call_expression" => {
-                let Some(f) = node.child_by_field_name("function") else { return true };
-                let first_arg = node.child_by_field_name("arguments").and_then(|a| a.named_child(0));
-                let module = first_arg.and_then(|a| string(a, src));
-                if f.kind() == "import" || (text(f, src) == "require" && f.kind() == "identifier") {
-                    if let Some(m) = module {
-                        cx.import(&m, None, None, line(node));
-                    }
-                } else if let Some(segs) = chain(f, src) {
-                    cx.call(&segs, ".", line(f));
-                    cx.skip(Some(f));
-                } else if f.kind() == "member_expression" {
-                    if let Some(p) = f.child_by_field_name("property") {
-                        cx.call(&[text(p, src)], ".", line(p));
-                    }
-                }
+                Self::call_expression(node, cx);
                 true
             }
             "new_expression" => {
@@ -239,29 +279,7 @@ impl Rules for JavaScript {
                 true
             }
             "class_heritage" => {
-                for clause in named(node) {
-                    match clause.kind() {
-                        "extends_clause" => {
-                            for v in fields(clause, "value") {
-                                if let Some(t) = type_name(v, src) {
-                                    cx.inherits(&t, line(v));
-                                }
-                            }
-                        }
-                        "implements_clause" => {
-                            for t in named(clause) {
-                                if let Some(t) = type_name(t, src) {
-                                    cx.inherits(&t, line(clause));
-                                }
-                            }
-                        }
-                        _ => {
-                            if let Some(t) = type_name(clause, src) {
-                                cx.inherits(&t, line(clause));
-                            }
-                        }
-                    }
-                }
+                Self::heritage(node, cx);
                 false
             }
             "extends_type_clause" => {

@@ -178,38 +178,82 @@ fn pattern(node: Node, src: &[u8], out: &mut HashSet<String>) {
     }
 }
 
+/// `import a.b as c`: an import edge per module, bound to its alias or its first segment.
+fn import(node: Node, cx: &mut Cx) {
+    let src = cx.src;
+    for n in fields(node, "name") {
+        let (module, alias) = match n.kind() {
+            "aliased_import" => (n.child_by_field_name("name"), n.child_by_field_name("alias")),
+            _ => (Some(n), None),
+        };
+        let Some(module) = module else { continue };
+        let target = text(module, src);
+        let bound = alias.map_or_else(|| target.split('.').next().unwrap_or(target), |a| text(a, src));
+        cx.import(target, None, Some(bound), line(n));
+    }
+}
+
+/// `from m import a, b as c`: an import edge per name (one for the module when none is named).
+fn import_from(node: Node, cx: &mut Cx) {
+    let src = cx.src;
+    let Some(module) = node.child_by_field_name("module_name") else { return };
+    let target: String = text(module, src).split_whitespace().collect();
+    let names = fields(node, "name");
+    if names.is_empty() {
+        cx.import(&target, None, None, line(node));
+    }
+    for n in names {
+        let (name, alias) = match n.kind() {
+            "aliased_import" => (n.child_by_field_name("name"), n.child_by_field_name("alias")),
+            _ => (Some(n), None),
+        };
+        let Some(name) = name.map(|n| text(n, src)) else { continue };
+        cx.import(&target, Some(name), Some(alias.map_or(name, |a| text(a, src))), line(n));
+    }
+}
+
+/// A call: `isinstance`/`issubclass` reference their classes, a call on a name or an access
+/// chain calls it, `super().m()` calls `super.m`, a call on anything else its method name.
+fn call(node: Node, cx: &mut Cx) {
+    let src = cx.src;
+    let Some(f) = node.child_by_field_name("function") else { return };
+    if cx.skipped(f) {
+        return;
+    }
+    if let Some(segs) = chain(f, src) {
+        if matches!(segs[..], ["isinstance" | "issubclass"]) {
+            let classes = node.child_by_field_name("arguments").and_then(|a| a.named_child(1));
+            for c in classes.map(|c| if c.kind() == "tuple" { named(c) } else { vec![c] }).unwrap_or_default() {
+                if let Some(segs) = chain(c, src) {
+                    cx.reference(&segs, ".", line(c));
+                }
+            }
+        }
+        cx.call(&segs, ".", line(f));
+        cx.skip(Some(f));
+    } else if let (Some(obj), Some(attr)) = (f.child_by_field_name("object"), f.child_by_field_name("attribute")) {
+        let is_super =
+            obj.kind() == "call" && obj.child_by_field_name("function").is_some_and(|g| text(g, src) == "super");
+        if is_super {
+            cx.call(&["super", text(attr, src)], ".", line(attr));
+            cx.skip(Some(obj));
+        } else {
+            cx.call(&[text(attr, src)], ".", line(attr));
+        }
+        cx.skip(Some(attr));
+    }
+}
+
 impl Rules for Python {
     fn visit(&self, node: Node, cx: &mut Cx) -> bool {
         let src = cx.src;
         match node.kind() {
             "import_statement" => {
-                for n in fields(node, "name") {
-                    let (module, alias) = match n.kind() {
-                        "aliased_import" => (n.child_by_field_name("name"), n.child_by_field_name("alias")),
-                        _ => (Some(n), None),
-                    };
-                    let Some(module) = module else { continue };
-                    let target = text(module, src);
-                    let bound = alias.map_or_else(|| target.split('.').next().unwrap_or(target), |a| text(a, src));
-                    cx.import(target, None, Some(bound), line(n));
-                }
+                import(node, cx);
                 false
             }
             "import_from_statement" => {
-                let Some(module) = node.child_by_field_name("module_name") else { return false };
-                let target: String = text(module, src).split_whitespace().collect();
-                let names = fields(node, "name");
-                if names.is_empty() {
-                    cx.import(&target, None, None, line(node));
-                }
-                for n in names {
-                    let (name, alias) = match n.kind() {
-                        "aliased_import" => (n.child_by_field_name("name"), n.child_by_field_name("alias")),
-                        _ => (Some(n), None),
-                    };
-                    let Some(name) = name.map(|n| text(n, src)) else { continue };
-                    cx.import(&target, Some(name), Some(alias.map_or(name, |a| text(a, src))), line(n));
-                }
+                import_from(node, cx);
                 false
             }
             "future_import_statement" | "global_statement" | "nonlocal_statement" | "string" => false,
@@ -240,36 +284,7 @@ impl Rules for Python {
                 true
             }
             "call" => {
-                let Some(f) = node.child_by_field_name("function") else { return true };
-                if cx.skipped(f) {
-                    return true;
-                }
-                if let Some(segs) = chain(f, src) {
-                    if matches!(segs[..], ["isinstance" | "issubclass"]) {
-                        let classes = node.child_by_field_name("arguments").and_then(|a| a.named_child(1));
-                        for c in
-                            classes.map(|c| if c.kind() == "tuple" { named(c) } else { vec![c] }).unwrap_or_default()
-                        {
-                            if let Some(segs) = chain(c, src) {
-                                cx.reference(&segs, ".", line(c));
-                            }
-                        }
-                    }
-                    cx.call(&segs, ".", line(f));
-                    cx.skip(Some(f));
-                } else if let (Some(obj), Some(attr)) =
-                    (f.child_by_field_name("object"), f.child_by_field_name("attribute"))
-                {
-                    let is_super = obj.kind() == "call"
-                        && obj.child_by_field_name("function").is_some_and(|g| text(g, src) == "super");
-                    if is_super {
-                        cx.call(&["super", text(attr, src)], ".", line(attr));
-                        cx.skip(Some(obj));
-                    } else {
-                        cx.call(&[text(attr, src)], ".", line(attr));
-                    }
-                    cx.skip(Some(attr));
-                }
+                call(node, cx);
                 true
             }
             "type" => {

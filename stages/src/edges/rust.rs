@@ -269,6 +269,33 @@ fn pattern(node: Node, src: &[u8], out: &mut HashSet<String>) {
     }
 }
 
+/// A call: a function or path calls it, a method on `self` or a name calls `self.m` / `x.m`,
+/// a method on anything else calls its name.
+fn call_expression(node: Node, cx: &mut Cx) -> bool {
+    let src = cx.src;
+    let Some(f) = node.child_by_field_name("function") else { return true };
+    let g = if f.kind() == "generic_function" { f.child_by_field_name("function").unwrap_or(f) } else { f };
+    match g.kind() {
+        "identifier" | "scoped_identifier" => {
+            cx.call(&path_segs(text(g, src)), "::", line(g));
+            cx.skip(Some(f));
+        }
+        "field_expression" => {
+            let (Some(value), Some(field)) = (g.child_by_field_name("value"), g.child_by_field_name("field")) else {
+                return true;
+            };
+            if matches!(value.kind(), "self" | "identifier") {
+                cx.call(&[text(value, src), text(field, src)], ".", line(g));
+                cx.skip(Some(f));
+            } else {
+                cx.call(&[text(field, src)], ".", line(field));
+            }
+        }
+        _ => {}
+    }
+    true
+}
+
 impl Rules for Rust {
     fn visit(&self, node: Node, cx: &mut Cx) -> bool {
         let src = cx.src;
@@ -336,31 +363,7 @@ impl Rules for Rust {
                 cx.skip(node.child_by_field_name("name"));
                 true
             }
-            "call_expression" => {
-                let Some(f) = node.child_by_field_name("function") else { return true };
-                let g = if f.kind() == "generic_function" { f.child_by_field_name("function").unwrap_or(f) } else { f };
-                match g.kind() {
-                    "identifier" | "scoped_identifier" => {
-                        cx.call(&path_segs(text(g, src)), "::", line(g));
-                        cx.skip(Some(f));
-                    }
-                    "field_expression" => {
-                        let (Some(value), Some(field)) =
-                            (g.child_by_field_name("value"), g.child_by_field_name("field"))
-                        else {
-                            return true;
-                        };
-                        if matches!(value.kind(), "self" | "identifier") {
-                            cx.call(&[text(value, src), text(field, src)], ".", line(g));
-                            cx.skip(Some(f));
-                        } else {
-                            cx.call(&[text(field, src)], ".", line(field));
-                        }
-                    }
-                    _ => {}
-                }
-                true
-            }
+            "call_expression" => call_expression(node, cx),
             "macro_invocation" => {
                 if let Some(m) = node.child_by_field_name("macro") {
                     let segs = path_segs(text(m, src));
