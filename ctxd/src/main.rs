@@ -105,23 +105,62 @@ fn quiet_on_closed_pipe(command: &Command) {
     }
 }
 
-/// Dispatches a parsed command line.
+/// Dispatches a parsed command line: queries, code-graph commands and the index's upkeep go
+/// through their family's dispatch (below), every other command straight to its module.
 async fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        command @ (Command::Search { .. }
+        | Command::Context { .. }
+        | Command::Symbols { .. }
+        | Command::ListSymbols { .. }
+        | Command::GetSymbols { .. }) => run_query(command).await,
+        command @ (Command::Locate { .. } | Command::Graph { .. } | Command::History { .. }) => {
+            run_graph(command).await
+        }
+        command @ (Command::Snapshots { .. }
+        | Command::Reembed { .. }
+        | Command::Compact { .. }
+        | Command::Snapshot { .. }
+        | Command::Config { .. }) => run_upkeep(command).await,
         Command::Index { path, db, config, no_embed, model, json } => {
             cmd::index::run(path.as_deref(), db.as_deref(), config.as_deref(), no_embed, &model, json).await
         }
-        Command::Locate { text, db, k, without, as_of, source, git_ref, features, locate_model, model, json } => {
-            let mut req = ctxd_codegraph::locate::request::LocateRequest::new(cmd::graph::text_arg(&text)?);
-            (req.k, req.features, req.without, req.model) = (k, features, without, locate_model);
-            (req.as_of, req.source) = (as_of, cli_scope(source.as_deref(), git_ref.as_deref()));
-            cmd::graph::locate(req, &db, &model, json).await
+        Command::Mcp { db, root, config, tools, model } => mcp::run(db, root, config, tools, model).await,
+        Command::Setup(args) => setup::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args).await,
+        Command::LsFiles { path, config, explain, json } => {
+            cmd::files::ls_files(path.as_deref(), config.as_deref(), explain, json).await
         }
-        Command::Graph { action } => cmd::graph::graph(action).await,
-        Command::History { path, db, limit, source, git_ref, json } => {
-            let source = cli_scope(source.as_deref(), git_ref.as_deref());
-            cmd::graph::history(&path, &db, limit, source, json).await
+        Command::Serve { config, watch, db, listen, flight_listen, role, model } => {
+            serve::serve(serve::ServeArgs { config, watch, db, listen, flight_listen, role }, model).await
         }
+        Command::Eval { db, queries, k, mode, context_budgets, assemblies, model, json } => {
+            let context = cmd::eval::ContextEval { budgets: &context_budgets, assemblies: &assemblies };
+            cmd::eval::run(&db, &queries, k, &mode, context, &model, json).await
+        }
+        Command::Embed { jsonl, query, model } => {
+            tokio::task::spawn_blocking(move || embed_cmd::run(&model, query, jsonl)).await?
+        }
+        Command::Chunk { config, model } => {
+            tokio::task::spawn_blocking(move || cmd::chunk::run(config.as_deref(), &model)).await?
+        }
+        // Loads and runs the model on this thread: off the async runtime.
+        Command::Bench { forward, model, .. } if forward.forward => {
+            let base = model.runtime()?;
+            tokio::task::spawn_blocking(move || forward_bench::run(&forward, model.model.as_deref(), base)).await?
+        }
+        Command::Bench { integrity, max_files, model, .. } if !integrity.is_empty() => {
+            bench::integrity(&integrity, max_files, &model)
+        }
+        Command::Bench { corpus, embed_chunks, skip_e2e, export, model, .. } => {
+            bench::run(&corpus, embed_chunks, skip_e2e, export.as_deref(), &model).await
+        }
+    }
+}
+
+/// A query of the index (`ctxd search`, `context`, `symbols`, `list-symbols`, `get-symbols`).
+async fn run_query(command: Command) -> Result<()> {
+    match command {
         Command::Search { query, db, k, mode, as_of, source, git_ref, no_rerank, model, json } => {
             let source = cli_scope(source.as_deref(), git_ref.as_deref());
             let mode: ctxd_search::search::Mode = mode.parse()?;
@@ -165,6 +204,42 @@ async fn run(cli: Cli) -> Result<()> {
             req.source = cli_scope(source.as_deref(), git_ref.as_deref());
             cmd::query::context(&req, &db, &model, json).await
         }
+        Command::Symbols { name, db, prefix, limit, json } => {
+            cmd::query::symbols(&name, &db, prefix, limit, json).await
+        }
+        Command::ListSymbols { target, db, kinds, as_of, json } => {
+            let req = ListSymbolsRequest { target, kinds, as_of, session: None, source: None, git_ref: None };
+            cmd::query::list_symbols(&req, &db, json).await
+        }
+        Command::GetSymbols { names, db, budget, as_of, session, json } => {
+            let req = GetSymbolsRequest { names, budget, as_of, session, source: None, git_ref: None };
+            cmd::query::get_symbols(&req, &db, json).await
+        }
+        _ => unreachable!("run sends only query commands here"),
+    }
+}
+
+/// A code-graph command (`ctxd locate`, `graph …`, `history`).
+async fn run_graph(command: Command) -> Result<()> {
+    match command {
+        Command::Locate { text, db, k, without, as_of, source, git_ref, features, locate_model, model, json } => {
+            let mut req = ctxd_codegraph::locate::request::LocateRequest::new(cmd::graph::text_arg(&text)?);
+            (req.k, req.features, req.without, req.model) = (k, features, without, locate_model);
+            (req.as_of, req.source) = (as_of, cli_scope(source.as_deref(), git_ref.as_deref()));
+            cmd::graph::locate(req, &db, &model, json).await
+        }
+        Command::Graph { action } => cmd::graph::graph(action).await,
+        Command::History { path, db, limit, source, git_ref, json } => {
+            let source = cli_scope(source.as_deref(), git_ref.as_deref());
+            cmd::graph::history(&path, &db, limit, source, json).await
+        }
+        _ => unreachable!("run sends only graph commands here"),
+    }
+}
+
+/// One of the index's upkeep commands (`ctxd snapshots`, `reembed`, `compact`, `snapshot …`, `config …`).
+async fn run_upkeep(command: Command) -> Result<()> {
+    match command {
         Command::Snapshots { db, json } => cmd::admin::snapshots(&db, json).await,
         Command::Reembed { db, block_rows, no_switch, shard, commit, vector_index_min_rows, json, model } => {
             let step = match (shard, commit) {
@@ -181,48 +256,8 @@ async fn run(cli: Cli) -> Result<()> {
             cmd::admin::tag(&db, &name, version).await
         }
         Command::Snapshot { action: SnapshotAction::Untag { name, db } } => cmd::admin::untag(&db, &name).await,
-        Command::Mcp { db, root, config, tools, model } => mcp::run(db, root, config, tools, model).await,
-        Command::Setup(args) => setup::run(args),
-        Command::Doctor(args) => cmd::doctor::run(args).await,
-        Command::LsFiles { path, config, explain, json } => {
-            cmd::files::ls_files(path.as_deref(), config.as_deref(), explain, json).await
-        }
-        Command::Symbols { name, db, prefix, limit, json } => {
-            cmd::query::symbols(&name, &db, prefix, limit, json).await
-        }
-        Command::ListSymbols { target, db, kinds, as_of, json } => {
-            let req = ListSymbolsRequest { target, kinds, as_of, session: None, source: None, git_ref: None };
-            cmd::query::list_symbols(&req, &db, json).await
-        }
-        Command::GetSymbols { names, db, budget, as_of, session, json } => {
-            let req = GetSymbolsRequest { names, budget, as_of, session, source: None, git_ref: None };
-            cmd::query::get_symbols(&req, &db, json).await
-        }
-        Command::Serve { config, watch, db, listen, flight_listen, role, model } => {
-            serve::serve(serve::ServeArgs { config, watch, db, listen, flight_listen, role }, model).await
-        }
-        Command::Eval { db, queries, k, mode, context_budgets, assemblies, model, json } => {
-            let context = cmd::eval::ContextEval { budgets: &context_budgets, assemblies: &assemblies };
-            cmd::eval::run(&db, &queries, k, &mode, context, &model, json).await
-        }
         Command::Config { action: ConfigAction::Validate { file } } => cmd::admin::validate_config(&file),
-        Command::Embed { jsonl, query, model } => {
-            tokio::task::spawn_blocking(move || embed_cmd::run(&model, query, jsonl)).await?
-        }
-        Command::Chunk { config, model } => {
-            tokio::task::spawn_blocking(move || cmd::chunk::run(config.as_deref(), &model)).await?
-        }
-        // Loads and runs the model on this thread: off the async runtime.
-        Command::Bench { forward, model, .. } if forward.forward => {
-            let base = model.runtime()?;
-            tokio::task::spawn_blocking(move || forward_bench::run(&forward, model.model.as_deref(), base)).await?
-        }
-        Command::Bench { integrity, max_files, model, .. } if !integrity.is_empty() => {
-            bench::integrity(&integrity, max_files, &model)
-        }
-        Command::Bench { corpus, embed_chunks, skip_e2e, export, model, .. } => {
-            bench::run(&corpus, embed_chunks, skip_e2e, export.as_deref(), &model).await
-        }
+        _ => unreachable!("run sends only upkeep commands here"),
     }
 }
 

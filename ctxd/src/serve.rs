@@ -22,6 +22,7 @@ use ctxd_serve::mcp::McpServer;
 use ctxd_serve::mcp_catalog::ToolPreset;
 use ctxd_serve::state::{AppState, ProgressFn};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio::net::TcpListener;
 
 use crate::cli::Role;
 use crate::model_args::ModelArgs;
@@ -133,14 +134,8 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
     for transport in ["http", "flight"] {
         metrics::counter!(ctxd_serve::metrics::AUTH_FAILURES_TOTAL, "transport" => transport).absolute(0);
     }
-    let listener = tokio::net::TcpListener::bind(&cfg.server.listen)
-        .await
-        .with_context(|| format!("binding {}", cfg.server.listen))?;
+    let (listener, flight_listener) = bind(&cfg).await?;
     let addr = listener.local_addr()?;
-    let flight_listener = match cfg.server.flight_listen.as_str() {
-        "" => None,
-        a => Some(tokio::net::TcpListener::bind(a).await.with_context(|| format!("binding {a} (flight)"))?),
-    };
     let drain = Duration::from_secs(cfg.pipeline.drain_timeout_secs);
     // The webhook's pokes reach the git sources of every pipeline generation.
     let triggers = Triggers::default();
@@ -149,13 +144,7 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
         Role::Both | Role::Writer => open_writer(&cfg, &triggers).await?,
     };
     let Opened { searcher, token_counter, ready, progress, backend } = opened;
-    // What `/v1/status` says of the writer lease: the lock this process holds (a writer).
-    let lease = match &backend {
-        Backend::Writer { lease, .. } => {
-            Some(format!("{} (held by this process, pid {})", lease.lock(), std::process::id()))
-        }
-        Backend::Reader(_) => None,
-    };
+    let lease = lease_status(&backend);
     let (stop_follow, follow_stopped) = tokio::sync::oneshot::channel::<()>();
     // SIGHUP never stops the daemon: a writer with a configuration file reloads its sources,
     // any other says there is nothing to reload.
@@ -181,16 +170,7 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
     let gate = Arc::new(Admission::new(limits, searcher.pressure().clone()));
     let (stop_flight, flight_stopped) = tokio::sync::oneshot::channel::<()>();
     let flight = match flight_listener {
-        Some(l) => {
-            let faddr = l.local_addr()?;
-            let api = ctxd_serve::flight::FlightApi::new(searcher.clone())
-                .with_access(access.clone())
-                .with_gate(gate.clone());
-            eprintln!("ctxd: arrow flight on grpc://{faddr}");
-            Some(tokio::spawn(ctxd_serve::flight::serve(l, api, auth.clone(), async move {
-                let _ = flight_stopped.await;
-            })))
-        }
+        Some(l) => Some(start_flight(l, &searcher, &access, &gate, auth.clone(), flight_stopped)?),
         None => None,
     };
     let (assembler, mcp, aggregator) = query_surfaces(&cfg, &searcher, token_counter, reader, &access)?;
@@ -214,6 +194,63 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
     let http = tokio::spawn(ctxd_serve::http::serve(listener, state, async move {
         let _ = http_stopped.await;
     }));
+    announce_ready(&cfg, addr, reader);
+
+    termination().await;
+    tracing::info!("shutting down: stopping sources and draining the pipeline (up to {}s)", drain.as_secs());
+    notify("STOPPING=1\nSTATUS=draining the pipeline");
+    let _ = stop_follow.send(());
+    wait_for_follower(follower, drain).await?;
+    let _ = stop_http.send(());
+    let _ = stop_flight.send(());
+    http.await.context("http server task")?.context("http server")?;
+    if let Some(f) = flight {
+        f.await.context("flight server task")?.context("flight server")?;
+    }
+    Ok(())
+}
+
+/// The listeners of `[server]`: HTTP's, and Arrow Flight's when `flight_listen` is set.
+async fn bind(cfg: &Config) -> Result<(TcpListener, Option<TcpListener>)> {
+    let listener =
+        TcpListener::bind(&cfg.server.listen).await.with_context(|| format!("binding {}", cfg.server.listen))?;
+    let flight_listener = match cfg.server.flight_listen.as_str() {
+        "" => None,
+        a => Some(TcpListener::bind(a).await.with_context(|| format!("binding {a} (flight)"))?),
+    };
+    Ok((listener, flight_listener))
+}
+
+/// What `/v1/status` says of the writer lease: the lock this process holds (a writer).
+fn lease_status(backend: &Backend) -> Option<String> {
+    match backend {
+        Backend::Writer { lease, .. } => {
+            Some(format!("{} (held by this process, pid {})", lease.lock(), std::process::id()))
+        }
+        Backend::Reader(_) => None,
+    }
+}
+
+/// The Arrow Flight server on `listener`, behind the same access and admission gate as HTTP,
+/// until `stopped`.
+fn start_flight(
+    listener: TcpListener,
+    searcher: &Arc<Searcher>,
+    access: &LiveAccess,
+    gate: &Arc<Admission>,
+    auth: Option<Auth>,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+) -> Result<tokio::task::JoinHandle<Result<(), impl std::error::Error + Send + Sync + 'static>>> {
+    let faddr = listener.local_addr()?;
+    let api = ctxd_serve::flight::FlightApi::new(searcher.clone()).with_access(access.clone()).with_gate(gate.clone());
+    eprintln!("ctxd: arrow flight on grpc://{faddr}");
+    Ok(tokio::spawn(ctxd_serve::flight::serve(listener, api, auth, async move {
+        let _ = stopped.await;
+    })))
+}
+
+/// Says the daemon serves: in the log, on stderr, and to systemd (`READY=1`, then its watchdog).
+fn announce_ready(cfg: &Config, addr: std::net::SocketAddr, reader: bool) {
     let roots: Vec<String> =
         cfg.sources().iter().map(|s| s.git.as_ref().unwrap_or(&s.root).display().to_string()).collect();
     match reader {
@@ -225,11 +262,11 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
     eprintln!("ctxd: listening on http://{addr}");
     notify("READY=1\nSTATUS=serving; initial scan in progress");
     ctxd_roles::sdnotify::spawn_watchdog();
+}
 
-    termination().await;
-    tracing::info!("shutting down: stopping sources and draining the pipeline (up to {}s)", drain.as_secs());
-    notify("STOPPING=1\nSTATUS=draining the pipeline");
-    let _ = stop_follow.send(());
+/// Waits for the follower to end; a writer's pipeline then drains (up to `drain`) and its
+/// lease is released.
+async fn wait_for_follower(follower: Follower, drain: Duration) -> Result<()> {
     match follower {
         Follower::Writer(task, lease) => {
             let generation = task.await.context("model switch follower task")?;
@@ -237,12 +274,6 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
             lease.release().await;
         }
         Follower::Reader(task) => task.await.context("reader follower task")?,
-    }
-    let _ = stop_http.send(());
-    let _ = stop_flight.send(());
-    http.await.context("http server task")?.context("http server")?;
-    if let Some(f) = flight {
-        f.await.context("flight server task")?.context("flight server")?;
     }
     Ok(())
 }

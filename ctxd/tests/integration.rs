@@ -3,6 +3,11 @@
 //! re-links LanceDB): the harness is `integration/support.rs`, the scenarios are one file per
 //! feature under `integration/`. Needs the default model (`scripts/fetch-model.sh`), moto and
 //! the Python clients (`scripts/test.sh` installs them all; a scenario that misses one says which).
+//!
+//! A scenario is one story — start a daemon, change files, ask, check, fault, ask again — told in
+//! order with its assertions inline, so the function-length limit the libraries and the binary
+//! keep (100 lines) does not apply to the scenario functions here.
+#![allow(clippy::too_many_lines)]
 
 #[path = "integration/support.rs"]
 mod support;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use ctxd_codegraph::graph::cache::GraphCache;
-use ctxd_codegraph::graph::impact::{impact, parse_diff, Change};
+use ctxd_codegraph::graph::impact::{impact, parse_diff, Change, ImpactAnswer};
 use ctxd_codegraph::graph::tools::{self, FileAnswer, SymbolAnswer};
 use ctxd_codegraph::locate::request::LocateRequest;
 use ctxd_codegraph::tools::GraphTools;
@@ -126,6 +126,49 @@ async fn graph_of(db: &Path) -> Result<std::sync::Arc<ctxd_codegraph::graph::cac
     Ok(GraphCache::default().get(&open_index(db).await?).await?)
 }
 
+/// What `ctxd graph impact` starts from: the whole files `paths`, then the definitions the hunks
+/// of the diff file `diff` touch (`-`: the diff on stdin).
+fn changes_of(paths: Vec<String>, diff: Option<&Path>) -> Result<Vec<Change>> {
+    let mut changes: Vec<Change> = paths.into_iter().map(|path| Change { path, lines: Vec::new() }).collect();
+    if let Some(d) = diff {
+        let text = if d.as_os_str() == "-" {
+            text_arg("-")?
+        } else {
+            let bytes = std::fs::read(d).with_context(|| format!("reading the diff {}", d.display()))?;
+            String::from_utf8(bytes).with_context(|| format!("the diff {} is not UTF-8 text", d.display()))?
+        };
+        changes.extend(parse_diff(&text)?);
+    }
+    Ok(changes)
+}
+
+/// Prints `ctxd graph impact`'s answer `a`, as text or JSON.
+fn print_impact(a: &ImpactAnswer, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(a)?);
+        return Ok(());
+    }
+    println!("changed: {} definitions", a.changed.len());
+    for (title, list) in [("affected", &a.affected), ("tests", &a.tests)] {
+        println!("{title}:");
+        for x in list {
+            let sym = x.place.symbol.as_deref().unwrap_or("(file)");
+            println!("  {}:{}  {sym}  ({:.3}, {} via {})", x.place.path, x.place.start_line, x.score, x.depth, x.via);
+        }
+    }
+    for p in &a.unknown_paths {
+        println!("not in the index: {p}");
+    }
+    if !a.cochanged.is_empty() {
+        println!("changed in the same commits:");
+        for c in &a.cochanged {
+            println!("  {}  ({} commits with {})", c.path, c.commits, c.with);
+        }
+    }
+    Ok(())
+}
+
+/// `ctxd graph …`: one code-graph tool's answer over the index at its `--db`.
 pub async fn graph(action: GraphAction) -> Result<()> {
     match action {
         GraphAction::References(SymbolArgs { symbol, db, limit, json }) => {
@@ -149,16 +192,7 @@ pub async fn graph(action: GraphAction) -> Result<()> {
             print_file_answer(&tools::imported_by(&g.code, &path)?, json)
         }
         GraphAction::Impact { paths, diff, db, limit, json } => {
-            let mut changes: Vec<Change> = paths.into_iter().map(|path| Change { path, lines: Vec::new() }).collect();
-            if let Some(d) = diff {
-                let text = if d.as_os_str() == "-" {
-                    text_arg("-")?
-                } else {
-                    let bytes = std::fs::read(&d).with_context(|| format!("reading the diff {}", d.display()))?;
-                    String::from_utf8(bytes).with_context(|| format!("the diff {} is not UTF-8 text", d.display()))?
-                };
-                changes.extend(parse_diff(&text)?);
-            }
+            let changes = changes_of(paths, diff.as_deref())?;
             anyhow::ensure!(!changes.is_empty(), "nothing changed: give paths or --diff FILE");
             let index = open_index(&db).await?;
             let g = GraphCache::default().get(&index).await?;
@@ -168,31 +202,7 @@ pub async fn graph(action: GraphAction) -> Result<()> {
             a.cochanged = ctxd_codegraph::locate::history_signals::cochanged_with(&history, &changed, limit, |p| {
                 g.code.file(p).is_some()
             });
-            if json {
-                println!("{}", serde_json::to_string(&a)?);
-                return Ok(());
-            }
-            println!("changed: {} definitions", a.changed.len());
-            for (title, list) in [("affected", &a.affected), ("tests", &a.tests)] {
-                println!("{title}:");
-                for x in list {
-                    let sym = x.place.symbol.as_deref().unwrap_or("(file)");
-                    println!(
-                        "  {}:{}  {sym}  ({:.3}, {} via {})",
-                        x.place.path, x.place.start_line, x.score, x.depth, x.via
-                    );
-                }
-            }
-            for p in &a.unknown_paths {
-                println!("not in the index: {p}");
-            }
-            if !a.cochanged.is_empty() {
-                println!("changed in the same commits:");
-                for c in &a.cochanged {
-                    println!("  {}  ({} commits with {})", c.path, c.commits, c.with);
-                }
-            }
-            Ok(())
+            print_impact(&a, json)
         }
         GraphAction::RepoMap { query, budget, db, model, json } => {
             let started = std::time::Instant::now();
