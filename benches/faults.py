@@ -3,6 +3,7 @@ full disk do to the index, each reported as figures against a goal.
 
     ~/.cache/ctxd/py-venv/bin/python benches/faults.py all [--ctxd BIN] [--rounds 20]
     ~/.cache/ctxd/py-venv/bin/python benches/faults.py kill|reader|flaky-s3|disk-full
+    ~/.cache/ctxd/py-venv/bin/python benches/faults.py s3-faults [--kinds k1,k2] [--ops op1,op2] [--rate R]
 
 * `kill`      — `serve --role writer` on a watched folder; each round adds, edits and deletes a
   few files, waits 0–3 s (random) and `kill -9`s the writer, restarts it and waits for /readyz.
@@ -18,6 +19,10 @@ full disk do to the index, each reported as figures against a goal.
   the filler deleted (the pending files must become searchable without a restart).
   `--disk-full-source git`: the source is a git repository polled every second, the files
   committed while the disk is full.
+* `s3-faults` — every storage fault (`fault_proxy.py`: resets before/during, timeouts, 500, 503,
+  SlowDown, a dripping body, a write whose answer is lost) × every S3 operation (GET, HEAD, PUT,
+  conditional PUT, LIST, DELETE, multipart) against a writer on a bucket, then an optional kill -9
+  loop under a mild fault mix (`--kill-rounds`); see `faults_s3.py`. Not part of `all`.
 
 Everything runs on 127.0.0.1 (moto's server from the venv). Prints each scenario's figures
 and a summary table; exits 1 when a goal is missed. Uses `ctxd_daemon.py`'s helpers.
@@ -728,7 +733,14 @@ def scenario_disk_full(a, work):
         subprocess.run(["umount", mnt], check=False)
 
 
-SCENARIOS = {"kill": scenario_kill, "reader": scenario_reader, "flaky-s3": scenario_flaky, "disk-full": scenario_disk_full}
+def scenario_s3_faults(a, work):
+    sys.modules.setdefault("faults", sys.modules[__name__])  # one module: faults_s3 reports into RESULTS
+    import faults_s3
+    faults_s3.scenario_s3_faults(a, work)
+
+
+SCENARIOS = {"kill": scenario_kill, "reader": scenario_reader, "flaky-s3": scenario_flaky, "disk-full": scenario_disk_full,
+             "s3-faults": scenario_s3_faults}
 
 
 def main():
@@ -747,12 +759,16 @@ def main():
     ap.add_argument("--disk-full-source", choices=["folder", "git"], default="folder",
                     help="disk-full: the source is a watched folder or a git repository polled every second")
     ap.add_argument("--seed", type=int, default=1)
+    sys.modules.setdefault("faults", sys.modules[__name__])
+    import faults_s3
+    faults_s3.add_args(ap)
     a = ap.parse_args()
     if not os.access(a.ctxd, os.X_OK):
         sys.exit(f"{a.ctxd} is not an executable ctxd binary")
     root = a.work or tempfile.mkdtemp(prefix="ctxd-faults-")
     print(f"ctxd: {a.ctxd}; work: {root}")
-    for name in (SCENARIOS if a.scenario == "all" else [a.scenario]):
+    # `all`: the four original scenarios; s3-faults (a long matrix) runs only when named.
+    for name in ([n for n in SCENARIOS if n != "s3-faults"] if a.scenario == "all" else [a.scenario]):
         work = os.path.join(root, name)
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)

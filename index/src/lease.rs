@@ -195,42 +195,22 @@ impl WriterLease {
             PutPayload::from(serde_json::to_vec(&b).expect("lease body serializes"))
         };
         let store_err = |e: object_store::Error| lease_error(uri, format!("lease {lock}: {e}"));
-        let mode = match store.get(&key).await {
-            Err(object_store::Error::NotFound { .. }) => PutMode::Create,
-            Err(e) => return Err(store_err(e)),
-            Ok(found) => {
-                let version = UpdateVersion { e_tag: found.meta.e_tag.clone(), version: found.meta.version.clone() };
-                let bytes = found.bytes().await.map_err(store_err)?;
-                match serde_json::from_slice::<LeaseBody>(&bytes) {
-                    Ok(other) if other.expires_unix_ms > now_ms() => {
-                        let left = (other.expires_unix_ms - now_ms()).div_ceil(1000);
-                        return Err(IndexError::Locked {
-                            uri: uri.to_string(),
-                            holder: other.holder,
-                            lock,
-                            detail: format!(" (the lease expires in {left} s unless its holder renews it)"),
-                        });
-                    }
-                    Ok(other) => {
-                        tracing::warn!(lease = %lock, previous = %other.holder, "taking over an expired writer lease")
-                    }
-                    Err(e) => tracing::warn!(lease = %lock, "replacing an unreadable writer lease: {e}"),
+        // A request the store did not answer (a reset, a timeout, an answer lost after the write
+        // landed) is tried again; a lease found with this process's own holder name is the one
+        // its unanswered write created (`benches/faults.py s3-faults`: one failed request used
+        // to stop the writer at start).
+        let mut attempt = 0;
+        let first = loop {
+            match take(&store, &key, holder, body(holder), (uri, &lock)).await {
+                Ok(e_tag) => break e_tag,
+                Err(Take::Again(e)) if attempt < TAKE_RETRIES_MS.len() => {
+                    tracing::warn!(lease = %lock, "taking the writer lease failed (retrying): {e}");
+                    tokio::time::sleep(Duration::from_millis(TAKE_RETRIES_MS[attempt])).await;
+                    attempt += 1;
                 }
-                PutMode::Update(version)
+                Err(Take::Again(e)) => return Err(store_err(e)),
+                Err(Take::Refused(e)) => return Err(e),
             }
-        };
-        let put = store.put_opts(&key, body(holder), PutOptions { mode, ..Default::default() }).await;
-        let first = match put {
-            Ok(r) => r.e_tag.unwrap_or_default(),
-            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-                return Err(IndexError::Locked {
-                    uri: uri.to_string(),
-                    holder: "another writer that took the lease at the same moment".into(),
-                    lock,
-                    detail: String::new(),
-                })
-            }
-            Err(e) => return Err(store_err(e)),
         };
         let (lost_tx, lost) = watch::channel(None);
         let (etag_tx, etag) = watch::channel(first);
@@ -288,6 +268,65 @@ impl Drop for Held {
             }
             Held::Local { .. } => {}
         }
+    }
+}
+
+/// Pauses before each new try of taking the lease after a request went unanswered.
+const TAKE_RETRIES_MS: [u64; 4] = [200, 500, 1000, 2000];
+
+/// Why one try of taking the lease failed: a request went unanswered (try again), or the lease
+/// is another writer's.
+enum Take {
+    Again(object_store::Error),
+    Refused(IndexError),
+}
+
+/// One try of taking the lease at `key` for `holder` (`where_` names the index and the lease for
+/// errors): created when absent, replaced when expired or unreadable, kept when it is already
+/// `holder`'s (a write of an earlier try whose answer was lost). Returns its e-tag.
+async fn take(
+    store: &Arc<dyn ObjectStore>,
+    key: &StorePath,
+    holder: &str,
+    payload: PutPayload,
+    (uri, lock): (&str, &str),
+) -> Result<String, Take> {
+    let mode = match store.get(key).await {
+        Err(object_store::Error::NotFound { .. }) => PutMode::Create,
+        Err(e) => return Err(Take::Again(e)),
+        Ok(found) => {
+            let version = UpdateVersion { e_tag: found.meta.e_tag.clone(), version: found.meta.version.clone() };
+            let bytes = found.bytes().await.map_err(Take::Again)?;
+            match serde_json::from_slice::<LeaseBody>(&bytes) {
+                Ok(own) if own.holder == holder => return Ok(version.e_tag.unwrap_or_default()),
+                Ok(other) if other.expires_unix_ms > now_ms() => {
+                    let left = (other.expires_unix_ms - now_ms()).div_ceil(1000);
+                    return Err(Take::Refused(IndexError::Locked {
+                        uri: uri.to_string(),
+                        holder: other.holder,
+                        lock: lock.to_string(),
+                        detail: format!(" (the lease expires in {left} s unless its holder renews it)"),
+                    }));
+                }
+                Ok(other) => {
+                    tracing::warn!(lease = %lock, previous = %other.holder, "taking over an expired writer lease")
+                }
+                Err(e) => tracing::warn!(lease = %lock, "replacing an unreadable writer lease: {e}"),
+            }
+            PutMode::Update(version)
+        }
+    };
+    match store.put_opts(key, payload, PutOptions { mode, ..Default::default() }).await {
+        Ok(r) => Ok(r.e_tag.unwrap_or_default()),
+        Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+            Err(Take::Refused(IndexError::Locked {
+                uri: uri.to_string(),
+                holder: "another writer that took the lease at the same moment".into(),
+                lock: lock.to_string(),
+                detail: String::new(),
+            }))
+        }
+        Err(e) => Err(Take::Again(e)),
     }
 }
 

@@ -28,8 +28,12 @@ use crate::{error::IndexError, store::Index, NO_MODEL};
 pub struct MaintenanceOptions {
     /// Versions older than this are removed (tagged ones are kept).
     pub retain: Duration,
-    /// Remove unreferenced files younger than 7 days too. Safe only when this process is the
-    /// table's one writer (the daemon owns its database directory).
+    /// Remove unreferenced files younger than 7 days too. Safe only when nothing writes to the
+    /// table while the pass runs — not even this process: a commit in flight has written data
+    /// files that no manifest references yet, and the pass would delete them under it (found by
+    /// `benches/faults.py s3-faults`: the daemon's scheduled pass beside its own commits left a
+    /// table whose latest version names a deleted file). `ctxd compact` and a one-shot run's
+    /// last pass set it; the daemon's scheduled passes do not.
     pub single_writer: bool,
     /// Build the vector index once this many embedded rows exist (0: never).
     pub vector_index_min_rows: usize,
@@ -205,7 +209,7 @@ impl Index {
         self.maintain_side(self.symbols.as_ref(), &["name", "symbol", "qualified_name"], opts).await?;
         self.maintain_side(self.edges.as_ref(), &["path"], opts).await?;
         // The small tables sources rewrite per ref (a version per write) are compacted and pruned too.
-        let conn = crate::session::connect(&self.uri).await?;
+        let conn = crate::connection::connect(&self.uri).await?;
         let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
         for name in [crate::overlay::OVERLAYS_TABLE, crate::history::HISTORY_TABLE] {
             if names.iter().any(|n| n == name) {
@@ -327,6 +331,32 @@ mod tests {
 
     /// A one-shot run's folds ([`Index::compact_then_fold`]) merge the fragments written since
     /// the last fold before indexing them; the pass does the same with the rows left after.
+    #[tokio::test]
+    async fn a_pass_beside_writes_keeps_the_files_no_version_references_yet() {
+        let tmp = tempfile::tempdir().unwrap();
+        let uri = tmp.path().join("db").to_string_lossy().into_owned();
+        let index = Index::open_or_create(&uri, "m", 8).await.unwrap();
+        for i in 0..3 {
+            index.commit(CommitBatch { rows: vec![row(i)], ..Default::default() }).await.unwrap();
+        }
+        let batch = |from: usize| {
+            let rows: Vec<_> = (from..from + 2).map(row).collect();
+            crate::schema::rows_to_batch(&rows, 8, false, crate::schema::Vectorless::Null).unwrap()
+        };
+        // A commit in flight: its data files are written, its manifest not yet.
+        let in_flight = index.write_fragments(vec![batch(10)]).await.unwrap();
+        let beside = MaintenanceOptions { retain: Duration::ZERO, single_writer: false, vector_index_min_rows: 0 };
+        index.maintain(&beside).await.unwrap();
+        index.commit_fragments(vec![in_flight]).await.unwrap();
+        assert_eq!(index.stats().await.unwrap().rows, 5, "the commit after the pass published its rows");
+        // The same with unverified files deleted: the in-flight commit's file is gone.
+        let in_flight = index.write_fragments(vec![batch(20)]).await.unwrap();
+        let alone = MaintenanceOptions { single_writer: true, ..beside };
+        index.maintain(&alone).await.unwrap();
+        let err = index.commit_fragments(vec![in_flight]).await.unwrap_err().to_string();
+        assert!(err.contains("gone"), "{err}");
+    }
+
     #[tokio::test]
     async fn folds_merge_new_fragments_first_and_a_pass_folds_the_rest() {
         let tmp = tempfile::tempdir().unwrap();

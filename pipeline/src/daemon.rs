@@ -17,6 +17,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ctxd_index::maintenance::MaintenanceOptions;
 use ctxd_index::store::Index;
 use ctxd_stages::chunk::stage::ChunkStage;
 use ctxd_stages::chunk::{ChunkConfig, ChunkedFile, Chunker, PartBudget};
@@ -88,7 +89,11 @@ impl Engine {
         let maintenance = (follow && self.cfg.index.maintenance_interval_secs > 0).then(|| {
             let every = Duration::from_secs(self.cfg.index.maintenance_interval_secs);
             let when = MaintainWhen { every, after_commits: COMPACT_AFTER_COMMITS, commits: counters.clone() };
-            tokio::spawn(maintain_every(self.index.clone(), self.cfg.index.maintenance(), when, shutdown))
+            // Beside the upsert stage's commits: files a commit has written but not yet published
+            // are referenced by no version, so the scheduled passes keep unreferenced files
+            // (Lance deletes them once they are 7 days old).
+            let opts = MaintenanceOptions { single_writer: false, ..self.cfg.index.maintenance() };
+            tokio::spawn(maintain_every(self.index.clone(), opts, when, shutdown))
         });
         metrics::gauge!(m::PIPELINE_READY).set(0.0);
         Ok(Running {
