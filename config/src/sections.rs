@@ -182,7 +182,7 @@ impl IndexConfig {
         if self.index_cache_mb == 0 {
             tracing::debug!(mb = index_bytes >> 20, "lancedb index cache sized from the index on disk");
         }
-        ctxd_index::session::set_cache_limits(ctxd_index::session::CacheLimits {
+        ctxd_index::connection::set_cache_limits(ctxd_index::connection::CacheLimits {
             index_bytes,
             metadata_bytes: self.metadata_cache_mb << 20,
         });
@@ -222,7 +222,8 @@ impl IndexConfig {
         ((index_files as usize).saturating_mul(3) / 2).clamp(MIN, MAX)
     }
 
-    /// The maintenance pass these settings ask for (the daemon is its table's one writer).
+    /// The maintenance pass these settings ask for, with nothing writing beside it (`ctxd compact`,
+    /// a one-shot run's last pass; the daemon's scheduled passes keep unreferenced files).
     pub fn maintenance(&self) -> ctxd_index::maintenance::MaintenanceOptions {
         ctxd_index::maintenance::MaintenanceOptions {
             retain: std::time::Duration::from_secs(self.retain_versions_secs),

@@ -27,7 +27,7 @@ use futures::TryStreamExt;
 use lancedb::query::ExecutableQuery;
 
 use crate::columns::typed_col;
-use crate::session::connect;
+use crate::connection::connect;
 use crate::{error::IndexError, CHUNKS_TABLE};
 
 /// Name of the pointer table inside the database directory.
@@ -73,7 +73,7 @@ pub fn table_for_model(model_id: &str) -> String {
 /// Every switch recorded at `uri`, oldest first (empty when the index was never re-embedded).
 pub async fn history(uri: &str) -> Result<Vec<ActiveTable>, IndexError> {
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
-    let Some(table) = crate::session::open_if_exists(uri, ACTIVE_TABLE).await? else { return Ok(Vec::new()) };
+    let Some(table) = crate::connection::open_if_exists(uri, ACTIVE_TABLE).await? else { return Ok(Vec::new()) };
     let batches: Vec<RecordBatch> = table.query().execute().await.map_err(lance)?.try_collect().await.map_err(lance)?;
     let mut rows = Vec::new();
     for b in &batches {

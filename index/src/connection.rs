@@ -1,5 +1,6 @@
-//! One LanceDB session for the whole process: the object-store registry and the two caches
-//! every opened table shares.
+//! How the index connects to LanceDB: one connection setup for the whole process — a single Lance
+//! `Session` (the object-store registry and the two caches every opened table shares) — and
+//! opening or creating a table.
 //!
 //! LanceDB's default session caches up to 6 GiB of index data (IVF partitions, full-text
 //! posting lists) and 1 GiB of metadata (manifests, fragment and file footers) — *per

@@ -28,7 +28,7 @@ use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase};
 
 use crate::columns::{str_col, typed_col};
-use crate::session::connect;
+use crate::connection::connect;
 use crate::sql::sql_str;
 use crate::{error::IndexError, store::Index};
 
@@ -141,7 +141,7 @@ impl History {
 impl Index {
     /// The history of this view's files (empty when no source recorded any).
     pub async fn file_history(&self) -> Result<History, IndexError> {
-        let Some(table) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? else {
+        let Some(table) = crate::connection::open_if_exists(&self.uri, HISTORY_TABLE).await? else {
             return Ok(History::default());
         };
         if let Some(v) = self.pinned_history {
@@ -182,7 +182,7 @@ impl Index {
     /// The version of the history table this view reads (`0` without one): a cache key for
     /// [`Self::file_history`].
     pub async fn history_version(&self) -> Result<u64, IndexError> {
-        let Some(table) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? else { return Ok(0) };
+        let Some(table) = crate::connection::open_if_exists(&self.uri, HISTORY_TABLE).await? else { return Ok(0) };
         match self.pinned_history {
             Some(v) => Ok(v),
             None => table.version().await.map_err(|e| self.lance(e)),

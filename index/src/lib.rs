@@ -24,6 +24,7 @@
 
 pub mod active;
 pub mod columns;
+pub mod connection;
 pub mod edges;
 pub mod error;
 pub mod format;
@@ -41,7 +42,6 @@ pub mod schema;
 pub mod scope;
 pub mod scoped;
 pub mod search;
-pub mod session;
 pub mod snapshots;
 pub mod sql;
 pub mod staged;

@@ -40,8 +40,8 @@ use futures::TryStreamExt;
 use lancedb::query::ExecutableQuery;
 
 use crate::columns::str_col;
+use crate::connection::connect;
 use crate::error::IndexError;
-use crate::session::connect;
 use crate::sql::sql_str;
 
 /// Name of the table inside the database directory.
@@ -159,7 +159,8 @@ pub async fn replace(
             Arc::new(arrow_array::UInt64Array::from(vec![seq])),
         ],
     )?;
-    let table = crate::session::open_or_create_table(&conn, &names, OVERLAYS_TABLE, schema()).await.map_err(lance)?;
+    let table =
+        crate::connection::open_or_create_table(&conn, &names, OVERLAYS_TABLE, schema()).await.map_err(lance)?;
     // One commit: a reader never sees the view without its record.
     table.add(batch).execute().await.map_err(lance)?;
     cache.forget(uri);

@@ -68,7 +68,7 @@ impl Index {
 
     /// A second handle on the chunks table (checking it out leaves the writer's alone).
     async fn view(&self) -> Result<Table, IndexError> {
-        let conn = crate::session::connect(&self.uri).await?;
+        let conn = crate::connection::connect(&self.uri).await?;
         conn.open_table(&self.table_name).execute().await.map_err(|e| self.lance(e))
     }
 
@@ -126,7 +126,7 @@ impl Index {
         // The history has no versions in step with the chunks: only the current one is known to
         // be the history of the current version. A tag moved to an older version drops its
         // history tag (that version reads today's history).
-        if let Some(h) = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await? {
+        if let Some(h) = crate::connection::open_if_exists(&self.uri, HISTORY_TABLE).await? {
             if version == current {
                 let v = h.version().await.map_err(|e| self.lance(e))?;
                 sides.push((HISTORY_TABLE, h, v));
@@ -153,7 +153,7 @@ impl Index {
             return Err(self.snapshot_error(format!("no tag '{name}'")));
         }
         tags.delete(name).await.map_err(|e| self.lance(e))?;
-        let conn = crate::session::connect(&self.uri).await?;
+        let conn = crate::connection::connect(&self.uri).await?;
         let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
         for side in [SYMBOLS_TABLE, EDGES_TABLE, HISTORY_TABLE] {
             if names.iter().any(|n| n == side) {
@@ -188,7 +188,7 @@ impl Index {
     /// tags cannot be listed now (another process deleting one): the view then reads today's.
     async fn history_tagged_at(&self, version: u64) -> Option<u64> {
         // No history table (an index of plain folders): no tags to list.
-        let h = crate::session::open_if_exists(&self.uri, HISTORY_TABLE).await.ok()??;
+        let h = crate::connection::open_if_exists(&self.uri, HISTORY_TABLE).await.ok()??;
         let names = self.tags_by_version().await.ok()?.remove(&version)?;
         let tags = h.tags().await.ok()?;
         let mut best = None;
@@ -226,7 +226,7 @@ impl Index {
         let Some(at) = versions.iter().find(|v| v.version == version).map(|v| v.timestamp) else {
             return Ok(Vec::new());
         };
-        let conn = crate::session::connect(&self.uri).await?;
+        let conn = crate::connection::connect(&self.uri).await?;
         let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
         let mut out = Vec::new();
         for name in [SYMBOLS_TABLE, EDGES_TABLE] {

@@ -27,8 +27,8 @@ use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase};
 
 use crate::columns::typed_col;
+use crate::connection::connect;
 use crate::error::IndexError;
-use crate::session::connect;
 use crate::sql::sql_str;
 
 /// Name of the staging table inside the database directory.
@@ -70,7 +70,7 @@ async fn table(uri: &str, create: bool) -> Result<Option<lancedb::Table>, IndexE
     if !create && !names.iter().any(|n| n == STAGED_TABLE) {
         return Ok(None);
     }
-    crate::session::open_or_create_table(&conn, &names, STAGED_TABLE, schema()).await.map(Some).map_err(lance)
+    crate::connection::open_or_create_table(&conn, &names, STAGED_TABLE, schema()).await.map(Some).map_err(lance)
 }
 
 /// Creates the staging table when missing. A shard calls it when it starts, so that shards

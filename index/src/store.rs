@@ -15,9 +15,9 @@ use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use lancedb::Table;
 
+use crate::connection::{connect, open_or_create_table};
 use crate::edges::{edges_schema, EDGES_TABLE};
 use crate::schema::{chunks_schema, EMBED_KEY};
-use crate::session::{connect, open_or_create_table};
 use crate::sql::sql_str;
 use crate::streams::{streams_schema, STREAMS_TABLE};
 use crate::symbols::{symbols_schema, SYMBOLS_TABLE};
