@@ -27,12 +27,12 @@ full disk do to the index, each reported as figures against a goal.
 Everything runs on 127.0.0.1 (moto's server from the venv). Prints each scenario's figures
 and a summary table; exits 1 when a goal is missed. Uses `ctxd_daemon.py`'s helpers.
 """
-import argparse, http.client, json, os, random, re, shutil, signal, socket, statistics, subprocess, sys
-import tempfile, threading, time, urllib.error, urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import argparse, json, os, random, re, shutil, signal, socket, statistics, subprocess, sys
+import tempfile, time, urllib.error, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ctxd_daemon import free_port  # noqa: E402
+from fault_proxy import FaultProxy, Rule  # noqa: E402
 
 VENV = os.path.expanduser("~/.cache/ctxd/py-venv/bin")
 CREDS = {"AWS_ACCESS_KEY_ID": "ctxd-test", "AWS_SECRET_ACCESS_KEY": "ctxd-test-secret",
@@ -216,87 +216,6 @@ class Moto:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
-
-
-class FlakyProxy:
-    """An HTTP proxy to `upstream` answering a share of requests with 503 SlowDown (S3's XML
-    error) without forwarding them. Counts requests and injected failures per method."""
-
-    BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
-            b'<Message>Please reduce your request rate.</Message><RequestId>faults-%d</RequestId></Error>')
-
-    def __init__(self, upstream_port, rate, seed=7):
-        self.rate, self.rng, self.lock = rate, random.Random(seed), threading.Lock()
-        self.requests, self.injected = {}, {}
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def _body(self):
-                if self.headers.get("transfer-encoding", "").lower() == "chunked":
-                    data = b""
-                    while True:
-                        size = int(self.rfile.readline().split(b";")[0].strip(), 16)
-                        if size == 0:
-                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                                pass
-                            return data
-                        data += self.rfile.read(size)
-                        self.rfile.readline()
-                n = int(self.headers.get("content-length") or 0)
-                return self.rfile.read(n) if n else b""
-
-            def _any(self):
-                body = self._body()
-                with proxy.lock:
-                    proxy.requests[self.command] = proxy.requests.get(self.command, 0) + 1
-                    fail = proxy.rng.random() < proxy.rate
-                    if fail:
-                        proxy.injected[self.command] = proxy.injected.get(self.command, 0) + 1
-                        n = sum(proxy.injected.values())
-                if fail:
-                    payload = proxy.BODY % n
-                    self.send_response(503, "Slow Down")
-                    self.send_header("content-type", "application/xml")
-                    self.send_header("content-length", str(len(payload)))
-                    self.end_headers()
-                    if self.command != "HEAD":
-                        self.wfile.write(payload)
-                    return
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "connection")}
-                if body or self.command in ("PUT", "POST"):
-                    headers["Content-Length"] = str(len(body))
-                conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=60)
-                try:
-                    conn.request(self.command, self.path, body=body or None, headers=headers)
-                    r = conn.getresponse()
-                    data = r.read()
-                    self.send_response(r.status, r.reason)
-                    for k, v in r.getheaders():
-                        if k.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
-                            self.send_header(k, v)
-                    clen = r.getheader("content-length") if self.command == "HEAD" else str(len(data))
-                    self.send_header("content-length", clen or "0")
-                    self.end_headers()
-                    if self.command != "HEAD":
-                        self.wfile.write(data)
-                finally:
-                    conn.close()
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _any
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
 
 
 # --------------------------------------------------------------------------------------------
@@ -543,7 +462,9 @@ def scenario_flaky(a, work):
     for i in range(initial):
         write_file(src, i)
     moto = Moto("flaky", os.path.join(logs, "moto.log"))
-    proxy = FlakyProxy(moto.port, a.fail_rate, a.seed)
+    # A share of every request answered 503 SlowDown without forwarding it (fault_proxy.py).
+    proxy = FaultProxy(moto.port)
+    proxy.set_rules([Rule("slowdown", "any", rate=a.fail_rate, seed=a.seed)])
     db = "s3://flaky/index"
     cfg = os.path.join(work, "ctxd.toml")
     with open(cfg, "w") as f:

@@ -262,6 +262,14 @@ def model_file(fitted, names, w, factors):
     }
 
 
+def write_model(path, model):
+    """Writes a parameter file (`model_file`'s dict) as the committed model.json is written."""
+    with open(path, "w") as f:
+        json.dump(model, f, indent=2)
+        f.write("\n")
+    print(f"\nwrote {path}", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ctxd", help="the ctxd binary (needed unless --features-json)")
@@ -329,10 +337,7 @@ def main():
     if args.dry_run:
         print(json.dumps(model, indent=2))
         return
-    with open(args.out, "w") as f:
-        json.dump(model, f, indent=2)
-        f.write("\n")
-    print(f"\nfit: wrote {args.out}", file=sys.stderr)
+    write_model(args.out, model)
 
 
 if __name__ == "__main__":

@@ -276,11 +276,7 @@ def main():
                   f"cross-validation by repository and by category on rows without history (mean CV MRR@10 "
                   f"{best[3]:.3f}, Acc@5 {best[4]:.3f}; no category or text kind more than {best[2]:.0f} "
                   f"issue(s) below the hand-set weights)")
-        model = fl.model_file(fitted, names, chosen.w, chosen.factors)
-        with open(args.write, "w") as f:
-            json.dump(model, f, indent=2)
-            f.write("\n")
-        print(f"\nwrote {args.write}", file=sys.stderr)
+        fl.write_model(args.write, fl.model_file(fitted, names, chosen.w, chosen.factors))
 
 
 if __name__ == "__main__":
