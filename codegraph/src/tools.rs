@@ -170,7 +170,7 @@ impl GraphTools {
         &self,
         as_of: Option<&str>,
         source: Option<&SourceScope>,
-    ) -> Result<std::sync::Arc<crate::graph::cache::Graph>, SearchError> {
+    ) -> Result<std::sync::Arc<crate::graph::cache::CachedGraph>, SearchError> {
         self.locator.graph(as_of, source).await
     }
 

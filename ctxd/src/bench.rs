@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use ctxd_models::resolve::DEFAULT_MODEL;
-use ctxd_pipeline::engine::Engine;
+use ctxd_pipeline::pipeline::Pipeline;
 use ctxd_stages::chunk::{ChunkConfig, Chunker};
 use ctxd_stages::embed::embedding_text;
 use ctxd_stages::load::{load, LoadConfig, LoadOutcome};
@@ -104,9 +104,9 @@ pub async fn run(
     if !skip_e2e {
         let tmp = tempfile::tempdir().context("creating a temporary index directory")?;
         let cfg = build_config(None, Some(corpus), Some(&tmp.path().join("db")), model)?;
-        let engine = Engine::open(cfg).await?;
+        let pipeline = Pipeline::open(cfg).await?;
         let (_kill, shutdown) = tokio::sync::watch::channel(false);
-        let summary = engine.run(false, shutdown)?.join().await?;
+        let summary = pipeline.run(false, shutdown)?.join().await?;
         println!(
             "index:  {} files, {} chunks, {} commits in {:.1}s = {:.1} files/s, {:.1} chunks/s end to end",
             summary.files_indexed,

@@ -446,7 +446,7 @@ pub enum Command {
     Setup(crate::setup::SetupArgs),
     /// Run the daemon: index, watch for changes, serve HTTP.
     Serve {
-        /// Config file (TOML, see configs/ctxd.toml).
+        /// Config file (TOML, see examples/configs/ctxd.toml).
         #[arg(long)]
         config: Option<PathBuf>,
         /// Folder to index and watch (overrides [source] root).

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use ctxd_config::Config;
 use ctxd_context::assembler::Assembler;
-use ctxd_pipeline::engine::Engine;
+use ctxd_pipeline::pipeline::Pipeline;
 use ctxd_pipeline::progress::LiveRun;
 use ctxd_pipeline::trigger::Triggers;
 use ctxd_roles::generation::Generation;
@@ -361,7 +361,7 @@ enum Follower {
     Reader(tokio::task::JoinHandle<()>),
 }
 
-/// Roles `both` and `writer`: the writer lease, then the engine (model and tables) and its pipeline.
+/// Roles `both` and `writer`: the writer lease, then the pipeline (model and tables) and its pipeline.
 async fn open_writer(cfg: &Config, triggers: &Triggers) -> Result<Opened> {
     let lease = crate::open::writer_lease(cfg, "ctxd serve").await?;
     // Opening can take long: the model loads, and an index of an older ctxd is re-embedded once
@@ -375,14 +375,14 @@ async fn open_writer(cfg: &Config, triggers: &Triggers) -> Result<Opened> {
             tokio::time::sleep(Duration::from_secs(30)).await;
         }
     });
-    let engine = Engine::open(cfg.clone()).await;
+    let pipeline = Pipeline::open(cfg.clone()).await;
     extend.abort();
-    let engine =
-        engine.with_context(|| format!("opening index {}", cfg.index.db.display()))?.with_triggers(triggers.clone());
+    let pipeline =
+        pipeline.with_context(|| format!("opening index {}", cfg.index.db.display()))?.with_triggers(triggers.clone());
     // Context budgets keep counting with this tokenizer after a model switch (a restart picks
     // up the new model's).
-    let token_counter = engine.token_counter();
-    let generation = Generation::start(engine)?;
+    let token_counter = pipeline.token_counter();
+    let generation = Generation::start(pipeline)?;
     let tracker = generation.running.tracker();
     when_ready(&generation.running, "initial scan is committed");
     // The pipeline running now (the writer moves it to each new one): its progress for
@@ -399,7 +399,7 @@ async fn open_writer(cfg: &Config, triggers: &Triggers) -> Result<Opened> {
         v
     });
     let pending = live.clone();
-    let searcher = Searcher::new(generation.engine.index(), generation.engine.embedder())
+    let searcher = Searcher::new(generation.pipeline.index(), generation.pipeline.embedder())
         .with_changed_since(Arc::new(move || pending.in_flight()));
     let searcher = Arc::new(tuned(searcher, cfg).await?);
     let ready = Arc::new(move || tracker.is_ready());

@@ -17,7 +17,7 @@ use clap::Args;
 use ctxd_serve::mcp_catalog::ToolPreset;
 use serde_json::{json, Value};
 
-use crate::setup_clients::{codex_table, continue_block, Client, Format, Homes, Scope, Server};
+use crate::setup_clients::{codex_table, continue_block, Client, ClientFormat, ConfigLocation, Homes, Server};
 
 /// `ctxd setup`'s arguments.
 #[derive(Debug, Args)]
@@ -39,7 +39,7 @@ pub struct SetupArgs {
     url: Option<String>,
     /// Project or user configuration (default: the project where the client reads one).
     #[arg(long, value_enum)]
-    scope: Option<Scope>,
+    scope: Option<ConfigLocation>,
     /// The tools the agent is offered (`ctxd mcp --tools`; over HTTP `?tools=`).
     #[arg(long)]
     tools: Option<ToolPreset>,
@@ -65,7 +65,7 @@ pub fn run(a: SetupArgs) -> Result<()> {
     let scope = a.scope.unwrap_or(a.client.default_scope());
     let path = a.client.config_path(scope, &root, &homes)?;
     let server = server(&a, &root, &homes)?;
-    if let (Server::Http { token: Some(_), .. }, Scope::Project) = (&server, scope) {
+    if let (Server::Http { token: Some(_), .. }, ConfigLocation::Project) = (&server, scope) {
         bail!(
             "the daemon's bearer token would be written into {}, a project file that is usually committed: use \
              --scope user (where the client has one), or unset CTXD_AUTH_TOKEN and add the header by hand",
@@ -77,13 +77,13 @@ pub fn run(a: SetupArgs) -> Result<()> {
         None
     } else {
         match a.client.format() {
-            Format::Json { key } => {
+            ClientFormat::Json { key } => {
                 let entry = if a.remove { None } else { Some(a.client.json_entry(&server)?) };
                 merge_json(old.as_deref(), key, entry).with_context(|| format!("editing {}", path.display()))?
             }
-            Format::CodexToml => merge_codex(old.as_deref(), (!a.remove).then_some(&server))
+            ClientFormat::CodexToml => merge_codex(old.as_deref(), (!a.remove).then_some(&server))
                 .with_context(|| format!("editing {}", path.display()))?,
-            Format::ContinueYaml => (!a.remove).then(|| continue_block(&server)),
+            ClientFormat::ContinueYaml => (!a.remove).then(|| continue_block(&server)),
         }
     };
     apply(&path, old, new, a.print)?;
@@ -320,7 +320,7 @@ mod tests {
             ),
         ];
         for (client, key, want_stdio, want_http) in cases {
-            assert_eq!(client.format(), Format::Json { key });
+            assert_eq!(client.format(), ClientFormat::Json { key });
             for (server, want) in [(stdio(), want_stdio), (http(), want_http)] {
                 let text = merge_json(None, key, Some(client.json_entry(&server).unwrap())).unwrap().unwrap();
                 let doc: Value = serde_json::from_str(&text).unwrap();
@@ -401,17 +401,20 @@ mod tests {
     fn each_client_has_its_documented_files() {
         let homes = Homes { home: "/h".into(), config: "/h/.config".into(), codex: "/h/.codex".into() };
         let root = Path::new("/p");
-        let at = |c: Client, s: Scope| c.config_path(s, root, &homes).map(|p| p.display().to_string());
-        assert_eq!(at(Client::ClaudeCode, Scope::Project).unwrap(), "/p/.mcp.json");
-        assert_eq!(at(Client::ClaudeCode, Scope::User).unwrap(), "/h/.claude.json");
-        assert_eq!(at(Client::Cursor, Scope::Project).unwrap(), "/p/.cursor/mcp.json");
-        assert_eq!(at(Client::Vscode, Scope::Project).unwrap(), "/p/.vscode/mcp.json");
-        assert_eq!(at(Client::Vscode, Scope::User).unwrap(), "/h/.config/Code/User/mcp.json");
-        assert_eq!(at(Client::Codex, Scope::User).unwrap(), "/h/.codex/config.toml");
-        assert_eq!(at(Client::ClaudeDesktop, Scope::User).unwrap(), "/h/.config/Claude/claude_desktop_config.json");
-        assert_eq!(at(Client::Continue, Scope::Project).unwrap(), "/p/.continue/mcpServers/ctxd.yaml");
-        assert_eq!(at(Client::Windsurf, Scope::User).unwrap(), "/h/.codeium/windsurf/mcp_config.json");
-        assert!(at(Client::Codex, Scope::Project).unwrap_err().to_string().contains("--scope user"));
-        assert!(at(Client::Continue, Scope::User).unwrap_err().to_string().contains("--scope project"));
+        let at = |c: Client, s: ConfigLocation| c.config_path(s, root, &homes).map(|p| p.display().to_string());
+        assert_eq!(at(Client::ClaudeCode, ConfigLocation::Project).unwrap(), "/p/.mcp.json");
+        assert_eq!(at(Client::ClaudeCode, ConfigLocation::User).unwrap(), "/h/.claude.json");
+        assert_eq!(at(Client::Cursor, ConfigLocation::Project).unwrap(), "/p/.cursor/mcp.json");
+        assert_eq!(at(Client::Vscode, ConfigLocation::Project).unwrap(), "/p/.vscode/mcp.json");
+        assert_eq!(at(Client::Vscode, ConfigLocation::User).unwrap(), "/h/.config/Code/User/mcp.json");
+        assert_eq!(at(Client::Codex, ConfigLocation::User).unwrap(), "/h/.codex/config.toml");
+        assert_eq!(
+            at(Client::ClaudeDesktop, ConfigLocation::User).unwrap(),
+            "/h/.config/Claude/claude_desktop_config.json"
+        );
+        assert_eq!(at(Client::Continue, ConfigLocation::Project).unwrap(), "/p/.continue/mcpServers/ctxd.yaml");
+        assert_eq!(at(Client::Windsurf, ConfigLocation::User).unwrap(), "/h/.codeium/windsurf/mcp_config.json");
+        assert!(at(Client::Codex, ConfigLocation::Project).unwrap_err().to_string().contains("--scope user"));
+        assert!(at(Client::Continue, ConfigLocation::User).unwrap_err().to_string().contains("--scope project"));
     }
 }

@@ -34,7 +34,7 @@ pub enum Client {
 
 /// Where a client's configuration is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Scope {
+pub enum ConfigLocation {
     /// In the project folder (`--root`), shared with its other users.
     Project,
     /// In the user's home, for every project.
@@ -52,7 +52,7 @@ pub enum Server {
 
 /// The file format a client keeps its servers in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum ClientFormat {
     /// A JSON object whose `key` maps server names to entries.
     Json { key: &'static str },
     /// Codex's TOML: `[mcp_servers.<name>]` tables.
@@ -81,38 +81,40 @@ impl Homes {
 
 impl Client {
     /// The scope used when `--scope` is not given: the project where the client reads one.
-    pub fn default_scope(self) -> Scope {
+    pub fn default_scope(self) -> ConfigLocation {
         match self {
-            Client::ClaudeCode | Client::Cursor | Client::Vscode | Client::Continue => Scope::Project,
-            Client::Codex | Client::ClaudeDesktop | Client::Windsurf => Scope::User,
+            Client::ClaudeCode | Client::Cursor | Client::Vscode | Client::Continue => ConfigLocation::Project,
+            Client::Codex | Client::ClaudeDesktop | Client::Windsurf => ConfigLocation::User,
         }
     }
 
     /// The configuration file for `scope`, or why this client has none there.
-    pub fn config_path(self, scope: Scope, root: &Path, homes: &Homes) -> Result<PathBuf> {
+    pub fn config_path(self, scope: ConfigLocation, root: &Path, homes: &Homes) -> Result<PathBuf> {
         let name = self.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
         Ok(match (self, scope) {
-            (Client::ClaudeCode, Scope::Project) => root.join(".mcp.json"),
-            (Client::ClaudeCode, Scope::User) => homes.home.join(".claude.json"),
-            (Client::Cursor, Scope::Project) => root.join(".cursor/mcp.json"),
-            (Client::Cursor, Scope::User) => homes.home.join(".cursor/mcp.json"),
-            (Client::Vscode, Scope::Project) => root.join(".vscode/mcp.json"),
-            (Client::Vscode, Scope::User) => homes.config.join("Code/User/mcp.json"),
-            (Client::Continue, Scope::Project) => root.join(".continue/mcpServers/ctxd.yaml"),
-            (Client::Codex, Scope::User) => homes.codex.join("config.toml"),
-            (Client::ClaudeDesktop, Scope::User) => homes.config.join("Claude/claude_desktop_config.json"),
-            (Client::Windsurf, Scope::User) => homes.home.join(".codeium/windsurf/mcp_config.json"),
-            (_, Scope::Project) => bail!("{name} keeps its MCP servers in the user's configuration: use --scope user"),
-            (_, Scope::User) => bail!("{name} reads MCP servers from the project: use --scope project"),
+            (Client::ClaudeCode, ConfigLocation::Project) => root.join(".mcp.json"),
+            (Client::ClaudeCode, ConfigLocation::User) => homes.home.join(".claude.json"),
+            (Client::Cursor, ConfigLocation::Project) => root.join(".cursor/mcp.json"),
+            (Client::Cursor, ConfigLocation::User) => homes.home.join(".cursor/mcp.json"),
+            (Client::Vscode, ConfigLocation::Project) => root.join(".vscode/mcp.json"),
+            (Client::Vscode, ConfigLocation::User) => homes.config.join("Code/User/mcp.json"),
+            (Client::Continue, ConfigLocation::Project) => root.join(".continue/mcpServers/ctxd.yaml"),
+            (Client::Codex, ConfigLocation::User) => homes.codex.join("config.toml"),
+            (Client::ClaudeDesktop, ConfigLocation::User) => homes.config.join("Claude/claude_desktop_config.json"),
+            (Client::Windsurf, ConfigLocation::User) => homes.home.join(".codeium/windsurf/mcp_config.json"),
+            (_, ConfigLocation::Project) => {
+                bail!("{name} keeps its MCP servers in the user's configuration: use --scope user")
+            }
+            (_, ConfigLocation::User) => bail!("{name} reads MCP servers from the project: use --scope project"),
         })
     }
 
-    pub fn format(self) -> Format {
+    pub fn format(self) -> ClientFormat {
         match self {
-            Client::Vscode => Format::Json { key: "servers" },
-            Client::Codex => Format::CodexToml,
-            Client::Continue => Format::ContinueYaml,
-            _ => Format::Json { key: "mcpServers" },
+            Client::Vscode => ClientFormat::Json { key: "servers" },
+            Client::Codex => ClientFormat::CodexToml,
+            Client::Continue => ClientFormat::ContinueYaml,
+            _ => ClientFormat::Json { key: "mcpServers" },
         }
     }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Result;
 use ctxd_config::Config;
 use ctxd_index::store::Index;
-use ctxd_pipeline::engine::Engine;
+use ctxd_pipeline::pipeline::Pipeline;
 use ctxd_search::searcher::Searcher;
 use ctxd_serve::mcp::CheckIndex;
 use ctxd_stages::watch::Scanner;
@@ -90,9 +90,9 @@ pub fn checker(searcher: Searcher, root: PathBuf, db: PathBuf, refresh_with: Opt
                         // Refused while a daemon writes the index (it keeps it fresh itself).
                         Some(cfg) => match crate::open::writer_lease(&cfg, "ctxd mcp (check_index refresh)").await {
                             Ok(lease) => {
-                                let engine = Engine::open(cfg).await?;
+                                let pipeline = Pipeline::open(cfg).await?;
                                 let (_kill, shutdown) = tokio::sync::watch::channel(false);
-                                let summary = engine.run(false, shutdown)?.join().await?;
+                                let summary = pipeline.run(false, shutdown)?.join().await?;
                                 lease.release().await;
                                 report["refreshed"] = serde_json::to_value(&summary)?;
                             }

@@ -1,6 +1,6 @@
-//! The ctxd graph: `watch → load → chunk → embed → upsert`, one-shot or as a daemon.
+//! The ctxd pipeline: `watch → load → chunk → embed → upsert`, one-shot or as a daemon.
 //!
-//! [`Engine::run`] wires the graph: a bounded edge between each pair of stages, each stage's
+//! [`Pipeline::run`] wires the pipeline: a bounded queue between each pair of stages, each stage's
 //! workers (the stages themselves, with their [`ctxd_stages::stage`] impls, live in
 //! `ctxd-stages`), the source task (`source`) and, for a daemon, the maintenance loop:
 //!
@@ -9,9 +9,9 @@
 //!    (start-up reconciliation, `reconcile`: an interrupted scan never removes anything);
 //! 2. in daemon mode it then follows debounced events until the kill switch flips (an `s3://`
 //!    root is listed instead, every `source.poll_interval_secs`);
-//! 3. when the source stops, the graph drains in order and the sink commits its last batch.
+//! 3. when the source stops, the pipeline drains in order and the sink commits its last batch.
 //!
-//! [`Running`] is the handle of a started graph (readiness, join); [`Summary`] what a run did.
+//! [`Running`] is the handle of a started pipeline (readiness, join); [`Summary`] what a run did.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -33,12 +33,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::emit::Emitter;
-use crate::engine::Engine;
 use crate::error::PipelineError;
 use crate::freshness::Freshness;
 use crate::metrics as m;
-use crate::runtime::{edge, spawn_batch_stage, spawn_sink, spawn_stage, BatchLimits, Output, Tracker};
+use crate::pipeline::Pipeline;
 use crate::source::{Origin, ScanGate, Source};
+use crate::stage_tasks::{queue, spawn_batch_stage, spawn_sink, spawn_stage, BatchLimits, Output, Tracker};
 
 /// What a run did.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -70,10 +70,10 @@ pub fn check_sources(cfg: &ctxd_config::Config) -> Result<(), PipelineError> {
     Ok(())
 }
 
-impl Engine {
-    /// Starts the graph. With `follow` false it scans once and finishes when everything is
+impl Pipeline {
+    /// Starts the pipeline. With `follow` false it scans once and finishes when everything is
     /// committed; with `follow` true it keeps following filesystem events until `shutdown`
-    /// becomes true. Either way, `shutdown` stops the source and drains the graph.
+    /// becomes true. Either way, `shutdown` stops the source and drains the pipeline.
     pub fn run(&self, follow: bool, shutdown: watch::Receiver<bool>) -> Result<Running, PipelineError> {
         let origins = self.open_origins()?;
         self.index.name_sources(self.cfg.has_named_sources());
@@ -116,8 +116,8 @@ impl Engine {
         Ok(opened.into_iter().flatten().collect())
     }
 
-    /// The graph's edges and its four stages (load, chunk, embed, upsert) spawned; the source's
-    /// end of the first edge is returned for the sources to feed. A one-shot run (not `follow`)
+    /// The queues between stages and its four stages (load, chunk, embed, upsert) spawned; the source's
+    /// end of the first queue is returned for the sources to feed. A one-shot run (not `follow`)
     /// that answers no queries merges each fold's fragments before folding them.
     fn spawn_stages(
         &self,
@@ -127,10 +127,10 @@ impl Engine {
         follow: bool,
     ) -> Stages {
         let p = &self.cfg.pipeline;
-        let (src_out, load_in) = edge::<FileWork<SourceFile>>("watch", "load", p.load.capacity);
-        let (load_out, chunk_in) = edge::<FileWork<LoadedFile>>("load", "chunk", p.chunk.capacity);
-        let (chunk_out, embed_in) = edge::<FileWork<ChunkedFile>>("chunk", "embed", p.embed.capacity);
-        let (embed_out, upsert_in) = edge::<FileWork<EmbeddedFile>>("embed", "upsert", p.upsert.capacity);
+        let (src_out, load_in) = queue::<FileWork<SourceFile>>("watch", "load", p.load.capacity);
+        let (load_out, chunk_in) = queue::<FileWork<LoadedFile>>("load", "chunk", p.chunk.capacity);
+        let (chunk_out, embed_in) = queue::<FileWork<ChunkedFile>>("chunk", "embed", p.embed.capacity);
+        let (embed_out, upsert_in) = queue::<FileWork<EmbeddedFile>>("embed", "upsert", p.upsert.capacity);
 
         let mut handles = Vec::new();
         let load_cfg = LoadConfig {
@@ -253,7 +253,7 @@ impl Engine {
     }
 }
 
-/// What [`Engine::spawn_stages`] started: the stage tasks, the edge the sources feed, and the
+/// What [`Pipeline::spawn_stages`] started: the stage tasks, the queue the sources feed, and the
 /// embedder's reuse counts.
 struct Stages {
     handles: Vec<JoinHandle<()>>,
@@ -355,7 +355,7 @@ async fn maintain_once(index: &Index, opts: &ctxd_index::maintenance::Maintenanc
     }
 }
 
-/// A running graph.
+/// A running pipeline.
 pub struct Running {
     tracker: Tracker,
     source: JoinHandle<Result<(), StageError>>,
@@ -391,7 +391,7 @@ impl Running {
         metrics::gauge!(m::PIPELINE_READY).set(1.0);
     }
 
-    /// Waits for the source to stop and the graph to drain; runs a one-shot run's maintenance
+    /// Waits for the source to stop and the pipeline to drain; runs a one-shot run's maintenance
     /// pass, folds new rows into the full-text index and returns the summary.
     pub async fn join(self) -> Result<Summary, PipelineError> {
         let source_result = self.source.await.expect("source task panicked");

@@ -1,5 +1,5 @@
-//! The source's end of the graph: every file it emits is counted in flight (so readiness
-//! waits for it) and, for updates, as seen; an emit that finds the graph closed takes its
+//! The source's end of the pipeline: every file it emits is counted in flight (so readiness
+//! waits for it) and, for updates, as seen; an emit that finds the pipeline closed takes its
 //! count back.
 
 use std::sync::atomic::Ordering;
@@ -8,9 +8,9 @@ use std::sync::Arc;
 use ctxd_stages::counters::Counters;
 use ctxd_stages::{FileWork, SourceFile};
 
-use crate::runtime::{Output, Tracker};
+use crate::stage_tasks::{Output, Tracker};
 
-/// Sends the source's work into the graph.
+/// Sends the source's work into the pipeline.
 #[derive(Clone)]
 pub(crate) struct Emitter {
     pub(crate) out: Output<FileWork<SourceFile>>,
@@ -26,7 +26,7 @@ impl Emitter {
         self.tracker.add(1);
     }
 
-    /// Emits `work`, waiting while the queue is full; false once the graph is closed.
+    /// Emits `work`, waiting while the queue is full; false once the pipeline is closed.
     pub(crate) async fn emit(&self, work: FileWork<SourceFile>) -> bool {
         self.enter(&work);
         if self.out.send(work).await.is_err() {

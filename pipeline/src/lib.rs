@@ -1,21 +1,21 @@
-//! The ctxd stage-graph runtime and the daemon wiring.
+//! The ctxd pipeline: its stage tasks and the daemon wiring.
 //!
-//! [`runtime`] is a small, typed runtime for pipelines of async stages:
+//! [`stage_tasks`] runs pipelines of async stages, typed:
 //!
-//! * every edge is a **bounded** `async-channel`; a full queue blocks its producer (back-pressure)
+//! * every queue is a **bounded** `async-channel`; a full queue blocks its producer (back-pressure)
 //!   and the time spent blocked is counted per stage (`ctxd_stage_blocked_seconds_total`);
 //! * a stage runs `workers` copies; a [`ctxd_stages::stage::Stage`] maps one item to zero or one item, a
 //!   [`ctxd_stages::stage::BatchStage`] takes batches capped by a weight (e.g. tokens) and a wait, and a
 //!   [`ctxd_stages::stage::Sink`] consumes batches (commits); the traits and each stage's impl live in
 //!   `ctxd-stages` ([`ctxd_stages::stage`]);
-//! * a failing item is counted by error kind and skipped: it never ends the graph;
+//! * a failing item is counted by error kind and skipped: it never ends the pipeline;
 //! * drain is ordered by construction: when the source stops, it drops its sender, each stage
 //!   finishes what is queued and in flight and then drops its own sender, down to the sink,
 //!   which commits its last batch;
-//! * a [`runtime::Tracker`] counts files in flight so callers can wait until everything the
+//! * a [`stage_tasks::Tracker`] counts files in flight so callers can wait until everything the
 //!   source emitted has been committed or skipped (readiness, one-shot indexing).
 //!
-//! The daemon: [`engine`] opens model, index and state; [`daemon`] builds the ctxd graph
+//! The daemon: [`pipeline`] opens model, index and state; [`daemon`] builds the ctxd pipeline
 //! `watch → load → chunk → embed → upsert` from a [`ctxd_config::Config`] and runs it one-shot
 //! (`ctxd index`) or as a daemon (`ctxd serve`); `source` drives the watcher or the object
 //! listing, `reconcile` removes what a completed start-up scan did not find; [`progress`] reads how
@@ -27,16 +27,16 @@
 
 pub mod daemon;
 mod emit;
-pub mod engine;
 pub mod error;
 mod freshness;
 mod history_recorder;
 pub mod metrics;
+pub mod pipeline;
 pub mod progress;
 mod reconcile;
 pub mod reembed;
-pub mod runtime;
 mod source;
+pub mod stage_tasks;
 #[cfg(test)]
 mod testkit;
 pub mod trigger;

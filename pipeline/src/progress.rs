@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use ctxd_stages::counters::Counters;
 
-use crate::runtime::Tracker;
+use crate::stage_tasks::Tracker;
 
 /// A live view of one run's counts (cheap to clone; see [`crate::daemon::Running::progress`]).
 #[derive(Clone)]

@@ -1,6 +1,6 @@
 //! Start-up reconciliation: after a pass over the source that **completed** (a scan of the
 //! root, the first listing of an `s3://` prefix), indexed files the pass did not see are
-//! removed; an **interrupted** pass (shutdown, the graph closing) never removes anything: a
+//! removed; an **interrupted** pass (shutdown, the pipeline closing) never removes anything: a
 //! file it did not reach is not gone.
 
 use std::collections::HashSet;
@@ -31,7 +31,7 @@ pub(crate) fn gone(indexed: Vec<String>, pass: &Pass) -> Vec<String> {
     gone
 }
 
-/// Emits the removal of every indexed path `pass` did not see; false once the graph is closed.
+/// Emits the removal of every indexed path `pass` did not see; false once the pipeline is closed.
 pub(crate) async fn remove_gone(state: &FileState, pass: &Pass, emitter: &Emitter, owns: &Selector) -> bool {
     let indexed = state.paths().into_iter().filter(|p| owns.owns(p)).collect();
     for p in gone(indexed, pass) {
@@ -43,7 +43,7 @@ pub(crate) async fn remove_gone(state: &FileState, pass: &Pass, emitter: &Emitte
 }
 
 /// Scans the root on a blocking thread, emitting every file, until the end, `shutdown` or the
-/// graph closing.
+/// pipeline closing.
 async fn scan(scanner: &Scanner, emitter: &Emitter, shutdown: &watch::Receiver<bool>) -> Pass {
     let (scanner, emitter, shutdown) = (scanner.clone(), emitter.clone(), shutdown.clone());
     tokio::task::spawn_blocking(move || {
@@ -82,7 +82,7 @@ pub(crate) async fn scan_and_reconcile(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{edge, Input, Tracker};
+    use crate::stage_tasks::{queue, Input, Tracker};
     use std::collections::HashMap;
     use std::sync::Arc;
 
@@ -97,7 +97,7 @@ mod tests {
     }
 
     fn emitter(capacity: usize) -> (Emitter, Input<FileWork<ctxd_stages::SourceFile>>) {
-        let (out, input) = edge("watch", "load", capacity);
+        let (out, input) = queue("watch", "load", capacity);
         (Emitter { out, tracker: Tracker::default(), counters: Arc::default() }, input)
     }
 
@@ -147,7 +147,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_scan_cut_short_by_a_closed_graph_removes_nothing() {
+    async fn a_scan_cut_short_by_a_closed_pipeline_removes_nothing() {
         let (_tmp, scanner, state) = setup();
         let (emitter, input) = emitter(1);
         drop(input);

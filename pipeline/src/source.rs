@@ -126,7 +126,7 @@ fn index_excludes(cfg: &Config) -> Vec<std::path::PathBuf> {
     excludes
 }
 
-/// Readiness waits for every source's first pass: the last one to finish marks the graph
+/// Readiness waits for every source's first pass: the last one to finish marks the pipeline
 /// scanned.
 #[derive(Clone)]
 pub(crate) struct ScanGate(Arc<std::sync::atomic::AtomicUsize>);
@@ -136,14 +136,14 @@ impl ScanGate {
         Self(Arc::new(std::sync::atomic::AtomicUsize::new(sources)))
     }
 
-    fn passed(&self, tracker: &crate::runtime::Tracker) {
+    fn passed(&self, tracker: &crate::stage_tasks::Tracker) {
         if self.0.fetch_sub(1, Ordering::AcqRel) == 1 {
             tracker.mark_scanned();
         }
     }
 }
 
-/// The source task: emits the files of its [`Origin`] into the graph.
+/// The source task: emits the files of its [`Origin`] into the pipeline.
 pub(crate) struct Source {
     pub(crate) state: FileState,
     pub(crate) emitter: Emitter,

@@ -2,7 +2,7 @@
 //! wakes a git source's poll loop instead of waiting for `poll_interval_secs`.
 //!
 //! One [`Triggers`] handle per daemon, keyed by source name, outliving the pipeline generations a
-//! model switch restarts (the binary makes it and hands it to every [`crate::engine::Engine`] it
+//! model switch restarts (the binary makes it and hands it to every [`crate::pipeline::Pipeline`] it
 //! opens, and the webhook's poke to the wire): a source's task takes its trigger when it starts
 //! ([`Triggers::for_source`]); the wire pokes by name ([`Triggers::poke`]). A poke while a poll
 //! runs is kept (a stored permit), so the push that lands mid-poll is read right after it.

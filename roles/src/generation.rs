@@ -1,4 +1,4 @@
-//! One engine (model + active chunks table) and its running pipeline, started and drained as a
+//! One generation: a [`Pipeline`] (model + active chunks table) and its stages running, started and drained as a
 //! unit: a writer serves from one generation at a time and replaces it on a model switch or a
 //! reload of its sources.
 
@@ -6,29 +6,29 @@ use std::time::Duration;
 
 use ctxd_config::Config;
 use ctxd_pipeline::daemon::Running;
-use ctxd_pipeline::engine::Engine;
+use ctxd_pipeline::pipeline::Pipeline;
 use ctxd_pipeline::trigger::Triggers;
 
 use crate::error::RoleError;
 
-/// One engine and its running pipeline.
+/// One pipeline and its running stages.
 pub struct Generation {
-    pub engine: Engine,
+    pub pipeline: Pipeline,
     kill: tokio::sync::watch::Sender<bool>,
     pub running: Running,
 }
 
 impl Generation {
-    /// Starts the pipeline of `engine` (following its sources' changes).
-    pub fn start(engine: Engine) -> Result<Self, RoleError> {
+    /// Starts the stages of `pipeline` (following its sources' changes).
+    pub fn start(pipeline: Pipeline) -> Result<Self, RoleError> {
         let (kill, shutdown) = tokio::sync::watch::channel(false);
-        let running = engine.run(true, shutdown)?;
-        Ok(Self { engine, kill, running })
+        let running = pipeline.run(true, shutdown)?;
+        Ok(Self { pipeline, kill, running })
     }
 
-    /// A new engine on `cfg` with its pipeline running, poked through `triggers`.
+    /// A new pipeline on `cfg` with its stages running, poked through `triggers`.
     pub async fn open(cfg: &Config, triggers: &Triggers) -> Result<Self, RoleError> {
-        Self::start(Engine::open(cfg.clone()).await?.with_triggers(triggers.clone()))
+        Self::start(Pipeline::open(cfg.clone()).await?.with_triggers(triggers.clone()))
     }
 
     /// Stops the source and drains the pipeline (up to `drain`).

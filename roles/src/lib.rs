@@ -1,7 +1,7 @@
 //! The roles of a ctxd daemon (`ctxd serve --role both|writer|reader`): what a process does
 //! between the pipeline and the query side once it serves.
 //!
-//! * [`generation`] — one engine (model + active chunks table) and its running pipeline,
+//! * [`generation`] — one pipeline (model + active chunks table) with its stages running,
 //!   started and drained as a unit;
 //! * [`writer`] — the writer's loop: a new generation when `ctxd reembed` switches the active
 //!   table, the searcher moved to it only once its initial pass is committed (no query is

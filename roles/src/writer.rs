@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use ctxd_config::Config;
-use ctxd_pipeline::engine::Engine;
+use ctxd_pipeline::pipeline::Pipeline;
 use ctxd_pipeline::trigger::Triggers;
 use ctxd_search::searcher::Searcher;
 use ctxd_search::sources::LiveAccess;
@@ -25,7 +25,7 @@ pub struct Writer {
     pub drain: Duration,
     /// What the query surfaces know of the sources (replaced by a reload).
     pub access: LiveAccess,
-    /// The daemon's triggers: every new engine gets them (webhook pokes keep reaching the git
+    /// The daemon's triggers: every new pipeline gets them (webhook pokes keep reaching the git
     /// sources).
     pub triggers: Triggers,
     /// The pipeline running now (answers' `changed_since`, `/v1/status`), moved to each new one.
@@ -63,7 +63,7 @@ pub async fn follow_switches(
             }
         }
         let active = match ctxd_index::active::current(&db).await {
-            Ok(Some(a)) if a.table_name != current.engine.index().table_name() => a,
+            Ok(Some(a)) if a.table_name != current.pipeline.index().table_name() => a,
             Ok(_) => continue,
             Err(e) => {
                 tracing::warn!("checking the active model of {db}: {e}");
@@ -72,12 +72,12 @@ pub async fn follow_switches(
         };
         tracing::info!(table = %active.table_name, model = %active.model_id, "model switch: opening the new table");
         let next = async {
-            let engine = Engine::open(w.cfg.clone()).await?.with_triggers(w.triggers.clone());
-            if engine.index().table_name() != active.table_name {
-                let now = engine.index().table_name().to_string();
+            let pipeline = Pipeline::open(w.cfg.clone()).await?.with_triggers(w.triggers.clone());
+            if pipeline.index().table_name() != active.table_name {
+                let now = pipeline.index().table_name().to_string();
                 return Err(RoleError::Raced { expected: active.table_name.clone(), now });
             }
-            Generation::start(engine)
+            Generation::start(pipeline)
         };
         let next = tokio::select! {
             _ = &mut stop => return current,
@@ -98,7 +98,7 @@ pub async fn follow_switches(
             }
             _ = tracker.wait_ready() => {}
         }
-        w.searcher.switch(next.engine.index(), next.engine.embedder());
+        w.searcher.switch(next.pipeline.index(), next.pipeline.embedder());
         w.live.set(next.running.tracker(), next.running.progress());
         metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
         metrics::counter!(ctxd_pipeline::metrics::MODEL_SWITCHES_TOTAL).increment(1);
@@ -136,7 +136,7 @@ async fn apply_sources(w: &mut Writer, fresh: Config, current: Generation) -> Ge
     current.stop(drain).await;
     match Generation::open(&next_cfg, triggers).await {
         Ok(next) => {
-            searcher.switch(next.engine.index(), next.engine.embedder());
+            searcher.switch(next.pipeline.index(), next.pipeline.embedder());
             live.set(next.running.tracker(), next.running.progress());
             access.set(access_of(&next_cfg));
             // The new pipeline's first pass: the ready gauge is 1 again once it is committed.
@@ -152,7 +152,7 @@ async fn apply_sources(w: &mut Writer, fresh: Config, current: Generation) -> Ge
             // The previous sources again (they were running a moment ago).
             match Generation::open(cfg, triggers).await {
                 Ok(previous) => {
-                    searcher.switch(previous.engine.index(), previous.engine.embedder());
+                    searcher.switch(previous.pipeline.index(), previous.pipeline.embedder());
                     live.set(previous.running.tracker(), previous.running.progress());
                     previous
                 }

@@ -29,7 +29,7 @@ pub struct Pressure(Arc<Counts>);
 pub struct Queued(Pressure);
 
 /// A query running; stops counting when dropped.
-pub struct Running(Pressure);
+pub struct RunningQuery(Pressure);
 
 impl Pressure {
     /// How many queries may run at once (the admission's slots).
@@ -54,10 +54,10 @@ impl Pressure {
     }
 
     /// Counts one more running query.
-    pub fn run(&self) -> Running {
+    pub fn run(&self) -> RunningQuery {
         let n = self.0.running.fetch_add(1, Ordering::AcqRel) + 1;
         metrics::gauge!(m::QUERY_IN_FLIGHT).set(n as f64);
-        Running(self.clone())
+        RunningQuery(self.clone())
     }
 
     /// Queries waiting for a slot now.
@@ -90,7 +90,7 @@ impl Drop for Queued {
     }
 }
 
-impl Drop for Running {
+impl Drop for RunningQuery {
     fn drop(&mut self) {
         let n = self.0 .0.running.fetch_sub(1, Ordering::AcqRel) - 1;
         metrics::gauge!(m::QUERY_IN_FLIGHT).set(n as f64);

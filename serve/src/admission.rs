@@ -207,7 +207,7 @@ impl IntoResponse for Refused {
 /// A query admitted: its slot and its count as running, both given back when dropped.
 pub struct Entered {
     _slot: tokio::sync::OwnedSemaphorePermit,
-    _running: ctxd_search::pressure::Running,
+    _running: ctxd_search::pressure::RunningQuery,
 }
 
 /// The middleware: reads the request's body, then runs the request once a slot is free, or

@@ -10,6 +10,9 @@
 //!   it declares public (`pub mod m`);
 //! - **the crate graph points one way** (`deps.rs`): each crate depends only on the ctxd crates
 //!   its row of ARCHITECTURE.md's table of directions allows;
+//! - **one meaning per word** (`words.rs`): a module or public type whose name holds a word of
+//!   ARCHITECTURE.md's `## Words` table lies in a crate of the word's row, and no public type name
+//!   is declared twice in the workspace;
 //! - **Markdown links lead somewhere** (`links.rs`): every relative link of every `*.md` file
 //!   names a file that exists, and its `#anchor` a heading of the Markdown file it points into.
 //!
@@ -22,6 +25,7 @@ pub mod deps;
 pub mod lexer;
 pub mod links;
 pub mod modules;
+pub mod words;
 
 use std::path::Path;
 
@@ -39,6 +43,8 @@ pub enum Violation {
     NoDirection { krate: String },
     TwoPaths { krate: String, file: String, module: String },
     BrokenLink(links::BrokenLink),
+    WordOutOfPlace { at: words::Named, word: String, crates: Vec<String> },
+    TypeTwice { name: String, at: Vec<words::Named> },
 }
 
 impl std::fmt::Display for Violation {
@@ -73,6 +79,23 @@ impl std::fmt::Display for Violation {
             ),
             Violation::NoDirection { krate } => {
                 write!(f, "{krate} has no row in ARCHITECTURE.md's dependency table: say what it may depend on")
+            }
+            Violation::WordOutOfPlace { at, word, crates } => write!(
+                f,
+                "{}/src/{}: `{}` holds the word `{word}`, which ARCHITECTURE.md's table of words gives one meaning, \
+                 named only in {}: rename it to say what it is here, or change the table first",
+                at.krate,
+                at.file,
+                at.name,
+                crates.join(", ")
+            ),
+            Violation::TypeTwice { name, at } => {
+                let places: Vec<String> = at.iter().map(|n| format!("{}/src/{}", n.krate, n.file)).collect();
+                write!(
+                    f,
+                    "`{name}` is declared public in {}: rename one so the name means one type",
+                    places.join(" and ")
+                )
             }
             Violation::BrokenLink(links::BrokenLink { file, line, link, reason }) => {
                 write!(f, "{file}:{line}: the link ({link}) ")?;
@@ -118,6 +141,8 @@ pub fn check(root: &Path) -> std::io::Result<Vec<Violation>> {
             packages.insert(name, krate.clone());
         }
     }
+    let words = words::table(&doc);
+    let mut types = Vec::new();
     let mut violations = Vec::new();
     for krate in &crates {
         match allowed.get(krate) {
@@ -132,6 +157,7 @@ pub fn check(root: &Path) -> std::io::Result<Vec<Violation>> {
         }
         let files = modules::CrateFiles::read(&root.join(krate).join("src"))?;
         violations.extend(check_crate(krate, &files));
+        violations.extend(check_words(krate, &files, &words, &mut types));
         let listed = named.get(krate).cloned().unwrap_or_default();
         for file in &files.files {
             if !listed.contains(&file.rel) {
@@ -144,8 +170,42 @@ pub fn check(root: &Path) -> std::io::Result<Vec<Violation>> {
             }
         }
     }
+    for (name, at) in words::declared_twice(&types) {
+        violations.push(Violation::TypeTwice { name, at });
+    }
     violations.extend(links::check(root)?.into_iter().map(Violation::BrokenLink));
     Ok(violations)
+}
+
+/// The names of one crate's modules and public types that hold a word of the table outside the
+/// word's crates; its public types are added to `types` for the workspace-wide count.
+fn check_words(
+    krate: &str,
+    files: &modules::CrateFiles,
+    table: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    types: &mut Vec<words::Named>,
+) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    for file in files.files.iter().filter(|f| !f.test_only) {
+        let named =
+            |name: &str| words::Named { krate: krate.to_string(), file: file.rel.clone(), name: name.to_string() };
+        let mut names: Vec<words::Named> = file.module.iter().map(|m| named(m)).collect();
+        let public: Vec<words::Named> = file.public_types().iter().map(|t| named(t)).collect();
+        types.extend(public.iter().cloned());
+        names.extend(public);
+        for at in names {
+            for word in words::held(&at.name, table) {
+                let crates = &table[word];
+                if !crates.contains(krate) {
+                    let crates = crates.iter().cloned().collect();
+                    violations.push(Violation::WordOutOfPlace { at: at.clone(), word: word.to_string(), crates });
+                }
+            }
+        }
+    }
+    violations.sort_by_key(ToString::to_string);
+    violations.dedup_by(|a, b| a.to_string() == b.to_string());
+    violations
 }
 
 /// The circles and long files of one crate.

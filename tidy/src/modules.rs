@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// One file of a crate.
-pub struct SourceFile {
+pub struct RustFile {
     /// Relative to the crate's `src/`, with `/` separators.
     pub rel: String,
     pub module: Vec<String>,
@@ -29,6 +29,20 @@ pub struct SourceFile {
     /// Only compiled for tests (`#[cfg(test)] mod x;` in its parent): left out of the checks.
     pub test_only: bool,
     code: String,
+}
+
+impl RustFile {
+    /// The types it declares `pub` (`pub struct|enum|trait|type Name`; `pub(crate)` ones are not
+    /// public), comments, literals and test-only items left out.
+    pub fn public_types(&self) -> Vec<String> {
+        const KINDS: [&str; 4] = ["pub struct ", "pub enum ", "pub trait ", "pub type "];
+        self.code
+            .lines()
+            .filter_map(|l| KINDS.iter().find_map(|k| l.trim_start().strip_prefix(k)))
+            .map(|rest| rest.chars().take_while(|c| is_ident(*c)).collect::<String>())
+            .filter(|name| !name.is_empty())
+            .collect()
+    }
 }
 
 /// A file-level import: `from` names `path`, which lies in `to`.
@@ -41,7 +55,7 @@ pub struct Import {
 
 /// The files of one crate's `src/`.
 pub struct CrateFiles {
-    pub files: Vec<SourceFile>,
+    pub files: Vec<RustFile>,
 }
 
 impl CrateFiles {
@@ -67,7 +81,7 @@ impl CrateFiles {
             .collect();
         let files = files
             .into_iter()
-            .map(|(rel, module, code_lines, stripped)| SourceFile {
+            .map(|(rel, module, code_lines, stripped)| RustFile {
                 test_only: test_only.iter().any(|t| module.starts_with(t)),
                 rel,
                 module,
@@ -83,7 +97,7 @@ impl CrateFiles {
     /// public when it and every module above it is declared `pub mod`. Re-exports of private
     /// modules, the way a crate names its types once, are not counted.
     pub fn two_paths(&self) -> Vec<(String, String)> {
-        let files: Vec<&SourceFile> = self.files.iter().filter(|f| !f.test_only).collect();
+        let files: Vec<&RustFile> = self.files.iter().filter(|f| !f.test_only).collect();
         let declared_pub: BTreeSet<Vec<String>> = files
             .iter()
             .flat_map(|f| {
@@ -127,7 +141,7 @@ impl CrateFiles {
 
     /// Every file-level import between two files of the crate (test-only files left out), sorted.
     pub fn imports(&self) -> Vec<Import> {
-        let by_module: BTreeMap<&[String], &SourceFile> =
+        let by_module: BTreeMap<&[String], &RustFile> =
             self.files.iter().filter(|f| !f.test_only).map(|f| (f.module.as_slice(), f)).collect();
         let children_of = |module: &[String]| -> BTreeSet<String> {
             by_module

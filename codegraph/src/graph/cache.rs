@@ -1,4 +1,4 @@
-//! The graphs in memory: one [`Graph`] (the [`CodeGraph`] and its [`FileGraph`]) per index
+//! The graphs in memory: one [`CachedGraph`] (the [`CodeGraph`] and its [`FileGraph`]) per index
 //! version asked, built once from the files, symbols and edges of that version and shared by
 //! every request on it. Keyed by the database, chunks table and the three tables' versions, so
 //! a commit (or an `as_of` view) gets its own graph and the latest is rebuilt only after a
@@ -18,8 +18,8 @@ use ctxd_search::error::SearchError;
 /// Graphs kept.
 const KEPT: usize = 3;
 
-/// A built graph with its file-level walk.
-pub struct Graph {
+/// The cache's entry: one version's code graph with its file-level walk, centrality and definitions.
+pub struct CachedGraph {
     pub code: CodeGraph,
     pub files: FileGraph,
     /// The graph's centrality (PageRank without seeds), per file.
@@ -32,7 +32,7 @@ pub struct Graph {
 
 type Key = (String, String, (u64, u64, u64));
 /// The graphs held, newest last.
-type Slots = Vec<(Key, Arc<Graph>)>;
+type Slots = Vec<(Key, Arc<CachedGraph>)>;
 
 /// The cache; cheap to clone (clones share it).
 #[derive(Clone, Default)]
@@ -42,7 +42,7 @@ pub struct GraphCache {
 
 impl GraphCache {
     /// The graph of `index`'s version (built now when not cached).
-    pub async fn get(&self, index: &Index) -> Result<Arc<Graph>, SearchError> {
+    pub async fn get(&self, index: &Index) -> Result<Arc<CachedGraph>, SearchError> {
         let versions = index.graph_versions().await?;
         let key: Key = (format!("{}{}", index.uri(), index.scope_key()), index.table_name().to_string(), versions);
         // Held across the build: concurrent requests for a new version wait for one build.
@@ -62,11 +62,11 @@ impl GraphCache {
             let files = FileGraph::new(&code);
             let centrality = files.pagerank(&[]);
             let definitions = DefIndex::build(&code);
-            Graph { code, files, centrality, definitions, build_ms: 0 }
+            CachedGraph { code, files, centrality, definitions, build_ms: 0 }
         })
         .await
         .map_err(|e| SearchError::BadRequest(format!("building the code graph failed: {e}")))?;
-        let graph = Arc::new(Graph { build_ms: started.elapsed().as_millis() as u64, ..graph });
+        let graph = Arc::new(CachedGraph { build_ms: started.elapsed().as_millis() as u64, ..graph });
         metrics::histogram!(crate::metrics::GRAPH_BUILD_SECONDS).record(started.elapsed().as_secs_f64());
         tracing::debug!(
             files = graph.code.files.len(),

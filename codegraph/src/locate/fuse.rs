@@ -14,7 +14,7 @@ use super::model::{Feature, LocateModel, Row};
 use super::request::LocatedFile;
 use super::signals::{self, Scores, Signal};
 use super::text::Issue;
-use crate::graph::cache::Graph;
+use crate::graph::cache::CachedGraph;
 use crate::graph::def_index;
 use crate::graph::{CodeGraph, Place};
 use ctxd_search::route::identifier_words;
@@ -67,7 +67,7 @@ pub fn bm25_text(issue: &Issue) -> String {
 /// Ranks files (see the module docs) with `model`; `k` files with up to `defs` definitions
 /// each, and the features of the first `features` candidates.
 pub fn rank(
-    graph: &Graph,
+    graph: &CachedGraph,
     inputs: &Inputs<'_>,
     without: &[Signal],
     model: &LocateModel,
@@ -124,7 +124,7 @@ pub fn rank(
 /// candidates they make: the signals' scores, the candidates, and the definitions signal's
 /// scores by definition.
 fn text_signals<'a>(
-    graph: &'a Graph,
+    graph: &'a CachedGraph,
     inputs: &Inputs<'a>,
     without: &[Signal],
 ) -> (Vec<(Signal, Scores)>, Candidates<'a>, HashMap<usize, f64>) {
@@ -176,7 +176,7 @@ fn text_signals<'a>(
 
 /// The graph signal: personalised PageRank from the `model.seeds` best candidates, scaled by
 /// the best file that is not a seed; `None` when no such file is reached.
-fn graph_signal(graph: &Graph, c: &Candidates<'_>, model: &LocateModel) -> Option<Scores> {
+fn graph_signal(graph: &CachedGraph, c: &Candidates<'_>, model: &LocateModel) -> Option<Scores> {
     let mut seeds = c.ranked(|row: &Row| model.score(row));
     seeds.truncate(model.seeds);
     // The walk restarts at the seeds in proportion to their scores, which must be positive.
@@ -285,14 +285,14 @@ fn definitions(g: &CodeGraph, f: usize, inputs: &Inputs<'_>, by_def: &HashMap<us
 mod tests {
     use super::{rank, Inputs};
     use crate::graph::build::test_def as def;
-    use crate::graph::cache::Graph;
+    use crate::graph::cache::CachedGraph;
     use crate::graph::rank::FileGraph;
     use crate::locate::model::LocateModel;
     use crate::locate::signals::Signal;
 
     /// Three files: the text names `pkg/util.py` by path, `parse_config` (defined in
     /// `pkg/core.py`) and `check_helper` (defined in a test only).
-    fn graph() -> Graph {
+    fn graph() -> CachedGraph {
         let files = vec!["pkg/core.py".to_string(), "pkg/util.py".into(), "tests/test_core.py".into()];
         let symbols = vec![
             def("pkg/core.py", "parse_config"),
@@ -302,7 +302,7 @@ mod tests {
         let code = crate::graph::build::build(files, symbols, Vec::new(), (1, 1, 1));
         let files = FileGraph::new(&code);
         let definitions = crate::graph::def_index::DefIndex::build(&code);
-        Graph { centrality: vec![0.0; code.files.len()], code, files, definitions, build_ms: 0 }
+        CachedGraph { centrality: vec![0.0; code.files.len()], code, files, definitions, build_ms: 0 }
     }
 
     fn model(weights: &str) -> LocateModel {

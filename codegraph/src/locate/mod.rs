@@ -26,7 +26,7 @@ pub mod text;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::graph::cache::Graph;
+use crate::graph::cache::CachedGraph;
 use crate::graph::cache::GraphCache;
 use ctxd_index::scope::SourceScope;
 use ctxd_search::error::SearchError;
@@ -61,7 +61,11 @@ impl Locator {
 
     /// The graph of the latest index version, or of the snapshot `as_of` names, over the
     /// sources of `source` (all when `None`).
-    pub async fn graph(&self, as_of: Option<&str>, source: Option<&SourceScope>) -> Result<Arc<Graph>, SearchError> {
+    pub async fn graph(
+        &self,
+        as_of: Option<&str>,
+        source: Option<&SourceScope>,
+    ) -> Result<Arc<CachedGraph>, SearchError> {
         let (index, _) = self.retriever.current().index_as_of(as_of, source).await?;
         self.graphs.get(&index).await
     }

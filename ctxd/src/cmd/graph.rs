@@ -122,7 +122,7 @@ fn print_file_answer(a: &FileAnswer, json: bool) -> Result<()> {
 }
 
 /// The code graph of the index at `db` (latest version).
-async fn graph_of(db: &Path) -> Result<std::sync::Arc<ctxd_codegraph::graph::cache::Graph>> {
+async fn graph_of(db: &Path) -> Result<std::sync::Arc<ctxd_codegraph::graph::cache::CachedGraph>> {
     Ok(GraphCache::default().get(&open_index(db).await?).await?)
 }
 

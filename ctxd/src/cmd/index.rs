@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use ctxd_pipeline::engine::Engine;
+use ctxd_pipeline::pipeline::Pipeline;
 use ctxd_pipeline::progress::ProgressHandle;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -46,9 +46,9 @@ pub async fn run(
         })
         .collect();
     let lease = crate::open::writer_lease(&cfg, "ctxd index").await?;
-    let engine = Engine::open(cfg).await.with_context(|| format!("opening index {}", db.display()))?;
+    let pipeline = Pipeline::open(cfg).await.with_context(|| format!("opening index {}", db.display()))?;
     let (kill, shutdown) = tokio::sync::watch::channel(false);
-    let running = engine.run(false, shutdown)?;
+    let running = pipeline.run(false, shutdown)?;
     // Ctrl-C / SIGTERM stop the scan; what is in flight is still committed.
     tokio::spawn(async move {
         termination().await;

@@ -1,6 +1,6 @@
 //! Migration of a table an older ctxd wrote: such a table has no `embed_key` column and
 //! vectors cached by content alone (some may be of another text than their row's). A writer
-//! (`Engine::open`) re-embeds such a table once with its own model, by the same job as `ctxd
+//! (`Pipeline::open`) re-embeds such a table once with its own model, by the same job as `ctxd
 //! reembed` ([`crate::reembed`]) into a new keyed table and the same switch, with a log line
 //! saying so; queries keep using the old table until the switch, so old and new vectors are
 //! never mixed.

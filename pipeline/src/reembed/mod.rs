@@ -7,9 +7,9 @@
 //!    `chunks__<model-slug>`, or the table an earlier switch used for the same model (switching
 //!    back re-uses it and only catches up). The first job records the current table in the
 //!    pointer's history (seq 0), so every model the index ever had is found again.
-//! 2. **Streaming pass.** A three-task graph with bounded edges (`reembed_read →
+//! 2. **Streaming pass.** A three-task pipeline with bounded queues (`reembed_read →
 //!    reembed_embed → reembed_write`, the generic stage metrics and back-pressure of
-//!    [`crate::runtime`]): the reader streams the source rows *without* their vectors in blocks,
+//!    [`crate::stage_tasks`]): the reader streams the source rows *without* their vectors in blocks,
 //!    the embedder sends each block's texts to the model thread (batched by tokens there,
 //!    identical texts embedded once), the writer appends each block to the target as one
 //!    commit. Memory is a few blocks whatever the table's size.

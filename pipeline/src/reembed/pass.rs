@@ -1,6 +1,6 @@
-//! One streaming pass of a re-embedding job: a three-task graph with bounded edges
+//! One streaming pass of a re-embedding job: a three-task pipeline with bounded queues
 //! (`reembed_read → reembed_embed → reembed_write`, the generic stage metrics and back-pressure
-//! of [`crate::runtime`]). The reader streams the source rows *without* their vectors in blocks,
+//! of [`crate::stage_tasks`]). The reader streams the source rows *without* their vectors in blocks,
 //! the embedder sends each block's texts to the model thread (identical texts embedded once,
 //! rows without a vector copied without one: [`Vectorless`]), the writer appends each block to the
 //! target as one commit — or, for a shard of a distributed job ([`Sink::Stage`]), gathers
@@ -22,7 +22,7 @@ use futures::StreamExt;
 use super::job::{job_error, JobModel, Progress};
 use crate::error::PipelineError;
 use crate::metrics as m;
-use crate::runtime::{edge, Input, Output};
+use crate::stage_tasks::{queue, Input, Output};
 
 /// The source rows a pass copies.
 pub(crate) enum Rows {
@@ -52,8 +52,8 @@ pub(crate) async fn pass(
     sink: Sink,
     progress: &dyn Progress,
 ) -> Result<(u64, Fragments), PipelineError> {
-    let (to_embed, embed_in) = edge::<RecordBatch>("reembed_read", "reembed_embed", 2);
-    let (to_write, write_in) = edge::<RecordBatch>("reembed_embed", "reembed_write", 2);
+    let (to_embed, embed_in) = queue::<RecordBatch>("reembed_read", "reembed_embed", 2);
+    let (to_write, write_in) = queue::<RecordBatch>("reembed_embed", "reembed_write", 2);
     let rows_per_block = rows_per_block.max(1);
     let read = read(source, rows, rows_per_block, to_embed);
     let embed = embed(model, source.uri(), target.vectorless(), embed_in, to_write);

@@ -20,7 +20,7 @@ pub enum Intent {
 
 /// Relative weights of the signals for one query.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Weights {
+pub struct IntentWeights {
     pub vector: f32,
     pub bm25: f32,
     pub symbol: f32,
@@ -57,8 +57,8 @@ impl Intent {
 
     /// Signal weights for this intent: meaning first for questions, exact words first for
     /// errors, the symbol table first for definitions.
-    pub fn weights(self) -> Weights {
-        let w = |vector, bm25, symbol, definition_boost, doc_boost| Weights {
+    pub fn weights(self) -> IntentWeights {
+        let w = |vector, bm25, symbol, definition_boost, doc_boost| IntentWeights {
             vector,
             bm25,
             symbol,

@@ -48,7 +48,7 @@ mod paths;
 mod trace;
 
 pub use identifiers::identifier_words;
-pub use intent::{Intent, Weights};
+pub use intent::{Intent, IntentWeights};
 pub use paths::PathRef;
 
 use identifiers::find_symbols;

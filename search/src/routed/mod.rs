@@ -29,7 +29,7 @@ use ctxd_index::record::Hit;
 use crate::error::SearchError;
 use crate::rerank::{rescore, RerankCache, Rescorer};
 use crate::retriever::{PerBackend, Retriever};
-use crate::route::{analyze, Analysis, Route, Weights};
+use crate::route::{analyze, Analysis, IntentWeights, Route};
 use crate::search::{SearchRequest, SearchResponse};
 
 mod lookup;
@@ -191,7 +191,7 @@ async fn signals(
     vocab: &Vocab,
     req: &SearchRequest,
     a: &Analysis,
-    w: &Weights,
+    w: &IntentWeights,
     vector: QueryVector<'_>,
 ) -> Result<(Vec<(f32, Vec<Hit>)>, Vec<Hit>), SearchError> {
     let depth = search_depth(req.k);

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use ctxd_index::record::Hit;
 
-use crate::route::{Analysis, Weights};
+use crate::route::{Analysis, IntentWeights};
 use crate::search::{Scope, SearchRequest, SearchResult};
 
 /// Folders whose contents count as dependencies, not the project.
@@ -34,7 +34,7 @@ fn in_dependency(path: &str) -> bool {
 
 /// Multiplies each fused hit's score by the boosts the query and request call for, then sorts
 /// best first.
-pub(super) fn boost(fused: &mut [Hit], req: &SearchRequest, a: &Analysis, w: &Weights) {
+pub(super) fn boost(fused: &mut [Hit], req: &SearchRequest, a: &Analysis, w: &IntentWeights) {
     let current = req.current_file.as_deref().map(|f| f.trim_start_matches("./"));
     let current_dir = current.map(parent_dir);
     for h in fused.iter_mut() {

@@ -1,4 +1,4 @@
-//! The typed stage-graph runtime: bounded edges, workers, batching, metrics, drain.
+//! The typed stage tasks: bounded queues, each stage's worker tasks, batching, metrics, drain.
 //!
 //! The component traits it runs ([`Stage`], [`BatchStage`], [`Sink`]) live in
 //! [`ctxd_stages::stage`], next to the stages that implement them; they are re-exported here.
@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::metrics as m;
 
-/// The sending end of an edge, owned by the producing stage.
+/// The sending end of a queue, owned by the producing stage.
 pub struct Output<T> {
     tx: Sender<T>,
     /// Name of the producing stage (blocked time is charged to it).
@@ -29,7 +29,7 @@ impl<T> Clone for Output<T> {
     }
 }
 
-/// The downstream side is gone (the graph is shutting down).
+/// The downstream side is gone (the pipeline is shutting down).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Closed;
 
@@ -89,7 +89,7 @@ impl<T> Output<T> {
     }
 }
 
-/// The receiving end of an edge, owned by the consuming stage.
+/// The receiving end of a queue, owned by the consuming stage.
 pub struct Input<T> {
     rx: Receiver<T>,
     consumer: &'static str,
@@ -172,8 +172,8 @@ impl<T> Input<T> {
     }
 }
 
-/// A bounded edge into stage `consumer`, written by stage `producer`.
-pub fn edge<T>(producer: &'static str, consumer: &'static str, capacity: usize) -> (Output<T>, Input<T>) {
+/// A bounded queue into stage `consumer`, written by stage `producer`.
+pub fn queue<T>(producer: &'static str, consumer: &'static str, capacity: usize) -> (Output<T>, Input<T>) {
     let (tx, rx) = async_channel::bounded(capacity.max(1));
     metrics::gauge!(m::STAGE_QUEUE_CAPACITY, "stage" => consumer).set(capacity.max(1) as f64);
     metrics::gauge!(m::STAGE_QUEUE_DEPTH, "stage" => consumer).set(0.0);
@@ -199,13 +199,13 @@ impl Default for Tracker {
 }
 
 impl Tracker {
-    /// `n` items entered the graph.
+    /// `n` items entered the pipeline.
     pub fn add(&self, n: usize) {
         self.in_flight.send_modify(|v| *v += n as i64);
         metrics::gauge!(m::PIPELINE_IN_FLIGHT).set(*self.in_flight.borrow() as f64);
     }
 
-    /// `n` items left the graph (committed, skipped or failed).
+    /// `n` items left the pipeline (committed, skipped or failed).
     pub fn done(&self, n: usize) {
         self.in_flight.send_modify(|v| *v -= n as i64);
         metrics::gauge!(m::PIPELINE_IN_FLIGHT).set(*self.in_flight.borrow() as f64);
@@ -226,7 +226,7 @@ impl Tracker {
         *self.scanned.borrow()
     }
 
-    /// True once the initial pass is done and everything it emitted has left the graph.
+    /// True once the initial pass is done and everything it emitted has left the pipeline.
     pub fn is_ready(&self) -> bool {
         self.is_scanned() && self.in_flight() <= 0
     }
@@ -264,7 +264,7 @@ fn record_time(stage: &'static str, since: Instant) {
     metrics::histogram!(m::STAGE_PROCESSING_SECONDS, "stage" => stage).record(since.elapsed().as_secs_f64());
 }
 
-/// Routes one stage result: sent downstream, or dropped/failed and so out of the graph.
+/// Routes one stage result: sent downstream, or dropped/failed and so out of the pipeline.
 async fn forward<T>(stage: &'static str, res: Result<Option<T>, StageError>, output: &Output<T>, tracker: &Tracker) {
     match res {
         Ok(Some(out)) => {
@@ -349,7 +349,7 @@ pub fn spawn_sink<S: Sink>(
 ) -> JoinHandle<()> {
     metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => S::NAME, "error" => "none").increment(0);
     tokio::spawn(async move {
-        // Every item in the graph is counted by the tracker: when all of them are in this
+        // Every item in the pipeline is counted by the tracker: when all of them are in this
         // batch, nothing more is coming soon and waiting would only delay freshness.
         let idle = |n: usize| tracker.in_flight() <= n as i64;
         while let Some(batch) = input
@@ -418,8 +418,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn failing_items_are_skipped_and_drain_completes() {
         let tracker = Tracker::default();
-        let (src_out, double_in) = edge::<u32>("source", "double", 2);
-        let (double_out, sink_in) = edge::<u32>("double", "collect", 2);
+        let (src_out, double_in) = queue::<u32>("source", "double", 2);
+        let (double_out, sink_in) = queue::<u32>("double", "collect", 2);
         let sink = Arc::new(Collect(Mutex::new(Vec::new()), AtomicUsize::new(0)));
         let mut handles = spawn_stage(Arc::new(Double), 2, double_in, double_out, tracker.clone());
         let limits = BatchLimits { max_weight: 4, max_items: 4, max_wait: Duration::from_millis(2) };
@@ -445,7 +445,7 @@ mod tests {
 
     #[tokio::test]
     async fn batches_close_on_wait() {
-        let (out, input) = edge::<usize>("a", "b", 16);
+        let (out, input) = queue::<usize>("a", "b", 16);
         for i in 0..3 {
             out.send(i).await.unwrap();
         }

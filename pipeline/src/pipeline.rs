@@ -1,10 +1,10 @@
-//! The engine: model, index and incremental state, ready to run the graph or answer queries.
+//! The pipeline: model, index and incremental state, ready to run its stages or answer queries.
 //!
-//! [`Engine::open`] fails on a bad root before anything else, follows the model a `ctxd
+//! [`Pipeline::open`] fails on a bad root before anything else, follows the model a `ctxd
 //! reembed` switched the index to, resolves and loads the model (on its own thread; only the
 //! tokenizer for a full-text-only source), opens or creates the index (migrating a table an
 //! older ctxd wrote, see [`crate::reembed::migrate`]) and reads the incremental state from it. The
-//! graph it runs is wired in the `daemon` module.
+//! stages it runs is wired in the `daemon` module.
 
 use std::sync::Arc;
 
@@ -17,8 +17,8 @@ use crate::reembed::{migrate, JobModel};
 use crate::trigger::Triggers;
 use ctxd_config::Config;
 
-/// Model, index and state, ready to run the graph or answer queries.
-pub struct Engine {
+/// Model, index and state, ready to run its stages or answer queries.
+pub struct Pipeline {
     pub(crate) cfg: Config,
     pub(crate) index: Arc<Index>,
     /// `None` for a full-text-only source (`source.embed = false`): the weights are not loaded.
@@ -29,7 +29,7 @@ pub struct Engine {
     pub(crate) triggers: Triggers,
 }
 
-impl Engine {
+impl Pipeline {
     /// Loads the model and opens (or creates) the index named by `cfg`.
     pub async fn open(cfg: Config) -> Result<Self, PipelineError> {
         // Fail on a bad root before loading the model or creating the index directory.
@@ -109,8 +109,8 @@ impl Engine {
         Ok(Self { cfg, index, service, counter, state, triggers: Triggers::default() })
     }
 
-    /// The same engine with the daemon's `triggers` (webhook pokes reach its git sources; a
-    /// new engine after a model switch or a reload keeps them).
+    /// The same pipeline with the daemon's `triggers` (webhook pokes reach its git sources; a
+    /// new pipeline after a model switch or a reload keeps them).
     pub fn with_triggers(mut self, triggers: Triggers) -> Self {
         self.triggers = triggers;
         self
