@@ -36,6 +36,7 @@ pub mod mcp_catalog;
 mod mcp_http;
 pub mod metrics;
 mod query_handlers;
+mod reference;
 mod reply;
 pub mod state;
 mod status_handlers;
