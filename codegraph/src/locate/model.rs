@@ -1,5 +1,6 @@
 //! The ranking model of `locate`: one weight per [`Feature`] of a candidate file, fitted on the
-//! training issues (`benches/fit_locate.py` from `localization/train.jsonl`) and committed as
+//! training issues (`localization/train.jsonl`: the recipe chosen and written by
+//! `benches/locate_diagnose.py`, the fit itself `benches/fit_locate.py`'s) and committed as
 //! `model.json` beside this file; a file's score is the weighted sum of its features, times a
 //! factor per flag it carries (`factors`: e.g. ×0.3 for a test file the text does not ask for —
 //! a demotion that scales with the score instead of subtracting a constant).
@@ -172,7 +173,7 @@ pub enum ModelFileError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelName {
-    /// `model.json`: fitted on the training issues by `benches/fit_locate.py`.
+    /// `model.json`: fitted on the training issues (`benches/locate_diagnose.py --write`).
     #[default]
     Fitted,
     /// `hand.json`: the hand-set weights and demotions (the fits' bootstrap).

@@ -137,7 +137,8 @@ fn the_code_graph_answers_with_cited_places_and_follows_edits() {
     let found = locate(&db, trace);
     assert_eq!(paths(&found)[0], "pkg/core.py", "{found}");
     let why = found["files"][0]["why"].to_string();
-    assert!(why.contains("frame") && why.contains("message"), "{why}");
+    // The fitted model weighs the frames, not the message's string literal (its weight is 0, so it is no reason).
+    assert!(why.contains("frame") && !why.contains("message"), "{why}");
     assert_eq!(found["files"][0]["definitions"][0]["symbol"], "Engine.run", "{found}");
     // The hand-set weights, named on the command line: the same first file, other scores.
     let out = run_ok(ctxd().args(["locate", trace, "--json", "--locate-model", "hand", "--db"]).arg(&db));
@@ -145,6 +146,8 @@ fn the_code_graph_answers_with_cited_places_and_follows_edits() {
     assert_eq!((found["model"].as_str(), hand["model"].as_str()), (Some("fitted"), Some("hand")), "{hand}");
     assert_eq!(paths(&hand)[0], "pkg/core.py", "{hand}");
     assert_ne!(found["files"][0]["score"], hand["files"][0]["score"]);
+    let hand_why = hand["files"][0]["why"].to_string();
+    assert!(hand_why.contains("frame") && hand_why.contains("message"), "{hand_why}");
     // Where the time went: each step's milliseconds, within the whole.
     let t = &found["timings"];
     let steps: u64 = ["graph_ms", "embed_ms", "retrieve_ms", "messages_ms", "history_ms", "rank_ms"]
