@@ -1,11 +1,29 @@
 //! ARCHITECTURE.md's code map against the tree: every `src/` file of every crate is named there,
-//! and every `.rs` file it names exists.
+//! and every `.rs` file it names exists. Also the reader of the document's tables of names
+//! ([`name_table`]: the dependency directions, the words), which the other checks hold the tree to.
 //!
 //! A file is named by a backticked path: `<crate>/src/<path>` anywhere in the document, or
 //! `<path>` (relative to `src/`) inside the crate's own section, the one headed
 //! ``### `<crate>/` ``. Braces list several: `chunk/{file,code}.rs`, `ctxd/src/{a,b}.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The table under the heading `heading` (`## Dependency directions`): each row's first backticked
+/// name in its first cell → the backticked names of its last cell (`| \`search\` | \`models\`,
+/// \`index\` |`; a cell without one, such as `—`, names none). Rows not starting `` | ` `` (the header,
+/// the rule) and everything after the next `## ` heading are not read.
+pub fn name_table(doc: &str, heading: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let names = |cell: &str| -> Vec<String> { cell.split('`').skip(1).step_by(2).map(str::to_string).collect() };
+    let mut out = BTreeMap::new();
+    let lines = doc.lines().skip_while(|l| l.trim() != heading).skip(1);
+    for line in lines.take_while(|l| !l.starts_with("## ")).filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
+        let (Some(first), Some(last)) = (cells.first(), cells.last()) else { continue };
+        let Some(key) = names(first).into_iter().next() else { continue };
+        out.insert(key, names(last).into_iter().collect());
+    }
+    out
+}
 
 /// The `.rs` paths the document names, by crate folder, relative to that crate's `src/`.
 pub fn named_files(doc: &str, crates: &[String]) -> BTreeMap<String, BTreeSet<String>> {

@@ -7,16 +7,7 @@ use std::path::Path;
 
 /// The table: crate folder → the crate folders it may depend on.
 pub fn allowed(doc: &str) -> BTreeMap<String, BTreeSet<String>> {
-    let mut out = BTreeMap::new();
-    let lines = doc.lines().skip_while(|l| l.trim() != "## Dependency directions").skip(1);
-    for line in lines.take_while(|l| !l.starts_with("## ")).filter(|l| l.starts_with("| `")) {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        let (Some(name), Some(deps)) = (cells.get(1), cells.get(2)) else { continue };
-        let names = |cell: &str| -> Vec<String> { cell.split('`').skip(1).step_by(2).map(str::to_string).collect() };
-        let Some(krate) = names(name).into_iter().next() else { continue };
-        out.insert(krate, names(deps).into_iter().collect());
-    }
-    out
+    crate::codemap::name_table(doc, "## Dependency directions")
 }
 
 /// The package name of the crate in `dir` (`name = "…"` of its `[package]`).

@@ -189,7 +189,8 @@ fn check_words(
     for file in files.files.iter().filter(|f| !f.test_only) {
         let named =
             |name: &str| words::Named { krate: krate.to_string(), file: file.rel.clone(), name: name.to_string() };
-        let mut names: Vec<words::Named> = file.module.iter().map(|m| named(m)).collect();
+        // The file's own module name: a folder's is checked once, by its `mod.rs` (or `folder.rs`).
+        let mut names: Vec<words::Named> = file.module.last().map(|m| named(m)).into_iter().collect();
         let public: Vec<words::Named> = file.public_types().iter().map(|t| named(t)).collect();
         types.extend(public.iter().cloned());
         names.extend(public);
@@ -203,8 +204,6 @@ fn check_words(
             }
         }
     }
-    violations.sort_by_key(ToString::to_string);
-    violations.dedup_by(|a, b| a.to_string() == b.to_string());
     violations
 }
 

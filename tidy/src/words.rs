@@ -3,8 +3,9 @@
 //!
 //! ARCHITECTURE.md's `## Words` table gives each word that once meant two things its one meaning
 //! and the crates whose names may hold it (`| \`graph\` | the code graph … | \`codegraph\`, … |`).
-//! A module path segment or a public type whose name holds the word — as one of the words of its
-//! `snake_case` or `CamelCase` name, or their plural in `s` — outside those crates breaks the rule
+//! A module (a file's own name; a folder's, by its `mod.rs`) or a public type whose name holds the
+//! word — as one of the words of its `snake_case` or `CamelCase` name, or their plural in `s` —
+//! outside those crates breaks the rule
 //! (`pipeline/src/runtime.rs` beside `models/src/runtime.rs`, a stage-graph `Engine` beside
 //! oneDNN's). Separately, a public type name is declared once in the workspace, so no two types
 //! answer to one name.
@@ -13,16 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The table: word → the crate folders whose names may hold it.
 pub fn table(doc: &str) -> BTreeMap<String, BTreeSet<String>> {
-    let mut out = BTreeMap::new();
-    let lines = doc.lines().skip_while(|l| l.trim() != "## Words").skip(1);
-    for line in lines.take_while(|l| !l.starts_with("## ")).filter(|l| l.starts_with("| `")) {
-        let cells: Vec<&str> = line.split('|').map(str::trim).filter(|c| !c.is_empty()).collect();
-        let (Some(word), Some(crates)) = (cells.first(), cells.last()) else { continue };
-        let names = |cell: &str| -> Vec<String> { cell.split('`').skip(1).step_by(2).map(str::to_string).collect() };
-        let Some(word) = names(word).into_iter().next() else { continue };
-        out.insert(word, names(crates).into_iter().collect());
-    }
-    out
+    crate::codemap::name_table(doc, "## Words")
 }
 
 /// The words of a name, lowercased: `snake_case` split at `_`, `CamelCase` before each capital.
