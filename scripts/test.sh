@@ -16,14 +16,14 @@ scripts/fetch-second-model.sh
 # The default model's f16 copy (what travels to a GPU machine; the f16 tests load it on the CPU).
 scripts/convert-f16.sh
 # Python clients the integration tests drive (pyarrow/pylance/lancedb, the official MCP SDK; from
-# PyPI, in a venv of their own), and moto's
+# PyPI, in a venv of their own), Schemathesis (the API fuzz, ctxd/tests/integration/api_fuzz.rs), and moto's
 # S3-compatible server the object-storage test starts on 127.0.0.1.
 venv="$cache/ctxd/py-venv"
-if ! "$venv/bin/python" -c "import pyarrow.flight, lance, lancedb, moto.server, boto3, mcp, httpx2" >/dev/null 2>&1; then
-    echo "test: installing pyarrow, pylance, lancedb, moto and the MCP SDK into $venv" >&2
+if ! "$venv/bin/python" -c "import pyarrow.flight, lance, lancedb, moto.server, boto3, mcp, httpx2, schemathesis" >/dev/null 2>&1; then
+    echo "test: installing pyarrow, pylance, lancedb, moto, the MCP SDK and schemathesis into $venv" >&2
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check pyarrow==26.0.1 pylance==14.0.2 lancedb==0.40.0 \
-        'moto[server]==5.1.22' mcp==2.3.0
+        'moto[server]==5.1.22' mcp==2.3.0 schemathesis==4.32.5
 fi
 export CTXD_TEST_PYTHON="$venv/bin/python"
 # promtool (Debian package `prometheus`) validates dashboards/ctxd-alerts.yml.

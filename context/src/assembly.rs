@@ -43,7 +43,7 @@ pub const THEME_SIMILARITY: f32 = 0.45;
 const HEADING_WORDS: usize = 3;
 
 /// How a context is laid out (`assembly` in `/v1/context`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Assembly {
     #[default]

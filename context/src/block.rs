@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use ctxd_search::error::SearchError;
 
 /// How blocks are rendered into the `context` text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     #[default]
@@ -33,7 +33,7 @@ impl std::str::FromStr for Format {
 /// One cited block of context: the lines of one or more neighbouring chunks of a file (a
 /// [`Hit`] whose content is what the block shows, without a chunk id when it joins several),
 /// with the tokens it takes and its relevance rank. Serialised flat.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Block {
     #[serde(flatten)]
     pub hit: Hit,

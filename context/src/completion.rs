@@ -44,7 +44,7 @@ use ctxd_search::search::{Mode, SearchRequest, SearchResponse};
 use ctxd_search::searcher::Searcher;
 
 /// How the query is built from the cursor context.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     CurrentLine,
@@ -58,7 +58,7 @@ fn default_max_chunks() -> usize {
 }
 
 /// The body of `POST /v1/completion-context`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompletionRequest {
     /// The document: `file:///abs/path`, an absolute path or a path relative to the root.
@@ -81,6 +81,7 @@ pub struct CompletionRequest {
     pub strategy: Strategy,
     /// Only these named sources (see [`ctxd_search::sources`]).
     #[serde(default, deserialize_with = "ctxd_search::sources::de_sources")]
+    #[schemars(with = "Option<ctxd_search::sources::SourceNames>")]
     pub source: Option<ctxd_index::scope::SourceScope>,
     /// A git source's branch, tag or commit to read (default: each git source's first ref).
     #[serde(default, rename = "ref")]
@@ -88,7 +89,7 @@ pub struct CompletionRequest {
 }
 
 /// One snippet, in the shape IDE completion providers use.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct CodeSnippet {
     pub uri: String,
     pub line_start: u32,
@@ -100,7 +101,7 @@ pub struct CodeSnippet {
 }
 
 /// `{"snippets": [...]}`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct CompletionResponse {
     pub snippets: Vec<CodeSnippet>,
 }

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use ctxd_search::error::SearchError;
 
 /// What kind of file a chunk comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DocType {
     Code,

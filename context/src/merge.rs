@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::block::{Block, Format};
 
 /// One block of the merged context, with the source that sent it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct SourcedBlock {
     pub source: String,
     #[serde(flatten)]

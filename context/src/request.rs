@@ -33,11 +33,13 @@ fn default_near_dup() -> f32 {
 }
 
 /// The body of `POST /v1/context`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContextRequest {
+    #[schemars(length(min = 1, max = ctxd_search::search::MAX_QUERY_BYTES / 4), pattern(r"\S"))]
     pub query: String,
     /// Tokens available for the context.
+    #[schemars(range(min = 1, max = MAX_BUDGET))]
     pub budget: usize,
     /// Tokens of the budget kept free (for the question, the answer, …).
     #[serde(default)]
@@ -46,6 +48,7 @@ pub struct ContextRequest {
     pub format: Format,
     /// Candidates retrieved before deduplication and packing.
     #[serde(default = "default_candidates")]
+    #[schemars(range(min = 1, max = ctxd_search::search::MAX_K))]
     pub candidates: usize,
     /// Blocks per file at most.
     #[serde(default = "default_per_file")]
@@ -63,6 +66,7 @@ pub struct ContextRequest {
     pub path_prefix: Option<String>,
     /// Only these named sources (see [`ctxd_search::sources`]).
     #[serde(default, deserialize_with = "ctxd_search::sources::de_sources")]
+    #[schemars(with = "Option<ctxd_search::sources::SourceNames>")]
     pub source: Option<ctxd_index::scope::SourceScope>,
     /// A git source's branch, tag or commit to read (default: each git source's first ref).
     #[serde(default, rename = "ref")]
@@ -118,7 +122,7 @@ impl ContextRequest {
 }
 
 /// The assembled context.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ContextResponse {
     /// In attention order (most relevant first and last).
     pub blocks: Vec<Block>,

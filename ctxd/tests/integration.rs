@@ -14,6 +14,8 @@ mod support;
 
 #[path = "integration/aggregate.rs"]
 mod aggregate;
+#[path = "integration/api_fuzz.rs"]
+mod api_fuzz;
 #[path = "integration/architectures.rs"]
 mod architectures;
 #[path = "integration/assembly.rs"]

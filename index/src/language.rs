@@ -182,6 +182,18 @@ impl Serialize for Language {
     }
 }
 
+/// A language is its label on the wire: one of [`Language::ALL`]'s.
+impl schemars::JsonSchema for Language {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Language".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let labels: Vec<&str> = Language::ALL.iter().map(|l| l.as_str()).collect();
+        schemars::json_schema!({ "type": "string", "enum": labels })
+    }
+}
+
 impl<'de> Deserialize<'de> for Language {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         String::deserialize(d)?.parse().map_err(serde::de::Error::custom)

@@ -14,7 +14,7 @@ use std::ops::{Deref, DerefMut};
 use serde::{Deserialize, Serialize};
 
 /// One chunk of a file.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Chunk {
     /// Stable id: path, line range and content ([`chunk_id`]); empty (and not serialised) for
     /// a context block that joins several chunks.
@@ -95,7 +95,7 @@ pub fn chunk_id(path: &str, start_line: u32, end_line: u32, content_hash: &str) 
 
 /// A chunk a search found, with its score: similarity for vector hits (1 − cosine distance),
 /// BM25 for full-text hits, the fused or rescored value after routing.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Hit {
     #[serde(flatten)]
     pub chunk: Chunk,

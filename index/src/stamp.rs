@@ -15,7 +15,7 @@ use crate::error::IndexError;
 use crate::store::Index;
 
 /// The index an answer read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IndexStamp {
     pub version: u64,
     /// When that version was committed (RFC 3339, UTC, milliseconds).

@@ -17,7 +17,7 @@ pub const MAX_QUERY_BYTES: usize = 8192;
 pub const MAX_K: usize = 200;
 
 /// Which signal ranks the results.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// The router picks the signals and their weights (see module `routed`).
@@ -58,7 +58,7 @@ impl FromStr for Mode {
 }
 
 /// Which part of the index a query covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     /// Only `current_file`.
@@ -76,16 +76,19 @@ fn default_k() -> usize {
 }
 
 /// A search request (the body of `POST /v1/search`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
+    #[schemars(length(min = 1, max = MAX_QUERY_BYTES / 4), pattern(r"\S"))]
     pub query: String,
     #[serde(default = "default_k")]
+    #[schemars(range(min = 1, max = MAX_K))]
     pub k: usize,
     #[serde(default)]
     pub mode: Mode,
     /// Query this snapshot (a version number or a tag) instead of the latest version.
     #[serde(default, deserialize_with = "version_or_tag")]
+    #[schemars(with = "Option<VersionOrTag>")]
     pub as_of: Option<String>,
     /// The caller's current file (relative path): its chunks and its folder's are boosted.
     #[serde(default)]
@@ -93,6 +96,7 @@ pub struct SearchRequest {
     /// Only these named sources (a name, `"a,b"` or a list; see [`crate::sources`]); the
     /// wire narrows it to what the caller may read before the search runs.
     #[serde(default, deserialize_with = "crate::sources::de_sources")]
+    #[schemars(with = "Option<crate::sources::SourceNames>")]
     pub source: Option<ctxd_index::scope::SourceScope>,
     /// A git source's branch, tag or commit to read (default: each git source's first ref).
     #[serde(default, rename = "ref")]
@@ -162,17 +166,19 @@ impl SearchRequest {
     }
 }
 
-/// `as_of` as a JSON number or string.
+/// `as_of` as a request carries it: a version number or a tag.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum VersionOrTag {
+    Version(u64),
+    Tag(String),
+}
+
+/// Reads `as_of` ([`VersionOrTag`]) as text.
 fn version_or_tag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum V {
-        N(u64),
-        S(String),
-    }
-    Ok(Option::<V>::deserialize(d)?.map(|v| match v {
-        V::N(n) => n.to_string(),
-        V::S(s) => s,
+    Ok(Option::<VersionOrTag>::deserialize(d)?.map(|v| match v {
+        VersionOrTag::Version(n) => n.to_string(),
+        VersionOrTag::Tag(s) => s,
     }))
 }
 
@@ -182,7 +188,7 @@ pub type SearchResult = Hit;
 
 /// The answer: `{"results": [...]}` (plus `"version"` for an `as_of` query: the snapshot
 /// searched).
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default, schemars::JsonSchema)]
 pub struct SearchResponse {
     pub results: Vec<SearchResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,18 +13,21 @@ use serde::{Deserialize, Deserializer};
 
 use crate::error::SearchError;
 
-/// Deserializes `source` (a name, comma-separated names, or a list of names) into a scope.
+/// `source` as a request carries it: a name, comma-separated names (`"api, docs"`), or a list
+/// of names. [`de_sources`] reads it; its JSON Schema is the one `GET /openapi.json` gives.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum SourceNames {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// Deserializes `source` ([`SourceNames`]) into a scope.
 pub fn de_sources<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SourceScope>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany {
-        One(String),
-        Many(Vec<String>),
-    }
-    Ok(match Option::<OneOrMany>::deserialize(d)? {
+    Ok(match Option::<SourceNames>::deserialize(d)? {
         None => None,
-        Some(OneOrMany::One(s)) => parse_list(&s),
-        Some(OneOrMany::Many(v)) => parse_list(&v.join(",")),
+        Some(SourceNames::One(s)) => parse_list(&s),
+        Some(SourceNames::Many(v)) => parse_list(&v.join(",")),
     })
 }
 

@@ -37,7 +37,7 @@ use ctxd_search::bounded::Bounded;
 use ctxd_search::error::SearchError;
 
 /// Where a source's context comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SourceKind {
     Local,
@@ -72,10 +72,12 @@ fn default_timeout_ms() -> u64 {
 }
 
 /// The body of `POST /v1/aggregate`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AggregateRequest {
+    #[schemars(length(min = 1, max = ctxd_search::search::MAX_QUERY_BYTES / 4), pattern(r"\S"))]
     pub query: String,
+    #[schemars(range(min = 1, max = ctxd_context::request::MAX_BUDGET))]
     pub budget: usize,
     /// Names of configured sources to ask (default: all).
     #[serde(default)]
@@ -85,6 +87,7 @@ pub struct AggregateRequest {
     /// Only these named sources of the local index (see `ctxd_search::sources`; narrowed by the
     /// wire to what the caller's token may read). Other daemons answer with their own sources.
     #[serde(default, deserialize_with = "ctxd_search::sources::de_sources")]
+    #[schemars(with = "Option<ctxd_search::sources::SourceNames>")]
     pub source: Option<ctxd_index::scope::SourceScope>,
     /// A git source's branch, tag or commit to read (default: each git source's first ref).
     #[serde(default, rename = "ref")]
@@ -92,7 +95,7 @@ pub struct AggregateRequest {
 }
 
 /// What one source did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct SourceReport {
     pub name: String,
     pub kind: SourceKind,
@@ -110,7 +113,7 @@ pub struct SourceReport {
 }
 
 /// The answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct AggregateResponse {
     pub blocks: Vec<SourcedBlock>,
     pub tokens_used: usize,

@@ -32,7 +32,7 @@ use crate::state::AppState;
 pub const MAX_INPUTS: usize = 2048;
 
 /// One text or several.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub(crate) enum Inputs {
     One(String),
@@ -49,7 +49,7 @@ impl Inputs {
 }
 
 /// `POST /v1/embeddings`'s body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub(crate) struct OpenAiRequest {
     input: Inputs,
     model: Option<String>,
@@ -58,7 +58,7 @@ pub(crate) struct OpenAiRequest {
 
 /// `POST /embed`'s body (`normalize` and `truncate` are accepted and ignored: vectors are
 /// always unit length, inputs always truncated to the window).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub(crate) struct TeiRequest {
     inputs: Inputs,
 }

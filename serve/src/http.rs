@@ -19,8 +19,9 @@
 //! | `GET /healthz` | 200 while the process serves requests |
 //! | `GET /readyz` | 200 once the initial scan is committed, 503 before |
 //! | `GET /metrics` | Prometheus text |
+//! | `GET /openapi.json` | the API's OpenAPI 3.1 document, from the handlers' types ([`crate::openapi`]); no token needed |
 //!
-//! With a bearer token configured ([`crate::auth`]) every route but `/healthz` answers 401
+//! With a bearer token configured ([`crate::auth`]) every route but `/healthz`, `/openapi.json` and the web page answers 401
 //! without it (the webhook route checks it itself, beside a git host's signature). Bodies over 64 KiB are refused (413; 3 MiB for `/v1/locate`, `/v1/graph/*`, `/v1/embeddings` and `/embed`, whose texts, diffs and batches may be long); `k` ≤ 200, budgets ≤ 1M tokens.
 //!
 //! Client mistakes (bad JSON, empty query, k out of range, unknown mode) are answered with
@@ -81,7 +82,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sources/{name}/poll", post(crate::webhook::poll_handler))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(wire);
-    let routes = authenticated.merge(webhook);
+    // The API's contract holds no index data: it is served without the token.
+    let contract = Router::new().route("/openapi.json", get(crate::openapi::handler));
+    let routes = authenticated.merge(webhook).merge(contract);
     if ui {
         routes.merge(crate::ui::router())
     } else {

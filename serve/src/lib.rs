@@ -16,7 +16,8 @@
 //! * [`state`] is what the HTTP handlers share, `reply.rs` how they read a request and answer;
 //!   [`webhook`] is a git host's push webhook.
 //! * [`ui`] is the web page at `GET /ui` (status, ask, graph, sessions over this API).
-//! * [`metrics`] names the wire's metrics.
+//! * [`metrics`] names the wire's metrics; [`openapi`] is `GET /openapi.json`, the API's
+//!   contract generated from the handlers' types.
 //!
 //! Types of the query side are imported from their own crates: one path to every type.
 
@@ -35,6 +36,7 @@ pub mod mcp;
 pub mod mcp_catalog;
 mod mcp_http;
 pub mod metrics;
+pub mod openapi;
 mod query_handlers;
 mod reference;
 mod reply;

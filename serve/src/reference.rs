@@ -1,10 +1,12 @@
-//! `docs/reference/http.md` and `docs/reference/mcp-tools.md` against the code (tests only).
+//! `docs/reference/http.md`, `docs/reference/mcp-tools.md` and `/openapi.json` against the code
+//! (tests only).
 //!
 //! **HTTP.** Every route the router declares (`.route("PATH", get(…).post(…))` in `http.rs` and
 //! `ui.rs`, read from their source) is documented by a row of the page's table whose first cell
 //! names `` `METHOD PATH` `` (several, comma-separated; `<name>` for a path parameter, or the
 //! parameter's values spelled out: `/v1/symbols/list` documents `/v1/symbols/{which}`), and every
-//! route a row names is one the router declares.
+//! route a row names is one the router declares. The same holds between the router and the
+//! operations of [`crate::openapi::document`].
 //!
 //! **MCP.** Every tool the catalog holds ([`crate::mcp_catalog::tools`]) has a row of the page's
 //! table and every row names a catalog tool; every argument a row lists is a property of the tool's
@@ -47,11 +49,13 @@ mod tests {
             .collect()
     }
 
-    /// `(METHOD, /path)` of every `.route(…)` in `src`, `{param}` kept, a trailing `/` dropped.
+    /// `(METHOD, /path)` of every `.route(…)` in `src` (the handlers on the same line), `{param}`
+    /// kept, a trailing `/` dropped.
     fn declared_routes(src: &str) -> BTreeSet<(String, String)> {
         let mut out = BTreeSet::new();
-        for line in src.lines().map(str::trim).filter(|l| l.starts_with(".route(\"")) {
-            let rest = &line[".route(\"".len()..];
+        for (at, _) in src.match_indices(".route(\"") {
+            let rest = &src[at + ".route(\"".len()..];
+            let rest = rest.lines().next().unwrap_or_default();
             let Some((path, handlers)) = rest.split_once('"') else { continue };
             let path = if path.len() > 1 { path.trim_end_matches('/') } else { path };
             for method in ["get", "post", "put", "delete"] {
@@ -99,6 +103,25 @@ mod tests {
         for (method, doc) in &documented {
             if !declared.iter().any(|(m, r)| m == method && documents(doc, r)) {
                 drift.push(format!("docs/reference/http.md documents {method} {doc}, which the router does not serve"));
+            }
+        }
+        assert!(drift.is_empty(), "{}", drift.join("\n"));
+    }
+
+    #[test]
+    fn the_openapi_document_has_every_route_and_no_other() {
+        let declared: BTreeSet<(String, String)> =
+            [read("serve/src/http.rs"), read("serve/src/ui.rs")].iter().flat_map(|s| declared_routes(s)).collect();
+        let operations = crate::openapi::routes();
+        let mut drift = Vec::new();
+        for (method, route) in &declared {
+            if !operations.iter().any(|(m, p)| m == method && documents(p, route)) {
+                drift.push(format!("{method} {route} is served but /openapi.json has no operation for it"));
+            }
+        }
+        for (method, path) in &operations {
+            if !declared.iter().any(|(m, r)| m == method && documents(path, r)) {
+                drift.push(format!("/openapi.json has {method} {path}, which the router does not serve"));
             }
         }
         assert!(drift.is_empty(), "{}", drift.join("\n"));

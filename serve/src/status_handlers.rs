@@ -107,7 +107,7 @@ const VERSIONS_SHOWN: usize = 30;
 const MAX_VERSIONS_SHOWN: usize = 200;
 
 /// `?last=N` of `GET /v1/versions`.
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema)]
 pub(crate) struct VersionsQuery {
     last: Option<usize>,
 }
@@ -116,8 +116,12 @@ pub(crate) struct VersionsQuery {
 /// (default 30, at most 200), oldest first — what `as_of` can name.
 pub(crate) async fn versions(
     State(state): State<AppState>,
-    axum::extract::Query(q): axum::extract::Query<VersionsQuery>,
+    query: Result<axum::extract::Query<VersionsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
+    let q = match query {
+        Ok(axum::extract::Query(q)) => q,
+        Err(rej) => return error(StatusCode::BAD_REQUEST, format!("invalid query string: {}", rej.body_text())),
+    };
     let last = q.last.unwrap_or(VERSIONS_SHOWN);
     if last == 0 || last > MAX_VERSIONS_SHOWN {
         return error(StatusCode::BAD_REQUEST, format!("last must be 1 to {MAX_VERSIONS_SHOWN}, not {last}"));

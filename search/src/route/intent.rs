@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What the asker wants to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Intent {
     Explain,

@@ -57,7 +57,7 @@ use paths::find_paths;
 use trace::{looks_like_error, stack_trace};
 
 /// Where a query is sent (the router's five), or the forced mode that answered it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Route {
     Path,

@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""Soak: a writer and a reader serving every query kind for a long time while the sources change.
+
+Corpus: the first `--files` (2,000) CoSQA Python files copied into a git work tree
+(~/.cache/ctxd/bench-soak/src, branch `main`), indexed as two named sources by one
+configuration: `code`, the folder itself (watched), and `history`, the same repository's `main`
+read from git (`include = ["edits/**"]`, polled every 5 s). Built once; later runs start from a
+fresh copy of that index.
+
+For `--minutes` (30), at the same time:
+* `--clients` (50) threads ask, each in turn, every query kind — routed and BM25 search,
+  context, completion context, locate, the callers graph tool, the symbol list and MCP's
+  `search` tool over `POST /mcp` — a repeated CoSQA question or a distinct one, pausing
+  `--think-ms` (1,000) between requests; three of four go to the writer, one to the reader;
+* an editor rewrites a file under `edits/` every `--edit-ms` (500) and commits to `main` every
+  `--commit-secs` (30) (the folder source sees the edits, the git source the commits; the
+  daemon compacts as commits accumulate);
+* the writer gets `SIGHUP` (its configuration read again) every `--reload-minutes` (5);
+* the reader (`--role reader` on the same database) is restarted once, at half time (the
+  clients ask the writer meanwhile).
+
+Every 10 s: resident memory and open files of both processes. Printed: one row per 5-minute
+window (requests, errors, 503s, p50/p99 per process), then the goals: resident memory after the
+warm-up (the first window, `--window-minutes`) grows ≤ 10 %, open files flat, 0 errors, each window's p99 within
+1.5× of the first. A non-200 answer other than 503 is an error (the requests are all valid).
+
+    python3 benches/soak.py [--ctxd BIN] [--minutes 30] [--clients 50] [--json-out FILE]
+"""
+import argparse, json, os, random, shutil, signal, subprocess, sys, threading, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ctxd_daemon import default_ctxd  # noqa: E402
+from load import Daemon, log, post_json, proc_rss_mb  # noqa: E402
+
+HOME = os.path.expanduser("~")
+WORK = os.path.join(HOME, ".cache/ctxd/bench-soak")
+COSQA = "/work/shared/eval/cosqa"
+KINDS = ["search", "bm25", "context", "completion", "locate", "callers", "symbols", "mcp"]
+
+
+def git(src, *args):
+    subprocess.run(["git", "-C", src, *args], check=True, capture_output=True)
+
+
+def config_text(src, db):
+    return f"""[[source]]
+name = "code"
+root = "{src}"
+exclude = [".git/**"]
+
+[[source]]
+name = "history"
+git = "{src}"
+refs = ["main"]
+include = ["edits/**"]
+poll_interval_secs = 5
+
+[index]
+db = "{db}"
+"""
+
+
+def prepare(args):
+    """The git work tree and its index, built once; returns (src, config path, template db)."""
+    src, template = os.path.join(WORK, "src"), os.path.join(WORK, "db-template")
+    if not os.path.isdir(src):
+        files = sorted(os.listdir(os.path.join(COSQA, "corpus")))[: args.files]
+        os.makedirs(os.path.join(src, "edits"))
+        for name in files:
+            shutil.copy2(os.path.join(COSQA, "corpus", name), os.path.join(src, name))
+        for i in range(args.edit_files):
+            with open(os.path.join(src, "edits", f"e{i:03d}.py"), "w") as f:
+                f.write(f"def edited_{i}(x):\n    return x + {i}\n")
+        git(src, "init", "-q", "-b", "main")
+        git(src, "add", "-A")
+        git(src, "-c", "user.name=soak", "-c", "user.email=soak@example.org", "commit", "-q", "-m", "corpus")
+        log(f"copied {len(files)} CoSQA files into the git work tree {src}")
+    config = os.path.join(WORK, "soak.toml")
+    with open(config, "w") as f:
+        f.write(config_text(src, os.path.join(WORK, "db")))
+    if not os.path.isdir(template):
+        with open(os.path.join(WORK, "template.toml"), "w") as f:
+            f.write(config_text(src, template))
+        t0 = time.time()
+        r = subprocess.run([args.ctxd, "index", "--config", os.path.join(WORK, "template.toml")], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"ctxd index failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+        log(f"indexed both sources in {time.time() - t0:.0f} s")
+    shutil.rmtree(os.path.join(WORK, "db"), ignore_errors=True)
+    shutil.copytree(template, os.path.join(WORK, "db"))
+    return src, config
+
+
+def request_for(kind, q, symbol, path):
+    """(path, body) of one request of `kind`."""
+    if kind == "search":
+        return "/v1/search", {"query": q, "k": 10}
+    if kind == "bm25":
+        return "/v1/search", {"query": q, "k": 10, "mode": "bm25"}
+    if kind == "context":
+        return "/v1/context", {"query": q, "budget": 2000}
+    if kind == "completion":
+        return "/v1/completion-context", {"uri": path, "prefix": f"def helper(x):\n    # {q}\n    return ", "line": 3}
+    if kind == "locate":
+        return "/v1/locate", {"text": f"{q}\n\nThe function {symbol} in {path} does not do this.", "k": 10}
+    if kind == "callers":
+        return "/v1/graph/callers", {"symbol": symbol, "limit": 20}
+    if kind == "symbols":
+        return "/v1/symbols/list", {"target": path}
+    call = {"name": "search", "arguments": {"query": q, "k": 5}}
+    return "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+
+
+class Record:
+    """Every answer: (time, process, kind, status, latency ms); thread-safe."""
+
+    def __init__(self):
+        self.lock, self.rows = threading.Lock(), []
+
+    def add(self, *row):
+        with self.lock:
+            self.rows.append(row)
+
+
+def client(idx, targets, queries, symbols, deadline, record, args):
+    rng = random.Random(idx)
+    n = 0
+    while time.time() < deadline:
+        kind = KINDS[(idx + n) % len(KINDS)]
+        q = rng.choice(queries) if n % 2 == 0 else f"{rng.choice(queries)} {idx}-{n}"
+        symbol, path = rng.choice(symbols)
+        who = "reader" if n % 4 == 3 and targets["reader"] else "writer"
+        route, body = request_for(kind, q, symbol, f"code/{path}")
+        t0 = time.time()
+        try:
+            status, answer, _ = post_json(targets[who], route, body, timeout=120)
+            if kind == "mcp" and status == 200 and (answer or {}).get("error"):
+                status = 599
+        except Exception:
+            status = 598
+        record.add(t0, who, kind, status, (time.time() - t0) * 1000)
+        n += 1
+        time.sleep(args.think_ms / 1000 * rng.uniform(0.5, 1.5))
+
+
+def editor(src, deadline, args, counts):
+    i = 0
+    last_commit = time.time()
+    while time.time() < deadline:
+        k = i % args.edit_files
+        with open(os.path.join(src, "edits", f"e{k:03d}.py"), "w") as f:
+            f.write(f"def edited_{k}(x):\n    \"\"\"Edit {i} of the soak.\"\"\"\n    return x * {i} + {k}\n")
+        counts["edits"] += 1
+        i += 1
+        if time.time() - last_commit >= args.commit_secs:
+            git(src, "add", "-A")
+            git(src, "-c", "user.name=soak", "-c", "user.email=soak@example.org", "commit", "-q", "-m", f"edit {i}")
+            counts["commits"] += 1
+            last_commit = time.time()
+        time.sleep(args.edit_ms / 1000)
+
+
+def open_files(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return float("nan")
+
+
+def pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def summarize(record, samples, t_start, args):
+    windows = []
+    window = args.window_minutes * 60
+    for w in range(int(args.minutes * 60 // window)):
+        lo, hi = t_start + w * window, t_start + (w + 1) * window
+        rows = [r for r in record.rows if lo <= r[0] < hi]
+        ok = {who: [r[4] for r in rows if r[1] == who and r[3] == 200] for who in ("writer", "reader")}
+        seen = [s for s in samples if lo <= s["t"] < hi] or samples[-1:]
+        windows.append({
+            "window": w + 1, "requests": len(rows),
+            "errors": sum(1 for r in rows if r[3] not in (200, 503)),
+            "refused_503": sum(1 for r in rows if r[3] == 503),
+            **{f"{who}_p50_ms": pct(v, 0.5) for who, v in ok.items()},
+            **{f"{who}_p99_ms": pct(v, 0.99) for who, v in ok.items()},
+            **{f"{who}_rss_mb": max(s[f"{who}_rss_mb"] for s in seen) for who in ("writer", "reader")},
+            **{f"{who}_fds": max(s[f"{who}_fds"] for s in seen) for who in ("writer", "reader")},
+        })
+    warm = t_start + window
+    after = [s for s in samples if s["t"] >= warm]
+    first = after[0] if after else samples[-1]
+    goals = {
+        "writer_rss_growth": max(s["writer_rss_mb"] for s in after) / first["writer_rss_mb"] - 1 if after else None,
+        "writer_open_files": (windows[0]["writer_fds"], max(w["writer_fds"] for w in windows)),
+        "errors": sum(w["errors"] for w in windows),
+        "p99_over_first": max((w["writer_p99_ms"] / windows[0]["writer_p99_ms"]) for w in windows) if windows else None,
+    }
+    return windows, goals
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ctxd", default=default_ctxd())
+    ap.add_argument("--minutes", type=float, default=30)
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--edit-files", type=int, default=50)
+    ap.add_argument("--think-ms", type=float, default=1000)
+    ap.add_argument("--edit-ms", type=float, default=500)
+    ap.add_argument("--commit-secs", type=float, default=30)
+    ap.add_argument("--reload-minutes", type=float, default=5)
+    ap.add_argument("--window-minutes", type=float, default=5)
+    ap.add_argument("--json-out")
+    args = ap.parse_args()
+    os.makedirs(WORK, exist_ok=True)
+    src, config = prepare(args)
+    queries = [json.loads(line)["query"] for line in open(os.path.join(COSQA, "queries-dev.jsonl"))]
+    symbols = []
+    for name in sorted(os.listdir(src))[:400]:
+        if name.endswith(".py"):
+            for line in open(os.path.join(src, name), errors="replace"):
+                if line.startswith("def "):
+                    symbols.append((line[4:].split("(")[0].strip(), name))
+                    break
+    db = os.path.join(WORK, "db")
+    writer = Daemon(args.ctxd, ["--config", config], os.path.join(WORK, "writer.log"), name="writer")
+    writer.wait_ready(600)
+    reader_args = ["--role", "reader", "--db", db]
+    reader = Daemon(args.ctxd, reader_args, os.path.join(WORK, "reader.log"), name="reader")
+    reader.wait_ready(600)
+    targets = {"writer": writer.base, "reader": reader.base}
+    record, samples, counts = Record(), [], {"edits": 0, "commits": 0, "reloads": 0, "reader_restarts": 0}
+    t_start = time.time()
+    deadline = t_start + args.minutes * 60
+    threads = [threading.Thread(target=client, args=(i, targets, queries, symbols, deadline, record, args), daemon=True)
+               for i in range(args.clients)]
+    threads.append(threading.Thread(target=editor, args=(src, deadline, args, counts), daemon=True))
+    for t in threads:
+        t.start()
+    next_reload, restarted = t_start + args.reload_minutes * 60, False
+    while time.time() < deadline:
+        now = time.time()
+        samples.append({"t": now, "writer_rss_mb": proc_rss_mb(writer.proc.pid), "writer_fds": open_files(writer.proc.pid),
+                        "reader_rss_mb": proc_rss_mb(reader.proc.pid), "reader_fds": open_files(reader.proc.pid)})
+        if now >= next_reload:
+            writer.proc.send_signal(signal.SIGHUP)
+            counts["reloads"] += 1
+            next_reload += args.reload_minutes * 60
+        if not restarted and now >= t_start + args.minutes * 30:
+            targets["reader"] = None
+            reader.stop()
+            reader = Daemon(args.ctxd, reader_args, os.path.join(WORK, "reader.log"), name="reader")
+            reader.wait_ready(600)
+            targets["reader"] = reader.base
+            restarted = True
+            counts["reader_restarts"] += 1
+        if not writer.alive():
+            log(f"the writer died:\n{writer.tail()}")
+            break
+        s = samples[-1]
+        log(f"{(now - t_start) / 60:5.1f} min: {len(record.rows)} answers, writer {s['writer_rss_mb']:.0f} MB "
+            f"{s['writer_fds']} files, reader {s['reader_rss_mb']:.0f} MB {s['reader_fds']} files")
+        time.sleep(10)
+    for t in threads:
+        t.join(timeout=180)
+    windows, goals = summarize(record, samples, t_start, args)
+    reader.stop()
+    writer.stop()
+    log("| window | requests | errors | 503 | writer p50 / p99 | reader p50 / p99 | RSS writer / reader (max) "
+        "| open files writer / reader (max) |")
+    log("|---|---|---|---|---|---|---|---|")
+    for w in windows:
+        log(f"| {w['window']} | {w['requests']} | {w['errors']} | {w['refused_503']} | {w['writer_p50_ms']:.0f} / "
+            f"{w['writer_p99_ms']:.0f} ms | {w['reader_p50_ms']:.0f} / {w['reader_p99_ms']:.0f} ms | "
+            f"{w['writer_rss_mb']:.0f} / {w['reader_rss_mb']:.0f} MB | {w['writer_fds']} / {w['reader_fds']} |")
+    log(f"counts: {counts}")
+    by_kind = {k: sum(1 for r in record.rows if r[2] == k and r[3] not in (200, 503)) for k in KINDS}
+    log(f"errors by kind: {by_kind}")
+    log(f"goals: writer RSS growth after warm-up {goals['writer_rss_growth']:+.1%} (≤ 10 %), open files "
+        f"first window max {goals['writer_open_files'][0]}, max of all {goals['writer_open_files'][1]} (flat), errors {goals['errors']} (0), "
+        f"worst window p99 / first {goals['p99_over_first']:.2f}× (≤ 1.5×)")
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump({"windows": windows, "goals": goals, "counts": counts, "samples": samples, "by_kind": by_kind}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
