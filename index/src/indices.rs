@@ -88,6 +88,7 @@ impl Index {
         if !self.fts_ready.load(Ordering::Acquire) {
             return Ok(());
         }
+        let _turn = crate::write_gate::turn(&self.uri).await;
         let (segments, rows) = self.fts_layout().await.ok().flatten().unwrap_or((1, 0));
         // A merge holds the merged segments' postings in memory: only small segments are
         // merged (the many little ones a daemon's folds leave), never the big ones a huge
@@ -125,6 +126,7 @@ impl Index {
         if segments < 2 || rows > MAX_FTS_FULL_MERGE_ROWS {
             return Ok(0);
         }
+        let _turn = crate::write_gate::turn(&self.uri).await;
         self.table
             .optimize(OptimizeAction::Index(OptimizeOptions::merge(segments)))
             .await

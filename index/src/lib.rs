@@ -15,7 +15,8 @@
 //!   compacts and prunes; [`snapshots`] tags and reads past versions.
 //! * [`scope`] narrows a view of the index to some named sources (every read filtered);
 //!   [`overlay`] stores a git source's second ref as the files it does not share with the first.
-//! * [`lease`] keeps one writer per index (a lock file, or a lease object in the bucket).
+//! * [`lease`] keeps one writer per index (a lock file, or a lease object in the bucket);
+//!   within the writer, `write_gate.rs` makes its commits and its own upkeep take turns.
 //! * [`fragments`] writes rows as uncommitted data fragments and publishes many sets in one
 //!   commit; [`staged`] records which shard of a distributed re-embedding wrote which.
 //! * [`columns`] and [`sql`] are the leaf helpers: typed columns of a batch, filter text.
@@ -52,6 +53,7 @@ pub mod symbols;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod vectors;
+mod write_gate;
 pub mod writer;
 
 /// `model` of rows stored without a vector (full-text-only sources): a null vector (zeros in

@@ -142,6 +142,7 @@ impl Index {
         opts: &MaintenanceOptions,
     ) -> Result<(), IndexError> {
         let Some(table) = table else { return Ok(()) };
+        let _turn = crate::write_gate::turn(&self.uri).await;
         let lance = |e| self.lance(e);
         if table.count_rows(None).await.map_err(lance)? == 0 {
             return Ok(());
@@ -175,6 +176,7 @@ impl Index {
         deletions: bool,
     ) -> Result<Option<lance::dataset::optimize::CompactionMetrics>, IndexError> {
         let options = compaction_options(deletions);
+        let _turn = crate::write_gate::turn(&self.uri).await;
         let stats = self
             .table
             .optimize(OptimizeAction::Compact { options, remap_options: None })

@@ -67,6 +67,7 @@ impl Index {
         if !self.keyed {
             return Err(IndexError::Unkeyed { uri: self.uri.clone(), table: self.table_name.clone() });
         }
+        let _turn = crate::write_gate::turn(&self.uri).await;
         let started = Instant::now();
         let mut touched: Vec<String> = batch.replace_paths.iter().chain(&batch.delete_paths).cloned().collect();
         touched.sort();

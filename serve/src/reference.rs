@@ -78,11 +78,34 @@ mod tests {
             && d.iter().zip(&r).all(|(d, r)| d == r || r.starts_with('{') || (d.starts_with('<') && r.starts_with('{')))
     }
 
-    #[test]
-    fn every_route_is_documented_and_every_documented_route_exists() {
+    /// Every route `http.rs` and `ui.rs` declare.
+    fn router_routes() -> BTreeSet<(String, String)> {
         let declared: BTreeSet<(String, String)> =
             [read("serve/src/http.rs"), read("serve/src/ui.rs")].iter().flat_map(|s| declared_routes(s)).collect();
         assert!(declared.len() >= 20, "the router's routes were not read: {declared:?}");
+        declared
+    }
+
+    /// Fails with every route the router serves that `listed` (by `what`) lacks, and every
+    /// listed one it does not serve.
+    fn assert_same_routes(listed: &[(String, String)], what: &str) {
+        let declared = router_routes();
+        let mut drift = Vec::new();
+        for (method, route) in &declared {
+            if !listed.iter().any(|(m, d)| m == method && documents(d, route)) {
+                drift.push(format!("{method} {route} is served but {what} lacks it"));
+            }
+        }
+        for (method, doc) in listed {
+            if !declared.iter().any(|(m, r)| m == method && documents(doc, r)) {
+                drift.push(format!("{what} has {method} {doc}, which the router does not serve"));
+            }
+        }
+        assert!(drift.is_empty(), "{}", drift.join("\n"));
+    }
+
+    #[test]
+    fn every_route_is_documented_and_every_documented_route_exists() {
         let page = read("docs/reference/http.md");
         let documented: Vec<(String, String)> = rows(&page)
             .iter()
@@ -94,37 +117,12 @@ mod tests {
                 Some((method.to_string(), path.to_string()))
             })
             .collect();
-        let mut drift = Vec::new();
-        for (method, route) in &declared {
-            if !documented.iter().any(|(m, d)| m == method && documents(d, route)) {
-                drift.push(format!("{method} {route} is served but docs/reference/http.md has no row for it"));
-            }
-        }
-        for (method, doc) in &documented {
-            if !declared.iter().any(|(m, r)| m == method && documents(doc, r)) {
-                drift.push(format!("docs/reference/http.md documents {method} {doc}, which the router does not serve"));
-            }
-        }
-        assert!(drift.is_empty(), "{}", drift.join("\n"));
+        assert_same_routes(&documented, "the table of docs/reference/http.md");
     }
 
     #[test]
     fn the_openapi_document_has_every_route_and_no_other() {
-        let declared: BTreeSet<(String, String)> =
-            [read("serve/src/http.rs"), read("serve/src/ui.rs")].iter().flat_map(|s| declared_routes(s)).collect();
-        let operations = crate::openapi::routes();
-        let mut drift = Vec::new();
-        for (method, route) in &declared {
-            if !operations.iter().any(|(m, p)| m == method && documents(p, route)) {
-                drift.push(format!("{method} {route} is served but /openapi.json has no operation for it"));
-            }
-        }
-        for (method, path) in &operations {
-            if !declared.iter().any(|(m, r)| m == method && documents(path, r)) {
-                drift.push(format!("/openapi.json has {method} {path}, which the router does not serve"));
-            }
-        }
-        assert!(drift.is_empty(), "{}", drift.join("\n"));
+        assert_same_routes(&crate::openapi::routes(), "/openapi.json");
     }
 
     #[test]

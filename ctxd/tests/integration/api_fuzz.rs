@@ -14,8 +14,6 @@
 //! `CTXD_FUZZ_EXAMPLES` (default 40) sets the examples per operation and per tool; the seed
 //! is fixed, so a failure reproduces with the command the test prints.
 
-use std::time::Duration;
-
 use serde_json::Value;
 
 use crate::support::*;
@@ -43,16 +41,7 @@ fn every_route_and_every_mcp_tool_survive_a_fuzz_from_their_own_schemas() {
         probe.status.success(),
         "schemathesis is missing from the test venv: run scripts/test.sh (it installs schemathesis from PyPI)"
     );
-    let tmp = tempfile::tempdir().unwrap();
-    let (root, db) = (tmp.path().join("demo"), tmp.path().join("db"));
-    copy_dir(&repo_root().join("examples/demo"), &root);
-    let mut cmd = ctxd();
-    cmd.arg("serve").env("CTXD_AUTH_TOKEN", TOKEN);
-    let daemon = Daemon::spawn(cmd, &root, &db);
-    wait_for("readiness", Duration::from_secs(300), || {
-        let ready = daemon.client.get(format!("{}/readyz", daemon.base)).bearer_auth(TOKEN).send();
-        ready.is_ok_and(|r| r.status().as_u16() == 200)
-    });
+    let (tmp, _root, daemon) = serve_demo_with_token(TOKEN);
 
     // The contract is served without the token; index data is not.
     let doc = daemon.get("/openapi.json");

@@ -192,6 +192,22 @@ pub(crate) fn serve_project(write: impl FnOnce(&Path)) -> (tempfile::TempDir, Pa
     (tmp, root, db, d)
 }
 
+/// A daemon serving a copy of `examples/demo` behind the bearer `token`, once ready: the
+/// temporary directory (the copy and its database live as long as it), the copy and the daemon.
+pub(crate) fn serve_demo_with_token(token: &str) -> (tempfile::TempDir, PathBuf, Daemon) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, db) = (tmp.path().join("demo"), tmp.path().join("db"));
+    copy_dir(&repo_root().join("examples/demo"), &root);
+    let mut cmd = ctxd();
+    cmd.arg("serve").env("CTXD_AUTH_TOKEN", token);
+    let daemon = Daemon::spawn(cmd, &root, &db);
+    wait_for("readiness", Duration::from_secs(300), || {
+        let ready = daemon.client.get(format!("{}/readyz", daemon.base)).bearer_auth(token).send();
+        ready.is_ok_and(|r| r.status().as_u16() == 200)
+    });
+    (tmp, root, daemon)
+}
+
 /// The Python with pyarrow, pylance and lancedb that `scripts/test.sh` sets up
 /// (`CTXD_TEST_PYTHON`, default `~/.cache/ctxd/py-venv/bin/python`).
 pub(crate) fn python() -> Command {

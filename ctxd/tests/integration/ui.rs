@@ -158,16 +158,7 @@ fn the_web_page_in_a_real_browser_signs_in_asks_draws_the_graph_and_follows_edit
     require_model();
     let Some(browser) = Browser::start() else { return };
     let shots = std::env::var_os("CTXD_UI_SCREENSHOTS").map(PathBuf::from);
-    let tmp = tempfile::tempdir().unwrap();
-    let (root, db) = (tmp.path().join("demo"), tmp.path().join("db"));
-    copy_dir(&repo_root().join("examples/demo"), &root);
-    let mut cmd = ctxd();
-    cmd.arg("serve").env("CTXD_AUTH_TOKEN", TOKEN);
-    let daemon = Daemon::spawn(cmd, &root, &db);
-    wait_for("readiness", Duration::from_secs(300), || {
-        let ready = daemon.client.get(format!("{}/readyz", daemon.base)).bearer_auth(TOKEN).send();
-        ready.is_ok_and(|r| r.status().as_u16() == 200)
-    });
+    let (_tmp, root, daemon) = serve_demo_with_token(TOKEN);
     let ui = format!("{}/ui", daemon.base);
 
     // The page itself holds nothing; without the token it asks for one and shows no data.
