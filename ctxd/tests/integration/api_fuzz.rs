@@ -63,6 +63,8 @@ fn every_route_and_every_mcp_tool_survive_a_fuzz_from_their_own_schemas() {
         .args(["--phases", "examples,coverage,fuzzing", "--request-timeout", "120", "--no-color"])
         .args(["--suppress-health-check", "all", "--generation-database", "none", "--report-dir"])
         .arg(&report)
+        // Its caches (`.schemathesis/`) go to the test's directory, not the checkout.
+        .current_dir(tmp.path())
         .env("SCHEMATHESIS_HOOKS", "")
         .env("NO_COLOR", "1");
     assert!(run_printed(&mut st), "schemathesis found failures (its output above); the run reproduces with its seed");
