@@ -30,7 +30,7 @@ import argparse, json, os, random, shutil, signal, subprocess, sys, threading, t
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ctxd_daemon import default_ctxd  # noqa: E402
-from load import Daemon, log, post_json, proc_rss_mb  # noqa: E402
+from load import Daemon, log, pct, post_json, proc_rss_mb  # noqa: E402
 
 HOME = os.path.expanduser("~")
 WORK = os.path.join(HOME, ".cache/ctxd/bench-soak")
@@ -167,18 +167,13 @@ def open_files(pid):
         return float("nan")
 
 
-def pct(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
-
-
 def summarize(record, samples, t_start, args):
     windows = []
     window = args.window_minutes * 60
     for w in range(int(args.minutes * 60 // window)):
         lo, hi = t_start + w * window, t_start + (w + 1) * window
         rows = [r for r in record.rows if lo <= r[0] < hi]
-        ok = {who: [r[4] for r in rows if r[1] == who and r[3] == 200] for who in ("writer", "reader")}
+        ok = {who: sorted(r[4] for r in rows if r[1] == who and r[3] == 200) for who in ("writer", "reader")}
         seen = [s for s in samples if lo <= s["t"] < hi] or samples[-1:]
         windows.append({
             "window": w + 1, "requests": len(rows),

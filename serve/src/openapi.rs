@@ -6,7 +6,8 @@
 //!   *deserialize* contract: defaults make a field optional, `deny_unknown_fields` forbids
 //!   others); a typed answer is the schema of the type as it is serialised (`skip_serializing_if`
 //!   makes a field optional). The two are generated apart and inlined, so a type never means
-//!   two shapes under one name.
+//!   two shapes under one name. `?last=` of `/v1/versions` takes its bounds from the handler's
+//!   constants.
 //! - `POST /v1/locate`, `/v1/graph/<tool>` and `/v1/symbols/<which>` take the MCP tools'
 //!   arguments: their bodies are the tools' input schemas ([`crate::mcp_catalog::tools`]), one
 //!   operation per tool (`/v1/graph/callers`, …), since one path template cannot carry eight
@@ -34,6 +35,7 @@ use ctxd_search::search::{SearchRequest, SearchResponse};
 
 use crate::aggregate::{AggregateRequest, AggregateResponse};
 use crate::embed_handlers::{OpenAiRequest, TeiRequest};
+use crate::status_handlers as status;
 
 /// The name of the error body's schema under `components.schemas`.
 pub const ERROR: &str = "Error";
@@ -152,7 +154,7 @@ fn operations() -> Vec<Operation> {
         Operation::new("post", "/v1/embeddings", "Embeddings, OpenAI's form").takes(request::<OpenAiRequest>()),
         Operation::new("post", "/embed", "Embeddings, text-embeddings-inference's form")
             .takes(request::<TeiRequest>())
-            .answers("200", Body::Json(json!({"type": "array", "items": {"type": "array", "items": {"type": "number"}}}))),
+            .answers("200", answer::<Vec<Vec<f32>>>()),
         Operation::new("get", "/info", "The embedding model this process serves"),
         Operation::new("post", "/mcp", "Model Context Protocol (JSON-RPC 2.0)")
             .takes(Body::Json(json!({"type": ["object", "array"]})))
@@ -163,8 +165,8 @@ fn operations() -> Vec<Operation> {
         Operation::new("get", "/v1/versions", "The last versions of the index").parameter(
             "last",
             "query",
-            json!({"type": "integer", "minimum": 1, "maximum": 200}),
-            "how many (default 30)",
+            json!({"type": "integer", "minimum": 1, "maximum": status::MAX_VERSIONS_SHOWN}),
+            &format!("how many (default {})", status::VERSIONS_SHOWN),
         ),
         Operation::new("get", "/v1/sessions", "Live sessions' usage"),
         Operation::new("get", "/v1/sessions/{id}", "One session's usage").parameter(

@@ -103,11 +103,11 @@ fn stored_by_ref(files: &[(String, String, usize)]) -> Option<serde_json::Value>
 }
 
 /// Versions `GET /v1/versions` lists by default and at most.
-const VERSIONS_SHOWN: usize = 30;
-const MAX_VERSIONS_SHOWN: usize = 200;
+pub(crate) const VERSIONS_SHOWN: usize = 30;
+pub(crate) const MAX_VERSIONS_SHOWN: usize = 200;
 
 /// `?last=N` of `GET /v1/versions`.
-#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[derive(serde::Deserialize)]
 pub(crate) struct VersionsQuery {
     last: Option<usize>,
 }
