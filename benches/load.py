@@ -3,8 +3,11 @@
 the writer ingesting meanwhile (and, optionally, spread over several `--role reader`s).
 
 Corpus: the CoSQA code-search set (6,267 Python files, 500 dev queries). The corpus is copied
-once into a folder the daemon watches (~/.cache/ctxd/bench-load/src; `--files N`: only the
-first N) and indexed once (`ctxd index SRC --db DB`, timed); later runs reuse both.
+once into a folder (~/.cache/ctxd/bench-load/src; `--files N`: only the first N), made a git
+repository, and indexed once as two named sources (`ctxd index --config`, timed; later runs
+reuse both): `code`, the folder (watched), and `history`, the repository's `main` read from git
+(only the ingested files, polled every 2 s) — so while ingesting the writer sees edits and git
+commits.
 
 Each run: `--clients` threads (default 50), each with its own keep-alive connection, send
 routed searches (`k` 10, default rescoring) back to back for `--seconds` (default 30). Two
@@ -19,24 +22,29 @@ A 503 answer is counted (with or without `Retry-After`) and the client waits `Re
 seconds before its next request (`--ignore-retry-after`: it does not). Latency percentiles
 are of answered (200) requests; QPS = answered requests / wall time of the run (requests
 started within `--seconds`, all waited for). After each run the deltas of the daemon's
-/metrics: answer cache hits/stale hits/joined/misses (and, from the answers, how many said `stale_ms`
-and how stale), 503s by reason, queue wait p50/p99 (histogram buckets),
+/metrics: answer cache hits/carried hits/stale hits/joined/misses (and, from the answers, how many
+said `carried_ms` or `stale_ms` and how old), 503s by reason, queue wait p50/p99 (histogram buckets),
 the most queries seen waiting/running (sampled every 0.5 s), and the CPU the daemon used.
 
 Scenarios (`--scenarios`, default `idle,ingest`):
 
 * `idle`: one daemon (`--role both`, watching SRC), no writes; first a `--baseline-clients` (1)
   run of each mix: the unloaded latency;
-* `ingest`: the same daemon while `--ingest-files` (300) text files (SciFact abstracts, each
-  with a run token appended) are copied into the watched folder at the start of the run; the
-  time until every one is searchable (bm25 on the token) is reported, waiting past the run if
-  needed (`--ingest-wait`);
+* `ingest`: the same daemon while the writer ingests. By default an editor writes `--edit-rate`
+  (20) files a second into the watched folder for the whole run — `--ingest-files` (300) SciFact
+  abstracts, each written first and then rewritten again and again (every write with a word of
+  its own) — and commits them to git every `--git-commit-secs` (10) s; the time from the last
+  write to its word being searchable is reported (freshness). With `--edit-rate 0` (the earlier
+  bench) the 300 files are copied at once at the start of the run and the time until every one
+  is searchable (bm25 on a run token) is reported, waiting past the run if needed
+  (`--ingest-wait`);
 * `readers`: the index is uploaded to a moto S3 bucket and 1, 2, 3 `--role reader` processes
   serve it (`--readers 1,2,3`), the clients spread over them round robin.
 
     python3 benches/load.py [--ctxd BIN] [--profile debug|release] [--clients 50] [--seconds 30]
         [--mixes repeat,unique] [--scenarios idle,ingest[,readers]] [--admission auto|on|off]
-        [--max-concurrent 0 --max-queued 64 --queue-timeout-ms 2000] [--distinct N] [--json-out FILE]
+        [--edit-rate 20] [--git-commit-secs 10] [--max-concurrent 0 --max-queued 64 --queue-timeout-ms 2000]
+        [--distinct N] [--json-out FILE]
 
 `--distinct 20`: only the first 20 queries (the repeat mix then repeats a lot: shows whether
 the answer cache serves them under load). Exit status 0 unless `ctxd index` fails (a daemon
@@ -268,6 +276,7 @@ class Stats:
         self.errors = {}  # kind -> count
         self.routes = {}
         self.stale_ms = []  # stale_ms of the answers served from a superseded version
+        self.carried_ms = []  # carried_ms of the answers carried across commits
         self.sent = 0
         self.reject_latencies = []
 
@@ -283,7 +292,7 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
     rng.shuffle(order)
     conn = None
     n = 0
-    local_lat, local_routes, local_rej, local_stale = [], {}, [], []
+    local_lat, local_routes, local_rej, local_stale, local_carried = [], {}, [], [], []
     while time.monotonic() < deadline:
         q = order[n % len(order)]
         if mix == "unique":
@@ -323,6 +332,8 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
                 route = answer.get("route", "?")
                 if answer.get("stale_ms") is not None:
                     local_stale.append(answer["stale_ms"])
+                if answer.get("carried_ms") is not None:
+                    local_carried.append(answer["carried_ms"])
             except ValueError:
                 route = "?bad-json"
             local_routes[route] = local_routes.get(route, 0) + 1
@@ -349,6 +360,7 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
         stats.latencies.extend(local_lat)
         stats.reject_latencies.extend(local_rej)
         stats.stale_ms.extend(local_stale)
+        stats.carried_ms.extend(local_carried)
         for r, c in local_routes.items():
             stats.routes[r] = stats.routes.get(r, 0) + c
 
@@ -479,6 +491,10 @@ def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=Non
         "cache_stale_hits": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_stale_hits_total"))),
         "cache_joined": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_joined_total"))),
         "cache_revalidations": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_revalidations_total"))),
+        "cache_carried_hits": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_carried_hits_total"))),
+        "carried_answers": len(stats.carried_ms),
+        "carried_ms_p50": pct(sorted(stats.carried_ms), 0.5),
+        "carried_ms_max": max(stats.carried_ms) if stats.carried_ms else None,
         "stale_answers": len(stats.stale_ms),
         "stale_ms_p50": pct(sorted(stats.stale_ms), 0.5),
         "stale_ms_max": max(stats.stale_ms) if stats.stale_ms else None,
@@ -529,7 +545,8 @@ def print_row(r):
         f"{r['r503_retry_after']:>7} {r['r503_no_retry_after']:>9} {r['other_errors']:>5}"
     )
     log(
-        f"  metrics: answer cache hits {r['cache_hits']} / stale {r['cache_stale_hits']} / joined {r['cache_joined']} / misses {r['cache_misses']} (background revalidations {r['cache_revalidations']}); "
+        f"  metrics: answer cache hits {r['cache_hits']} / carried {r['cache_carried_hits']} / stale {r['cache_stale_hits']} / joined {r['cache_joined']} / misses {r['cache_misses']} (background revalidations {r['cache_revalidations']}); "
+        f"carried answers seen by clients {r['carried_answers']} (carried_ms p50 {fmt_ms(r['carried_ms_p50'])}, max {fmt_ms(r['carried_ms_max'])}); "
         f"stale answers seen by clients {r['stale_answers']} (stale_ms p50 {fmt_ms(r['stale_ms_p50'])}, max {fmt_ms(r['stale_ms_max'])}); rejected by reason {r['rejected_by_reason'] or '{}'}; "
         f"queue waits {r['queue_waited']} (p50 {fmt_ms(r['queue_wait_p50_ms'])} ms, p99 {fmt_ms(r['queue_wait_p99_ms'])} ms); "
         f"server query p50 {fmt_ms(r['server_query_p50_ms'])} ms p99 {fmt_ms(r['server_query_p99_ms'])} ms; reranks {r['reranks']}"
@@ -544,6 +561,14 @@ def print_row(r):
         log(f"  errors: {r['error_kinds']}")
     if r["hung_clients"]:
         log(f"  !!! {r['hung_clients']} client threads still blocked after the join timeout")
+    if "edit_files" in r:
+        s = r.get("last_edit_searchable_s")
+        log(
+            f"  ingest: {r['edits']} writes ({r['edit_rate_s']:.1f} files/s) of {r['edit_files']} files, {r['git_commits']} git commits; "
+            f"the last write searchable after {'%.1f s' % s if s is not None else 'NOT within the wait'}; "
+            f"versions {r.get('version_before')} -> {r.get('version_after')}; {r['commits']} commits, {r['rows_inserted']} rows inserted "
+            f"during the run; daemon freshness (change -> commit) p50 {fmt_s(r['freshness_p50_s'])} p99 {fmt_s(r['freshness_p99_s'])}"
+        )
     if "ingest_files" in r:
         s = r.get("ingest_all_searchable_s")
         log(
@@ -555,6 +580,83 @@ def print_row(r):
 
 
 # ---------------------------------------------------------------- ingest
+
+
+def letters(n):
+    """`n` in letters (a word the code tokenizer keeps whole: no digits, no case change)."""
+    return "".join(chr(ord("a") + int(c)) for c in str(n))
+
+
+def git(src, *argv):
+    subprocess.run(["git", "-C", src, *argv], check=True, capture_output=True)
+
+
+def git_commit(src, message):
+    """Commits everything in the work tree (nothing when nothing changed); True if it did."""
+    git(src, "add", "-A")
+    if subprocess.run(["git", "-C", src, "diff", "--cached", "--quiet"]).returncode == 0:
+        return False
+    git(src, "-c", "user.name=load", "-c", "user.email=load@example.org", "commit", "-q", "-m", message)
+    return True
+
+
+def edit_side(base, src, n_files, run_tag, args):
+    """Returns a `during(t0)` whose editor writes `args.edit_rate` files a second into the watched
+    folder (n_files SciFact abstracts, created, then rewritten over and over, each write with a
+    word of its own) and commits them to git every `args.git_commit_secs`, until its `finish()`;
+    which then measures how long the last write took to be searchable."""
+    pool = sorted(os.listdir(SCIFACT))[:n_files]
+    texts = []
+    for name in pool:
+        with open(os.path.join(SCIFACT, name), encoding="utf-8", errors="replace") as f:
+            texts.append(f.read().rstrip("\n"))
+    dest = os.path.join(src, f"{INGEST_PREFIX}{run_tag}")
+    enc = letters(sum(map(ord, run_tag)))
+    info = {"edit_files": len(pool), "version_before": version_of(base), "edits": 0, "git_commits": 0}
+    stop = threading.Event()
+    last = {}
+
+    def editor(c0):
+        os.makedirs(dest, exist_ok=True)
+        i, next_commit = 0, c0 + args.git_commit_secs
+        while not stop.is_set():
+            k = i % len(pool)
+            word = f"edit{letters(i)}x{enc}"
+            tmp = os.path.join(dest, "." + pool[k] + ".tmp")
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(f"{texts[k]}\n\nLoad bench edit {word}.\n")
+            os.rename(tmp, os.path.join(dest, pool[k]))
+            last.update(word=word, at=time.monotonic())
+            info["edits"] += 1
+            i += 1
+            if args.git_commit_secs > 0 and time.monotonic() >= next_commit:
+                info["git_commits"] += git_commit(src, f"load bench edits {run_tag} {i}")
+                next_commit = time.monotonic() + args.git_commit_secs
+            # Paced from the start: `edit_rate` writes a second on average, whatever a write took.
+            stop.wait(max(0.0, c0 + i / args.edit_rate - time.monotonic()))
+
+    def during(t0):
+        th = threading.Thread(target=editor, args=(time.monotonic(),), daemon=True)
+        th.start()
+
+        def finish():
+            stop.set()
+            th.join(timeout=60)
+            info["edit_rate_s"] = info["edits"] / args.seconds
+            word, at = last.get("word"), last.get("at")
+            info["last_edit_searchable_s"] = None
+            while word and time.monotonic() - at < args.ingest_wait:
+                status, payload, _ = post_json(base, "/v1/search", {"query": word, "k": 5, "mode": "bm25"}, timeout=60)
+                if status == 200 and any(word in h.get("content", "") for h in (payload or {}).get("results", [])):
+                    info["last_edit_searchable_s"] = time.monotonic() - at
+                    break
+                time.sleep(0.5)
+            info["version_after"] = version_of(base)
+            return info
+
+        return finish
+
+    return during
 
 
 def ingest_side(base, src, n_files, offset, run_tag, args):
@@ -628,6 +730,8 @@ def remove_ingested(src):
     for name in os.listdir(src):
         if name.startswith(INGEST_PREFIX):
             shutil.rmtree(os.path.join(src, name), ignore_errors=True)
+    if os.path.isdir(os.path.join(src, ".git")):
+        git_commit(src, "load bench: ingested files removed")
 
 
 # ---------------------------------------------------------------- set-up
@@ -654,12 +758,16 @@ def prepare(args):
         for name in files:
             shutil.copy2(os.path.join(args.corpus, name), os.path.join(args.src, name))
         log(f"copied {len(files)} files of {args.corpus} into {args.src}")
+    if not os.path.isdir(os.path.join(args.src, ".git")):
+        git(args.src, "init", "-q", "-b", "main")
+        git_commit(args.src, "corpus")
+        log(f"{args.src} is a git repository (branch main)")
     remove_ingested(args.src)  # leftovers of an interrupted run: the next start-up removes them from the index
     n_src = len([n for n in os.listdir(args.src) if not n.startswith(".")])
     if not os.path.isdir(args.db):
         log(f"indexing {n_src} files: {args.ctxd} index {args.src} --db {args.db}")
         t0 = time.time()
-        r = subprocess.run([args.ctxd, "index", args.src, "--db", args.db], capture_output=True, text=True)
+        r = subprocess.run([args.ctxd, "index", "--config", write_config(args, False)], capture_output=True, text=True)
         dt = time.time() - t0
         if r.returncode != 0:
             sys.exit(f"ctxd index failed ({r.returncode}) after {dt:.0f} s:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
@@ -677,8 +785,15 @@ def prepare(args):
 
 
 def write_config(args, admission):
+    """The configuration: the two sources (see the module docs), the database, `[server]`."""
     path = os.path.join(WORK, "load.toml")
-    lines = ["[server]"]
+    lines = [
+        "[[source]]", 'name = "code"', f'root = "{args.src}"', 'exclude = [".git/**"]', "",
+        "[[source]]", 'name = "history"', f'git = "{args.src}"', 'refs = ["main"]',
+        f'include = ["{INGEST_PREFIX}*/**"]', "poll_interval_secs = 2", "",
+        "[index]", f'db = "{args.db}"', "",
+        "[server]",
+    ]
     if admission:
         lines += [
             f"max_concurrent_queries = {args.max_concurrent}",
@@ -779,7 +894,7 @@ def main():
     ap.add_argument("--corpus", default=os.path.join(COSQA, "corpus"))
     ap.add_argument("--queries", default=os.path.join(COSQA, "queries-dev.jsonl"))
     ap.add_argument("--src", default=os.path.join(WORK, "src"))
-    ap.add_argument("--db", default=os.path.join(WORK, "db"))
+    ap.add_argument("--db", default=os.path.join(WORK, "db-sources"))
     ap.add_argument("--files", type=int, default=0, help="copy only the first N corpus files (0: all)")
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=30)
@@ -790,6 +905,8 @@ def main():
     ap.add_argument("--scenarios", default="idle,ingest")
     ap.add_argument("--readers", default="1,2,3")
     ap.add_argument("--ingest-files", type=int, default=300)
+    ap.add_argument("--edit-rate", type=float, default=20, help="files written a second while ingesting (0: copy --ingest-files at once)")
+    ap.add_argument("--git-commit-secs", type=float, default=10, help="while ingesting, a git commit of the edits this often (0: never)")
     ap.add_argument("--ingest-wait", type=float, default=900, help="seconds from the copy to wait for all ingested files")
     ap.add_argument("--admission", choices=["auto", "on", "off"], default="auto", help="write the admission keys into the config (auto: if `config validate` takes them)")
     ap.add_argument("--max-concurrent", type=int, default=0)
@@ -822,7 +939,7 @@ def main():
     if any(s in scenarios for s in ("idle", "ingest")):
         daemon = Daemon(
             args.ctxd,
-            ["--watch", args.src, "--db", args.db, "--config", config],
+            ["--config", config],
             os.path.join(WORK, f"logs/serve-{time.strftime('%H%M%S')}.log"),
         )
         log(f"serve: {' '.join(daemon.cmd)}  (log {daemon.log_path})")
@@ -844,7 +961,10 @@ def main():
                     if not daemon.alive():
                         break
                     run_tag = f"g{tag}{mix[0]}"
-                    during = ingest_side(daemon.base, args.src, args.ingest_files, j * args.ingest_files, run_tag, args)
+                    if args.edit_rate > 0:
+                        during = edit_side(daemon.base, args.src, args.ingest_files, run_tag, args)
+                    else:
+                        during = ingest_side(daemon.base, args.src, args.ingest_files, j * args.ingest_files, run_tag, args)
                     rows.append(run_load([daemon.base], queries, mix, args, "ingest", run_tag, [daemon], during=during))
         except RuntimeError as e:
             log(f"!!! {e}")

@@ -99,7 +99,8 @@ impl Index {
         } else {
             OptimizeOptions::append()
         };
-        self.table.optimize(OptimizeAction::Index(options)).await.map_err(|e| self.lance(e))?;
+        let fold = async { self.table.optimize(OptimizeAction::Index(options)).await.map_err(|e| self.lance(e)) };
+        self.rows_unchanged(fold).await?;
         metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
         Ok(())
     }
@@ -127,10 +128,11 @@ impl Index {
             return Ok(0);
         }
         let _turn = crate::write_gate::turn(&self.uri).await;
-        self.table
-            .optimize(OptimizeAction::Index(OptimizeOptions::merge(segments)))
-            .await
-            .map_err(|e| self.lance(e))?;
+        let merge = async {
+            let done = self.table.optimize(OptimizeAction::Index(OptimizeOptions::merge(segments))).await;
+            done.map_err(|e| self.lance(e))
+        };
+        self.rows_unchanged(merge).await?;
         metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
         Ok(segments)
     }

@@ -24,6 +24,7 @@
 //! Every commit is a LanceDB version; nothing here ever rewrites a chunk row in place.
 
 pub mod active;
+pub mod changes;
 pub mod columns;
 pub mod connection;
 pub mod edges;

@@ -177,12 +177,11 @@ impl Index {
     ) -> Result<Option<lance::dataset::optimize::CompactionMetrics>, IndexError> {
         let options = compaction_options(deletions);
         let _turn = crate::write_gate::turn(&self.uri).await;
-        let stats = self
-            .table
-            .optimize(OptimizeAction::Compact { options, remap_options: None })
-            .await
-            .map_err(|e| self.lance(e))?;
-        Ok(stats.compaction)
+        let compact = async {
+            let done = self.table.optimize(OptimizeAction::Compact { options, remap_options: None }).await;
+            done.map_err(|e| self.lance(e))
+        };
+        Ok(self.rows_unchanged(compact).await?.compaction)
     }
 
     /// One maintenance pass: compaction, old-version cleanup, vector index.

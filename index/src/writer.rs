@@ -68,6 +68,24 @@ impl Index {
             return Err(IndexError::Unkeyed { uri: self.uri.clone(), table: self.table_name.clone() });
         }
         let _turn = crate::write_gate::turn(&self.uri).await;
+        let from = self.version().await?;
+        let stats = self.commit_in_turn(&batch).await?;
+        // Every version from `from` on is this commit's (its turn): logged with its files.
+        let to = self.version().await?;
+        let paths = batch.rows.iter().map(|r| r.chunk.path.as_str());
+        let paths = paths.chain(batch.replace_paths.iter().chain(&batch.delete_paths).map(String::as_str));
+        crate::changes::record(
+            &self.uri,
+            &self.table_name,
+            from,
+            to,
+            paths.chain(batch.stream_starts.iter().map(|(p, _)| p.as_str())),
+        );
+        Ok(stats)
+    }
+
+    /// [`Index::commit`]'s writes, in the database's turn.
+    async fn commit_in_turn(&self, batch: &CommitBatch) -> Result<CommitStats, IndexError> {
         let started = Instant::now();
         let mut touched: Vec<String> = batch.replace_paths.iter().chain(&batch.delete_paths).cloned().collect();
         touched.sort();
@@ -155,9 +173,12 @@ impl Index {
     /// table, so the file counts as indexed only once every part is in. Both are cheap (a
     /// deletion vector and a one-row merge): the file's rows are not rewritten.
     pub async fn finish_stream(&self, path: &str, hash: &str) -> Result<(), IndexError> {
+        let _turn = crate::write_gate::turn(&self.uri).await;
+        let from = self.version().await?;
         let partial = format!("{PARTIAL_PREFIX}{hash}");
         let filter = format!("path = {} AND file_hash != {}", sql_str(path), sql_str(&partial));
         self.table.delete(&filter).await.map_err(|e| self.lance(e))?;
+        crate::changes::record(&self.uri, &self.table_name, from, self.version().await?, [path]);
         for table in [&self.symbols, &self.edges].into_iter().flatten() {
             table.delete(&format!("path = {}", sql_str(path))).await.map_err(|e| self.lance(e))?;
         }

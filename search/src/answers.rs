@@ -29,6 +29,21 @@
 //! is never older than the newest commit by more than `stale_after`; an idle process answers
 //! every question at the latest version. Model switches never serve across models.
 //!
+//! **Answers carried across commits** (on by default). An answer also keeps which files it
+//! answers with (its results' paths). When the index moves on and
+//! the process's change log ([`ctxd_index::changes`]) says which files the commits in between
+//! changed, every answer of the old version none of whose files changed is **carried** to the
+//! new one: its results are those files' chunks at the new version too. What a carried answer
+//! cannot know is whether a changed file would now rank among them, so it says so —
+//! `carried_ms` in the response is how long ago the version it was computed at was superseded —
+//! and its question is computed again in the background (`ctxd_serve::admission`), replacing
+//! it with the latest answer; a request holding a slot ([`AnswerCache::get`]) computes it too.
+//! An answer with fewer than `k` results is not carried (a changed file that matches now joins
+//! it for sure). Where the log cannot tell (a reader process, a write this process did not log such as a
+//! vector-index build, ref overlays moving) nothing is carried: the new version starts empty
+//! as before. While an agent edits a few files, the questions about other files stay answered
+//! in a lookup (measured: `benches/load.py`, BENCHMARKS.md#load).
+//!
 //! **One computation per question.** Several requests asking the same question at the same
 //! epoch while its answer is being computed (common right after a commit, when every client's
 //! next repeated question misses) do not each queue for a slot: the first one computes
@@ -61,6 +76,8 @@ pub const MAX_GENERATIONS: usize = 16;
 /// them), and the table's version and the overlays' version (answers of another are stale).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Epoch {
+    /// The database URI (the change log is per database and table).
+    pub database: String,
     pub table: String,
     pub model: String,
     pub version: u64,
@@ -69,7 +86,7 @@ pub struct Epoch {
 
 impl Epoch {
     fn same_lineage(&self, other: &Epoch) -> bool {
-        self.table == other.table && self.model == other.model
+        self.database == other.database && self.table == other.table && self.model == other.model
     }
 
     /// True when `self` is later than `other` of the same lineage.
@@ -78,13 +95,28 @@ impl Epoch {
     }
 }
 
-/// A kept answer: the response, whether it was computed with the full rescoring depth, and
-/// whether it was served since it was kept or last spared (see [`Generation::evict_one`]).
+/// A kept answer: the response, whether it was computed with the full rescoring depth,
+/// whether it was served since it was kept or last spared (see [`Generation::evict_one`]), the
+/// files it answers with, and, once carried to a later version, when the version it was
+/// computed at was superseded.
 #[derive(Clone)]
 struct Kept {
     answer: Arc<SearchResponse>,
     full: bool,
     hit: bool,
+    /// [`ctxd_index::changes::path_key`]s of the files it answers with, sorted (`None`: not
+    /// known, never carried).
+    read: Option<Arc<[u64]>>,
+    carried: Option<Instant>,
+}
+
+/// The files an answer answers with, as [`AnswerCache::put`] takes them: its results' paths
+/// (`None` there: not known — the answer is never carried across commits).
+pub fn read_keys<'a>(paths: impl IntoIterator<Item = &'a str>) -> Arc<[u64]> {
+    let mut keys: Vec<u64> = paths.into_iter().map(ctxd_index::changes::path_key).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.into()
 }
 
 /// The answers of one epoch.
@@ -122,6 +154,31 @@ impl Generation {
     }
 }
 
+/// Carries the answers of `old` that read no file changed since into `new` (a later version of
+/// the same lineage; see the module docs). Nothing when the overlays moved or the change log
+/// cannot tell.
+fn carry(old: &Generation, new: &mut Generation) {
+    let (from, to) = (&old.epoch, &new.epoch);
+    if old.answers.is_empty() || from.overlays != to.overlays {
+        return;
+    }
+    let Some(changed) = ctxd_index::changes::changed_between(&to.database, &to.table, from.version, to.version) else {
+        return;
+    };
+    let now = Instant::now();
+    for key in &old.order {
+        let Some(kept) = old.answers.get(key) else { continue };
+        let Some(read) = &kept.read else { continue };
+        if read.iter().any(|k| changed.contains(k)) {
+            continue;
+        }
+        let carried = Kept { hit: false, carried: kept.carried.or(Some(now)), ..kept.clone() };
+        new.answers.insert(key.clone(), carried);
+        new.order.push_back(key.clone());
+    }
+    metrics::counter!(m::ANSWER_CACHE_CARRIED_TOTAL).increment(new.answers.len() as u64);
+}
+
 #[derive(Default)]
 struct Entries {
     current: Generation,
@@ -140,7 +197,10 @@ impl Entries {
         if lineage && !epoch.after(&self.current.epoch) {
             return false;
         }
-        let new = Generation { epoch: epoch.clone(), ..Default::default() };
+        let mut new = Generation { epoch: epoch.clone(), ..Default::default() };
+        if lineage {
+            carry(&self.current, &mut new);
+        }
         let mut old = std::mem::replace(&mut self.current, new);
         if !lineage || stale_after.is_zero() {
             self.older.clear();
@@ -180,6 +240,15 @@ impl Entries {
     }
 }
 
+/// Which answers besides those computed at the asked epoch a lookup may serve.
+#[derive(Clone, Copy)]
+struct Serve {
+    /// A superseded version's, within `stale_after`.
+    stale: bool,
+    /// A carried one.
+    carried: bool,
+}
+
 /// Questions being computed now: epoch and request → a receiver closed when the computation
 /// ends (its [`Lead`] dropped). An entry is only added where none is and only removed by its
 /// own lead, so a lead always removes its own.
@@ -207,30 +276,38 @@ impl AnswerCache {
     /// for a slot) an answer computed with shrunk rescoring counts, and so does one of an older
     /// epoch within `stale_after` (its `stale_ms` set).
     pub fn peek(&self, epoch: &Epoch, request: &str, loaded: bool) -> Option<SearchResponse> {
-        self.find(epoch, request, loaded, loaded)
+        self.find(epoch, request, loaded, Serve { stale: loaded, carried: true })
     }
 
-    /// The answer kept for `request` at `epoch` itself (never a stale one: a request that got a
-    /// slot computes the latest answer), counting a hit or a miss.
+    /// The answer kept for `request` at `epoch` itself (never a stale or carried one: a request
+    /// that got a slot computes the latest answer), counting a hit or a miss.
     pub fn get(&self, epoch: &Epoch, request: &str, loaded: bool) -> Option<SearchResponse> {
-        let hit = self.find(epoch, request, loaded, false);
+        let hit = self.find(epoch, request, loaded, Serve { stale: false, carried: false });
         if hit.is_none() {
             metrics::counter!(m::ANSWER_CACHE_MISSES_TOTAL).increment(1);
         }
         hit
     }
 
-    fn find(&self, epoch: &Epoch, request: &str, loaded: bool, stale_ok: bool) -> Option<SearchResponse> {
+    fn find(&self, epoch: &Epoch, request: &str, loaded: bool, serve: Serve) -> Option<SearchResponse> {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if !entries.advance(epoch, self.stale_after) {
             return None;
         }
-        if let Some(kept) = entries.current.answers.get_mut(request).filter(|k| k.full || loaded) {
+        let usable = |k: &&mut Kept| (k.full || loaded) && (serve.carried || k.carried.is_none());
+        if let Some(kept) = entries.current.answers.get_mut(request).filter(usable) {
             kept.hit = true;
-            metrics::counter!(m::ANSWER_CACHE_HITS_TOTAL).increment(1);
-            return Some((*kept.answer).clone());
+            let mut answer = (*kept.answer).clone();
+            match kept.carried {
+                Some(since) => {
+                    metrics::counter!(m::ANSWER_CACHE_CARRIED_HITS_TOTAL).increment(1);
+                    answer.carried_ms = Some(since.elapsed().as_millis() as u64);
+                }
+                None => metrics::counter!(m::ANSWER_CACHE_HITS_TOTAL).increment(1),
+            }
+            return Some(answer);
         }
-        if !stale_ok || entries.older.is_empty() {
+        if !serve.stale || entries.older.is_empty() {
             return None;
         }
         entries.expire(self.stale_after);
@@ -242,15 +319,23 @@ impl AnswerCache {
     }
 
     /// Keeps `answer` for `request` at `epoch` (`full`: computed with the full rescoring
-    /// depth). A later epoch starts a new generation first; an answer of an earlier epoch than
-    /// the cache's is dropped.
-    pub fn put(&self, epoch: &Epoch, request: String, answer: Arc<SearchResponse>, full: bool) {
+    /// depth; `read`: the files it answers with, [`read_keys`], `None` if not known). A later
+    /// epoch starts a new generation first; an answer of an earlier epoch than the cache's is
+    /// dropped.
+    pub fn put(
+        &self,
+        epoch: &Epoch,
+        request: String,
+        answer: Arc<SearchResponse>,
+        full: bool,
+        read: Option<Arc<[u64]>>,
+    ) {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if !entries.advance(epoch, self.stale_after) {
             return;
         }
         let current = &mut entries.current;
-        if current.answers.insert(request.clone(), Kept { answer, full, hit: false }).is_none() {
+        if current.answers.insert(request.clone(), Kept { answer, full, hit: false, read, carried: None }).is_none() {
             current.order.push_back(request);
         }
         entries.bound();
@@ -284,10 +369,11 @@ impl AnswerCache {
         Ok(Lead { flights: self.in_flight.clone(), key, _done: tx })
     }
 
-    /// True when an answer of `request` at `epoch` itself is kept (counts nothing).
+    /// True when an answer of `request` computed at `epoch` itself is kept (not a carried one;
+    /// counts nothing).
     pub fn holds(&self, epoch: &Epoch, request: &str) -> bool {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.current.epoch == *epoch && entries.current.answers.contains_key(request)
+        entries.current.epoch == *epoch && entries.current.answers.get(request).is_some_and(|k| k.carried.is_none())
     }
 
     /// Answers kept now (all generations).
@@ -319,7 +405,7 @@ mod tests {
     use super::*;
 
     fn at(version: u64) -> Epoch {
-        Epoch { table: "chunks".into(), model: "m".into(), version, overlays: 0 }
+        Epoch { database: "mem://answers".into(), table: "chunks".into(), model: "m".into(), version, overlays: 0 }
     }
 
     #[test]
@@ -327,20 +413,20 @@ mod tests {
         let cache = AnswerCache::default();
         let answer = Arc::new(SearchResponse { version: Some(7), ..Default::default() });
         assert!(cache.get(&at(1), "q", false).is_none());
-        cache.put(&at(1), "q".into(), answer.clone(), true);
+        cache.put(&at(1), "q".into(), answer.clone(), true, None);
         assert_eq!(cache.get(&at(1), "q", false).unwrap().version, Some(7));
         assert!(cache.get(&at(2), "q", true).is_none(), "another version: no answer (no stale answers by default)");
-        cache.put(&at(2), "other".into(), answer.clone(), true);
+        cache.put(&at(2), "other".into(), answer.clone(), true, None);
         assert_eq!(cache.len(), 1, "a new version empties the cache");
-        cache.put(&at(1), "late".into(), answer.clone(), true);
+        cache.put(&at(1), "late".into(), answer.clone(), true, None);
         assert!(cache.get(&at(2), "other", false).is_some(), "a late answer of an older version is dropped");
         assert_eq!(cache.len(), 1);
         // Computed under load: served while queries wait, computed again once idle.
-        cache.put(&at(2), "shed".into(), answer.clone(), false);
+        cache.put(&at(2), "shed".into(), answer.clone(), false, None);
         assert!(cache.peek(&at(2), "shed", true).is_some());
         assert!(cache.peek(&at(2), "shed", false).is_none());
         for i in 0..ANSWER_CACHE_ENTRIES + 10 {
-            cache.put(&at(2), format!("q{i}"), answer.clone(), true);
+            cache.put(&at(2), format!("q{i}"), answer.clone(), true, None);
         }
         assert_eq!(cache.len(), ANSWER_CACHE_ENTRIES);
         assert!(cache.get(&at(2), "q0", false).is_none(), "the oldest went first");
@@ -351,15 +437,15 @@ mod tests {
     fn superseded_answers_are_served_only_while_busy_and_only_for_a_while() {
         let cache = AnswerCache::with_stale_answers(Duration::from_millis(300));
         let answer = Arc::new(SearchResponse::default());
-        cache.put(&at(1), "q".into(), answer.clone(), true);
-        cache.put(&at(1), "r".into(), answer.clone(), true);
+        cache.put(&at(1), "q".into(), answer.clone(), true, None);
+        cache.put(&at(1), "r".into(), answer.clone(), true, None);
         // Version 2 is committed: idle, the question is computed again.
         assert!(cache.get(&at(2), "q", false).is_none());
         // Busy: version 1's answer, saying it is stale.
         let stale = cache.peek(&at(2), "q", true).expect("a stale answer while busy");
         assert!(stale.stale_ms.is_some_and(|ms| ms < 300), "{:?}", stale.stale_ms);
         // An answer of the latest version wins over the stale one, and is not marked.
-        cache.put(&at(2), "q".into(), answer.clone(), true);
+        cache.put(&at(2), "q".into(), answer.clone(), true, None);
         assert_eq!(cache.get(&at(2), "q", true).unwrap().stale_ms, None);
         // Version 3: "r" still comes from version 1 (the newest generation that has it).
         assert!(cache.peek(&at(3), "r", true).is_some());
@@ -368,7 +454,7 @@ mod tests {
         assert!(cache.peek(&other, "q", true).is_none());
         assert!(cache.peek(&at(5), "q", true).is_none(), "the other lineage replaced the old answers");
         // Past stale_after: gone.
-        cache.put(&at(5), "q".into(), answer.clone(), true);
+        cache.put(&at(5), "q".into(), answer.clone(), true, None);
         assert!(cache.peek(&at(6), "q", true).is_some());
         assert!(cache.get(&at(6), "q", true).is_none(), "a request with a slot computes the latest answer");
         std::thread::sleep(Duration::from_millis(350));
@@ -388,7 +474,7 @@ mod tests {
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiter.is_finished(), "the second asker waits for the first");
-        cache.put(&at(1), "q".into(), Arc::new(SearchResponse::default()), true);
+        cache.put(&at(1), "q".into(), Arc::new(SearchResponse::default()), true, None);
         drop(lead);
         assert!(waiter.await.unwrap(), "it was told to look in the cache");
         assert!(cache.get(&at(1), "q", false).is_some());
@@ -398,16 +484,50 @@ mod tests {
     }
 
     #[test]
+    fn answers_whose_files_did_not_change_are_carried_and_say_so() {
+        let db = "mem://answers-carry";
+        let at =
+            |version| Epoch { database: db.into(), table: "chunks".into(), model: "m".into(), version, overlays: 0 };
+        let cache = AnswerCache::default();
+        let answer = Arc::new(SearchResponse::default());
+        cache.put(&at(1), "about a".into(), answer.clone(), true, Some(read_keys(["a.py", "b.py"])));
+        cache.put(&at(1), "about c".into(), answer.clone(), true, Some(read_keys(["c.py", "a.py"])));
+        cache.put(&at(1), "unknown".into(), answer.clone(), true, None);
+        ctxd_index::changes::record(db, "chunks", 1, 2, ["c.py", "new.py"]);
+        let carried = cache.peek(&at(2), "about a", false).expect("a.py and b.py did not change");
+        assert!(carried.carried_ms.is_some(), "a carried answer says so");
+        assert!(cache.peek(&at(2), "about c", false).is_none(), "c.py changed");
+        assert!(cache.peek(&at(2), "unknown", false).is_none(), "what it read is not known");
+        assert!(cache.get(&at(2), "about a", false).is_none(), "a request with a slot computes the latest answer");
+        assert!(!cache.holds(&at(2), "about a"), "so its question is computed again in the background");
+        // Carried on across a compaction, its age kept.
+        ctxd_index::changes::record(db, "chunks", 2, 3, std::iter::empty());
+        std::thread::sleep(Duration::from_millis(5));
+        let again = cache.peek(&at(3), "about a", false).expect("a compaction changes no file");
+        assert!(again.carried_ms > carried.carried_ms, "{:?} {:?}", again.carried_ms, carried.carried_ms);
+        // The latest answer replaces it.
+        cache.put(&at(3), "about a".into(), answer.clone(), true, Some(read_keys(["a.py"])));
+        assert_eq!(cache.get(&at(3), "about a", false).unwrap().carried_ms, None);
+        assert!(cache.holds(&at(3), "about a"));
+        // A write nobody logged (3 → 5): nothing is carried.
+        assert!(cache.peek(&at(5), "about a", false).is_none());
+        // Ref overlays moved: neither.
+        cache.put(&at(5), "about a".into(), answer.clone(), true, Some(read_keys(["a.py"])));
+        ctxd_index::changes::record(db, "chunks", 5, 6, ["z.py"]);
+        assert!(cache.peek(&Epoch { overlays: 1, ..at(6) }, "about a", false).is_none());
+    }
+
+    #[test]
     fn questions_asked_again_outlive_one_off_questions() {
         let cache = AnswerCache::default();
         let answer = Arc::new(SearchResponse::default());
         for i in 0..ANSWER_CACHE_ENTRIES {
-            cache.put(&at(1), format!("q{i}"), answer.clone(), true);
+            cache.put(&at(1), format!("q{i}"), answer.clone(), true, None);
         }
         assert!(cache.get(&at(1), "q0", false).is_some());
         // A stream of one-off questions: the one asked again stays, the others go in order.
         for i in 0..ANSWER_CACHE_ENTRIES - 1 {
-            cache.put(&at(1), format!("once{i}"), answer.clone(), true);
+            cache.put(&at(1), format!("once{i}"), answer.clone(), true, None);
         }
         assert!(cache.get(&at(1), "q0", false).is_some(), "served since kept: spared");
         assert!(cache.get(&at(1), "q1", false).is_none());
@@ -420,14 +540,14 @@ mod tests {
         let answer = Arc::new(SearchResponse::default());
         for v in 1..=3 {
             for i in 0..ANSWER_CACHE_ENTRIES {
-                cache.put(&at(v), format!("v{v}-{i}"), answer.clone(), true);
+                cache.put(&at(v), format!("v{v}-{i}"), answer.clone(), true, None);
             }
             assert_eq!(cache.len(), ANSWER_CACHE_ENTRIES);
         }
         assert!(cache.get(&at(3), "v3-0", true).is_some(), "the current generation is kept whole");
         assert!(cache.peek(&at(3), "v2-0", true).is_none(), "older generations gave way");
         for v in 4..(5 + MAX_GENERATIONS as u64) {
-            cache.put(&at(v), format!("only-{v}"), answer.clone(), true);
+            cache.put(&at(v), format!("only-{v}"), answer.clone(), true, None);
         }
         assert!(cache.peek(&at(100), "only-4", true).is_none(), "at most MAX_GENERATIONS older generations");
         assert!(cache.peek(&at(100), &format!("only-{}", 4 + MAX_GENERATIONS as u64), true).is_some());

@@ -22,9 +22,14 @@ pub const QUERY_QUEUE_WAIT_SECONDS: &str = "ctxd_query_queue_wait_seconds";
 pub const ANSWER_CACHE_HITS_TOTAL: &str = "ctxd_query_answer_cache_hits_total";
 /// Counter: searches answered while busy from a superseded version's answers (`stale_ms` set).
 pub const ANSWER_CACHE_STALE_HITS_TOTAL: &str = "ctxd_query_answer_cache_stale_hits_total";
+/// Counter: searches answered from an answer carried across commits that changed none of the
+/// files it read or ranked (`carried_ms` set).
+pub const ANSWER_CACHE_CARRIED_HITS_TOTAL: &str = "ctxd_query_answer_cache_carried_hits_total";
+/// Counter: answers carried to a later index version (one per answer and version reached).
+pub const ANSWER_CACHE_CARRIED_TOTAL: &str = "ctxd_query_answer_cache_carried_total";
 /// Counter: searches that waited for the same question's computation by another request.
 pub const ANSWER_CACHE_JOINED_TOTAL: &str = "ctxd_query_answer_cache_joined_total";
-/// Counter: stale answers' questions computed again in the background.
+/// Counter: stale and carried answers' questions computed again in the background.
 pub const ANSWER_CACHE_REVALIDATIONS_TOTAL: &str = "ctxd_query_answer_cache_revalidations_total";
 /// Counter: searches computed (answer cache misses).
 pub const ANSWER_CACHE_MISSES_TOTAL: &str = "ctxd_query_answer_cache_misses_total";
@@ -73,12 +78,20 @@ pub fn describe() {
         "Searches answered while queries waited from the answers of a superseded index version (server.stale_answer_ms)."
     );
     metrics::describe_counter!(
+        ANSWER_CACHE_CARRIED_HITS_TOTAL,
+        "Searches answered from an answer kept across commits that changed none of the files it answers with (carried_ms set)."
+    );
+    metrics::describe_counter!(
+        ANSWER_CACHE_CARRIED_TOTAL,
+        "Answers carried to a later index version because its commits changed none of the files they answer with."
+    );
+    metrics::describe_counter!(
         ANSWER_CACHE_JOINED_TOTAL,
         "Searches that waited, without a slot, for another request computing the same question at the same version."
     );
     metrics::describe_counter!(
         ANSWER_CACHE_REVALIDATIONS_TOTAL,
-        "Questions answered stale while busy, computed again at the latest version in the background."
+        "Questions answered stale while busy, or from a carried answer, computed again at the latest version in the background."
     );
     metrics::describe_counter!(ANSWER_CACHE_MISSES_TOTAL, "Searches computed (answer cache misses).");
 }

@@ -216,7 +216,15 @@ impl Retriever {
             (Mode::Hybrid | Mode::Routed, Some(_)) => Route::Hybrid,
             (Mode::Bm25 | Mode::Hybrid | Mode::Routed, _) => Route::Bm25,
         };
-        Ok(SearchResponse { results: hits, version, route: Some(route), intent: None, stale_ms: None, index: None })
+        Ok(SearchResponse {
+            results: hits,
+            version,
+            route: Some(route),
+            intent: None,
+            stale_ms: None,
+            carried_ms: None,
+            index: None,
+        })
     }
 }
 

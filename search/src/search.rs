@@ -205,6 +205,14 @@ pub struct SearchResponse {
     /// most `[server] stale_answer_ms`; see [`crate::answers`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_ms: Option<u64>,
+    /// Set only on an answer the answer cache carried to the latest index version because the
+    /// commits since it was computed changed none of the files it answers with: how many
+    /// milliseconds ago the version it was computed at (`index.version`) stopped being the
+    /// latest. Its results are those files' chunks at the latest version; a file changed since
+    /// might rank among them now, so the question is computed again in the background (see
+    /// [`crate::answers`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried_ms: Option<u64>,
     /// The index version read, its commit time and the files changed since
     /// ([`ctxd_index::stamp`]); set by [`crate::searcher::Searcher::search`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -233,6 +241,7 @@ mod tests {
             route: Some(Route::Symbol),
             intent: Some(Intent::FindDefinition),
             stale_ms: None,
+            carried_ms: None,
             index: None,
         };
         let json = serde_json::to_value(&resp).unwrap();

@@ -17,7 +17,7 @@ use crate::answers::{AnswerCache, Epoch, Lead};
 use crate::error::SearchError;
 use crate::pressure::Pressure;
 use crate::retriever::Retriever;
-use crate::routed::{QueryVector, Routing, Vocab};
+use crate::routed::{QueryVector, Routed, Routing, Vocab};
 use crate::search::{Mode, SearchRequest, SearchResponse};
 
 /// What [`Searcher::cached`] found: the answer, or that the caller computes it (holding the
@@ -136,6 +136,7 @@ impl Searcher {
         }
         let index = self.core.pinned_index();
         let epoch = Epoch {
+            database: index.uri().to_string(),
             table: index.table_name().to_string(),
             model: index.model_id().to_string(),
             version: index.version().await?,
@@ -155,7 +156,8 @@ impl Searcher {
         loop {
             let loaded = self.routing.pressure.queued() > 0;
             if let Some(mut answer) = self.answers.peek(&epoch, &key, loaded) {
-                // Kept at this epoch: the files changed since move on (a stale answer keeps its own).
+                // Kept at this epoch: the files changed since move on (a stale or carried answer
+                // keeps its own).
                 if let Some(stamp) = answer.index.as_mut().filter(|s| s.version == epoch.version) {
                     stamp.changed_since = self.core.changed_since();
                 }
@@ -168,9 +170,9 @@ impl Searcher {
         }
     }
 
-    /// The lead to compute `req` again at the latest version after a stale answer was served
-    /// for it ([`crate::answers`]): `None` when it is not cacheable, already answered at the
-    /// latest version, or being computed by another request now.
+    /// The lead to compute `req` again at the latest version after a stale or carried answer
+    /// was served for it ([`crate::answers`]): `None` when it is not cacheable, already
+    /// answered at the latest version, or being computed by another request now.
     pub async fn revalidation(&self, req: &SearchRequest) -> Option<Lead> {
         let (epoch, key) = self.current().answer_key(req).await.ok()??;
         if self.answers.holds(&epoch, &key) {
@@ -190,31 +192,31 @@ impl Searcher {
         let stamp = pinned.core.stamp(req.as_of.as_deref()).await?;
         let stamped = |answer: SearchResponse| SearchResponse { index: Some(stamp.clone()), ..answer };
         let Some((epoch, key)) = pinned.answer_key(req).await? else {
-            return Ok(stamped(pinned.search_uncached(req).await?.0));
+            return Ok(stamped(pinned.search_uncached(req).await?.response));
         };
         let pressure = &self.routing.pressure;
         if let Some(hit) = self.answers.get(&epoch, &key, pressure.queued() > 0) {
             return Ok(stamped(hit));
         }
-        let (answer, full) = pinned.search_uncached(req).await?;
-        let answer = stamped(answer);
-        self.answers.put(&epoch, key, Arc::new(answer.clone()), full);
+        let computed = pinned.search_uncached(req).await?;
+        let answer = stamped(computed.response);
+        self.answers.put(&epoch, key, Arc::new(answer.clone()), computed.full, computed.read);
         Ok(answer)
     }
 
-    /// The answer, and whether it is the one an idle process gives (false: rescoring was shed
-    /// under load; see [`crate::answers`]).
-    async fn search_uncached(&self, req: &SearchRequest) -> Result<(SearchResponse, bool), SearchError> {
+    /// The answer, whether it is the one an idle process gives (false: rescoring was shed
+    /// under load) and the files it answers with where known (see [`crate::answers`]).
+    async fn search_uncached(&self, req: &SearchRequest) -> Result<Routed, SearchError> {
         if let (Mode::Routed, Some(embed)) = (req.mode, self.core.embed()) {
-            let routed = self.routing.answer(&self.core, req, QueryVector::Embed(embed)).await?;
-            return Ok((routed.response, routed.full));
+            return self.routing.answer(&self.core, req, QueryVector::Embed(embed)).await;
         }
         let vector = match (req.mode, self.core.embed()) {
             (Mode::Bm25 | Mode::Symbol, _) | (Mode::Hybrid | Mode::Routed, None) => None,
             (Mode::Vector, None) => return Err(SearchError::NoModel("vector")),
             (_, Some(embed)) => embed.embed(vec![req.query.clone()]).await?.into_iter().next(),
         };
-        Ok((self.search_with_vector(req, vector.as_deref()).await?, true))
+        // The plain modes: only their results are known to have been read (never carried).
+        Ok(Routed { response: self.search_with_vector(req, vector.as_deref()).await?, full: true, read: None })
     }
 
     /// Answers a request whose query vector is already computed (`None` for bm25).

@@ -126,8 +126,9 @@ impl Admission {
 
 /// A search as `POST /v1/search` and Flight answer it: from the answer cache without queueing
 /// (an invalid request's error too), else once `gate` (if any) gives it a slot; `Err` when the
-/// gate refused it. A stale answer (served while busy, see [`ctxd_search::answers`]) is
-/// returned at once and its question computed again in the background ([`revalidate`]).
+/// gate refused it. A stale answer (served while busy, see [`ctxd_search::answers`]) or a
+/// carried one is returned at once and its question computed again in the background
+/// ([`revalidate`]).
 pub async fn search(
     gate: Option<&Arc<Admission>>,
     searcher: &ctxd_search::searcher::Searcher,
@@ -135,8 +136,12 @@ pub async fn search(
 ) -> Result<Result<ctxd_search::search::SearchResponse, ctxd_search::error::SearchError>, Refused> {
     match searcher.cached(req).await {
         Ok(ctxd_search::searcher::Cached::Answer(answer)) => {
-            if let (Some(gate), Some(_)) = (gate, answer.stale_ms) {
-                revalidate(gate, searcher, req);
+            match (gate, answer.stale_ms, answer.carried_ms) {
+                (Some(gate), Some(_), _) => revalidate(gate, searcher, req, Revalidation::Stale),
+                (Some(gate), None, Some(_)) => revalidate(gate, searcher, req, Revalidation::Carried),
+                // Without a gate nothing computes it again in the background: now, then.
+                (None, _, Some(_)) => return Ok(searcher.search(req).await),
+                _ => {}
             }
             Ok(Ok(answer))
         }
@@ -154,21 +159,39 @@ pub async fn search(
     }
 }
 
-/// Computes a stale answer's question again at the latest version, in the background, through
-/// the gate like any query (so it waits its turn, and sheds rescoring under load as they do):
-/// the client got the stale answer at once; the next one asking gets the fresh answer. At most
-/// half the queue (at least one) is taken by such work, and none is started while the queue is
-/// three quarters full, so clients' own questions keep places; a question
-/// already answered at the latest version, or being computed, is not computed again.
+/// Which kind of answer a revalidation replaces.
+#[derive(Clone, Copy)]
+enum Revalidation {
+    /// Of a superseded version, served while busy.
+    Stale,
+    /// Carried across commits that changed none of its files: its results are current, only a
+    /// changed file's rank is unknown — computed again one at a time, while the queue is less
+    /// than a quarter full.
+    Carried,
+}
+
+/// Computes a stale or carried answer's question again at the latest version, in the
+/// background, through the gate like any query (so it waits its turn, and sheds rescoring under
+/// load as they do): the client got the answer at once; the next one asking gets the fresh
+/// answer. For stale answers at most half the queue (at least one) is taken by such work, and
+/// none is started while the queue is three quarters full, so clients' own questions keep
+/// places; for carried ones, one at a time and only while the queue is less than a quarter full
+/// (after a commit every hot answer is carried: recomputing them all at once was the tail
+/// `benches/load.py` measured).
+/// A question already answered at the latest version, or being computed, is not computed again.
 /// `ctxd_query_answer_cache_revalidations_total`.
 fn revalidate(
     gate: &Arc<Admission>,
     searcher: &ctxd_search::searcher::Searcher,
     req: &ctxd_search::search::SearchRequest,
+    kind: Revalidation,
 ) {
-    let most = (gate.limits.queued / 2).max(1);
-    if gate.pressure.queued() >= gate.limits.queued * 3 / 4 {
-        return; // the last quarter of the queue is the clients' own
+    let (most, room) = match kind {
+        Revalidation::Stale => ((gate.limits.queued / 2).max(1), gate.limits.queued * 3 / 4),
+        Revalidation::Carried => (1, (gate.limits.queued / 4).max(1)),
+    };
+    if gate.pressure.queued() >= room {
+        return; // the rest of the queue is the clients' own
     }
     if gate.revalidating.fetch_add(1, Ordering::AcqRel) >= most {
         gate.revalidating.fetch_sub(1, Ordering::AcqRel);

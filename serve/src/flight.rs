@@ -292,14 +292,15 @@ impl FlightService for FlightApi {
 
     async fn do_get(&self, request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
         let ticket = parse_ticket(&request.get_ref().ticket)?;
-        // A search answered from a superseded version while busy (`server.stale_answer_ms`)
-        // says so in the response metadata, as `stale_ms` does in JSON.
-        let mut stale_ms = None;
+        // A search answered from a superseded version while busy (`server.stale_answer_ms`), or
+        // carried across commits that changed none of its files, says so in the response
+        // metadata, as `stale_ms` and `carried_ms` do in JSON.
+        let (mut stale_ms, mut carried_ms) = (None, None);
         let batches: BoxStream<'static, Result<RecordBatch, FlightError>> = match ticket {
             TicketRequest::Search(mut req) => {
                 req.source = self.scope(&request, req.source.as_ref(), req.git_ref.as_deref())?;
                 let resp = self.search(&req).await?;
-                stale_ms = resp.stale_ms;
+                (stale_ms, carried_ms) = (resp.stale_ms, resp.carried_ms);
                 let batch = results_batch(&resp).map_err(|e| Status::internal(e.to_string()))?;
                 stream::iter([Ok(batch)]).boxed()
             }
@@ -323,8 +324,10 @@ impl FlightService for FlightApi {
             other => Status::internal(other.to_string()),
         });
         let mut response = Response::new(data.boxed());
-        if let Some(ms) = stale_ms.and_then(|ms| tonic::metadata::MetadataValue::try_from(ms.to_string()).ok()) {
-            response.metadata_mut().insert("stale-ms", ms);
+        for (key, ms) in [("stale-ms", stale_ms), ("carried-ms", carried_ms)] {
+            if let Some(ms) = ms.and_then(|ms| tonic::metadata::MetadataValue::try_from(ms.to_string()).ok()) {
+                response.metadata_mut().insert(key, ms);
+            }
         }
         Ok(response)
     }

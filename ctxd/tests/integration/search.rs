@@ -176,3 +176,61 @@ fn routed_search_context_assembly_and_completion_context() {
     assert!(matches!(paths_of(&v)[0].as_str(), "pkg3/m3.py" | "vendor/m3_copy.py"), "{v}");
     assert_eq!(d.metric("ctxd_query_rerank_duration_seconds_count").unwrap_or(0.0), 0.0, "nothing rescored");
 }
+
+/// While the writer commits, a repeated question whose files did not change is answered from
+/// the answer kept at the earlier version, saying so (`carried_ms`), and computed again in the
+/// background; a commit that changes one of its files makes it computed again at once.
+#[test]
+fn answers_are_carried_across_commits_that_change_none_of_their_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("src");
+    write_corpus(&root, 30);
+    let db = tmp.path().join("db");
+    index_json(&root, &db);
+    let d = Daemon::start(&root, &db);
+    d.wait_ready();
+    let question = json!({"query": "sort every invoice by factor"});
+    let ask = || -> Value { d.post("/v1/search", &question).json().unwrap() };
+    let version_of = |v: &Value| v["index"]["version"].as_u64().unwrap();
+    let latest = || d.get("/v1/status").json::<Value>().unwrap()["version"].as_u64().unwrap();
+    let commit = |path: &str, text: &str| {
+        let before = latest();
+        std::fs::write(root.join(path), text).unwrap();
+        wait_for("a commit", Duration::from_secs(60), || latest() > before);
+    };
+    let first = ask();
+    assert!(first.get("carried_ms").is_none() && first.get("stale_ms").is_none(), "{first}");
+    let top = paths_of(&first)[0].clone();
+
+    // A file no candidate of the answer came from: the answer is carried to the new version.
+    commit("pkg1/weather.md", "# Weather\n\nRain tomorrow, sun on Sunday.\n");
+    let carried_hits = || d.metric("ctxd_query_answer_cache_carried_hits_total").unwrap_or(0.0);
+    let mut carried = Value::Null;
+    wait_for("the answer carried to the new version", Duration::from_secs(20), || {
+        carried = ask();
+        carried.get("carried_ms").is_some()
+    });
+    assert_eq!(carried["results"], first["results"], "the same files, unchanged: the same answer");
+    assert_eq!(version_of(&carried), version_of(&first), "it names the version it was computed at");
+    assert!(carried_hits() >= 1.0);
+    // Its question is computed again in the background: the next answers are the latest ones.
+    wait_for("the carried answer replaced", Duration::from_secs(30), || {
+        let v = ask();
+        v.get("carried_ms").is_none() && version_of(&v) > version_of(&first)
+    });
+    assert!(d.metric("ctxd_query_answer_cache_revalidations_total").unwrap_or(0.0) >= 1.0);
+
+    // A commit changing the file the answer ranked first: no answer of an earlier version is
+    // carried across it (one computed after it may be carried on, across an index fold).
+    let fresh = ask();
+    let edited_after = latest();
+    let mut text = std::fs::read_to_string(root.join(&top)).unwrap();
+    text.push_str("\n\ndef invoice_factor_note():\n    return 'sorted by factor'\n");
+    commit(&top, &text);
+    wait_for("an answer at the version that changed its file", Duration::from_secs(20), || {
+        let v = ask();
+        let carried_across = v.get("carried_ms").is_some() && version_of(&v) <= edited_after;
+        assert!(!carried_across, "an answer whose file changed is never carried: {v}");
+        version_of(&v) > version_of(&fresh)
+    });
+}

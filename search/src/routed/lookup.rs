@@ -121,5 +121,6 @@ pub(crate) async fn symbol_search(core: &Retriever, req: &SearchRequest) -> Resu
         route: Some(Route::Symbol),
         intent: Some(a.intent),
         stale_ms: None,
+        carried_ms: None,
     })
 }

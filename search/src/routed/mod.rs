@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use ctxd_index::record::Hit;
 
+use crate::answers::read_keys;
 use crate::error::SearchError;
 use crate::rerank::{rescore, RerankCache, Rescorer};
 use crate::retriever::{PerBackend, Retriever};
@@ -90,6 +91,10 @@ pub struct Routing {
 pub(crate) struct Routed {
     pub response: SearchResponse,
     pub full: bool,
+    /// The files it answers with ([`crate::answers::read_keys`]); `None` when it has fewer than
+    /// `k` results or one is shown under another name than it is stored by (a git ref's view of
+    /// its base's file): never carried across commits.
+    pub read: Option<Arc<[u64]>>,
 }
 
 /// What the router keeps per (index, model) pair.
@@ -170,6 +175,12 @@ impl Routing {
         }
         let (fused, named) = pin(fused, pinned);
         let results = capped(fused, &filter, &named, req.k, req.max_per_file);
+        // Never carried: an answer with fewer than `k` results (a changed file that matches now
+        // joins it for sure), and one showing a file under another name than it is stored by (a
+        // scoped view shows a git ref's files shared with its base under the ref's name).
+        let stored = |h: &Hit| req.source.as_ref().is_none_or(|scope| scope.allows(&h.path));
+        let carried = results.len() >= req.k && results.iter().all(stored);
+        let read = carried.then(|| read_keys(results.iter().map(|h| h.path.as_str())));
         metrics::counter!(crate::metrics::ROUTE_QUERIES_TOTAL, "route" => a.route.as_str(), "intent" => a.intent.as_str())
             .increment(1);
         let response = SearchResponse {
@@ -178,9 +189,10 @@ impl Routing {
             route: Some(a.route),
             intent: Some(a.intent),
             stale_ms: None,
+            carried_ms: None,
             index: None,
         };
-        Ok(Routed { response, full })
+        Ok(Routed { response, full, read })
     }
 }
 
