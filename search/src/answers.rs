@@ -30,19 +30,19 @@
 //! every question at the latest version. Model switches never serve across models.
 //!
 //! **Answers carried across commits** (on by default). An answer also keeps which files it
-//! answers with (its results' paths). When the index moves on and
-//! the process's change log ([`ctxd_index::changes`]) says which files the commits in between
-//! changed, every answer of the old version none of whose files changed is **carried** to the
-//! new one: its results are those files' chunks at the new version too. What a carried answer
-//! cannot know is whether a changed file would now rank among them, so it says so —
-//! `carried_ms` in the response is how long ago the version it was computed at was superseded —
-//! and its question is computed again in the background (`ctxd_serve::admission`), replacing
-//! it with the latest answer; a request holding a slot ([`AnswerCache::get`]) computes it too.
-//! An answer with fewer than `k` results is not carried (a changed file that matches now joins
-//! it for sure). Where the log cannot tell (a reader process, a write this process did not log such as a
-//! vector-index build, ref overlays moving) nothing is carried: the new version starts empty
-//! as before. While an agent edits a few files, the questions about other files stay answered
-//! in a lookup (measured: `benches/load.py`, BENCHMARKS.md#load).
+//! answers with (its results' paths). When the index moves on and the process's change log
+//! ([`ctxd_index::changes`]) says which files the commits in between changed, every answer of
+//! the old version none of whose files changed is **carried** to the new one: its results are
+//! those files' chunks at the new version too. What a carried answer cannot know is whether a
+//! changed file would now rank among them, so it says so — `carried_ms` in the response is how
+//! long ago the version it was computed at was superseded — and its question is computed again
+//! in the background (`ctxd_serve::admission`), replacing it with the latest answer; a request
+//! holding a slot ([`AnswerCache::get`]) computes it too. An answer with fewer than `k` results
+//! is not carried (a changed file that matches joins it for sure). Where the log cannot tell (a
+//! reader process, a write this process did not log such as a vector-index build, ref overlays
+//! moving) nothing is carried: the new version starts empty as before. While an agent edits a
+//! few files, the questions about other files stay a lookup (measured: `benches/load.py`,
+//! BENCHMARKS.md#while-the-writer-edits-answers-carried-across-commits).
 //!
 //! **One computation per question.** Several requests asking the same question at the same
 //! epoch while its answer is being computed (common right after a commit, when every client's

@@ -215,7 +215,7 @@ impl Searcher {
             (Mode::Vector, None) => return Err(SearchError::NoModel("vector")),
             (_, Some(embed)) => embed.embed(vec![req.query.clone()]).await?.into_iter().next(),
         };
-        // The plain modes: only their results are known to have been read (never carried).
+        // The plain modes keep no `read`: their answers are never carried across commits.
         Ok(Routed { response: self.search_with_vector(req, vector.as_deref()).await?, full: true, read: None })
     }
 
