@@ -38,11 +38,13 @@ Scenarios (`--scenarios`, default `idle,ingest`):
   bench) the 300 files are copied at once at the start of the run and the time until every one
   is searchable (bm25 on a run token) is reported, waiting past the run if needed
   (`--ingest-wait`);
+* `writer`: the same daemon, no clients: the editor alone for `--seconds`, and the CPU the daemon
+  used for it (what the writer's own work costs, beside the queries);
 * `readers`: the index is uploaded to a moto S3 bucket and 1, 2, 3 `--role reader` processes
   serve it (`--readers 1,2,3`), the clients spread over them round robin.
 
     python3 benches/load.py [--ctxd BIN] [--profile debug|release] [--clients 50] [--seconds 30]
-        [--mixes repeat,unique] [--scenarios idle,ingest[,readers]] [--admission auto|on|off]
+        [--mixes repeat,unique] [--scenarios idle,ingest[,writer,readers]] [--admission auto|on|off]
         [--edit-rate 20] [--git-commit-secs 10] [--max-concurrent 0 --max-queued 64 --queue-timeout-ms 2000]
         [--distinct N] [--json-out FILE]
 
@@ -659,6 +661,22 @@ def edit_side(base, src, n_files, run_tag, args):
     return during
 
 
+def writer_scenario(daemon, args, tag):
+    """The editor alone (no clients) for `args.seconds`: the daemon's CPU for the writer's work."""
+    during = edit_side(daemon.base, args.src, args.ingest_files, f"w{tag}", args)
+    c0, t0 = proc_cpu_seconds(daemon.proc.pid), time.monotonic()
+    finish = during(t0)
+    time.sleep(args.seconds)
+    cpu, wall = proc_cpu_seconds(daemon.proc.pid) - c0, time.monotonic() - t0
+    info = finish()
+    log(
+        f"\n--- writer alone: {info['edits']} writes in {args.seconds:.0f} s ({info['edit_rate_s']:.1f} files/s), "
+        f"{info['git_commits']} git commits, versions {info['version_before']} -> {info['version_after']}; "
+        f"daemon CPU {cpu / wall:.2f} cores over the {wall:.0f} s of editing; "
+        f"the last write searchable after {fmt_s(info['last_edit_searchable_s'])}"
+    )
+
+
 def ingest_side(base, src, n_files, offset, run_tag, args):
     """Returns a `during(t0)` that copies files into the watched folder and polls for them."""
     pool = sorted(os.listdir(SCIFACT))[offset : offset + n_files]
@@ -936,7 +954,7 @@ def main():
     config = write_config(args, admission)
     log(f"config {config}: " + open(config).read().replace("\n", "; "))
     rows = []
-    if any(s in scenarios for s in ("idle", "ingest")):
+    if any(s in scenarios for s in ("idle", "ingest", "writer")):
         daemon = Daemon(
             args.ctxd,
             ["--config", config],
@@ -956,6 +974,8 @@ def main():
                 for mix in args.mixes:
                     if daemon.alive():
                         rows.append(run_load([daemon.base], queries, mix, args, "idle", f"i{tag}{mix[0]}", [daemon]))
+            if "writer" in scenarios and daemon.alive():
+                writer_scenario(daemon, args, tag)
             if "ingest" in scenarios:
                 for j, mix in enumerate(args.mixes):
                     if not daemon.alive():
