@@ -593,12 +593,12 @@ def git(src, *argv):
     subprocess.run(["git", "-C", src, *argv], check=True, capture_output=True)
 
 
-def git_commit(src, message):
-    """Commits everything in the work tree (nothing when nothing changed); True if it did."""
+def git_commit(src, message, who="load"):
+    """Commits everything in the work tree as `who` (nothing when nothing changed); True if it did."""
     git(src, "add", "-A")
     if subprocess.run(["git", "-C", src, "diff", "--cached", "--quiet"]).returncode == 0:
         return False
-    git(src, "-c", "user.name=load", "-c", "user.email=load@example.org", "commit", "-q", "-m", message)
+    git(src, "-c", f"user.name={who}", "-c", f"user.email={who}@example.org", "commit", "-q", "-m", message)
     return True
 
 

@@ -30,16 +30,12 @@ import argparse, json, os, random, shutil, signal, subprocess, sys, threading, t
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ctxd_daemon import default_ctxd  # noqa: E402
-from load import Daemon, log, pct, post_json, proc_rss_mb  # noqa: E402
+from load import Daemon, git, git_commit, log, pct, post_json, proc_rss_mb  # noqa: E402
 
 HOME = os.path.expanduser("~")
 WORK = os.path.join(HOME, ".cache/ctxd/bench-soak")
 COSQA = "/work/shared/eval/cosqa"
 KINDS = ["search", "bm25", "context", "completion", "locate", "callers", "symbols", "mcp"]
-
-
-def git(src, *args):
-    subprocess.run(["git", "-C", src, *args], check=True, capture_output=True)
 
 
 def config_text(src, db):
@@ -72,8 +68,7 @@ def prepare(args):
             with open(os.path.join(src, "edits", f"e{i:03d}.py"), "w") as f:
                 f.write(f"def edited_{i}(x):\n    return x + {i}\n")
         git(src, "init", "-q", "-b", "main")
-        git(src, "add", "-A")
-        git(src, "-c", "user.name=soak", "-c", "user.email=soak@example.org", "commit", "-q", "-m", "corpus")
+        git_commit(src, "corpus", who="soak")
         log(f"copied {len(files)} CoSQA files into the git work tree {src}")
     config = os.path.join(WORK, "soak.toml")
     with open(config, "w") as f:
@@ -153,9 +148,7 @@ def editor(src, deadline, args, counts):
         counts["edits"] += 1
         i += 1
         if time.time() - last_commit >= args.commit_secs:
-            git(src, "add", "-A")
-            git(src, "-c", "user.name=soak", "-c", "user.email=soak@example.org", "commit", "-q", "-m", f"edit {i}")
-            counts["commits"] += 1
+            counts["commits"] += git_commit(src, f"edit {i}", who="soak")
             last_commit = time.time()
         time.sleep(args.edit_ms / 1000)
 

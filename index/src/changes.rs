@@ -98,15 +98,17 @@ pub fn changed_between(uri: &str, table: &str, from: u64, to: u64) -> Option<Has
 }
 
 impl Index {
-    /// Runs `write` — a write of the chunks table, in this process's turn, that moves no file's
-    /// rows (a compaction, an index fold or merge) — and logs its versions as changing no file.
-    pub(crate) async fn rows_unchanged<T>(
+    /// Runs `write` — a write of the chunks table in this process's turn — and logs the versions
+    /// it made as changing the rows of `paths` (none for a compaction or an index fold or merge:
+    /// they move no file's rows). A failed write logs nothing: its versions read as unknown.
+    pub(crate) async fn logged<'a, T>(
         &self,
+        paths: impl IntoIterator<Item = &'a str>,
         write: impl std::future::Future<Output = Result<T, IndexError>>,
     ) -> Result<T, IndexError> {
         let from = self.version().await?;
         let out = write.await?;
-        record(&self.uri, &self.table_name, from, self.version().await?, std::iter::empty());
+        record(&self.uri, &self.table_name, from, self.version().await?, paths);
         Ok(out)
     }
 }

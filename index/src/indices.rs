@@ -100,7 +100,7 @@ impl Index {
             OptimizeOptions::append()
         };
         let fold = async { self.table.optimize(OptimizeAction::Index(options)).await.map_err(|e| self.lance(e)) };
-        self.rows_unchanged(fold).await?;
+        self.logged(std::iter::empty(), fold).await?;
         metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
         Ok(())
     }
@@ -132,7 +132,7 @@ impl Index {
             let done = self.table.optimize(OptimizeAction::Index(OptimizeOptions::merge(segments))).await;
             done.map_err(|e| self.lance(e))
         };
-        self.rows_unchanged(merge).await?;
+        self.logged(std::iter::empty(), merge).await?;
         metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
         Ok(segments)
     }

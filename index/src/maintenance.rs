@@ -181,7 +181,7 @@ impl Index {
             let done = self.table.optimize(OptimizeAction::Compact { options, remap_options: None }).await;
             done.map_err(|e| self.lance(e))
         };
-        Ok(self.rows_unchanged(compact).await?.compaction)
+        Ok(self.logged(std::iter::empty(), compact).await?.compaction)
     }
 
     /// One maintenance pass: compaction, old-version cleanup, vector index.

@@ -68,20 +68,11 @@ impl Index {
             return Err(IndexError::Unkeyed { uri: self.uri.clone(), table: self.table_name.clone() });
         }
         let _turn = crate::write_gate::turn(&self.uri).await;
-        let from = self.version().await?;
-        let stats = self.commit_in_turn(&batch).await?;
-        // Every version from `from` on is this commit's (its turn): logged with its files.
-        let to = self.version().await?;
+        // Every version the commit makes is its own (its turn): logged with its files.
         let paths = batch.rows.iter().map(|r| r.chunk.path.as_str());
         let paths = paths.chain(batch.replace_paths.iter().chain(&batch.delete_paths).map(String::as_str));
-        crate::changes::record(
-            &self.uri,
-            &self.table_name,
-            from,
-            to,
-            paths.chain(batch.stream_starts.iter().map(|(p, _)| p.as_str())),
-        );
-        Ok(stats)
+        let paths = paths.chain(batch.stream_starts.iter().map(|(p, _)| p.as_str()));
+        self.logged(paths, self.commit_in_turn(&batch)).await
     }
 
     /// [`Index::commit`]'s writes, in the database's turn.
@@ -174,11 +165,9 @@ impl Index {
     /// deletion vector and a one-row merge): the file's rows are not rewritten.
     pub async fn finish_stream(&self, path: &str, hash: &str) -> Result<(), IndexError> {
         let _turn = crate::write_gate::turn(&self.uri).await;
-        let from = self.version().await?;
         let partial = format!("{PARTIAL_PREFIX}{hash}");
         let filter = format!("path = {} AND file_hash != {}", sql_str(path), sql_str(&partial));
-        self.table.delete(&filter).await.map_err(|e| self.lance(e))?;
-        crate::changes::record(&self.uri, &self.table_name, from, self.version().await?, [path]);
+        self.logged([path], async { self.table.delete(&filter).await.map_err(|e| self.lance(e)) }).await?;
         for table in [&self.symbols, &self.edges].into_iter().flatten() {
             table.delete(&format!("path = {}", sql_str(path))).await.map_err(|e| self.lance(e))?;
         }
