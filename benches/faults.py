@@ -3,7 +3,7 @@ full disk do to the index, each reported as figures against a goal.
 
     ~/.cache/ctxd/py-venv/bin/python benches/faults.py all [--ctxd BIN] [--rounds 20]
     ~/.cache/ctxd/py-venv/bin/python benches/faults.py kill|reader|flaky-s3|disk-full
-    ~/.cache/ctxd/py-venv/bin/python benches/faults.py s3-faults [--kinds k1,k2] [--ops op1,op2] [--rate R]
+    ~/.cache/ctxd/py-venv/bin/python benches/faults.py s3-faults|s3-contend|s3-reembed [--kinds k1,k2] [--ops op1,op2] [--rate R]
 
 * `kill`      — `serve --role writer` on a watched folder; each round adds, edits and deletes a
   few files, waits 0–3 s (random) and `kill -9`s the writer, restarts it and waits for /readyz.
@@ -23,6 +23,10 @@ full disk do to the index, each reported as figures against a goal.
   SlowDown, a dripping body, a write whose answer is lost) × every S3 operation (GET, HEAD, PUT,
   conditional PUT, LIST, DELETE, multipart) against a writer on a bucket, then an optional kill -9
   loop under a mild fault mix (`--kill-rounds`); see `faults_s3.py`. Not part of `all`.
+  `--pad-kb 400`: big files, so that the writer's uploads go multipart.
+* `s3-contend` — two writers on one prefix through the proxy, each restarted when it exits; and
+  `s3-reembed` — three `reembed --shard I/3` jobs and the `--commit` through the proxy beside a
+  writer; see `faults_s3_jobs.py`. Not part of `all`.
 
 Everything runs on 127.0.0.1 (moto's server from the venv). Prints each scenario's figures
 and a summary table; exits 1 when a goal is missed. Uses `ctxd_daemon.py`'s helpers.
@@ -231,15 +235,27 @@ def token(i):
     return "qz" + "".join("abcdefghij"[int(c)] for c in f"{i:05d}") + "marker"
 
 
+# Kilobytes of filler prose appended to every file (`s3-faults --pad-kb`): big files make the
+# writer's data files pass object_store's 5 MB part size, so its uploads go multipart.
+PAD_KB = 0
+
+
 def file_text(i, rev=0):
     rng = random.Random(i * 1000 + rev)
     if i % 2 == 0:
         fn = f"handle_{rng.choice(WORDS)}_{i}"
         body = "\n".join(f"    total += {rng.randint(1, 99)}  # {rng.choice(WORDS)} {rng.choice(WORDS)}" for _ in range(4))
-        return (f'def {fn}(items):\n    """Process the {rng.choice(WORDS)} {token(i)} (revision {rev})."""\n'
+        text = (f'def {fn}(items):\n    """Process the {rng.choice(WORDS)} {token(i)} (revision {rev})."""\n'
                 f"    total = 0\n{body}\n    return total\n")
-    lines = " ".join(rng.choice(WORDS) for _ in range(30))
-    return f"# Note {i} revision {rev}\n\nThe {token(i)} section covers {lines}.\n"
+        lead = "# "
+    else:
+        lines = " ".join(rng.choice(WORDS) for _ in range(30))
+        text = f"# Note {i} revision {rev}\n\nThe {token(i)} section covers {lines}.\n"
+        lead = ""
+    pad = []
+    while sum(map(len, pad)) < PAD_KB * 1024:
+        pad.append(lead + " ".join(rng.choice(WORDS) for _ in range(12)) + f" {rng.randint(0, 10**6)}.\n")
+    return text + "".join(pad)
 
 
 def file_name(i):
@@ -654,14 +670,18 @@ def scenario_disk_full(a, work):
         subprocess.run(["umount", mnt], check=False)
 
 
-def scenario_s3_faults(a, work):
-    sys.modules.setdefault("faults", sys.modules[__name__])  # one module: faults_s3 reports into RESULTS
-    import faults_s3
-    faults_s3.scenario_s3_faults(a, work)
+def scenario_s3(name):
+    """The bucket scenarios live in faults_s3.py / faults_s3_jobs.py and report into RESULTS."""
+    def run(a, work):
+        sys.modules.setdefault("faults", sys.modules[__name__])
+        import faults_s3, faults_s3_jobs
+        {"s3-faults": faults_s3.scenario_s3_faults, "s3-contend": faults_s3_jobs.scenario_s3_contend,
+         "s3-reembed": faults_s3_jobs.scenario_s3_reembed}[name](a, work)
+    return run
 
 
 SCENARIOS = {"kill": scenario_kill, "reader": scenario_reader, "flaky-s3": scenario_flaky, "disk-full": scenario_disk_full,
-             "s3-faults": scenario_s3_faults}
+             **{n: scenario_s3(n) for n in ("s3-faults", "s3-contend", "s3-reembed")}}
 
 
 def main():
@@ -681,15 +701,16 @@ def main():
                     help="disk-full: the source is a watched folder or a git repository polled every second")
     ap.add_argument("--seed", type=int, default=1)
     sys.modules.setdefault("faults", sys.modules[__name__])
-    import faults_s3
+    import faults_s3, faults_s3_jobs
     faults_s3.add_args(ap)
+    faults_s3_jobs.add_args(ap)
     a = ap.parse_args()
     if not os.access(a.ctxd, os.X_OK):
         sys.exit(f"{a.ctxd} is not an executable ctxd binary")
     root = a.work or tempfile.mkdtemp(prefix="ctxd-faults-")
     print(f"ctxd: {a.ctxd}; work: {root}")
-    # `all`: the four original scenarios; s3-faults (a long matrix) runs only when named.
-    for name in ([n for n in SCENARIOS if n != "s3-faults"] if a.scenario == "all" else [a.scenario]):
+    # `all`: the four original scenarios; the s3-* matrices (long) run only when named.
+    for name in ([n for n in SCENARIOS if not n.startswith("s3-")] if a.scenario == "all" else [a.scenario]):
         work = os.path.join(root, name)
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)

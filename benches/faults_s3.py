@@ -87,21 +87,26 @@ def lease_left(moto, prefix):
         return 0.0
 
 
-def run_pair(a, moto, proxy, kind, op, work, clean):
-    name = f"{kind}-{op}"
+def new_pair(work, name):
+    """A pair's folder with the 8 initial files: (folder, src, logs, its index's URI)."""
     pdir = os.path.join(work, name)
     src, logs = os.path.join(pdir, "src"), os.path.join(pdir, "logs")
     os.makedirs(logs)
     for i in INITIAL:
         F.write_file(src, i)
-    db = f"s3://faults/{name}"
+    return pdir, src, logs, f"s3://faults/{name}"
+
+
+def run_pair(a, moto, proxy, kind, op, work, clean):
+    name = f"{kind}-{op}"
+    pdir, src, logs, db = new_pair(work, name)
     cfg = os.path.join(pdir, "ctxd.toml")
     with open(cfg, "w") as f:
         f.write(f"[index]\nlease_ttl_secs = {a.lease_ttl}\n")
         if a.maintenance:  # compaction and cleanup (the DELETEs) every few seconds
             f.write(f"maintenance_interval_secs = {a.maintenance}\nretain_versions_secs = 1\n")
     args = ["--role", "writer", "--watch", src, "--db", db, "--config", cfg]
-    if a.reader:
+    if a.readers:
         with open(cfg, "a") as f:
             f.write("\n[server]\nreader_poll_ms = 200\n")
     cap = a.timeout_max_inject if kind == "timeout" else a.max_inject
@@ -112,12 +117,12 @@ def run_pair(a, moto, proxy, kind, op, work, clean):
     row = {"kind": kind, "op": op, "notes": []}
     t0 = time.time()
     d = F.Serve(a.ctxd, args, os.path.join(logs, "writer.log"), moto.env(proxy.endpoint))
-    exits, reader, rstat = [], None, {"200": 0, "503": 0, "other": 0, "wrong": 0}
-    if a.reader:  # a reader on the same prefix, through the same proxy (its requests meet the fault too)
-        reader = F.Serve(a.ctxd, ["--role", "reader", "--db", db, "--config", cfg], os.path.join(logs, "reader.log"),
-                         moto.env(proxy.endpoint))
+    exits, rstat = [], {"200": 0, "503": 0, "other": 0, "wrong": 0}
+    # Readers on the same prefix, through the same proxy (their requests meet the fault too).
+    readers = [F.Serve(a.ctxd, ["--role", "reader", "--db", db, "--config", cfg], os.path.join(logs, f"reader-{n}.log"),
+                       moto.env(proxy.endpoint)) for n in range(a.readers)]
 
-    def ask_reader():
+    def ask_reader(reader):
         """One bm25 search of file 0's unique token: 200 (right or wrong), a clean 503, or other."""
         st, v = reader.search(F.token(0), "bm25", 3, timeout=10)
         if st == 200:
@@ -140,8 +145,9 @@ def run_pair(a, moto, proxy, kind, op, work, clean):
         os.remove(os.path.join(src, F.file_name(DELETED)))
         th = time.time()
         while time.time() - th < a.hold:
-            if reader is not None and reader.alive():
-                ask_reader()
+            for reader in readers:
+                if reader.alive():
+                    ask_reader(reader)
             time.sleep(0.3)
         proxy.set_rules([])
         row["requests"] = proxy.requests.get(op, 0)
@@ -186,16 +192,20 @@ def run_pair(a, moto, proxy, kind, op, work, clean):
                 break
             time.sleep(1)
         row["new_s"] = round(time.time() - tn, 1) if new_ok else None
-        if reader is not None:
+        row["reader_ok"] = True
+        for n, reader in enumerate(readers):
             tr, seen = time.time(), False
             while time.time() - tr < a.settle and reader.alive() and not seen:
-                ask_reader()
+                ask_reader(reader)
                 seen = F.file_name(NEW) in (reader.paths(F.token(NEW), "bm25", 3) or [])
                 time.sleep(0.5)
-            row["notes"].append(f"reader: {rstat['200']}×200 ({rstat['wrong']} wrong), {rstat['503']}×503, "
-                                f"{rstat['other']}×other; new file {'in ' + str(round(time.time() - tr, 1)) + ' s' if seen else 'NOT seen'}"
+            row["notes"].append(f"reader {n}: new file {'in ' + str(round(time.time() - tr, 1)) + ' s' if seen else 'NOT seen'}"
                                 + ("" if reader.alive() else f"; reader exited {reader.proc.returncode}"))
-            row["reader_ok"] = seen and not rstat["wrong"] and not rstat["other"]
+            row["reader_ok"] &= seen
+        if readers:
+            row["notes"].append(f"readers: {rstat['200']}×200 ({rstat['wrong']} wrong), {rstat['503']}×503, "
+                                f"{rstat['other']}×other")
+            row["reader_ok"] &= not rstat["wrong"] and not rstat["other"]
         ready = d.status("/readyz") == 200
         st, _ = d.search("process the ledger invoice")
         row["stuck"] = not (ready and st == 200 and new_ok and not bad)
@@ -222,8 +232,9 @@ def run_pair(a, moto, proxy, kind, op, work, clean):
         proxy.set_rules([])
         if d.alive():
             d.kill9()
-        if reader is not None and reader.alive():
-            reader.kill9()
+        for reader in readers:
+            if reader.alive():
+                reader.kill9()
     row["secs"] = round(time.time() - t0)
     return row
 
@@ -364,6 +375,7 @@ def scenario_s3_faults(a, work):
     print(f"\n== s3-faults: {len(kinds)} faults × {len(ops)} operations at rate {a.rate}, on from {a.arm} (max "
           f"{a.max_inject} injections, timeout {a.timeout_delay:.0f}s max {a.timeout_max_inject}); "
           f"{len(INITIAL)} files, {len(EDITED)} edited, 1 deleted, 1 added after", flush=True)
+    F.PAD_KB = a.pad_kb
     logs = os.path.join(work, "logs")
     os.makedirs(logs)
     moto = F.Moto("faults", os.path.join(logs, "moto.log"))
@@ -389,7 +401,7 @@ def scenario_s3_faults(a, work):
                 print(f"    (requests while the fault was on: {r.get('all_requests')}; {r.get('secs')} s)", flush=True)
         for r in results:
             seen = r.get("requests", 0)
-            ok = r.get("equal") and not r.get("dups") and not r.get("stuck")
+            ok = r.get("equal") and not r.get("dups") and not r.get("stuck") and r.get("reader_ok", True)
             F.figure("s3-faults", f"{r['kind']} × {r['op']}",
                      f"inj {r.get('injected', '?')}/{seen} eq={'y' if r.get('equal') else 'N'} "
                      f"dup={r.get('dups', '?')} stuck={'Y' if r.get('stuck') else 'n'}", "eq, 0 dup, not stuck", ok)
@@ -418,9 +430,12 @@ def add_args(ap):
                     help="s3-faults: the fault on from the writer's start, or once it is ready (after the first files)")
     ap.add_argument("--maintenance", type=int, default=0,
                     help="s3-faults: maintenance_interval_secs (compaction, cleanup: DELETEs) with 1 s retention; 0: default")
-    ap.add_argument("--reader", action="store_true",
+    ap.add_argument("--reader", dest="readers", action="store_const", const=1, default=0,
                     help="s3-faults: also a --role reader through the proxy (200 or a clean 503, never a wrong answer)")
+    ap.add_argument("--readers", type=int, help="s3-faults: that many readers (--reader: one)")
     ap.add_argument("--lease-ttl", type=int, default=15, help="s3-faults: the writer lease's TTL (s)")
+    ap.add_argument("--pad-kb", type=int, default=0,
+                    help="s3-faults: KB of filler per file (e.g. 400: the first commit's data files pass 5 MB: multipart)")
     ap.add_argument("--kill-rounds", type=int, default=0, help="s3-faults: kill -9 rounds after the matrix (0: none)")
     ap.add_argument("--kill-delay", type=float, default=2.0, help="s3-faults: kill after 0..this many s")
     ap.add_argument("--kill-lease-ttl", type=int, default=4, help="s3-faults: lease TTL in the kill loop (s)")

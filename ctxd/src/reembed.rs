@@ -3,8 +3,11 @@
 
 use std::path::Path;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use anyhow::{bail, Result};
+use ctxd_index::error::IndexError;
+use ctxd_pipeline::error::PipelineError;
 use ctxd_pipeline::reembed::{
     reembed, reembed_commit, reembed_shard, Progress, Quiet, ReembedOptions, ReembedReport, Shard, ShardReport,
 };
@@ -74,10 +77,22 @@ pub async fn run(
     opts.maintenance.vector_index_min_rows = vector_index_min_rows;
     let bar = Bar(Mutex::new(None));
     let progress: &dyn Progress = if json { &Quiet } else { &bar };
-    let result = match step {
-        Step::Whole => reembed(&uri, service, &spec, &opts, progress).await.map(Done::Job),
-        Step::Commit => reembed_commit(&uri, service, &spec, &opts, progress).await.map(Done::Job),
-        Step::Shard(shard) => reembed_shard(&uri, service, shard, &opts, progress).await.map(Done::Shard),
+    let mut attempt = 1;
+    let result = loop {
+        let service = service.clone();
+        let result = match step {
+            Step::Whole => reembed(&uri, service, &spec, &opts, progress).await.map(Done::Job),
+            Step::Commit => reembed_commit(&uri, service, &spec, &opts, progress).await.map(Done::Job),
+            Step::Shard(shard) => reembed_shard(&uri, service, shard, &opts, progress).await.map(Done::Shard),
+        };
+        match result {
+            Err(e) if attempt < STEP_TRIES && storage_failure(&e) => {
+                tracing::warn!("re-embedding failed in the store (try {attempt} of {STEP_TRIES}), running it again: {e}");
+                tokio::time::sleep(Duration::from_secs(1 << attempt)).await;
+                attempt += 1;
+            }
+            result => break result,
+        }
     };
     if let Some(b) = bar.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
         b.finish();
@@ -89,6 +104,19 @@ pub async fn run(
         Done::Job(r) => print_job(&r),
     }
     Ok(())
+}
+
+/// Runs of a step when the store fails under it. Every step may be run again (the job resumes,
+/// a shard recorded twice keeps its newest row, a commit never publishes a fragment twice), so a
+/// reset, a timeout or a lost answer from the bucket costs a retry here rather than a failed
+/// Job pod (`benches/faults.py s3-reembed`: a third of the conditional PUTs reset took a commit
+/// four runs).
+const STEP_TRIES: u32 = 4;
+
+/// Whether `e` is the store's (Lance and the bucket under it), not the job's own refusal (a
+/// missing shard, a model that does not fit).
+fn storage_failure(e: &PipelineError) -> bool {
+    matches!(e, PipelineError::Index(IndexError::Lance { .. }))
 }
 
 enum Done {

@@ -17,8 +17,11 @@
 //!   of two contenders exactly one wins. A holder that cannot renew (the bucket unreachable
 //!   for two thirds of the TTL) or finds its lease replaced reports it through
 //!   [`WriterLease::lost`] *before* the lease could have expired: the daemon then stops at
-//!   once, so two writers never overlap. Expiry compares wall clocks of hosts: keep them in
-//!   NTP sync (skew must stay well under the TTL).
+//!   once, so two writers never overlap. A renewal refused for a stale ETag reads the lease
+//!   first: still under this process's holder name, it is an earlier try of the same renewal
+//!   that landed without an answer (a connection reset mid-answer), and the holder keeps it.
+//!   Expiry compares wall clocks of hosts: keep them in NTP sync (skew must stay well under
+//!   the TTL).
 //!
 //! What the lease covers: every process that runs the indexing pipeline on the index —
 //! `ctxd serve` (roles `both` and `writer`), `ctxd index`, the MCP `check_index` refresh.
@@ -229,9 +232,25 @@ impl WriterLease {
                             let _ = etag_tx.send(r.e_tag.unwrap_or_default());
                             metrics::counter!(crate::metrics::LEASE_RENEWALS_TOTAL).increment(1);
                         }
-                        Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }) => {
-                            let _ = lost_tx.send(Some(format!("the writer lease {lock} was taken by another writer")));
-                            return;
+                        Err(refused @ (object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. })) => {
+                            // Refused: another writer replaced the lease — or an earlier try of this
+                            // renewal landed without an answer (a reset mid-answer, a lost answer:
+                            // object_store's retry then meets the new e-tag). The lease's body says which.
+                            match own_lease(&store, &key, &holder).await {
+                                Ok(Some(e_tag)) => {
+                                    tracing::warn!(lease = %lock, "a renewal of the writer lease landed unanswered; kept");
+                                    let _ = etag_tx.send(e_tag);
+                                }
+                                Ok(None) => {
+                                    let _ = lost_tx.send(Some(format!("the writer lease {lock} was taken by another writer")));
+                                    return;
+                                }
+                                Err(e) => {
+                                    metrics::counter!(crate::metrics::LEASE_RENEW_FAILURES_TOTAL).increment(1);
+                                    tracing::warn!(lease = %lock, "renewing the writer lease was refused ({refused}) \
+                                                   and reading it failed (retrying): {e}");
+                                }
+                            }
                         }
                         Err(e) => {
                             metrics::counter!(crate::metrics::LEASE_RENEW_FAILURES_TOTAL).increment(1);
@@ -330,6 +349,22 @@ async fn take(
     }
 }
 
+/// The e-tag of the lease at `key` when its body names `holder` (this process wrote it last),
+/// `None` when it is gone or another writer's.
+async fn own_lease(
+    store: &Arc<dyn ObjectStore>,
+    key: &StorePath,
+    holder: &str,
+) -> Result<Option<String>, object_store::Error> {
+    let found = match store.get(key).await {
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        found => found?,
+    };
+    let e_tag = found.meta.e_tag.clone().unwrap_or_default();
+    let bytes = found.bytes().await?;
+    Ok(serde_json::from_slice::<LeaseBody>(&bytes).ok().filter(|b| b.holder == holder).map(|_| e_tag))
+}
+
 fn lease_error(uri: &str, message: String) -> IndexError {
     IndexError::Lease { uri: uri.to_string(), message }
 }
@@ -348,6 +383,23 @@ mod tests {
         );
         assert_eq!(holder_pid_host(""), None);
         assert_eq!(holder_pid_host("ctxd index (pid x on h, since t)"), None);
+    }
+
+    #[tokio::test]
+    async fn a_lease_is_ours_only_while_its_body_names_this_holder() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let key = StorePath::from("idx/_ctxd/writer.lease");
+        assert_eq!(own_lease(&store, &key, "me").await.unwrap(), None, "no lease: not ours");
+        let body = |holder: &str| {
+            let b = LeaseBody { holder: holder.into(), expires_unix_ms: now_ms() + 15_000, ttl_ms: 15_000 };
+            PutPayload::from(serde_json::to_vec(&b).unwrap())
+        };
+        let put = store.put(&key, body("me")).await.unwrap();
+        assert_eq!(own_lease(&store, &key, "me").await.unwrap(), put.e_tag, "our renewal that landed unanswered");
+        store.put(&key, body("another writer")).await.unwrap();
+        assert_eq!(own_lease(&store, &key, "me").await.unwrap(), None, "replaced by another writer");
+        store.put(&key, PutPayload::from_static(b"not json")).await.unwrap();
+        assert_eq!(own_lease(&store, &key, "me").await.unwrap(), None, "unreadable: not ours");
     }
 
     #[tokio::test]

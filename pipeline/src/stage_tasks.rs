@@ -140,22 +140,22 @@ impl<T> Input<T> {
     /// Like [`Input::recv_batch`], but also stops as soon as `idle(batch_len)` says nothing
     /// else is on its way (checked after every item and every 20 ms): a lone edit is
     /// committed at once instead of waiting out `max_wait`, while a bulk load still fills
-    /// batches.
+    /// batches. Before `idle_from` the idle check is not made: a steady trickle of edits
+    /// arriving just after a commit is gathered until then rather than committed one by one.
     pub async fn recv_batch_until_idle(
         &self,
-        max_weight: usize,
-        max_items: usize,
-        max_wait: Duration,
+        limits: BatchLimits,
+        idle_from: tokio::time::Instant,
         weight: impl Fn(&T) -> usize,
         idle: impl Fn(usize) -> bool,
     ) -> Option<Vec<T>> {
         let first = self.recv().await?;
         let mut total = weight(&first);
         let mut batch = vec![first];
-        let deadline = tokio::time::Instant::now() + max_wait;
-        while total < max_weight && batch.len() < max_items && !idle(batch.len()) {
+        let deadline = tokio::time::Instant::now() + limits.max_wait;
+        while total < limits.max_weight && batch.len() < limits.max_items {
             let now = tokio::time::Instant::now();
-            if now >= deadline {
+            if now >= deadline || (now >= idle_from && idle(batch.len())) {
                 break;
             }
             let slice = deadline.min(now + Duration::from_millis(20));
@@ -350,12 +350,15 @@ pub fn spawn_sink<S: Sink>(
     metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => S::NAME, "error" => "none").increment(0);
     tokio::spawn(async move {
         // Every item in the pipeline is counted by the tracker: when all of them are in this
-        // batch, nothing more is coming soon and waiting would only delay freshness.
+        // batch, nothing more is coming soon and waiting would only delay freshness. Right
+        // after a write, though, the batch is held open for half the commit interval, so that
+        // a steady stream of edits (an agent writing file after file) makes at most about two
+        // commits per interval instead of one per file, each a table version that readers,
+        // caches and upkeep pay for; a lone edit after a quiet spell is still written at once.
         let idle = |n: usize| tracker.in_flight() <= n as i64;
-        while let Some(batch) = input
-            .recv_batch_until_idle(limits.max_weight, limits.max_items, limits.max_wait, |i| sink.weight(i), idle)
-            .await
-        {
+        let gap = limits.max_wait / 2;
+        let mut idle_from = tokio::time::Instant::now();
+        while let Some(batch) = input.recv_batch_until_idle(limits, idle_from, |i| sink.weight(i), idle).await {
             let n = batch.len();
             metrics::histogram!(m::STAGE_BATCH_ITEMS, "stage" => S::NAME).record(n as f64);
             let since = Instant::now();
@@ -375,6 +378,7 @@ pub fn spawn_sink<S: Sink>(
             if written {
                 sink.after_write().await;
             }
+            idle_from = tokio::time::Instant::now() + gap;
         }
     })
 }
@@ -441,6 +445,36 @@ mod tests {
         assert_eq!(got, want);
         assert!(tracker.is_ready());
         assert!(sink.1.load(Ordering::SeqCst) >= 12, "batches are capped at 4 items");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_trickle_after_a_write_is_gathered_and_a_lone_item_is_written_at_once() {
+        let tracker = Tracker::default();
+        let (out, input) = queue::<u32>("source", "collect", 64);
+        let sink = Arc::new(Collect(Mutex::new(Vec::new()), AtomicUsize::new(0)));
+        let limits = BatchLimits { max_weight: 4096, max_items: 4096, max_wait: Duration::from_secs(1) };
+        let handle = spawn_sink(sink.clone(), limits, input, tracker.clone(), || {});
+        // One item every 20 ms for a second: each alone in flight when it arrives, so without
+        // the gap after a write every one would be its own write (50 of them).
+        for i in 0..50u32 {
+            tracker.add(1);
+            out.send(i).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut n = tracker.in_flight.subscribe();
+        tokio::time::timeout(Duration::from_secs(5), n.wait_for(|v| *v <= 0)).await.unwrap().unwrap();
+        let writes = sink.1.load(Ordering::SeqCst);
+        assert!(writes <= 10, "a steady trickle is gathered into few writes, got {writes} for 50 items");
+        // After a quiet spell longer than the gap, a lone item is written without waiting.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let since = Instant::now();
+        tracker.add(1);
+        out.send(99).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), n.wait_for(|v| *v <= 0)).await.unwrap().unwrap();
+        assert!(since.elapsed() < Duration::from_millis(450), "a lone item waited {:?}", since.elapsed());
+        assert_eq!(sink.0.lock().unwrap().len(), 51);
+        drop(out);
+        handle.await.unwrap();
     }
 
     #[tokio::test]
