@@ -87,7 +87,9 @@ pub async fn run(
         };
         match result {
             Err(e) if attempt < STEP_TRIES && storage_failure(&e) => {
-                tracing::warn!("re-embedding failed in the store (try {attempt} of {STEP_TRIES}), running it again: {e}");
+                tracing::warn!(
+                    "re-embedding failed in the store (try {attempt} of {STEP_TRIES}), running it again: {e}"
+                );
                 tokio::time::sleep(Duration::from_secs(1 << attempt)).await;
                 attempt += 1;
             }

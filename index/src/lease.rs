@@ -232,7 +232,9 @@ impl WriterLease {
                             let _ = etag_tx.send(r.e_tag.unwrap_or_default());
                             metrics::counter!(crate::metrics::LEASE_RENEWALS_TOTAL).increment(1);
                         }
-                        Err(refused @ (object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. })) => {
+                        Err(
+                            refused @ (object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }),
+                        ) => {
                             // Refused: another writer replaced the lease — or an earlier try of this
                             // renewal landed without an answer (a reset mid-answer, a lost answer:
                             // object_store's retry then meets the new e-tag). The lease's body says which.
@@ -242,7 +244,8 @@ impl WriterLease {
                                     let _ = etag_tx.send(e_tag);
                                 }
                                 Ok(None) => {
-                                    let _ = lost_tx.send(Some(format!("the writer lease {lock} was taken by another writer")));
+                                    let _ = lost_tx
+                                        .send(Some(format!("the writer lease {lock} was taken by another writer")));
                                     return;
                                 }
                                 Err(e) => {
