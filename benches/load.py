@@ -89,6 +89,22 @@ def proc_cpu_seconds(pid):
         return float("nan")
 
 
+def thread_cpu_seconds(pid):
+    """utime + stime per thread name (digits and dashes at the end dropped: `tokio-runtime-w`,
+    `ctxd-embed`, …), in seconds: where a process's CPU goes."""
+    ticks, out = os.sysconf("SC_CLK_TCK"), {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                head, tail = f.read().rsplit(")", 1)
+            name = head.split("(", 1)[1].rstrip("0123456789-_#") or "?"
+            fields = tail.split()
+            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
 def proc_rss_mb(pid):
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -664,10 +680,11 @@ def edit_side(base, src, n_files, run_tag, args):
 def writer_scenario(daemon, args, tag):
     """The editor alone (no clients) for `args.seconds`: the daemon's CPU for the writer's work."""
     during = edit_side(daemon.base, args.src, args.ingest_files, f"w{tag}", args)
-    c0, t0 = proc_cpu_seconds(daemon.proc.pid), time.monotonic()
+    c0, t0, th0 = proc_cpu_seconds(daemon.proc.pid), time.monotonic(), thread_cpu_seconds(daemon.proc.pid)
     finish = during(t0)
     time.sleep(args.seconds)
     cpu, wall = proc_cpu_seconds(daemon.proc.pid) - c0, time.monotonic() - t0
+    th = {k: v - th0.get(k, 0.0) for k, v in thread_cpu_seconds(daemon.proc.pid).items()}
     info = finish()
     log(
         f"\n--- writer alone: {info['edits']} writes in {args.seconds:.0f} s ({info['edit_rate_s']:.1f} files/s), "
@@ -675,6 +692,8 @@ def writer_scenario(daemon, args, tag):
         f"daemon CPU {cpu / wall:.2f} cores over the {wall:.0f} s of editing; "
         f"the last write searchable after {fmt_s(info['last_edit_searchable_s'])}"
     )
+    top = sorted(((v / wall, k) for k, v in th.items() if v > 0), reverse=True)[:8]
+    log("    by thread: " + ", ".join(f"{k} {c:.2f}" for c, k in top) + " (cores)")
 
 
 def ingest_side(base, src, n_files, offset, run_tag, args):

@@ -27,6 +27,8 @@ pub(crate) struct Recorder {
     commits: usize,
     /// One write at a time (the first creates the table; replaces must not interleave).
     writing: tokio::sync::Mutex<()>,
+    /// Each commit's changed files, kept across reads: a moved ref costs its new commits' diffs.
+    diffs: Arc<git_log::Diffs>,
 }
 
 /// One view to record: the repository at `tip`, its files under `repo_prefix`, stored under
@@ -42,14 +44,16 @@ pub(crate) struct View {
 impl Recorder {
     /// `None` when history is off (`[index] history_commits = 0`).
     pub(crate) fn new(uri: String, commits: usize) -> Option<Arc<Self>> {
-        (commits > 0).then(|| Arc::new(Self { uri, commits, writing: tokio::sync::Mutex::new(()) }))
+        (commits > 0)
+            .then(|| Arc::new(Self { uri, commits, writing: tokio::sync::Mutex::new(()), diffs: Arc::default() }))
     }
 
     /// Reads and stores the history of `view`; returns the commits read (0 after a failure).
     pub(crate) async fn record(&self, view: View) -> usize {
         let commits = self.commits;
         let (repo, tip, repo_prefix) = (view.repo.clone(), view.tip.clone(), view.repo_prefix.clone());
-        let read = tokio::task::spawn_blocking(move || git_log::read(&repo, &tip, &repo_prefix, commits)).await;
+        let diffs = self.diffs.clone();
+        let read = tokio::task::spawn_blocking(move || git_log::read(&repo, &tip, &repo_prefix, commits, &diffs)).await;
         let list = match read {
             Ok(Ok(list)) => list,
             Ok(Err(e)) => return self.failed(&view.stored_prefix, &e.to_string()),
