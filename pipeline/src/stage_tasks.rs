@@ -350,11 +350,12 @@ pub fn spawn_sink<S: Sink>(
     metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => S::NAME, "error" => "none").increment(0);
     tokio::spawn(async move {
         // Every item in the pipeline is counted by the tracker: when all of them are in this
-        // batch, nothing more is coming soon and waiting would only delay freshness. Right
-        // after a write, though, the batch is held open for half the commit interval, so that
-        // a steady stream of edits (an agent writing file after file) makes at most about two
-        // commits per interval instead of one per file, each a table version that readers,
-        // caches and upkeep pay for; a lone edit after a quiet spell is still written at once.
+        // batch, nothing more is coming soon and waiting would only delay freshness. But when
+        // more items are already in flight as a write ends, edits are streaming in (an agent
+        // writing file after file): then the next batch is held open for half the commit
+        // interval, so that the stream makes about two commits per interval instead of one per
+        // file, each a table version that readers, caches and upkeep pay for. An edit that
+        // comes after a write with nothing in flight (write, search, write) is written at once.
         let idle = |n: usize| tracker.in_flight() <= n as i64;
         let gap = limits.max_wait / 2;
         let mut idle_from = tokio::time::Instant::now();
@@ -378,7 +379,8 @@ pub fn spawn_sink<S: Sink>(
             if written {
                 sink.after_write().await;
             }
-            idle_from = tokio::time::Instant::now() + gap;
+            let streaming = tracker.in_flight() > 0;
+            idle_from = tokio::time::Instant::now() + if streaming { gap } else { Duration::ZERO };
         }
     })
 }
@@ -448,31 +450,35 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_trickle_after_a_write_is_gathered_and_a_lone_item_is_written_at_once() {
+    async fn a_stream_of_items_is_gathered_and_a_lone_item_is_written_at_once() {
         let tracker = Tracker::default();
         let (out, input) = queue::<u32>("source", "collect", 64);
         let sink = Arc::new(Collect(Mutex::new(Vec::new()), AtomicUsize::new(0)));
         let limits = BatchLimits { max_weight: 4096, max_items: 4096, max_wait: Duration::from_secs(1) };
         let handle = spawn_sink(sink.clone(), limits, input, tracker.clone(), || {});
-        // One item every 20 ms for a second: each alone in flight when it arrives, so without
-        // the gap after a write every one would be its own write (50 of them).
+        // One item every 2 ms: more arrive while each 5 ms write runs, so without the gap the
+        // sink would write every two or three items (about 20 writes).
         for i in 0..50u32 {
             tracker.add(1);
             out.send(i).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
         let mut n = tracker.in_flight.subscribe();
         tokio::time::timeout(Duration::from_secs(5), n.wait_for(|v| *v <= 0)).await.unwrap().unwrap();
         let writes = sink.1.load(Ordering::SeqCst);
-        assert!(writes <= 10, "a steady trickle is gathered into few writes, got {writes} for 50 items");
-        // After a quiet spell longer than the gap, a lone item is written without waiting.
+        assert!(writes <= 6, "a stream of items is gathered into few writes, got {writes} for 50 items");
+        // A lone item after a quiet spell, and one right after that write (nothing was in
+        // flight when it ended): each written at once, not after the gap (500 ms).
         tokio::time::sleep(Duration::from_millis(700)).await;
-        let since = Instant::now();
-        tracker.add(1);
-        out.send(99).await.unwrap();
-        tokio::time::timeout(Duration::from_secs(5), n.wait_for(|v| *v <= 0)).await.unwrap().unwrap();
-        assert!(since.elapsed() < Duration::from_millis(450), "a lone item waited {:?}", since.elapsed());
-        assert_eq!(sink.0.lock().unwrap().len(), 51);
+        for item in [98, 99] {
+            let since = Instant::now();
+            tracker.add(1);
+            out.send(item).await.unwrap();
+            tokio::time::timeout(Duration::from_secs(5), n.wait_for(|v| *v <= 0)).await.unwrap().unwrap();
+            assert!(since.elapsed() < Duration::from_millis(300), "item {item} waited {:?}", since.elapsed());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(sink.0.lock().unwrap().len(), 52);
         drop(out);
         handle.await.unwrap();
     }
