@@ -5,9 +5,9 @@
 //! changed what it brought in) for at most `max_commits`, and diffs each commit's tree against
 //! its parent's by comparing subtree ids, so unchanged folders are never read; a folder's
 //! entries are matched by name through a map (a folder of 6,000 files is one pass, not 6,000
-//! scans of it). A commit's diff is remembered by its id ([`Diffs`]), so a ref that moved by
-//! one commit costs one diff, not `max_commits` (a writer whose repository gets a commit every
-//! 10 s spent half its CPU re-diffing the same 300 commits). A shallow repository's walk stops
+//! scans of it). A diff is remembered by the two trees it compares ([`Diffs`]), so a ref that
+//! moved by one commit costs one diff, not `max_commits` (a writer whose repository gets a
+//! commit every 10 s spent half its CPU re-diffing the same 300 commits). A shallow repository's walk stops
 //! at the boundary; a damaged commit ends it early with a warning.
 //!
 //! Two kinds of source read it: a git source, for each ref it indexes, and a folder source that
@@ -43,11 +43,15 @@ pub struct CommitFiles {
 /// Commits whose diffs [`Diffs`] keeps before it starts over.
 const DIFFS_KEPT: usize = 20_000;
 
-/// The files each commit changed (repository paths), by commit id: a commit never changes,
-/// and its id names the same commit in every clone, so one memo serves every repository and
-/// ref a process reads. Bounded: past [`DIFFS_KEPT`] commits it starts over.
+/// The pair of trees a commit's diff compares: its own, and its first parent's (none for a root
+/// commit, or where a shallow clone's history ends — the same commit then lists every file).
+type TreePair = (Option<gix::ObjectId>, Option<gix::ObjectId>);
+
+/// The files each commit changed (repository paths), by the pair of trees its diff compares:
+/// trees are named by their content, so one memo serves every repository and ref a process
+/// reads. Bounded: past [`DIFFS_KEPT`] diffs it starts over.
 #[derive(Debug, Default)]
-pub struct Diffs(Mutex<HashMap<gix::ObjectId, Vec<String>>>);
+pub struct Diffs(Mutex<HashMap<TreePair, Vec<String>>>);
 
 impl Diffs {
     /// Commits remembered.
@@ -60,16 +64,16 @@ impl Diffs {
         self.len() == 0
     }
 
-    fn get(&self, id: &gix::ObjectId) -> Option<Vec<String>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+    fn get(&self, trees: &TreePair) -> Option<Vec<String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(trees).cloned()
     }
 
-    fn put(&self, id: gix::ObjectId, files: Vec<String>) {
+    fn put(&self, trees: TreePair, files: Vec<String>) {
         let mut memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if memo.len() >= DIFFS_KEPT {
             memo.clear();
         }
-        memo.insert(id, files);
+        memo.insert(trees, files);
     }
 }
 
@@ -100,11 +104,22 @@ pub fn read(
                 break;
             }
         };
-        let files = match diffs.get(&commit.id) {
+        let trees = tree_pair(&repo, &commit);
+        let files = match diffs.get(&trees) {
             Some(files) => files,
             None => {
-                let files = commit_diff(&repo, &commit, repo_path);
-                diffs.put(commit.id, files.clone());
+                let mut files = Vec::new();
+                if let (Some(tree), parent) = trees {
+                    if let Err(e) = changed(&repo, parent, Some(tree), "", &mut files) {
+                        tracing::warn!(
+                            "{}: commit {}: {e}; its files are not recorded",
+                            repo_path.display(),
+                            commit.id
+                        );
+                        files.clear();
+                    }
+                }
+                diffs.put(trees, files.clone());
                 files
             }
         };
@@ -124,9 +139,8 @@ pub fn read(
     Ok(out)
 }
 
-/// The files `commit` changed against its first parent (every file for a root commit; none,
-/// with a warning, when a tree cannot be read).
-fn commit_diff(repo: &gix::Repository, commit: &gix::Commit<'_>, repo_path: &Path) -> Vec<String> {
+/// `commit`'s tree and its first parent's, when the repository holds them.
+fn tree_pair(repo: &gix::Repository, commit: &gix::Commit<'_>) -> TreePair {
     let tree = commit.tree_id().ok().map(|t| t.detach());
     let parent = commit
         .parent_ids()
@@ -134,14 +148,7 @@ fn commit_diff(repo: &gix::Repository, commit: &gix::Commit<'_>, repo_path: &Pat
         .and_then(|p| repo.find_commit(p).ok())
         .and_then(|p| p.tree_id().ok())
         .map(|t| t.detach());
-    let mut files = Vec::new();
-    if let Some(tree) = tree {
-        if let Err(e) = changed(repo, parent, Some(tree), "", &mut files) {
-            tracing::warn!("{}: commit {}: {e}; its files are not recorded", repo_path.display(), commit.id);
-            files.clear();
-        }
-    }
-    files
+    (tree, parent)
 }
 
 /// The git work tree `folder` belongs to, if any: `(repository, folder's path in it with a
