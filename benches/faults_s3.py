@@ -14,7 +14,7 @@ expire and restarts it; the end state is compared the same way.
 
 Prints a table "fault × operation → outcome" and the kill loop's figures.
 """
-import itertools, json, os, random, re, subprocess, time
+import itertools, json, os, random, time
 
 import faults as F
 from fault_proxy import KINDS, OPS, FaultProxy, Rule
@@ -97,6 +97,44 @@ def new_pair(work, name):
     return pdir, src, logs, f"s3://faults/{name}"
 
 
+def settle_final_tree(d, within):
+    """(seconds until `d` shows the final tree — edits visible, the deleted file gone — or None,
+    what it still lacks)."""
+    live, rev = [i for i in INITIAL if i != DELETED], {i: 1 for i in EDITED}
+    ts, bad = time.time(), ["not ready"]
+    while time.time() - ts < within and d.alive():
+        bad = settled(d, live, rev) + [f"deleted {i} found" for i in gone_found(d, [DELETED])]
+        if not bad:
+            break
+        time.sleep(1)
+    return (None if bad else round(time.time() - ts, 1)), bad
+
+
+def new_file_found(d, src, within, poll=1.0):
+    """Writes the file added after the fault; seconds until `d` finds it (None: never)."""
+    F.write_file(src, NEW)
+    tn = time.time()
+    while time.time() - tn < within and d.alive():
+        if F.file_name(NEW) in (d.paths(F.token(NEW), "bm25", 3) or []):
+            return round(time.time() - tn, 1)
+        time.sleep(poll)
+    return None
+
+
+def end_state(db, moto, clean, row):
+    """`row["equal"]` (chunks, symbols and edges as the clean index's), `row["dups"]`, and notes
+    naming what differs."""
+    cmp = compare_all(db, s3_opts(moto), clean)
+    row["equal"] = all(not c[0] and not c[1] for c in cmp.values())
+    row["dups"] = sum(c[2] for c in cmp.values())
+    if not row["equal"] or row["dups"]:
+        row["notes"].append("; ".join(f"{tb} missing {len(c[0])} extra {len(c[1])} dup {c[2]}"
+                                      for tb, c in cmp.items() if c[0] or c[1] or c[2]))
+        m, x, _ = cmp["chunks"]
+        paths = lambda rs: sorted({r[0] if isinstance(r, tuple) else r for r in rs})[:3]
+        row["notes"].append(f"missing {paths(m)} extra {paths(x)}")
+
+
 def run_pair(a, moto, proxy, kind, op, work, clean):
     name = f"{kind}-{op}"
     pdir, src, logs, db = new_pair(work, name)
@@ -170,28 +208,12 @@ def run_pair(a, moto, proxy, kind, op, work, clean):
             t = d.wait_ready(a.ready_within)
             if t is None:
                 row["notes"].append(f"restarted writer not ready (rc {d.proc.returncode})")
-        # Settle with the fault off.
-        live = [i for i in INITIAL if i != DELETED]
-        rev = {i: 1 for i in EDITED}
-        ts = time.time()
-        bad = ["not ready"]
-        while time.time() - ts < a.settle and d.alive():
-            bad = settled(d, live, rev) + [f"deleted {i} found" for i in gone_found(d, [DELETED])]
-            if not bad:
-                break
-            time.sleep(1)
-        row["settle_s"] = round(time.time() - ts, 1) if not bad else None
+        # Settle with the fault off, then a new file.
+        row["settle_s"], bad = settle_final_tree(d, a.settle)
         if bad:
             row["notes"].append("unsettled: " + ", ".join(bad[:4]))
-        # A new file after the fault.
-        F.write_file(src, NEW)
-        tn, new_ok = time.time(), False
-        while time.time() - tn < a.settle and d.alive():
-            if F.file_name(NEW) in (d.paths(F.token(NEW), "bm25", 3) or []):
-                new_ok = True
-                break
-            time.sleep(1)
-        row["new_s"] = round(time.time() - tn, 1) if new_ok else None
+        row["new_s"] = new_file_found(d, src, a.settle)
+        new_ok = row["new_s"] is not None
         row["reader_ok"] = True
         for n, reader in enumerate(readers):
             tr, seen = time.time(), False
@@ -216,15 +238,7 @@ def run_pair(a, moto, proxy, kind, op, work, clean):
         rc = d.stop() if d.alive() else d.proc.returncode
         if rc not in (0, None):
             row["notes"].append(f"final stop rc {rc}")
-        cmp = compare_all(db, s3_opts(moto), clean)
-        m, x, dup = cmp["chunks"]
-        row["equal"] = all(not c[0] and not c[1] for c in cmp.values())
-        row["dups"] = sum(c[2] for c in cmp.values())
-        if not row["equal"] or row["dups"]:
-            row["notes"].append("; ".join(f"{tb} missing {len(c[0])} extra {len(c[1])} dup {c[2]}"
-                                          for tb, c in cmp.items() if c[0] or c[1] or c[2]))
-            paths = lambda rs: sorted({r[0] if isinstance(r, tuple) else r for r in rs})[:3]
-            row["notes"].append(f"missing {paths(m)} extra {paths(x)}")
+        end_state(db, moto, clean, row)
         errs = F.log_lines(d.log, r" ERROR ", None)
         if errs:
             row["notes"].append(f"{len(errs)} ERROR lines, first: {errs[0][:200]}")
@@ -363,23 +377,34 @@ def kill_loop(a, moto, proxy, work, opts):
             d.kill9()
 
 
-def scenario_s3_faults(a, work):
+def chosen_kinds_ops(a, default_ops):
+    """The fault kinds and operations `--kinds` / `--ops` name (default: every kind, `default_ops`)."""
     kinds = [k for k in a.kinds.split(",") if k] if a.kinds else list(KINDS)
-    ops = [o for o in a.ops.split(",") if o] if a.ops else list(OPS)
+    ops = [o for o in a.ops.split(",") if o] if a.ops else list(default_ops)
     for k in kinds:
         if k not in KINDS:
             raise SystemExit(f"unknown fault kind {k} (one of {', '.join(KINDS)})")
     for o in ops:
         if o not in OPS:
             raise SystemExit(f"unknown operation {o} (one of {', '.join(OPS)})")
+    return kinds, ops
+
+
+def bucket_and_proxy(a, work):
+    """`work/logs`, a moto server with the bucket `faults`, and a fault proxy in front of it."""
+    logs = os.path.join(work, "logs")
+    os.makedirs(logs, exist_ok=True)
+    moto = F.Moto("faults", os.path.join(logs, "moto.log"))
+    return logs, moto, FaultProxy(moto.port, timeout_delay=a.timeout_delay)
+
+
+def scenario_s3_faults(a, work):
+    kinds, ops = chosen_kinds_ops(a, OPS)
     print(f"\n== s3-faults: {len(kinds)} faults × {len(ops)} operations at rate {a.rate}, on from {a.arm} (max "
           f"{a.max_inject} injections, timeout {a.timeout_delay:.0f}s max {a.timeout_max_inject}); "
           f"{len(INITIAL)} files, {len(EDITED)} edited, 1 deleted, 1 added after", flush=True)
     F.PAD_KB = a.pad_kb
-    logs = os.path.join(work, "logs")
-    os.makedirs(logs)
-    moto = F.Moto("faults", os.path.join(logs, "moto.log"))
-    proxy = FaultProxy(moto.port, timeout_delay=a.timeout_delay)
+    logs, moto, proxy = bucket_and_proxy(a, work)
     clean = os.path.join(work, "clean")
     results = []
     try:

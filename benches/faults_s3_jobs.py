@@ -20,11 +20,11 @@ must find file 0 and a file written afterwards must reach the new table.
 
 Prints one table per scenario and reports figures into `faults.RESULTS`.
 """
-import json, os, subprocess, threading, time, urllib.request
+import json, os, subprocess, time, urllib.request
 
 import faults as F
 import faults_s3 as S
-from fault_proxy import KINDS, FaultProxy, Rule
+from fault_proxy import Rule
 
 SECOND_MODEL = "sentence-transformers/paraphrase-MiniLM-L3-v2"
 
@@ -37,18 +37,9 @@ def status_json(d):
         return None
 
 
-def kinds_ops(a, default_ops):
-    kinds = [k for k in a.kinds.split(",") if k] if a.kinds else list(KINDS)
-    ops = [o for o in a.ops.split(",") if o] if a.ops else list(default_ops)
-    return kinds, ops
-
-
 def start_fault_run(a, work, name):
     """Moto, the proxy, and a clean index of the final tree beside them."""
-    logs = os.path.join(work, "logs")
-    os.makedirs(logs, exist_ok=True)
-    moto = F.Moto("faults", os.path.join(logs, "moto.log"))
-    proxy = FaultProxy(moto.port, timeout_delay=a.timeout_delay)
+    logs, moto, proxy = S.bucket_and_proxy(a, work)
     clean_src, clean = os.path.join(work, "clean-src"), os.path.join(work, "clean")
     S.final_tree(clean_src)
     F.clean_index(a.ctxd, clean_src, clean, os.path.join(logs, "clean.log"))
@@ -65,34 +56,6 @@ def edit_with_fault_on(src, seconds, tick):
     while time.time() - t0 < seconds:
         tick()
         time.sleep(0.25)
-
-
-def settle_and_add(d, src, within):
-    """Seconds until `d` shows the final tree, and until a file written then is found (None: never)."""
-    live, rev = [i for i in S.INITIAL if i != S.DELETED], {i: 1 for i in S.EDITED}
-    ts, bad = time.time(), ["no writer"]
-    while time.time() - ts < within and d.alive():
-        bad = S.settled(d, live, rev) + [f"deleted {i} found" for i in S.gone_found(d, [S.DELETED])]
-        if not bad:
-            break
-        time.sleep(1)
-    settle = None if bad else round(time.time() - ts, 1)
-    F.write_file(src, S.NEW)
-    tn = time.time()
-    while time.time() - tn < within and d.alive():
-        if F.file_name(S.NEW) in (d.paths(F.token(S.NEW), "bm25", 3) or []):
-            return settle, round(time.time() - tn, 1), bad
-        time.sleep(1)
-    return settle, None, bad
-
-
-def end_state(db, moto, clean, row):
-    cmp = S.compare_all(db, S.s3_opts(moto), clean)
-    row["equal"] = all(not c[0] and not c[1] for c in cmp.values())
-    row["dups"] = sum(c[2] for c in cmp.values())
-    if not row["equal"] or row["dups"]:
-        row["notes"].append("; ".join(f"{tb} missing {len(c[0])} extra {len(c[1])} dup {c[2]}"
-                                      for tb, c in cmp.items() if c[0] or c[1] or c[2]))
 
 
 def contend_pair(a, moto, proxy, kind, op, work, clean):
@@ -141,7 +104,8 @@ def contend_pair(a, moto, proxy, kind, op, work, clean):
             row["stuck"] = True
             row["notes"].append("no writer holds the lease after the fault")
         else:
-            row["settle_s"], row["new_s"], bad = settle_and_add(holder, src, a.settle)
+            row["settle_s"], bad = S.settle_final_tree(holder, a.settle)
+            row["new_s"] = S.new_file_found(holder, src, a.settle)
             row["stuck"] = row["new_s"] is None or bool(bad)
             if bad:
                 row["notes"].append("unsettled: " + ", ".join(bad[:4]))
@@ -149,7 +113,7 @@ def contend_pair(a, moto, proxy, kind, op, work, clean):
             rc = d.stop() if d.alive() else d.proc.returncode
             if rc not in (0, None, 1, 75):
                 row["notes"].append(f"final stop rc {rc}")
-        end_state(db, moto, clean, row)
+        S.end_state(db, moto, clean, row)
     finally:
         proxy.set_rules([])
         for d in procs.values():
@@ -160,7 +124,7 @@ def contend_pair(a, moto, proxy, kind, op, work, clean):
 
 
 def scenario_s3_contend(a, work):
-    kinds, ops = kinds_ops(a, ("cput", "get"))
+    kinds, ops = S.chosen_kinds_ops(a, ("cput", "get"))
     moto, proxy, clean = start_fault_run(a, work, f"s3-contend: {len(kinds)} faults × {ops}, two writers, "
                                                   f"lease TTL {a.contend_lease_ttl} s, fault on {a.hold} s")
     print("  | fault | op | injected / requests | starts | exits by code | samples both holding | longest overlap (s) "
@@ -240,12 +204,8 @@ def reembed_pair(a, moto, proxy, kind, op, work):
         row["equal"] = sorted(set(after)) == sorted(set(before))
         row["dups"] = len(after) - len(set(after))
         found = F.file_name(0) in (d.paths(F.token(0), None, 3) or [])
-        F.write_file(src, S.NEW)
-        tn, new_ok = time.time(), False
-        while time.time() - tn < a.settle and not new_ok:
-            new_ok = F.file_name(S.NEW) in (d.paths(F.token(S.NEW), "bm25", 3) or [])
-            time.sleep(0.5)
-        row["new_s"] = round(time.time() - tn, 1) if new_ok else None
+        row["new_s"] = S.new_file_found(d, src, a.settle, poll=0.5)
+        new_ok = row["new_s"] is not None
         row["ok"] = row["equal"] and not row["dups"] and found and new_ok and not any("failed" in n for n in row["notes"])
         if not found:
             row["notes"].append("file 0 not found after the switch")
@@ -257,11 +217,8 @@ def reembed_pair(a, moto, proxy, kind, op, work):
 
 
 def scenario_s3_reembed(a, work):
-    kinds, ops = kinds_ops(a, ("get", "put", "cput", "list"))
-    logs = os.path.join(work, "logs")
-    os.makedirs(logs, exist_ok=True)
-    moto = F.Moto("faults", os.path.join(logs, "moto.log"))
-    proxy = FaultProxy(moto.port, timeout_delay=a.timeout_delay)
+    kinds, ops = S.chosen_kinds_ops(a, ("get", "put", "cput", "list"))
+    _, moto, proxy = S.bucket_and_proxy(a, work)
     print(f"\n== s3-reembed: {len(kinds)} faults × {ops}, 3 shards + commit, each job tried at most {a.job_tries}×",
           flush=True)
     print("  | fault | op | injected / requests | tries (shard 0, 1, 2, commit) | switched | writer followed (s) | "

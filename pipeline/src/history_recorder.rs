@@ -27,7 +27,7 @@ pub(crate) struct Recorder {
     commits: usize,
     /// One write at a time (the first creates the table; replaces must not interleave).
     writing: tokio::sync::Mutex<()>,
-    /// Each commit's changed files, kept across reads: a moved ref costs its new commits' diffs.
+    /// Each diff's changed files, kept across reads: a moved ref costs its new commits' diffs.
     diffs: Arc<git_log::Diffs>,
 }
 

@@ -7,8 +7,8 @@
 //! entries are matched by name through a map (a folder of 6,000 files is one pass, not 6,000
 //! scans of it). A diff is remembered by the two trees it compares ([`Diffs`]), so a ref that
 //! moved by one commit costs one diff, not `max_commits` (a writer whose repository gets a
-//! commit every 10 s spent half its CPU re-diffing the same 300 commits). A shallow repository's walk stops
-//! at the boundary; a damaged commit ends it early with a warning.
+//! commit every 10 s spent half its CPU re-diffing the same 300 commits). A shallow
+//! repository's walk stops at the boundary; a damaged commit ends it early with a warning.
 //!
 //! Two kinds of source read it: a git source, for each ref it indexes, and a folder source that
 //! is a git work tree (a clone, or a linked worktree), for its checked-out `HEAD`; the folder's
@@ -40,7 +40,7 @@ pub struct CommitFiles {
     pub files: Vec<String>,
 }
 
-/// Commits whose diffs [`Diffs`] keeps before it starts over.
+/// Diffs [`Diffs`] keeps before it starts over.
 const DIFFS_KEPT: usize = 20_000;
 
 /// The pair of trees a commit's diff compares: its own, and its first parent's (none for a root
@@ -49,19 +49,15 @@ type TreePair = (Option<gix::ObjectId>, Option<gix::ObjectId>);
 
 /// The files each commit changed (repository paths), by the pair of trees its diff compares:
 /// trees are named by their content, so one memo serves every repository and ref a process
-/// reads. Bounded: past [`DIFFS_KEPT`] diffs it starts over.
+/// reads. A diff that failed is not kept (it is tried again, and warned of, on the next read).
+/// Bounded: past [`DIFFS_KEPT`] diffs it starts over.
 #[derive(Debug, Default)]
 pub struct Diffs(Mutex<HashMap<TreePair, Vec<String>>>);
 
 impl Diffs {
-    /// Commits remembered.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    /// Whether nothing is remembered yet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn get(&self, trees: &TreePair) -> Option<Vec<String>> {
@@ -110,16 +106,18 @@ pub fn read(
             None => {
                 let mut files = Vec::new();
                 if let (Some(tree), parent) = trees {
-                    if let Err(e) = changed(&repo, parent, Some(tree), "", &mut files) {
-                        tracing::warn!(
-                            "{}: commit {}: {e}; its files are not recorded",
-                            repo_path.display(),
-                            commit.id
-                        );
-                        files.clear();
+                    match changed(&repo, parent, Some(tree), "", &mut files) {
+                        Ok(()) => diffs.put(trees, files.clone()),
+                        Err(e) => {
+                            tracing::warn!(
+                                "{}: commit {}: {e}; its files are not recorded",
+                                repo_path.display(),
+                                commit.id
+                            );
+                            files.clear();
+                        }
                     }
                 }
-                diffs.put(trees, files.clone());
                 files
             }
         };
