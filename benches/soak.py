@@ -19,18 +19,29 @@ For `--minutes` (30), at the same time:
 * the reader (`--role reader` on the same database) is restarted once, at half time (the
   clients ask the writer meanwhile).
 
-Every 10 s: resident memory and open files of both processes. Printed: one row per 5-minute
-window (requests, errors, 503s, p50/p99 per process), then the goals: resident memory after the
-warm-up (the first window, `--window-minutes`) grows ≤ 10 %, open files flat, 0 errors, each window's p99 within
-1.5× of the first. A non-200 answer other than 503 is an error (the requests are all valid).
+Every 10 s: resident memory and open files of both processes, and what the writer's `/metrics`
+says holds its memory (live and resident heap, LanceDB's two caches, the answers kept). Printed:
+one row per 5-minute window (requests, errors, 503s, p50/p99 per process), the writer's memory
+at each window's end, then the goals: resident memory after the warm-up grows ≤ 10 %, open
+files flat, 0 errors, each window's p99 within 1.5× of the first. The warm-up ends when the
+writer's bounded caches (the answer cache, LanceDB's index and metadata caches) stopped filling
+— the first sample where each holds ≥ 99 % of its most in the run (the first window,
+`--window-minutes`, if the daemon does not report them); the growth after the first window is
+printed too. A non-200 answer other than 503 is an error (the requests are all valid).
 
     python3 benches/soak.py [--ctxd BIN] [--minutes 30] [--clients 50] [--json-out FILE]
+
+`--cache-fill N` measures instead what the bounded caches take per distinct question: the writer
+alone on a fresh copy of the index, nothing edited, one client asking N distinct routed searches
+in turn; every 250 answers the heap (live and resident), LanceDB's two caches and the answers the
+answer cache keeps, then the heap each distinct question added while the answer cache filled
+(from the 250th on: the first questions also load the model and the rescorer).
 """
 import argparse, json, os, random, shutil, signal, subprocess, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ctxd_daemon import default_ctxd  # noqa: E402
-from load import Daemon, git, git_commit, log, pct, post_json, proc_rss_mb  # noqa: E402
+from load import Daemon, get, git, git_commit, log, pct, post_json, proc_rss_mb  # noqa: E402
 
 HOME = os.path.expanduser("~")
 WORK = os.path.join(HOME, ".cache/ctxd/bench-soak")
@@ -160,6 +171,53 @@ def open_files(pid):
         return float("nan")
 
 
+# What `/metrics` says the memory holds: the heap's live and resident bytes (jemalloc) and the
+# bounded caches within it (LanceDB's two, the answer cache's answers).
+MEMORY_SERIES = {
+    'ctxd_process_heap_bytes{state="allocated"}': "heap_mb",
+    'ctxd_process_heap_bytes{state="resident"}': "resident_mb",
+    'ctxd_index_cache_bytes{cache="index"}': "lance_index_mb",
+    'ctxd_index_cache_bytes{cache="metadata"}': "lance_metadata_mb",
+    "ctxd_query_answer_cache_answers": "answers",
+}
+
+
+def memory(base):
+    """{heap_mb, resident_mb, lance_index_mb, lance_metadata_mb, answers} of a daemon ({} if unreadable)."""
+    try:
+        _, body = get(base, "/metrics")
+    except OSError:
+        return {}
+    out = {}
+    for line in body.decode(errors="replace").splitlines():
+        name, _, value = line.rpartition(" ")
+        if name in MEMORY_SERIES:
+            key = MEMORY_SERIES[name]
+            out[key] = float(value) / (1 << 20) if key.endswith("_mb") else float(value)
+    return out
+
+
+# The writer's bounded caches, as `memory` names them: full once each holds what it will hold.
+BOUNDED = ("answers", "lance_index_mb", "lance_metadata_mb")
+
+
+def caches_full_at(samples):
+    """Time of the first sample where every bounded cache of the writer holds ≥ 99 % of its most
+    in the run (they fill to their budgets as distinct questions come, then stay): the end of
+    the warm-up. None if the daemon did not report them."""
+    held = [s.get("writer_memory") or {} for s in samples]
+    if not held or not all(k in h for h in held[-1:] for k in BOUNDED):
+        return None
+    most = {k: max(h.get(k, 0) for h in held) for k in BOUNDED}
+    return next((s["t"] for s, h in zip(samples, held) if all(h.get(k, 0) >= 0.99 * most[k] for k in BOUNDED)), None)
+
+
+def rss_growth_after(samples, since):
+    """The writer's largest RSS after `since` against its RSS at the first sample from then."""
+    after = [s for s in samples if s["t"] >= since]
+    return max(s["writer_rss_mb"] for s in after) / after[0]["writer_rss_mb"] - 1 if after else None
+
+
 def summarize(record, samples, t_start, args):
     windows = []
     window = args.window_minutes * 60
@@ -176,17 +234,56 @@ def summarize(record, samples, t_start, args):
             **{f"{who}_p99_ms": pct(v, 0.99) for who, v in ok.items()},
             **{f"{who}_rss_mb": max(s[f"{who}_rss_mb"] for s in seen) for who in ("writer", "reader")},
             **{f"{who}_fds": max(s[f"{who}_fds"] for s in seen) for who in ("writer", "reader")},
+            # The writer's memory at the window's end, by what holds it.
+            "writer_memory": seen[-1].get("writer_memory", {}),
         })
-    warm = t_start + window
-    after = [s for s in samples if s["t"] >= warm]
-    first = after[0] if after else samples[-1]
+    full = caches_full_at(samples)
     goals = {
-        "writer_rss_growth": max(s["writer_rss_mb"] for s in after) / first["writer_rss_mb"] - 1 if after else None,
+        # Warm-up: until the bounded caches stopped filling (the first window if not measured).
+        "writer_rss_growth": rss_growth_after(samples, full if full is not None else t_start + window),
+        "caches_full_min": (full - t_start) / 60 if full is not None else None,
+        "writer_rss_growth_after_first_window": rss_growth_after(samples, t_start + window),
         "writer_open_files": (windows[0]["writer_fds"], max(w["writer_fds"] for w in windows)),
         "errors": sum(w["errors"] for w in windows),
         "p99_over_first": max((w["writer_p99_ms"] / windows[0]["writer_p99_ms"]) for w in windows) if windows else None,
     }
     return windows, goals
+
+
+def fill_figures(rows):
+    """What the distinct questions after the first 250 added (the first ones also load the model and
+    the rescorer), as one sentence."""
+    first, last = rows[min(1, len(rows) - 1)], rows[-1]
+    kept = last.get("answers", 0) - first.get("answers", 0)
+    lance = sum(last.get(k, 0) - first.get(k, 0) for k in ("lance_index_mb", "lance_metadata_mb"))
+    heap = last.get("heap_mb", 0) - first.get("heap_mb", 0)
+    return (f"from {first['answers_asked']:.0f} to {last['answers_asked']:.0f} distinct searches: heap +{heap:.1f} MB, "
+            f"LanceDB caches +{lance:.1f} MB, answers kept +{kept:.0f}; the rest of the heap +{heap - lance:.1f} MB = "
+            f"{(heap - lance) * 1024 / max(kept, 1):.1f} KB per answer kept (the answer, its query's embedding, the "
+            f"rescoring caches); RSS +{last['rss_mb'] - first['rss_mb']:.0f} MB")
+
+
+def cache_fill(args, config, queries):
+    """The writer alone; `args.cache_fill` distinct searches; memory every 250 answers."""
+    writer = Daemon(args.ctxd, ["--config", config], os.path.join(WORK, "writer.log"), name="writer")
+    writer.wait_ready(600)
+    rows = []
+    try:
+        for n in range(args.cache_fill + 1):
+            if n % 250 == 0:
+                time.sleep(6)  # the daemon samples its heap and caches every 5 s
+                rows.append({"answers_asked": n, "rss_mb": proc_rss_mb(writer.proc.pid), **memory(writer.base)})
+                log(f"{n} distinct searches: " + ", ".join(f"{k} {v:.1f}" for k, v in rows[-1].items()))
+            if n < args.cache_fill:
+                status, _, _ = post_json(writer.base, "/v1/search", {"query": f"{queries[n % len(queries)]} {n}", "k": 10})
+                if status != 200:
+                    sys.exit(f"search {n} answered {status}")
+    finally:
+        writer.stop()
+    log(fill_figures(rows))
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump({"cache_fill": rows}, f, indent=1)
 
 
 def main():
@@ -201,11 +298,15 @@ def main():
     ap.add_argument("--commit-secs", type=float, default=30)
     ap.add_argument("--reload-minutes", type=float, default=5)
     ap.add_argument("--window-minutes", type=float, default=5)
+    ap.add_argument("--cache-fill", type=int, default=0, metavar="N",
+                    help="measure the caches' memory per distinct question instead (N searches, no soak)")
     ap.add_argument("--json-out")
     args = ap.parse_args()
     os.makedirs(WORK, exist_ok=True)
     src, config = prepare(args)
     queries = [json.loads(line)["query"] for line in open(os.path.join(COSQA, "queries-dev.jsonl"))]
+    if args.cache_fill:
+        return cache_fill(args, config, queries)
     symbols = []
     for name in sorted(os.listdir(src))[:400]:
         if name.endswith(".py"):
@@ -232,7 +333,8 @@ def main():
     while time.time() < deadline:
         now = time.time()
         samples.append({"t": now, "writer_rss_mb": proc_rss_mb(writer.proc.pid), "writer_fds": open_files(writer.proc.pid),
-                        "reader_rss_mb": proc_rss_mb(reader.proc.pid), "reader_fds": open_files(reader.proc.pid)})
+                        "reader_rss_mb": proc_rss_mb(reader.proc.pid), "reader_fds": open_files(reader.proc.pid),
+                        "writer_memory": memory(writer.base)})
         if now >= next_reload:
             writer.proc.send_signal(signal.SIGHUP)
             counts["reloads"] += 1
@@ -249,8 +351,9 @@ def main():
             log(f"the writer died:\n{writer.tail()}")
             break
         s = samples[-1]
+        held = ", ".join(f"{k} {v:.0f}" for k, v in s["writer_memory"].items())
         log(f"{(now - t_start) / 60:5.1f} min: {len(record.rows)} answers, writer {s['writer_rss_mb']:.0f} MB "
-            f"{s['writer_fds']} files, reader {s['reader_rss_mb']:.0f} MB {s['reader_fds']} files")
+            f"{s['writer_fds']} files ({held}), reader {s['reader_rss_mb']:.0f} MB {s['reader_fds']} files")
         time.sleep(10)
     for t in threads:
         t.join(timeout=180)
@@ -264,9 +367,20 @@ def main():
         log(f"| {w['window']} | {w['requests']} | {w['errors']} | {w['refused_503']} | {w['writer_p50_ms']:.0f} / "
             f"{w['writer_p99_ms']:.0f} ms | {w['reader_p50_ms']:.0f} / {w['reader_p99_ms']:.0f} ms | "
             f"{w['writer_rss_mb']:.0f} / {w['reader_rss_mb']:.0f} MB | {w['writer_fds']} / {w['reader_fds']} |")
+    log("| window | writer RSS | heap live / resident | LanceDB index / metadata cache | answers kept |")
+    log("|---|---|---|---|---|")
+    for w in windows:
+        m = w["writer_memory"]
+        if m:
+            log(f"| {w['window']} | {w['writer_rss_mb']:.0f} MB | {m.get('heap_mb', float('nan')):.0f} / "
+                f"{m.get('resident_mb', float('nan')):.0f} MB | {m.get('lance_index_mb', float('nan')):.1f} / "
+                f"{m.get('lance_metadata_mb', float('nan')):.1f} MB | {m.get('answers', float('nan')):.0f} |")
     log(f"counts: {counts}")
     by_kind = {k: sum(1 for r in record.rows if r[2] == k and r[3] not in (200, 503)) for k in KINDS}
     log(f"errors by kind: {by_kind}")
+    full = goals["caches_full_min"]
+    log(f"the writer's bounded caches full at {full:.1f} min" if full is not None else "cache fill not reported")
+    log(f"writer RSS growth after the first window {goals['writer_rss_growth_after_first_window']:+.1%}")
     log(f"goals: writer RSS growth after warm-up {goals['writer_rss_growth']:+.1%} (≤ 10 %), open files "
         f"first window max {goals['writer_open_files'][0]}, max of all {goals['writer_open_files'][1]} (flat), errors {goals['errors']} (0), "
         f"worst window p99 / first {goals['p99_over_first']:.2f}× (≤ 1.5×)")

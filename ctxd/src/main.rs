@@ -14,6 +14,7 @@ mod cmd;
 mod embed_cmd;
 mod forward_bench;
 mod mcp;
+mod metrics;
 mod model_args;
 mod open;
 mod reembed;

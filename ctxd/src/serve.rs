@@ -21,46 +21,11 @@ use ctxd_serve::auth::{Auth, SourceTokens, Token};
 use ctxd_serve::mcp::McpServer;
 use ctxd_serve::mcp_catalog::ToolPreset;
 use ctxd_serve::state::{AppState, ProgressFn};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 
 use crate::cli::Role;
 use crate::model_args::ModelArgs;
 use crate::open::{build_config, termination};
-
-/// Installs the Prometheus recorder (histograms with buckets for every `*_seconds` metric).
-pub fn install_metrics() -> Result<PrometheusHandle> {
-    let handle = PrometheusBuilder::new()
-        .set_buckets_for_metric(
-            Matcher::Suffix("seconds".into()),
-            &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0],
-        )
-        .context("configuring metric buckets")?
-        .set_buckets_for_metric(
-            Matcher::Suffix("items".into()),
-            &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0, 4096.0],
-        )
-        .context("configuring metric buckets")?
-        .install_recorder()
-        .context("installing the metrics recorder")?;
-    // Every metric described (# HELP), and the series dashboards and alerts read present at zero.
-    ctxd_index::metrics::describe();
-    ctxd_models::metrics::describe();
-    ctxd_stages::metrics::describe();
-    ctxd_pipeline::metrics::describe();
-    ctxd_search::metrics::describe();
-    ctxd_codegraph::metrics::describe();
-    ctxd_context::metrics::describe();
-    ctxd_serve::metrics::describe();
-    let upkeep = handle.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            upkeep.run_upkeep();
-        }
-    });
-    Ok(handle)
-}
 
 /// What `ctxd serve` was asked for on its command line.
 pub struct ServeArgs {
@@ -129,7 +94,7 @@ pub async fn serve(args: ServeArgs, model: ModelArgs) -> Result<()> {
     if auth.is_none() && cfg.server.exposed() {
         tracing::warn!("listening on a non-loopback address without a bearer token (set CTXD_AUTH_TOKEN)");
     }
-    let prometheus = install_metrics()?;
+    let prometheus = crate::metrics::install_metrics()?;
     // Series dashboards and alerts use exist from the start (at zero), not from the first event.
     for transport in ["http", "flight"] {
         metrics::counter!(ctxd_serve::metrics::AUTH_FAILURES_TOTAL, "transport" => transport).absolute(0);

@@ -58,6 +58,31 @@ pub(crate) fn session() -> Arc<Session> {
         .clone()
 }
 
+/// Entries and bytes of one of the process-wide LanceDB caches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheUse {
+    pub entries: usize,
+    pub bytes: usize,
+}
+
+/// What the two LanceDB caches hold now (`None` before any index was opened), and exports it as
+/// [`crate::metrics::INDEX_CACHE_BYTES`] / [`crate::metrics::INDEX_CACHE_ENTRIES`] (label
+/// `cache`: `index` or `metadata`). Called every few seconds by the binary's metrics upkeep:
+/// how much of the process's memory is these caches filling up to their budgets.
+pub async fn cache_use() -> Option<[(&'static str, CacheUse); 2]> {
+    let session = SESSION.get()?;
+    let (index, metadata) = (session.index_cache_stats().await, session.metadata_cache_stats().await);
+    let used = [
+        ("index", CacheUse { entries: index.num_entries, bytes: index.size_bytes }),
+        ("metadata", CacheUse { entries: metadata.num_entries, bytes: metadata.size_bytes }),
+    ];
+    for (cache, u) in used {
+        metrics::gauge!(crate::metrics::INDEX_CACHE_BYTES, "cache" => cache).set(u.bytes as f64);
+        metrics::gauge!(crate::metrics::INDEX_CACHE_ENTRIES, "cache" => cache).set(u.entries as f64);
+    }
+    Some(used)
+}
+
 /// `uri` as LanceDB must be given it: a local path made absolute (LanceDB reads a bare relative
 /// name such as `db` as a LanceDB Cloud database, `db://…`), anything with a scheme unchanged.
 fn local_uri(uri: &str) -> String {
@@ -132,5 +157,23 @@ mod tests {
         let b = session();
         assert!(Arc::ptr_eq(&a, &b));
         assert!(!set_cache_limits(CacheLimits { index_bytes: 1, metadata_bytes: 1 }));
+    }
+
+    #[tokio::test]
+    async fn cache_use_reports_what_an_opened_table_cached() {
+        let _ = session();
+        let tmp = tempfile::tempdir().unwrap();
+        let uri = tmp.path().join("db").to_string_lossy().into_owned();
+        let conn = connect(&uri).await.unwrap();
+        let schema = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "n",
+            arrow_schema::DataType::Int32,
+            false,
+        )]));
+        let table = open_or_create_table(&conn, &[], "t", schema).await.unwrap();
+        table.count_rows(None).await.unwrap();
+        let [(index, _), (metadata, used)] = cache_use().await.expect("a session exists once opened");
+        assert_eq!((index, metadata), ("index", "metadata"));
+        assert!(used.entries > 0 && used.bytes > 0, "the opened table's manifest is cached: {used:?}");
     }
 }

@@ -34,6 +34,10 @@ pub const READER_VERSION: &str = "ctxd_index_reader_version";
 pub const READER_SWITCHES_TOTAL: &str = "ctxd_index_reader_switches_total";
 /// Counter: failed checks or opens of a new version by a reader (it keeps serving the last one).
 pub const READER_ERRORS_TOTAL: &str = "ctxd_index_reader_errors_total";
+/// Gauge: bytes held by LanceDB's process-wide caches, label cache (`index`, `metadata`).
+pub const INDEX_CACHE_BYTES: &str = "ctxd_index_cache_bytes";
+/// Gauge: entries of LanceDB's process-wide caches, label cache (`index`, `metadata`).
+pub const INDEX_CACHE_ENTRIES: &str = "ctxd_index_cache_entries";
 
 /// Registers every metric of this crate with its description (the `# HELP` line of a scrape)
 /// and creates the series the dashboards read at zero (commits). Called by the binary once the recorder is installed.
@@ -68,5 +72,13 @@ pub fn describe() {
     metrics::describe_counter!(
         READER_ERRORS_TOTAL,
         "Failed checks or opens of a new version by a reader (it keeps serving the last one)."
+    );
+    metrics::describe_gauge!(
+        INDEX_CACHE_BYTES,
+        "Bytes held by LanceDB's process-wide caches, label cache (index: opened index structures; metadata: manifests, footers)."
+    );
+    metrics::describe_gauge!(
+        INDEX_CACHE_ENTRIES,
+        "Entries of LanceDB's process-wide caches, label cache (index, metadata)."
     );
 }

@@ -339,6 +339,7 @@ impl AnswerCache {
             current.order.push_back(request);
         }
         entries.bound();
+        metrics::gauge!(m::ANSWER_CACHE_ANSWERS).set(entries.len() as f64);
     }
 
     /// Who computes `request` at `epoch`: `Some(lead)` when nobody else is (the caller computes

@@ -31,6 +31,9 @@ pub const ANSWER_CACHE_CARRIED_TOTAL: &str = "ctxd_query_answer_cache_carried_to
 pub const ANSWER_CACHE_JOINED_TOTAL: &str = "ctxd_query_answer_cache_joined_total";
 /// Counter: stale and carried answers' questions computed again in the background.
 pub const ANSWER_CACHE_REVALIDATIONS_TOTAL: &str = "ctxd_query_answer_cache_revalidations_total";
+/// Gauge: answers the answer cache keeps now, every generation together (bounded by
+/// `answers::ANSWER_CACHE_ENTRIES`).
+pub const ANSWER_CACHE_ANSWERS: &str = "ctxd_query_answer_cache_answers";
 /// Counter: searches computed (answer cache misses).
 pub const ANSWER_CACHE_MISSES_TOTAL: &str = "ctxd_query_answer_cache_misses_total";
 
@@ -94,4 +97,5 @@ pub fn describe() {
         "Questions answered stale while busy, or from a carried answer, computed again at the latest version in the background."
     );
     metrics::describe_counter!(ANSWER_CACHE_MISSES_TOTAL, "Searches computed (answer cache misses).");
+    metrics::describe_gauge!(ANSWER_CACHE_ANSWERS, "Answers the answer cache keeps now, every generation together.");
 }
