@@ -426,6 +426,7 @@ def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=Non
     log(f"\n--- run: scenario={scenario} mix={mix} clients={clients} seconds={args.seconds} targets={len(targets)}  loadavg before: {la}")
     before = [scrape(t) for t in targets]
     cpu0 = [proc_cpu_seconds(d.proc.pid) for d in daemons]
+    threads0 = thread_cpu_seconds(daemons[0].proc.pid) if daemons else {}
     helper0 = proc_cpu_seconds(helper.pid) if helper else None
     own0 = os.times()
     stats = Stats()
@@ -453,6 +454,7 @@ def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=Non
     sampler.join(timeout=40)
     own1 = os.times()
     cpu1 = [proc_cpu_seconds(d.proc.pid) for d in daemons]
+    threads1 = thread_cpu_seconds(daemons[0].proc.pid) if daemons else {}
     helper1 = proc_cpu_seconds(helper.pid) if helper else None
     after = [scrape(t) for t in targets]
     lat = sorted(stats.latencies)
@@ -530,6 +532,9 @@ def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=Non
         "max_queued_seen": int(sampler.max_queued),
         "max_in_flight_seen": int(sampler.max_in_flight),
         "daemon_cpu_cores": daemon_cpu / wall if wall else float("nan"),
+        # The first daemon's CPU by thread name (the model's ctxd-embed, tokio workers, Lance's lance-cpu).
+        "daemon_threads_cores": {k: round((v - threads0.get(k, 0.0)) / wall, 3) for k, v in threads1.items()
+                                 if wall and v - threads0.get(k, 0.0) > 0},
         "client_cpu_cores": client_cpu / wall if wall else float("nan"),
         "moto_cpu_cores": None if helper is None else (helper1 - helper0) / wall,
         "daemon_rss_mb": [round(proc_rss_mb(d.proc.pid)) for d in daemons],
@@ -575,6 +580,9 @@ def print_row(r):
         + (f"moto CPU {r['moto_cpu_cores']:.2f} cores; " if r.get("moto_cpu_cores") is not None else "")
         + f"routes {r['routes']}; sent {r['sent']}"
     )
+    top = sorted(((c, k) for k, c in r.get("daemon_threads_cores", {}).items()), reverse=True)[:6]
+    if top:
+        log("    daemon CPU by thread: " + ", ".join(f"{k} {c:.2f}" for c, k in top) + " (cores)")
     if r["error_kinds"]:
         log(f"  errors: {r['error_kinds']}")
     if r["hung_clients"]:
