@@ -105,6 +105,17 @@ def thread_cpu_seconds(pid):
     return out
 
 
+def thread_cores(before, after, wall):
+    """CPU cores each thread name used between two `thread_cpu_seconds` readings `wall` s apart."""
+    return {k: round((v - before.get(k, 0.0)) / wall, 3) for k, v in after.items() if wall and v - before.get(k, 0.0) > 0}
+
+
+def by_thread(cores, n):
+    """The `n` busiest thread names of `thread_cores`, as one line."""
+    top = sorted(((c, k) for k, c in cores.items()), reverse=True)[:n]
+    return ", ".join(f"{k} {c:.2f}" for c, k in top) + " (cores)"
+
+
 def proc_rss_mb(pid):
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -297,6 +308,7 @@ class Stats:
         self.carried_ms = []  # carried_ms of the answers carried across commits
         self.sent = 0
         self.reject_latencies = []
+        self.timeline = []  # (monotonic time sent, seconds, HTTP status) of every answer
 
     def error(self, kind):
         with self.lock:
@@ -310,7 +322,7 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
     rng.shuffle(order)
     conn = None
     n = 0
-    local_lat, local_routes, local_rej, local_stale, local_carried = [], {}, [], [], []
+    local_lat, local_routes, local_rej, local_stale, local_carried, local_timeline = [], {}, [], [], [], []
     while time.monotonic() < deadline:
         q = order[n % len(order)]
         if mix == "unique":
@@ -321,7 +333,7 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
         body = json.dumps({"query": q, "k": args.k, "mode": "routed"}).encode()
         if conn is None:
             conn = http.client.HTTPConnection(host, port, timeout=CLIENT_TIMEOUT)
-        t0 = time.perf_counter()
+        sent_at, t0 = time.monotonic(), time.perf_counter()
         try:
             conn.request("POST", "/v1/search", body=body, headers={"content-type": "application/json"})
             resp = conn.getresponse()
@@ -343,6 +355,7 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
             continue
         with stats.lock:
             stats.sent += 1
+        local_timeline.append((sent_at, dt, status))
         if status == 200:
             local_lat.append(dt)
             try:
@@ -379,6 +392,7 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
         stats.reject_latencies.extend(local_rej)
         stats.stale_ms.extend(local_stale)
         stats.carried_ms.extend(local_carried)
+        stats.timeline.extend(local_timeline)
         for r, c in local_routes.items():
             stats.routes[r] = stats.routes.get(r, 0) + c
 
@@ -533,8 +547,7 @@ def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=Non
         "max_in_flight_seen": int(sampler.max_in_flight),
         "daemon_cpu_cores": daemon_cpu / wall if wall else float("nan"),
         # The first daemon's CPU by thread name (the model's ctxd-embed, tokio workers, Lance's lance-cpu).
-        "daemon_threads_cores": {k: round((v - threads0.get(k, 0.0)) / wall, 3) for k, v in threads1.items()
-                                 if wall and v - threads0.get(k, 0.0) > 0},
+        "daemon_threads_cores": thread_cores(threads0, threads1, wall),
         "client_cpu_cores": client_cpu / wall if wall else float("nan"),
         "moto_cpu_cores": None if helper is None else (helper1 - helper0) / wall,
         "daemon_rss_mb": [round(proc_rss_mb(d.proc.pid)) for d in daemons],
@@ -580,9 +593,8 @@ def print_row(r):
         + (f"moto CPU {r['moto_cpu_cores']:.2f} cores; " if r.get("moto_cpu_cores") is not None else "")
         + f"routes {r['routes']}; sent {r['sent']}"
     )
-    top = sorted(((c, k) for k, c in r.get("daemon_threads_cores", {}).items()), reverse=True)[:6]
-    if top:
-        log("    daemon CPU by thread: " + ", ".join(f"{k} {c:.2f}" for c, k in top) + " (cores)")
+    if r.get("daemon_threads_cores"):
+        log("    daemon CPU by thread: " + by_thread(r["daemon_threads_cores"], 6))
     if r["error_kinds"]:
         log(f"  errors: {r['error_kinds']}")
     if r["hung_clients"]:
@@ -692,7 +704,7 @@ def writer_scenario(daemon, args, tag):
     finish = during(t0)
     time.sleep(args.seconds)
     cpu, wall = proc_cpu_seconds(daemon.proc.pid) - c0, time.monotonic() - t0
-    th = {k: v - th0.get(k, 0.0) for k, v in thread_cpu_seconds(daemon.proc.pid).items()}
+    cores = thread_cores(th0, thread_cpu_seconds(daemon.proc.pid), wall)
     info = finish()
     log(
         f"\n--- writer alone: {info['edits']} writes in {args.seconds:.0f} s ({info['edit_rate_s']:.1f} files/s), "
@@ -700,8 +712,7 @@ def writer_scenario(daemon, args, tag):
         f"daemon CPU {cpu / wall:.2f} cores over the {wall:.0f} s of editing; "
         f"the last write searchable after {fmt_s(info['last_edit_searchable_s'])}"
     )
-    top = sorted(((v / wall, k) for k, v in th.items() if v > 0), reverse=True)[:8]
-    log("    by thread: " + ", ".join(f"{k} {c:.2f}" for c, k in top) + " (cores)")
+    log("    by thread: " + by_thread(cores, 8))
 
 
 def ingest_side(base, src, n_files, offset, run_tag, args):

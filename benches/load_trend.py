@@ -2,19 +2,19 @@
 """How distinct questions fare over a longer stretch of editing: 50 clients asking distinct
 routed searches for `--seconds` (150), with (`ingest`) or without (`idle`) the load bench's
 editor (20 files/s into the watched folder, a git commit every 10 s), printing every 15 s the
-window's QPS, p50 and p99 beside the index's fragments, version and full-text folds so far
-(from `/metrics`). The load bench (`load.py`) gives one figure per 30-s run; this shows the
+window's QPS, p50 and p99 beside the index's fragments, version and full-text folds at its end
+(from `/metrics`, read as each window ends; the lines are printed after the run). The load bench (`load.py`) gives one figure per 30-s run; this shows the
 trend inside a run — what the index the queries read accumulates while the writer streams.
 
 Uses the load bench's index and configuration (run `benches/load.py` once first).
 
     python3 benches/load_trend.py [--ctxd BIN] [--seconds 150] [idle|ingest]
 """
-import argparse, http.client, json, os, random, sys, threading, time
+import argparse, json, os, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ctxd_daemon import default_ctxd  # noqa: E402
-from load import COSQA, WORK, Daemon, edit_side, log, pct, scrape  # noqa: E402
+from load import COSQA, WORK, Daemon, Stats, client_loop, edit_side, log, pct, scrape  # noqa: E402
 
 WINDOW = 15
 
@@ -22,20 +22,6 @@ WINDOW = 15
 def index_state(base):
     m = scrape(base)
     return {k: m.get((f"ctxd_index_{k}", "")) for k in ("fragments", "version", "fts_updates_total")}
-
-
-def client(i, port, queries, deadline, rows, lock):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    n = 0
-    while time.time() < deadline:
-        body = json.dumps({"query": f"{queries[(i * 37 + n) % len(queries)]} q{i}-{n}-{random.random():.6f}", "k": 10})
-        t0 = time.time()
-        conn.request("POST", "/v1/search", body, {"content-type": "application/json"})
-        r = conn.getresponse()
-        r.read()
-        with lock:
-            rows.append((t0, (time.time() - t0) * 1000, r.status))
-        n += 1
 
 
 def main():
@@ -50,29 +36,36 @@ def main():
         sys.exit(f"{config} is missing: run benches/load.py once first (it builds the index and writes it)")
     queries = [json.loads(line)["query"] for line in open(os.path.join(COSQA, "queries-dev.jsonl"))]
     daemon = Daemon(args.ctxd, ["--config", config], os.path.join(WORK, "logs", "trend.log"), name="serve")
-    rows, lock = [], threading.Lock()
+    stats = Stats()
     try:
         daemon.wait_ready(1800)
         log(f"{args.scenario}, {args.clients} clients, at start: {index_state(daemon.base)}")
-        t_start = time.time()
+        t_start = time.monotonic()
         deadline = t_start + args.seconds
+        # The load bench's client (distinct questions, Retry-After honoured) and editor.
+        asking = argparse.Namespace(k=10, ignore_retry_after=False)
         edits = argparse.Namespace(edit_rate=20, git_commit_secs=10, seconds=args.seconds, ingest_wait=120)
-        finish = edit_side(daemon.base, os.path.join(WORK, "src"), 300, f"t{int(t_start)}", edits)(time.monotonic()) \
+        finish = edit_side(daemon.base, os.path.join(WORK, "src"), 300, f"t{int(time.time())}", edits)(t_start) \
             if args.scenario == "ingest" else None
-        port = int(daemon.base.rsplit(":", 1)[1])
-        threads = [threading.Thread(target=client, args=(i, port, queries, deadline, rows, lock), daemon=True)
+        port, tag = int(daemon.base.rsplit(":", 1)[1]), f"trend{int(time.time())}"
+        threads = [threading.Thread(target=client_loop, daemon=True,
+                                    args=(i, "127.0.0.1", port, queries, "unique", deadline, stats, asking, tag))
                    for i in range(args.clients)]
         for t in threads:
             t.start()
+        states = []
         for w in range(int(args.seconds // WINDOW)):
-            time.sleep(max(0.0, t_start + (w + 1) * WINDOW - time.time()))
-            with lock:
-                lat = sorted(ms for t, ms, s in rows if t_start + w * WINDOW <= t < t_start + (w + 1) * WINDOW and s == 200)
-                bad = sum(1 for t, _, s in rows if t_start + w * WINDOW <= t < t_start + (w + 1) * WINDOW and s != 200)
-            log(f"{w * WINDOW:4d}-{(w + 1) * WINDOW:4d} s: {len(lat) / WINDOW:6.1f} QPS, p50 {pct(lat, 0.5):5.0f} ms, "
-                f"p99 {pct(lat, 0.99):5.0f} ms, not 200: {bad}; index {index_state(daemon.base)}")
+            time.sleep(max(0.0, t_start + (w + 1) * WINDOW - time.monotonic()))
+            states.append(index_state(daemon.base))
         for t in threads:
             t.join(timeout=70)
+        for w, state in enumerate(states):
+            lo, hi = t_start + w * WINDOW, t_start + (w + 1) * WINDOW
+            answers = [(s, status) for sent, s, status in stats.timeline if lo <= sent < hi]
+            lat = sorted(s * 1000 for s, status in answers if status == 200)
+            log(f"{w * WINDOW:4d}-{(w + 1) * WINDOW:4d} s: {len(lat) / WINDOW:6.1f} QPS, p50 {pct(lat, 0.5):5.0f} ms, "
+                f"p99 {pct(lat, 0.99):5.0f} ms, not 200: {len(answers) - len(lat)}; index {state}")
+        log(f"errors: {stats.errors or 'none'}")
         if finish:
             info = finish()
             log(f"editor: {info['edits']} writes, {info['git_commits']} git commits")

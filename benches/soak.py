@@ -41,7 +41,7 @@ import argparse, json, os, random, shutil, signal, subprocess, sys, threading, t
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ctxd_daemon import default_ctxd  # noqa: E402
-from load import Daemon, get, git, git_commit, log, pct, post_json, proc_rss_mb  # noqa: E402
+from load import Daemon, git, git_commit, log, pct, post_json, proc_rss_mb, scrape  # noqa: E402
 
 HOME = os.path.expanduser("~")
 WORK = os.path.join(HOME, ".cache/ctxd/bench-soak")
@@ -172,29 +172,21 @@ def open_files(pid):
 
 
 # What `/metrics` says the memory holds: the heap's live and resident bytes (jemalloc) and the
-# bounded caches within it (LanceDB's two, the answer cache's answers).
+# bounded caches within it (LanceDB's two, the answer cache's answers), as `scrape` keys them.
 MEMORY_SERIES = {
-    'ctxd_process_heap_bytes{state="allocated"}': "heap_mb",
-    'ctxd_process_heap_bytes{state="resident"}': "resident_mb",
-    'ctxd_index_cache_bytes{cache="index"}': "lance_index_mb",
-    'ctxd_index_cache_bytes{cache="metadata"}': "lance_metadata_mb",
-    "ctxd_query_answer_cache_answers": "answers",
+    ("ctxd_process_heap_bytes", '{state="allocated"}'): "heap_mb",
+    ("ctxd_process_heap_bytes", '{state="resident"}'): "resident_mb",
+    ("ctxd_index_cache_bytes", '{cache="index"}'): "lance_index_mb",
+    ("ctxd_index_cache_bytes", '{cache="metadata"}'): "lance_metadata_mb",
+    ("ctxd_query_answer_cache_answers", ""): "answers",
 }
 
 
 def memory(base):
     """{heap_mb, resident_mb, lance_index_mb, lance_metadata_mb, answers} of a daemon ({} if unreadable)."""
-    try:
-        _, body = get(base, "/metrics")
-    except OSError:
-        return {}
-    out = {}
-    for line in body.decode(errors="replace").splitlines():
-        name, _, value = line.rpartition(" ")
-        if name in MEMORY_SERIES:
-            key = MEMORY_SERIES[name]
-            out[key] = float(value) / (1 << 20) if key.endswith("_mb") else float(value)
-    return out
+    m = scrape(base)
+    return {key: m[series] / (1 << 20) if key.endswith("_mb") else m[series]
+            for series, key in MEMORY_SERIES.items() if series in m}
 
 
 # The writer's bounded caches, as `memory` names them: full once each holds what it will hold.
