@@ -147,6 +147,12 @@ impl Index {
         if self.scope.is_none() {
             metrics::gauge!(m::INDEX_ROWS).set(rows as f64);
             metrics::gauge!(m::INDEX_VERSION).set(version as f64);
+            // Fragments too (from the manifest in memory), so the gauge follows a stream of
+            // commits between maintenance passes.
+            if let Some(dataset) = self.table.dataset() {
+                let fragments = dataset.get().await.map_err(|e| self.lance(e))?.count_fragments();
+                metrics::gauge!(m::INDEX_FRAGMENTS).set(fragments as f64);
+            }
         }
         Ok(IndexStats { rows, version })
     }

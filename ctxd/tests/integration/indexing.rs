@@ -235,6 +235,8 @@ fn index_search_then_edit_and_delete_while_serving() {
         assert!(text.contains(name), "missing {name}");
     }
     assert!(daemon.metric("ctxd_upsert_removed_files_total").unwrap_or(0.0) >= 1.0);
+    // The fragments gauge follows the commits (the index was empty at start; no pass ran yet).
+    assert!(daemon.metric("ctxd_index_fragments").unwrap_or(0.0) >= 1.0, "{text}");
     // Every metric the Grafana dashboards use exists in a real scrape.
     for entry in std::fs::read_dir(repo_root().join("dashboards")).unwrap() {
         let dash = std::fs::read_to_string(entry.unwrap().path()).unwrap();
