@@ -90,7 +90,7 @@ impl Index {
         if !self.fts_ready.load(Ordering::Acquire) {
             return Ok(());
         }
-        let _turn = crate::write_gate::turn(&self.uri).await;
+        let turn = crate::write_gate::turn(&self.uri).await;
         let (segments, rows) = self.fts_layout().await.ok().flatten().unwrap_or((1, 0));
         // A merge holds the merged segments' postings in memory: only small segments are
         // merged (the many little ones a daemon's folds leave), never the big ones a huge
@@ -101,7 +101,8 @@ impl Index {
         let fold = async { self.table.optimize(OptimizeAction::Index(options)).await.map_err(|e| self.lance(e)) };
         self.logged(std::iter::empty(), fold).await?;
         metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
-        drop(_turn);
+        // The compaction takes its own turn.
+        drop(turn);
         if merging {
             // The merged segments' fragments now share their indexes, so they can be merged
             // too (LanceDB compacts only fragments under the same index segments); see

@@ -74,7 +74,7 @@ pub const DEFAULT_VECTOR_INDEX_MIN_ROWS: usize = 5_000;
 
 /// Fragments smaller than this are merged as a stream's folds merge their index segments
 /// ([`Index::compact_folded`]); larger ones wait for the maintenance pass.
-pub const STREAM_FRAGMENT_ROWS: usize = crate::indices::MAX_FTS_MERGE_ROWS;
+const STREAM_FRAGMENT_ROWS: usize = crate::indices::MAX_FTS_MERGE_ROWS;
 
 /// Name LanceDB gives the index on `vector`.
 const VECTOR_INDEX: &str = "vector_idx";
