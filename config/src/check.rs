@@ -86,12 +86,15 @@ fn check_chunk_and_model(cfg: &Config, errs: &mut Problems) {
     if chunk.merge_tokens > chunk.max_tokens {
         errs.add("chunk.merge_tokens", "chunk.merge_tokens must not exceed chunk.max_tokens".into());
     }
-    if !(1..=100).contains(&cfg.model.indexing_share_percent) {
-        let message = format!(
-            "model.indexing_share_percent must be between 1 and 100 (100: indexing never yields to queries), not {}",
-            cfg.model.indexing_share_percent
-        );
-        errs.add("model.indexing_share_percent", message);
+    for (key, share) in [
+        ("indexing_share_percent", cfg.model.indexing_share_percent),
+        ("indexing_share_waiting_percent", cfg.model.indexing_share_waiting_percent),
+    ] {
+        if !(1..=100).contains(&share) {
+            let message =
+                format!("model.{key} must be between 1 and 100 (100: indexing never yields to queries), not {share}");
+            errs.add(&format!("model.{key}"), message);
+        }
     }
     if cfg.model.max_batch_tokens == 0 || cfg.model.max_batch_texts == 0 {
         let message = "model.max_batch_tokens and model.max_batch_texts must be at least 1";

@@ -145,6 +145,7 @@ pub(crate) struct RawModel {
     pub max_batch_tokens: Key<usize>,
     pub max_batch_texts: Key<usize>,
     pub indexing_share_percent: Key<usize>,
+    pub indexing_share_waiting_percent: Key<usize>,
     pub device: Key<String>,
     pub precision: Key<String>,
     pub backend: Key<String>,

@@ -245,6 +245,9 @@ pub struct ModelConfig {
     /// Percent of the model thread's time indexing may take while queries are being answered
     /// (100: it never yields; see `ctxd_models::service`).
     pub indexing_share_percent: usize,
+    /// The same while queries also wait for a slot in the admission queue (the cores are their
+    /// bottleneck then).
+    pub indexing_share_waiting_percent: usize,
     /// `auto` (the GPU when the binary has CUDA and one answers, else the CPU), `cpu` or
     /// `cuda:N` (CUDA needs a `--features cuda` build: scripts/build-cuda.sh).
     pub device: String,
@@ -283,6 +286,8 @@ impl Default for ModelConfig {
             max_batch_tokens: 8192,
             max_batch_texts: 64,
             indexing_share_percent: ctxd_models::service::EmbedServiceConfig::default().bulk_share_percent,
+            indexing_share_waiting_percent: ctxd_models::service::EmbedServiceConfig::default()
+                .bulk_share_waiting_percent,
             device: rt.device,
             precision: rt.precision,
             backend: rt.backend,

@@ -264,6 +264,8 @@ fn model(c: &mut Checker, cfg: &mut Config, raw: RawModel) {
     c.set(&mut out.max_batch_tokens, p, "max_batch_tokens", raw.max_batch_tokens);
     c.set(&mut out.max_batch_texts, p, "max_batch_texts", raw.max_batch_texts);
     c.set(&mut out.indexing_share_percent, p, "indexing_share_percent", raw.indexing_share_percent);
+    let waiting = raw.indexing_share_waiting_percent;
+    c.set(&mut out.indexing_share_waiting_percent, p, "indexing_share_waiting_percent", waiting);
     c.set(&mut out.device, p, "device", raw.device);
     c.set(&mut out.precision, p, "precision", raw.precision);
     c.set(&mut out.backend, p, "backend", raw.backend);

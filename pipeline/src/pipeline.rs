@@ -40,6 +40,7 @@ impl Pipeline {
             max_batch_tokens: cfg.model.max_batch_tokens,
             max_batch_texts: cfg.model.max_batch_texts,
             bulk_share_percent: cfg.model.indexing_share_percent,
+            bulk_share_waiting_percent: cfg.model.indexing_share_waiting_percent,
             ..Default::default()
         };
         let db = cfg.index.db.to_string_lossy().into_owned();

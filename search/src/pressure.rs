@@ -6,6 +6,9 @@
 //! of every query waiting for the full-depth rescoring of the ones ahead of it. Idle (nothing
 //! queued) answers are exactly the full-depth ones the evaluation sets measure.
 //!
+//! The model thread reads it too: while queries wait, indexing takes a smaller share of the
+//! model ([`Pressure::waiting_probe`]; `ctxd_models::service`).
+//!
 //! Clones share the counts. A default [`Pressure`] that no admission layer updates never
 //! reports load (one-shot CLI queries, tests).
 
@@ -65,6 +68,13 @@ impl Pressure {
         self.0.queued.load(Ordering::Acquire)
     }
 
+    /// Whether queries wait for a slot now, for the model thread's indexing share
+    /// ([`ctxd_models::service::EmbedService::watch_queries_waiting`]).
+    pub fn waiting_probe(&self) -> ctxd_models::service::QueriesWaiting {
+        let pressure = self.clone();
+        Arc::new(move || pressure.queued() > 0)
+    }
+
     /// Queries running now.
     pub fn running(&self) -> usize {
         self.0.running.load(Ordering::Acquire)
@@ -105,8 +115,11 @@ mod tests {
     fn the_queue_is_bounded_and_rescoring_shrinks_while_queries_wait() {
         let p = Pressure::default();
         p.set_slots(2);
+        let probe = p.waiting_probe();
         assert_eq!(p.rerank_depth(30), 30, "idle: full depth");
+        assert!(!probe(), "nothing waits: indexing keeps its share");
         let waiting: Vec<Queued> = (0..3).map(|_| p.enqueue(5).unwrap()).collect();
+        assert!(probe(), "the model thread sees the queries waiting");
         assert_eq!(p.rerank_depth(30), 10);
         assert_eq!(p.rerank_depth(0), 0, "off stays off");
         let more: Vec<Queued> = (0..2).map(|_| p.enqueue(5).unwrap()).collect();

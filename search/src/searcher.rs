@@ -45,10 +45,20 @@ impl Searcher {
     /// Without a model (a full-text-only index, or a bm25-only caller) `hybrid` falls back to
     /// bm25 and `vector` is refused.
     pub fn new(index: Arc<Index>, embed: Option<EmbedService>) -> Self {
-        Self {
+        let searcher = Self {
             core: Retriever::new(index, embed),
             routing: Routing::new(crate::rerank::RERANK_DEPTH),
             answers: AnswerCache::default(),
+        };
+        searcher.tell_model_of_waiting_queries();
+        searcher
+    }
+
+    /// Lets the model's indexing slow down further while this searcher's queries wait for a slot
+    /// (`ctxd_models::service`'s shares): every new model and every new pressure is told.
+    fn tell_model_of_waiting_queries(&self) {
+        if let Some(embed) = self.core.embed() {
+            embed.watch_queries_waiting(self.routing.pressure.waiting_probe());
         }
     }
 
@@ -70,6 +80,7 @@ impl Searcher {
     /// serving process's admission control keeps it; see [`crate::pressure`]).
     pub fn with_pressure(mut self, pressure: Pressure) -> Self {
         self.routing.pressure = pressure;
+        self.tell_model_of_waiting_queries();
         self
     }
 
@@ -100,6 +111,9 @@ impl Searcher {
     /// Makes `index` and `embed` (a table of another model and that model) the ones every clone
     /// of this searcher uses from its next request on; requests in flight finish on the old pair.
     pub fn switch(&self, index: Arc<Index>, embed: Option<EmbedService>) {
+        if let Some(embed) = &embed {
+            embed.watch_queries_waiting(self.routing.pressure.waiting_probe());
+        }
         self.core.switch(index, embed);
     }
 
