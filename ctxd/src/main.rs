@@ -72,11 +72,32 @@ fn main() {
     });
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
+    more_open_files();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("building the tokio runtime");
     let result = runtime.block_on(run(cli));
     if let Err(err) = result {
         eprintln!("ctxd: error: {err:#}");
         std::process::exit(1);
+    }
+}
+
+/// Raises the soft limit on open files to the hard one, as Go's runtime does for every program:
+/// LanceDB keeps a file open per full-text index segment its index cache holds, and a writer
+/// folding a stream of commits under queries held ~350 after 30 minutes of the soak
+/// (`benches/soak.py`; `ctxd_process_open_files`), while systemd starts services with a soft
+/// limit of 1,024 (hard: 524,288).
+fn more_open_files() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 || limit.rlim_cur >= limit.rlim_max {
+            return;
+        }
+        let soft = limit.rlim_cur;
+        limit.rlim_cur = limit.rlim_max;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+            tracing::debug!(from = soft, to = limit.rlim_max, "raised the soft limit on open files");
+        }
     }
 }
 

@@ -20,6 +20,11 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 /// `retained` (address space kept but returned to the system).
 pub const PROCESS_HEAP_BYTES: &str = "ctxd_process_heap_bytes";
 
+/// Gauge: files the process holds open (`/proc/self/fd`; Linux).
+pub const PROCESS_OPEN_FILES: &str = "ctxd_process_open_files";
+/// Gauge: the most files the process may hold open (its soft `RLIMIT_NOFILE`).
+pub const PROCESS_OPEN_FILES_LIMIT: &str = "ctxd_process_open_files_limit";
+
 /// How often the upkeep runs (histogram upkeep, heap and cache gauges).
 const UPKEEP: Duration = Duration::from_secs(5);
 
@@ -51,13 +56,23 @@ pub fn install_metrics() -> Result<PrometheusHandle> {
         PROCESS_HEAP_BYTES,
         "Bytes of the process's heap, label state (allocated: live; active: pages holding them; resident: in RAM; retained: returned to the system)."
     );
+    metrics::describe_gauge!(
+        PROCESS_OPEN_FILES,
+        "Files the process holds open (LanceDB keeps one per index segment its index cache holds)."
+    );
+    metrics::describe_gauge!(
+        PROCESS_OPEN_FILES_LIMIT,
+        "The most files the process may hold open (its soft RLIMIT_NOFILE, raised to the hard one at start)."
+    );
     sample_heap();
+    sample_open_files();
     let upkeep = handle.clone();
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(UPKEEP).await;
             upkeep.run_upkeep();
             sample_heap();
+            sample_open_files();
             ctxd_index::connection::cache_use().await;
         }
     });
@@ -88,6 +103,22 @@ fn sample_heap() {
     }
 }
 
+/// Files open now and the limit on them (`None` where `/proc/self/fd` cannot be read).
+pub fn open_files() -> Option<(usize, u64)> {
+    let open = std::fs::read_dir("/proc/self/fd").ok()?.count();
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit only writes the struct passed.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    Some((open, if read { limit.rlim_cur } else { 0 }))
+}
+
+fn sample_open_files() {
+    if let Some((open, limit)) = open_files() {
+        metrics::gauge!(PROCESS_OPEN_FILES).set(open as f64);
+        metrics::gauge!(PROCESS_OPEN_FILES_LIMIT).set(limit as f64);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +131,18 @@ mod tests {
         assert!(get("allocated") >= keep.len(), "an 8 MiB buffer is live: {figures:?}");
         assert!(get("active") >= get("allocated") && get("resident") >= get("active"), "{figures:?}");
         drop(keep);
+    }
+
+    #[test]
+    fn open_files_are_counted_against_the_limit() {
+        let held: Vec<std::fs::File> = (0..5).map(|_| std::fs::File::open("/proc/self/stat").unwrap()).collect();
+        let Some((open, limit)) = open_files() else {
+            eprintln!("skipped: /proc/self/fd cannot be read on this system");
+            return;
+        };
+        // Other tests of this process open and close files meanwhile: what is certain is these
+        // five and the standard streams.
+        assert!(open >= held.len() + 3, "at least the 5 held files and stdin/out/err: {open}");
+        assert!(limit as usize >= open, "the limit {limit} is at least what is open ({open})");
     }
 }

@@ -72,7 +72,8 @@ impl Fragments {
 }
 
 impl Index {
-    async fn dataset(&self) -> Result<Arc<lance::Dataset>, IndexError> {
+    /// The table's Lance dataset at its latest version (a native table only).
+    pub(crate) async fn dataset(&self) -> Result<Arc<lance::Dataset>, IndexError> {
         let Some(wrapper) = self.table.dataset() else {
             return Err(IndexError::Staged {
                 uri: self.uri.clone(),

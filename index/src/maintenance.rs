@@ -73,8 +73,11 @@ pub struct MaintenanceReport {
 pub const DEFAULT_VECTOR_INDEX_MIN_ROWS: usize = 5_000;
 
 /// Fragments smaller than this are merged as a stream's folds merge their index segments
-/// ([`Index::compact_folded`]); larger ones wait for the maintenance pass.
-const STREAM_FRAGMENT_ROWS: usize = crate::indices::MAX_FTS_MERGE_ROWS;
+/// ([`Index::compact_folded`]), into fragments of at most this many rows; larger ones wait for
+/// the maintenance pass. Small, so that the table's base is left alone: at 64,000 (the first
+/// rule) a table under that size was rewritten whole at every merge, and each of its index
+/// segments remapped (written again).
+const STREAM_FRAGMENT_ROWS: usize = 1_024;
 
 /// Name LanceDB gives the index on `vector`.
 const VECTOR_INDEX: &str = "vector_idx";
@@ -257,6 +260,8 @@ impl Index {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::testing::row;
     use crate::writer::CommitBatch;
@@ -425,16 +430,24 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let uri = tmp.path().join("db").to_string_lossy().into_owned();
         let index = Index::open_or_create(&uri, "m", 8).await.unwrap();
+        // The table's base: one fragment over STREAM_FRAGMENT_ROWS, which the stream leaves alone.
+        let base: Vec<_> = (1000..1000 + STREAM_FRAGMENT_ROWS + 100).map(row).collect();
+        index.commit(CommitBatch { rows: base, ..Default::default() }).await.unwrap();
+        let fragment_ids = |d: Arc<lance::Dataset>| d.get_fragments().iter().map(|f| f.id()).collect::<Vec<_>>();
+        let base_ids = fragment_ids(index.dataset().await.unwrap());
+        assert_eq!(base_ids.len(), 1);
         for i in 0..48 {
             index.commit(CommitBatch { rows: vec![row(i)], ..Default::default() }).await.unwrap();
             index.optimize_indices().await.unwrap();
             assert!(index.fts_segments().await.unwrap() <= crate::indices::MAX_FTS_SEGMENTS);
         }
-        let fragments = index.layout().await.unwrap().1;
-        assert!(fragments <= 20, "48 commits left {fragments} fragments (one each without the merges)");
-        assert_eq!(index.stats().await.unwrap().rows, 48);
-        let hits = index.fts_search("topic3", 60).await.unwrap();
-        let found = hits.iter().filter(|h| h.content.ends_with("topic3")).count();
-        assert_eq!(found, 9, "rows 3, 8, …, 43 are found through the index: {hits:?}");
+        let after = fragment_ids(index.dataset().await.unwrap());
+        assert!(after.len() <= 20, "48 commits left {} fragments (one each without the merges)", after.len());
+        assert_eq!(after[0], base_ids[0], "the base fragment was rewritten: {after:?}");
+        assert_eq!(index.stats().await.unwrap().rows, 48 + STREAM_FRAGMENT_ROWS + 100);
+        let hits = index.fts_search("topic3", 2000).await.unwrap();
+        let streamed = |h: &&crate::record::Hit| h.chunk_id[1..].parse::<usize>().is_ok_and(|i| i < 1000);
+        let found = hits.iter().filter(|h| h.content.ends_with("topic3")).filter(streamed).count();
+        assert_eq!(found, 9, "rows 3, 8, …, 43 are found through the index");
     }
 }
