@@ -28,29 +28,12 @@ pub type QueriesActive = Arc<dyn Fn() -> bool + Send + Sync>;
 /// with its rows) and remapped one by one by the compaction at the end.
 pub const STREAM_FOLD_ROWS: u64 = 64_000;
 
-/// The least time between two folds made because queries are being answered
-/// ([`Folds::EagerWhileQueried`]); rows committed meanwhile are searched unindexed until the next.
-pub const EAGER_FOLD_GAP: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Whether a commit's `unfolded` rows are folded at once because queries are being answered:
-/// some are, the last fold was [`EAGER_FOLD_GAP`] ago or more, and `queried` says queries come.
-fn eager_fold(
-    unfolded: u64,
-    last_fold: Option<std::time::Instant>,
-    now: std::time::Instant,
-    queried: impl FnOnce() -> bool,
-) -> bool {
-    unfolded > 0 && last_fold.is_none_or(|t| now.saturating_duration_since(t) >= EAGER_FOLD_GAP) && queried()
-}
-
 /// How a sink folds new rows into the indexes, besides every [`FoldEvery`] (one mode per run).
 pub enum Folds {
     /// Only every [`FoldEvery`] (a daemon that answers no queries itself).
     Batched,
-    /// Also a commit's rows at once while the function says queries are being answered (each
-    /// query searches the rows not folded yet without the index, tokenizing them) — at most one
-    /// such fold per [`EAGER_FOLD_GAP`]: each fold is a new index segment, which every query
-    /// visits and LanceDB's index cache holds with an open file.
+    /// Also each commit's rows at once while the function says queries are being answered
+    /// (each query searches the rows not folded yet without the index, tokenizing them).
     EagerWhileQueried(QueriesActive),
     /// Each fold first merges the fragments written since the last one
     /// ([`Index::compact_then_fold`]): a run nobody queries while it writes (`ctxd index`),
@@ -79,8 +62,6 @@ pub struct UpsertSink {
     unfolded: AtomicU64,
     /// The last commit asked for a fold ([`Sink::after_write`] does it).
     fold_due: AtomicBool,
-    /// When the last fold was asked for ([`EAGER_FOLD_GAP`]).
-    last_fold: std::sync::Mutex<Option<std::time::Instant>>,
     on_commit: OnCommit,
 }
 
@@ -104,7 +85,6 @@ impl UpsertSink {
             folds: Folds::Batched,
             unfolded: AtomicU64::new(0),
             fold_due: AtomicBool::new(false),
-            last_fold: std::sync::Mutex::new(None),
             on_commit,
         }
     }
@@ -160,13 +140,10 @@ impl Sink for UpsertSink {
                 c.chunks.fetch_add(stats.inserted, Ordering::Relaxed);
                 let commits = c.commits.fetch_add(1, Ordering::Relaxed) + 1;
                 let unfolded = self.unfolded.fetch_add(stats.inserted, Ordering::Relaxed) + stats.inserted;
-                let mut last_fold = self.last_fold.lock().unwrap_or_else(|p| p.into_inner());
-                let queried = || matches!(&self.folds, Folds::EagerWhileQueried(active) if active());
-                let eager = eager_fold(unfolded, *last_fold, std::time::Instant::now(), queried);
+                let eager = unfolded > 0 && matches!(&self.folds, Folds::EagerWhileQueried(active) if active());
                 if commits.is_multiple_of(self.fold.commits) || unfolded >= fold_rows || eager {
                     self.unfolded.store(0, Ordering::Relaxed);
                     self.fold_due.store(true, Ordering::Relaxed);
-                    *last_fold = Some(std::time::Instant::now());
                 }
                 Ok(())
             }
@@ -189,22 +166,5 @@ impl Sink for UpsertSink {
             }
         }
         let _ = self.index.stats().await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::{Duration, Instant};
-
-    use super::*;
-
-    #[test]
-    fn queried_commits_are_folded_at_most_once_per_gap() {
-        let now = Instant::now();
-        assert!(eager_fold(3, None, now, || true), "the first commit while queried is folded at once");
-        assert!(!eager_fold(3, Some(now), now + Duration::from_millis(500), || true), "not 0.5 s after a fold");
-        assert!(eager_fold(3, Some(now), now + EAGER_FOLD_GAP, || true), "again once the gap is over");
-        assert!(!eager_fold(0, None, now, || true), "nothing to fold");
-        assert!(!eager_fold(3, None, now, || false), "no queries: the batched folds only");
     }
 }
