@@ -50,14 +50,14 @@ impl Searcher {
             routing: Routing::new(crate::rerank::RERANK_DEPTH),
             answers: AnswerCache::default(),
         };
-        searcher.tell_model_of_waiting_queries();
+        searcher.tell_model_of_waiting_queries(searcher.core.embed());
         searcher
     }
 
-    /// Lets the model's indexing slow down further while this searcher's queries wait for a slot
+    /// Lets `embed`'s indexing slow down further while this searcher's queries wait for a slot
     /// (`ctxd_models::service`'s shares): every new model and every new pressure is told.
-    fn tell_model_of_waiting_queries(&self) {
-        if let Some(embed) = self.core.embed() {
+    fn tell_model_of_waiting_queries(&self, embed: Option<&EmbedService>) {
+        if let Some(embed) = embed {
             embed.watch_queries_waiting(self.routing.pressure.waiting_probe());
         }
     }
@@ -80,7 +80,7 @@ impl Searcher {
     /// serving process's admission control keeps it; see [`crate::pressure`]).
     pub fn with_pressure(mut self, pressure: Pressure) -> Self {
         self.routing.pressure = pressure;
-        self.tell_model_of_waiting_queries();
+        self.tell_model_of_waiting_queries(self.core.embed());
         self
     }
 
@@ -111,9 +111,7 @@ impl Searcher {
     /// Makes `index` and `embed` (a table of another model and that model) the ones every clone
     /// of this searcher uses from its next request on; requests in flight finish on the old pair.
     pub fn switch(&self, index: Arc<Index>, embed: Option<EmbedService>) {
-        if let Some(embed) = &embed {
-            embed.watch_queries_waiting(self.routing.pressure.waiting_probe());
-        }
+        self.tell_model_of_waiting_queries(embed.as_ref());
         self.core.switch(index, embed);
     }
 
