@@ -87,17 +87,12 @@ fn main() {
 /// (`benches/soak.py`; `ctxd_process_open_files`), while systemd starts services with a soft
 /// limit of 1,024 (hard: 524,288).
 fn more_open_files() {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 || limit.rlim_cur >= limit.rlim_max {
-            return;
-        }
-        let soft = limit.rlim_cur;
-        limit.rlim_cur = limit.rlim_max;
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
-            tracing::debug!(from = soft, to = limit.rlim_max, "raised the soft limit on open files");
-        }
+    let Some(mut limit) = crate::metrics::open_files_limit().filter(|l| l.rlim_cur < l.rlim_max) else { return };
+    let soft = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    // SAFETY: setrlimit only reads the struct passed.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } == 0 {
+        tracing::debug!(from = soft, to = limit.rlim_max, "raised the soft limit on open files");
     }
 }
 

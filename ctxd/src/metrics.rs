@@ -103,13 +103,17 @@ fn sample_heap() {
     }
 }
 
+/// The process's limits on open files (soft and hard `RLIMIT_NOFILE`), if they can be read.
+pub fn open_files_limit() -> Option<libc::rlimit> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit only writes the struct passed.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit)
+}
+
 /// Files open now and the limit on them (`None` where `/proc/self/fd` cannot be read).
 pub fn open_files() -> Option<(usize, u64)> {
     let open = std::fs::read_dir("/proc/self/fd").ok()?.count();
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit only writes the struct passed.
-    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
-    Some((open, if read { limit.rlim_cur } else { 0 }))
+    Some((open, open_files_limit().map_or(0, |l| l.rlim_cur)))
 }
 
 fn sample_open_files() {
