@@ -16,6 +16,10 @@
 //! and 32 MiB) bound that growth while keeping a mid-size repository's indexes cached for
 //! queries; a big deployment raises them (`examples/configs/high-memory.toml`).
 //!
+//! The index cache drops entries nobody has read for minutes while newer ones come in
+//! ([`crate::index_cache`]): the full-text segments of superseded versions, which would
+//! otherwise each keep a file open until the byte budget is full.
+//!
 //! The limits are read when the first connection is opened: call [`set_cache_limits`]
 //! before opening any index (later calls return `false` and change nothing).
 
@@ -53,7 +57,12 @@ pub(crate) fn session() -> Arc<Session> {
     SESSION
         .get_or_init(|| {
             let limits = *LIMITS.get_or_init(CacheLimits::default);
-            Arc::new(Session::new(limits.index_bytes, limits.metadata_bytes, Arc::new(ObjectStoreRegistry::default())))
+            let index_cache = Arc::new(crate::index_cache::ExpiringCache::new(limits.index_bytes));
+            Arc::new(Session::with_index_cache_backend(
+                index_cache,
+                limits.metadata_bytes,
+                Arc::new(ObjectStoreRegistry::default()),
+            ))
         })
         .clone()
 }

@@ -19,6 +19,8 @@
 //!   within the writer, `write_gate.rs` makes its commits and its own upkeep take turns.
 //! * [`fragments`] writes rows as uncommitted data fragments and publishes many sets in one
 //!   commit; [`staged`] records which shard of a distributed re-embedding wrote which.
+//! * [`connection`] opens every table with one process-wide LanceDB session; its index cache
+//!   is [`index_cache::ExpiringCache`] (a byte budget, and superseded segments dropped).
 //! * [`columns`] and [`sql`] are the leaf helpers: typed columns of a batch, filter text.
 //!
 //! Every commit is a LanceDB version; nothing here ever rewrites a chunk row in place.
@@ -32,6 +34,7 @@ pub mod error;
 pub mod format;
 pub mod fragments;
 pub mod history;
+pub mod index_cache;
 pub mod indices;
 pub mod language;
 pub mod lease;

@@ -38,6 +38,9 @@ pub const READER_ERRORS_TOTAL: &str = "ctxd_index_reader_errors_total";
 pub const INDEX_CACHE_BYTES: &str = "ctxd_index_cache_bytes";
 /// Gauge: entries of LanceDB's process-wide caches, label cache (`index`, `metadata`).
 pub const INDEX_CACHE_ENTRIES: &str = "ctxd_index_cache_entries";
+/// Counter: entries the index cache dropped because nobody read them while newer ones came in
+/// (superseded full-text segments, `index_cache.rs`).
+pub const INDEX_CACHE_EXPIRED_TOTAL: &str = "ctxd_index_cache_expired_entries_total";
 
 /// Registers every metric of this crate with its description (the `# HELP` line of a scrape)
 /// and creates the series the dashboards read at zero (commits). Called by the binary once the recorder is installed.
@@ -80,5 +83,9 @@ pub fn describe() {
     metrics::describe_gauge!(
         INDEX_CACHE_ENTRIES,
         "Entries of LanceDB's process-wide caches, label cache (index, metadata)."
+    );
+    metrics::describe_counter!(
+        INDEX_CACHE_EXPIRED_TOTAL,
+        "Index cache entries dropped because nobody read them for minutes while newer entries came in (superseded full-text segments)."
     );
 }
