@@ -276,6 +276,69 @@ mod tests {
         assert_eq!(cache.num_entries().await, 8);
     }
 
+    /// Files this process holds open under `dir` whose name ends in `.lance`.
+    fn open_lance_files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir("/proc/self/fd")
+            .map(|fds| fds.flatten().filter_map(|fd| std::fs::read_link(fd.path()).ok()).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p.starts_with(dir) && p.extension().is_some_and(|e| e == "lance"))
+            .collect()
+    }
+
+    /// On a real LanceDB table: a full-text index replaced by a new one leaves the old one's
+    /// segment files open while cached; the sweep drops those entries and the files close.
+    #[tokio::test]
+    async fn a_superseded_full_text_segment_is_dropped_and_its_files_closed() {
+        use arrow_array::{RecordBatch, StringArray};
+        use futures::TryStreamExt;
+        use lancedb::index::{scalar::FullTextSearchQuery, Index};
+        use lancedb::query::{ExecutableQuery, QueryBase};
+
+        if std::fs::read_dir("/proc/self/fd").is_err() {
+            eprintln!("skipped: /proc/self/fd cannot be read here, so open files cannot be counted");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let cache = Arc::new(ExpiringCache::with_expiry(64 << 20, Duration::ZERO, 1));
+        let session = lance::session::Session::with_index_cache_backend(
+            cache.clone(),
+            8 << 20,
+            Arc::new(lance_io::object_store::ObjectStoreRegistry::default()),
+        );
+        let conn = lancedb::connect(root.to_str().unwrap()).session(Arc::new(session)).execute().await.unwrap();
+        let texts: Vec<String> =
+            (0..200).map(|i| format!("row {i} speaks of topic{} and retry{}", i % 7, i % 3)).collect();
+        let schema = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "content",
+            arrow_schema::DataType::Utf8,
+            false,
+        )]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(texts))]).unwrap();
+        let table = conn.create_table("t", batch).execute().await.unwrap();
+        let search = || async {
+            let q = table.query().full_text_search(FullTextSearchQuery::new("topic3 retry1".to_string())).limit(5);
+            let rows: usize =
+                q.execute().await.unwrap().try_collect::<Vec<_>>().await.unwrap().iter().map(|b| b.num_rows()).sum();
+            assert!(rows > 0, "the full-text query finds rows");
+        };
+        table.create_index(&["content"], Index::FTS(Default::default())).execute().await.unwrap();
+        search().await;
+        let first = open_lance_files_under(&root);
+        assert!(!first.is_empty(), "the cached segment keeps its files open");
+        // A new index over the same rows: the first segment is superseded, never read again.
+        table.create_index(&["content"], Index::FTS(Default::default())).replace(true).execute().await.unwrap();
+        search().await;
+        let both = open_lance_files_under(&root);
+        assert!(first.iter().all(|p| both.contains(p)), "before the sweep the old segment's files stay open");
+        assert!(cache.sweep() > 0, "the old segment's entries expire");
+        search().await;
+        let after = open_lance_files_under(&root);
+        assert!(first.iter().all(|p| !after.contains(p)), "the old segment's files are closed: {first:?} in {after:?}");
+        assert!(!after.is_empty(), "the new segment, read again, is open");
+    }
+
     #[tokio::test]
     async fn the_byte_budget_still_evicts() {
         let cache = ExpiringCache::new(1024);
