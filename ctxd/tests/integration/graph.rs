@@ -137,8 +137,8 @@ fn the_code_graph_answers_with_cited_places_and_follows_edits() {
     let found = locate(&db, trace);
     assert_eq!(paths(&found)[0], "pkg/core.py", "{found}");
     let why = found["files"][0]["why"].to_string();
-    // The fitted model weighs the frames, not the message's string literal (its weight is 0, so it is no reason).
-    assert!(why.contains("frame") && !why.contains("message"), "{why}");
+    // The fitted model weighs the frames and the message's string literal (both reasons, in its order).
+    assert!(why.contains("frame") && why.contains("message"), "{why}");
     assert_eq!(found["files"][0]["definitions"][0]["symbol"], "Engine.run", "{found}");
     // The hand-set weights, named on the command line: the same first file, other scores.
     let out = run_ok(ctxd().args(["locate", trace, "--json", "--locate-model", "hand", "--db"]).arg(&db));
