@@ -18,6 +18,10 @@
 //! not sweep away what it is about to read either. Only a cache that keeps taking new entries —
 //! a writer folding segments, queries over many versions — sheds its idle ones.
 //!
+//! The price: on a busy daemon (new entries coming in) an entry read less often than every
+//! [`IDLE`] — a posting list of a rare term in a large index — is loaded again at its next read
+//! even when the byte budget had room for it (from the page cache, usually: milliseconds).
+//!
 //! The sweep walks the cache at most every [`SWEEP_EVERY`], on an insert. Codec memory
 //! priorities (entries LanceDB's own backend can pin) are ignored: no index type of the pinned
 //! LanceDB version sets one.
