@@ -24,9 +24,9 @@ says holds its memory (live and resident heap, LanceDB's two caches, the answers
 one row per 5-minute window (requests, errors, 503s, p50/p99 per process), the writer's memory
 at each window's end, then the goals: resident memory after the warm-up grows ≤ 10 %, open
 files flat, 0 errors, each window's p99 within 1.5× of the first. The warm-up ends when the
-writer's bounded caches (the answer cache, LanceDB's index and metadata caches) stopped filling
-— the first sample where each holds ≥ 99 % of its most in the run (the first window,
-`--window-minutes`, if the daemon does not report them); the growth after the first window is
+writer's bounded caches (the answer cache, LanceDB's index and metadata caches) have filled —
+for each, the first sample where it holds ≥ 99 % of its most in the run; the latest of those
+(the first window, `--window-minutes`, if the daemon does not report them); the growth after the first window is
 printed too. A non-200 answer other than 503 is an error (the requests are all valid).
 
     python3 benches/soak.py [--ctxd BIN] [--minutes 30] [--clients 50] [--json-out FILE]
@@ -194,14 +194,16 @@ BOUNDED = ("answers", "lance_index_mb", "lance_metadata_mb")
 
 
 def caches_full_at(samples):
-    """Time of the first sample where every bounded cache of the writer holds ≥ 99 % of its most
-    in the run (they fill to their budgets as distinct questions come, then stay): the end of
-    the warm-up. None if the daemon did not report them."""
+    """When every bounded cache of the writer has filled: for each, the first sample where it holds
+    ≥ 99 % of its most in the run; the latest of those is the end of the warm-up (a cache that
+    fills and then sheds, as the index cache dropping superseded segments does, counts from when it
+    first filled). None if the daemon did not report them."""
     held = [s.get("writer_memory") or {} for s in samples]
     if not held or not all(k in h for h in held[-1:] for k in BOUNDED):
         return None
     most = {k: max(h.get(k, 0) for h in held) for k in BOUNDED}
-    return next((s["t"] for s, h in zip(samples, held) if all(h.get(k, 0) >= 0.99 * most[k] for k in BOUNDED)), None)
+    firsts = [next(s["t"] for s, h in zip(samples, held) if h.get(k, 0) >= 0.99 * most[k]) for k in BOUNDED]
+    return max(firsts)
 
 
 def rss_growth_after(samples, since):
