@@ -82,10 +82,11 @@ fn main() {
 }
 
 /// Raises the soft limit on open files to the hard one, as Go's runtime does for every program:
-/// LanceDB keeps a file open per full-text index segment its index cache holds, and a writer
-/// folding a stream of commits under queries held ~350 after 30 minutes of the soak
-/// (`benches/soak.py`; `ctxd_process_open_files`), while systemd starts services with a soft
-/// limit of 1,024 (hard: 524,288).
+/// LanceDB keeps a file open per full-text index segment its index cache holds — a writer
+/// folding a stream of commits under queries held ~350 after 30 minutes of the soak before the
+/// cache dropped superseded segments (`ctxd_index::index_cache`), ~100 since (`benches/soak.py`;
+/// `ctxd_process_open_files`) — while systemd starts services with a soft limit of 1,024 (hard:
+/// 524,288).
 fn more_open_files() {
     let Some(mut limit) = crate::metrics::open_files_limit().filter(|l| l.rlim_cur < l.rlim_max) else { return };
     let soft = limit.rlim_cur;
