@@ -8,7 +8,11 @@ trend inside a run — what the index the queries read accumulates while the wri
 
 Uses the load bench's index and configuration (run `benches/load.py` once first).
 
-    python3 benches/load_trend.py [--ctxd BIN] [--seconds 150] [idle|ingest]
+    python3 benches/load_trend.py [--ctxd BIN] [--seconds 150] [--edit-seconds N] [idle|ingest]
+
+`--edit-seconds N` (ingest): the editor stops after N s while the clients go on asking — whether QPS comes back
+as soon as the writer has caught up (what the writer's work took) or stays down until maintenance compacts (what
+the index it left costs each query).
 """
 import argparse, json, os, sys, threading, time
 
@@ -30,6 +34,7 @@ def main():
     ap.add_argument("--ctxd", default=default_ctxd())
     ap.add_argument("--seconds", type=float, default=150)
     ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--edit-seconds", type=float, default=0, help="ingest: stop the editor after this many seconds (0: at the end)")
     args = ap.parse_args()
     config = os.path.join(WORK, "load.toml")
     if not os.path.exists(config):
@@ -44,9 +49,17 @@ def main():
         deadline = t_start + args.seconds
         # The load bench's client (distinct questions, Retry-After honoured) and editor.
         asking = argparse.Namespace(k=10, ignore_retry_after=False)
-        edits = argparse.Namespace(edit_rate=20, git_commit_secs=10, seconds=args.seconds, ingest_wait=120)
+        edits = argparse.Namespace(edit_rate=20, git_commit_secs=10, seconds=args.edit_seconds or args.seconds,
+                                   ingest_wait=120)
         finish = edit_side(daemon.base, os.path.join(WORK, "src"), 300, f"t{int(time.time())}", edits)(t_start) \
             if args.scenario == "ingest" else None
+        stopped, stopper = {}, None
+        if finish and args.edit_seconds:
+            def stop_editing():
+                time.sleep(args.edit_seconds)
+                stopped.update(finish())
+            stopper = threading.Thread(target=stop_editing, daemon=True)
+            stopper.start()
         port, tag = int(daemon.base.rsplit(":", 1)[1]), f"trend{int(time.time())}"
         threads = [threading.Thread(target=client_loop, daemon=True,
                                     args=(i, "127.0.0.1", port, queries, "unique", deadline, stats, asking, tag))
@@ -67,8 +80,11 @@ def main():
                 f"p99 {pct(lat, 0.99):5.0f} ms, not 200: {len(answers) - len(lat)}; index {state}")
         log(f"errors: {stats.errors or 'none'}")
         if finish:
-            info = finish()
-            log(f"editor: {info['edits']} writes, {info['git_commits']} git commits")
+            if stopper:
+                stopper.join()
+            info = stopped if stopper else finish()
+            log(f"editor: {info['edits']} writes, {info['git_commits']} git commits, the last searchable after "
+                f"{info['last_edit_searchable_s']} s")
     finally:
         daemon.stop()
 
