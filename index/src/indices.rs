@@ -16,11 +16,15 @@ use crate::{error::IndexError, store::Index};
 /// Name LanceDB gives the full-text index on `content`.
 const FTS_INDEX: &str = "content_idx";
 /// Full-text index segments that trigger a merge… (every query visits each segment of each
-/// index: 50 clients beside a stream of commits held 108–132 queries/s over 150 s with 8 and 4,
-/// 88–113 with 16 and 8; `benches/load_trend.py`)
-pub const MAX_FTS_SEGMENTS: usize = 8;
-/// …of this many of the latest segments…
-pub const FTS_SEGMENTS_MERGED: usize = 4;
+/// index and opens the fragments its hits are in: 50 clients beside a stream of commits held
+/// ~104 queries/s over the last two minutes of 150 s with 3 and 2 — the table's base segment and
+/// at most two deltas, 2–3 fragments — against ~88 with 8 and 4 (5–8 fragments), two runs each in
+/// alternating order; 88–113 with 16 and 8 the day before; `benches/load_trend.py`)
+pub const MAX_FTS_SEGMENTS: usize = 3;
+/// …of this many of the latest segments (with 3 and 2: the newest delta is merged into the one
+/// before it, never into the base, so a merge rewrites only what the stream wrote since the last
+/// maintenance pass)…
+pub const FTS_SEGMENTS_MERGED: usize = 2;
 /// …when they hold about this many rows at most (a merge's memory grows with its rows).
 pub const MAX_FTS_MERGE_ROWS: usize = 64_000;
 /// A maintenance pass merges every full-text segment into one when the index holds at most
