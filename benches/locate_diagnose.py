@@ -177,15 +177,21 @@ def table(title, rows, issues):
         print(f"| {label} | " + " | ".join(cells) + f" | {worst_loss(figs, base, issues):.0f} |")
 
 
+def judged(recipe, issues, names, lam, hand, base):
+    """The recipe's per-issue figures cross-validated by repository and by category (rows without
+    history), and the most issues any category or text kind of either loses against `base`."""
+    rf = cross_validated(recipe, issues, names, lam, hand, repo_folds(issues), False)
+    cf = cross_validated(recipe, issues, names, lam, hand, category_folds(issues), False)
+    return rf, cf, max(worst_loss(rf, base, issues), worst_loss(cf, base, issues))
+
+
 def choose(issues, names, hand):
     """(recipe, lam, summary per candidate) chosen by the two cross-validations, rows without history."""
     base_rf = per_issue(Scorer(*hand, names), issues, False)
     results = []
     for recipe in RECIPES:
         for lam in LAMBDAS:
-            rf = cross_validated(recipe, issues, names, lam, hand, repo_folds(issues), False)
-            cf = cross_validated(recipe, issues, names, lam, hand, category_folds(issues), False)
-            loss = max(worst_loss(rf, base_rf, issues), worst_loss(cf, base_rf, issues))
+            rf, cf, loss = judged(recipe, issues, names, lam, hand, base_rf)
             ids = [i.id for i in issues]
             mrr = (mean(rf, ids, "MRR@10") + mean(cf, ids, "MRR@10")) / 2
             acc5 = (mean(rf, ids, "Acc@5") + mean(cf, ids, "Acc@5")) / 2

@@ -48,7 +48,7 @@ def path_features(path, text_words):
     return {"stem_share": share(own), "stem_whole": float(whole), "dir_share": share(dirs)}
 
 
-def per_issue(cands, family, have):
+def within_issue(cands, family, have):
     """{feature: values over `cands`} of a signal family computed within one issue."""
     out = {}
     for s in SIGNALS:
@@ -77,7 +77,7 @@ def augment(rows_path, data_path, families, have):
                 for c in cands:
                     c["features"].update(path_features(c["path"], text_words))
             else:
-                for name, vals in per_issue(cands, family, have).items():
+                for name, vals in within_issue(cands, family, have).items():
                     for c, v in zip(cands, vals):
                         c["features"][name] = float(v)
         for c in cands:
@@ -89,11 +89,10 @@ def augment(rows_path, data_path, families, have):
 
 
 def cross_validate(issues, names, hand, recipe, lam):
+    """locate_diagnose's two cross-validations of the recipe, as printed figures, and its worst loss."""
     ids = [i.id for i in issues]
     base = ld.per_issue(ld.Scorer(*hand, names), issues, False)
-    rf = ld.cross_validated(recipe, issues, names, lam, hand, ld.repo_folds(issues), False)
-    cf = ld.cross_validated(recipe, issues, names, lam, hand, ld.category_folds(issues), False)
-    loss = max(ld.worst_loss(rf, base, issues), ld.worst_loss(cf, base, issues))
+    rf, cf, loss = ld.judged(recipe, issues, names, lam, hand, base)
     fig = lambda f: " / ".join(f"{ld.mean(f, ids, k):.3f}" for k in ("Acc@1", "Acc@5", "MRR@10"))  # noqa: E731
     return fig(rf), fig(cf), loss
 
