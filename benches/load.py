@@ -525,6 +525,7 @@ def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=Non
         "cache_stale_hits": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_stale_hits_total"))),
         "cache_joined": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_joined_total"))),
         "cache_revalidations": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_revalidations_total"))),
+        "cache_uncarried": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_uncarried_total"))),
         "cache_carried_hits": int(msum(lambda b, a: delta(b, a, "ctxd_query_answer_cache_carried_hits_total"))),
         "carried_answers": len(stats.carried_ms),
         "carried_ms_p50": pct(sorted(stats.carried_ms), 0.5),
@@ -581,7 +582,7 @@ def print_row(r):
         f"{r['r503_retry_after']:>7} {r['r503_no_retry_after']:>9} {r['other_errors']:>5}"
     )
     log(
-        f"  metrics: answer cache hits {r['cache_hits']} / carried {r['cache_carried_hits']} / stale {r['cache_stale_hits']} / joined {r['cache_joined']} / misses {r['cache_misses']} (background revalidations {r['cache_revalidations']}); "
+        f"  metrics: answer cache hits {r['cache_hits']} / carried {r['cache_carried_hits']} / stale {r['cache_stale_hits']} / joined {r['cache_joined']} / misses {r['cache_misses']} (background revalidations {r['cache_revalidations']}; versions nothing was carried to {r['cache_uncarried']}); "
         f"carried answers seen by clients {r['carried_answers']} (carried_ms p50 {fmt_ms(r['carried_ms_p50'])}, max {fmt_ms(r['carried_ms_max'])}); "
         f"stale answers seen by clients {r['stale_answers']} (stale_ms p50 {fmt_ms(r['stale_ms_p50'])}, max {fmt_ms(r['stale_ms_max'])}); rejected by reason {r['rejected_by_reason'] or '{}'}; "
         f"queue waits {r['queue_waited']} (p50 {fmt_ms(r['queue_wait_p50_ms'])} ms, p99 {fmt_ms(r['queue_wait_p99_ms'])} ms); "

@@ -3,7 +3,8 @@
 routed searches for `--seconds` (150), with (`ingest`) or without (`idle`) the load bench's
 editor (20 files/s into the watched folder, a git commit every 10 s), printing every 15 s the
 window's QPS, p50 and p99 beside the index's fragments, version and full-text folds at its end
-(from `/metrics`, read as each window ends; the lines are printed after the run). The load bench (`load.py`) gives one figure per 30-s run; this shows the
+(from `/metrics`, read as each window ends; the lines are printed after the run), and at the end how
+often (and how long) the routed search rebuilt the latest version's path vocabulary. The load bench (`load.py`) gives one figure per 30-s run; this shows the
 trend inside a run — what the index the queries read accumulates while the writer streams.
 
 Uses the load bench's index and configuration (run `benches/load.py` once first).
@@ -82,6 +83,11 @@ def main():
             log(f"{w * WINDOW:4d}-{(w + 1) * WINDOW:4d} s: {len(lat) / WINDOW:6.1f} QPS, p50 {pct(lat, 0.5):5.0f} ms, "
                 f"p99 {pct(lat, 0.99):5.0f} ms, not 200: {len(answers) - len(lat)}; index {state}")
         log(f"errors: {stats.errors or 'none'}")
+        m = scrape(daemon.base)
+        builds = m.get(("ctxd_query_vocab_build_duration_seconds_count", ""))
+        if builds:
+            mean_ms = m.get(("ctxd_query_vocab_build_duration_seconds_sum", ""), 0) / builds * 1000
+            log(f"path vocabulary rebuilds: {builds:.0f}, {mean_ms:.0f} ms each on average")
         if finish:
             if stopper:
                 stopper.join()

@@ -11,8 +11,14 @@
 //! version before it, the version after it, and the paths whose rows it inserted or deleted —
 //! a commit its batch's files, a finished stream its file, a compaction or an index fold none
 //! (they rewrite rows and indexes, not what a file holds). Holding the turn, no other write of
-//! this process lands in between, so a span's versions are all its own. [`changed_between`]
-//! joins the spans from one version to another and answers `None` where one is missing:
+//! this process lands in between, so a span's versions are all its own. The write is logged as
+//! **pending** before it starts (its version before it and its paths), because its new version
+//! is readable the moment it commits, before the write returns and its span is logged: a query
+//! that reads the new version in that moment learns from the pending write what changed (under
+//! 50 clients of repeated questions, queries came in that moment often enough that the answer
+//! cache carried nothing across some commits and computed every question again). Only its
+//! own paths can have changed then: an index build outside the turn moves no file's rows.
+//! [`changed_between`] joins the spans from one version to another and answers `None` where one is missing:
 //! a write this process did not log (building the vector index, which does not take the turn),
 //! another process's write (a reader never writes; a second writer is refused by the lease),
 //! or versions older than the [`SPANS_KEPT`] last spans. `None` means "unknown", never "none".
@@ -38,10 +44,29 @@ struct Span {
     paths: Vec<u64>,
 }
 
-/// A table's spans, oldest first, by (database URI, table).
-type Spans = HashMap<(String, String), VecDeque<Span>>;
+/// One table's log: its spans, oldest first, and the write in progress (its version before
+/// it and its paths), if any.
+#[derive(Default)]
+struct TableLog {
+    spans: VecDeque<Span>,
+    pending: Option<(u64, Vec<u64>)>,
+}
 
-static LOG: LazyLock<Mutex<Spans>> = LazyLock::new(Default::default);
+/// The tables' logs, by (database URI, table).
+static LOG: LazyLock<Mutex<HashMap<(String, String), TableLog>>> = LazyLock::new(Default::default);
+
+fn keys<'a>(paths: impl IntoIterator<Item = &'a str>) -> Vec<u64> {
+    let mut keys: Vec<u64> = paths.into_iter().map(path_key).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// Runs `f` on the log of `table` in the database at `uri`.
+fn with_log<T>(uri: &str, table: &str, f: impl FnOnce(&mut TableLog) -> T) -> T {
+    let mut log = LOG.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    f(log.entry((uri.to_string(), table.to_string())).or_default())
+}
 
 /// The key a path is logged and looked up by (stable within a process).
 pub fn path_key(path: &str) -> u64 {
@@ -55,17 +80,49 @@ pub fn path_key(path: &str) -> u64 {
 /// write made no version. [`Index`]'s own writes log themselves, in the database's turn; a
 /// write through [`Index::table`] is not logged, so the versions it makes read as unknown.
 pub fn record<'a>(uri: &str, table: &str, from: u64, to: u64, paths: impl IntoIterator<Item = &'a str>) {
+    let paths = keys(paths);
+    with_log(uri, table, |log| log_span(log, from, to, paths));
+}
+
+fn log_span(log: &mut TableLog, from: u64, to: u64, paths: Vec<u64>) {
     if to <= from {
         return;
     }
-    let mut paths: Vec<u64> = paths.into_iter().map(path_key).collect();
-    paths.sort_unstable();
-    paths.dedup();
-    let mut log = LOG.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let spans = log.entry((uri.to_string(), table.to_string())).or_default();
-    spans.push_back(Span { from, to, paths });
-    while spans.len() > SPANS_KEPT {
-        spans.pop_front();
+    log.spans.push_back(Span { from, to, paths });
+    while log.spans.len() > SPANS_KEPT {
+        log.spans.pop_front();
+    }
+}
+
+/// Logs that a write of `table` starting at version `from` is changing the rows of `paths`, until
+/// [`Pending::finish`] logs its span (dropped unfinished — a failed write —, it logs nothing: its
+/// versions read as unknown). The caller holds the database's turn.
+pub fn begin<'a>(uri: &str, table: &str, from: u64, paths: impl IntoIterator<Item = &'a str>) -> Pending {
+    let paths = keys(paths);
+    with_log(uri, table, |log| log.pending = Some((from, paths)));
+    Pending { uri: uri.to_string(), table: table.to_string() }
+}
+
+/// A write in progress ([`begin`]).
+pub struct Pending {
+    uri: String,
+    table: String,
+}
+
+impl Pending {
+    /// The write ended at version `to`: its span is logged.
+    pub fn finish(self, to: u64) {
+        with_log(&self.uri, &self.table, |log| {
+            if let Some((from, paths)) = log.pending.take() {
+                log_span(log, from, to, paths);
+            }
+        });
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        with_log(&self.uri, &self.table, |log| log.pending = None);
     }
 }
 
@@ -80,11 +137,11 @@ pub fn changed_between(uri: &str, table: &str, from: u64, to: u64) -> Option<Has
         return None;
     }
     let log = LOG.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let spans = log.get(&(uri.to_string(), table.to_string()))?;
+    let log = log.get(&(uri.to_string(), table.to_string()))?;
     let mut changed = HashSet::new();
     let mut at = from;
     // Spans are logged in commit order, so they are sorted by version.
-    for span in spans.iter().skip_while(|s| s.from < from) {
+    for span in log.spans.iter().skip_while(|s| s.from < from) {
         if span.from != at {
             return None; // a write nobody logged lies between
         }
@@ -94,21 +151,29 @@ pub fn changed_between(uri: &str, table: &str, from: u64, to: u64) -> Option<Has
             break;
         }
     }
-    (at == to).then_some(changed)
+    match &log.pending {
+        // The rest is the write in progress (committed, its span not logged yet).
+        Some((start, paths)) if at < to && *start == at => {
+            changed.extend(paths.iter().copied());
+            Some(changed)
+        }
+        _ => (at == to).then_some(changed),
+    }
 }
 
 impl Index {
     /// Runs `write` — a write of the chunks table in this process's turn — and logs the versions
     /// it made as changing the rows of `paths` (none for a compaction or an index fold or merge:
-    /// they move no file's rows). A failed write logs nothing: its versions read as unknown.
+    /// they move no file's rows), pending while it runs ([`begin`]). A failed write logs nothing:
+    /// its versions read as unknown.
     pub(crate) async fn logged<'a, T>(
         &self,
         paths: impl IntoIterator<Item = &'a str>,
         write: impl std::future::Future<Output = Result<T, IndexError>>,
     ) -> Result<T, IndexError> {
-        let from = self.version().await?;
+        let pending = begin(&self.uri, &self.table_name, self.version().await?, paths);
         let out = write.await?;
-        record(&self.uri, &self.table_name, from, self.version().await?, paths);
+        pending.finish(self.version().await?);
         Ok(out)
     }
 }
@@ -136,6 +201,25 @@ mod tests {
         assert_eq!(changed_between(uri, table, 9, 11), None, "past the log");
         assert_eq!(changed_between(uri, "chunks__other", 3, 4), None, "another table has its own log");
         assert_eq!(changed_between(uri, table, 4, 3), None);
+    }
+
+    #[test]
+    fn a_version_read_before_its_write_is_logged_is_told_by_the_pending_write() {
+        let (uri, table) = ("mem://changes-pending", "chunks");
+        record(uri, table, 3, 4, ["a.py"]);
+        let keys = |paths: &[&str]| paths.iter().map(|p| path_key(p)).collect::<HashSet<_>>();
+        let write = begin(uri, table, 4, ["b.py"]);
+        // Version 5 is committed and read before the write returns.
+        assert_eq!(changed_between(uri, table, 4, 5), Some(keys(&["b.py"])));
+        assert_eq!(changed_between(uri, table, 3, 5), Some(keys(&["a.py", "b.py"])));
+        assert_eq!(changed_between(uri, table, 2, 5), None, "before the log");
+        write.finish(5);
+        assert_eq!(changed_between(uri, table, 4, 5), Some(keys(&["b.py"])));
+        assert_eq!(changed_between(uri, table, 5, 6), None, "nothing pending: 5 → 6 is unknown");
+        let failed = begin(uri, table, 5, ["c.py"]);
+        drop(failed);
+        assert_eq!(changed_between(uri, table, 5, 6), None, "a failed write logs nothing");
+        assert_eq!(changed_between(uri, table, 3, 5), Some(keys(&["a.py", "b.py"])));
     }
 
     #[test]

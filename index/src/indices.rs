@@ -2,8 +2,10 @@
 //! first build, the folds of new rows into it and the merges of its segments) and the B-tree
 //! indexes on `embed_key` and `path`.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
+use lance::index::DatasetIndexExt;
 use lancedb::index::scalar::FtsIndexBuilder;
 use lancedb::index::Index as LanceIndex;
 use lancedb::table::{OptimizeAction, OptimizeOptions};
@@ -25,7 +27,8 @@ pub const MAX_FTS_SEGMENTS: usize = 3;
 /// before it, never into the base, so a merge rewrites only what the stream wrote since the last
 /// maintenance pass)…
 pub const FTS_SEGMENTS_MERGED: usize = 2;
-/// …when they hold about this many rows at most (a merge's memory grows with its rows).
+/// …when they hold at most this many rows, with the rows not folded yet (a merge's memory
+/// grows with its rows; [`Index::fts_merge_rows`]).
 pub const MAX_FTS_MERGE_ROWS: usize = 64_000;
 /// A maintenance pass merges every full-text segment into one when the index holds at most
 /// this many rows. Queries visit every segment: on 255k chunks in 25 segments a 4-term query
@@ -99,8 +102,10 @@ impl Index {
         // A merge holds the merged segments' postings in memory: only small segments are
         // merged (the many little ones a daemon's folds leave), never the big ones a huge
         // streamed file leaves — there, more segments beat memory growing with the file.
-        let merged_rows = rows / segments.max(1) * FTS_SEGMENTS_MERGED;
-        let merging = segments >= MAX_FTS_SEGMENTS && merged_rows <= MAX_FTS_MERGE_ROWS;
+        let merging = segments >= MAX_FTS_SEGMENTS && {
+            let estimated = || rows / segments.max(1) * FTS_SEGMENTS_MERGED;
+            self.fts_merge_rows().await.ok().flatten().unwrap_or_else(estimated) <= MAX_FTS_MERGE_ROWS
+        };
         let options = if merging { OptimizeOptions::merge(FTS_SEGMENTS_MERGED) } else { OptimizeOptions::append() };
         let fold = async { self.table.optimize(OptimizeAction::Index(options)).await.map_err(|e| self.lance(e)) };
         self.logged(std::iter::empty(), fold).await?;
@@ -120,6 +125,30 @@ impl Index {
     async fn fts_layout(&self) -> Result<Option<(usize, usize)>, IndexError> {
         let stats = self.table.index_stats(FTS_INDEX).await.map_err(|e| self.lance(e))?;
         Ok(stats.map(|s| (s.num_indices.unwrap_or(1) as usize, s.num_indexed_rows)))
+    }
+
+    /// Rows a merge of the latest [`FTS_SEGMENTS_MERGED`] full-text segments would fold: those
+    /// of the fragments the merged segments cover and of the fragments no segment covers yet —
+    /// not the table's base segment, however large (`None` when a segment does not record the
+    /// fragments it covers, or before the index exists).
+    pub(crate) async fn fts_merge_rows(&self) -> Result<Option<usize>, IndexError> {
+        let dataset = self.dataset().await?;
+        let segments = dataset.load_indices_by_name(FTS_INDEX).await.map_err(|e| self.lance(e.into()))?;
+        if segments.is_empty() {
+            return Ok(None);
+        }
+        let first_merged = segments.len().saturating_sub(FTS_SEGMENTS_MERGED);
+        let (mut covered, mut merged) = (HashSet::new(), HashSet::new());
+        for (i, segment) in segments.iter().enumerate() {
+            let Some(fragments) = &segment.fragment_bitmap else { return Ok(None) };
+            covered.extend(fragments.iter());
+            if i >= first_merged {
+                merged.extend(fragments.iter());
+            }
+        }
+        let folded = |id: u32| merged.contains(&id) || !covered.contains(&id);
+        let fragments = dataset.fragments().iter().filter(|f| u32::try_from(f.id).is_ok_and(folded));
+        Ok(Some(fragments.map(|f| f.physical_rows.unwrap_or(0)).sum()))
     }
 
     /// Segments of the full-text index (0 before it exists).

@@ -450,5 +450,14 @@ mod tests {
         let streamed = |h: &&crate::record::Hit| h.chunk_id[1..].parse::<usize>().is_ok_and(|i| i < 1000);
         let found = hits.iter().filter(|h| h.content.ends_with("topic3")).filter(streamed).count();
         assert_eq!(found, 9, "rows 3, 8, …, 43 are found through the index");
+        // At three segments the next fold merges the latest two: the stream's rows, not the
+        // base's (a table of any size keeps merging what a stream adds).
+        if index.fts_segments().await.unwrap() < crate::indices::MAX_FTS_SEGMENTS {
+            index.commit(CommitBatch { rows: vec![row(49)], ..Default::default() }).await.unwrap();
+            index.optimize_indices().await.unwrap();
+        }
+        assert_eq!(index.fts_segments().await.unwrap(), crate::indices::MAX_FTS_SEGMENTS);
+        let merged = index.fts_merge_rows().await.unwrap().expect("the segments record their fragments");
+        assert!((1..=49).contains(&merged), "the next merge would fold {merged} rows");
     }
 }

@@ -40,7 +40,8 @@
 //! holding a slot ([`AnswerCache::get`]) computes it too. An answer with fewer than `k` results
 //! is not carried (a changed file that matches joins it for sure). Where the log cannot tell (a
 //! reader process, a write this process did not log such as a vector-index build, ref overlays
-//! moving) nothing is carried: the new version starts empty as before. While an agent edits a
+//! moving) nothing is carried: the new version starts empty as before
+//! (`ctxd_query_answer_cache_uncarried_total` counts those versions). While an agent edits a
 //! few files, the questions about other files stay a lookup (measured: `benches/load.py`,
 //! BENCHMARKS.md#while-the-writer-edits-answers-carried-across-commits).
 //!
@@ -163,6 +164,12 @@ fn carry(old: &Generation, new: &mut Generation) {
         return;
     }
     let Some(changed) = ctxd_index::changes::changed_between(&to.database, &to.table, from.version, to.version) else {
+        metrics::counter!(m::ANSWER_CACHE_UNCARRIED_TOTAL).increment(1);
+        tracing::debug!(
+            from = from.version,
+            to = to.version,
+            "the change log cannot tell what changed: no answer carried"
+        );
         return;
     };
     let now = Instant::now();

@@ -27,6 +27,9 @@ pub const ANSWER_CACHE_STALE_HITS_TOTAL: &str = "ctxd_query_answer_cache_stale_h
 pub const ANSWER_CACHE_CARRIED_HITS_TOTAL: &str = "ctxd_query_answer_cache_carried_hits_total";
 /// Counter: answers carried to a later index version (one per answer and version reached).
 pub const ANSWER_CACHE_CARRIED_TOTAL: &str = "ctxd_query_answer_cache_carried_total";
+/// Counter: later index versions the answers could not be carried to (the change log could not
+/// tell which files the commits in between changed: every question is computed again).
+pub const ANSWER_CACHE_UNCARRIED_TOTAL: &str = "ctxd_query_answer_cache_uncarried_total";
 /// Counter: searches that waited for the same question's computation by another request.
 pub const ANSWER_CACHE_JOINED_TOTAL: &str = "ctxd_query_answer_cache_joined_total";
 /// Counter: stale and carried answers' questions computed again in the background.
@@ -34,6 +37,9 @@ pub const ANSWER_CACHE_REVALIDATIONS_TOTAL: &str = "ctxd_query_answer_cache_reva
 /// Gauge: answers the answer cache keeps now, every generation together (bounded by
 /// `answers::ANSWER_CACHE_ENTRIES`).
 pub const ANSWER_CACHE_ANSWERS: &str = "ctxd_query_answer_cache_answers";
+/// Histogram: seconds a rebuild of the latest version's path vocabulary took (a scan of every
+/// indexed path, once per changed version and at most every few seconds; queries do not wait for it).
+pub const VOCAB_BUILD_SECONDS: &str = "ctxd_query_vocab_build_duration_seconds";
 /// Counter: searches computed (answer cache misses).
 pub const ANSWER_CACHE_MISSES_TOTAL: &str = "ctxd_query_answer_cache_misses_total";
 
@@ -50,6 +56,7 @@ pub fn describe() {
     metrics::counter!(ANSWER_CACHE_HITS_TOTAL).increment(0);
     metrics::counter!(ANSWER_CACHE_STALE_HITS_TOTAL).increment(0);
     metrics::counter!(ANSWER_CACHE_JOINED_TOTAL).increment(0);
+    metrics::counter!(ANSWER_CACHE_UNCARRIED_TOTAL).increment(0);
     metrics::counter!(ANSWER_CACHE_REVALIDATIONS_TOTAL).increment(0);
     metrics::counter!(ANSWER_CACHE_MISSES_TOTAL).increment(0);
     metrics::describe_histogram!(
@@ -89,6 +96,10 @@ pub fn describe() {
         "Answers carried to a later index version because its commits changed none of the files they answer with."
     );
     metrics::describe_counter!(
+        ANSWER_CACHE_UNCARRIED_TOTAL,
+        "Later index versions no answer could be carried to, because the change log could not tell which files the commits in between changed."
+    );
+    metrics::describe_counter!(
         ANSWER_CACHE_JOINED_TOTAL,
         "Searches that waited, without a slot, for another request computing the same question at the same version."
     );
@@ -97,5 +108,9 @@ pub fn describe() {
         "Questions answered stale while busy, or from a carried answer, computed again at the latest version in the background."
     );
     metrics::describe_counter!(ANSWER_CACHE_MISSES_TOTAL, "Searches computed (answer cache misses).");
+    metrics::describe_histogram!(
+        VOCAB_BUILD_SECONDS,
+        "Seconds a rebuild of the latest version's path vocabulary took (every indexed path scanned; queries go on with the previous one)."
+    );
     metrics::describe_gauge!(ANSWER_CACHE_ANSWERS, "Answers the answer cache keeps now, every generation together.");
 }

@@ -64,7 +64,10 @@ impl Vocab {
 /// as the retriever keeps views open).
 #[derive(Default)]
 pub(super) struct Vocabs {
-    latest: tokio::sync::Mutex<Option<(Instant, Arc<Vocab>)>>,
+    latest: std::sync::Mutex<Option<(Instant, Arc<Vocab>)>>,
+    /// One check (and rebuild) of the latest version at a time: while one query checks, the
+    /// others answer with the vocabulary they have.
+    checking: tokio::sync::Mutex<()>,
     snapshots: tokio::sync::Mutex<Vec<(u64, SnapshotVocab)>>,
 }
 
@@ -73,21 +76,39 @@ type SnapshotVocab = Arc<tokio::sync::OnceCell<Arc<Vocab>>>;
 
 impl Vocabs {
     /// Indexed paths and folder names of the latest version of `index` (cached for a few
-    /// seconds).
+    /// seconds). Once the cached one is older than [`VOCAB_TTL`], one query checks the version
+    /// (and rebuilds it, a scan of every path, when the index changed) while the others go on
+    /// with the cached one: a stream of commits never holds every query behind a rebuild.
     pub(super) async fn latest(&self, index: &Index) -> Result<Arc<Vocab>, SearchError> {
-        let mut cache = self.latest.lock().await;
-        if let Some((checked, v)) = cache.as_mut() {
-            if checked.elapsed() < VOCAB_TTL {
-                return Ok(v.clone());
-            }
-            if index.version().await? == v.version {
-                *checked = Instant::now();
+        let _checking = match (self.cached(), self.checking.try_lock()) {
+            (Some((at, v)), _) if at.elapsed() < VOCAB_TTL => return Ok(v),
+            (Some((_, v)), Err(_)) => return Ok(v),
+            (_, Ok(guard)) => guard,
+            (None, Err(_)) => self.checking.lock().await,
+        };
+        let cached = self.cached();
+        if let Some((at, v)) = &cached {
+            if at.elapsed() < VOCAB_TTL {
+                // Built by the query this one waited for (the first ever).
                 return Ok(v.clone());
             }
         }
-        let v = Arc::new(Vocab::build(index).await?);
-        *cache = Some((Instant::now(), v.clone()));
+        let version = index.version().await?;
+        let v = match cached {
+            Some((_, v)) if v.version == version => v,
+            _ => {
+                let started = Instant::now();
+                let v = Arc::new(Vocab::build(index).await?);
+                metrics::histogram!(crate::metrics::VOCAB_BUILD_SECONDS).record(started.elapsed().as_secs_f64());
+                v
+            }
+        };
+        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), v.clone()));
         Ok(v)
+    }
+
+    fn cached(&self) -> Option<(Instant, Arc<Vocab>)> {
+        self.latest.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The vocabulary of `snapshot`, the view of version `version` (built once).
@@ -106,5 +127,51 @@ impl Vocabs {
         };
         let build = || async { Ok::<_, SearchError>(Arc::new(Vocab::build(snapshot).await?)) };
         Ok(cell.get_or_try_init(build).await?.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctxd_index::{record::Chunk, schema::ChunkRow, writer::CommitBatch};
+
+    fn file(path: &str) -> CommitBatch {
+        let chunk = Chunk { chunk_id: path.into(), path: path.into(), content: "x".into(), ..Chunk::default() };
+        let row =
+            ChunkRow { chunk, embed_key: path.into(), file_hash: path.into(), vector: vec![1.0; 4], model: "m".into() };
+        CommitBatch { rows: vec![row], ..Default::default() }
+    }
+
+    /// Makes the cached vocabulary older than the TTL.
+    fn age(vocabs: &Vocabs) {
+        let mut latest = vocabs.latest.lock().unwrap();
+        let at = &mut latest.as_mut().expect("a vocabulary is cached").0;
+        *at = Instant::now().checked_sub(VOCAB_TTL * 2).expect("the clock is past the TTL");
+    }
+
+    #[tokio::test]
+    async fn a_stale_vocabulary_is_checked_by_one_query_while_the_others_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open_or_create(&dir.path().join("db").to_string_lossy(), "m", 4).await.unwrap();
+        index.commit(file("app/a.py")).await.unwrap();
+        let vocabs = Vocabs::default();
+        let first = vocabs.latest(&index).await.unwrap();
+        assert_eq!(first.paths, ["app/a.py"]);
+        assert!(first.modules.contains("app"));
+
+        index.commit(file("tools/b.py")).await.unwrap();
+        assert!(Arc::ptr_eq(&vocabs.latest(&index).await.unwrap(), &first), "trusted within the TTL");
+        age(&vocabs);
+        let checking = vocabs.checking.try_lock().unwrap();
+        let at_once = tokio::time::timeout(Duration::from_secs(5), vocabs.latest(&index)).await;
+        let stale = at_once.expect("while another query checks, the others do not wait").unwrap();
+        assert!(Arc::ptr_eq(&stale, &first), "the cached one answers");
+        drop(checking);
+        let second = vocabs.latest(&index).await.unwrap();
+        assert_eq!(second.paths, ["app/a.py", "tools/b.py"], "the next query rebuilds it");
+        assert!(second.modules.contains("tools"));
+
+        age(&vocabs);
+        assert!(Arc::ptr_eq(&vocabs.latest(&index).await.unwrap(), &second), "an unchanged version keeps it");
     }
 }
