@@ -143,7 +143,9 @@ impl Generation {
     /// with one spare fewer (a counting CLOCK), so a stream of one-off questions does not push
     /// out the ones asked again and again. False when empty.
     fn evict_one(&mut self, spare_served: bool) -> bool {
-        for _ in 0..=self.order.len() {
+        // Every pass over the order takes a spare from each answer it passes over, so one of
+        // at most MAX_SPARES + 1 passes evicts.
+        for _ in 0..=(MAX_SPARES as usize + 1) * self.order.len() {
             let Some(key) = self.order.pop_front() else { return false };
             match self.answers.get_mut(&key) {
                 Some(kept) if spare_served && kept.spares > 0 => {
@@ -558,6 +560,18 @@ mod tests {
         assert!(cache.get(&at(1), "q0", false).is_some(), "asked again and again: still kept");
         assert!(cache.get(&at(1), "once0", false).is_none(), "asked twice: gone after one cache-full");
         assert_eq!(cache.len(), ANSWER_CACHE_ENTRIES);
+        // Every answer kept served as often as counted: the bound still holds, and what goes is
+        // the newest answer, not served yet (as in a plain CLOCK when every bit is set).
+        let keys: Vec<String> = (0..2 * ANSWER_CACHE_ENTRIES).map(|i| format!("later{i}")).collect();
+        for key in &keys {
+            for _ in 0..MAX_SPARES {
+                cache.get(&at(1), key, false);
+            }
+        }
+        cache.put(&at(1), "one more".into(), answer.clone(), true, None);
+        assert_eq!(cache.len(), ANSWER_CACHE_ENTRIES, "one answer went, though every other one had spares");
+        assert!(cache.get(&at(1), "one more", false).is_none());
+        assert!(cache.get(&at(1), &keys[keys.len() - 1], false).is_some());
     }
 
     #[test]
