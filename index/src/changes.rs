@@ -14,10 +14,9 @@
 //! this process lands in between, so a span's versions are all its own. The write is logged as
 //! **pending** before it starts (its version before it and its paths), because its new version
 //! is readable the moment it commits, before the write returns and its span is logged: a query
-//! that reads the new version in that moment learns from the pending write what changed (under
-//! 50 clients of repeated questions, queries came in that moment often enough that the answer
-//! cache carried nothing across some commits and computed every question again). Only its
-//! own paths can have changed then: an index build outside the turn moves no file's rows.
+//! that reads the new version in that moment learns from the pending write what changed (without
+//! it, the answer cache would carry nothing to that version and compute every question again).
+//! Only its own paths can have changed then: an index build outside the turn moves no file's rows.
 //! [`changed_between`] joins the spans from one version to another and answers `None` where one is missing:
 //! a write this process did not log (building the vector index, which does not take the turn),
 //! another process's write (a reader never writes; a second writer is refused by the lease),
@@ -80,18 +79,7 @@ pub fn path_key(path: &str) -> u64 {
 /// write made no version. [`Index`]'s own writes log themselves, in the database's turn; a
 /// write through [`Index::table`] is not logged, so the versions it makes read as unknown.
 pub fn record<'a>(uri: &str, table: &str, from: u64, to: u64, paths: impl IntoIterator<Item = &'a str>) {
-    let paths = keys(paths);
-    with_log(uri, table, |log| log_span(log, from, to, paths));
-}
-
-fn log_span(log: &mut TableLog, from: u64, to: u64, paths: Vec<u64>) {
-    if to <= from {
-        return;
-    }
-    log.spans.push_back(Span { from, to, paths });
-    while log.spans.len() > SPANS_KEPT {
-        log.spans.pop_front();
-    }
+    begin(uri, table, from, paths).finish(to);
 }
 
 /// Logs that a write of `table` starting at version `from` is changing the rows of `paths`, until
@@ -112,10 +100,14 @@ pub struct Pending {
 impl Pending {
     /// The write ended at version `to`: its span is logged.
     pub fn finish(self, to: u64) {
-        with_log(&self.uri, &self.table, |log| {
-            if let Some((from, paths)) = log.pending.take() {
-                log_span(log, from, to, paths);
+        with_log(&self.uri, &self.table, |log| match log.pending.take() {
+            Some((from, paths)) if to > from => {
+                log.spans.push_back(Span { from, to, paths });
+                while log.spans.len() > SPANS_KEPT {
+                    log.spans.pop_front();
+                }
             }
+            _ => {}
         });
     }
 }
