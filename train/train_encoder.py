@@ -26,9 +26,18 @@ tokenizer, `model.safetensors`, `modules.json`, `1_Pooling/config.json` in the 6
 reads), a `training.json` of every option, the data counts, pairs/s, the validation curve and the
 chosen step, and a model card (`README.md`) naming the data, its licences and the figures.
 
-CPU path (this 2-core machine): `--device cpu --query-len 48 --doc-len 128 --batch 16
---max-pairs 20000 --time-budget 6000`; GPU path: `train/gpu-train.sh` (bf16, larger batches and
-windows), the same script.
+Large batches in small memory (`--mini-batch M`, gradient caching): the contrastive loss wants
+many in-batch negatives (MiniLM itself was trained with batches of over a thousand); a batch is
+encoded M texts at a time without gradients, the loss's gradient with respect to every vector is
+taken, and each piece is encoded again with gradients (dropout replayed), which gives the very
+update of the whole batch (`contrastive_step`). `--interpolate A,B` then also writes `wise-A`,
+`wise-B`: the chosen model's weights pulled back toward the base's (WiSE-FT), each judged on the
+validation pairs, for use where the training data's domain is narrower than the queries'.
+
+CPU path (this 2-core machine): `--device cpu --bf16 --query-len 48 --doc-len 128 --batch 64
+--mini-batch 32 --max-pairs 9000 --time-budget 2100` (bf16 only where the CPU has AMX or
+AVX512-BF16; without them bf16 autocast is slower than f32); GPU path: `train/gpu-train.sh` (bf16,
+larger batches and windows), the same script.
 """
 
 from __future__ import annotations
@@ -63,6 +72,8 @@ def parse_args(argv=None):
     p.add_argument("--filter-pool", type=int, default=200)
     p.add_argument("--ranks-cache", type=Path, default=None, help="the filter's base ranks (default: OUT/base_ranks.json)")
     p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--mini-batch", type=int, default=0,
+                   help="encode a batch in pieces of this many texts (gradient caching: a large batch in bounded memory; 0: whole)")
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--lr", type=float, default=3e-5)
     p.add_argument("--warmup", type=float, default=0.1, help="share of the steps")
@@ -76,6 +87,8 @@ def parse_args(argv=None):
     p.add_argument("--bf16", action="store_true", help="autocast to bf16 (GPU)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--interpolate", default="",
+                   help="also save OUT/wise-A for each A of a comma list: base·(1−A) + best·A (WiSE-FT), each judged on validation")
     p.add_argument("--steps", type=int, default=0, help="stop after this many steps (smoke tests)")
     return p.parse_args(argv)
 
@@ -211,6 +224,87 @@ def batches(pairs, args, rng):
         yield batch
 
 
+class ReplayedRandomness:
+    """The random state of a moment, replayed: gradient caching encodes each piece twice (first
+    without gradients, then with them), and dropout must drop the same units both times."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.cpu = torch.get_rng_state()
+        self.cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+
+    def __enter__(self):
+        self.saved = ReplayedRandomness(self.torch)
+        self.torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            self.torch.cuda.set_rng_state_all(self.cuda)
+
+    def __exit__(self, *exc):
+        self.torch.set_rng_state(self.saved.cpu)
+        if self.saved.cuda is not None:
+            self.torch.cuda.set_rng_state_all(self.saved.cuda)
+
+
+def contrastive_step(enc, queries, docs, args):
+    """One batch's loss, its gradients accumulated on the model: each query against its positive
+    (`docs[i]`), the batch's other documents and the hard negatives after them. With
+    `--mini-batch M` (gradient caching, Gao et al. 2021) the texts are first encoded M at a time
+    without gradients, the loss's gradient with respect to each vector is taken, and each piece is
+    encoded again with gradients and given its vectors' gradient: the same update as the whole
+    batch at once, in the memory of M texts, for about a third more computation."""
+    torch = enc.torch
+    labels = torch.arange(len(queries))
+
+    def loss_of(q, d):
+        scores = q @ d.T * args.scale
+        return torch.nn.functional.cross_entropy(scores, labels.to(scores.device))
+
+    m = args.mini_batch
+    if not m or m >= len(queries) + len(docs):
+        loss = loss_of(enc.encode(queries, args.query_len), enc.encode(docs, args.doc_len))
+        loss.backward()
+        return loss
+    pieces = [(queries[s : s + m], args.query_len) for s in range(0, len(queries), m)]
+    pieces += [(docs[s : s + m], args.doc_len) for s in range(0, len(docs), m)]
+    states, vectors = [], []
+    with torch.no_grad():
+        for texts, length in pieces:
+            states.append(ReplayedRandomness(torch))
+            vectors.append(enc.encode(texts, length))
+    cached = [v.detach().requires_grad_() for v in vectors]
+    nq = -(-len(queries) // m)
+    loss = loss_of(torch.cat(cached[:nq]), torch.cat(cached[nq:]))
+    loss.backward()
+    for (texts, length), state, v in zip(pieces, states, cached):
+        with state:
+            (enc.encode(texts, length) * v.grad).sum().backward()
+    return loss.detach()
+
+
+def interpolate(base: Path, tuned: Path, alpha: float, out: Path):
+    """WiSE-FT (Wortsman et al. 2022): the tuned model's folder with every weight set to
+    base·(1−alpha) + tuned·alpha — a fine-tuned model pulled back toward the general one it came
+    from, which keeps more of what the base knew outside the training data's domain."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(tuned, out)
+    b, t = load_file(str(base / "model.safetensors")), load_file(str(tuned / "model.safetensors"))
+    def bare(name):  # one file may name a weight under the model's prefix, the other not
+        return name.split(".", 1)[1] if name.startswith(("bert.", "model.")) else name
+
+    b = {bare(k): v for k, v in b.items()}
+    mixed = {}
+    for name, w in t.items():
+        src = b.get(bare(name))
+        if src is None or src.shape != w.shape:
+            raise SystemExit(f"interpolate: {base} has no weight {name} of shape {tuple(w.shape)}: not the tuned model's base")
+        mixed[name] = (src.to(w.dtype) * (1 - alpha) + w * alpha).contiguous() if w.is_floating_point() else w
+    save_file(mixed, str(out / "model.safetensors"), metadata={"format": "pt"})
+
+
 def train(args):
     import torch
 
@@ -245,12 +339,12 @@ def train(args):
         opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(total - warm, 1)))
     )
 
-    def evaluate():
+    def evaluate(model=None):
         """The validation MRR@10 averaged over pair kinds (a docstring query — code search — counts
         as much as a commit message, however many of each there are), and each kind's."""
         if not validation:
             return 0.0, {}
-        ranks = candidate_ranks(enc, validation, args, 200)
+        ranks = candidate_ranks(model or enc, validation, args, 200)
         by_kind = defaultdict(list)
         for pair, rank in zip(validation, ranks):
             by_kind[pair["kind"]].append(rank)
@@ -288,12 +382,7 @@ def train(args):
                 negs = p.get("negatives", [])[:]
                 rng.shuffle(negs)
                 docs.extend(negs[: args.hard_negatives])
-            q = enc.encode(queries, args.query_len)
-            d = enc.encode(docs, args.doc_len)
-            scores = q @ d.T * args.scale
-            labels = torch.arange(len(batch), device=scores.device)
-            loss = torch.nn.functional.cross_entropy(scores, labels)
-            loss.backward()
+            loss = contrastive_step(enc, queries, docs, args)
             torch.nn.utils.clip_grad_norm_(enc.model.parameters(), 1.0)
             opt.step()
             sched.step()
@@ -323,6 +412,15 @@ def train(args):
         best_validation_mrr10=best,
         start_validation_mrr10=curve[0]["validation_mrr10"],
     )
+    wise = {}
+    for alpha in [float(a) for a in args.interpolate.split(",") if a]:
+        folder = args.out / f"wise-{alpha:g}"
+        interpolate(args.base, best_dir, alpha, folder)
+        m, kinds = evaluate(Encoder(folder, args.device, args.bf16))
+        wise[f"{alpha:g}"] = {"validation_mrr10": m, "by_kind": kinds}
+        print(f"wise-{alpha:g}: validation MRR@10 {m:.4f} {kinds}", file=sys.stderr)
+    if wise:
+        report["interpolated"] = wise
     (args.out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k != "curve"}), file=sys.stderr)
     return report
