@@ -84,7 +84,7 @@ def parse_args(argv=None):
     p.add_argument("--eval-pairs", type=int, default=1500)
     p.add_argument("--patience", type=int, default=4)
     p.add_argument("--time-budget", type=float, default=0.0, help="seconds of training at most (0: none)")
-    p.add_argument("--bf16", action="store_true", help="autocast to bf16 (GPU)")
+    p.add_argument("--bf16", action="store_true", help="autocast to bf16 (a GPU, or a CPU with AMX or AVX512-BF16)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--interpolate", default="",
