@@ -76,6 +76,11 @@ if (( $# == 0 )); then
     # The training-pair miner (train/mine_pairs.py) on a fixture repository, through this build's
     # `ctxd chunk`.
     CTXD_BIN="$CARGO_TARGET_DIR/debug/ctxd" python3 -m unittest train/test_mine_pairs.py
+    # The trainer's gradient caching and weight interpolation on the real default model, with the
+    # training venv's torch where it is installed (train/README.md); each test says it skipped without.
+    train_python="$cache/ctxd/train-venv/bin/python"
+    [[ -x "$train_python" ]] || train_python=python3
+    "$train_python" -m unittest -v train/test_train_encoder.py
     # The Kubernetes manifests against the Kubernetes schemas (kubernetes-validate from PyPI),
     # their config with this build's `ctxd config validate`.
     CTXD_BIN="$CARGO_TARGET_DIR/debug/ctxd" scripts/validate-k8s.sh

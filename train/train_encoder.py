@@ -292,6 +292,7 @@ def interpolate(base: Path, tuned: Path, alpha: float, out: Path):
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(tuned, out)
     b, t = load_file(str(base / "model.safetensors")), load_file(str(tuned / "model.safetensors"))
+
     def bare(name):  # one file may name a weight under the model's prefix, the other not
         return name.split(".", 1)[1] if name.startswith(("bert.", "model.")) else name
 
