@@ -31,7 +31,7 @@ chunks, symbols and graph), so tuning runs and ablations cost queries only.
 
 Queries: `--mode locate` (default): `ctxd locate - --db DB --k K --json [--without a,b]`, issue text
 on stdin, ranking = `files[].path`. `--mode search` (baseline): `ctxd search -- TEXT --db DB --k 50
---json` with the text cut to 8000 bytes, ranking = files in order of their best chunk. `--mode context
+--json --mode M` (`--search-mode`, routed unless named: `vector` judges the embedding model alone) with the text cut to 8000 bytes, ranking = files in order of their best chunk. `--mode context
 --budget B`: `ctxd context -- TEXT --budget B --json` (text cut to 8000 bytes), ranking = the files of
 the packed blocks in relevance order; the report adds `in context` (all gold files somewhere in the
 context), `R ctx` (their mean share) and mean tokens used. A query that
@@ -45,7 +45,7 @@ among the first k definitions the answer lists (files in rank order, each file's
 MRR on the issues whose fix touches a file changed in the 30 days before the base commit against the
 others (where the history signals should help).
 
-    python3 benches/localization.py --ctxd BIN [--mode locate|search|context] [--budget B] [--assembly A] [--no-skeletons] [--ablate sig1,sig2]
+    python3 benches/localization.py --ctxd BIN [--mode locate|search|context] [--search-mode vector] [--budget B] [--assembly A] [--no-skeletons] [--ablate sig1,sig2]
         [--without sig] [--locate-model fitted|hand] [--repo owner/name] [--limit N] [--per-repo N] [--max-repo-mb MB] [--fresh] [--reuse] [--json OUT]
 """
 import argparse, collections, json, os, re, shutil, subprocess, sys, time
@@ -181,17 +181,18 @@ def query(args, db, tree, text, without, commit):
             cmd += ["--locate-model", args.locate_model]
         if args.features and not without:
             cmd += ["--features", str(args.features)]
+        cmd += model_flags(args)
         stdin = text
     else:
         cut = text.encode()[:8000].decode("utf-8", "ignore")
         if args.mode == "search":
-            cmd = [args.ctxd, "search", "--db", db, "--k", str(max(50, args.k)), "--json", "--as-of", tag_of(commit)]
+            cmd = [args.ctxd, "search", "--db", db, "--k", str(max(50, args.k)), "--json", "--as-of", tag_of(commit),
+                   "--mode", args.search_mode]
         else:
             cmd = [args.ctxd, "context", "--db", db, "--budget", str(args.budget), "--json", "--as-of", tag_of(commit),
                    "--assembly", args.assembly] + (["--no-skeletons"] if args.no_skeletons else [])
-        cmd += ["--", cut]
+        cmd += model_flags(args) + ["--", cut]  # flags before the `--` that ends them
         stdin = None
-    cmd += model_flags(args)
     try:
         r = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
@@ -272,6 +273,8 @@ def main():
     ap.add_argument("--work", default=os.path.expanduser("~/.cache/ctxd/loc"))
     ap.add_argument("--mirrors", default="/work/.mirror")
     ap.add_argument("--mode", choices=("locate", "search", "context"), default="locate")
+    ap.add_argument("--search-mode", default="routed", choices=("routed", "hybrid", "vector", "bm25"),
+                    help="--mode search: the search's own mode (vector: the embedding model alone, dense-only)")
     ap.add_argument("--budget", type=int, default=8000, help="--mode context: the token budget")
     ap.add_argument("--assembly", default="auto", help="--mode context: auto, balanced, hierarchical, sequential or thematic")
     ap.add_argument("--no-skeletons", action="store_true", help="--mode context: whole blocks only (the assembly before skeletons)")
@@ -394,7 +397,8 @@ def main():
               f"absent {sum(l['absent'] for l in logs)}, failed {sum(1 for l in logs if l['rc'])}")
     cols = COLS + {"context": CONTEXT_COLS, "locate": FN_COLS}.get(args.mode, ())
     budget = f", budget {args.budget}" if args.mode == "context" else ""
-    print(f"\n### {args.mode} (k={args.k}{budget}, {len(issues)} issues)\n")
+    how = f" {args.search_mode}" if args.mode == "search" else ""
+    print(f"\n### {args.mode}{how} (k={args.k}{budget}, {len(issues)} issues)\n")
     print("| run | n | " + " | ".join(cols) + " | failures |")
     print("|---|" + "---|" * (len(cols) + 2))
     report = {"mode": args.mode, "ctxd": args.ctxd, "index": index_log, "runs": {}}
