@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Tests of train_encoder.py's gradient caching and weight interpolation on the real default model.
+"""Tests of train_encoder.py's gradient caching and weight interpolation on the real default model,
+and of its search-box form of a docstring query (`short_query`, plain Python).
 
-They need torch and sentence-transformers (the training venv, train/README.md) and the default
+The model tests need torch and sentence-transformers (the training venv, train/README.md) and the default
 model's folder (scripts/setup.sh); where either is missing each test says it skipped and why.
 
     ~/.cache/ctxd/train-venv/bin/python -m unittest train/test_train_encoder.py
@@ -32,6 +33,18 @@ DOCS = [
     "class A:\n    pass",
     "x = 1",
 ]
+
+
+class ShortQueryTest(unittest.TestCase):
+    def test_first_sentence_lower_case_without_full_stop(self):
+        self.assertEqual(te.short_query("Return the number of nodes.  Counts self-loops once."), "return the number of nodes")
+        self.assertEqual(te.short_query("Parse the header\nof a file."), "parse the header")
+        self.assertEqual(te.short_query("Version 1.2 of the API: what it reads!"), "version 1.2 of the api: what it reads")
+
+    def test_cut_to_at_most_max_words(self):
+        long = "Returns the pointwise entropy over the possible states at each position in the chain."
+        self.assertEqual(te.short_query(long).split(), long.lower().split()[:12])
+        self.assertEqual(te.short_query(long, max_words=3), "returns the pointwise")
 
 
 @unittest.skipIf(MISSING, f"skipped: {MISSING}")

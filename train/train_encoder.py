@@ -49,6 +49,7 @@ import lzma
 import math
 import os
 import random
+import re
 import sys
 import time
 from collections import defaultdict, deque
@@ -89,6 +90,8 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--interpolate", default="",
                    help="also save OUT/wise-A for each A of a comma list: base·(1−A) + best·A (WiSE-FT), each judged on validation")
+    p.add_argument("--short-queries", action="store_true",
+                   help="train docstring pairs on a search-box form of their query (short_query); validation unchanged")
     p.add_argument("--steps", type=int, default=0, help="stop after this many steps (smoke tests)")
     return p.parse_args(argv)
 
@@ -104,6 +107,15 @@ def read_pairs(path: Path, kinds: set[str]):
                 continue
             (validation if pair.get("split") == "validation" else train).append(pair)
     return train, validation
+
+
+def short_query(doc: str, max_words: int = 12) -> str:
+    """A docstring's first sentence as someone would type it into a search box: lower case, no
+    closing full stop, at most `max_words` words ("Return the number of nodes in the graph." →
+    "return the number of nodes in the graph")."""
+    first = re.split(r"(?<=[.!?])\s|\n", doc.strip(), maxsplit=1)[0]
+    words = first.rstrip(".!?:; ").lower().split()
+    return " ".join(words[:max_words])
 
 
 class Encoder:
@@ -315,6 +327,10 @@ def train(args):
         torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     train_pairs, validation = read_pairs(args.pairs, set(args.kinds.split(",")))
+    if args.short_queries:
+        for p in train_pairs:
+            if p["kind"] == "docstring":
+                p["query"] = short_query(p["query"]) or p["query"]
     enc = Encoder(args.base, args.device, args.bf16)
     report = {"options": {k: str(v) for k, v in vars(args).items()}, "pairs_read": len(train_pairs)}
     if args.filter_k:
