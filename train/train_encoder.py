@@ -204,7 +204,7 @@ def mrr_at_10(ranks):
 def consistency_filter(enc, pairs, args):
     cache = args.ranks_cache or args.out / "base_ranks.json"
     key = ":".join(str(v) for v in (args.pairs, os.path.getsize(args.pairs), args.filter_pool, len(pairs),
-                                    args.base, args.query_len, args.doc_len, args.kinds))
+                                    args.base, args.query_len, args.doc_len, args.kinds, args.short_queries))
     if cache.is_file() and json.loads(cache.read_text()).get("key") == key:
         ranks = json.loads(cache.read_text())["ranks"]
     else:
