@@ -42,6 +42,13 @@ fn check_pipeline_and_sources(cfg: &Config, errs: &mut Problems) {
             errs.add(&format!("pipeline.{name}.workers"), format!("pipeline.{name}.workers must be at least 1"));
         }
     }
+    if !(0..=19).contains(&p.writer_nice) {
+        let message = format!(
+            "pipeline.writer_nice must be between 0 (the writer at the queries' priority) and 19, not {}",
+            p.writer_nice
+        );
+        errs.add("pipeline.writer_nice", message);
+    }
     let src = &cfg.source;
     if src.stream_block_bytes < 4096 || src.stream_block_bytes > 1 << 30 {
         errs.add("source.stream_block_bytes", "source.stream_block_bytes must be between 4096 and 1073741824".into());

@@ -162,11 +162,12 @@ mod tests {
     #[test]
     fn all_semantic_errors_reported_together() {
         let text =
-            "[pipeline]\nload = { capacity = 0, workers = 0 }\n[server]\nlisten = \"nope\"\nrerank_depth = 500\n[model]\nindexing_share_percent = 0\n\
+            "[pipeline]\nload = { capacity = 0, workers = 0 }\nwriter_nice = 20\n[server]\nlisten = \"nope\"\nrerank_depth = 500\n[model]\nindexing_share_percent = 0\n\
              indexing_share_waiting_percent = 101\n";
         let err = Config::from_toml(text, Path::new("c.toml")).unwrap_err().to_string();
         assert!(err.contains("pipeline.load.capacity"), "{err}");
         assert!(err.contains("pipeline.load.workers"), "{err}");
+        assert!(err.contains("pipeline.writer_nice must be between 0"), "{err}");
         assert!(err.contains("server.listen"), "{err}");
         assert!(err.contains("server.rerank_depth must be at most 200"), "{err}");
         assert!(err.contains("model.indexing_share_percent must be between 1 and 100"), "{err}");

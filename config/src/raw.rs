@@ -197,6 +197,7 @@ pub(crate) struct RawPipeline {
     pub commit_max_rows: Key<usize>,
     pub commit_interval_ms: Key<u64>,
     pub drain_timeout_secs: Key<u64>,
+    pub writer_nice: Key<i32>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }

@@ -383,6 +383,10 @@ pub struct PipelineConfig {
     pub commit_interval_ms: u64,
     /// Time allowed to drain on SIGTERM before the process exits anyway.
     pub drain_timeout_secs: u64,
+    /// The nice value (0–19) of the daemon's writer threads: its stages, commits, full-text folds,
+    /// git reads and upkeep run on threads of their own at this lower priority, so that queries
+    /// beside it get the cores first. 0: the writer shares the queries' threads.
+    pub writer_nice: i32,
 }
 
 impl Default for PipelineConfig {
@@ -397,6 +401,7 @@ impl Default for PipelineConfig {
             commit_max_rows: 4096,
             commit_interval_ms: 1000,
             drain_timeout_secs: 60,
+            writer_nice: 10,
         }
     }
 }

@@ -318,6 +318,7 @@ fn pipeline(c: &mut Checker, cfg: &mut Config, raw: RawPipeline) {
     c.set(&mut out.commit_max_rows, p, "commit_max_rows", raw.commit_max_rows);
     c.set(&mut out.commit_interval_ms, p, "commit_interval_ms", raw.commit_interval_ms);
     c.set(&mut out.drain_timeout_secs, p, "drain_timeout_secs", raw.drain_timeout_secs);
+    c.set(&mut out.writer_nice, p, "writer_nice", raw.writer_nice);
     c.unknown(p, raw.unknown);
 }
 

@@ -22,6 +22,13 @@
 //!
 //! The limits are read when the first connection is opened: call [`set_cache_limits`]
 //! before opening any index (later calls return `false` and change nothing).
+//!
+//! Lance decodes and scores on a CPU pool of its own, shared by every table of the process,
+//! which starts a thread whenever all of its threads are busy and keeps each thread it starts
+//! for the life of the process. A thread inherits its creator's scheduling priority, so a pool
+//! thread first started by a lower-priority writer thread (`ctxd-pipeline`'s `writer_threads`)
+//! would stay at that priority for the queries too: [`start_cpu_threads`] starts all of them
+//! from the calling thread first.
 
 use std::sync::{Arc, OnceLock};
 
@@ -101,6 +108,26 @@ fn local_uri(uri: &str) -> String {
     std::path::absolute(uri).map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| uri.to_string())
 }
 
+/// Starts every thread of Lance's CPU pool now, from the calling thread (so at its priority):
+/// as many tasks as the pool has threads, each waiting until all have started. Returns the
+/// number of threads; a second call starts none (the pool keeps them).
+pub fn start_cpu_threads() -> usize {
+    static STARTED: OnceLock<usize> = OnceLock::new();
+    *STARTED.get_or_init(|| {
+        let n = lance_core::utils::tokio::get_num_compute_intensive_cpus();
+        let all_started = Arc::new(std::sync::Barrier::new(n));
+        for _ in 0..n {
+            let all_started = all_started.clone();
+            // The pool starts a thread at the call when none is idle; nothing waits on the task.
+            drop(lance_core::utils::tokio::spawn_cpu(move || {
+                all_started.wait();
+                Ok::<(), std::io::Error>(())
+            }));
+        }
+        n
+    })
+}
+
 /// A connection to the database at `uri`, opened with the shared session.
 pub(crate) async fn connect(uri: &str) -> Result<lancedb::Connection, crate::error::IndexError> {
     lancedb::connect(&local_uri(uri))
@@ -166,6 +193,13 @@ mod tests {
         let b = session();
         assert!(Arc::ptr_eq(&a, &b));
         assert!(!set_cache_limits(CacheLimits { index_bytes: 1, metadata_bytes: 1 }));
+    }
+
+    #[test]
+    fn lance_cpu_threads_start_from_the_caller_once() {
+        let n = start_cpu_threads();
+        assert!(n >= 1, "Lance's pool has at least one thread");
+        assert_eq!(start_cpu_threads(), n, "the second call starts nothing new");
     }
 
     #[tokio::test]

@@ -77,6 +77,8 @@ impl Pipeline {
     pub fn run(&self, follow: bool, shutdown: watch::Receiver<bool>) -> Result<Running, PipelineError> {
         let origins = self.open_origins()?;
         self.index.name_sources(self.cfg.has_named_sources());
+        // A daemon's tasks (everything spawned below, and what they spawn) on the writer's threads.
+        let _on_writer_threads = follow.then(|| crate::writer_threads::enter(self.cfg.pipeline.writer_nice)).flatten();
         let tracker = Tracker::default();
         let counters = Arc::new(Counters::default());
         let freshness = Arc::new(Freshness::default());

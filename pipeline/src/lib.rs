@@ -19,7 +19,8 @@
 //! `watch → load → chunk → embed → upsert` from a [`ctxd_config::Config`] and runs it one-shot
 //! (`ctxd index`) or as a daemon (`ctxd serve`); `source` drives the watcher or the object
 //! listing, `reconcile` removes what a completed start-up scan did not find; [`progress`] reads how
-//! far a run is (files, chunks, rates, time left).
+//! far a run is (files, chunks, rates, time left); `writer_threads` runs a daemon's pipeline on
+//! threads of its own at a lower priority than the queries (`[pipeline] writer_nice`).
 //!
 //! [`reembed`] re-embeds an index with another model into a second table and switches to it;
 //! `reembed::migrate` does so once for a table an older ctxd wrote; `reembed::shard` splits such a job over
@@ -40,3 +41,4 @@ pub mod stage_tasks;
 #[cfg(test)]
 mod testkit;
 pub mod trigger;
+mod writer_threads;
