@@ -20,7 +20,7 @@
 //!   exists.
 //!
 //! One runtime for the process, built at the first following pipeline with that pipeline's
-//! `writer_nice` (a reload that changes the value takes effect at the next start); a later
+//! `writer_nice` (a reload that sets another value above 0 keeps the running one until the daemon restarts); a later
 //! generation (a model switch, a reload of the sources) runs on the same threads. `writer_nice = 0`
 //! runs the pipeline on the caller's runtime, as before. One-shot runs (`ctxd index`) have no
 //! queries beside them and stay where they are called. The nice value is per thread on Linux
