@@ -59,16 +59,15 @@ pub fn enter(nice: i32) -> Option<EnterGuard<'static>> {
 
 fn build(nice: i32) -> Option<WriterRuntime> {
     ctxd_index::connection::start_cpu_threads();
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    // As many workers as the queries' runtime has (tokio's default: one per core).
     let built = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
         .thread_name("ctxd-writer")
         .on_thread_start(move || lower_this_thread(nice))
         .enable_all()
         .build();
     match built {
         Ok(runtime) => {
-            tracing::info!(nice, workers, "the writer's tasks run on threads of their own at a lower priority");
+            tracing::info!(nice, "the writer's tasks run on threads of their own at a lower priority");
             Some(WriterRuntime { runtime, nice })
         }
         Err(e) => {
