@@ -10,7 +10,7 @@
 #      in seconds) when the target directory is over CTXD_TARGET_MAX_GIB or the disk holding it has
 #      less than CTXD_TARGET_MIN_FREE_GIB free;
 #   2. if that is still not enough, removes the target directory whole (the next build is cold:
-#      about 11 minutes of the debug build on 2 cores, BENCHMARKS.md#build-times-and-the-package);
+#      11–30 minutes of the debug build on 2 cores, BENCHMARKS.md#build-times-and-the-package);
 #   3. if the disk is still short of CTXD_TARGET_MIN_FREE_GIB, says so — with what the link failure
 #      will look like — and goes on (the build may still fit).
 # Usage: scripts/target-space.sh TARGET_DIR
