@@ -540,6 +540,9 @@ def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=Non
         "server_query_p50_ms": None if srv50 is None else srv50 * 1000,
         "server_query_p99_ms": None if srv99 is None else srv99 * 1000,
         "reranks": int(rr_count),
+        # LanceDB's index cache (vector partitions, posting lists): a miss reads and decodes again.
+        "lance_index_cache_hits": int(delta(merged_b, merged_a, "ctxd_index_cache_hits_total", 'cache="index"')),
+        "lance_index_cache_misses": int(delta(merged_b, merged_a, "ctxd_index_cache_misses_total", 'cache="index"')),
         "commits": int(delta(merged_b, merged_a, "ctxd_index_commits_total")),
         "rows_inserted": int(delta(merged_b, merged_a, "ctxd_index_rows_inserted_total")),
         "freshness_p50_s": fresh50,
@@ -586,7 +589,9 @@ def print_row(r):
         f"carried answers seen by clients {r['carried_answers']} (carried_ms p50 {fmt_ms(r['carried_ms_p50'])}, max {fmt_ms(r['carried_ms_max'])}); "
         f"stale answers seen by clients {r['stale_answers']} (stale_ms p50 {fmt_ms(r['stale_ms_p50'])}, max {fmt_ms(r['stale_ms_max'])}); rejected by reason {r['rejected_by_reason'] or '{}'}; "
         f"queue waits {r['queue_waited']} (p50 {fmt_ms(r['queue_wait_p50_ms'])} ms, p99 {fmt_ms(r['queue_wait_p99_ms'])} ms); "
-        f"server query p50 {fmt_ms(r['server_query_p50_ms'])} ms p99 {fmt_ms(r['server_query_p99_ms'])} ms; reranks {r['reranks']}"
+        f"server query p50 {fmt_ms(r['server_query_p50_ms'])} ms p99 {fmt_ms(r['server_query_p99_ms'])} ms; reranks {r['reranks']}; "
+        f"Lance index cache hits {r['lance_index_cache_hits']} / misses {r['lance_index_cache_misses']} "
+        f"({r['lance_index_cache_misses'] / max(r['cache_misses'], 1):.1f} misses per computed answer)"
     )
     log(
         f"  max seen: queued {r['max_queued_seen']}, in flight {r['max_in_flight_seen']}; 503 answered in p50 {fmt_ms(r['r503_latency_p50_ms'])} ms; "

@@ -74,27 +74,39 @@ pub(crate) fn session() -> Arc<Session> {
         .clone()
 }
 
-/// Entries and bytes of one of the process-wide LanceDB caches.
+/// Entries and bytes of one of the process-wide LanceDB caches, and its lookups since the
+/// process started: a miss reads the entry from the table's files and decodes it again.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheUse {
     pub entries: usize,
     pub bytes: usize,
+    pub hits: u64,
+    pub misses: u64,
 }
 
-/// What the two LanceDB caches hold now (`None` before any index was opened), and exports it as
-/// [`crate::metrics::INDEX_CACHE_BYTES`] / [`crate::metrics::INDEX_CACHE_ENTRIES`] (label
-/// `cache`: `index` or `metadata`). Called every few seconds by the binary's metrics upkeep:
-/// how much of the process's memory is these caches filling up to their budgets.
+impl From<lance_core::cache::CacheStats> for CacheUse {
+    fn from(s: lance_core::cache::CacheStats) -> Self {
+        Self { entries: s.num_entries, bytes: s.size_bytes, hits: s.hits, misses: s.misses }
+    }
+}
+
+/// What the two LanceDB caches hold now and how their lookups went (`None` before any index was
+/// opened), exported as [`crate::metrics::INDEX_CACHE_BYTES`] / [`crate::metrics::INDEX_CACHE_ENTRIES`]
+/// and [`crate::metrics::INDEX_CACHE_HITS_TOTAL`] / [`crate::metrics::INDEX_CACHE_MISSES_TOTAL`]
+/// (label `cache`: `index` or `metadata`). Called every few seconds by the binary's metrics
+/// upkeep: how much of the process's memory is these caches filling up to their budgets, and
+/// whether a budget is too small for what the queries read (misses that keep coming).
 pub async fn cache_use() -> Option<[(&'static str, CacheUse); 2]> {
     let session = SESSION.get()?;
-    let (index, metadata) = (session.index_cache_stats().await, session.metadata_cache_stats().await);
     let used = [
-        ("index", CacheUse { entries: index.num_entries, bytes: index.size_bytes }),
-        ("metadata", CacheUse { entries: metadata.num_entries, bytes: metadata.size_bytes }),
+        ("index", CacheUse::from(session.index_cache_stats().await)),
+        ("metadata", CacheUse::from(session.metadata_cache_stats().await)),
     ];
     for (cache, u) in used {
         metrics::gauge!(crate::metrics::INDEX_CACHE_BYTES, "cache" => cache).set(u.bytes as f64);
         metrics::gauge!(crate::metrics::INDEX_CACHE_ENTRIES, "cache" => cache).set(u.entries as f64);
+        metrics::counter!(crate::metrics::INDEX_CACHE_HITS_TOTAL, "cache" => cache).absolute(u.hits);
+        metrics::counter!(crate::metrics::INDEX_CACHE_MISSES_TOTAL, "cache" => cache).absolute(u.misses);
     }
     Some(used)
 }
@@ -218,5 +230,15 @@ mod tests {
         let [(index, _), (metadata, used)] = cache_use().await.expect("a session exists once opened");
         assert_eq!((index, metadata), ("index", "metadata"));
         assert!(used.entries > 0 && used.bytes > 0, "the opened table's manifest is cached: {used:?}");
+        // Opened again, some of the same version's metadata comes from the cache (a table just
+        // created was cached by its writer, without a lookup: no hit or miss counted until now).
+        open_or_create_table(&conn, &[], "t", table.schema().await.unwrap())
+            .await
+            .unwrap()
+            .count_rows(None)
+            .await
+            .unwrap();
+        let [_, (_, again)] = cache_use().await.unwrap();
+        assert!(again.hits > used.hits, "the second open found metadata cached: {used:?} then {again:?}");
     }
 }

@@ -38,6 +38,12 @@ pub const READER_ERRORS_TOTAL: &str = "ctxd_index_reader_errors_total";
 pub const INDEX_CACHE_BYTES: &str = "ctxd_index_cache_bytes";
 /// Gauge: entries of LanceDB's process-wide caches, label cache (`index`, `metadata`).
 pub const INDEX_CACHE_ENTRIES: &str = "ctxd_index_cache_entries";
+/// Counter: lookups of LanceDB's process-wide caches that found their entry, label cache (`index`,
+/// `metadata`).
+pub const INDEX_CACHE_HITS_TOTAL: &str = "ctxd_index_cache_hits_total";
+/// Counter: lookups of LanceDB's process-wide caches that did not (the entry was then read from
+/// the table's files and decoded), label cache (`index`, `metadata`).
+pub const INDEX_CACHE_MISSES_TOTAL: &str = "ctxd_index_cache_misses_total";
 /// Counter: entries the index cache dropped because nobody read them while newer ones came in
 /// (superseded full-text segments, `index_cache.rs`).
 pub const INDEX_CACHE_EXPIRED_TOTAL: &str = "ctxd_index_cache_expired_entries_total";
@@ -83,6 +89,14 @@ pub fn describe() {
     metrics::describe_gauge!(
         INDEX_CACHE_ENTRIES,
         "Entries of LanceDB's process-wide caches, label cache (index, metadata)."
+    );
+    metrics::describe_counter!(
+        INDEX_CACHE_HITS_TOTAL,
+        "Lookups of LanceDB's process-wide caches that found their entry, label cache (index, metadata)."
+    );
+    metrics::describe_counter!(
+        INDEX_CACHE_MISSES_TOTAL,
+        "Lookups of LanceDB's process-wide caches that missed (the entry was read from the table's files and decoded), label cache (index, metadata)."
     );
     metrics::describe_counter!(
         INDEX_CACHE_EXPIRED_TOTAL,
