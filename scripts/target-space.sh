@@ -28,7 +28,13 @@ free_kib() {
     while [[ ! -e "$at" ]]; do at="$(dirname "$at")"; done
     df -Pk "$at" | awk 'NR == 2 { print $4 }'
 }
-size_kib() { [[ -d "$target" ]] && du -sk "$target" 2>/dev/null | awk '{ print $1 }' || echo 0; }
+# KiB the target directory holds (du's total even where it could not read everything: a file
+# vanishing under a build running beside this one).
+size_kib() {
+    local kib=""
+    [[ -d "$target" ]] && kib="$(du -sk "$target" 2>/dev/null | awk 'NR == 1 { print $1 }')" || true
+    echo "${kib:-0}"
+}
 short() { (( $(free_kib) < min_free_gib * 1024 * 1024 || $(size_kib) > max_gib * 1024 * 1024 )); }
 
 [[ -d "$target" ]] || exit 0
