@@ -22,30 +22,31 @@ min_free_gib="${CTXD_TARGET_MIN_FREE_GIB:-20}"
 max_gib="${CTXD_TARGET_MAX_GIB:-40}"
 
 gib() { echo $(( $1 / 1024 / 1024 )); }
-# Free KiB on the disk that holds the target directory (or would hold it).
-free_kib() {
-    local at="$target"
+# Measures, into `free` and `size`: the KiB free on the disk that holds the target directory (or
+# would hold it), and the KiB the directory holds (du's total even where it could not read
+# everything: a file vanishing under a build running beside this one). `short` says whether
+# the last measure is over a bound.
+measure() {
+    local at="$target" kib=""
     while [[ ! -e "$at" ]]; do at="$(dirname "$at")"; done
-    df -Pk "$at" | awk 'NR == 2 { print $4 }'
-}
-# KiB the target directory holds (du's total even where it could not read everything: a file
-# vanishing under a build running beside this one).
-size_kib() {
-    local kib=""
+    free="$(df -Pk "$at" | awk 'NR == 2 { print $4 }')"
     [[ -d "$target" ]] && kib="$(du -sk "$target" 2>/dev/null | awk 'NR == 1 { print $1 }')" || true
-    echo "${kib:-0}"
+    size="${kib:-0}"
 }
-short() { (( $(free_kib) < min_free_gib * 1024 * 1024 || $(size_kib) > max_gib * 1024 * 1024 )); }
+short() { (( free < min_free_gib * 1024 * 1024 || size > max_gib * 1024 * 1024 )); }
 
 [[ -d "$target" ]] || exit 0
+measure
 if short; then
-    echo "target-space: $target is $(gib "$(size_kib)") GiB with $(gib "$(free_kib)") GiB free on its disk (wanted: at most ${max_gib} GiB, at least ${min_free_gib} GiB free): removing its incremental caches" >&2
+    echo "target-space: $target is $(gib "$size") GiB with $(gib "$free") GiB free on its disk (wanted: at most ${max_gib} GiB, at least ${min_free_gib} GiB free): removing its incremental caches" >&2
     find "$target" -maxdepth 3 -type d -name incremental -prune -exec rm -rf {} +
+    measure
 fi
 if short; then
-    echo "target-space: still $(gib "$(size_kib)") GiB with $(gib "$(free_kib)") GiB free: removing $target whole (the next build is cold)" >&2
+    echo "target-space: still $(gib "$size") GiB with $(gib "$free") GiB free: removing $target whole (the next build is cold)" >&2
     rm -rf "$target"
+    measure
 fi
-if (( $(free_kib) < min_free_gib * 1024 * 1024 )); then
-    echo "target-space: only $(gib "$(free_kib)") GiB free on the disk of $target (a cold build and the tests want about ${min_free_gib} GiB); if a link fails with 'ld terminated with signal 7 [Bus error]', that is the disk filling: free space there or set CARGO_TARGET_DIR to a larger disk" >&2
+if (( free < min_free_gib * 1024 * 1024 )); then
+    echo "target-space: only $(gib "$free") GiB free on the disk of $target (a cold build and the tests want about ${min_free_gib} GiB); if a link fails with 'ld terminated with signal 7 [Bus error]', that is the disk filling: free space there or set CARGO_TARGET_DIR to a larger disk" >&2
 fi
