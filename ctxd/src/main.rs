@@ -50,13 +50,17 @@ fn quiet_openmp() {
 }
 
 /// LanceDB counts two of a machine's cores as reserved for I/O and computes on the rest, at
-/// least one: on 2–3 cores it builds full-text index segments with one worker. `ctxd index`
-/// waits for those folds (a streamed file's rows are merged and folded every 64,000 rows),
-/// so it lets LanceDB compute on every core unless `LANCE_CPU_THREADS` says otherwise: a 1 GB
-/// log on 2 cores took 225 s instead of 280 s. Read once by LanceDB; set while the process has
-/// one thread.
-fn index_on_every_core(command: &Command) {
-    if matches!(command, Command::Index { .. }) && std::env::var_os("LANCE_CPU_THREADS").is_none() {
+/// least one: on 2–3 cores its CPU pool has a single thread, which every read and write of the
+/// process shares. `ctxd index` waits for the full-text folds it runs there (a streamed file's rows
+/// are merged and folded every 64,000 rows): a 1 GB log on 2 cores took 225 s instead of 280 s with
+/// every core. A daemon's queries (their vector partition and BM25 searches) wait on that one
+/// thread behind the writer's encoding and folds while files change: on 2 cores, with the writer
+/// editing 20 files a second, a distinct question's p99 was 1.4–2.0 s with one thread and
+/// 0.84–0.94 s with two (BENCHMARKS.md, "Lance's CPU pool on two cores"). So every command lets
+/// LanceDB compute on every core unless `LANCE_CPU_THREADS` says otherwise. Read once by LanceDB;
+/// set while the process has one thread.
+fn lance_on_every_core() {
+    if std::env::var_os("LANCE_CPU_THREADS").is_none() {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         std::env::set_var("LANCE_CPU_THREADS", cores.to_string());
     }
@@ -65,7 +69,7 @@ fn index_on_every_core(command: &Command) {
 fn main() {
     quiet_openmp();
     let cli = cli::Cli::parse();
-    index_on_every_core(&cli.command);
+    lance_on_every_core();
     quiet_on_closed_pipe(&cli.command);
     let filter = tracing_subscriber::EnvFilter::try_from_env("CTXD_LOG").unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(if cli.verbose { "debug" } else { "info,lance=warn,lancedb=warn" })
