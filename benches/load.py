@@ -52,7 +52,7 @@ Scenarios (`--scenarios`, default `idle,ingest`):
 the answer cache serves them under load). Exit status 0 unless `ctxd index` fails (a daemon
 that dies or never gets ready is reported with its last log lines).
 """
-import argparse, http.client, json, math, os, random, shutil, signal, subprocess, sys, tempfile, threading, time
+import argparse, bisect, http.client, json, math, os, random, shutil, signal, subprocess, sys, tempfile, threading, time
 import urllib.error, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -309,6 +309,7 @@ class Stats:
         self.sent = 0
         self.reject_latencies = []
         self.timeline = []  # (monotonic time sent, seconds, HTTP status) of every answer
+        self.versions = []  # (monotonic time sent, seconds, index version) of every 200 answer
 
     def error(self, kind):
         with self.lock:
@@ -323,6 +324,7 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
     conn = None
     n = 0
     local_lat, local_routes, local_rej, local_stale, local_carried, local_timeline = [], {}, [], [], [], []
+    local_versions = []
     while time.monotonic() < deadline:
         q = order[n % len(order)]
         if mix == "unique":
@@ -361,6 +363,7 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
             try:
                 answer = json.loads(payload)
                 route = answer.get("route", "?")
+                local_versions.append((sent_at, dt, answer.get("version")))
                 if answer.get("stale_ms") is not None:
                     local_stale.append(answer["stale_ms"])
                 if answer.get("carried_ms") is not None:
@@ -393,6 +396,7 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
         stats.stale_ms.extend(local_stale)
         stats.carried_ms.extend(local_carried)
         stats.timeline.extend(local_timeline)
+        stats.versions.extend(local_versions)
         for r, c in local_routes.items():
             stats.routes[r] = stats.routes.get(r, 0) + c
 
@@ -431,6 +435,52 @@ def pct(sorted_vals, q):
     i = min(len(sorted_vals) - 1, max(0, math.ceil(q * len(sorted_vals)) - 1))
     return sorted_vals[i]
 
+
+AFTER_GIT_S = 3.0  # an answer sent this soon after the editor's git commit counts as "after a git commit"
+STALL_WINDOW_S = 1.0
+
+
+def tail_causes(versions, t0, git_times):
+    """Where an ingesting run's tail comes from. With a FIFO queue of ~50 requests a request's
+    latency is the time the ones ahead of it take, so the p99 is set by the run's worst dip in
+    throughput: the 1 s windows with the fewest completed answers (against the run's median window)
+    and how long after the editor's last git commit each began, and the latency of answers sent
+    within AFTER_GIT_S of a git commit against the rest. Empty without answers."""
+    done = sorted(sent + dt for sent, dt, _ in versions)
+    if not done:
+        return {}
+    git_times = sorted(git_times)
+
+    def since_git(t):
+        i = bisect.bisect_right(git_times, t)
+        return None if i == 0 else t - git_times[i - 1]
+
+    first, last = t0 + 2 * STALL_WINDOW_S, done[-1] - STALL_WINDOW_S
+    windows = []
+    t = first
+    while t + STALL_WINDOW_S <= last:
+        n = bisect.bisect_left(done, t + STALL_WINDOW_S) - bisect.bisect_left(done, t)
+        windows.append((n, t))
+        t += STALL_WINDOW_S
+    if not windows:
+        return {}
+    median = sorted(n for n, _ in windows)[len(windows) // 2]
+    worst = [
+        {"at_s": round(t - t0, 1), "answers": n, "since_git_s": None if since_git(t) is None else round(since_git(t), 1)}
+        for n, t in sorted(windows)[:3]
+    ]
+    after, other = [], []
+    for sent, dt, _ in versions:
+        g = since_git(sent)
+        (after if g is not None and g < AFTER_GIT_S else other).append(dt)
+    after.sort()
+    other.sort()
+    return {
+        "median_window_answers": median,
+        "worst_windows": worst,
+        "after_git": {"n": len(after), "p50_ms": pct(after, 0.5) * 1000, "p99_ms": pct(after, 0.99) * 1000},
+        "other": {"n": len(other), "p50_ms": pct(other, 0.5) * 1000, "p99_ms": pct(other, 0.99) * 1000},
+    }
 
 def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=None, clients=None, helper=None):
     """One run of `clients` (default `args.clients`) clients on `targets` (daemons' base URLs,
@@ -559,6 +609,7 @@ def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=Non
     }
     if side is not None:
         row.update(side())
+    row["tail"] = tail_causes(stats.versions, t0, row.get("git_commit_times", []))
     print_row(row)
     for d in daemons:
         if not d.alive():
@@ -599,6 +650,18 @@ def print_row(r):
         + (f"moto CPU {r['moto_cpu_cores']:.2f} cores; " if r.get("moto_cpu_cores") is not None else "")
         + f"routes {r['routes']}; sent {r['sent']}"
     )
+    tail = r.get("tail")
+    if tail:
+        worst = ", ".join(
+            f"{w['answers']} at {w['at_s']} s ({'no git commit before' if w['since_git_s'] is None else '%.1f s after a git commit' % w['since_git_s']})"
+            for w in tail["worst_windows"]
+        )
+        a, o = tail["after_git"], tail["other"]
+        log(
+            f"  tail: answers per {STALL_WINDOW_S:g} s window median {tail['median_window_answers']}, fewest {worst}; "
+            f"sent within {AFTER_GIT_S:g} s after a git commit: n {a['n']} p50 {fmt_ms(a['p50_ms'])} p99 {fmt_ms(a['p99_ms'])} ms, "
+            f"other: n {o['n']} p50 {fmt_ms(o['p50_ms'])} p99 {fmt_ms(o['p99_ms'])} ms"
+        )
     if r.get("daemon_threads_cores"):
         log("    daemon CPU by thread: " + by_thread(r["daemon_threads_cores"], 6))
     if r["error_kinds"]:
@@ -656,7 +719,7 @@ def edit_side(base, src, n_files, run_tag, args):
             texts.append(f.read().rstrip("\n"))
     dest = os.path.join(src, f"{INGEST_PREFIX}{run_tag}")
     enc = letters(sum(map(ord, run_tag)))
-    info = {"edit_files": len(pool), "version_before": version_of(base), "edits": 0, "git_commits": 0}
+    info = {"edit_files": len(pool), "version_before": version_of(base), "edits": 0, "git_commits": 0, "git_commit_times": []}
     stop = threading.Event()
     last = {}
 
@@ -674,7 +737,9 @@ def edit_side(base, src, n_files, run_tag, args):
             info["edits"] += 1
             i += 1
             if args.git_commit_secs > 0 and time.monotonic() >= next_commit:
-                info["git_commits"] += git_commit(src, f"load bench edits {run_tag} {i}")
+                if git_commit(src, f"load bench edits {run_tag} {i}"):
+                    info["git_commits"] += 1
+                    info["git_commit_times"].append(time.monotonic())
                 next_commit = time.monotonic() + args.git_commit_secs
             # Paced from the start: `edit_rate` writes a second on average, whatever a write took.
             stop.wait(max(0.0, c0 + i / args.edit_rate - time.monotonic()))
