@@ -309,7 +309,6 @@ class Stats:
         self.sent = 0
         self.reject_latencies = []
         self.timeline = []  # (monotonic time sent, seconds, HTTP status) of every answer
-        self.versions = []  # (monotonic time sent, seconds, index version) of every 200 answer
 
     def error(self, kind):
         with self.lock:
@@ -324,7 +323,6 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
     conn = None
     n = 0
     local_lat, local_routes, local_rej, local_stale, local_carried, local_timeline = [], {}, [], [], [], []
-    local_versions = []
     while time.monotonic() < deadline:
         q = order[n % len(order)]
         if mix == "unique":
@@ -363,7 +361,6 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
             try:
                 answer = json.loads(payload)
                 route = answer.get("route", "?")
-                local_versions.append((sent_at, dt, answer.get("version")))
                 if answer.get("stale_ms") is not None:
                     local_stale.append(answer["stale_ms"])
                 if answer.get("carried_ms") is not None:
@@ -396,7 +393,6 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
         stats.stale_ms.extend(local_stale)
         stats.carried_ms.extend(local_carried)
         stats.timeline.extend(local_timeline)
-        stats.versions.extend(local_versions)
         for r, c in local_routes.items():
             stats.routes[r] = stats.routes.get(r, 0) + c
 
@@ -440,13 +436,15 @@ AFTER_GIT_S = 3.0  # an answer sent this soon after the editor's git commit coun
 STALL_WINDOW_S = 1.0
 
 
-def tail_causes(versions, t0, git_times):
+def tail_causes(timeline, t0, git_times):
     """Where an ingesting run's tail comes from. With a FIFO queue of ~50 requests a request's
     latency is the time the ones ahead of it take, so the p99 is set by the run's worst dip in
     throughput: the 1 s windows with the fewest completed answers (against the run's median window)
     and how long after the editor's last git commit each began, and the latency of answers sent
-    within AFTER_GIT_S of a git commit against the rest. Empty without answers."""
-    done = sorted(sent + dt for sent, dt, _ in versions)
+    within AFTER_GIT_S of a git commit against the rest (`timeline`: `Stats.timeline`; answers are
+    its 200s). Empty without answers."""
+    answers = [(sent, dt) for sent, dt, status in timeline if status == 200]
+    done = sorted(sent + dt for sent, dt in answers)
     if not done:
         return {}
     git_times = sorted(git_times)
@@ -465,12 +463,12 @@ def tail_causes(versions, t0, git_times):
     if not windows:
         return {}
     median = sorted(n for n, _ in windows)[len(windows) // 2]
-    worst = [
-        {"at_s": round(t - t0, 1), "answers": n, "since_git_s": None if since_git(t) is None else round(since_git(t), 1)}
-        for n, t in sorted(windows)[:3]
-    ]
+    worst = []
+    for n, t in sorted(windows)[:3]:
+        g = since_git(t)
+        worst.append({"at_s": round(t - t0, 1), "answers": n, "since_git_s": None if g is None else round(g, 1)})
     after, other = [], []
-    for sent, dt, _ in versions:
+    for sent, dt in answers:
         g = since_git(sent)
         (after if g is not None and g < AFTER_GIT_S else other).append(dt)
     after.sort()
@@ -481,6 +479,7 @@ def tail_causes(versions, t0, git_times):
         "after_git": {"n": len(after), "p50_ms": pct(after, 0.5) * 1000, "p99_ms": pct(after, 0.99) * 1000},
         "other": {"n": len(other), "p50_ms": pct(other, 0.5) * 1000, "p99_ms": pct(other, 0.99) * 1000},
     }
+
 
 def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=None, clients=None, helper=None):
     """One run of `clients` (default `args.clients`) clients on `targets` (daemons' base URLs,
@@ -609,7 +608,7 @@ def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=Non
     }
     if side is not None:
         row.update(side())
-    row["tail"] = tail_causes(stats.versions, t0, row.get("git_commit_times", []))
+    row["tail"] = tail_causes(stats.timeline, t0, row.get("git_commit_times", []))
     print_row(row)
     for d in daemons:
         if not d.alive():
