@@ -38,13 +38,17 @@ Scenarios (`--scenarios`, default `idle,ingest`):
   bench) the 300 files are copied at once at the start of the run and the time until every one
   is searchable (bm25 on a run token) is reported, waiting past the run if needed
   (`--ingest-wait`);
+* `after`: the same daemon once the ingest runs are over (their edits left in place, the writer
+  caught up): the index as editing left it (its fragments, deletions and full-text segments)
+  without a writer — whether an editing run's slower questions come from the index's shape or
+  from the work beside them;
 * `writer`: the same daemon, no clients: the editor alone for `--seconds`, and the CPU the daemon
   used for it (what the writer's own work costs, beside the queries);
 * `readers`: the index is uploaded to a moto S3 bucket and 1, 2, 3 `--role reader` processes
   serve it (`--readers 1,2,3`), the clients spread over them round robin.
 
     python3 benches/load.py [--ctxd BIN] [--profile debug|release] [--clients 50] [--seconds 30]
-        [--mixes repeat,unique] [--scenarios idle,ingest[,writer,readers]] [--admission auto|on|off]
+        [--mixes repeat,unique] [--scenarios idle,ingest[,after,writer,readers]] [--admission auto|on|off]
         [--edit-rate 20] [--git-commit-secs 10] [--max-concurrent 0 --max-queued 64 --queue-timeout-ms 2000]
         [--distinct N] [--json-out FILE]
 
@@ -52,10 +56,11 @@ Scenarios (`--scenarios`, default `idle,ingest`):
 the answer cache serves them under load). Exit status 0 unless `ctxd index` fails (a daemon
 that dies or never gets ready is reported with its last log lines).
 """
-import argparse, bisect, http.client, json, math, os, random, shutil, signal, subprocess, sys, tempfile, threading, time
+import argparse, http.client, json, math, os, random, shutil, signal, subprocess, sys, tempfile, threading, time
 import urllib.error, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from load_tail import WRITER_METRICS, pct, tail_causes, tail_lines  # noqa: E402
 from ctxd_daemon import default_ctxd, free_port  # noqa: E402
 
 HOME = os.path.expanduser("~")
@@ -398,24 +403,31 @@ def client_loop(idx, host, port, queries, mix, deadline, stats, args, run_tag):
 
 
 class Sampler(threading.Thread):
-    """Samples the admission gauges every 0.5 s (max queued / in flight)."""
+    """Samples the admission gauges every 0.5 s (max queued / in flight) and, given the first
+    daemon's pid, its writer's counters and CPU per thread name (`series`, read by
+    `load_tail.tail_causes`)."""
 
-    def __init__(self, bases):
+    def __init__(self, bases, pid=None):
         super().__init__(daemon=True)
         self.bases = bases
+        self.pid = pid
         self.stop_event = threading.Event()
         self.max_queued = 0.0
         self.max_in_flight = 0.0
         self.samples = 0
+        self.series = []  # (monotonic time, {WRITER_METRICS key: value}, {thread name: CPU s})
 
     def run(self):
         while not self.stop_event.is_set():
             queued = in_flight = 0.0
             seen = False
-            for b in self.bases:
+            for i, b in enumerate(self.bases):
                 m = scrape(b)
                 if m:
                     seen = True
+                    if i == 0 and self.pid is not None:
+                        writer = {k: metric_sum(m, name, f) for k, name, f in WRITER_METRICS}
+                        self.series.append((time.monotonic(), writer, thread_cpu_seconds(self.pid)))
                 queued = max(queued, metric_sum(m, "ctxd_query_queued"))
                 in_flight = max(in_flight, metric_sum(m, "ctxd_query_in_flight"))
             if seen:
@@ -423,62 +435,6 @@ class Sampler(threading.Thread):
                 self.max_queued = max(self.max_queued, queued)
                 self.max_in_flight = max(self.max_in_flight, in_flight)
             self.stop_event.wait(0.5)
-
-
-def pct(sorted_vals, q):
-    if not sorted_vals:
-        return float("nan")
-    i = min(len(sorted_vals) - 1, max(0, math.ceil(q * len(sorted_vals)) - 1))
-    return sorted_vals[i]
-
-
-AFTER_GIT_S = 3.0  # an answer sent this soon after the editor's git commit counts as "after a git commit"
-STALL_WINDOW_S = 1.0
-
-
-def tail_causes(timeline, t0, git_times):
-    """Where an ingesting run's tail comes from. With a FIFO queue of ~50 requests a request's
-    latency is the time the ones ahead of it take, so the p99 is set by the run's worst dip in
-    throughput: the 1 s windows with the fewest completed answers (against the run's median window)
-    and how long after the editor's last git commit each began, and the latency of answers sent
-    within AFTER_GIT_S of a git commit against the rest (`timeline`: `Stats.timeline`; answers are
-    its 200s). Empty without answers."""
-    answers = [(sent, dt) for sent, dt, status in timeline if status == 200]
-    done = sorted(sent + dt for sent, dt in answers)
-    if not done:
-        return {}
-    git_times = sorted(git_times)
-
-    def since_git(t):
-        i = bisect.bisect_right(git_times, t)
-        return None if i == 0 else t - git_times[i - 1]
-
-    first, last = t0 + 2 * STALL_WINDOW_S, done[-1] - STALL_WINDOW_S
-    windows = []
-    t = first
-    while t + STALL_WINDOW_S <= last:
-        n = bisect.bisect_left(done, t + STALL_WINDOW_S) - bisect.bisect_left(done, t)
-        windows.append((n, t))
-        t += STALL_WINDOW_S
-    if not windows:
-        return {}
-    median = sorted(n for n, _ in windows)[len(windows) // 2]
-    worst = []
-    for n, t in sorted(windows)[:3]:
-        g = since_git(t)
-        worst.append({"at_s": round(t - t0, 1), "answers": n, "since_git_s": None if g is None else round(g, 1)})
-    after, other = [], []
-    for sent, dt in answers:
-        g = since_git(sent)
-        (after if g is not None and g < AFTER_GIT_S else other).append(dt)
-    after.sort()
-    other.sort()
-    return {
-        "median_window_answers": median,
-        "worst_windows": worst,
-        "after_git": {"n": len(after), "p50_ms": pct(after, 0.5) * 1000, "p99_ms": pct(after, 0.99) * 1000},
-        "other": {"n": len(other), "p50_ms": pct(other, 0.5) * 1000, "p99_ms": pct(other, 0.99) * 1000},
-    }
 
 
 def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=None, clients=None, helper=None):
@@ -493,7 +449,7 @@ def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=Non
     helper0 = proc_cpu_seconds(helper.pid) if helper else None
     own0 = os.times()
     stats = Stats()
-    sampler = Sampler(targets)
+    sampler = Sampler(targets, daemons[0].proc.pid if daemons else None)
     sampler.start()
     t0 = time.monotonic()
     deadline = t0 + args.seconds
@@ -608,7 +564,12 @@ def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=Non
     }
     if side is not None:
         row.update(side())
-    row["tail"] = tail_causes(stats.timeline, t0, row.get("git_commit_times", []))
+    row["tail"] = tail_causes(stats.timeline, t0, row.get("git_commit_times", []), sampler.series)
+    # The writer's counters by sample, against the run's start (CPU by thread left out: it is in the tail).
+    row["writer_samples"] = [(round(t - t0, 3), m) for t, m, _ in sampler.series]
+    row["git_commit_times"] = [round(t - t0, 3) for t in row.get("git_commit_times", [])]
+    row["t0_mono"] = t0  # time.monotonic() at the start: lines the run up with a `perf record -k CLOCK_MONOTONIC`
+    row["answer_done"] = sorted(round(sent + dt - t0, 3) for sent, dt, status in stats.timeline if status == 200)
     print_row(row)
     for d in daemons:
         if not d.alive():
@@ -649,18 +610,8 @@ def print_row(r):
         + (f"moto CPU {r['moto_cpu_cores']:.2f} cores; " if r.get("moto_cpu_cores") is not None else "")
         + f"routes {r['routes']}; sent {r['sent']}"
     )
-    tail = r.get("tail")
-    if tail:
-        worst = ", ".join(
-            f"{w['answers']} at {w['at_s']} s ({'no git commit before' if w['since_git_s'] is None else '%.1f s after a git commit' % w['since_git_s']})"
-            for w in tail["worst_windows"]
-        )
-        a, o = tail["after_git"], tail["other"]
-        log(
-            f"  tail: answers per {STALL_WINDOW_S:g} s window median {tail['median_window_answers']}, fewest {worst}; "
-            f"sent within {AFTER_GIT_S:g} s after a git commit: n {a['n']} p50 {fmt_ms(a['p50_ms'])} p99 {fmt_ms(a['p99_ms'])} ms, "
-            f"other: n {o['n']} p50 {fmt_ms(o['p50_ms'])} p99 {fmt_ms(o['p99_ms'])} ms"
-        )
+    for line in tail_lines(r.get("tail")):
+        log(line)
     if r.get("daemon_threads_cores"):
         log("    daemon CPU by thread: " + by_thread(r["daemon_threads_cores"], 6))
     if r["error_kinds"]:
@@ -1094,6 +1045,10 @@ def main():
                     else:
                         during = ingest_side(daemon.base, args.src, args.ingest_files, j * args.ingest_files, run_tag, args)
                     rows.append(run_load([daemon.base], queries, mix, args, "ingest", run_tag, [daemon], during=during))
+            if "after" in scenarios:
+                for mix in args.mixes:
+                    if daemon.alive():
+                        rows.append(run_load([daemon.base], queries, mix, args, "after", f"a{tag}{mix[0]}", [daemon]))
         except RuntimeError as e:
             log(f"!!! {e}")
         finally:
