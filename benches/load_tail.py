@@ -11,13 +11,25 @@ them:
 * the writer's own work, from `Sampler.series` (the first daemon's /metrics and CPU per thread
   name, every 0.5 s): its commits (`ctxd_index_commits_total`), full-text folds
   (`ctxd_index_fts_updates_total`), fragment merges (the `ctxd_index_fragments` gauge falling: a
-  fold's `compact_folded` or a maintenance pass), new versions, LanceDB index cache misses, and
+  fold's `compact_folded` or a maintenance pass), new versions, LanceDB index cache misses, the
+  query side's rebuilds of the path vocabulary (a scan of every path after a new version), and
   the cores of the model's threads (`ctxd-embed`), the writer's (`ctxd-writer`), Lance's pool
-  (`lance-cpu`) and the query workers (`tokio-rt-worker`) in each window.
+  (`lance-cpu`) and the query workers (`tokio-rt-worker`) in each window;
+* the query side's own steps (`STEPS`): the mean milliseconds per call of the query's embedding,
+  the vector and BM25 searches and the rescoring among the calls that ended in each window
+  (`ctxd_query_signal_duration_seconds`, `ctxd_query_rerank_duration_seconds`) — which step a
+  thin window's questions spent their extra time in.
 
-From those per-window figures: the mean answers of windows with and without a fragment merge
-or a fold, and the correlation of answers per window with each figure over the run (a dip set
-by one of them shows as a clearly negative r; noise of ±0.2 is what 25 windows give by chance).
+From those per-window figures: the mean answers (and steps' milliseconds) of windows with and
+without a writer commit, a fragment merge or a fold, and by the table's fragment count at the
+window's end (what a search reads grows with new fragments until the indexes cover their rows),
+and the correlation of answers per window
+with each figure over the run (a dip set by one of them shows as a clearly negative r; noise of
+±0.2 is what 25 windows give by chance).
+
+Run alone on saved runs (`python3 benches/load_tail.py RUN.json ...`, files of `load.py
+--json-out`) it prints the query steps' milliseconds by scenario, mix and fragment count from each
+row's writer samples.
 """
 import bisect, math
 
@@ -31,8 +43,17 @@ WRITER_METRICS = (
     ("version", "ctxd_index_version", None),
     ("fragments", "ctxd_index_fragments", None),
     ("index_misses", "ctxd_index_cache_misses_total", 'cache="index"'),
+    ("vocabs", "ctxd_query_vocab_build_duration_seconds_count", None),
 )
-# Thread names whose cores are set beside each window (`load.thread_cpu_seconds` names).
+# The query side's steps, timed per computed search: (key, histogram, label filter); the signals
+# of a routed search (`ctxd_query_signal_duration_seconds`) and its rescoring.
+STEPS = tuple(
+    (s, "ctxd_query_signal_duration_seconds", f'signal="{s}"') for s in ("embed", "vector", "fulltext")
+) + (("rescore", "ctxd_query_rerank_duration_seconds", None),)
+WRITER_METRICS += tuple(
+    (f"{key}_{part}", f"{name}_{part}", f) for key, name, f in STEPS for part in ("sum", "count")
+)
+# Thread names whose cores are set beside each window (`load_probe.thread_cpu_seconds` names).
 THREADS = (("embed", "ctxd-embed"), ("writer", "ctxd-writer"), ("lance", "lance-cpu"), ("queries", "tokio-rt-worker"))
 
 
@@ -58,8 +79,9 @@ def pearson(xs, ys):
 def window_figures(series, t, width):
     """What the writer did in [t, t + width): the sample intervals whose end falls there, summed
     (counters' increments, the fragments gauge's falls as merges, threads' CPU seconds / width)."""
-    out = {"commits": 0, "folds": 0, "versions": 0, "merges": 0, "index_misses": 0}
+    out = {"commits": 0, "folds": 0, "versions": 0, "merges": 0, "index_misses": 0, "vocabs": 0, "fragments_at": None}
     out.update({k: 0.0 for k, _ in THREADS})
+    steps = {k: [0.0, 0.0] for k, _, _ in STEPS}
     for (_, m0, c0), (t1, m1, c1) in zip(series, series[1:]):
         if not t <= t1 < t + width:
             continue
@@ -67,10 +89,27 @@ def window_figures(series, t, width):
         out["folds"] += m1["folds"] - m0["folds"]
         out["versions"] += max(0, m1["version"] - m0["version"])
         out["merges"] += int(m1["fragments"] < m0["fragments"])
+        out["fragments_at"] = m1["fragments"]  # the gauge at the window's last sample
         out["index_misses"] += m1["index_misses"] - m0["index_misses"]
+        out["vocabs"] += m1["vocabs"] - m0["vocabs"]
         for key, name in THREADS:
             # A thread that ended between the samples takes its seconds with it: never below 0.
             out[key] += max(0.0, c1.get(name, 0.0) - c0.get(name, 0.0)) / width
+        for key, acc in steps.items():
+            # (A series sampled before these keys existed has none: the step stays unknown.)
+            acc[0] += m1.get(f"{key}_sum", 0.0) - m0.get(f"{key}_sum", 0.0)
+            acc[1] += m1.get(f"{key}_count", 0.0) - m0.get(f"{key}_count", 0.0)
+    # Mean milliseconds of each step among the calls that ended in the window (None: none ended).
+    out.update({f"{k}_ms": 1000 * total / n if n else None for k, (total, n) in steps.items()})
+    return out
+
+
+def step_means(figs):
+    """The mean over windows of each step's milliseconds (windows where it ran)."""
+    out = {}
+    for k, _, _ in STEPS:
+        vals = [f[f"{k}_ms"] for f in figs if f[f"{k}_ms"] is not None]
+        out[k] = sum(vals) / len(vals) if vals else None
     return out
 
 
@@ -117,15 +156,29 @@ def tail_causes(timeline, t0, git_times, series=()):
     figured = [(n, fig) for n, _, fig in windows if fig is not None]
     if figured:
         ns = [n for n, _ in figured]
-        keys = ["commits", "folds", "merges", "index_misses"] + [k for k, _ in THREADS]
+        keys = ["commits", "folds", "merges", "index_misses", "vocabs"] + [k for k, _ in THREADS]
         out["r"] = {k: pearson([fig[k] for _, fig in figured], ns) for k in keys}
-        for event in ("merges", "folds"):
-            with_, without = [n for n, f in figured if f[event]], [n for n, f in figured if not f[event]]
+        for k, _, _ in STEPS:
+            pairs = [(f[f"{k}_ms"], n) for n, f in figured if f[f"{k}_ms"] is not None]
+            out["r"][f"{k}_ms"] = pearson([x for x, _ in pairs], [n for _, n in pairs])
+        for event in ("commits", "merges", "folds"):
+            with_ = [(n, f) for n, f in figured if f[event]]
+            without = [(n, f) for n, f in figured if not f[event]]
             out[f"with_{event}"] = {
                 "windows": len(with_),
-                "mean_answers": sum(with_) / len(with_) if with_ else None,
-                "without_mean_answers": sum(without) / len(without) if without else None,
+                "mean_answers": sum(n for n, _ in with_) / len(with_) if with_ else None,
+                "without_mean_answers": sum(n for n, _ in without) / len(without) if without else None,
+                "steps_ms": step_means([f for _, f in with_]),
+                "without_steps_ms": step_means([f for _, f in without]),
             }
+        by_frag = {}
+        for n, f in figured:
+            if f["fragments_at"] is not None:
+                by_frag.setdefault(int(f["fragments_at"]), []).append((n, f))
+        out["by_fragments"] = {
+            k: {"windows": len(v), "mean_answers": sum(n for n, _ in v) / len(v), "steps_ms": step_means([f for _, f in v])}
+            for k, v in sorted(by_frag.items())
+        }
         out["writer_per_window"] = {k: sum(fig[k] for _, fig in figured) / len(figured) for k in keys}
         out["fragments"] = [series[0][1]["fragments"], series[-1][1]["fragments"]]
     return out
@@ -144,8 +197,9 @@ def tail_lines(tail):
         where = "no git commit before" if w["since_git_s"] is None else "%.1f s after a git commit" % w["since_git_s"]
         fig = w.get("writer")
         if fig:
+            where += "; ms per call " + " ".join(f"{k} {_num(fig[k + '_ms'], 0)}" for k, _, _ in STEPS)
             where += (
-                f"; writer {fig['commits']:.0f} commits, {fig['folds']:.0f} folds, {fig['merges']} merges, "
+                f"; writer {fig['commits']:.0f} commits, {fig['folds']:.0f} folds, {fig['merges']} merges, {fig['vocabs']:.0f} vocabulary rebuilds, "
                 f"cores embed {fig['embed']:.2f} writer {fig['writer']:.2f} lance {fig['lance']:.2f} queries {fig['queries']:.2f}"
             )
         return f"{w['answers']} at {w['at_s']} s ({where})"
@@ -159,7 +213,7 @@ def tail_lines(tail):
     ]
     if "r" in tail:
         per = tail["writer_per_window"]
-        m, f = tail["with_merges"], tail["with_folds"]
+        c, m, f = tail["with_commits"], tail["with_merges"], tail["with_folds"]
         lines.append(
             f"  tail vs writer: fragments {tail['fragments'][0]:.0f} -> {tail['fragments'][1]:.0f}; per window "
             + ", ".join(f"{k} {per[k]:.2f}" for k in per)
@@ -167,4 +221,50 @@ def tail_lines(tail):
             f"with a fold {f['windows']} ({_num(f['mean_answers'], 1)} vs {_num(f['without_mean_answers'], 1)}); "
             "r(answers, x): " + ", ".join(f"{k} {_num(v)}" for k, v in tail["r"].items())
         )
+
+        def steps(ms):
+            return " ".join(f"{k} {_num(v, 0)}" for k, v in ms.items())
+
+        lines.append(
+            f"  tail vs steps: windows with a writer commit {c['windows']} (mean answers {_num(c['mean_answers'], 1)} vs "
+            f"{_num(c['without_mean_answers'], 1)}); ms per call with a commit: {steps(c['steps_ms'])}; "
+            f"without: {steps(c['without_steps_ms'])}"
+        )
+        lines.append(
+            "  tail by fragments: "
+            + "; ".join(
+                f"{k}: {g['windows']} windows, mean answers {g['mean_answers']:.1f}, ms per call {steps(g['steps_ms'])}"
+                for k, g in tail["by_fragments"].items()
+            )
+        )
     return lines
+
+
+def steps_by_fragments(rows):
+    """From a saved run (`load.py --json-out FILE`: each row's `writer_samples`, (time, metrics) pairs), the
+    query steps' calls per second and milliseconds per call by scenario, mix and the table's
+    fragment count at each sample interval's start."""
+    groups = {}
+    for row in rows:
+        samples = row.get("writer_samples") or []
+        for (t0, a), (t1, b) in zip(samples, samples[1:]):
+            calls = b.get("vector_count", 0.0) - a.get("vector_count", 0.0)
+            if calls <= 0:
+                continue
+            g = groups.setdefault((row["scenario"], row["mix"], int(a["fragments"])), {"calls": 0.0, "s": 0.0})
+            g["calls"] += calls
+            g["s"] += t1 - t0
+            for k, _, _ in STEPS[:3]:  # rescoring runs for some calls only: not per search
+                g[k] = g.get(k, 0.0) + b[f"{k}_sum"] - a[f"{k}_sum"]
+    return {key: {"calls_per_s": g["calls"] / g["s"], **{f"{k}_ms": 1000 * g[k] / g["calls"] for k, _, _ in STEPS[:3]}} for key, g in sorted(groups.items())}
+
+
+if __name__ == "__main__":
+    import json, sys
+
+    if len(sys.argv) < 2:
+        sys.exit("usage: python3 benches/load_tail.py RUN.json [RUN.json ...]  (files written by load.py --json-out)")
+    rows = [r for path in sys.argv[1:] for r in json.load(open(path))["rows"]]
+    for (scenario, mix, frags), g in steps_by_fragments(rows).items():
+        steps = " ".join(f"{k} {g[k + '_ms']:.1f}" for k, _, _ in STEPS[:3])
+        print(f"{scenario:7} {mix:7} fragments {frags}: {g['calls_per_s']:.1f} searches/s, ms per call {steps}")

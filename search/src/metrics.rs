@@ -40,6 +40,9 @@ pub const ANSWER_CACHE_ANSWERS: &str = "ctxd_query_answer_cache_answers";
 /// Histogram: seconds a rebuild of the latest version's path vocabulary took (a scan of every
 /// indexed path, once per changed version and at most every few seconds; queries do not wait for it).
 pub const VOCAB_BUILD_SECONDS: &str = "ctxd_query_vocab_build_duration_seconds";
+/// Histogram: seconds one signal of a routed search took, label `signal`
+/// (embed|vector|fulltext|symbols|paths); the signals of one search partly overlap.
+pub const SIGNAL_SECONDS: &str = "ctxd_query_signal_duration_seconds";
 /// Counter: searches computed (answer cache misses).
 pub const ANSWER_CACHE_MISSES_TOTAL: &str = "ctxd_query_answer_cache_misses_total";
 
@@ -111,6 +114,10 @@ pub fn describe() {
     metrics::describe_histogram!(
         VOCAB_BUILD_SECONDS,
         "Seconds a rebuild of the latest version's path vocabulary took (every indexed path scanned; queries go on with the previous one)."
+    );
+    metrics::describe_histogram!(
+        SIGNAL_SECONDS,
+        "Seconds one signal of a computed routed search took, label signal (embed|vector|fulltext|symbols|paths; embed includes the wait for the model thread, and it runs beside fulltext)."
     );
     metrics::describe_gauge!(ANSWER_CACHE_ANSWERS, "Answers the answer cache keeps now, every generation together.");
 }

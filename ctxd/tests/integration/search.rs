@@ -94,14 +94,21 @@ fn routed_search_context_assembly_and_completion_context() {
     // Late-interaction rescoring: on by default (its histogram counts each query), off on request.
     let rescored = || d.metric("ctxd_query_rerank_duration_seconds_count").unwrap_or(0.0);
     let before = rescored();
+    // Each computed search times its vector and BM25 searches (`ctxd_query_signal_duration_seconds`).
+    let searched = |signal: &str| {
+        d.metric(&format!("ctxd_query_signal_duration_seconds_count{{signal=\"{signal}\"}}")).unwrap_or(0.0)
+    };
+    let (vector_before, fulltext_before) = (searched("vector"), searched("fulltext"));
     let on: Value = d.post("/v1/search", &json!({"query": "sort every invoice by factor"})).json().unwrap();
     assert_eq!(rescored(), before + 1.0, "{on}");
+    assert_eq!((searched("vector"), searched("fulltext")), (vector_before + 1.0, fulltext_before + 1.0), "{on}");
     // The same request again at the same version: the answer cache answers, nothing is rescored.
     let cached = |name: &str| d.metric(name).unwrap_or(0.0);
     let answered = cached("ctxd_query_answer_cache_hits_total");
     let again: Value = d.post("/v1/search", &json!({"query": "sort every invoice by factor"})).json().unwrap();
     assert_eq!(again["results"], on["results"]);
     assert_eq!(rescored(), before + 1.0, "a cached answer is not searched again");
+    assert_eq!(searched("vector"), vector_before + 1.0, "a cached answer runs no signal");
     assert_eq!(cached("ctxd_query_answer_cache_hits_total"), answered + 1.0);
     // The same question as another request (computed again): the candidates' token embeddings
     // come from the rescoring cache.

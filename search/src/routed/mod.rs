@@ -219,27 +219,27 @@ async fn signals(
     let (vec_hits, fts_hits) = tokio::join!(
         async {
             match vector {
-                QueryVector::Ready(v) => Ok(index.vector_search_probes(v, depth, probes).await?),
+                QueryVector::Ready(v) => Ok(timed(Signal::Vector, index.vector_search_probes(v, depth, probes)).await?),
                 QueryVector::Embed(embed) => {
-                    let v = embed.embed(vec![req.query.clone()]).await?;
-                    Ok(index.vector_search_probes(&v[0], depth, probes).await?)
+                    let v = timed(Signal::Embed, embed.embed(vec![req.query.clone()])).await?;
+                    Ok(timed(Signal::Vector, index.vector_search_probes(&v[0], depth, probes)).await?)
                 }
                 QueryVector::None => Ok::<_, SearchError>(Vec::new()),
                 QueryVector::Hits(hits) => Ok(hits.to_vec()),
             }
         },
-        index.fts_search(&text, if req.lean { LEAN_FTS_DEPTH.min(depth) } else { depth })
+        timed(Signal::Fulltext, index.fts_search(&text, if req.lean { LEAN_FTS_DEPTH.min(depth) } else { depth }))
     );
     let mut lists = vec![(w.vector, vec_hits?), (w.bm25, fts_hits?)];
     if !a.symbols.is_empty() && !req.lean {
-        lists.push((w.symbol, symbol_hits(index, &a.symbols, 20).await?));
+        lists.push((w.symbol, timed(Signal::Symbols, symbol_hits(index, &a.symbols, 20)).await?));
     }
     // A path route answers with the named file's chunks, nearest the line first; the
     // other signals fill the remaining slots. Elsewhere, named files (e.g. a trace's
     // frames) are one more signal.
     let mut pinned: Vec<Hit> = Vec::new();
     if !a.paths.is_empty() && !req.lean {
-        let hits = path_hits(index, vocab, a).await?;
+        let hits = timed(Signal::Paths, path_hits(index, vocab, a)).await?;
         if a.route == Route::Path {
             pinned = hits;
         } else {
@@ -247,4 +247,40 @@ async fn signals(
         }
     }
     Ok((lists, pinned))
+}
+
+/// The signals a routed search times (`ctxd_query_signal_duration_seconds{signal}`).
+#[derive(Clone, Copy)]
+enum Signal {
+    /// The query's vector from the model thread (waiting for it included).
+    Embed,
+    /// The nearest chunks by vector.
+    Vector,
+    /// The BM25 search.
+    Fulltext,
+    /// The symbol-table lookup of the query's identifiers.
+    Symbols,
+    /// The chunks of the files the query names.
+    Paths,
+}
+
+impl Signal {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Embed => "embed",
+            Self::Vector => "vector",
+            Self::Fulltext => "fulltext",
+            Self::Symbols => "symbols",
+            Self::Paths => "paths",
+        }
+    }
+}
+
+/// Runs `step`, recording its wall time as `signal`'s (failed steps too: their time was spent).
+async fn timed<T>(signal: Signal, step: impl std::future::Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let out = step.await;
+    metrics::histogram!(crate::metrics::SIGNAL_SECONDS, "signal" => signal.as_str())
+        .record(started.elapsed().as_secs_f64());
+    out
 }
