@@ -383,9 +383,10 @@ pub struct PipelineConfig {
     pub commit_interval_ms: u64,
     /// Time allowed to drain on SIGTERM before the process exits anyway.
     pub drain_timeout_secs: u64,
-    /// The nice value (0–19) of the daemon's writer threads: its stages, commits, full-text folds,
-    /// git reads and upkeep run on threads of their own at this lower priority, so that queries
-    /// beside it get the cores first. 0: the writer shares the queries' threads.
+    /// Steps of nice (0–19) the daemon's writer threads run below the daemon's own priority (at
+    /// most nice 19): its stages, commits, full-text folds, git reads and upkeep run on threads of
+    /// their own at this lower priority, so that queries beside it get the cores first. 0: the
+    /// writer shares the queries' threads.
     pub writer_nice: i32,
 }
 

@@ -6,8 +6,9 @@
 //! commits and full-text folds, the scheduled upkeep — took its share of them from the queries
 //! (BENCHMARKS.md, "Indexing slows down further while queries wait"). Here the tasks of a
 //! following pipeline ([`crate::pipeline::Pipeline::run`] with `follow`) run on a tokio runtime of
-//! their own whose threads have a higher nice value (`[pipeline] writer_nice`, 10 by default):
-//! Linux's scheduler then gives a core to a query's thread first, and the writer still gets every
+//! their own whose threads have a higher nice value: the daemon's own plus `[pipeline]
+//! writer_nice` (10 by default; at most 19), so a daemon started niced (systemd's `Nice=`) keeps
+//! its writer below its queries too. Linux's scheduler then gives a core to a query's thread first, and the writer still gets every
 //! cycle the queries leave (a niced thread is not starved: at nice 10 it weighs about a tenth of a
 //! query thread when both want a core, and all of an idle core).
 //!
@@ -31,34 +32,38 @@ use std::sync::OnceLock;
 
 use tokio::runtime::{EnterGuard, Runtime};
 
-/// The writer's runtime and the nice value its threads were given.
+/// The writer's runtime, the `writer_nice` it was built with and the nice value its threads were
+/// given (the builder's own plus that, at most 19).
 struct WriterRuntime {
     runtime: Runtime,
+    steps: i32,
     nice: i32,
 }
 
 static WRITER: OnceLock<Option<WriterRuntime>> = OnceLock::new();
 
-/// Enters the writer's runtime (built on the first call with `nice`): tasks spawned while the
-/// guard lives run on its threads. `None` when `nice` is 0, or when the runtime could not be
-/// built (logged; the pipeline then runs on the caller's runtime).
-pub fn enter(nice: i32) -> Option<EnterGuard<'static>> {
-    if nice == 0 {
+/// Enters the writer's runtime (built on the first call, `steps` of nice below the calling
+/// thread): tasks spawned while the guard lives run on its threads. `None` when `steps` is 0, or
+/// when the runtime could not be built (logged; the pipeline then runs on the caller's runtime).
+pub fn enter(steps: i32) -> Option<EnterGuard<'static>> {
+    if steps == 0 {
         return None;
     }
-    let writer = WRITER.get_or_init(|| build(nice)).as_ref()?;
-    if writer.nice != nice {
+    let writer = WRITER.get_or_init(|| build(steps)).as_ref()?;
+    if writer.steps != steps {
         tracing::info!(
-            running = writer.nice,
-            configured = nice,
+            running = writer.steps,
+            nice = writer.nice,
+            configured = steps,
             "pipeline.writer_nice changed: the writer's threads keep the value they started with until the daemon restarts"
         );
     }
     Some(writer.runtime.enter())
 }
 
-fn build(nice: i32) -> Option<WriterRuntime> {
+fn build(steps: i32) -> Option<WriterRuntime> {
     ctxd_index::connection::start_cpu_threads();
+    let nice = writer_nice_from(this_thread_nice(), steps);
     // As many workers as the queries' runtime has (tokio's default: one per core).
     let built = tokio::runtime::Builder::new_multi_thread()
         .thread_name("ctxd-writer")
@@ -68,7 +73,7 @@ fn build(nice: i32) -> Option<WriterRuntime> {
     match built {
         Ok(runtime) => {
             tracing::info!(nice, "the writer's tasks run on threads of their own at a lower priority");
-            Some(WriterRuntime { runtime, nice })
+            Some(WriterRuntime { runtime, steps, nice })
         }
         Err(e) => {
             tracing::warn!("building the writer's runtime failed ({e}): the writer shares the queries' threads");
@@ -78,7 +83,7 @@ fn build(nice: i32) -> Option<WriterRuntime> {
 }
 
 /// Gives the calling thread the nice value `nice` (Linux: per thread), unless it already runs at
-/// that priority or lower (a daemon started niced stays as it was started).
+/// that priority or lower (a daemon at nice 19 has no lower one to give).
 #[cfg(target_os = "linux")]
 fn lower_this_thread(nice: i32) {
     if this_thread_nice() >= nice {
@@ -102,9 +107,20 @@ fn lower_this_thread(nice: i32) {
     static SAID: OnceLock<()> = OnceLock::new();
     SAID.get_or_init(|| {
         tracing::info!(
-            "pipeline.writer_nice = {nice} applies on Linux only: the writer's threads keep the process's priority"
+            "the writer threads' nice value ({nice}) applies on Linux only: they keep the process's priority"
         )
     });
+}
+
+/// The writer's nice value: `steps` below the daemon's `daemon` (Linux's range ends at 19).
+fn writer_nice_from(daemon: i32, steps: i32) -> i32 {
+    (daemon + steps).min(19)
+}
+
+/// The calling thread's nice value (elsewhere than Linux: 0, the writer's priority is left alone).
+#[cfg(not(target_os = "linux"))]
+fn this_thread_nice() -> i32 {
+    0
 }
 
 /// The nice value of the calling thread (Linux).
@@ -119,14 +135,17 @@ fn this_thread_nice() -> i32 {
 mod tests {
     use super::*;
 
-    /// The process has one writer runtime, whose nice value is the first caller's: another test's
-    /// pipeline may have built it with the default, so the value is read back from it.
+    /// The process has one writer runtime, whose `writer_nice` is the first caller's: another
+    /// test's pipeline may have built it with the default, so the value is read back from it. Run
+    /// niced (`nice scripts/test.sh`), the writer is still below the test's own priority.
     #[test]
     fn writer_tasks_run_niced_and_lance_threads_keep_the_callers_priority() {
         let callers = this_thread_nice();
         assert!(enter(0).is_none(), "writer_nice = 0 keeps the caller's runtime");
         let guard = enter(7).expect("a writer runtime on Linux");
-        let nice = WRITER.get().and_then(Option::as_ref).expect("built").nice;
+        let writer = WRITER.get().and_then(Option::as_ref).expect("built");
+        let (steps, nice) = (writer.steps, writer.nice);
+        assert_eq!(nice, writer_nice_from(callers, steps), "{steps} below the caller's {callers}");
         let (on_worker, on_blocking, in_lance) = futures::executor::block_on(async {
             let worker = tokio::spawn(async { this_thread_nice() });
             let blocking = tokio::task::spawn_blocking(this_thread_nice);
@@ -136,12 +155,12 @@ mod tests {
             (worker.await.unwrap(), blocking.await.unwrap(), lance.await.unwrap())
         });
         drop(guard);
-        assert!(nice > callers, "the test runs at the default priority ({callers}), the writer below it ({nice})");
+        assert!(nice > callers || callers == 19, "the writer ({nice}) below the caller ({callers})");
         assert_eq!(on_worker, nice, "a spawned task runs on a niced worker");
         assert_eq!(on_blocking, nice, "blocking work (loading, chunking, git reads) too");
         assert_eq!(in_lance, callers, "Lance's pool, shared with queries, keeps the caller's priority");
         assert_eq!(this_thread_nice(), callers, "the caller's own thread is left alone");
-        let again = enter(nice + 1).expect("the same runtime");
+        let again = enter(steps + 1).expect("the same runtime");
         let still = futures::executor::block_on(tokio::spawn(async { this_thread_nice() })).unwrap();
         drop(again);
         assert_eq!(still, nice, "the first value holds until a restart");
