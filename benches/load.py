@@ -55,185 +55,30 @@ Scenarios (`--scenarios`, default `idle,ingest`):
 `--distinct 20`: only the first 20 queries (the repeat mix then repeats a lot: shows whether
 the answer cache serves them under load). Exit status 0 unless `ctxd index` fails (a daemon
 that dies or never gets ready is reported with its last log lines).
+
+Beside it: `load_probe.py` (what is read of the processes and the daemon's /metrics),
+`load_edit.py` (the editor and the one-shot copy the ingest runs use), `load_tail.py` (where a
+run's tail comes from).
 """
 import argparse, http.client, json, math, os, random, shutil, signal, subprocess, sys, tempfile, threading, time
-import urllib.error, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from load_tail import WRITER_METRICS, pct, tail_causes, tail_lines  # noqa: E402
+from load_probe import (  # noqa: E402
+    by_label, by_thread, delta, get, histogram_quantile, loadavg, metric_sum, proc_cpu_seconds,
+    proc_rss_mb, scrape, thread_cores, thread_cpu_seconds, version_of,
+)
+from load_edit import INGEST_PREFIX, edit_side, git, git_commit, ingest_side, remove_ingested  # noqa: E402
 from ctxd_daemon import default_ctxd, free_port  # noqa: E402
 
 HOME = os.path.expanduser("~")
 WORK = os.path.join(HOME, ".cache/ctxd/bench-load")
 COSQA = "/work/shared/eval/cosqa"
-SCIFACT = "/work/shared/eval/scifact/corpus"
-INGEST_PREFIX = "_load_ingest_"
 CLIENT_TIMEOUT = 120.0
 
 
 def log(msg):
     print(msg, flush=True)
-
-
-def loadavg():
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "?"
-
-
-def proc_cpu_seconds(pid):
-    """utime + stime of a process (and its reaped children), in seconds."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        ticks = os.sysconf("SC_CLK_TCK")
-        return sum(int(x) for x in fields[11:15]) / ticks
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
-def thread_cpu_seconds(pid):
-    """utime + stime per thread name (digits and dashes at the end dropped: `tokio-runtime-w`,
-    `ctxd-embed`, …), in seconds: where a process's CPU goes."""
-    ticks, out = os.sysconf("SC_CLK_TCK"), {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                head, tail = f.read().rsplit(")", 1)
-            name = head.split("(", 1)[1].rstrip("0123456789-_#") or "?"
-            fields = tail.split()
-            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
-        except (OSError, IndexError, ValueError):
-            pass
-    return out
-
-
-def thread_cores(before, after, wall):
-    """CPU cores each thread name used between two `thread_cpu_seconds` readings `wall` s apart."""
-    return {k: round((v - before.get(k, 0.0)) / wall, 3) for k, v in after.items() if wall and v - before.get(k, 0.0) > 0}
-
-
-def by_thread(cores, n):
-    """The `n` busiest thread names of `thread_cores`, as one line."""
-    top = sorted(((c, k) for k, c in cores.items()), reverse=True)[:n]
-    return ", ".join(f"{k} {c:.2f}" for c, k in top) + " (cores)"
-
-
-def proc_rss_mb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
-
-
-# ---------------------------------------------------------------- HTTP helpers
-
-
-def get(base, path, timeout=10):
-    with urllib.request.urlopen(base + path, timeout=timeout) as r:
-        return r.status, r.read()
-
-
-def post_json(base, path, body, timeout=60):
-    """(status, json or None, headers) without raising on HTTP errors."""
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, json.load(r), r.headers
-    except urllib.error.HTTPError as e:
-        try:
-            payload = json.loads(e.read() or b"null")
-        except ValueError:
-            payload = None
-        return e.code, payload, e.headers
-
-
-def scrape(base):
-    """/metrics as {(name, labels): value}; labels is the raw `{...}` text ('' without)."""
-    try:
-        _, body = get(base, "/metrics", timeout=30)
-    except Exception:
-        return {}
-    out = {}
-    for line in body.decode(errors="replace").splitlines():
-        if not line or line.startswith("#"):
-            continue
-        try:
-            key, value = line.rsplit(" ", 1)
-            value = float(value)
-        except ValueError:
-            continue
-        if "{" in key:
-            name, labels = key.split("{", 1)
-            labels = "{" + labels
-        else:
-            name, labels = key, ""
-        out[(name, labels)] = value
-    return out
-
-
-def metric_sum(m, name, label_filter=None):
-    return sum(v for (n, l), v in m.items() if n == name and (label_filter is None or label_filter in l))
-
-
-def label_value(labels, key):
-    for part in labels.strip("{}").split(","):
-        if "=" in part:
-            k, v = part.split("=", 1)
-            if k.strip() == key:
-                return v.strip().strip('"')
-    return None
-
-
-def delta(before, after, name, label_filter=None):
-    return metric_sum(after, name, label_filter) - metric_sum(before, name, label_filter)
-
-
-def by_label(before, after, name, key):
-    """{label value: delta} of a counter with label `key`."""
-    out = {}
-    for (n, l), v in after.items():
-        if n != name:
-            continue
-        d = v - before.get((n, l), 0.0)
-        lv = label_value(l, key) or "?"
-        out[lv] = out.get(lv, 0.0) + d
-    return {k: int(v) for k, v in out.items() if v}
-
-
-def histogram_quantile(before, after, name, q):
-    """Quantile q of the observations between two scrapes, interpolated inside the bucket
-    (Prometheus `histogram_quantile`); None when nothing was observed."""
-    buckets = []
-    for (n, l), v in after.items():
-        if n != name + "_bucket":
-            continue
-        le = label_value(l, "le")
-        if le is None:
-            continue
-        bound = math.inf if le in ("+Inf", "Inf") else float(le)
-        buckets.append((bound, v - before.get((n, l), 0.0)))
-    buckets.sort()
-    if not buckets or buckets[-1][1] <= 0:
-        return None
-    total = buckets[-1][1]
-    rank = q * total
-    prev_bound, prev_count = 0.0, 0.0
-    for bound, count in buckets:
-        if count >= rank:
-            if math.isinf(bound):
-                return prev_bound
-            if count == prev_count:
-                return bound
-            return prev_bound + (bound - prev_bound) * (rank - prev_count) / (count - prev_count)
-        prev_bound, prev_count = bound, count
-    return prev_bound
 
 
 # ---------------------------------------------------------------- daemons
@@ -288,14 +133,6 @@ class Daemon:
                 self.proc.wait()
         self.logf.close()
         return self.proc.returncode
-
-
-def version_of(base):
-    try:
-        _, body = get(base, "/v1/status")
-        return json.loads(body).get("version")
-    except Exception:
-        return None
 
 
 # ---------------------------------------------------------------- load
@@ -639,85 +476,6 @@ def print_row(r):
 # ---------------------------------------------------------------- ingest
 
 
-def letters(n):
-    """`n` in letters (a word the code tokenizer keeps whole: no digits, no case change)."""
-    return "".join(chr(ord("a") + int(c)) for c in str(n))
-
-
-def git(src, *argv):
-    subprocess.run(["git", "-C", src, *argv], check=True, capture_output=True)
-
-
-def git_commit(src, message, who="load"):
-    """Commits everything in the work tree as `who` (nothing when nothing changed); True if it did."""
-    git(src, "add", "-A")
-    if subprocess.run(["git", "-C", src, "diff", "--cached", "--quiet"]).returncode == 0:
-        return False
-    git(src, "-c", f"user.name={who}", "-c", f"user.email={who}@example.org", "commit", "-q", "-m", message)
-    return True
-
-
-def edit_side(base, src, n_files, run_tag, args):
-    """Returns a `during(t0)` whose editor writes `args.edit_rate` files a second into the watched
-    folder (n_files SciFact abstracts, created, then rewritten over and over, each write with a
-    word of its own) and commits them to git every `args.git_commit_secs`, until its `finish()`;
-    which then measures how long the last write took to be searchable."""
-    pool = sorted(os.listdir(SCIFACT))[:n_files]
-    texts = []
-    for name in pool:
-        with open(os.path.join(SCIFACT, name), encoding="utf-8", errors="replace") as f:
-            texts.append(f.read().rstrip("\n"))
-    dest = os.path.join(src, f"{INGEST_PREFIX}{run_tag}")
-    enc = letters(sum(map(ord, run_tag)))
-    info = {"edit_files": len(pool), "version_before": version_of(base), "edits": 0, "git_commits": 0, "git_commit_times": []}
-    stop = threading.Event()
-    last = {}
-
-    def editor(c0):
-        os.makedirs(dest, exist_ok=True)
-        i, next_commit = 0, c0 + args.git_commit_secs
-        while not stop.is_set():
-            k = i % len(pool)
-            word = f"edit{letters(i)}x{enc}"
-            tmp = os.path.join(dest, "." + pool[k] + ".tmp")
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(f"{texts[k]}\n\nLoad bench edit {word}.\n")
-            os.rename(tmp, os.path.join(dest, pool[k]))
-            last.update(word=word, at=time.monotonic())
-            info["edits"] += 1
-            i += 1
-            if args.git_commit_secs > 0 and time.monotonic() >= next_commit:
-                if git_commit(src, f"load bench edits {run_tag} {i}"):
-                    info["git_commits"] += 1
-                    info["git_commit_times"].append(time.monotonic())
-                next_commit = time.monotonic() + args.git_commit_secs
-            # Paced from the start: `edit_rate` writes a second on average, whatever a write took.
-            stop.wait(max(0.0, c0 + i / args.edit_rate - time.monotonic()))
-
-    def during(t0):
-        th = threading.Thread(target=editor, args=(time.monotonic(),), daemon=True)
-        th.start()
-
-        def finish():
-            stop.set()
-            th.join(timeout=60)
-            info["edit_rate_s"] = info["edits"] / args.seconds
-            word, at = last.get("word"), last.get("at")
-            info["last_edit_searchable_s"] = None
-            while word and time.monotonic() - at < args.ingest_wait:
-                status, payload, _ = post_json(base, "/v1/search", {"query": word, "k": 5, "mode": "bm25"}, timeout=60)
-                if status == 200 and any(word in h.get("content", "") for h in (payload or {}).get("results", [])):
-                    info["last_edit_searchable_s"] = time.monotonic() - at
-                    break
-                time.sleep(0.5)
-            info["version_after"] = version_of(base)
-            return info
-
-        return finish
-
-    return during
-
-
 def writer_scenario(daemon, args, tag):
     """The editor alone (no clients) for `args.seconds`: the daemon's CPU for the writer's work."""
     during = edit_side(daemon.base, args.src, args.ingest_files, f"w{tag}", args)
@@ -734,81 +492,6 @@ def writer_scenario(daemon, args, tag):
         f"the last write searchable after {fmt_s(info['last_edit_searchable_s'])}"
     )
     log("    by thread: " + by_thread(cores, 8))
-
-
-def ingest_side(base, src, n_files, offset, run_tag, args):
-    """Returns a `during(t0)` that copies files into the watched folder and polls for them."""
-    pool = sorted(os.listdir(SCIFACT))[offset : offset + n_files]
-    dest = os.path.join(src, f"{INGEST_PREFIX}{run_tag}")
-    # Two marker words (k ≤ 200 per search), lowercase letters only: the code tokenizer splits
-    # words at letter/digit and case changes, and markers sharing a part would match each other.
-    enc = "".join(chr(ord("a") + int(c)) if c.isdigit() else c for c in run_tag.lower())
-    tokens = [f"quokka{enc}marker", f"wombat{enc}signal"]
-    info = {"ingest_files": len(pool), "version_before": version_of(base)}
-    result = {}
-
-    def searchable_count():
-        paths = set()
-        for tok in tokens:
-            status, payload, _ = post_json(base, "/v1/search", {"query": tok, "k": 200, "mode": "bm25"}, timeout=60)
-            if status != 200 or not payload:
-                return None
-            paths |= {h["path"] for h in payload.get("results", []) if tok in h.get("content", "")}
-        return len(paths)
-
-    def during(t0):
-        c0 = time.monotonic()
-        os.makedirs(dest, exist_ok=True)
-        for i, name in enumerate(pool):
-            with open(os.path.join(SCIFACT, name), encoding="utf-8", errors="replace") as f:
-                text = f.read()
-            tmp = os.path.join(dest, "." + name + ".tmp")
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text.rstrip("\n") + f"\n\nLoad bench marker {tokens[i * len(tokens) // len(pool)]}.\n")
-            os.rename(tmp, os.path.join(dest, name))
-        copied = time.monotonic()
-        info["ingest_copy_s"] = copied - c0
-        stop = threading.Event()
-
-        def poll():
-            last = None
-            while not stop.is_set():
-                try:
-                    n = searchable_count()
-                except Exception:
-                    n = None
-                if n is not None:
-                    last = n
-                    if n >= len(pool):
-                        result["all"] = time.monotonic() - c0
-                        return
-                stop.wait(1.0)
-            result["last_count"] = last
-
-        th = threading.Thread(target=poll, daemon=True)
-        th.start()
-
-        def finish():
-            # After the load: keep polling (now unloaded) until all are searchable or the wait is over.
-            th.join(timeout=max(0.0, args.ingest_wait - (time.monotonic() - c0)))
-            stop.set()
-            th.join(timeout=70)
-            info["ingest_all_searchable_s"] = result.get("all")
-            info["ingest_searchable_at_give_up"] = result.get("last_count")
-            info["version_after"] = version_of(base)
-            return info
-
-        return finish
-
-    return during
-
-
-def remove_ingested(src):
-    for name in os.listdir(src):
-        if name.startswith(INGEST_PREFIX):
-            shutil.rmtree(os.path.join(src, name), ignore_errors=True)
-    if os.path.isdir(os.path.join(src, ".git")):
-        git_commit(src, "load bench: ingested files removed")
 
 
 # ---------------------------------------------------------------- set-up

@@ -19,7 +19,9 @@ import argparse, json, os, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ctxd_daemon import default_ctxd  # noqa: E402
-from load import COSQA, WORK, Daemon, Stats, client_loop, edit_side, log, remove_ingested, scrape  # noqa: E402
+from load import COSQA, WORK, Daemon, Stats, client_loop, log  # noqa: E402
+from load_edit import edit_side, remove_ingested  # noqa: E402
+from load_probe import scrape  # noqa: E402
 from load_tail import pct  # noqa: E402
 
 WINDOW = 15

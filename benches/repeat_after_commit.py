@@ -25,7 +25,7 @@ import argparse, json, os, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ctxd_daemon import default_ctxd, post, start_daemon  # noqa: E402
-from load import scrape  # noqa: E402
+from load_probe import scrape  # noqa: E402
 
 WORK = os.path.expanduser("~/.cache/ctxd/bench-load")
 QUERIES = "/work/shared/eval/cosqa/queries-dev.jsonl"

@@ -41,7 +41,9 @@ import argparse, json, os, random, shutil, signal, subprocess, sys, threading, t
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ctxd_daemon import default_ctxd  # noqa: E402
-from load import Daemon, git, git_commit, log, post_json, proc_rss_mb, scrape  # noqa: E402
+from load import Daemon, log  # noqa: E402
+from load_edit import git, git_commit  # noqa: E402
+from load_probe import post_json, proc_rss_mb, scrape  # noqa: E402
 from load_tail import pct  # noqa: E402
 
 HOME = os.path.expanduser("~")
