@@ -387,6 +387,7 @@ def run_load(targets, queries, mix, args, scenario, run_tag, daemons, during=Non
         "lance_index_cache_misses": int(delta(merged_b, merged_a, "ctxd_index_cache_misses_total", 'cache="index"')),
         "commits": int(delta(merged_b, merged_a, "ctxd_index_commits_total")),
         "rows_inserted": int(delta(merged_b, merged_a, "ctxd_index_rows_inserted_total")),
+        **writer_work(merged_b, merged_a),
         "freshness_p50_s": fresh50,
         "freshness_p99_s": fresh99,
         "max_queued_seen": int(sampler.max_queued),
@@ -463,6 +464,8 @@ def print_row(r):
             f"versions {r.get('version_before')} -> {r.get('version_after')}; {r['commits']} commits, {r['rows_inserted']} rows inserted "
             f"during the run; daemon freshness (change -> commit) p50 {fmt_s(r['freshness_p50_s'])} p99 {fmt_s(r['freshness_p99_s'])}"
         )
+    if "edit_files" in r or "ingest_files" in r:
+        log("  writer during the run: " + writer_work_line(r))
     if "ingest_files" in r:
         s = r.get("ingest_all_searchable_s")
         log(
@@ -476,14 +479,36 @@ def print_row(r):
 # ---------------------------------------------------------------- ingest
 
 
+def writer_work(before, after):
+    """The writer's throughput between two scrapes, against the editor's demand: files the watcher
+    reported from events, files the loader found unchanged, chunks the model embedded and chunks
+    whose vector was reused, files committed."""
+    return {
+        "watch_events": int(delta(before, after, "ctxd_watch_files_total", 'origin="event"')),
+        "load_unchanged": int(delta(before, after, "ctxd_load_skipped_total", 'reason="unchanged"')),
+        "chunks_embedded": int(delta(before, after, "ctxd_embed_chunks_total")),
+        "chunks_reused": int(delta(before, after, "ctxd_embed_cache_hits_total")),
+        "files_committed": int(delta(before, after, "ctxd_upsert_files_total")),
+    }
+
+
+def writer_work_line(w):
+    return (
+        f"{w['watch_events']} files reported by the watcher, {w['load_unchanged']} found unchanged, "
+        f"{w['chunks_embedded']} chunks embedded ({w['chunks_reused']} vectors reused), {w['files_committed']} files committed"
+    )
+
+
 def writer_scenario(daemon, args, tag):
     """The editor alone (no clients) for `args.seconds`: the daemon's CPU for the writer's work."""
     during = edit_side(daemon.base, args.src, args.ingest_files, f"w{tag}", args)
     c0, t0, th0 = proc_cpu_seconds(daemon.proc.pid), time.monotonic(), thread_cpu_seconds(daemon.proc.pid)
+    m0 = scrape(daemon.base)
     finish = during(t0)
     time.sleep(args.seconds)
     cpu, wall = proc_cpu_seconds(daemon.proc.pid) - c0, time.monotonic() - t0
     cores = thread_cores(th0, thread_cpu_seconds(daemon.proc.pid), wall)
+    work = writer_work(m0, scrape(daemon.base))
     info = finish()
     log(
         f"\n--- writer alone: {info['edits']} writes in {args.seconds:.0f} s ({info['edit_rate_s']:.1f} files/s), "
@@ -492,6 +517,7 @@ def writer_scenario(daemon, args, tag):
         f"the last write searchable after {fmt_s(info['last_edit_searchable_s'])}"
     )
     log("    by thread: " + by_thread(cores, 8))
+    log("    the writer over the editing: " + writer_work_line(work))
 
 
 # ---------------------------------------------------------------- set-up
