@@ -38,10 +38,11 @@ Scenarios (`--scenarios`, default `idle,ingest`):
   bench) the 300 files are copied at once at the start of the run and the time until every one
   is searchable (bm25 on a run token) is reported, waiting past the run if needed
   (`--ingest-wait`);
-* `after`: the same daemon once the ingest runs are over (their edits left in place, the writer
-  caught up): the index as editing left it (its fragments, deletions and full-text segments)
-  without a writer — whether an editing run's slower questions come from the index's shape or
-  from the work beside them;
+* `after`: the same daemon once the ingest runs are over and their last write is searchable
+  (their edits left in place; the writer may still be committing and folding what they left):
+  the index as editing left it (its fragments, deletions and full-text segments) without the
+  editor — whether an editing run's slower questions come from the index's shape or from the
+  work beside them;
 * `writer`: the same daemon, no clients: the editor alone for `--seconds`, and the CPU the daemon
   used for it (what the writer's own work costs, beside the queries);
 * `readers`: the index is uploaded to a moto S3 bucket and 1, 2, 3 `--role reader` processes

@@ -241,22 +241,30 @@ def tail_lines(tail):
 
 
 def steps_by_fragments(rows):
-    """From a saved run (`load.py --json-out FILE`: each row's `writer_samples`, (time, metrics) pairs), the
-    query steps' calls per second and milliseconds per call by scenario, mix and the table's
-    fragment count at each sample interval's start."""
+    """From a saved run (`load.py --json-out FILE`: each row's `writer_samples`, (seconds since the
+    run began, metrics) pairs), the searches per second, each step's milliseconds per call and the
+    seconds of the run it was seen in, by scenario, mix and the table's fragment count at each
+    sample interval's end — the rule of `tail_causes` (its windows also skip a run's first
+    2 windows)."""
     groups = {}
     for row in rows:
         samples = row.get("writer_samples") or []
         for (t0, a), (t1, b) in zip(samples, samples[1:]):
-            calls = b.get("vector_count", 0.0) - a.get("vector_count", 0.0)
-            if calls <= 0:
+            if t1 < 2 * STALL_WINDOW_S or "vector_count" not in b:
                 continue
-            g = groups.setdefault((row["scenario"], row["mix"], int(a["fragments"])), {"calls": 0.0, "s": 0.0})
-            g["calls"] += calls
+            key = (row["scenario"], row["mix"], int(b["fragments"]))
+            g = groups.setdefault(key, {"s": 0.0, "first_s": t0, "last_s": t1, **{k: [0.0, 0.0] for k, _, _ in STEPS}})
             g["s"] += t1 - t0
-            for k, _, _ in STEPS[:3]:  # rescoring runs for some calls only: not per search
-                g[k] = g.get(k, 0.0) + b[f"{k}_sum"] - a[f"{k}_sum"]
-    return {key: {"calls_per_s": g["calls"] / g["s"], **{f"{k}_ms": 1000 * g[k] / g["calls"] for k, _, _ in STEPS[:3]}} for key, g in sorted(groups.items())}
+            g["first_s"], g["last_s"] = min(g["first_s"], t0), max(g["last_s"], t1)
+            for k, _, _ in STEPS:
+                g[k][0] += b[f"{k}_sum"] - a[f"{k}_sum"]
+                g[k][1] += b[f"{k}_count"] - a[f"{k}_count"]
+    out = {}
+    for key, g in sorted(groups.items()):
+        fig = {"searches_per_s": g["vector"][1] / g["s"], "first_s": g["first_s"], "last_s": g["last_s"]}
+        fig.update({f"{k}_ms": 1000 * g[k][0] / g[k][1] if g[k][1] else None for k, _, _ in STEPS})
+        out[key] = fig
+    return out
 
 
 if __name__ == "__main__":
@@ -266,5 +274,8 @@ if __name__ == "__main__":
         sys.exit("usage: python3 benches/load_tail.py RUN.json [RUN.json ...]  (files written by load.py --json-out)")
     rows = [r for path in sys.argv[1:] for r in json.load(open(path))["rows"]]
     for (scenario, mix, frags), g in steps_by_fragments(rows).items():
-        steps = " ".join(f"{k} {g[k + '_ms']:.1f}" for k, _, _ in STEPS[:3])
-        print(f"{scenario:7} {mix:7} fragments {frags}: {g['calls_per_s']:.1f} searches/s, ms per call {steps}")
+        steps = " ".join(f"{k} {_num(g[k + '_ms'], 1)}" for k, _, _ in STEPS)
+        print(
+            f"{scenario:7} {mix:7} fragments {frags}: {g['searches_per_s']:.1f} searches/s, ms per call {steps} "
+            f"(seen {g['first_s']:.1f}-{g['last_s']:.1f} s)"
+        )

@@ -21,12 +21,12 @@
 //!   exists.
 //!
 //! One runtime for the process, built at the first following pipeline with that pipeline's
-//! `writer_nice` (a reload that sets another value above 0 keeps the running one until the daemon restarts); a later
-//! generation (a model switch, a reload of the sources) runs on the same threads. `writer_nice = 0`
-//! runs the pipeline on the caller's runtime, as before. One-shot runs (`ctxd index`) have no
-//! queries beside them and stay where they are called. The nice value is per thread on Linux
-//! (`setpriority(PRIO_PROCESS, tid)`); elsewhere the runtime is built the same and the priority is
-//! left alone (said once in the log).
+//! `writer_nice` (a reload that sets another value above 0 keeps the running one until the daemon
+//! restarts); a later generation (a model switch, a reload of the sources) runs on the same
+//! threads. `writer_nice = 0` runs the pipeline on the caller's runtime, as before. One-shot runs
+//! (`ctxd index`) have no queries beside them and stay where they are called. The nice value is
+//! per thread on Linux (`setpriority(PRIO_PROCESS, tid)`); elsewhere the runtime is built the same
+//! and the priority is left alone (said once in the log).
 
 use std::sync::OnceLock;
 

@@ -117,7 +117,7 @@ pub fn describe() {
     );
     metrics::describe_histogram!(
         SIGNAL_SECONDS,
-        "Seconds one signal of a computed routed search took, label signal (embed|vector|fulltext|symbols|paths; embed includes the wait for the model thread, and it runs beside fulltext)."
+        "Seconds one signal of a computed routed search took, label signal (embed|vector|fulltext|symbols|paths; embed includes the wait for the model thread, and it runs beside fulltext; a search given its nearest chunks, as completion context's, times no vector step)."
     );
     metrics::describe_gauge!(ANSWER_CACHE_ANSWERS, "Answers the answer cache keeps now, every generation together.");
 }
