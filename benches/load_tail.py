@@ -22,10 +22,8 @@ them:
 
 From those per-window figures: the mean answers (and steps' milliseconds) of windows with and
 without a writer commit, a fragment merge or a fold, and by the table's fragment count at the
-window's end (what a search reads grows with new fragments until the indexes cover their rows),
-and the correlation of answers per window
-with each figure over the run (a dip set by one of them shows as a clearly negative r; noise of
-±0.2 is what 25 windows give by chance).
+window's end, and the correlation of answers per window with each figure over the run (a dip set
+by one of them shows as a clearly negative r; noise of ±0.2 is what 25 windows give by chance).
 
 Run alone on saved runs (`python3 benches/load_tail.py RUN.json ...`, files of `load.py
 --json-out`) it prints the query steps' milliseconds by scenario, mix and fragment count from each
@@ -55,6 +53,19 @@ WRITER_METRICS += tuple(
 )
 # Thread names whose cores are set beside each window (`load_probe.thread_cpu_seconds` names).
 THREADS = (("embed", "ctxd-embed"), ("writer", "ctxd-writer"), ("lance", "lance-cpu"), ("queries", "tokio-rt-worker"))
+
+
+def add_steps(acc, m0, m1):
+    """Adds each step's seconds and calls between two samples to `acc` ({step: [seconds, calls]});
+    a series sampled before these keys existed has none: the step stays unknown."""
+    for key, _, _ in STEPS:
+        acc[key][0] += m1.get(f"{key}_sum", 0.0) - m0.get(f"{key}_sum", 0.0)
+        acc[key][1] += m1.get(f"{key}_count", 0.0) - m0.get(f"{key}_count", 0.0)
+
+
+def steps_ms(acc):
+    """{`<step>_ms`: mean milliseconds per call} of `add_steps`' sums (None: no call)."""
+    return {f"{k}_ms": 1000 * total / n if n else None for k, (total, n) in acc.items()}
 
 
 def pct(sorted_vals, q):
@@ -95,12 +106,9 @@ def window_figures(series, t, width):
         for key, name in THREADS:
             # A thread that ended between the samples takes its seconds with it: never below 0.
             out[key] += max(0.0, c1.get(name, 0.0) - c0.get(name, 0.0)) / width
-        for key, acc in steps.items():
-            # (A series sampled before these keys existed has none: the step stays unknown.)
-            acc[0] += m1.get(f"{key}_sum", 0.0) - m0.get(f"{key}_sum", 0.0)
-            acc[1] += m1.get(f"{key}_count", 0.0) - m0.get(f"{key}_count", 0.0)
-    # Mean milliseconds of each step among the calls that ended in the window (None: none ended).
-    out.update({f"{k}_ms": 1000 * total / n if n else None for k, (total, n) in steps.items()})
+        add_steps(steps, m0, m1)
+    # Mean milliseconds of each step among the calls that ended in the window.
+    out.update(steps_ms(steps))
     return out
 
 
@@ -253,18 +261,14 @@ def steps_by_fragments(rows):
             if t1 < 2 * STALL_WINDOW_S or "vector_count" not in b:
                 continue
             key = (row["scenario"], row["mix"], int(b["fragments"]))
-            g = groups.setdefault(key, {"s": 0.0, "first_s": t0, "last_s": t1, **{k: [0.0, 0.0] for k, _, _ in STEPS}})
+            g = groups.setdefault(key, {"s": 0.0, "first_s": t0, "last_s": t1, "steps": {k: [0.0, 0.0] for k, _, _ in STEPS}})
             g["s"] += t1 - t0
             g["first_s"], g["last_s"] = min(g["first_s"], t0), max(g["last_s"], t1)
-            for k, _, _ in STEPS:
-                g[k][0] += b[f"{k}_sum"] - a[f"{k}_sum"]
-                g[k][1] += b[f"{k}_count"] - a[f"{k}_count"]
-    out = {}
-    for key, g in sorted(groups.items()):
-        fig = {"searches_per_s": g["vector"][1] / g["s"], "first_s": g["first_s"], "last_s": g["last_s"]}
-        fig.update({f"{k}_ms": 1000 * g[k][0] / g[k][1] if g[k][1] else None for k, _, _ in STEPS})
-        out[key] = fig
-    return out
+            add_steps(g["steps"], a, b)
+    return {
+        key: {"searches_per_s": g["steps"]["vector"][1] / g["s"], "first_s": g["first_s"], "last_s": g["last_s"], **steps_ms(g["steps"])}
+        for key, g in sorted(groups.items())
+    }
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@
 //! following pipeline ([`crate::pipeline::Pipeline::run`] with `follow`) run on a tokio runtime of
 //! their own whose threads have a higher nice value: the daemon's own plus `[pipeline]
 //! writer_nice` (10 by default; at most 19), so a daemon started niced (systemd's `Nice=`) keeps
-//! its writer below its queries too. Linux's scheduler then gives a core to a query's thread first, and the writer still gets every
-//! cycle the queries leave (a niced thread is not starved: at nice 10 it weighs about a tenth of a
-//! query thread when both want a core, and all of an idle core).
+//! its writer below its queries too. Linux's scheduler then gives a core to a query's thread
+//! first, and the writer still gets every cycle the queries leave (a niced thread is not starved:
+//! at nice 10 it weighs about a tenth of a query thread when both want a core, and all of an idle
+//! core).
 //!
 //! What stays at the queries' priority, because queries use it too:
 //! - the model's threads (query and indexing embeddings share them; indexing yields to waiting
