@@ -16,7 +16,10 @@ so the index is built once and no query runs against a later commit's tree.
 
 Indexed file set: every `*.py` and `*.pyi` file, plus `*.toml`, `*.cfg`, `*.ini`, `*.yaml`, `*.yml`
 at the top level of the repository only; paths with a hidden (dot-named) part are skipped (ctxd
-skips them anyway), so a gold file such as `.pre-commit-config.yaml` can never be found.
+skips them anyway), so a gold file such as `.pre-commit-config.yaml` can never be found. `--all-files`
+indexes every file of the checkout instead (docs, data, other languages), as `ctxd index` of a plain
+checkout does and as the held-out sets are run; with `--no-history` and its own `--work`, it measures
+that setting (BENCHMARKS.md, "Issue 60: full checkouts").
 
 The tree is a linked worktree of the mirror (`git worktree add --no-checkout`, HEAD moved to each base commit
 before indexing; `--no-history` leaves it a plain folder), so `ctxd index` records the history of the base
@@ -46,7 +49,7 @@ MRR on the issues whose fix touches a file changed in the 30 days before the bas
 others (where the history signals should help).
 
     python3 benches/localization.py --ctxd BIN [--mode locate|search|context] [--search-mode vector] [--budget B] [--assembly A] [--no-skeletons] [--ablate sig1,sig2]
-        [--without sig] [--locate-model fitted|hand] [--repo owner/name] [--limit N] [--per-repo N] [--max-repo-mb MB] [--fresh] [--reuse] [--json OUT]
+        [--without sig] [--locate-model fitted|hand] [--repo owner/name] [--limit N] [--per-repo N] [--max-repo-mb MB] [--all-files] [--no-history] [--fresh] [--reuse] [--json OUT]
 """
 import argparse, collections, json, os, re, shutil, subprocess, sys, time
 
@@ -56,13 +59,15 @@ from mirrors import commit_time, git
 TOP_EXT = (".toml", ".cfg", ".ini", ".yaml", ".yml")
 
 
-def indexed(path):
+def indexed(path, every=False):
+    """Whether the bench indexes `path`: the Python set, or with `every` (`--all-files`) every file
+    of the checkout, as `ctxd index` of a plain checkout reads it."""
     if any(p.startswith(".") for p in path.split("/")):
         return False
-    return path.endswith((".py", ".pyi")) or ("/" not in path and path.endswith(TOP_EXT))
+    return every or path.endswith((".py", ".pyi")) or ("/" not in path and path.endswith(TOP_EXT))
 
 
-def indexed_mb(gitdir, issues):
+def indexed_mb(gitdir, issues, every=False):
     """MB of the indexed files at the latest base commit of `issues`."""
     latest = max({x["base_commit"] for x in issues}, key=lambda c: commit_time(gitdir, c))
     size = 0
@@ -70,12 +75,13 @@ def indexed_mb(gitdir, issues):
         if rec:
             meta, path = rec.split(b"\t", 1)
             mode, kind, _, length = meta.decode().split()
-            if kind == "blob" and mode != "120000" and indexed(path.decode("utf-8", "surrogateescape")):
+            # a blob the mirror lacks lists its size as "BAD" (sync_tree counts it absent)
+            if kind == "blob" and mode != "120000" and length.isdigit() and indexed(path.decode("utf-8", "surrogateescape"), every):
                 size += int(length)
     return size / 1e6
 
 
-def sync_tree(gitdir, commit, tree, state_path):
+def sync_tree(gitdir, commit, tree, state_path, every=False):
     """Make `tree` equal to `commit` restricted to the indexed set; return (written, deleted, absent)."""
     state = json.load(open(state_path)) if os.path.exists(state_path) else {}
     want = {}
@@ -85,7 +91,7 @@ def sync_tree(gitdir, commit, tree, state_path):
         meta, path = rec.split(b"\t", 1)
         mode, kind, sha = meta.decode().split()
         path = path.decode("utf-8", "surrogateescape")
-        if kind == "blob" and mode != "120000" and indexed(path):
+        if kind == "blob" and mode != "120000" and indexed(path, every):
             want[path] = sha
     todo = [p for p, s in want.items() if state.get(p) != s or not os.path.exists(os.path.join(tree, p))]
     written = absent = 0
@@ -297,6 +303,9 @@ def main():
     ap.add_argument("--json", help="write per-issue rankings and metrics here")
     ap.add_argument("--no-history", action="store_true",
                     help="index plain folders (no git history: the recency and co-change signals stay silent)")
+    ap.add_argument("--all-files", action="store_true",
+                    help="index every file of each checkout (docs, data, other languages), as the held-out sets are "
+                         "indexed; keep its indexes apart with --work")
     ap.add_argument("--reuse", action="store_true",
                     help="skip indexing a commit whose snapshot tag c-<sha> the index already has (query it as of that tag)")
     args = ap.parse_args()
@@ -328,7 +337,7 @@ def main():
         issues = [x for x in issues if id(x) in kept]
     if args.max_repo_mb:
         for repo in sorted(by_repo):
-            mb = indexed_mb(os.path.join(args.mirrors, repo.replace("/", "+"), "repo"), by_repo[repo])
+            mb = indexed_mb(os.path.join(args.mirrors, repo.replace("/", "+"), "repo"), by_repo[repo], args.all_files)
             if mb > args.max_repo_mb:
                 print(f"## {repo}: left out ({mb:.1f} MB indexed > --max-repo-mb {args.max_repo_mb})", flush=True)
                 del by_repo[repo]
@@ -369,7 +378,7 @@ def main():
                 print(f"{c[:10]}: reusing snapshot {tag_of(c)}", flush=True)
                 run_queries(args, repo, db, tree, c, commits[c], variants, results)
                 continue
-            w, d, a = sync_tree(gitdir, c, tree, state)
+            w, d, a = sync_tree(gitdir, c, tree, state, args.all_files)
             if not args.no_history:
                 ensure_worktree(gitdir, tree, c)
                 set_head(tree, c)

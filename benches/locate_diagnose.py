@@ -45,6 +45,7 @@ LAMBDAS = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
 # Features that are a signal's evidence for a file (held >= 0 by the monotone recipes); the rest
 # (test, doc, init, depth, size) describe the file and may count against it.
 SHAPE = ("test", "doc", "init", "depth", "size")
+DEPTHS = (("1", 1), ("2-5", 5), ("6-10", 10), ("11-20", 20), ("21-50", 50), ("51+", float("inf")))
 RECIPES = ("l2", "nohist", "prior", "mono", "mono-prior", "mono-nohist", "mono-prior-nohist")
 
 
@@ -64,11 +65,15 @@ class Issue:
         self.kind = text_kind(text)
 
 
-def load(path, data_path, names):
-    report = json.load(open(path))
+def load(paths, data_path, names):
+    """The issues of one or more ROWS reports (comma-separated paths); where two hold the same issue,
+    the later one's rows replace the earlier's (e.g. full-checkout rows over Python-only ones)."""
+    rows = {}
+    for path in paths.split(","):
+        rows.update((r["id"], r) for r in json.load(open(path))["runs"]["full"]["issues"])
     texts = {x["id"]: x for x in map(json.loads, open(data_path))}
     out, missed = [], 0
-    for row in report["runs"]["full"]["issues"]:
+    for row in rows.values():
         if not row.get("features"):
             missed += 1
             continue
@@ -124,13 +129,14 @@ def per_issue(scorer, issues, history):
     return {i.id: fl.issue_figures(scorer(i.x if history else i.x0), i.y, i.ngold) for i in issues}
 
 
-def cross_validated(recipe, issues, names, lam, hand, folds, history):
-    """Per-issue held-out figures: each fold's issues scored by the recipe fitted outside the fold."""
+def cross_validated(recipe, issues, names, lam, hand, folds, history, fit=fit_recipe):
+    """Per-issue held-out figures: each fold's issues scored by the recipe fitted (by `fit`, which
+    takes fit_recipe's arguments) outside the fold."""
     out = {}
     for fold in folds:
         test = [i for i in issues if fold(i)]
         if test:
-            out.update(per_issue(fit_recipe(recipe, [i for i in issues if not fold(i)], names, lam, hand), test, history))
+            out.update(per_issue(fit(recipe, [i for i in issues if not fold(i)], names, lam, hand), test, history))
     return out
 
 
@@ -177,11 +183,11 @@ def table(title, rows, issues):
         print(f"| {label} | " + " | ".join(cells) + f" | {worst_loss(figs, base, issues):.0f} |")
 
 
-def judged(recipe, issues, names, lam, hand, base):
+def judged(recipe, issues, names, lam, hand, base, fit=fit_recipe):
     """The recipe's per-issue figures cross-validated by repository and by category (rows without
     history), and the most issues any category or text kind of either loses against `base`."""
-    rf = cross_validated(recipe, issues, names, lam, hand, repo_folds(issues), False)
-    cf = cross_validated(recipe, issues, names, lam, hand, category_folds(issues), False)
+    rf = cross_validated(recipe, issues, names, lam, hand, repo_folds(issues), False, fit)
+    cf = cross_validated(recipe, issues, names, lam, hand, category_folds(issues), False, fit)
     return rf, cf, max(worst_loss(rf, base, issues), worst_loss(cf, base, issues))
 
 
@@ -221,6 +227,20 @@ def stability(recipe, lam, issues, names, hand):
               f"{col.max():+.3f} | {flips} |")
 
 
+def depth(label, scorer, issues):
+    """Where each issue's last gold file sits under `scorer` (rows without history): what a re-weighting
+    can still reach (ranks 6-20) against what needs new evidence (deeper, or not a candidate at all)."""
+    buckets = collections.Counter()
+    for i in issues:
+        if i.y.sum() < i.ngold:
+            buckets["not a candidate"] += 1
+            continue
+        last = np.flatnonzero(i.y[np.argsort(-scorer(i.x0), kind="stable")]).max() + 1
+        buckets[next(b for b, top in DEPTHS if last <= top)] += 1
+    print(f"\n{label}, rank of the last gold file ({len(issues)} issues): "
+          + ", ".join(f"{b}: {buckets[b]}" for b in [b for b, _ in DEPTHS] + ["not a candidate"]))
+
+
 def changes(label, figs, base, issues):
     """The issues whose Acc@1 or Acc@5 differ from the hand-set weights'."""
     moved = [(i, figs[i.id], base[i.id]) for i in issues
@@ -234,9 +254,10 @@ def changes(label, figs, base, issues):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--train", required=True, help="localization.py --features report on train.jsonl (hand-set weights)")
+    ap.add_argument("--train", required=True, help="localization.py --features report on train.jsonl (hand-set "
+                    "weights); several, comma-separated: a later one's issues replace an earlier one's")
     ap.add_argument("--train-data", default="/work/shared/eval/localization/train.jsonl")
-    ap.add_argument("--dev", help="the same report on dev.jsonl: reported, never fitted on or chosen by")
+    ap.add_argument("--dev", help="the same report(s) on dev.jsonl: reported, never fitted on or chosen by")
     ap.add_argument("--dev-data", default="/work/shared/eval/localization/dev.jsonl")
     ap.add_argument("--write", help="write the chosen recipe, fitted on all train issues, as a model file here")
     args = ap.parse_args()
@@ -267,6 +288,7 @@ def main():
     if (recipe, lam) != ("l2", 0.003):
         stability(recipe, lam, train, names, hand)
     chosen = fit_recipe(recipe, train, names, lam, hand)
+    depth(f"train, chosen {recipe} {lam} (in-sample)", chosen, train)
     if args.dev:
         dev, dmissed = load(args.dev, args.dev_data, names)
         print(f"\ndev: {len(dev)} issues with candidates ({dmissed} without)")
@@ -276,6 +298,7 @@ def main():
             table("dev, " + ("as indexed (history)" if history else "without history"), rows, dev)
             for label, figs in rows[1:]:
                 changes(f"dev {'with' if history else 'without'} history, {label}", figs, rows[0][1], dev)
+        depth(f"dev, chosen {recipe} {lam}", chosen, dev)
     if args.write:
         fitted = (f"benches/locate_diagnose.py on train.jsonl: {len(train)} issues, "
                   f"{len({i.repo for i in train})} repositories; recipe {recipe} at L2 {lam}, chosen by "

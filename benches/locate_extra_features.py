@@ -14,9 +14,14 @@ Feature families (`--family`):
   same share for the folder names on its path (`dir_share`);
 - `rank`: each signal's 1/(1 + rank) among the issue's candidates (where the rows have no rank of
   it yet);
-- `norm`: each signal divided by its best candidate's value in the issue.
+- `norm`: each signal divided by its best candidate's value in the issue;
+- `sibling`: 1 when the file sits in the folder of one of the issue's three best candidates under the
+  hand-set weights (a second stage: the neighbours of what the first ranking found), 0 for the best.
 
-    python3 benches/locate_extra_features.py --train ROWS [--family path,rank,norm] [--recipe mono-prior-nohist]
+`--bag B` also scores the recipe bagged: its weights averaged over B fits on bootstrap samples of the
+training repositories (steadier weights, the usual remedy for a fit that does not hold out of sample).
+
+    python3 benches/locate_extra_features.py --train ROWS [--family path,rank,norm,sibling] [--recipe mono-prior-nohist] [--bag 16]
 
 ROWS: `benches/rows/locate-train-hand.json` (decompressed), as for locate_diagnose.py.
 """
@@ -48,6 +53,16 @@ def path_features(path, text_words):
     return {"stem_share": share(own), "stem_whole": float(whole), "dir_share": share(dirs)}
 
 
+def sibling(cands, hand, names, top=3):
+    """1 for a candidate in the folder of one of the `top` best candidates under the hand-set weights
+    (the best one itself excepted)."""
+    x = np.array([[c["features"].get(n, 0.0) for n in names] for c in cands])
+    x[:, [names.index(n) for n in fl.HISTORY]] = 0.0
+    best = np.argsort(-ld.Scorer(*hand, names)(x), kind="stable")[:top]
+    folders = {os.path.dirname(cands[j]["path"]) for j in best}
+    return [0.0 if j == best[0] else float(os.path.dirname(c["path"]) in folders) for j, c in enumerate(cands)]
+
+
 def within_issue(cands, family, have):
     """{feature: values over `cands`} of a signal family computed within one issue."""
     out = {}
@@ -64,7 +79,7 @@ def within_issue(cands, family, have):
     return out
 
 
-def augment(rows_path, data_path, families, have):
+def augment(rows_path, data_path, families, have, hand):
     """The rows with the families' features added (a temporary file) and the added names."""
     report = json.load(open(rows_path))
     texts = {x["id"]: x.get("query", "") for x in map(json.loads, open(data_path))}
@@ -76,6 +91,9 @@ def augment(rows_path, data_path, families, have):
             if family == "path":
                 for c in cands:
                     c["features"].update(path_features(c["path"], text_words))
+            elif family == "sibling" and cands:
+                for c, v in zip(cands, sibling(cands, hand, fl.feature_names())):
+                    c["features"]["sibling"] = v
             else:
                 for name, vals in within_issue(cands, family, have).items():
                     for c, v in zip(cands, vals):
@@ -88,11 +106,24 @@ def augment(rows_path, data_path, families, have):
     return out.name, added
 
 
-def cross_validate(issues, names, hand, recipe, lam):
-    """locate_diagnose's two cross-validations of the recipe, as printed figures, and its worst loss."""
+def bagged(fit, bags):
+    """`fit` (locate_diagnose.fit_recipe) made to average its weights over `bags` bootstrap samples
+    of the training issues' repositories (a fixed seed: the same samples every run)."""
+    def fit_bagged(recipe, issues, names, lam, hand):
+        rng = np.random.default_rng(7)
+        repos = sorted({i.repo for i in issues})
+        fits = [fit(recipe, [i for k in rng.choice(len(repos), len(repos)) for i in issues if i.repo == repos[k]],
+                    names, lam, hand) for _ in range(bags)]
+        return ld.Scorer(np.mean([f.w for f in fits], axis=0), fits[0].factors, names)
+    return fit_bagged
+
+
+def cross_validate(issues, names, hand, recipe, lam, bags=0):
+    """locate_diagnose's two cross-validations of the recipe (bagged over `bags` samples when > 0), as
+    printed figures, and its worst loss."""
     ids = [i.id for i in issues]
     base = ld.per_issue(ld.Scorer(*hand, names), issues, False)
-    rf, cf, loss = ld.judged(recipe, issues, names, lam, hand, base)
+    rf, cf, loss = ld.judged(recipe, issues, names, lam, hand, base, bagged(ld.fit_recipe, bags) if bags else ld.fit_recipe)
     fig = lambda f: " / ".join(f"{ld.mean(f, ids, k):.3f}" for k in ("Acc@1", "Acc@5", "MRR@10"))  # noqa: E731
     return fig(rf), fig(cf), loss
 
@@ -103,21 +134,25 @@ def main():
     ap.add_argument("--train-data", default="/work/shared/eval/localization/train.jsonl")
     ap.add_argument("--family", default="path,rank,norm")
     ap.add_argument("--recipe", default="mono-prior-nohist")
+    ap.add_argument("--bag", type=int, default=0, help="also score the committed features' fit bagged over B samples")
     args = ap.parse_args()
     base = fl.feature_names()
     hw, hf = ld.weights_of(os.path.join(fl.REPO, "codegraph/src/locate/hand.json"), base)
     print(f"| features | L2 | CV by repository (Acc@1 / Acc@5 / MRR@10) | CV by category | worst loss vs hand |\n"
           f"|---|---|---|---|---|")
     for family in [None] + args.family.split(","):
-        rows, added = augment(args.train, args.train_data, [family] if family else [], set(base))
+        rows, added = augment(args.train, args.train_data, [family] if family else [], set(base), (hw, hf))
         names = base + added
         issues, _ = ld.load(rows, args.train_data, names)
         os.unlink(rows)
         hand = (np.concatenate([hw, np.zeros(len(added))]), hf)
         for lam in (0.003, 0.01, 0.03):
             rf, cf, loss = cross_validate(issues, names, hand, args.recipe, lam)
-            print(f"| {family or 'the committed ones'} {'+ ' + ', '.join(added) if added else ''} | {lam} | {rf} | "
+            print(f"| {family or 'the committed ones'} {'+ ' + ', '.join(added) if added and added != [family] else ''} | {lam} | {rf} | "
                   f"{cf} | {loss:.0f} |", flush=True)
+            if args.bag and not family:
+                rf, cf, loss = cross_validate(issues, names, hand, args.recipe, lam, args.bag)
+                print(f"| the committed ones, bagged over {args.bag} | {lam} | {rf} | {cf} | {loss:.0f} |", flush=True)
 
 
 if __name__ == "__main__":
