@@ -91,6 +91,18 @@ def scaled(data, names, factors):
     return out
 
 
+def feature_matrix(cands, names):
+    """One issue's candidate rows as an n x F array, the features in `names` order (absent ones 0)."""
+    return np.array([[c["features"].get(n, 0.0) for n in names] for c in cands], dtype=np.float64)
+
+
+def without_history(x, names):
+    """A copy of the rows `x` with the history features at zero (what an index of a plain checkout gives)."""
+    x = x.copy()
+    x[:, [names.index(n) for n in HISTORY]] = 0.0
+    return x
+
+
 def issues_of(report, names):
     """[(repo, X (n x F), gold mask)] per issue with candidates; and the count without a gold candidate."""
     out, missed = [], 0
@@ -100,7 +112,7 @@ def issues_of(report, names):
             missed += 1
             continue
         gold = set(row["gold"])
-        x = np.array([[c["features"].get(n, 0.0) for n in names] for c in cands], dtype=np.float64)
+        x = feature_matrix(cands, names)
         y = np.array([c["path"] in gold for c in cands])
         if not y.any():
             missed += 1

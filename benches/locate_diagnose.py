@@ -55,12 +55,11 @@ class Issue:
     def __init__(self, row, names, text):
         self.id, self.repo = row["id"], row["repo"]
         cands = row["features"]
-        self.x = np.array([[c["features"].get(n, 0.0) for n in names] for c in cands], dtype=np.float64)
+        self.x = fl.feature_matrix(cands, names)
         gold = set(row["gold"])
         self.y = np.array([c["path"] in gold for c in cands])
         self.ngold = len(gold)
-        self.x0 = self.x.copy()
-        self.x0[:, [names.index(n) for n in fl.HISTORY]] = 0.0
+        self.x0 = fl.without_history(self.x, names)
         self.category = row.get("category") or ("SWE-bench" if "swe" in row.get("source", "swe") else "none")
         self.kind = text_kind(text)
 

@@ -56,8 +56,7 @@ def path_features(path, text_words):
 def sibling(cands, hand, names, top=3):
     """1 for a candidate in the folder of one of the `top` best candidates under the hand-set weights
     (the best one itself excepted)."""
-    x = np.array([[c["features"].get(n, 0.0) for n in names] for c in cands])
-    x[:, [names.index(n) for n in fl.HISTORY]] = 0.0
+    x = fl.without_history(fl.feature_matrix(cands, names), names)
     best = np.argsort(-ld.Scorer(*hand, names)(x), kind="stable")[:top]
     folders = {os.path.dirname(cands[j]["path"]) for j in best}
     return [0.0 if j == best[0] else float(os.path.dirname(c["path"]) in folders) for j, c in enumerate(cands)]
