@@ -45,31 +45,16 @@ pub async fn run(
     );
 
     // Chunking: load + chunk every file on this thread.
-    let chunker = Chunker::with_tokenizer(counter, ChunkConfig::default());
-    let scanner = Scanner::new(corpus, vec![]);
-    let mut files = Vec::new();
-    scanner.scan(|f| {
-        files.push(f);
-        true
-    });
     let started = Instant::now();
-    let state = FileState::default();
-    let (mut bytes, mut chunks) = (0usize, Vec::new());
-    for f in &files {
-        if let Ok(LoadOutcome::Loaded(l)) = load(f, &state, &LoadConfig::default()) {
-            bytes += l.text.len();
-            let c = chunker.chunk_file(&l);
-            chunks.extend(c.chunks.into_iter().map(|ch| (c.rel.clone(), ch)));
-        }
-    }
+    let Chunked { files, bytes, chunks } = chunk_corpus(corpus, counter);
     let secs = started.elapsed().as_secs_f64();
     println!(
         "chunk:  {} files, {:.1} MB, {} chunks in {:.2}s = {:.0} files/s, {:.2} MB/s, {:.0} chunks/s",
-        files.len(),
+        files,
         bytes as f64 / 1e6,
         chunks.len(),
         secs,
-        files.len() as f64 / secs,
+        files as f64 / secs,
         bytes as f64 / 1e6 / secs,
         chunks.len() as f64 / secs
     );
@@ -118,6 +103,34 @@ pub async fn run(
         );
     }
     Ok(())
+}
+
+/// A corpus loaded and chunked: files read, their bytes, and (path, chunk) pairs.
+pub(crate) struct Chunked {
+    pub files: usize,
+    pub bytes: usize,
+    pub chunks: Vec<(String, ctxd_index::record::Chunk)>,
+}
+
+/// Loads and chunks every file under `corpus` on this thread, as indexing does.
+pub(crate) fn chunk_corpus(corpus: &Path, counter: ctxd_models::tokens::TokenCounter) -> Chunked {
+    let chunker = Chunker::with_tokenizer(counter, ChunkConfig::default());
+    let scanner = Scanner::new(corpus, vec![]);
+    let mut files = Vec::new();
+    scanner.scan(|f| {
+        files.push(f);
+        true
+    });
+    let state = FileState::default();
+    let (mut bytes, mut chunks) = (0usize, Vec::new());
+    for f in &files {
+        if let Ok(LoadOutcome::Loaded(l)) = load(f, &state, &LoadConfig::default()) {
+            bytes += l.text.len();
+            let c = chunker.chunk_file(&l);
+            chunks.extend(c.chunks.into_iter().map(|ch| (c.rel.clone(), ch)));
+        }
+    }
+    Chunked { files: files.len(), bytes, chunks }
 }
 
 /// Writes texts, vectors and timing for an outside comparison.

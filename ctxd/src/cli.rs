@@ -547,6 +547,15 @@ pub enum Command {
         /// With --integrity: files read per folder at most.
         #[arg(long, default_value_t = 4000)]
         max_files: usize,
+        /// Instead of the throughput figures: fit the model's late-interaction codec on the token
+        /// states of `--embed-chunks` chunks of the corpus and write it to this file (how the
+        /// codecs under models/codecs/ were made; BENCHMARKS.md has the command).
+        #[arg(long)]
+        fit_late: Option<PathBuf>,
+        /// With --fit-late: principal directions the codec keeps (bytes a stored token, besides
+        /// its 4-byte scale).
+        #[arg(long, default_value_t = 64)]
+        late_dims: usize,
         #[command(flatten)]
         forward: crate::forward_bench::ForwardArgs,
         #[command(flatten)]

@@ -12,6 +12,7 @@ mod bench;
 mod cli;
 mod cmd;
 mod embed_cmd;
+mod fit_late;
 mod forward_bench;
 mod mcp;
 mod metrics;
@@ -170,6 +171,9 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Bench { forward, model, .. } if forward.forward => {
             let base = model.runtime()?;
             tokio::task::spawn_blocking(move || forward_bench::run(&forward, model.model.as_deref(), base)).await?
+        }
+        Command::Bench { corpus, embed_chunks, fit_late: Some(out), late_dims, model, .. } => {
+            fit_late::run(&corpus, embed_chunks, late_dims, &out, &model).await
         }
         Command::Bench { integrity, max_files, model, .. } if !integrity.is_empty() => {
             bench::integrity(&integrity, max_files, &model)

@@ -4,7 +4,7 @@
 //! | format | written by | layout |
 //! |---|---|---|
 //! | 1 | every build from the first (2026-11-22) until format versions existed; a table without the key | vectorless rows as `dim` zeros (a non-null `vector`); before 2026-11-23 no `embed_key` (such a table is re-embedded once by the first writer); before 2026-11-24 no `source` (the column is added, null) |
-//! | 2 | this build | the key; `vector` nullable (a row without one stores a null), `embed_key`, `source` |
+//! | 2 | this build | the key; `vector` nullable (a row without one stores a null), `embed_key`, `source`; since 2026-12-07 `late` (added null to older tables when a writer opens them; an older build reads a table with it as it is: one more nullable column) |
 //!
 //! **Policy.** A build opens, searches, writes and compacts every format from [`OLDEST_FORMAT`]
 //! up to its own [`FORMAT`]; it stamps its own format on the tables it creates and leaves an

@@ -100,14 +100,20 @@ impl Index {
         Ok((ids, twice.into_iter().collect()))
     }
 
-    /// Every row without its vector (the columns of `chunks_schema` but `vector`), as a stream
-    /// of record batches; only rows whose id is in `only` when given.
+    /// Every row without what its model made (the columns of `chunks_schema` but `vector` and
+    /// `late`), as a stream of record batches; only rows whose id is in `only` when given.
     pub async fn scan_without_vectors(
         &self,
         only: Option<&[String]>,
     ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch, IndexError>>, IndexError> {
-        let columns: Vec<String> =
-            self.schema().await?.fields().iter().map(|f| f.name().clone()).filter(|n| n != "vector").collect();
+        let columns: Vec<String> = self
+            .schema()
+            .await?
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .filter(|n| n != "vector" && n != crate::schema::LATE)
+            .collect();
         let mut query = self.table.query().select(Select::columns(&columns));
         if let Some(ids) = only {
             query = query.only_if(in_list("chunk_id", ids));

@@ -17,12 +17,13 @@
 //! | model | utf8 | embedding model id |
 //! | indexed_at | timestamp[us, UTC] | when the row was written |
 //! | source | utf8? | the named source (`[[source]]`) the file belongs to; null for an index of one unnamed source (and in tables written before sources had names) |
+//! | late | binary? | the chunk's token states for late-interaction rescoring, compressed by the model's codec (`ctxd_models::late`); null when the model has none or the row has no vector, and in tables written before the column (added null when a writer opens them) |
 
 use std::sync::Arc;
 
 use arrow_array::{
     builder::{FixedSizeListBuilder, Float32Builder},
-    ArrayRef, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
+    ArrayRef, BinaryArray, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
@@ -44,6 +45,8 @@ pub struct ChunkRow {
     pub file_hash: String,
     pub vector: Vec<f32>,
     pub model: String,
+    /// The chunk's late-interaction codes (`ctxd_models::late`); empty: none, stored as null.
+    pub late: Vec<u8>,
 }
 
 impl std::ops::Deref for ChunkRow {
@@ -56,6 +59,11 @@ impl std::ops::Deref for ChunkRow {
 /// The column naming a row's source (see the module docs). Last, so a table written before it
 /// existed gains it as a metadata-only column ([`crate::store::Index::open_or_create`]).
 pub const SOURCE: &str = "source";
+
+/// The column holding a row's late-interaction codes (see the module docs): opaque bytes of the
+/// model's codec, null for none. Last (after [`SOURCE`]), so a table written before it existed
+/// gains it as a metadata-only column ([`crate::store::Index::open_or_create`]).
+pub const LATE: &str = "late";
 
 /// How a table stores the vector of a row that has none (model [`NO_MODEL`]: a full-text-only
 /// row, e.g. every row of `ctxd index --no-embed`).
@@ -111,6 +119,7 @@ fn chunks_fields(dim: usize, nullable_vector: bool) -> SchemaRef {
         Field::new("model", DataType::Utf8, false),
         Field::new("indexed_at", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false),
         Field::new(SOURCE, DataType::Utf8, true),
+        Field::new(LATE, DataType::Binary, true),
     ]))
 }
 
@@ -134,8 +143,9 @@ pub fn push_vector(
 
 /// Builds one record batch from rows for a table storing vectorless rows as `vectorless` says.
 /// Every row's vector must have `dim` values, except a row of model [`NO_MODEL`], whose vector
-/// is not read. With `named` (a pipeline of named sources), a row without a `source` takes its
-/// path's first segment ([`crate::record::source_of_path`]).
+/// is not read (and whose `late` is stored null, as an empty one is). With `named` (a pipeline
+/// of named sources), a row without a `source` takes its path's first segment
+/// ([`crate::record::source_of_path`]).
 pub fn rows_to_batch(
     rows: &[ChunkRow],
     dim: usize,
@@ -186,6 +196,11 @@ pub fn rows_to_batch(
                         (s, _) => Some(s),
                     })
                     .collect::<StringArray>(),
+            ),
+            Arc::new(
+                rows.iter()
+                    .map(|r| (!r.late.is_empty() && r.model != NO_MODEL).then_some(r.late.as_slice()))
+                    .collect::<BinaryArray>(),
             ),
         ],
     )

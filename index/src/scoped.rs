@@ -85,6 +85,7 @@ impl Index {
             keyed: self.keyed,
             vectorless: self.vectorless,
             has_source: self.has_source,
+            has_late: self.has_late,
             named_sources: AtomicBool::new(false),
             scope: scope.map(Arc::new),
             lens,

@@ -289,6 +289,7 @@ mod tests {
             file_hash: format!("f-{content}"),
             vector: vec![1.0, 0.0, 0.0, 0.0],
             model: "m".into(),
+            late: Vec::new(),
         }
     }
 

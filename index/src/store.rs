@@ -46,6 +46,9 @@ pub struct Index {
     /// Whether the table has the `source` column (tables of older ctxd versions do not until a
     /// writer opens them).
     pub(crate) has_source: bool,
+    /// Whether the table has the `late` column (tables of older ctxd versions do not until a
+    /// writer opens them).
+    pub(crate) has_late: bool,
     /// Set on a writer's handle by a pipeline of named sources ([`Index::name_sources`]).
     pub(crate) named_sources: AtomicBool,
     /// The sources this view reads (`None`: all); see [`crate::scope`].
@@ -90,20 +93,7 @@ impl Index {
         let streams = open_or_create_table(&conn, &names, STREAMS_TABLE, streams_schema()).await.map_err(lance)?;
         let edges = open_or_create_table(&conn, &names, EDGES_TABLE, edges_schema()).await.map_err(lance)?;
         let mut index = Self::from_table(uri, table_name, table).await?;
-        if !index.has_source {
-            // A table written before sources had names gains the column (null: no name), in a
-            // metadata-only commit.
-            let column =
-                arrow_schema::Schema::new(vec![arrow_schema::Field::new(crate::schema::SOURCE, DataType::Utf8, true)]);
-            index
-                .table
-                .add_columns()
-                .transform(lance::dataset::NewColumnTransform::AllNulls(std::sync::Arc::new(column)))
-                .execute()
-                .await
-                .map_err(lance)?;
-            index.has_source = true;
-        }
+        index.add_missing_columns().await?;
         index.symbols = Some(symbols);
         index.edges = Some(edges);
         index.streams = Some(streams);
@@ -163,6 +153,7 @@ impl Index {
         let keyed = schema.field_with_name(EMBED_KEY).is_ok();
         let vectorless = crate::schema::Vectorless::of(&schema);
         let has_source = schema.field_with_name(crate::schema::SOURCE).is_ok();
+        let has_late = schema.field_with_name(crate::schema::LATE).is_ok();
         Ok(Self {
             uri: uri.to_string(),
             table_name: table_name.to_string(),
@@ -176,6 +167,7 @@ impl Index {
             keyed,
             vectorless,
             has_source,
+            has_late,
             named_sources: AtomicBool::new(false),
             scope: None,
             overlays: Default::default(),
@@ -183,6 +175,40 @@ impl Index {
             pinned: None,
             pinned_history: None,
         })
+    }
+
+    /// Gives a table written before the `source` or `late` column existed the columns it lacks
+    /// (null: no name, no codes), in one metadata-only commit, in [`chunks_schema`]'s order
+    /// (`source`, then `late`: both are last), so the batches of [`crate::schema::rows_to_batch`]
+    /// match the table's schema before any write.
+    async fn add_missing_columns(&mut self) -> Result<(), IndexError> {
+        use arrow_schema::{Field, Schema};
+        let mut missing = Vec::new();
+        if !self.has_source {
+            missing.push(Field::new(crate::schema::SOURCE, DataType::Utf8, true));
+        }
+        if !self.has_late {
+            missing.push(Field::new(crate::schema::LATE, DataType::Binary, true));
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let added = self
+            .table
+            .add_columns()
+            .transform(lance::dataset::NewColumnTransform::AllNulls(std::sync::Arc::new(Schema::new(missing))))
+            .execute()
+            .await;
+        if let Err(e) = added {
+            // Another writer (a parallel re-embedding shard) may have added them first.
+            self.refresh().await?;
+            let schema = self.schema().await?;
+            if [crate::schema::SOURCE, crate::schema::LATE].iter().any(|c| schema.field_with_name(c).is_err()) {
+                return Err(self.lance(e));
+            }
+        }
+        (self.has_source, self.has_late) = (true, true);
+        Ok(())
     }
 
     async fn stored_model(&self) -> Result<Option<String>, IndexError> {
@@ -286,5 +312,43 @@ mod tests {
         let uri = dir.path().join("nothing").to_string_lossy().into_owned();
         let err = Index::open(&uri).await.err().expect("no index there");
         assert!(err.to_string().contains("ctxd index"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_table_without_the_newest_columns_gains_them_in_order_before_any_write() {
+        use crate::schema::{rows_to_batch, ChunkRow, Vectorless, LATE};
+        use crate::{testing::row, writer::CommitBatch};
+        use std::collections::HashMap;
+        let codes = |i: usize| ChunkRow { late: vec![i as u8; 3], ..row(i) };
+        // Without `late` (format 2 before it), and without `source` and `late` (format 1).
+        for lacking in [1, 2] {
+            let tmp = tempfile::tempdir().unwrap();
+            let uri = tmp.path().join("db").to_string_lossy().into_owned();
+            let full = chunks_schema(8);
+            let kept: Vec<usize> = (0..full.fields().len() - lacking).collect();
+            let old = rows_to_batch(&[row(0)], 8, false, Vectorless::Null).unwrap().project(&kept).unwrap();
+            let conn = lancedb::connect(&uri).execute().await.unwrap();
+            let schema = crate::format::stamped(&old.schema());
+            let table = conn.create_empty_table(crate::CHUNKS_TABLE, schema).execute().await.unwrap();
+            table.add(old).execute().await.unwrap();
+            let index = Index::open_or_create(&uri, "m", 8).await.unwrap();
+            let schema = index.schema().await.unwrap();
+            let names = |s: &arrow_schema::Schema| s.fields().iter().map(|f| f.name().clone()).collect::<Vec<_>>();
+            assert_eq!(names(&schema), names(&full), "lacking {lacking}: the order of chunks_schema");
+            assert!(schema.field_with_name(LATE).unwrap().is_nullable());
+            assert_eq!(crate::format::check(&uri, &schema).unwrap(), crate::format::FORMAT);
+            let keys: Vec<String> = (0..3).map(|i| format!("k{i}")).collect();
+            assert!(index.late_for(&keys).await.unwrap().is_empty(), "old rows have no codes");
+            // An append (a new file) and a merge (a file replaced) both write the column.
+            index.commit(CommitBatch { rows: vec![codes(1)], ..Default::default() }).await.unwrap();
+            let replace =
+                CommitBatch { rows: vec![codes(2)], replace_paths: vec!["f2.txt".into()], ..Default::default() };
+            index.commit(replace).await.unwrap();
+            let found = index.late_for(&keys).await.unwrap();
+            let expected = HashMap::from([("k1".to_string(), vec![1u8; 3]), ("k2".to_string(), vec![2u8; 3])]);
+            assert_eq!(found, expected);
+            let reopened = Index::open(&uri).await.unwrap();
+            assert_eq!(reopened.late_for(&keys).await.unwrap(), found);
+        }
     }
 }

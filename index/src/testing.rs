@@ -27,5 +27,6 @@ pub(crate) fn row(i: usize) -> ChunkRow {
         file_hash: format!("fh{i}"),
         vector,
         model: "m".into(),
+        late: Vec::new(),
     }
 }

@@ -1,13 +1,18 @@
 //! Reads of stored vectors: a file's chunks with their vectors (completion's neighbours), the
-//! vectors of given chunks, and the embedding cache — vectors under their embedding keys.
+//! vectors of given chunks, and the embedding cache — vectors under their embedding keys — with
+//! the late-interaction codes stored beside them, by embedding key too.
+//!
+//! The embedding cache's reads ([`Index::vectors_for`], [`Index::late_for`]) are not filtered by
+//! a view's scope: a key names a model and a text, so a row of any source, ref or path holds the
+//! same vector and codes.
 
 use std::collections::HashMap;
 
-use arrow_array::{FixedSizeListArray, UInt32Array};
+use arrow_array::{Array, BinaryArray, FixedSizeListArray, UInt32Array};
 use lancedb::query::{QueryBase, Select};
 
 use crate::columns::{str_col, typed_col, vector_at};
-use crate::schema::EMBED_KEY;
+use crate::schema::{EMBED_KEY, LATE};
 use crate::sql::{in_list, sql_str};
 use crate::{error::IndexError, store::Index, NO_MODEL};
 
@@ -68,6 +73,32 @@ impl Index {
         self.vectors_keyed_by(EMBED_KEY, &format!("model = {}", sql_str(&self.model_id)), keys).await
     }
 
+    /// Stored late-interaction codes (`ctxd_models::late`) under these embedding keys, as
+    /// [`Index::vectors_for`] finds vectors: `embed_key → codes` of this index's model, through
+    /// the `embed_key` B-tree. Rows without codes (null or empty) are left out; empty for a table
+    /// without keys or without the `late` column, and for an index without a model.
+    pub async fn late_for(&self, keys: &[String]) -> Result<HashMap<String, Vec<u8>>, IndexError> {
+        let mut out = HashMap::new();
+        if !self.keyed || !self.has_late || self.model_id.is_empty() || self.model_id == NO_MODEL {
+            return Ok(out);
+        }
+        let filter = format!("model = {} AND {LATE} IS NOT NULL", sql_str(&self.model_id));
+        for chunk in keys.chunks(512) {
+            let filter = format!("{filter} AND {}", in_list(EMBED_KEY, chunk));
+            let query = self.table.query().only_if(filter).select(Select::columns(&[EMBED_KEY, LATE]));
+            for batch in &self.collect(query).await? {
+                let keys = str_col(batch, EMBED_KEY, &self.uri)?;
+                let codes = typed_col::<BinaryArray>(batch, LATE, &self.uri)?;
+                for i in 0..batch.num_rows() {
+                    if codes.is_valid(i) && !codes.value(i).is_empty() && !out.contains_key(keys.value(i)) {
+                        out.insert(keys.value(i).to_string(), codes.value(i).to_vec());
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// `key → vector` of the rows matching `filter` whose string column `key` is one of `keys`
     /// (the first row wins for a key held by several). Empty for an index without a model.
     async fn vectors_keyed_by(
@@ -94,5 +125,33 @@ impl Index {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::schema::{rows_to_batch, ChunkRow, Vectorless, LATE};
+    use crate::testing::row;
+    use crate::{store::Index, writer::CommitBatch, NO_MODEL};
+
+    #[tokio::test]
+    async fn late_codes_are_read_back_by_embedding_key_in_every_view() {
+        let tmp = tempfile::tempdir().unwrap();
+        let uri = tmp.path().join("db").to_string_lossy().into_owned();
+        let index = Index::open_or_create(&uri, "m", 8).await.unwrap();
+        let text_only = ChunkRow { vector: Vec::new(), model: NO_MODEL.into(), late: vec![9], ..row(2) };
+        let rows = vec![ChunkRow { late: vec![1, 2, 3], ..row(0) }, row(1), text_only];
+        // A row without codes, or without a vector, stores a null.
+        let batch = rows_to_batch(&rows, 8, false, Vectorless::Null).unwrap();
+        let late = batch.column_by_name(LATE).unwrap();
+        assert_eq!((late.is_valid(0), late.is_valid(1), late.is_valid(2)), (true, false, false));
+        index.commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
+        let keys: Vec<String> = ["k0", "k1", "k2", "k9"].map(String::from).into();
+        let expected = std::collections::HashMap::from([("k0".to_string(), vec![1u8, 2, 3])]);
+        assert_eq!(index.late_for(&keys).await.unwrap(), expected);
+        // A view of other sources reads the same cache: a key is a model and a text.
+        let scoped = index.scoped(Some(crate::scope::SourceScope::new(["elsewhere"]))).await.unwrap();
+        assert_eq!(scoped.late_for(&keys).await.unwrap(), expected);
+        assert_eq!(Index::open(&uri).await.unwrap().late_for(&keys).await.unwrap(), expected, "read-only");
     }
 }

@@ -237,6 +237,7 @@ mod tests {
             file_hash: format!("file-{path}-{content}"),
             vector: v.to_vec(),
             model: "m".into(),
+            late: Vec::new(),
         }
     }
 

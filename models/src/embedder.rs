@@ -11,6 +11,17 @@
 use crate::encoder;
 use crate::error::ModelError;
 
+/// What a forward pass returns per sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassOutput {
+    /// The pooled unit vector ([`Embedder::forward`]).
+    Pooled,
+    /// The token embeddings ([`Embedder::forward_tokens`]).
+    Tokens,
+    /// Both from one pass ([`Embedder::forward_both`]): the pooled vector, then the token rows.
+    Both,
+}
+
 /// Something that turns a batch of texts into unit-length vectors.
 ///
 /// Implementations are synchronous and may be slow; [`crate::service::EmbedService`] runs them off the async
@@ -31,6 +42,24 @@ pub trait Embedder: Send + 'static {
     fn forward_tokens(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
         let _ = ids;
         Err(ModelError::Backend(format!("model {} has no token embeddings", self.model_id())))
+    }
+    /// [`Embedder::forward`] and [`Embedder::forward_tokens`] of the same sequences: per
+    /// sequence its pooled vector followed by its token rows. Two passes by default; the fast
+    /// CPU path computes both in one.
+    fn forward_both(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+        let pooled = self.forward(ids)?;
+        let tokens = self.forward_tokens(ids)?;
+        if pooled.len() != ids.len() || tokens.len() != ids.len() {
+            return Err(ModelError::Count { expected: ids.len(), got: pooled.len().min(tokens.len()) });
+        }
+        Ok(pooled
+            .into_iter()
+            .zip(tokens)
+            .map(|(mut v, t)| {
+                v.extend(t);
+                v
+            })
+            .collect())
     }
     /// Positions a forward pass over sequences of these lengths computes (tokens plus
     /// padding); padded batches by default.
@@ -86,6 +115,9 @@ impl<E: Embedder + ?Sized> Embedder for Box<E> {
     fn forward_tokens(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
         (**self).forward_tokens(ids)
     }
+    fn forward_both(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+        (**self).forward_both(ids)
+    }
     fn padded_tokens(&self, lens: &[usize]) -> usize {
         (**self).padded_tokens(lens)
     }
@@ -115,6 +147,16 @@ pub fn unit_token_rows(hidden: &[f32], width: usize) -> Vec<f32> {
     let mut out = inner.to_vec();
     out.chunks_exact_mut(width.max(1)).for_each(scale_to_unit);
     out
+}
+
+/// The token ids whose rows [`unit_token_rows`] keeps: without the first and last when there is
+/// anything between them.
+pub fn inner_ids(ids: &[u32]) -> &[u32] {
+    if ids.len() > 2 {
+        &ids[1..ids.len() - 1]
+    } else {
+        ids
+    }
 }
 
 /// `row` scaled to unit length in place (a zero row stays zero).

@@ -48,6 +48,7 @@ pub mod fast;
 pub mod forward;
 pub mod gpu;
 pub mod kernels;
+pub mod late;
 pub mod loaded;
 pub mod metrics;
 pub mod query_cache;

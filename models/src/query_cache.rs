@@ -44,6 +44,11 @@ impl QueryCache {
         hit
     }
 
+    /// Whether the vector of `texts` is kept (counts nothing).
+    pub fn contains(&self, texts: &[String]) -> bool {
+        Self::key(texts).is_some_and(|text| self.0.lock().unwrap_or_else(|e| e.into_inner()).vectors.contains_key(text))
+    }
+
     /// Keeps the vector of `texts` if it is one cacheable text.
     pub fn put(&self, texts: &[String], vectors: &[Vec<f32>]) {
         let (Some(text), [vector]) = (Self::key(texts), vectors) else { return };

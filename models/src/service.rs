@@ -38,8 +38,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::card::ModelCard;
+use crate::embedder::{Embedder, PassOutput};
 use crate::query_cache::QueryCache;
-use crate::{embedder::Embedder, error::ModelError, metrics as m};
+use crate::{error::ModelError, metrics as m};
 
 /// Interactive requests this recent make indexing yield.
 pub const RECENT: Duration = Duration::from_secs(1);
@@ -112,10 +113,22 @@ impl Lane {
     }
 }
 
+/// A text's pooled vector and token states from one forward pass
+/// ([`EmbedService::embed_documents_with_tokens`], [`EmbedService::embed_query_with_tokens`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenStates {
+    /// The pooled unit vector.
+    pub vector: Vec<f32>,
+    /// The unit token rows ([`Embedder::forward_tokens`]'s form).
+    pub tokens: Vec<f32>,
+    /// Each token row's token id ([`crate::embedder::inner_ids`]).
+    pub ids: Vec<u32>,
+}
+
 struct Job {
     texts: Vec<String>,
-    /// Token embeddings ([`Embedder::forward_tokens`]) instead of pooled vectors.
-    tokens: bool,
+    /// What the forward pass returns per text.
+    output: PassOutput,
     reply: Reply,
     queued: Instant,
 }
@@ -273,7 +286,7 @@ fn run_job<E: Embedder>(
     job: &Job,
     shared: Option<&Shared>,
 ) -> Result<Vec<Vec<f32>>, ModelError> {
-    let (texts, tokens) = (&job.texts, job.tokens);
+    let (texts, output) = (&job.texts, job.output);
     let ids = embedder.encode(texts)?;
     let lens: Vec<usize> = ids.iter().map(Vec::len).collect();
     let mut order: Vec<usize> = (0..texts.len()).collect();
@@ -294,12 +307,13 @@ fn run_job<E: Embedder>(
         let idx = &order[range.clone()];
         let batch: Vec<Vec<u32>> = idx.iter().map(|&i| ids[i].clone()).collect();
         let started = Instant::now();
-        let vectors = if tokens {
-            embedder.forward_tokens(&batch)?
-        } else if embedder.takes_texts() {
-            embedder.forward_texts(&idx.iter().map(|&i| texts[i].clone()).collect::<Vec<_>>())?
-        } else {
-            embedder.forward(&batch)?
+        let vectors = match output {
+            PassOutput::Tokens => embedder.forward_tokens(&batch)?,
+            PassOutput::Both => with_ids(embedder.forward_both(&batch)?, &batch),
+            PassOutput::Pooled if embedder.takes_texts() => {
+                embedder.forward_texts(&idx.iter().map(|&i| texts[i].clone()).collect::<Vec<_>>())?
+            }
+            PassOutput::Pooled => embedder.forward(&batch)?,
         };
         if vectors.len() != batch.len() {
             return Err(ModelError::Count { expected: batch.len(), got: vectors.len() });
@@ -327,6 +341,15 @@ fn run_job<E: Embedder>(
         answer_queries(embedder, cfg, shared, rest_until);
     }
     Ok(out.into_iter().map(|v| v.unwrap_or_default()).collect())
+}
+
+/// [`PassOutput::Both`]'s rows with each sequence's token ids (those of its token rows, as floats:
+/// exact below 2^24) after them, for [`EmbedService::split_both`].
+fn with_ids(mut both: Vec<Vec<f32>>, batch: &[Vec<u32>]) -> Vec<Vec<f32>> {
+    for (v, seq) in both.iter_mut().zip(batch) {
+        v.extend(crate::embedder::inner_ids(seq).iter().map(|&id| id as f32));
+    }
+    both
 }
 
 /// Runs `job` and sends its reply (a caller that gave up is not an error).
@@ -433,16 +456,26 @@ impl EmbedService {
         if let Some(vector) = self.queries.get(&texts) {
             return Ok(vec![vector]);
         }
-        let vectors = self.request(texts.clone(), false, Lane::Interactive).await?;
+        let vectors = self.request(texts.clone(), PassOutput::Pooled, Lane::Interactive).await?;
         self.queries.put(&texts, &vectors);
         Ok(vectors)
+    }
+
+    /// Whether [`EmbedService::embed`] would answer the query `text` from its cache, without a
+    /// forward pass.
+    pub fn query_cached(&self, text: &str) -> bool {
+        let texts = vec![match &self.card {
+            Some(card) if card.query_prompt.is_some() => card.query_text(text),
+            _ => text.to_string(),
+        }];
+        self.queries.contains(&texts)
     }
 
     /// Embeds `texts` as they are in the bulk lane (an embedding request served to another
     /// process, a benchmark): after any waiting query, and waiting (asynchronously) while
     /// `queue` bulk requests are pending.
     pub async fn embed_bulk(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.request(texts, false, Lane::Bulk).await
+        self.request(texts, PassOutput::Pooled, Lane::Bulk).await
     }
 
     /// Embeds documents (indexing, re-embedding) in the bulk lane, each after the model card's
@@ -452,35 +485,79 @@ impl EmbedService {
             Some(card) if card.document_prompt.is_some() => texts.iter().map(|t| card.document_text(t)).collect(),
             _ => texts,
         };
-        self.request(texts, false, Lane::Bulk).await
+        self.request(texts, PassOutput::Pooled, Lane::Bulk).await
+    }
+
+    /// Embeds documents (indexing, re-embedding) like [`EmbedService::embed_documents`], each
+    /// with its token embeddings from the same forward pass ([`Embedder::forward_both`]): per
+    /// text its pooled vector, token rows and those rows' token ids.
+    pub async fn embed_documents_with_tokens(&self, texts: Vec<String>) -> Result<Vec<TokenStates>, ModelError> {
+        let texts = match &self.card {
+            Some(card) if card.document_prompt.is_some() => texts.iter().map(|t| card.document_text(t)).collect(),
+            _ => texts,
+        };
+        let both = self.request(texts, PassOutput::Both, Lane::Bulk).await?;
+        Ok(self.split_both(both))
+    }
+
+    /// A query's pooled vector and token embeddings from one forward pass, in the interactive
+    /// lane (what a routed search that rescores needs of its query), or `None` where one pass
+    /// cannot give both: the model card puts a prompt before queries (the pooled vector is of the
+    /// prompted text, the token states of the query alone) or the model has no token states.
+    /// The pooled vector joins the query cache [`EmbedService::embed`] reads.
+    pub async fn embed_query_with_tokens(&self, query: &str) -> Result<Option<TokenStates>, ModelError> {
+        if !self.token_states || self.card.as_ref().is_some_and(|c| c.query_prompt.is_some()) {
+            return Ok(None);
+        }
+        let texts = vec![query.to_string()];
+        let both = self.request(texts.clone(), PassOutput::Both, Lane::Interactive).await?;
+        let Some(states) = self.split_both(both).pop() else {
+            return Err(ModelError::Count { expected: 1, got: 0 });
+        };
+        self.queries.put(&texts, std::slice::from_ref(&states.vector));
+        Ok(Some(states))
+    }
+
+    /// [`PassOutput::Both`]'s rows ([`with_ids`]) split into their parts.
+    fn split_both(&self, both: Vec<Vec<f32>>) -> Vec<TokenStates> {
+        let dim = self.dim();
+        both.into_iter()
+            .map(|mut v| {
+                // dim + n rows of dim + n ids.
+                let n = v.len().saturating_sub(dim) / (dim + 1);
+                let ids = v.split_off((dim + n * dim).min(v.len())).into_iter().map(|id| id as u32).collect();
+                let tokens = v.split_off(dim.min(v.len()));
+                TokenStates { vector: v, tokens, ids }
+            })
+            .collect()
     }
 
     /// Scores (query, document) pairs on a cross-encoder's service ([`crate::cross`]), in the
     /// interactive lane: one score per document, in order.
     pub async fn score_pairs(&self, query: &str, documents: &[String]) -> Result<Vec<f32>, ModelError> {
         let texts = documents.iter().map(|d| crate::cross::pair_text(query, d)).collect();
-        let scores = self.request(texts, false, Lane::Interactive).await?;
+        let scores = self.request(texts, PassOutput::Pooled, Lane::Interactive).await?;
         Ok(scores.into_iter().map(|s| s.first().copied().unwrap_or(f32::MIN)).collect())
     }
 
     /// Token embeddings of `texts` ([`Embedder::forward_tokens`]: one `tokens × dim` matrix
     /// of unit rows per text), in the interactive lane like [`EmbedService::embed`].
     pub async fn embed_tokens(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.request(texts, true, Lane::Interactive).await
+        self.request(texts, PassOutput::Tokens, Lane::Interactive).await
     }
 
     fn send(
         &self,
         texts: Vec<String>,
-        tokens: bool,
+        output: PassOutput,
         lane: Lane,
     ) -> oneshot::Receiver<Result<Vec<Vec<f32>>, ModelError>> {
         let (reply, rx) = oneshot::channel();
-        self.owner.0.push(lane, Job { texts, tokens, reply, queued: Instant::now() });
+        self.owner.0.push(lane, Job { texts, output, reply, queued: Instant::now() });
         rx
     }
 
-    async fn request(&self, texts: Vec<String>, tokens: bool, lane: Lane) -> Result<Vec<Vec<f32>>, ModelError> {
+    async fn request(&self, texts: Vec<String>, output: PassOutput, lane: Lane) -> Result<Vec<Vec<f32>>, ModelError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -488,7 +565,7 @@ impl EmbedService {
             // The thread gives the place back when it takes the request.
             self.owner.0.bulk_slots.acquire().await.map_err(|_| ModelError::ServiceClosed)?.forget();
         }
-        self.send(texts, tokens, lane).await.map_err(|_| ModelError::ServiceClosed)?
+        self.send(texts, output, lane).await.map_err(|_| ModelError::ServiceClosed)?
     }
 
     /// Blocking variant for non-async callers (benchmarks, CLI helpers), in the interactive
@@ -498,7 +575,9 @@ impl EmbedService {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        self.send(texts, false, Lane::Interactive).blocking_recv().map_err(|_| ModelError::ServiceClosed)?
+        self.send(texts, PassOutput::Pooled, Lane::Interactive)
+            .blocking_recv()
+            .map_err(|_| ModelError::ServiceClosed)?
     }
 }
 

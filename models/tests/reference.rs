@@ -296,3 +296,37 @@ fn f16_weights_agree_with_the_reference_on_every_cpu_path() {
         Err(e) => panic!("onednn installed (scripts/fetch-onednn.sh): {e}"),
     }
 }
+
+/// One pass gives the pooled vector and the token states (`forward_both`), equal to the two
+/// passes; and the late-interaction codes stored at index time (the full 8-bit codec) score each
+/// (query, text) pair within 0.01 of the model's own MaxSim.
+#[test]
+fn stored_late_codes_score_like_the_models_max_sim() {
+    let loaded = LoadedModel::resolve(DEFAULT_MODEL).expect("default model installed (scripts/fetch-model.sh)");
+    let mut fast =
+        FastBert::load(&loaded, Some(Precision::F32), 2).expect("onednn installed (scripts/fetch-onednn.sh)");
+    let texts = reference().texts;
+    let ids = fast.encode(&texts).unwrap();
+    let (pooled, tokens, both) =
+        (fast.forward(&ids).unwrap(), fast.forward_tokens(&ids).unwrap(), fast.forward_both(&ids).unwrap());
+    for ((p, t), b) in pooled.iter().zip(&tokens).zip(&both) {
+        assert_eq!(b.len(), p.len() + t.len());
+        assert!(cosine(&b[..384], p) >= 0.9999 && cosine(&b[384..], t) >= 0.9999, "one pass differs from two");
+    }
+    let codec = ctxd_models::late::LateCodec::full(384);
+    let queries: Vec<String> =
+        vec!["check if a variable is iterable".into(), "read a json config file".into(), "sort a list by key".into()];
+    let q_tokens = fast.forward_tokens(&fast.encode(&queries).unwrap()).unwrap();
+    let mut worst = 0f32;
+    for q in &q_tokens {
+        let mut prepared = codec.query(q);
+        for (doc, seq) in tokens.iter().zip(&ids) {
+            let code = codec.encode(doc, ctxd_models::embedder::inner_ids(seq));
+            assert_eq!(code.len(), 8 + doc.len() / 384 * (6 + codec.k()));
+            let (exact, coded) = (max_sim(q, doc, 384), codec.max_sim(&mut prepared, &code).unwrap());
+            worst = worst.max((exact - coded).abs());
+        }
+    }
+    eprintln!("largest |model MaxSim - stored codes' MaxSim|: {worst:.4}");
+    assert!(worst <= 0.01, "a coded MaxSim is {worst} from the model's");
+}

@@ -51,6 +51,7 @@ pub(crate) fn row(i: usize, model: &str) -> ChunkRow {
         file_hash: format!("fh{}", i / 4),
         vector: vec![0.5; 4],
         model: model.into(),
+        late: Vec::new(),
     }
 }
 

@@ -163,6 +163,7 @@ mod tests {
             file_hash: format!("fh{i}"),
             vector,
             model: "m".into(),
+            late: Vec::new(),
         }
     }
 

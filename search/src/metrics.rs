@@ -8,6 +8,11 @@ pub const RERANK_SECONDS: &str = "ctxd_query_rerank_duration_seconds";
 pub const RERANK_CACHE_HITS_TOTAL: &str = "ctxd_query_rerank_cache_hits_total";
 /// Counter: rescored candidates encoded by the model.
 pub const RERANK_CACHE_MISSES_TOTAL: &str = "ctxd_query_rerank_cache_misses_total";
+/// Rescored candidates scored from the late-interaction codes stored with them (no encoding).
+pub const RERANK_STORED_TOTAL: &str = "ctxd_query_rerank_stored_total";
+/// Query texts a routed search sent to the model (a pass for its vector and token states
+/// together counts once).
+pub const QUERY_ENCODINGS_TOTAL: &str = "ctxd_query_encodings_total";
 /// Counter: routed queries, labels `route` (path|symbol|error|module|hybrid) and `intent`.
 pub const ROUTE_QUERIES_TOTAL: &str = "ctxd_query_routed_total";
 /// Gauge: queries running now (admission slots taken).
@@ -71,6 +76,14 @@ pub fn describe() {
         "Rescored candidates whose score or token embeddings came from the cache (no encoding)."
     );
     metrics::describe_counter!(RERANK_CACHE_MISSES_TOTAL, "Rescored candidates encoded by the model.");
+    metrics::describe_counter!(
+        RERANK_STORED_TOTAL,
+        "Rescored candidates scored from the late-interaction codes stored with them (no encoding)."
+    );
+    metrics::describe_counter!(
+        QUERY_ENCODINGS_TOTAL,
+        "Query texts routed searches sent to the model (vector and token states from one pass count once)."
+    );
     metrics::describe_counter!(
         ROUTE_QUERIES_TOTAL,
         "Routed queries, labels route (path|symbol|error|module|hybrid) and intent."

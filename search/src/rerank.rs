@@ -20,6 +20,15 @@
 //! candidates are all scored already needs no forward pass at all. Both are keyed by the exact
 //! texts, so they hold across index versions and give the scores a fresh encoding would.
 //!
+//! **Stored codes first.** Where the index holds a candidate's token states from indexing time
+//! (the `late` column: [`ctxd_models::late`], 8-bit by default), its MaxSim
+//! is computed from them against the query's token states, and the model encodes only the query
+//! (or nothing, when the routed search's one pass over the query already gave its token states:
+//! [`RerankCache::remember_query`]). Candidates without codes — an index written before the
+//! column, codes turned off, a row in an overlay view whose key differs — are encoded
+//! as before, in the same request as the query; both kinds of score mix freely (the codes' scores
+//! differ from the model's by less than the tests' tolerance).
+//!
 //! Measured on the shared CoSQA dev set (see BENCHMARKS.md): rescoring the best 30 lifts routed
 //! nDCG@10 above the best single signal, where fusing BM25 into the vector signal could not.
 //!
@@ -28,12 +37,13 @@
 //! ([`ctxd_models::cross`]), from its own model thread; the same depth, the same shedding under
 //! load, the same kept scores (keyed apart by model), the same combination with the first stage.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use ctxd_index::record::Hit;
-use ctxd_models::{chunk_text, service::EmbedService};
+use ctxd_index::{record::Hit, store::Index};
+use ctxd_models::{chunk_text, late::LateCodec, service::EmbedService};
 
 use crate::bounded::Bounded;
 use crate::error::SearchError;
@@ -41,8 +51,9 @@ use crate::error::SearchError;
 /// What rescores a routed search's best candidates.
 #[derive(Clone, Copy)]
 pub(crate) enum Rescorer<'a> {
-    /// The sentence model's token states, by MaxSim (the default).
-    LateInteraction(&'a EmbedService),
+    /// The sentence model's token states, by MaxSim (the default): the codes stored in the
+    /// index where it has them, the model's encoding of the rest.
+    LateInteraction(&'a EmbedService, Option<&'a Index>),
     /// A cross-encoder's score of each (query, candidate) pair (`[rerank] model`).
     CrossEncoder(&'a EmbedService),
 }
@@ -51,7 +62,7 @@ impl Rescorer<'_> {
     /// The key of `query`'s kept scores: a cross-encoder's are kept apart from MaxSim's, by model.
     fn query_key(&self, query: &str) -> u64 {
         match self {
-            Self::LateInteraction(_) => text_key(query),
+            Self::LateInteraction(..) => text_key(query),
             Self::CrossEncoder(c) => text_key(&format!("{}\u{1F}{query}", c.model_id())),
         }
     }
@@ -59,6 +70,9 @@ impl Rescorer<'_> {
 
 /// Candidates rescored per query by default (the daemon's `[server] rerank_depth`).
 pub const RERANK_DEPTH: usize = 30;
+
+/// Queries whose token states are kept (~15 KB each for a 10-token query).
+pub const QUERY_TOKEN_ENTRIES: usize = 1024;
 
 /// Chunks whose token embeddings are kept (8 bits per value: ~40 KB for a 100-token chunk,
 /// so ~20–50 MB in all). An agent asking the same question twice (search, then context)
@@ -77,6 +91,10 @@ pub(crate) struct RerankCache {
     tokens: Mutex<Bounded<u64, Arc<QuantRows>>>,
     /// MaxSim scores by (query text, chunk text).
     scores: Mutex<Bounded<(u64, u64), f32>>,
+    /// Token states of recent queries, by query text (from the routed search's one pass).
+    queries: Mutex<Bounded<u64, Arc<Vec<f32>>>>,
+    /// The codec the model's codes are stored with, looked up once (`None`: codes are off).
+    codec: OnceLock<Option<LateCodec>>,
 }
 
 impl Default for RerankCache {
@@ -84,6 +102,8 @@ impl Default for RerankCache {
         Self {
             tokens: Mutex::new(Bounded::new(TOKEN_CACHE_ENTRIES)),
             scores: Mutex::new(Bounded::new(SCORE_CACHE_ENTRIES)),
+            queries: Mutex::new(Bounded::new(QUERY_TOKEN_ENTRIES)),
+            codec: OnceLock::new(),
         }
     }
 }
@@ -96,13 +116,7 @@ pub(crate) struct QuantRows {
 }
 
 fn quantize(rows: &[f32], dim: usize) -> QuantRows {
-    let mut scales = Vec::with_capacity(rows.len() / dim.max(1));
-    let mut data = Vec::with_capacity(rows.len());
-    for row in rows.chunks_exact(dim.max(1)) {
-        let max = row.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-12);
-        scales.push(max / 127.0);
-        data.extend(row.iter().map(|v| (v / max * 127.0).round() as i8));
-    }
+    let (scales, data) = ctxd_models::late::quantize_rows(rows, dim);
     QuantRows { scales, data }
 }
 
@@ -127,6 +141,21 @@ fn text_key(text: &str) -> u64 {
 }
 
 impl RerankCache {
+    /// Keeps `query`'s token states (a routed search encoded its vector and them in one pass).
+    pub(crate) fn remember_query(&self, query: &str, rows: Vec<f32>) {
+        lock(&self.queries).put(text_key(query), Arc::new(rows));
+    }
+
+    /// Whether `query`'s token states are kept.
+    pub(crate) fn knows_query(&self, query: &str) -> bool {
+        lock(&self.queries).get(&text_key(query)).is_some()
+    }
+
+    /// The codec `embed`'s model stores its codes with ([`LateCodec::for_model`]).
+    fn codec(&self, embed: &EmbedService) -> Option<&LateCodec> {
+        self.codec.get_or_init(|| LateCodec::for_model(embed.model_id(), embed.dim())).as_ref()
+    }
+
     /// True when the MaxSim score of every one of `candidates` against the query `query_key`
     /// is kept: their rescoring needs no forward pass.
     fn scored_all(&self, query_key: u64, candidates: &Texts) -> bool {
@@ -174,7 +203,9 @@ async fn second_stage(
     let unscored: Vec<usize> = (0..scores.len()).filter(|&i| scores[i].is_none()).collect();
     if !unscored.is_empty() {
         let fresh = match rescorer {
-            Rescorer::LateInteraction(embed) => late_interaction(embed, cache, query, keys, texts, &unscored).await?,
+            Rescorer::LateInteraction(embed, index) => {
+                late_interaction(embed, index, cache, query, candidates, &unscored).await?
+            }
             Rescorer::CrossEncoder(cross) => {
                 metrics::counter!(crate::metrics::RERANK_CACHE_MISSES_TOTAL).increment(unscored.len() as u64);
                 let docs: Vec<String> = unscored.iter().map(|&i| texts[i].clone()).collect();
@@ -195,42 +226,95 @@ async fn second_stage(
     Ok(scores.into_iter().map(|s| s.unwrap_or(0.0)).collect())
 }
 
-/// MaxSim scores of the candidates at `unscored` against `query`: their token rows kept in
-/// `cache`, or encoded in one forward pass with the query (the query alone when all are kept).
+/// MaxSim scores of the candidates at `unscored` against `query`: from the codes stored in
+/// `index` where its model's codec wrote them, else from their token rows kept in `cache` or
+/// encoded in one forward pass with the query (the query alone, or nothing when its token
+/// states are kept, when every candidate is covered).
 async fn late_interaction(
     embed: &EmbedService,
+    index: Option<&Index>,
     cache: &RerankCache,
     query: &str,
-    keys: &[u64],
-    texts: &[String],
+    candidates: &Texts,
     unscored: &[usize],
 ) -> Result<Vec<f32>, SearchError> {
+    let Texts { texts, keys } = candidates;
+    let codec = cache.codec(embed);
+    let stored = stored_codes(embed, index, codec, texts, unscored).await;
     let mut docs: Vec<Option<Arc<QuantRows>>> = {
         let kept = lock(&cache.tokens);
-        unscored.iter().map(|&i| kept.get(&keys[i]).cloned()).collect()
+        unscored.iter().map(|&i| if stored.contains_key(&i) { None } else { kept.get(&keys[i]).cloned() }).collect()
     };
-    let missing: Vec<usize> = (0..docs.len()).filter(|&j| docs[j].is_none()).collect();
-    metrics::counter!(crate::metrics::RERANK_CACHE_HITS_TOTAL).increment((docs.len() - missing.len()) as u64);
+    let missing: Vec<usize> =
+        (0..docs.len()).filter(|&j| docs[j].is_none() && !stored.contains_key(&unscored[j])).collect();
+    metrics::counter!(crate::metrics::RERANK_STORED_TOTAL).increment(stored.len() as u64);
+    metrics::counter!(crate::metrics::RERANK_CACHE_HITS_TOTAL)
+        .increment((docs.len() - missing.len() - stored.len()) as u64);
     metrics::counter!(crate::metrics::RERANK_CACHE_MISSES_TOTAL).increment(missing.len() as u64);
+    let kept_query = lock(&cache.queries).get(&text_key(query)).cloned();
     let mut batch = Vec::with_capacity(missing.len() + 1);
-    batch.push(query.to_string());
+    if kept_query.is_none() {
+        metrics::counter!(crate::metrics::QUERY_ENCODINGS_TOTAL).increment(1);
+        batch.push(query.to_string());
+    }
     batch.extend(missing.iter().map(|&j| texts[unscored[j]].clone()));
-    let tokens = embed.embed_tokens(batch).await?;
-    let dim = embed.dim();
-    let (q, encoded) = match tokens.split_first() {
-        Some((q, encoded)) if encoded.len() == missing.len() => (q, encoded),
-        _ => {
-            let count = ctxd_models::error::ModelError::Count { expected: missing.len() + 1, got: tokens.len() };
-            return Err(SearchError::Embed(count));
+    let mut tokens = if batch.is_empty() { Vec::new() } else { embed.embed_tokens(batch).await? };
+    if tokens.len() != missing.len() + usize::from(kept_query.is_none()) {
+        let count = ctxd_models::error::ModelError::Count { expected: missing.len() + 1, got: tokens.len() };
+        return Err(SearchError::Embed(count));
+    }
+    let q: Arc<Vec<f32>> = match kept_query {
+        Some(q) => q,
+        None => {
+            let q = Arc::new(tokens.remove(0));
+            lock(&cache.queries).put(text_key(query), q.clone());
+            q
         }
     };
-    let mut kept = lock(&cache.tokens);
-    for (&j, rows) in missing.iter().zip(encoded) {
-        let rows = Arc::new(quantize(rows, dim));
-        kept.put(keys[unscored[j]], rows.clone());
-        docs[j] = Some(rows);
+    let dim = embed.dim();
+    {
+        let mut kept = lock(&cache.tokens);
+        for (&j, rows) in missing.iter().zip(&tokens) {
+            let rows = Arc::new(quantize(rows, dim));
+            kept.put(keys[unscored[j]], rows.clone());
+            docs[j] = Some(rows);
+        }
     }
-    Ok(docs.iter().map(|doc| doc.as_ref().map_or(0.0, |d| max_sim_q(q, d, dim))).collect())
+    let mut prepared = codec.filter(|_| !stored.is_empty()).map(|c| c.query(&q));
+    Ok(unscored
+        .iter()
+        .zip(&docs)
+        .map(|(i, doc)| match (stored.get(i), codec, prepared.as_mut()) {
+            (Some(code), Some(codec), Some(p)) => codec.max_sim(p, code).unwrap_or(0.0),
+            _ => doc.as_ref().map_or(0.0, |d| max_sim_q(&q, d, dim)),
+        })
+        .collect())
+}
+
+/// The late-interaction codes `index` stores for the candidates at `unscored` (by the
+/// candidate's position), those `codec` wrote only; none without an index or a codec, or when the
+/// lookup fails (the candidates are then encoded, with a warning).
+async fn stored_codes(
+    embed: &EmbedService,
+    index: Option<&Index>,
+    codec: Option<&LateCodec>,
+    texts: &[String],
+    unscored: &[usize],
+) -> HashMap<usize, Vec<u8>> {
+    let (Some(index), Some(codec)) = (index, codec) else { return HashMap::new() };
+    let keys: Vec<String> = unscored.iter().map(|&i| ctxd_models::embed_key(embed.model_id(), &texts[i])).collect();
+    let mut found = match index.late_for(&keys).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!("reading stored late-interaction codes failed, encoding the candidates: {e}");
+            return HashMap::new();
+        }
+    };
+    unscored
+        .iter()
+        .zip(&keys)
+        .filter_map(|(&i, key)| found.remove(key).filter(|code| codec.reads(code)).map(|code| (i, code)))
+        .collect()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -255,7 +339,7 @@ pub(crate) async fn rescore(
     shed: usize,
 ) -> bool {
     // An embedding server gives no token states: the first-stage order is the answer.
-    if let Rescorer::LateInteraction(embed) = rescorer {
+    if let Rescorer::LateInteraction(embed, _) = rescorer {
         if !embed.token_states() {
             return true;
         }
@@ -374,7 +458,9 @@ mod tests {
 
     /// [`second_stage`] by late interaction of `query` over `refs`.
     async fn late(embed: &EmbedService, cache: &RerankCache, query: &str, refs: &[&Hit]) -> Vec<f32> {
-        second_stage(Rescorer::LateInteraction(embed), cache, text_key(query), query, &Texts::of(refs)).await.unwrap()
+        second_stage(Rescorer::LateInteraction(embed, None), cache, text_key(query), query, &Texts::of(refs))
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -397,7 +483,7 @@ mod tests {
         let more = [hits[0].clone(), hit("d.py", "def pop(self)"), hits[2].clone()];
         let refs: Vec<&Hit> = more.iter().collect();
         let mixed = late(&embed, &cache, "push onto a stack", &refs).await;
-        assert_eq!(passes.lock().unwrap()[1], 2);
+        assert_eq!(passes.lock().unwrap()[1], 1, "the new candidate alone: the query's token states are kept");
         assert_eq!((mixed[0], mixed[2]), (first[0], first[2]));
 
         // Another question over the same chunks: their token rows are kept, only it is encoded,
@@ -472,26 +558,28 @@ mod tests {
 
         // Loaded, nothing kept: rescoring is shed (no forward pass), the first-stage order stays.
         let mut loaded = hits.clone();
-        assert!(!rescore(Rescorer::LateInteraction(&embed), &cache, "stack push", &mut loaded, &all, 3, 0).await);
+        assert!(!rescore(Rescorer::LateInteraction(&embed, None), &cache, "stack push", &mut loaded, &all, 3, 0).await);
         assert!(passes.lock().unwrap().is_empty());
         assert_eq!(order(&loaded), ["a.py", "b.py", "c.py"]);
 
         // Idle: the full depth, one pass.
         let mut idle = hits.clone();
-        assert!(rescore(Rescorer::LateInteraction(&embed), &cache, "stack push", &mut idle, &all, 3, 3).await);
+        assert!(rescore(Rescorer::LateInteraction(&embed, None), &cache, "stack push", &mut idle, &all, 3, 3).await);
         assert_eq!(*passes.lock().unwrap(), vec![4]);
 
         // Loaded again (a new index version): every score is kept, so the full depth is rescored
         // without a pass and the answer is the idle one.
         let mut again = hits.clone();
-        assert!(rescore(Rescorer::LateInteraction(&embed), &cache, "stack push", &mut again, &all, 3, 0).await);
+        assert!(rescore(Rescorer::LateInteraction(&embed, None), &cache, "stack push", &mut again, &all, 3, 0).await);
         assert_eq!(passes.lock().unwrap().len(), 1);
         assert_eq!(order(&again), order(&idle));
         assert_eq!(again.iter().map(|h| h.score).collect::<Vec<_>>(), idle.iter().map(|h| h.score).collect::<Vec<_>>());
 
         // A new candidate among them: shed again (a partial depth of 1 rescores nothing).
         let mut changed = vec![hits[0].clone(), hit("d.py", "def pop()"), hits[2].clone()];
-        assert!(!rescore(Rescorer::LateInteraction(&embed), &cache, "stack push", &mut changed, &all, 3, 1).await);
+        assert!(
+            !rescore(Rescorer::LateInteraction(&embed, None), &cache, "stack push", &mut changed, &all, 3, 1).await
+        );
         assert_eq!(passes.lock().unwrap().len(), 1);
     }
 }

@@ -10,12 +10,18 @@
 //! moved or renamed file is embedded again (its path is part of the text, so the old vector is
 //! not the vector of the new text). Reused and computed chunks are counted
 //! (`ctxd_embed_cache_hits_total` / `_misses_total`).
+//!
+//! Where the model gives token states (and `CTXD_LATE_CODEC` does not say `none`: see
+//! [`ctxd_models::late::LateCodec::for_model`]), the same forward pass that gives a chunk's vector gives its token states, and the chunk is stored
+//! with their code (the `late` column), so rescoring reads it instead of encoding the chunk per
+//! question; reused vectors bring their stored codes along.
 
 pub mod stage;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use ctxd_index::{schema::ChunkRow, store::Index};
+use ctxd_models::late::LateCodec;
 use ctxd_models::service::EmbedService;
 
 use crate::chunk::ChunkedFile;
@@ -50,6 +56,8 @@ pub struct Embed {
     index: Arc<Index>,
     vectors: bool,
     counts: Arc<EmbedCounts>,
+    /// The model's late-interaction codec, when one ships and the model gives token states.
+    codec: Option<Arc<LateCodec>>,
 }
 
 /// Chunks embedded by the model vs. taken from the index, since the stage started.
@@ -67,7 +75,8 @@ impl Embed {
     /// chunks are stored without vectors (see [`Embed::with_vectors`]).
     pub fn new(service: Option<EmbedService>, index: Arc<Index>) -> Self {
         let vectors = service.is_some();
-        Self { service, index, vectors, counts: Arc::default() }
+        let codec = service.as_ref().and_then(late_codec);
+        Self { service, index, vectors, counts: Arc::default(), codec }
     }
 
     /// The stage's running counts of computed and reused embeddings.
@@ -141,6 +150,19 @@ impl Embed {
         }
     }
 
+    /// The stored late-interaction codes of the reused vectors in `cache` (by embedding key); none
+    /// without a codec, or when the lookup fails (the rows are then stored without codes).
+    async fn cached_codes(&self, cache: &HashMap<String, Vec<f32>>) -> HashMap<String, Vec<u8>> {
+        if self.codec.is_none() || cache.is_empty() {
+            return HashMap::new();
+        }
+        let keys: Vec<String> = cache.keys().cloned().collect();
+        self.index.late_for(&keys).await.unwrap_or_else(|e| {
+            tracing::warn!("reading the stored late-interaction codes of {} reused chunks: {e}", keys.len());
+            HashMap::new()
+        })
+    }
+
     /// Embeds a batch of files in one model request; returns one result per file, in order.
     /// Chunks whose text is already embedded by this model (anywhere in the index, or twice in
     /// this batch) are not embedded again.
@@ -153,6 +175,7 @@ impl Embed {
         let keyed: Vec<Vec<(String, String)>> =
             files.iter().map(|f| f.chunks.iter().map(|c| embedding_text(&f.rel, c, &model)).collect()).collect();
         let mut cache = self.cached_vectors(&files, &keyed).await;
+        let mut codes = self.cached_codes(&cache).await;
         // Each missing key is embedded once.
         let mut texts = Vec::new();
         let mut missing: Vec<String> = Vec::new();
@@ -170,7 +193,11 @@ impl Embed {
         self.counts.reused.fetch_add(reused, std::sync::atomic::Ordering::Relaxed);
         self.counts.computed.fetch_add(texts.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let count = texts.len();
-        let vectors = match service.embed_documents(texts).await {
+        let embedded = match &self.codec {
+            Some(codec) => embed_with_codes(service, codec, texts).await,
+            None => service.embed_documents(texts).await.map(|v| (v, Vec::new())),
+        };
+        let (vectors, new_codes) = match embedded {
             Ok(v) => v,
             Err(source) => {
                 let paths = files.iter().map(|f| f.rel.as_str()).collect::<Vec<_>>().join(", ");
@@ -182,6 +209,7 @@ impl Embed {
             }
         };
         metrics::counter!(m::EMBED_CHUNKS_TOTAL).increment(count as u64);
+        codes.extend(missing.iter().cloned().zip(new_codes));
         cache.extend(missing.into_iter().zip(vectors));
         files
             .into_iter()
@@ -193,7 +221,8 @@ impl Embed {
                     .zip(keys)
                     .map(|(c, (_, key))| {
                         let vector = cache.get(&key).cloned().unwrap_or_default();
-                        row(&file, c, key, vector, &model)
+                        let late = codes.get(&key).cloned().unwrap_or_default();
+                        ChunkRow { late, ..row(&file, c, key, vector, &model) }
                     })
                     .collect();
                 Ok(EmbeddedFile {
@@ -209,6 +238,37 @@ impl Embed {
     }
 }
 
+/// Vectors of document `texts` and the late-interaction codes of their token states, from one
+/// forward pass ([`EmbedService::embed_documents_with_tokens`]); the codes are computed off the
+/// async runtime. Indexing and re-embedding both store chunks this way.
+pub async fn embed_with_codes(
+    service: &EmbedService,
+    codec: &Arc<LateCodec>,
+    texts: Vec<String>,
+) -> Result<(Vec<Vec<f32>>, Vec<Vec<u8>>), ctxd_models::error::ModelError> {
+    let states = service.embed_documents_with_tokens(texts).await?;
+    let codec = codec.clone();
+    let encode = move || -> (Vec<Vec<f32>>, Vec<Vec<u8>>) {
+        states.into_iter().map(|s| (s.vector, codec.encode(&s.tokens, &s.ids))).unzip()
+    };
+    tokio::task::spawn_blocking(encode)
+        .await
+        .map_err(|e| ctxd_models::error::ModelError::Backend(format!("encoding token states: {e}")))
+}
+
+/// The late-interaction codec chunks embedded by `service` are stored with
+/// ([`LateCodec::for_model`]), where the model gives token states.
+pub fn late_codec(service: &EmbedService) -> Option<Arc<LateCodec>> {
+    Some(service).filter(|s| s.token_states()).and_then(|s| LateCodec::for_model(s.model_id(), s.dim())).map(Arc::new)
+}
+
 fn row(file: &ChunkedFile, c: &Chunk, embed_key: String, vector: Vec<f32>, model: &str) -> ChunkRow {
-    ChunkRow { chunk: c.clone(), embed_key, file_hash: file.file_hash.clone(), vector, model: model.to_string() }
+    ChunkRow {
+        chunk: c.clone(),
+        embed_key,
+        file_hash: file.file_hash.clone(),
+        vector,
+        model: model.to_string(),
+        late: Vec::new(),
+    }
 }

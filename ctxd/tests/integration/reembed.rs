@@ -2,7 +2,7 @@
 //! table holds the vectors a fresh index of the new model holds, and an index an older ctxd
 //! wrote is re-embedded once on open.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -195,6 +195,11 @@ fn an_index_of_an_older_ctxd_is_reembedded_once_on_open() {
     let fresh = tmp.path().join("fresh");
     index_json(&root, &fresh);
     assert_same_vectors(&vectors_by_chunk(&fresh), &vectors_by_chunk(&db), "migrated vs fresh index");
+    // Indexing and the re-embedding job both store each chunk's late-interaction codes: every row
+    // of the fresh index and of the table the job filled has them.
+    let filled = |db: &Path| late_codes_by_table(db).into_iter().any(|(_, rows, late)| rows > 0 && late == rows);
+    assert!(filled(&fresh), "fresh index: {:?}", late_codes_by_table(&fresh));
+    assert!(filled(&db), "re-embedded index: {:?}", late_codes_by_table(&db));
     // Once: the next writer finds a keyed table.
     let out = ctxd().arg("index").arg(&root).arg("--db").arg(&db).output().unwrap();
     assert!(!String::from_utf8_lossy(&out.stderr).contains("written by an older ctxd"));

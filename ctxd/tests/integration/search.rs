@@ -99,8 +99,11 @@ fn routed_search_context_assembly_and_completion_context() {
         d.metric(&format!("ctxd_query_signal_duration_seconds_count{{signal=\"{signal}\"}}")).unwrap_or(0.0)
     };
     let (vector_before, fulltext_before) = (searched("vector"), searched("fulltext"));
+    let encodings = || d.metric("ctxd_query_encodings_total").unwrap_or(0.0);
+    let encoded = encodings();
     let on: Value = d.post("/v1/search", &json!({"query": "sort every invoice by factor"})).json().unwrap();
     assert_eq!(rescored(), before + 1.0, "{on}");
+    assert_eq!(encodings(), encoded + 1.0, "the query is encoded once: its vector and token states in one pass");
     assert_eq!((searched("vector"), searched("fulltext")), (vector_before + 1.0, fulltext_before + 1.0), "{on}");
     // The same request again at the same version: the answer cache answers, nothing is rescored.
     let cached = |name: &str| d.metric(name).unwrap_or(0.0);
@@ -110,10 +113,12 @@ fn routed_search_context_assembly_and_completion_context() {
     assert_eq!(rescored(), before + 1.0, "a cached answer is not searched again");
     assert_eq!(searched("vector"), vector_before + 1.0, "a cached answer runs no signal");
     assert_eq!(cached("ctxd_query_answer_cache_hits_total"), answered + 1.0);
-    // The same question as another request (computed again): the candidates' token embeddings
-    // come from the rescoring cache.
+    // The candidates were scored from the late-interaction codes stored with them, none encoded.
+    // The same question as another request (computed again): their scores are kept.
     let (hits, misses) = (cached("ctxd_query_rerank_cache_hits_total"), cached("ctxd_query_rerank_cache_misses_total"));
-    assert!(misses >= 2.0, "the first query encoded its candidates: {misses}");
+    let stored = cached("ctxd_query_rerank_stored_total");
+    assert!(stored >= 2.0, "the first query scored its candidates from their stored codes: {stored}");
+    assert_eq!(misses, 0.0, "no candidate was encoded at query time");
     let again: Value =
         d.post("/v1/search", &json!({"query": "sort every invoice by factor", "rerank": true})).json().unwrap();
     assert_eq!(again["results"], on["results"]);

@@ -434,3 +434,21 @@ pub(crate) fn embed_stdin(args: &[&std::ffi::OsStr], stdin: &str) -> (Vec<Vec<f3
     assert!(out.status.success(), "ctxd embed {args:?}: {err}");
     (String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect(), err)
 }
+
+/// Per chunks table of the database at `db` (read by the lancedb Python client): its name, rows,
+/// and rows with late-interaction codes (`late` not null; 0 for a table without the column).
+pub(crate) fn late_codes_by_table(db: &Path) -> Vec<(String, u64, u64)> {
+    let script = "import lancedb, sys\ndb = lancedb.connect(sys.argv[1])\n\
+                  for n in db.table_names():\n    if n.startswith('chunks'):\n        t = db.open_table(n).to_arrow()\n\
+                          late = t.num_rows - t.column('late').null_count if 'late' in t.column_names else 0\n\
+                          print(n, t.num_rows, late)";
+    let out = python().arg("-c").arg(script).arg(db).output().unwrap();
+    assert!(out.status.success(), "lancedb: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?.to_string(), w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+        })
+        .collect()
+}

@@ -35,7 +35,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use tokenizers::Tokenizer;
 
 use crate::dnnl::{DataType, Dnnl};
-use crate::{embedder::Embedder, error::ModelError, loaded::LoadedModel, tokens};
+use crate::embedder::{Embedder, PassOutput};
+use crate::{error::ModelError, loaded::LoadedModel, tokens};
 use weights::EncoderWeights;
 use worker::Worker;
 
@@ -71,8 +72,8 @@ struct Job {
     part: usize,
     seqs: Vec<Vec<u32>>,
     reply: Reply,
-    /// Token embeddings instead of pooled vectors.
-    tokens: bool,
+    /// What to return per sequence.
+    output: PassOutput,
 }
 
 /// The fast CPU embedder (see the module docs).
@@ -134,7 +135,7 @@ impl FastBert {
                         }
                     };
                     // Warm-up: creates the primitives and reorders the weights for a typical shape.
-                    let warm = worker.forward(&[vec![101; 40], vec![101; 7]], false).map(|_| ());
+                    let warm = worker.forward(&[vec![101; 40], vec![101; 7]], PassOutput::Pooled).map(|_| ());
                     let failed = warm.is_err();
                     let _ = ready.send(warm);
                     if failed {
@@ -147,7 +148,7 @@ impl FastBert {
                         };
                         let Ok(job) = job else { return };
                         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            worker.forward(&job.seqs, job.tokens)
+                            worker.forward(&job.seqs, job.output)
                         }))
                         .unwrap_or_else(|_| Err(ModelError::Backend("embedding worker panicked".into())));
                         let _ = job.reply.send((job.part, result));
@@ -225,11 +226,15 @@ impl Embedder for FastBert {
     }
 
     fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.run(ids, false)
+        self.run(ids, PassOutput::Pooled)
     }
 
     fn forward_tokens(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.run(ids, true)
+        self.run(ids, PassOutput::Tokens)
+    }
+
+    fn forward_both(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.run(ids, PassOutput::Both)
     }
 
     fn padded_tokens(&self, lens: &[usize]) -> usize {
@@ -239,7 +244,7 @@ impl Embedder for FastBert {
 
 impl FastBert {
     /// Splits `ids` over the workers and gathers their outputs in order.
-    fn run(&mut self, ids: &[Vec<u32>], tokens: bool) -> Result<Vec<Vec<f32>>, ModelError> {
+    fn run(&mut self, ids: &[Vec<u32>], output: PassOutput) -> Result<Vec<Vec<f32>>, ModelError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -247,7 +252,7 @@ impl FastBert {
         let ranges = split_balanced(&lens, self.workers);
         let (reply, results) = mpsc::channel();
         for (part, r) in ranges.iter().enumerate() {
-            let job = Job { part, seqs: ids[r.clone()].to_vec(), tokens, reply: reply.clone() };
+            let job = Job { part, seqs: ids[r.clone()].to_vec(), output, reply: reply.clone() };
             self.jobs.send(job).map_err(|_| ModelError::ServiceClosed)?;
         }
         drop(reply);

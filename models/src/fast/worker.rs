@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use super::weights::EncoderWeights;
 use crate::dnnl::{self, DataType, Dnnl, Engine, PostOp, Primitive, Weights};
+use crate::embedder::PassOutput;
 use crate::error::ModelError;
 use crate::kernels::{self, Out};
 
@@ -208,10 +209,10 @@ impl Worker {
         }
     }
 
-    /// Embeds token id sequences (each non-empty, within the position table): one pooled
-    /// vector per sequence, or with `tokens` its token embeddings
-    /// ([`crate::embedder::Embedder::forward_tokens`]).
-    pub(super) fn forward(&mut self, seqs: &[Vec<u32>], tokens_out: bool) -> Result<Vec<Vec<f32>>, ModelError> {
+    /// Embeds token id sequences (each non-empty, within the position table): per sequence
+    /// what `output` asks — its pooled vector, its token embeddings
+    /// ([`crate::embedder::Embedder::forward_tokens`]), or both, the vector first.
+    pub(super) fn forward(&mut self, seqs: &[Vec<u32>], output: PassOutput) -> Result<Vec<Vec<f32>>, ModelError> {
         let d = self.model.dims;
         let (h, inter, nh) = (d.hidden, d.inter, d.heads);
         let es = self.dt.size();
@@ -276,19 +277,16 @@ impl Worker {
         let mut out = Vec::with_capacity(seqs.len());
         let mut start = 0;
         for seq in seqs {
-            if tokens_out {
-                out.push(crate::embedder::unit_token_rows(&self.x[start * h..(start + seq.len()) * h], h));
-                start += seq.len();
-                continue;
+            let states = &self.x[start * h..(start + seq.len()) * h];
+            let mut v = Vec::new();
+            if output != PassOutput::Tokens {
+                v.resize(h, 0.0);
+                let rows = self.model.dims.pooling.rows(seq.len());
+                kernels::mean_pool_normalize(self.avx2, &states[rows.start * h..rows.end * h], h, &mut v);
             }
-            let mut v = vec![0.0f32; h];
-            let rows = self.model.dims.pooling.rows(seq.len());
-            kernels::mean_pool_normalize(
-                self.avx2,
-                &self.x[(start + rows.start) * h..(start + rows.end) * h],
-                h,
-                &mut v,
-            );
+            if output != PassOutput::Pooled {
+                v.extend(crate::embedder::unit_token_rows(states, h));
+            }
             out.push(v);
             start += seq.len();
         }

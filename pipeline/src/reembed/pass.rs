@@ -132,9 +132,12 @@ async fn embed(
             });
             slots.push(Some(slot));
         }
-        let vectors = match (&model.service, texts.is_empty()) {
-            (_, true) => Vec::new(),
-            (Some(service), false) => service.embed_documents(texts).await?,
+        let (vectors, codes) = match (&model.service, texts.is_empty()) {
+            (_, true) => (Vec::new(), Vec::new()),
+            (Some(service), false) => match ctxd_stages::embed::late_codec(service) {
+                Some(codec) => ctxd_stages::embed::embed_with_codes(service, &codec, texts).await?,
+                None => (service.embed_documents(texts).await?, Vec::new()),
+            },
             (None, false) => {
                 return Err(job_error(
                     uri,
@@ -159,8 +162,15 @@ async fn embed(
         let model_col: StringArray =
             slots.iter().map(|s| Some(if s.is_some() { model.id.as_str() } else { NO_MODEL })).collect();
         let keys = StringArray::from(keys);
-        let columns =
-            (Arc::new(list.finish()) as ArrayRef, Arc::new(model_col) as ArrayRef, Arc::new(keys) as ArrayRef);
+        // The target model's late-interaction codes, from the same pass (null where it has none).
+        let late: arrow_array::BinaryArray =
+            slots.iter().map(|s| s.and_then(|s| codes.get(s)).map(Vec::as_slice)).collect();
+        let columns = (
+            Arc::new(list.finish()) as ArrayRef,
+            Arc::new(model_col) as ArrayRef,
+            Arc::new(keys) as ArrayRef,
+            Arc::new(late) as ArrayRef,
+        );
         let batch = with_vectors(&block, columns, vectorless, dim, uri)?;
         metrics::histogram!(m::STAGE_PROCESSING_SECONDS, "stage" => "reembed_embed")
             .record(started.elapsed().as_secs_f64());
@@ -200,10 +210,10 @@ async fn write(
 }
 
 /// The source block in the target's schema: every column as it was, `vector`, `model` and
-/// `embed_key` new.
+/// `embed_key` and `late` new (the source's codes are of its model).
 fn with_vectors(
     block: &RecordBatch,
-    (vector, model, key): (ArrayRef, ArrayRef, ArrayRef),
+    (vector, model, key, late): (ArrayRef, ArrayRef, ArrayRef, ArrayRef),
     vectorless: Vectorless,
     dim: usize,
     uri: &str,
@@ -219,6 +229,7 @@ fn with_vectors(
             ctxd_index::schema::SOURCE if block.column_by_name(ctxd_index::schema::SOURCE).is_none() => {
                 arrow_array::new_null_array(field.data_type(), block.num_rows())
             }
+            ctxd_index::schema::LATE => late.clone(),
             name => block
                 .column_by_name(name)
                 .cloned()

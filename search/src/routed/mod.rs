@@ -118,6 +118,17 @@ impl Routing {
         self.caches.of(core).vocabs.latest(core.pinned_index()).await
     }
 
+    /// Whether `req` will be rescored by late interaction with the model's token states (so its
+    /// query's token states are worth taking from the pass that embeds it).
+    fn late_interaction(&self, core: &Retriever, req: &SearchRequest, w: &IntentWeights) -> bool {
+        !req.lean
+            && req.rerank != Some(false)
+            && self.rerank_depth > 0
+            && w.vector > 0.0
+            && self.reranker.is_none()
+            && core.embed().is_some_and(|e| e.token_states())
+    }
+
     /// Answers a request by routing it (see the module docs).
     pub async fn search(
         &self,
@@ -150,7 +161,8 @@ impl Routing {
         };
         let a = analyze(&req.query, |w| vocab.modules.contains(&w.to_lowercase()));
         let w = a.intent.weights();
-        let (lists, pinned) = signals(&index, &vocab, req, &a, &w, vector).await?;
+        let late = self.late_interaction(core, req, &w).then_some(&caches.rerank);
+        let (lists, pinned) = signals(&index, &vocab, req, &a, &w, vector, late).await?;
         let mut fused = crate::fusion::weighted(&lists);
         boost(&mut fused, req, &a, &w);
         let filter = Filter::new(req);
@@ -164,7 +176,7 @@ impl Routing {
         {
             let rescorer = match (&self.reranker, core.embed()) {
                 (Some(cross), _) => Some(Rescorer::CrossEncoder(cross)),
-                (None, Some(embed)) => Some(Rescorer::LateInteraction(embed)),
+                (None, Some(embed)) => Some(Rescorer::LateInteraction(embed, Some(&*index))),
                 (None, None) => None,
             };
             if let Some(rescorer) = rescorer {
@@ -205,6 +217,7 @@ async fn signals(
     a: &Analysis,
     w: &IntentWeights,
     vector: QueryVector<'_>,
+    late: Option<&RerankCache>,
 ) -> Result<(Vec<(f32, Vec<Hit>)>, Vec<Hit>), SearchError> {
     let depth = search_depth(req.k);
     let mut text = bm25_text(&req.query, a);
@@ -221,8 +234,8 @@ async fn signals(
             match vector {
                 QueryVector::Ready(v) => Ok(timed(Signal::Vector, index.vector_search_probes(v, depth, probes)).await?),
                 QueryVector::Embed(embed) => {
-                    let v = timed(Signal::Embed, embed.embed(vec![req.query.clone()])).await?;
-                    Ok(timed(Signal::Vector, index.vector_search_probes(&v[0], depth, probes)).await?)
+                    let v = timed(Signal::Embed, query_vector(embed, &req.query, late)).await?;
+                    Ok(timed(Signal::Vector, index.vector_search_probes(&v, depth, probes)).await?)
                 }
                 QueryVector::None => Ok::<_, SearchError>(Vec::new()),
                 QueryVector::Hits(hits) => Ok(hits.to_vec()),
@@ -247,6 +260,28 @@ async fn signals(
         }
     }
     Ok((lists, pinned))
+}
+
+/// The query's vector from the model (or its cache). When the search will rescore by late
+/// interaction (`late`) and the query's token states are not kept yet, one pass gives both, and
+/// the token states are kept for the rescoring: a query is encoded once.
+async fn query_vector(
+    embed: &ctxd_models::service::EmbedService,
+    query: &str,
+    late: Option<&RerankCache>,
+) -> Result<Vec<f32>, SearchError> {
+    if let Some(cache) = late.filter(|c| !c.knows_query(query)) {
+        if let Some(states) = embed.embed_query_with_tokens(query).await? {
+            metrics::counter!(crate::metrics::QUERY_ENCODINGS_TOTAL).increment(1);
+            cache.remember_query(query, states.tokens);
+            return Ok(states.vector);
+        }
+    }
+    if !embed.query_cached(query) {
+        metrics::counter!(crate::metrics::QUERY_ENCODINGS_TOTAL).increment(1);
+    }
+    let mut v = embed.embed(vec![query.to_string()]).await?;
+    v.pop().ok_or(SearchError::Embed(ctxd_models::error::ModelError::Count { expected: 1, got: 0 }))
 }
 
 /// The signals a routed search times (`ctxd_query_signal_duration_seconds{signal}`).

@@ -137,8 +137,14 @@ mod tests {
 
     fn file(path: &str) -> CommitBatch {
         let chunk = Chunk { chunk_id: path.into(), path: path.into(), content: "x".into(), ..Chunk::default() };
-        let row =
-            ChunkRow { chunk, embed_key: path.into(), file_hash: path.into(), vector: vec![1.0; 4], model: "m".into() };
+        let row = ChunkRow {
+            chunk,
+            embed_key: path.into(),
+            file_hash: path.into(),
+            vector: vec![1.0; 4],
+            model: "m".into(),
+            late: Vec::new(),
+        };
         CommitBatch { rows: vec![row], ..Default::default() }
     }
 
