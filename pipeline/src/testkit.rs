@@ -21,6 +21,10 @@ impl Embedder for Letters {
     fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
         Ok(ids.iter().map(|t| letters(t.len())).collect())
     }
+    /// No token states: its rows are stored without late-interaction codes.
+    fn has_token_states(&self) -> bool {
+        false
+    }
 }
 
 pub(crate) fn letters(len: usize) -> Vec<f32> {
