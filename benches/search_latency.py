@@ -36,14 +36,13 @@ def step_means(before, after):
     """Mean ms per call of each timed step between two /metrics readings."""
     rows = []
     for key, total in after.items():
-        if not key.endswith("_sum") or "duration_seconds" not in key:
+        name = key.split("{")[0]
+        if not name.endswith("_sum") or not name.startswith(("ctxd_query_signal_duration", "ctxd_query_rerank_duration")):
             continue
-        if not ("ctxd_query_signal" in key or "ctxd_query_rerank" in key):
-            continue
-        count_key = key.replace("_sum", "_count")
+        count_key = key.replace("_sum", "_count", 1)
         calls = after.get(count_key, 0) - before.get(count_key, 0)
         if calls > 0:
-            rows.append(f"{key.replace('_sum', '')}: {(total - before.get(key, 0)) / calls * 1000:.1f} ms x {calls:.0f}")
+            rows.append(f"{key.replace('_sum', '', 1)}: {(total - before.get(key, 0)) / calls * 1000:.1f} ms x {calls:.0f}")
     return rows
 
 
