@@ -449,10 +449,7 @@ impl EmbedService {
     /// interactive lane (see the module docs; a single query text asked recently comes from [`crate::query_cache`]); indexing
     /// uses [`EmbedService::embed_bulk`].
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
-        let texts = match &self.card {
-            Some(card) if card.query_prompt.is_some() => texts.iter().map(|t| card.query_text(t)).collect(),
-            _ => texts,
-        };
+        let texts = self.query_texts(texts);
         if let Some(vector) = self.queries.get(&texts) {
             return Ok(vec![vector]);
         }
@@ -464,11 +461,7 @@ impl EmbedService {
     /// Whether [`EmbedService::embed`] would answer the query `text` from its cache, without a
     /// forward pass.
     pub fn query_cached(&self, text: &str) -> bool {
-        let texts = vec![match &self.card {
-            Some(card) if card.query_prompt.is_some() => card.query_text(text),
-            _ => text.to_string(),
-        }];
-        self.queries.contains(&texts)
+        self.queries.contains(&self.query_texts(vec![text.to_string()]))
     }
 
     /// Embeds `texts` as they are in the bulk lane (an embedding request served to another
@@ -481,10 +474,7 @@ impl EmbedService {
     /// Embeds documents (indexing, re-embedding) in the bulk lane, each after the model card's
     /// document prompt.
     pub async fn embed_documents(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
-        let texts = match &self.card {
-            Some(card) if card.document_prompt.is_some() => texts.iter().map(|t| card.document_text(t)).collect(),
-            _ => texts,
-        };
+        let texts = self.document_texts(texts);
         self.request(texts, PassOutput::Pooled, Lane::Bulk).await
     }
 
@@ -492,10 +482,7 @@ impl EmbedService {
     /// with its token embeddings from the same forward pass ([`Embedder::forward_both`]): per
     /// text its pooled vector, token rows and those rows' token ids.
     pub async fn embed_documents_with_tokens(&self, texts: Vec<String>) -> Result<Vec<TokenStates>, ModelError> {
-        let texts = match &self.card {
-            Some(card) if card.document_prompt.is_some() => texts.iter().map(|t| card.document_text(t)).collect(),
-            _ => texts,
-        };
+        let texts = self.document_texts(texts);
         let both = self.request(texts, PassOutput::Both, Lane::Bulk).await?;
         Ok(self.split_both(both))
     }
@@ -516,6 +503,22 @@ impl EmbedService {
         };
         self.queries.put(&texts, std::slice::from_ref(&states.vector));
         Ok(Some(states))
+    }
+
+    /// `texts` after the model card's query prompt, where it has one.
+    fn query_texts(&self, texts: Vec<String>) -> Vec<String> {
+        match &self.card {
+            Some(card) if card.query_prompt.is_some() => texts.iter().map(|t| card.query_text(t)).collect(),
+            _ => texts,
+        }
+    }
+
+    /// `texts` after the model card's document prompt, where it has one.
+    fn document_texts(&self, texts: Vec<String>) -> Vec<String> {
+        match &self.card {
+            Some(card) if card.document_prompt.is_some() => texts.iter().map(|t| card.document_text(t)).collect(),
+            _ => texts,
+        }
     }
 
     /// [`PassOutput::Both`]'s rows ([`with_ids`]) split into their parts.

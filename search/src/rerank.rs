@@ -259,8 +259,9 @@ async fn late_interaction(
     }
     batch.extend(missing.iter().map(|&j| texts[unscored[j]].clone()));
     let mut tokens = if batch.is_empty() { Vec::new() } else { embed.embed_tokens(batch).await? };
-    if tokens.len() != missing.len() + usize::from(kept_query.is_none()) {
-        let count = ctxd_models::error::ModelError::Count { expected: missing.len() + 1, got: tokens.len() };
+    let expected = missing.len() + usize::from(kept_query.is_none());
+    if tokens.len() != expected {
+        let count = ctxd_models::error::ModelError::Count { expected, got: tokens.len() };
         return Err(SearchError::Embed(count));
     }
     let q: Arc<Vec<f32>> = match kept_query {
