@@ -378,8 +378,7 @@ async fn completion_context(
                 Some(h) => h,
                 None => {
                     let depth = ctxd_search::routed::search_depth(search.k);
-                    let h =
-                        index.vector_search_probes(&c.vector, depth, Some(ctxd_search::routed::LEAN_NPROBES)).await?;
+                    let h = index.vector_search_with(&c.vector, depth, ctxd_index::search::Probes::LEAN).await?;
                     cache_at(cache, version.clone()).await.neighbours.put(c.chunk_id.clone(), h.clone());
                     h
                 }

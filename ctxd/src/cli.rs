@@ -556,6 +556,13 @@ pub enum Command {
         /// its 4-byte scale).
         #[arg(long, default_value_t = 64)]
         late_dims: usize,
+        /// Instead of the throughput figures: recall@10 and latency of each way of visiting the
+        /// vector index of the database at this path, against exact search.
+        #[arg(long)]
+        vector_recall: Option<PathBuf>,
+        /// With --vector-recall: stored vectors searched with.
+        #[arg(long, default_value_t = 200)]
+        recall_queries: usize,
         #[command(flatten)]
         forward: crate::forward_bench::ForwardArgs,
         #[command(flatten)]

@@ -25,6 +25,7 @@ mod session_file;
 mod setup;
 mod setup_clients;
 mod staleness;
+mod vector_recall;
 
 use anyhow::Result;
 use clap::Parser;
@@ -175,6 +176,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Bench { corpus, embed_chunks, fit_late: Some(out), late_dims, model, .. } => {
             fit_late::run(&corpus, embed_chunks, late_dims, &out, &model).await
         }
+        Command::Bench { vector_recall: Some(db), recall_queries, .. } => vector_recall::run(&db, recall_queries).await,
         Command::Bench { integrity, max_files, model, .. } if !integrity.is_empty() => {
             bench::integrity(&integrity, max_files, &model)
         }

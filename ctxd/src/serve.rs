@@ -373,13 +373,22 @@ async fn open_writer(cfg: &Config, triggers: &Triggers) -> Result<Opened> {
 }
 
 /// A serving process's searcher: `[server]`'s rescoring depth and stale answers while busy, and
-/// `[rerank]`'s cross-encoder (loaded here) when one is configured.
+/// `[rerank]`'s cross-encoder (loaded here) when one is configured. Its path vocabulary is built
+/// in the background now, so that no request builds it (later versions' are refreshed off the
+/// query path too).
 async fn tuned(searcher: Searcher, cfg: &Config) -> Result<Searcher> {
     let reranker = crate::open::start_reranker(&cfg.rerank.model, cfg.model.runtime()).await?;
-    Ok(searcher
+    let searcher = searcher
         .with_rerank_depth(cfg.server.rerank_depth)
         .with_stale_answers(Duration::from_millis(cfg.server.stale_answer_ms))
-        .with_reranker(reranker))
+        .with_reranker(reranker);
+    let warming = searcher.clone();
+    tokio::spawn(async move {
+        if let Err(e) = warming.latest_vocab().await {
+            tracing::warn!("building the path vocabulary failed (the first query builds it): {e}");
+        }
+    });
+    Ok(searcher)
 }
 
 /// Role `reader`: the index as it is (waiting for the writer to create it) and its model.

@@ -76,7 +76,7 @@ impl Index {
         self.ensure_hash_index().await
     }
 
-    /// B-tree indexes on `embed_key` (the embedding-cache lookups of [`Index::vectors_for`])
+    /// B-tree indexes on `embed_key` (the embedding-cache lookups of [`Index::embeddings_for`])
     /// and `path` (a file's chunks: symbol and path routes, completion, replacements), so
     /// neither scans the table; kept current by the index folds.
     pub async fn ensure_hash_index(&self) -> Result<(), IndexError> {

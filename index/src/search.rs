@@ -13,6 +13,26 @@ use crate::columns::{str_col, typed_col};
 use crate::sql::{in_list, sql_str};
 use crate::{error::IndexError, record::Chunk, record::Hit, store::Index, NO_MODEL};
 
+/// How a vector search visits the vector index (IVF partitions, an HNSW graph over 8-bit codes
+/// in each; `maintenance.rs` builds it). Measured against exact search by `ctxd bench
+/// --vector-recall` (BENCHMARKS.md "The vector index: probes and refine").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probes {
+    /// IVF partitions visited, always as many (`None`: Lance's adaptive default, which visits
+    /// more while too few rows are found).
+    pub nprobes: Option<usize>,
+    /// Re-rank `k × refine` candidates by their full vectors (`None`: the 8-bit codes' order
+    /// stands).
+    pub refine: Option<u32>,
+}
+
+impl Probes {
+    /// What searches use by default.
+    pub const DEFAULT: Probes = Probes { nprobes: None, refine: None };
+    /// Latency-bound callers (completion context): few partitions, no refine.
+    pub const LEAN: Probes = Probes { nprobes: Some(6), refine: None };
+}
+
 const HIT_COLUMNS: [&str; 8] = ["chunk_id", "path", "language", "symbol", "kind", "start_line", "end_line", "content"];
 
 impl Index {
@@ -27,26 +47,40 @@ impl Index {
         cols
     }
 
-    /// Nearest chunks to `vector` by cosine similarity.
+    /// Nearest chunks to `vector` by cosine similarity ([`Probes::DEFAULT`]).
     pub async fn vector_search(&self, vector: &[f32], k: usize) -> Result<Vec<Hit>, IndexError> {
-        self.vector_search_probes(vector, k, None).await
+        self.vector_search_with(vector, k, Probes::DEFAULT).await
     }
 
-    /// [`Index::vector_search`] visiting `nprobes` IVF partitions (LanceDB's default, 20, when
-    /// `None`): fewer is faster and may miss a few neighbours (latency-bound callers).
-    pub async fn vector_search_probes(
-        &self,
-        vector: &[f32],
-        k: usize,
-        nprobes: Option<usize>,
-    ) -> Result<Vec<Hit>, IndexError> {
+    /// [`Index::vector_search`] visiting the vector index as `probes` says (ignored while the
+    /// table has none: every vector is read then).
+    pub async fn vector_search_with(&self, vector: &[f32], k: usize, probes: Probes) -> Result<Vec<Hit>, IndexError> {
+        self.nearest(vector, k, Some(probes)).await
+    }
+
+    /// The exact nearest chunks, every stored vector read (the vector index bypassed): what
+    /// [`Probes`] settings are measured against (`ctxd bench --vector-recall`).
+    pub async fn exact_vector_search(&self, vector: &[f32], k: usize) -> Result<Vec<Hit>, IndexError> {
+        self.nearest(vector, k, None).await
+    }
+
+    /// The vector search: through the vector index as `probes` says, or exact (`None`).
+    async fn nearest(&self, vector: &[f32], k: usize, probes: Option<Probes>) -> Result<Vec<Hit>, IndexError> {
         if vector.len() != self.dim {
             return Err(IndexError::Dimension { expected: self.dim, got: vector.len() });
         }
         let mut query = self.table.query().nearest_to(vector).map_err(|e| self.lance(e))?;
-        if let Some(n) = nprobes {
-            query = query.minimum_nprobes(n).map_err(|e| self.lance(e))?;
-            query = query.maximum_nprobes(Some(n)).map_err(|e| self.lance(e))?;
+        match probes {
+            None => query = query.bypass_vector_index(),
+            Some(Probes { nprobes, refine }) => {
+                if let Some(n) = nprobes {
+                    query = query.minimum_nprobes(n).map_err(|e| self.lance(e))?;
+                    query = query.maximum_nprobes(Some(n)).map_err(|e| self.lance(e))?;
+                }
+                if let Some(r) = refine {
+                    query = query.refine_factor(r);
+                }
+            }
         }
         let no_model = format!("model != {}", sql_str(NO_MODEL));
         let query =

@@ -2,7 +2,7 @@
 //! vectors of given chunks, and the embedding cache — vectors under their embedding keys — with
 //! the late-interaction codes stored beside them, by embedding key too.
 //!
-//! The embedding cache's reads ([`Index::vectors_for`], [`Index::late_for`]) are not filtered by
+//! The embedding cache's reads ([`Index::embeddings_for`], [`Index::late_for`]) are not filtered by
 //! a view's scope: a key names a model and a text, so a row of any source, ref or path holds the
 //! same vector and codes.
 
@@ -15,6 +15,14 @@ use crate::columns::{str_col, typed_col, vector_at};
 use crate::schema::{EMBED_KEY, LATE};
 use crate::sql::{in_list, sql_str};
 use crate::{error::IndexError, store::Index, NO_MODEL};
+
+/// What the embedding cache holds under one key ([`Index::embeddings_for`]): the vector and the
+/// late-interaction codes stored with it (empty where the row has none, or none were asked).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StoredEmbedding {
+    pub vector: Vec<f32>,
+    pub late: Vec<u8>,
+}
 
 /// A chunk's place and stored vector ([`Index::chunk_vectors_of`]).
 #[derive(Debug, Clone)]
@@ -62,20 +70,55 @@ impl Index {
         self.vectors_keyed_by("chunk_id", &format!("model != {}", sql_str(NO_MODEL)), ids).await
     }
 
-    /// Stored vectors under these embedding keys (`ctxd_models::embed_key`: the model and the
-    /// exact text embedded), wherever they are (an older version of the same file, the same
-    /// file on another branch): the embedding cache. `embed_key → vector`; empty for a table
-    /// without keys.
-    pub async fn vectors_for(&self, keys: &[String]) -> Result<HashMap<String, Vec<f32>>, IndexError> {
-        if !self.keyed {
-            return Ok(HashMap::new());
+    /// The embedding cache: what is stored under these embedding keys (`ctxd_models::embed_key`:
+    /// the model and the exact text embedded), wherever it is (an older version of the same
+    /// file, the same file on another branch), in one read through the `embed_key` B-tree —
+    /// `embed_key → vector`, with the late-interaction codes where `late` asks for them and a
+    /// row holds some (empty otherwise; a key held by several rows takes one with codes first).
+    /// Empty for a table without keys.
+    pub async fn embeddings_for(
+        &self,
+        keys: &[String],
+        late: bool,
+    ) -> Result<HashMap<String, StoredEmbedding>, IndexError> {
+        let mut out: HashMap<String, StoredEmbedding> = HashMap::new();
+        if !self.keyed || self.model_id.is_empty() || self.model_id == NO_MODEL {
+            return Ok(out);
         }
-        self.vectors_keyed_by(EMBED_KEY, &format!("model = {}", sql_str(&self.model_id)), keys).await
+        let late = late && self.has_late;
+        let mut columns = vec![EMBED_KEY, "vector"];
+        columns.extend(late.then_some(LATE));
+        let filter = format!("model = {}", sql_str(&self.model_id));
+        for chunk in keys.chunks(512) {
+            let filter = format!("{filter} AND {}", in_list(EMBED_KEY, chunk));
+            let query = self.table.query().only_if(filter).select(Select::columns(&columns));
+            for batch in &self.collect(query).await? {
+                let keys = str_col(batch, EMBED_KEY, &self.uri)?;
+                let vectors = typed_col::<FixedSizeListArray>(batch, "vector", &self.uri)?;
+                let codes = match late {
+                    true => Some(typed_col::<BinaryArray>(batch, LATE, &self.uri)?),
+                    false => None,
+                };
+                for i in 0..batch.num_rows() {
+                    let code = codes.filter(|c| c.is_valid(i)).map(|c| c.value(i)).unwrap_or_default();
+                    match out.get_mut(keys.value(i)) {
+                        Some(had) if had.late.is_empty() && !code.is_empty() => had.late = code.to_vec(),
+                        Some(_) => {}
+                        None => {
+                            let stored =
+                                StoredEmbedding { vector: vector_at(vectors, i, &self.uri)?, late: code.to_vec() };
+                            out.insert(keys.value(i).to_string(), stored);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Stored late-interaction codes (`ctxd_models::late`) under these embedding keys, as
-    /// [`Index::vectors_for`] finds vectors: `embed_key → codes` of this index's model, through
-    /// the `embed_key` B-tree. Rows without codes (null or empty) are left out; empty for a table
+    /// [`Index::embeddings_for`] finds vectors: `embed_key → codes` of this index's model, through
+    /// the `embed_key` B-tree (rescoring's read: codes alone). Rows without codes (null or empty) are left out; empty for a table
     /// without keys or without the `late` column, and for an index without a model.
     pub async fn late_for(&self, keys: &[String]) -> Result<HashMap<String, Vec<u8>>, IndexError> {
         let mut out = HashMap::new();
@@ -153,5 +196,12 @@ mod tests {
         let scoped = index.scoped(Some(crate::scope::SourceScope::new(["elsewhere"]))).await.unwrap();
         assert_eq!(scoped.late_for(&keys).await.unwrap(), expected);
         assert_eq!(Index::open(&uri).await.unwrap().late_for(&keys).await.unwrap(), expected, "read-only");
+        // The embedding cache's one read: vectors of every key with a vector, codes where asked.
+        let cached = index.embeddings_for(&keys, true).await.unwrap();
+        assert_eq!(cached.len(), 2, "{cached:?}");
+        assert_eq!((cached["k0"].late.as_slice(), cached["k1"].late.as_slice()), (&[1u8, 2, 3][..], &[][..]));
+        assert_eq!(cached["k0"].vector, row(0).vector);
+        let plain = index.embeddings_for(&keys, false).await.unwrap();
+        assert!(plain.values().all(|e| e.late.is_empty()) && plain.len() == 2, "{plain:?}");
     }
 }

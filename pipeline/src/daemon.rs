@@ -90,7 +90,12 @@ impl Pipeline {
             (!follow && self.cfg.index.maintenance_interval_secs > 0).then(|| self.cfg.index.maintenance());
         let maintenance = (follow && self.cfg.index.maintenance_interval_secs > 0).then(|| {
             let every = Duration::from_secs(self.cfg.index.maintenance_interval_secs);
-            let when = MaintainWhen { every, after_commits: COMPACT_AFTER_COMMITS, commits: counters.clone() };
+            let when = MaintainWhen {
+                every,
+                after_commits: COMPACT_AFTER_COMMITS,
+                commits: counters.clone(),
+                scanned: tracker.clone(),
+            };
             // Beside the upsert stage's commits: files a commit has written but not yet published
             // are referenced by no version, so the scheduled passes keep unreferenced files
             // (Lance deletes them once they are 7 days old).
@@ -278,11 +283,36 @@ const MIN_MAINTENANCE_GAP: Duration = Duration::from_secs(30);
 
 /// When the daemon's maintenance runs: every `every`, and sooner once `after_commits` commits
 /// were made since the last pass and a poll saw no new one (the fragments the index had at
-/// start count as commits), or after [`BURST_FACTOR`] times as many.
+/// start count as commits), or after [`BURST_FACTOR`] times as many; and once as soon as the
+/// first scan is committed into a table without a vector index, so that the first questions
+/// after it are answered through one (not by reading every vector until the interval).
 struct MaintainWhen {
     every: Duration,
     after_commits: u64,
     commits: Arc<Counters>,
+    /// Says when the first scan is committed.
+    scanned: Tracker,
+}
+
+/// Why a maintenance pass runs (said in the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Due {
+    /// `every` passed since the last pass.
+    Interval,
+    /// Many commits since the last pass (see [`MaintainWhen`]).
+    ManyCommits,
+    /// The first scan is committed and the table has no vector index yet.
+    FirstScan,
+}
+
+impl Due {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Interval => "interval",
+            Self::ManyCommits => "after many commits",
+            Self::FirstScan => "first scan committed",
+        }
+    }
 }
 
 impl MaintainWhen {
@@ -291,18 +321,23 @@ impl MaintainWhen {
     }
 
     /// Whether a pass is due `elapsed` after the last one, `since` commits (and inherited
-    /// fragments) later; `quiet`: no commit since the previous poll. Brought forward by
-    /// commits: which one (for the log).
-    fn due(&self, elapsed: Duration, since: u64, quiet: bool) -> Option<bool> {
+    /// fragments) later; `quiet`: no commit since the previous poll; `first_scan`: the first
+    /// scan was just committed into a table without a vector index (due at once).
+    fn due(&self, elapsed: Duration, since: u64, quiet: bool, first_scan: bool) -> Option<Due> {
         let many = elapsed >= MIN_MAINTENANCE_GAP
             && ((quiet && since >= self.after_commits) || since >= self.after_commits * BURST_FACTOR);
-        (elapsed >= self.every || many).then_some(many)
+        match (first_scan, many, elapsed >= self.every) {
+            (true, _, _) => Some(Due::FirstScan),
+            (false, true, _) => Some(Due::ManyCommits),
+            (false, false, true) => Some(Due::Interval),
+            (false, false, false) => None,
+        }
     }
 }
 
-/// The daemon's maintenance loop: a pass every `when.every`, or earlier after many commits,
-/// until shutdown. A failed pass is logged and retried at the next tick (commits never wait
-/// for it).
+/// The daemon's maintenance loop: a pass every `when.every`, or earlier after many commits or
+/// the first scan, until shutdown. A failed pass is logged and retried at the next tick
+/// (commits never wait for it).
 async fn maintain_every(
     index: Arc<Index>,
     opts: ctxd_index::maintenance::MaintenanceOptions,
@@ -314,23 +349,29 @@ async fn maintain_every(
     // Fragments left by earlier runs count like commits of this one.
     let mut inherited = index.layout().await.map_or(0, |(_, fragments)| fragments as u64);
     let mut commits_polled = commits_then;
+    let mut scan_seen = false;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(poll) => {}
+            _ = when.scanned.wait_ready(), if !scan_seen => {}
             _ = shutdown.changed() => return,
         }
         if *shutdown.borrow() {
             return;
         }
+        let first_scan = !scan_seen && when.scanned.is_ready();
+        scan_seen |= first_scan;
+        let first_scan =
+            first_scan && opts.vector_index_min_rows > 0 && !index.has_vector_index().await.unwrap_or(true);
         let (elapsed, commits) = (last.elapsed(), when.commits());
         // Quiet: no commit since the previous poll (a burst of ingestion is over).
         let quiet = commits == commits_polled;
         commits_polled = commits;
-        let Some(early) = when.due(elapsed, commits.saturating_sub(commits_then) + inherited, quiet) else {
+        let Some(due) = when.due(elapsed, commits.saturating_sub(commits_then) + inherited, quiet, first_scan) else {
             continue;
         };
         (last, commits_then, inherited) = (tokio::time::Instant::now(), commits, 0);
-        maintain_once(&index, &opts, if early { "after many commits" } else { "interval" }).await;
+        maintain_once(&index, &opts, due.as_str()).await;
     }
 }
 
@@ -456,16 +497,23 @@ mod tests {
 
     #[test]
     fn maintenance_comes_early_after_many_commits_once_they_stop() {
-        let when = MaintainWhen { every: Duration::from_secs(600), after_commits: 32, commits: Arc::default() };
+        let when = MaintainWhen {
+            every: Duration::from_secs(600),
+            after_commits: 32,
+            commits: Arc::default(),
+            scanned: Tracker::default(),
+        };
         let s = Duration::from_secs;
         // The interval alone.
-        assert_eq!(when.due(s(600), 0, true), Some(false));
-        assert_eq!(when.due(s(599), 31, true), None);
+        assert_eq!(when.due(s(600), 0, true, false), Some(Due::Interval));
+        assert_eq!(when.due(s(599), 31, true, false), None);
         // 32 commits (or inherited fragments) and a quiet poll, not sooner than 30 s after the last pass.
-        assert_eq!(when.due(s(31), 32, true), Some(true));
-        assert_eq!(when.due(s(29), 200, true), None);
+        assert_eq!(when.due(s(31), 32, true, false), Some(Due::ManyCommits));
+        assert_eq!(when.due(s(29), 200, true, false), None);
         // A burst still committing waits for quiet, up to 8 × 32 commits.
-        assert_eq!(when.due(s(120), 200, false), None);
-        assert_eq!(when.due(s(120), 256, false), Some(true));
+        assert_eq!(when.due(s(120), 200, false, false), None);
+        assert_eq!(when.due(s(120), 256, false, false), Some(Due::ManyCommits));
+        // The first scan committed without a vector index: at once, whatever else.
+        assert_eq!(when.due(s(1), 3, false, true), Some(Due::FirstScan));
     }
 }

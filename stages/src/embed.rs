@@ -20,7 +20,7 @@ pub mod stage;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ctxd_index::{schema::ChunkRow, store::Index};
+use ctxd_index::{schema::ChunkRow, store::Index, vectors::StoredEmbedding};
 use ctxd_models::late::LateCodec;
 use ctxd_models::service::EmbedService;
 
@@ -121,14 +121,15 @@ impl Embed {
     }
 
     /// Stored vectors for the embedding keys of `keyed` (one list per file), wherever in the
-    /// index they are (so reverted files and other branches re-use them). Parts of streamed
-    /// files are not looked up: logs and dumps are rarely re-embedded, and the lookups would
-    /// dominate.
-    async fn cached_vectors(
+    /// index they are (so reverted files and other branches re-use them), with their stored
+    /// late-interaction codes when this stage stores codes — one read for both. Parts of
+    /// streamed files are not looked up: logs and dumps are rarely re-embedded, and the lookups
+    /// would dominate. On a failed read nothing is reused (the chunks are embedded again).
+    async fn cached_embeddings(
         &self,
         files: &[ChunkedFile],
         keyed: &[Vec<(String, String)>],
-    ) -> HashMap<String, Vec<f32>> {
+    ) -> HashMap<String, StoredEmbedding> {
         let mut hashes: Vec<String> = files
             .iter()
             .zip(keyed)
@@ -140,7 +141,7 @@ impl Embed {
         if hashes.is_empty() {
             return HashMap::new();
         }
-        match self.index.vectors_for(&hashes).await {
+        match self.index.embeddings_for(&hashes, self.codec.is_some()).await {
             Ok(v) => v,
             Err(e) => {
                 let first = files.first().map_or("", |f| f.rel.as_str());
@@ -148,19 +149,6 @@ impl Embed {
                 HashMap::new()
             }
         }
-    }
-
-    /// The stored late-interaction codes of the reused vectors in `cache` (by embedding key); none
-    /// without a codec, or when the lookup fails (the rows are then stored without codes).
-    async fn cached_codes(&self, cache: &HashMap<String, Vec<f32>>) -> HashMap<String, Vec<u8>> {
-        if self.codec.is_none() || cache.is_empty() {
-            return HashMap::new();
-        }
-        let keys: Vec<String> = cache.keys().cloned().collect();
-        self.index.late_for(&keys).await.unwrap_or_else(|e| {
-            tracing::warn!("reading the stored late-interaction codes of {} reused chunks: {e}", keys.len());
-            HashMap::new()
-        })
     }
 
     /// Embeds a batch of files in one model request; returns one result per file, in order.
@@ -174,8 +162,7 @@ impl Embed {
         // (text, key) of every chunk, per file.
         let keyed: Vec<Vec<(String, String)>> =
             files.iter().map(|f| f.chunks.iter().map(|c| embedding_text(&f.rel, c, &model)).collect()).collect();
-        let mut cache = self.cached_vectors(&files, &keyed).await;
-        let mut codes = self.cached_codes(&cache).await;
+        let mut cache = self.cached_embeddings(&files, &keyed).await;
         // Each missing key is embedded once.
         let mut texts = Vec::new();
         let mut missing: Vec<String> = Vec::new();
@@ -209,8 +196,10 @@ impl Embed {
             }
         };
         metrics::counter!(m::EMBED_CHUNKS_TOTAL).increment(count as u64);
-        codes.extend(missing.iter().cloned().zip(new_codes));
-        cache.extend(missing.into_iter().zip(vectors));
+        let mut new_codes = new_codes.into_iter();
+        for (key, vector) in missing.into_iter().zip(vectors) {
+            cache.insert(key, StoredEmbedding { vector, late: new_codes.next().unwrap_or_default() });
+        }
         files
             .into_iter()
             .zip(keyed)
@@ -220,8 +209,7 @@ impl Embed {
                     .iter()
                     .zip(keys)
                     .map(|(c, (_, key))| {
-                        let vector = cache.get(&key).cloned().unwrap_or_default();
-                        let late = codes.get(&key).cloned().unwrap_or_default();
+                        let StoredEmbedding { vector, late } = cache.get(&key).cloned().unwrap_or_default();
                         ChunkRow { late, ..row(&file, c, key, vector, &model) }
                     })
                     .collect();

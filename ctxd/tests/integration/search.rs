@@ -172,6 +172,13 @@ fn routed_search_context_assembly_and_completion_context() {
         let _: Value = d.post("/v1/completion-context", &typed).json().unwrap();
         counter("ctxd_query_completion_cache_misses_total") > misses
     });
+    // The path vocabulary follows the commit off the query path: a question naming the new file
+    // is routed to it once the background refresh has run (a few seconds), never by a request
+    // rebuilding it (`routed/vocab.rs`'s test counts those).
+    wait_for("the new path known to the router", Duration::from_secs(30), || {
+        let v: Value = d.post("/v1/search", &json!({"query": "pkg3/fresh.py"})).json().unwrap();
+        v["route"] == "path" && v["results"][0]["path"] == "pkg3/fresh.py"
+    });
     let empty = json!({"uri": "a.py", "prefix": "x = (", "line": 1});
     let v: Value = d.post("/v1/completion-context", &empty).json().unwrap();
     assert_eq!(v["snippets"], json!([]), "too short to search: empty, not an error");
@@ -187,6 +194,30 @@ fn routed_search_context_assembly_and_completion_context() {
     let v: Value = d.post("/v1/search", &json!({"query": "sort every invoice by factor"})).json().unwrap();
     assert!(matches!(paths_of(&v)[0].as_str(), "pkg3/m3.py" | "vendor/m3_copy.py"), "{v}");
     assert_eq!(d.metric("ctxd_query_rerank_duration_seconds_count").unwrap_or(0.0), 0.0, "nothing rescored");
+}
+
+/// A daemon builds the vector index as soon as its first scan is committed (here over 20 rows,
+/// with the interval an hour away), not at the first scheduled maintenance pass.
+#[test]
+fn the_vector_index_is_built_once_the_first_scan_is_committed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("src");
+    write_corpus(&root, 30);
+    let db = tmp.path().join("db");
+    let mut cmd = ctxd();
+    cmd.env("CTXD_INDEX_VECTOR_INDEX_MIN_ROWS", "20").env("CTXD_INDEX_MAINTENANCE_INTERVAL_SECS", "3600").arg("serve");
+    let d = Daemon::spawn(cmd, &root, &db);
+    d.wait_ready();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let indexed = || {
+        rt.block_on(async {
+            let index = ctxd_index::store::Index::open(&db.to_string_lossy()).await.unwrap();
+            index.has_vector_index().await.unwrap()
+        })
+    };
+    wait_for("the vector index", Duration::from_secs(60), indexed);
+    let v: Value = d.post("/v1/search", &json!({"query": "sort every invoice by factor"})).json().unwrap();
+    assert!(matches!(paths_of(&v)[0].as_str(), "pkg3/m3.py"), "searched through the index: {v}");
 }
 
 /// While the writer commits, a repeated question whose files did not change is answered from
@@ -205,17 +236,21 @@ fn answers_are_carried_across_commits_that_change_none_of_their_files() {
     let ask = || -> Value { d.post("/v1/search", &question).json().unwrap() };
     let version_of = |v: &Value| v["index"]["version"].as_u64().unwrap();
     let latest = || d.get("/v1/status").json::<Value>().unwrap()["version"].as_u64().unwrap();
-    let commit = |path: &str, text: &str| {
-        let before = latest();
+    // Writes `text` to `path` and waits until the version that holds it is searched: a new
+    // version alone is no sign (an index fold or a maintenance pass makes versions too).
+    let commit = |path: &str, text: &str, marker: &str| {
         std::fs::write(root.join(path), text).unwrap();
-        wait_for("a commit", Duration::from_secs(60), || latest() > before);
+        wait_for("the commit searched", Duration::from_secs(60), || {
+            let v: Value = d.post("/v1/search", &json!({"query": marker, "mode": "bm25", "k": 50})).json().unwrap();
+            v["results"].as_array().is_some_and(|r| r.iter().any(|h| h["content"].as_str().unwrap().contains(marker)))
+        });
     };
     let first = ask();
     assert!(first.get("carried_ms").is_none() && first.get("stale_ms").is_none(), "{first}");
     let top = paths_of(&first)[0].clone();
 
     // A file no candidate of the answer came from: the answer is carried to the new version.
-    commit("pkg1/weather.md", "# Weather\n\nRain tomorrow, sun on Sunday.\n");
+    commit("pkg1/weather.md", "# Weather\n\nRain tomorrow, sun on Sunday.\n", "Sunday");
     let carried_hits = || d.metric("ctxd_query_answer_cache_carried_hits_total").unwrap_or(0.0);
     let mut carried = Value::Null;
     wait_for("the answer carried to the new version", Duration::from_secs(20), || {
@@ -238,7 +273,7 @@ fn answers_are_carried_across_commits_that_change_none_of_their_files() {
     let edited_after = latest();
     let mut text = std::fs::read_to_string(root.join(&top)).unwrap();
     text.push_str("\n\ndef invoice_factor_note():\n    return 'sorted by factor'\n");
-    commit(&top, &text);
+    commit(&top, &text, "invoice_factor_note");
     wait_for("an answer at the version that changed its file", Duration::from_secs(20), || {
         let v = ask();
         let carried_across = v.get("carried_ms").is_some() && version_of(&v) <= edited_after;

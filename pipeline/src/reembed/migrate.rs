@@ -100,7 +100,8 @@ mod tests {
         let r = row(4, "");
         let key =
             ctxd_models::embed_key("test/letters", &ctxd_models::chunk_text(&r.path, r.symbol.as_deref(), &r.content));
-        assert_eq!(now.vectors_for(std::slice::from_ref(&key)).await.unwrap()[&key], letters(text_len(4)));
+        let cached = now.embeddings_for(std::slice::from_ref(&key), false).await.unwrap();
+        assert_eq!(cached[&key].vector, letters(text_len(4)));
         // Once is enough.
         assert!(migrate(&db, model, "test/letters").await.unwrap().is_none());
     }

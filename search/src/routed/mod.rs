@@ -25,6 +25,7 @@
 use std::sync::Arc;
 
 use ctxd_index::record::Hit;
+use ctxd_index::search::Probes;
 
 use crate::answers::read_keys;
 use crate::error::SearchError;
@@ -58,9 +59,6 @@ pub enum QueryVector<'a> {
     /// Embedded by the search, concurrently with the full-text search.
     Embed(&'a ctxd_models::service::EmbedService),
 }
-
-/// IVF partitions a lean query's vector search visits (LanceDB's default is 20).
-pub const LEAN_NPROBES: usize = 6;
 
 /// How many hits each signal contributes to the fusion for `k` results.
 pub fn search_depth(k: usize) -> usize {
@@ -227,32 +225,46 @@ async fn signals(
         text = last_distinct_terms(&text, LEAN_BM25_TERMS);
     }
     // Lean (completion) queries visit fewer IVF partitions: latency over the last neighbours.
-    let probes = req.lean.then_some(LEAN_NPROBES);
-    // The full-text search runs while the query is being embedded, not after.
-    let (vec_hits, fts_hits) = tokio::join!(
+    let probes = if req.lean { Probes::LEAN } else { Probes::DEFAULT };
+    // Every signal runs in one join: the full-text search, the symbol table and the named files
+    // while the query is being embedded and searched, not after.
+    let symbols = !a.symbols.is_empty() && !req.lean;
+    let paths = !a.paths.is_empty() && !req.lean;
+    let (vec_hits, fts_hits, named_symbols, named_files) = tokio::join!(
         async {
             match vector {
-                QueryVector::Ready(v) => Ok(timed(Signal::Vector, index.vector_search_probes(v, depth, probes)).await?),
+                QueryVector::Ready(v) => Ok(timed(Signal::Vector, index.vector_search_with(v, depth, probes)).await?),
                 QueryVector::Embed(embed) => {
                     let v = timed(Signal::Embed, query_vector(embed, &req.query, late)).await?;
-                    Ok(timed(Signal::Vector, index.vector_search_probes(&v, depth, probes)).await?)
+                    Ok(timed(Signal::Vector, index.vector_search_with(&v, depth, probes)).await?)
                 }
                 QueryVector::None => Ok::<_, SearchError>(Vec::new()),
                 QueryVector::Hits(hits) => Ok(hits.to_vec()),
             }
         },
-        timed(Signal::Fulltext, index.fts_search(&text, if req.lean { LEAN_FTS_DEPTH.min(depth) } else { depth }))
+        timed(Signal::Fulltext, index.fts_search(&text, if req.lean { LEAN_FTS_DEPTH.min(depth) } else { depth })),
+        async {
+            match symbols {
+                true => timed(Signal::Symbols, symbol_hits(index, &a.symbols, 20)).await.map(Some),
+                false => Ok(None),
+            }
+        },
+        async {
+            match paths {
+                true => timed(Signal::Paths, path_hits(index, vocab, a)).await.map(Some),
+                false => Ok(None),
+            }
+        }
     );
     let mut lists = vec![(w.vector, vec_hits?), (w.bm25, fts_hits?)];
-    if !a.symbols.is_empty() && !req.lean {
-        lists.push((w.symbol, timed(Signal::Symbols, symbol_hits(index, &a.symbols, 20)).await?));
+    if let Some(hits) = named_symbols? {
+        lists.push((w.symbol, hits));
     }
     // A path route answers with the named file's chunks, nearest the line first; the
     // other signals fill the remaining slots. Elsewhere, named files (e.g. a trace's
     // frames) are one more signal.
     let mut pinned: Vec<Hit> = Vec::new();
-    if !a.paths.is_empty() && !req.lean {
-        let hits = timed(Signal::Paths, path_hits(index, vocab, a)).await?;
+    if let Some(hits) = named_files? {
         if a.route == Route::Path {
             pinned = hits;
         } else {

@@ -1,9 +1,11 @@
 //! The path vocabulary of an index version (every indexed path, sorted, and the folder names
 //! that count as modules), for the router and for resolving the paths a query names; and its
-//! caches: the latest version's, re-checked every few seconds, and each queried snapshot's,
-//! built once (a snapshot never changes).
+//! caches: the latest version's, re-checked every few seconds off the query path (a request
+//! answers with the cached one while a background task checks the version and rebuilds it), and
+//! each queried snapshot's, built once (a snapshot never changes).
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,6 +23,14 @@ pub struct Vocab {
     /// Every indexed path, sorted.
     pub paths: Vec<String>,
     pub modules: HashSet<String>,
+}
+
+/// [`Vocab::build`], its time recorded (`ctxd_query_vocab_build_duration_seconds`).
+async fn timed_build(index: &Index) -> Result<Vocab, SearchError> {
+    let started = Instant::now();
+    let v = Vocab::build(index).await?;
+    metrics::histogram!(crate::metrics::VOCAB_BUILD_SECONDS).record(started.elapsed().as_secs_f64());
+    Ok(v)
 }
 
 impl Vocab {
@@ -64,50 +74,72 @@ impl Vocab {
 /// as the retriever keeps views open).
 #[derive(Default)]
 pub(super) struct Vocabs {
-    latest: std::sync::Mutex<Option<(Instant, Arc<Vocab>)>>,
-    /// One check (and rebuild) of the latest version at a time: while one query checks, the
-    /// others answer with the vocabulary they have.
-    checking: tokio::sync::Mutex<()>,
+    latest: Arc<std::sync::Mutex<Option<Checked>>>,
+    /// Set while a refresh (a version check, and a rebuild when the index changed) runs in the
+    /// background: one at a time.
+    refreshing: Arc<AtomicBool>,
+    /// The first build, when no vocabulary exists yet: queries that find none wait for one.
+    first: tokio::sync::Mutex<()>,
+    /// Builds of the latest version's vocabulary that ran inside a request (the first only).
+    built_in_request: AtomicU64,
     snapshots: tokio::sync::Mutex<Vec<(u64, SnapshotVocab)>>,
 }
+
+/// The latest version's vocabulary and when its version was last checked.
+type Checked = (Instant, Arc<Vocab>);
 
 /// A snapshot's vocabulary, built by the first query that needs it.
 type SnapshotVocab = Arc<tokio::sync::OnceCell<Arc<Vocab>>>;
 
 impl Vocabs {
-    /// Indexed paths and folder names of the latest version of `index` (cached for a few
-    /// seconds). Once the cached one is older than [`VOCAB_TTL`], one query checks the version
-    /// (and rebuilds it, a scan of every path, when the index changed) while the others go on
-    /// with the cached one: a stream of commits never holds every query behind a rebuild.
-    pub(super) async fn latest(&self, index: &Index) -> Result<Arc<Vocab>, SearchError> {
-        let _checking = match (self.cached(), self.checking.try_lock()) {
-            (Some((at, v)), _) if at.elapsed() < VOCAB_TTL => return Ok(v),
-            (Some((_, v)), Err(_)) => return Ok(v),
-            (_, Ok(guard)) => guard,
-            (None, Err(_)) => self.checking.lock().await,
-        };
-        let cached = self.cached();
-        if let Some((at, v)) = &cached {
-            if at.elapsed() < VOCAB_TTL {
-                // Built by the query this one waited for (the first ever).
-                return Ok(v.clone());
+    /// Indexed paths and folder names of the latest version of `index`. Only the first call
+    /// builds it (a serving process warms it at start, so no request does); once the cached one
+    /// is older than [`VOCAB_TTL`], the call that notices starts a refresh in the background —
+    /// the version checked, and the vocabulary rebuilt (a scan of every path) when the index
+    /// changed — and answers with the cached one: no request after a commit waits for a scan.
+    pub(super) async fn latest(&self, index: &Arc<Index>) -> Result<Arc<Vocab>, SearchError> {
+        if let Some((at, v)) = self.cached() {
+            if at.elapsed() >= VOCAB_TTL {
+                self.refresh(index.clone(), v.clone());
             }
+            return Ok(v);
         }
-        let version = index.version().await?;
-        let v = match cached {
-            Some((_, v)) if v.version == version => v,
-            _ => {
-                let started = Instant::now();
-                let v = Arc::new(Vocab::build(index).await?);
-                metrics::histogram!(crate::metrics::VOCAB_BUILD_SECONDS).record(started.elapsed().as_secs_f64());
-                v
-            }
-        };
+        let _first = self.first.lock().await;
+        if let Some((_, v)) = self.cached() {
+            // Built by the query this one waited for.
+            return Ok(v);
+        }
+        let v = Arc::new(timed_build(index).await?);
+        self.built_in_request.fetch_add(1, Ordering::Relaxed);
         *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), v.clone()));
         Ok(v)
     }
 
-    fn cached(&self) -> Option<(Instant, Arc<Vocab>)> {
+    /// Starts the background check of `index`'s version (and rebuild, when it moved past
+    /// `have`'s) unless one runs. A failed check keeps the cached vocabulary and its age, so the
+    /// next query past the TTL tries again.
+    fn refresh(&self, index: Arc<Index>, have: Arc<Vocab>) {
+        if self.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (latest, refreshing) = (self.latest.clone(), self.refreshing.clone());
+        tokio::spawn(async move {
+            let checked = async {
+                let version = index.version().await?;
+                Ok::<_, SearchError>(match version == have.version {
+                    true => have,
+                    false => Arc::new(timed_build(&index).await?),
+                })
+            };
+            match checked.await {
+                Ok(v) => *latest.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), v)),
+                Err(e) => tracing::warn!("refreshing the path vocabulary failed (the next query retries): {e}"),
+            }
+            refreshing.store(false, Ordering::Release);
+        });
+    }
+
+    fn cached(&self) -> Option<Checked> {
         self.latest.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -155,29 +187,45 @@ mod tests {
         *at = Instant::now().checked_sub(VOCAB_TTL * 2).expect("the clock is past the TTL");
     }
 
+    /// Calls `latest` until its vocabulary holds `paths` (the background refresh landed).
+    async fn refreshed(vocabs: &Vocabs, index: &Arc<Index>, paths: &[&str]) -> Arc<Vocab> {
+        for _ in 0..500 {
+            let v = vocabs.latest(index).await.unwrap();
+            if v.paths == paths && !vocabs.refreshing.load(Ordering::Acquire) {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the vocabulary never came to hold {paths:?}");
+    }
+
     #[tokio::test]
-    async fn a_stale_vocabulary_is_checked_by_one_query_while_the_others_go_on() {
+    async fn after_a_commit_the_vocabulary_is_rebuilt_off_the_query_path() {
         let dir = tempfile::tempdir().unwrap();
         let index = Index::open_or_create(&dir.path().join("db").to_string_lossy(), "m", 4).await.unwrap();
+        let index = Arc::new(index);
         index.commit(file("app/a.py")).await.unwrap();
         let vocabs = Vocabs::default();
         let first = vocabs.latest(&index).await.unwrap();
         assert_eq!(first.paths, ["app/a.py"]);
         assert!(first.modules.contains("app"));
+        assert_eq!(vocabs.built_in_request.load(Ordering::Relaxed), 1, "the first one is built by its query");
 
         index.commit(file("tools/b.py")).await.unwrap();
         assert!(Arc::ptr_eq(&vocabs.latest(&index).await.unwrap(), &first), "trusted within the TTL");
         age(&vocabs);
-        let checking = vocabs.checking.try_lock().unwrap();
-        let at_once = tokio::time::timeout(Duration::from_secs(5), vocabs.latest(&index)).await;
-        let stale = at_once.expect("while another query checks, the others do not wait").unwrap();
+        // Past the TTL the query answers with the cached one at once; a background task rebuilds it.
+        let stale = vocabs.latest(&index).await.unwrap();
         assert!(Arc::ptr_eq(&stale, &first), "the cached one answers");
-        drop(checking);
-        let second = vocabs.latest(&index).await.unwrap();
-        assert_eq!(second.paths, ["app/a.py", "tools/b.py"], "the next query rebuilds it");
+        let second = refreshed(&vocabs, &index, &["app/a.py", "tools/b.py"]).await;
         assert!(second.modules.contains("tools"));
+        assert_eq!(vocabs.built_in_request.load(Ordering::Relaxed), 1, "no request rebuilt it after the commit");
 
         age(&vocabs);
-        assert!(Arc::ptr_eq(&vocabs.latest(&index).await.unwrap(), &second), "an unchanged version keeps it");
+        let again = vocabs.latest(&index).await.unwrap();
+        assert!(Arc::ptr_eq(&again, &second));
+        let kept = refreshed(&vocabs, &index, &["app/a.py", "tools/b.py"]).await;
+        assert!(Arc::ptr_eq(&kept, &second), "an unchanged version keeps it");
+        assert_eq!(vocabs.built_in_request.load(Ordering::Relaxed), 1);
     }
 }
