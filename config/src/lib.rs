@@ -269,7 +269,11 @@ mod tests {
         std::fs::File::create(cfg.db.join("chunks.lance/data/x.lance")).unwrap().set_len(900 << 20).unwrap();
         assert_eq!(cfg.index_cache_bytes(), 300 << 20, "1.5 x the index files, data files not counted");
         std::fs::File::create(seg.join("more.lance")).unwrap().set_len(2 << 30).unwrap();
-        assert_eq!(cfg.index_cache_bytes(), 1 << 30, "capped");
+        assert_eq!(cfg.index_cache_bytes_within(None), 1 << 30, "capped at 1 GiB where the memory is unknown");
+        assert_eq!(cfg.index_cache_bytes_within(Some(4 << 30)), 1 << 30, "a quarter of the memory");
+        assert_eq!(cfg.index_cache_bytes_within(Some(64 << 30)), (2248 << 20) * 3 / 2, "1.5 x the index files");
+        std::fs::File::create(seg.join("more.lance")).unwrap().set_len(4 << 30).unwrap();
+        assert_eq!(cfg.index_cache_bytes_within(Some(64 << 30)), 4 << 30, "at most 4 GiB");
         cfg.index_cache_mb = 128;
         assert_eq!(cfg.index_cache_bytes(), 128 << 20, "a number is kept");
         cfg.index_cache_mb = 0;

@@ -85,6 +85,15 @@ pub(super) struct Vocabs {
     snapshots: tokio::sync::Mutex<Vec<(u64, SnapshotVocab)>>,
 }
 
+/// A refresh running: clears the flag when it ends, however it ends.
+struct Refreshing(Arc<AtomicBool>);
+
+impl Drop for Refreshing {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// The latest version's vocabulary and when its version was last checked.
 type Checked = (Instant, Arc<Vocab>);
 
@@ -122,8 +131,9 @@ impl Vocabs {
         if self.refreshing.swap(true, Ordering::AcqRel) {
             return;
         }
-        let (latest, refreshing) = (self.latest.clone(), self.refreshing.clone());
+        let (latest, refreshing) = (self.latest.clone(), Refreshing(self.refreshing.clone()));
         tokio::spawn(async move {
+            let _refreshing = refreshing;
             let checked = async {
                 let version = index.version().await?;
                 Ok::<_, SearchError>(match version == have.version {
@@ -135,7 +145,6 @@ impl Vocabs {
                 Ok(v) => *latest.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), v)),
                 Err(e) => tracing::warn!("refreshing the path vocabulary failed (the next query retries): {e}"),
             }
-            refreshing.store(false, Ordering::Release);
         });
     }
 
