@@ -284,8 +284,9 @@ const MIN_MAINTENANCE_GAP: Duration = Duration::from_secs(30);
 /// When the daemon's maintenance runs: every `every`, and sooner once `after_commits` commits
 /// were made since the last pass and a poll saw no new one (the fragments the index had at
 /// start count as commits), or after [`BURST_FACTOR`] times as many; and once as soon as the
-/// first scan is committed into a table without a vector index, so that the first questions
-/// after it are answered through one (not by reading every vector until the interval).
+/// first scan is committed into a table without a vector index that has rows enough for one, so
+/// that the first questions after it are answered through one (not by reading every vector
+/// until the interval).
 struct MaintainWhen {
     every: Duration,
     after_commits: u64,
@@ -361,8 +362,7 @@ async fn maintain_every(
         }
         let first_scan = !scan_seen && when.scanned.is_ready();
         scan_seen |= first_scan;
-        let first_scan =
-            first_scan && opts.vector_index_min_rows > 0 && !index.has_vector_index().await.unwrap_or(true);
+        let first_scan = first_scan && needs_vector_index(&index, opts.vector_index_min_rows).await;
         let (elapsed, commits) = (last.elapsed(), when.commits());
         // Quiet: no commit since the previous poll (a burst of ingestion is over).
         let quiet = commits == commits_polled;
@@ -373,6 +373,15 @@ async fn maintain_every(
         (last, commits_then, inherited) = (tokio::time::Instant::now(), commits, 0);
         maintain_once(&index, &opts, due.as_str()).await;
     }
+}
+
+/// Whether `index` has no vector index yet and enough rows for one (`min_rows`, 0: never): the
+/// first scan's pass is for the vector index, and a smaller table waits for the usual passes.
+async fn needs_vector_index(index: &Index, min_rows: usize) -> bool {
+    if min_rows == 0 || index.has_vector_index().await.unwrap_or(true) {
+        return false;
+    }
+    index.stats().await.is_ok_and(|s| s.rows >= min_rows)
 }
 
 /// One maintenance pass, logged with `why` it ran; a failure is logged, not returned (the
