@@ -281,6 +281,12 @@ impl Index {
         &self.model_id
     }
 
+    /// Whether the table has the `late` column (late-interaction codes; its rows may still hold
+    /// none, written before it or with codes off).
+    pub fn has_late(&self) -> bool {
+        self.has_late
+    }
+
     /// The underlying LanceDB table (for callers that need more than this API).
     pub fn table(&self) -> &Table {
         &self.table

@@ -2,7 +2,8 @@
 //! and how many wait for a slot (`ctxd_serve::admission` keeps the counts; see there for the
 //! 503 answers). Routed search reads it to **shed work under load**: while queries wait, it
 //! rescores fewer candidates ([`Pressure::rerank_depth`]; all of them when their scores are
-//! kept from an earlier answer, which costs no forward pass: [`crate::rerank`]), so the queue drains faster instead
+//! kept from an earlier answer, or scored from the codes their index stores, neither of which
+//! costs a forward pass: [`crate::rerank`]), so the queue drains faster instead
 //! of every query waiting for the full-depth rescoring of the ones ahead of it. Idle (nothing
 //! queued) answers are exactly the full-depth ones the evaluation sets measure.
 //!

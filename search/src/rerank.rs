@@ -66,6 +66,12 @@ impl Rescorer<'_> {
             Self::CrossEncoder(c) => text_key(&format!("{}\u{1F}{query}", c.model_id())),
         }
     }
+
+    /// Whether the candidates are scored from the codes their index stores (no model call per
+    /// candidate; one stored without codes is still encoded).
+    fn reads_stored_codes(&self, cache: &RerankCache) -> bool {
+        matches!(self, Self::LateInteraction(embed, Some(index)) if index.has_late() && cache.codec(embed).is_some())
+    }
 }
 
 /// Candidates rescored per query by default (the daemon's `[server] rerank_depth`).
@@ -353,7 +359,9 @@ pub(crate) async fn rescore(
     }
     let candidates: Vec<&Hit> = chosen.iter().map(|&i| &fused[i]).collect();
     let mut texts = Texts::of(&candidates);
-    if shed < all && !cache.scored_all(query_key, &texts) {
+    // Shedding saves the model's passes over the candidates; scoring stored codes costs a few
+    // milliseconds of reads and arithmetic, so it is never shed.
+    if shed < all && !rescorer.reads_stored_codes(cache) && !cache.scored_all(query_key, &texts) {
         chosen.truncate(shed);
         texts.truncate(shed);
     }
