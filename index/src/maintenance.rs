@@ -115,16 +115,20 @@ impl Index {
         Ok(indices.iter().any(|i| i.columns.iter().any(|c| c == "vector")))
     }
 
-    /// Builds the vector index when there is none and at least `min_rows` embedded rows.
-    pub async fn ensure_vector_index(&self, min_rows: usize) -> Result<bool, IndexError> {
+    /// The embedded rows to build the vector index over, when it is due: there is none yet and
+    /// at least `min_rows` embedded rows (0: never). `None` when not due.
+    pub async fn vector_index_due(&self, min_rows: usize) -> Result<Option<usize>, IndexError> {
         if min_rows == 0 || self.has_vector_index().await? {
-            return Ok(false);
+            return Ok(None);
         }
         let filter = format!("model != {}", sql_str(NO_MODEL));
         let rows = self.table.count_rows(Some(filter)).await.map_err(|e| self.lance(e))?;
-        if rows < min_rows {
-            return Ok(false);
-        }
+        Ok((rows >= min_rows).then_some(rows))
+    }
+
+    /// Builds the vector index when it is due ([`Index::vector_index_due`]).
+    pub async fn ensure_vector_index(&self, min_rows: usize) -> Result<bool, IndexError> {
+        let Some(rows) = self.vector_index_due(min_rows).await? else { return Ok(false) };
         // ~4k rows per IVF partition, HNSW graphs inside each, 8-bit scalar quantisation.
         let partitions = (rows / 4096).clamp(1, 1024) as u32;
         let builder = IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions);

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use arrow_array::{Array, BinaryArray, FixedSizeListArray, UInt32Array};
+use arrow_array::{Array, BinaryArray, FixedSizeListArray, RecordBatch, UInt32Array};
 use lancedb::query::{QueryBase, Select};
 
 use crate::columns::{str_col, typed_col, vector_at};
@@ -89,26 +89,21 @@ impl Index {
         let mut columns = vec![EMBED_KEY, "vector"];
         columns.extend(late.then_some(LATE));
         let filter = format!("model = {}", sql_str(&self.model_id));
-        for chunk in keys.chunks(512) {
-            let filter = format!("{filter} AND {}", in_list(EMBED_KEY, chunk));
-            let query = self.table.query().only_if(filter).select(Select::columns(&columns));
-            for batch in &self.collect(query).await? {
-                let keys = str_col(batch, EMBED_KEY, &self.uri)?;
-                let vectors = typed_col::<FixedSizeListArray>(batch, "vector", &self.uri)?;
-                let codes = match late {
-                    true => Some(typed_col::<BinaryArray>(batch, LATE, &self.uri)?),
-                    false => None,
-                };
-                for i in 0..batch.num_rows() {
-                    let code = codes.filter(|c| c.is_valid(i)).map(|c| c.value(i)).unwrap_or_default();
-                    match out.get_mut(keys.value(i)) {
-                        Some(had) if had.late.is_empty() && !code.is_empty() => had.late = code.to_vec(),
-                        Some(_) => {}
-                        None => {
-                            let stored =
-                                StoredEmbedding { vector: vector_at(vectors, i, &self.uri)?, late: code.to_vec() };
-                            out.insert(keys.value(i).to_string(), stored);
-                        }
+        for batch in &self.rows_keyed_by(EMBED_KEY, &filter, keys, &columns).await? {
+            let keys = str_col(batch, EMBED_KEY, &self.uri)?;
+            let vectors = typed_col::<FixedSizeListArray>(batch, "vector", &self.uri)?;
+            let codes = match late {
+                true => Some(typed_col::<BinaryArray>(batch, LATE, &self.uri)?),
+                false => None,
+            };
+            for i in 0..batch.num_rows() {
+                let code = codes.filter(|c| c.is_valid(i)).map(|c| c.value(i)).unwrap_or_default();
+                match out.get_mut(keys.value(i)) {
+                    Some(had) if had.late.is_empty() && !code.is_empty() => had.late = code.to_vec(),
+                    Some(_) => {}
+                    None => {
+                        let stored = StoredEmbedding { vector: vector_at(vectors, i, &self.uri)?, late: code.to_vec() };
+                        out.insert(keys.value(i).to_string(), stored);
                     }
                 }
             }
@@ -118,24 +113,21 @@ impl Index {
 
     /// Stored late-interaction codes (`ctxd_models::late`) under these embedding keys, as
     /// [`Index::embeddings_for`] finds vectors: `embed_key → codes` of this index's model, through
-    /// the `embed_key` B-tree (rescoring's read: codes alone). Rows without codes (null or empty) are left out; empty for a table
-    /// without keys or without the `late` column, and for an index without a model.
+    /// the `embed_key` B-tree (rescoring's read: codes alone). Rows without codes (null or empty)
+    /// are left out; empty for a table without keys or without the `late` column, and for an
+    /// index without a model.
     pub async fn late_for(&self, keys: &[String]) -> Result<HashMap<String, Vec<u8>>, IndexError> {
         let mut out = HashMap::new();
         if !self.keyed || !self.has_late || self.model_id.is_empty() || self.model_id == NO_MODEL {
             return Ok(out);
         }
         let filter = format!("model = {} AND {LATE} IS NOT NULL", sql_str(&self.model_id));
-        for chunk in keys.chunks(512) {
-            let filter = format!("{filter} AND {}", in_list(EMBED_KEY, chunk));
-            let query = self.table.query().only_if(filter).select(Select::columns(&[EMBED_KEY, LATE]));
-            for batch in &self.collect(query).await? {
-                let keys = str_col(batch, EMBED_KEY, &self.uri)?;
-                let codes = typed_col::<BinaryArray>(batch, LATE, &self.uri)?;
-                for i in 0..batch.num_rows() {
-                    if codes.is_valid(i) && !codes.value(i).is_empty() && !out.contains_key(keys.value(i)) {
-                        out.insert(keys.value(i).to_string(), codes.value(i).to_vec());
-                    }
+        for batch in &self.rows_keyed_by(EMBED_KEY, &filter, keys, &[EMBED_KEY, LATE]).await? {
+            let keys = str_col(batch, EMBED_KEY, &self.uri)?;
+            let codes = typed_col::<BinaryArray>(batch, LATE, &self.uri)?;
+            for i in 0..batch.num_rows() {
+                if codes.is_valid(i) && !codes.value(i).is_empty() && !out.contains_key(keys.value(i)) {
+                    out.insert(keys.value(i).to_string(), codes.value(i).to_vec());
                 }
             }
         }
@@ -154,20 +146,33 @@ impl Index {
         if self.model_id.is_empty() || self.model_id == NO_MODEL {
             return Ok(out);
         }
-        for chunk in keys.chunks(512) {
-            let filter = format!("{filter} AND {}", in_list(key, chunk));
-            let query = self.table.query().only_if(filter).select(Select::columns(&[key, "vector"]));
-            for batch in &self.collect(query).await? {
-                let keys = str_col(batch, key, &self.uri)?;
-                let vectors = typed_col::<FixedSizeListArray>(batch, "vector", &self.uri)?;
-                for i in 0..batch.num_rows() {
-                    if !out.contains_key(keys.value(i)) {
-                        out.insert(keys.value(i).to_string(), vector_at(vectors, i, &self.uri)?);
-                    }
+        for batch in &self.rows_keyed_by(key, filter, keys, &[key, "vector"]).await? {
+            let keys = str_col(batch, key, &self.uri)?;
+            let vectors = typed_col::<FixedSizeListArray>(batch, "vector", &self.uri)?;
+            for i in 0..batch.num_rows() {
+                if !out.contains_key(keys.value(i)) {
+                    out.insert(keys.value(i).to_string(), vector_at(vectors, i, &self.uri)?);
                 }
             }
         }
         Ok(out)
+    }
+
+    /// `columns` of the rows matching `filter` whose string column `key` is one of `keys`, in
+    /// queries of 512 keys (an `IN` list the B-tree on `key` answers), batches in query order.
+    async fn rows_keyed_by(
+        &self,
+        key: &str,
+        filter: &str,
+        keys: &[String],
+        columns: &[&str],
+    ) -> Result<Vec<RecordBatch>, IndexError> {
+        let mut batches = Vec::new();
+        for chunk in keys.chunks(512) {
+            let filter = format!("{filter} AND {}", in_list(key, chunk));
+            batches.extend(self.collect(self.table.query().only_if(filter).select(Select::columns(columns))).await?);
+        }
+        Ok(batches)
     }
 }
 

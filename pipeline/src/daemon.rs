@@ -362,7 +362,8 @@ async fn maintain_every(
         }
         let first_scan = !scan_seen && when.scanned.is_ready();
         scan_seen |= first_scan;
-        let first_scan = first_scan && needs_vector_index(&index, opts.vector_index_min_rows).await;
+        let first_scan =
+            first_scan && index.vector_index_due(opts.vector_index_min_rows).await.is_ok_and(|d| d.is_some());
         let (elapsed, commits) = (last.elapsed(), when.commits());
         // Quiet: no commit since the previous poll (a burst of ingestion is over).
         let quiet = commits == commits_polled;
@@ -373,15 +374,6 @@ async fn maintain_every(
         (last, commits_then, inherited) = (tokio::time::Instant::now(), commits, 0);
         maintain_once(&index, &opts, due.as_str()).await;
     }
-}
-
-/// Whether `index` has no vector index yet and enough rows for one (`min_rows`, 0: never): the
-/// first scan's pass is for the vector index, and a smaller table waits for the usual passes.
-async fn needs_vector_index(index: &Index, min_rows: usize) -> bool {
-    if min_rows == 0 || index.has_vector_index().await.unwrap_or(true) {
-        return false;
-    }
-    index.stats().await.is_ok_and(|s| s.rows >= min_rows)
 }
 
 /// One maintenance pass, logged with `why` it ran; a failure is logged, not returned (the
