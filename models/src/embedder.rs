@@ -159,6 +159,19 @@ pub fn inner_ids(ids: &[u32]) -> &[u32] {
     }
 }
 
+/// ASCII punctuation, each character apart, as [`punctuation_ids`] tokenizes it.
+const PUNCTUATION: &str = "! \" # $ % & ' ( ) * + , - . / : ; < = > ? @ [ \\ ] ^ _ ` { | } ~";
+
+/// The token ids `embedder` gives the characters of [`PUNCTUATION`] (the ends a tokenizer adds
+/// left out, [`inner_ids`]), sorted; none when it cannot tokenize.
+pub fn punctuation_ids<E: Embedder>(embedder: &E) -> Vec<u32> {
+    let Ok(seqs) = embedder.encode(&[PUNCTUATION.to_string()]) else { return Vec::new() };
+    let mut ids: Vec<u32> = seqs.first().map(|s| inner_ids(s).to_vec()).unwrap_or_default();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
 /// `row` scaled to unit length in place (a zero row stays zero).
 pub fn scale_to_unit(row: &mut [f32]) {
     let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);

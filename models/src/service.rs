@@ -238,6 +238,8 @@ pub struct EmbedService {
     dim: usize,
     backend: String,
     token_states: bool,
+    /// The token ids of ASCII punctuation ([`EmbedService::punctuation`]).
+    punctuation: Arc<Vec<u32>>,
     /// The model card's prompts ([`EmbedService::with_card`]); none by default.
     card: Option<Arc<ModelCard>>,
 }
@@ -373,6 +375,7 @@ impl EmbedService {
         let model_id = embedder.model_id().to_string();
         let dim = embedder.dim();
         let token_states = embedder.has_token_states();
+        let punctuation = Arc::new(if token_states { crate::embedder::punctuation_ids(&embedder) } else { Vec::new() });
         let thread_shared = shared.clone();
         std::thread::Builder::new()
             .name("ctxd-embed".into())
@@ -390,6 +393,7 @@ impl EmbedService {
             dim,
             backend: "custom".into(),
             token_states,
+            punctuation,
             card: None,
         }
     }
@@ -443,6 +447,13 @@ impl EmbedService {
     /// server does not.
     pub fn token_states(&self) -> bool {
         self.token_states
+    }
+
+    /// The token ids the model's tokenizer gives ASCII punctuation (each character alone), sorted:
+    /// the tokens late-interaction codes leave out ([`crate::late::LateCodec::words`], [`crate::embedder::punctuation_ids`]).
+    /// Empty for a model without token states.
+    pub fn punctuation(&self) -> &[u32] {
+        &self.punctuation
     }
 
     /// Embeds queries on the model thread, each after the model card's query prompt, in the

@@ -122,7 +122,7 @@ pub(crate) struct QuantRows {
 }
 
 fn quantize(rows: &[f32], dim: usize) -> QuantRows {
-    let (scales, data) = ctxd_models::late::quantize_rows(rows, dim);
+    let (scales, data) = ctxd_models::late::pack::quantize_rows(rows, dim);
     QuantRows { scales, data }
 }
 
@@ -159,7 +159,7 @@ impl RerankCache {
 
     /// The codec `embed`'s model stores its codes with ([`LateCodec::for_model`]).
     fn codec(&self, embed: &EmbedService) -> Option<&LateCodec> {
-        self.codec.get_or_init(|| LateCodec::for_model(embed.model_id(), embed.dim())).as_ref()
+        self.codec.get_or_init(|| LateCodec::for_model(embed.model_id(), embed.dim(), embed.punctuation())).as_ref()
     }
 
     /// True when the MaxSim score of every one of `candidates` against the query `query_key`

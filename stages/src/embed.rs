@@ -247,7 +247,10 @@ pub async fn embed_with_codes(
 /// The late-interaction codec chunks embedded by `service` are stored with
 /// ([`LateCodec::for_model`]), where the model gives token states.
 pub fn late_codec(service: &EmbedService) -> Option<Arc<LateCodec>> {
-    Some(service).filter(|s| s.token_states()).and_then(|s| LateCodec::for_model(s.model_id(), s.dim())).map(Arc::new)
+    Some(service)
+        .filter(|s| s.token_states())
+        .and_then(|s| LateCodec::for_model(s.model_id(), s.dim(), s.punctuation()))
+        .map(Arc::new)
 }
 
 fn row(file: &ChunkedFile, c: &Chunk, embed_key: String, vector: Vec<f32>, model: &str) -> ChunkRow {

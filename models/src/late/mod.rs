@@ -3,14 +3,23 @@
 //!
 //! Rescoring ([`crate::embedder::max_sim`]) compares every query token's unit state `q` with every
 //! chunk token's unit state `d` and keeps each query token's best cosine. What indexing stores by
-//! default is [`LateCodec::full`]: every token's `dim` values at 8 bits with a scale, `dim + 6`
-//! bytes a token (390 for MiniLM's 384, against 1,536 as floats) — the scores are the model's to
-//! within the rounding (the tests hold them within 0.01), so rescoring from stored codes ranks as
-//! rescoring with the model does.
+//! default is [`LateCodec::packed`] at [`DEFAULT_BITS`]: every token's `dim` values at 6 bits with
+//! a scale ([`pack`]), `3 dim / 4 + 6` bytes a token (294 for MiniLM's 384, against 1,536 as
+//! floats) — the scores are the model's to within the rounding (the real-weights test holds them
+//! within 0.005; 0.0014 measured), and rescoring from them ranks as the model does.
+//! [`LateCodec::full`] — 8 bits, `dim + 6` bytes a token, the default before — is still read (an
+//! index written with it keeps its rescoring) and written when `CTXD_LATE_CODEC=full`.
+//!
+//! **Fewer tokens**: [`LateCodec::words`] leaves out the tokens that are punctuation, as ColBERT
+//! masks them in documents: in code they are ~40% of the tokens (CoSQA: 100.6 → 59.9 a chunk;
+//! SciFact's abstracts 13%). Measured (BENCHMARKS.md "Late interaction paid at index time"):
+//! SciFact train routed nDCG@10 0.7371 as with every token (6 bits), CoSQA dev 0.6010 against
+//! 0.6032 — a loss, so it is a setting (`CTXD_LATE_CODEC=words`) for an index short of disk, not
+//! the default. At 4 bits (`words4`, `4bit`) SciFact lost 0.0013.
 //!
 //! **Compressed codecs** (fitted: [`LateCodec::fit`], `ctxd bench --fit-late`; measured by naming
 //! the file in `CTXD_LATE_CODEC`) keep a token as its word piece's **anchor** — the mean state of
-//! that token id over the fitting text (an id seen fewer than [`MIN_ANCHOR_COUNT`] times takes the
+//! that token id over the fitting text (an id seen fewer than [`fit::MIN_ANCHOR_COUNT`] times takes the
 //! mean of all states) — plus its offset in context projected on the `k` principal directions `B`
 //! of those offsets around their mean `m`, one byte a direction:
 //!
@@ -34,22 +43,28 @@
 use std::collections::HashMap;
 
 use crate::error::ModelError;
+use fit::{fit_anchors, principal_directions, EVERY_ID, MAX_ANCHORS};
+
+mod fit;
+pub mod pack;
+use pack::{dot, quantize_packed, quantize_rows, row_bytes, unpack_row, BITS};
 
 /// Bytes at the head of a code: the codec's tag (4), the token count (2), `k` (2).
 const HEADER: usize = 8;
-/// The serialised codec's first bytes.
+/// The serialised codec's first bytes: 8-bit codes of every token ...
 const MAGIC: &[u8; 8] = b"ctxdlat2";
+/// ... or with its bits a value and the token ids it does not store after the fields above.
+const MAGIC_PACKED: &[u8; 8] = b"ctxdlat3";
 /// Tokens a code holds at most (the header's count is 16 bits; windows are far shorter).
 const MAX_TOKENS: usize = u16::MAX as usize;
-/// Anchors a codec holds at most (a code names one in 16 bits).
-const MAX_ANCHORS: usize = u16::MAX as usize;
-/// Occurrences a token id needs in the fitting text for an anchor of its own.
-pub const MIN_ANCHOR_COUNT: usize = 3;
-/// The token id anchor 0 (the mean of all states) stands for.
-const EVERY_ID: u32 = u32::MAX;
 
-/// The variable naming a codec file to use instead of the shipped ones ([`LateCodec::shipped`]).
+/// The variable naming a codec file to use instead of the shipped ones ([`LateCodec::shipped`]),
+/// or a built-in codec ([`BUILT_IN`], [`LateCodec::for_model`]), or `none`.
 pub const CODEC_ENV: &str = "CTXD_LATE_CODEC";
+/// The codecs `CTXD_LATE_CODEC` names without a file.
+pub const BUILT_IN: [&str; 5] = ["6bit", "full", "4bit", "words", "words4"];
+/// Bits a value takes in the codes indexing stores by default ([`LateCodec::for_model`]).
+pub const DEFAULT_BITS: u8 = 6;
 
 /// Fitted codecs that ship with ctxd: (model id, serialised codec). None yet (see the module docs).
 const SHIPPED: &[(&str, &[u8])] = &[];
@@ -74,7 +89,15 @@ pub struct LateCodec {
     basis: Vec<f32>,
     /// The full codec ([`LateCodec::full`]): no anchors, no projection (derived).
     identity: bool,
+    /// Bits a stored value takes, 4 to 8 ([`pack`]).
+    bits: u8,
+    /// Token ids whose rows are not stored (sorted): punctuation, for [`LateCodec::words`].
+    dropped: Vec<u32>,
     tag: u32,
+    /// The tag of [`LateCodec::full`]'s codes of the same `dim`, which an identity codec reads
+    /// too (an index written before it keeps its rescoring); `None` for the full codec itself
+    /// and fitted ones (derived).
+    full_tag: Option<u32>,
 }
 
 /// A query's token states prepared for one codec (see [`LateCodec::max_sim`]).
@@ -95,7 +118,7 @@ impl LateCodec {
     /// codec is measured before it ships; `none` turns stored codes off).
     pub fn shipped(model_id: &str, dim: usize) -> Option<Self> {
         if let Some(path) = std::env::var_os(CODEC_ENV) {
-            if path == "none" {
+            if path == "none" || BUILT_IN.contains(&path.to_str().unwrap_or_default()) {
                 return None;
             }
             let read = std::fs::read(&path).map_err(|e| e.to_string());
@@ -122,13 +145,39 @@ impl LateCodec {
         Self::assemble(dim, dim, vec![EVERY_ID], vec![1.0 / 127.0], vec![0; dim], vec![0.0; dim], basis)
     }
 
-    /// The codec chunks embedded by `model_id` (`dim`-dimension token states) are stored with:
-    /// the file `CTXD_LATE_CODEC` names (a fitted codec being measured), none when it says
-    /// `none`, else [`LateCodec::full`].
-    pub fn for_model(model_id: &str, dim: usize) -> Option<Self> {
-        match std::env::var_os(CODEC_ENV) {
-            Some(_) => Self::shipped(model_id, dim),
-            None => Self::shipped(model_id, dim).or_else(|| Some(Self::full(dim))),
+    /// [`LateCodec::full`]'s values at `bits` (4 to 8), without the rows of the token ids in
+    /// `dropped`. It reads the full codec's codes too.
+    pub fn packed(dim: usize, bits: u8, dropped: &[u32]) -> Self {
+        let mut dropped = dropped.to_vec();
+        dropped.sort_unstable();
+        dropped.dedup();
+        let mut codec = Self::full(dim);
+        codec.bits = bits.clamp(*BITS.start(), *BITS.end());
+        codec.dropped = dropped;
+        codec.retag();
+        codec
+    }
+
+    /// [`LateCodec::packed`] at [`DEFAULT_BITS`] without the tokens that are punctuation
+    /// (`punctuation`: their ids, [`crate::service::EmbedService::punctuation`]), as ColBERT masks
+    /// them in documents: a code corpus's codes 40% smaller, for a small loss (module docs).
+    pub fn words(dim: usize, punctuation: &[u32]) -> Self {
+        Self::packed(dim, DEFAULT_BITS, punctuation)
+    }
+
+    /// The codec chunks embedded by `model_id` (`dim`-dimension token states, `punctuation` the
+    /// ids of its punctuation tokens) are stored with: what `CTXD_LATE_CODEC` names — `none`,
+    /// one of [`BUILT_IN`] (`6bit`, `full`, `4bit`: every token at 6, 8 or 4 bits; `words`,
+    /// `words4`: [`LateCodec::words`] at 6 or 4 bits) or a fitted codec's file being measured —
+    /// else every token at [`DEFAULT_BITS`].
+    pub fn for_model(model_id: &str, dim: usize, punctuation: &[u32]) -> Option<Self> {
+        match std::env::var(CODEC_ENV).as_deref() {
+            Ok("6bit") | Err(std::env::VarError::NotPresent) => Some(Self::packed(dim, DEFAULT_BITS, &[])),
+            Ok("full") => Some(Self::full(dim)),
+            Ok("4bit") => Some(Self::packed(dim, 4, &[])),
+            Ok("words") => Some(Self::words(dim, punctuation)),
+            Ok("words4") => Some(Self::packed(dim, 4, punctuation)),
+            _ => Self::shipped(model_id, dim),
         }
     }
 
@@ -184,11 +233,47 @@ impl LateCodec {
                 .chunks_exact(dim)
                 .enumerate()
                 .all(|(i, row)| row.iter().enumerate().all(|(j, &v)| v == f32::from(u8::from(i == j))));
-        let mut codec =
-            Self { dim, k, ids, anchor_of, anchor_scales, anchor_bytes, anchors, mean, basis, identity, tag: 0 };
-        let hash = blake3::hash(&codec.to_bytes());
-        codec.tag = u32::from_le_bytes(hash.as_bytes()[..4].try_into().unwrap_or_default());
+        let mut codec = Self {
+            dim,
+            k,
+            ids,
+            anchor_of,
+            anchor_scales,
+            anchor_bytes,
+            anchors,
+            mean,
+            basis,
+            identity,
+            bits: 8,
+            dropped: Vec::new(),
+            tag: 0,
+            full_tag: None,
+        };
+        codec.retag();
         codec
+    }
+
+    /// Sets the tag from the serialised form, and the full codec's for an identity codec that
+    /// is not it.
+    fn retag(&mut self) {
+        let hash = blake3::hash(&self.to_bytes());
+        self.tag = u32::from_le_bytes(hash.as_bytes()[..4].try_into().unwrap_or_default());
+        self.full_tag = (self.identity && !self.is_plain()).then(|| Self::full(self.dim).tag);
+    }
+
+    /// 8 bits and every token stored: serialised in the first form ([`MAGIC`]).
+    fn is_plain(&self) -> bool {
+        self.bits == 8 && self.dropped.is_empty()
+    }
+
+    /// Bytes a stored token row's values take.
+    fn row_bytes(&self) -> usize {
+        row_bytes(self.k, self.bits)
+    }
+
+    /// Whether the rows of token `id` are left out of codes.
+    fn drops(&self, id: u32) -> bool {
+        self.dropped.binary_search(&id).is_ok()
     }
 
     /// The state dimension it takes.
@@ -196,9 +281,19 @@ impl LateCodec {
         self.dim
     }
 
-    /// Directions kept (bytes a token, besides its anchor and scale).
+    /// Directions kept (values a token, besides its anchor and scale).
     pub fn k(&self) -> usize {
         self.k
+    }
+
+    /// Bits a stored value takes (8 or 4).
+    pub fn bits(&self) -> u8 {
+        self.bits
+    }
+
+    /// Token ids whose rows codes leave out.
+    pub fn dropped(&self) -> &[u32] {
+        &self.dropped
     }
 
     /// Anchors it holds (the mean of all states included).
@@ -225,10 +320,12 @@ impl LateCodec {
     }
 
     /// The codec as bytes: magic, `dim`, `k`, the anchor count (u32 LE), the anchors' token ids
-    /// (u32 LE), their scales (f32 LE) and bytes, the mean offset and the basis (f32 LE).
+    /// (u32 LE), their scales (f32 LE) and bytes, the mean offset and the basis (f32 LE); then,
+    /// unless it stores every token at 8 bits ([`MAGIC_PACKED`]), the bits, the count of dropped
+    /// token ids and those ids (u32 LE).
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(20 + self.ids.len() * (8 + self.dim) + 4 * self.dim * (self.k + 1));
-        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(if self.is_plain() { MAGIC } else { MAGIC_PACKED });
         for word in [self.dim, self.k, self.ids.len()] {
             out.extend_from_slice(&(word as u32).to_le_bytes());
         }
@@ -238,19 +335,36 @@ impl LateCodec {
         for v in self.mean.iter().chain(&self.basis) {
             out.extend_from_slice(&v.to_le_bytes());
         }
+        if !self.is_plain() {
+            for word in [u32::from(self.bits), self.dropped.len() as u32].iter().chain(&self.dropped) {
+                out.extend_from_slice(&word.to_le_bytes());
+            }
+        }
         out
     }
 
     /// Reads [`LateCodec::to_bytes`]'s form.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, ModelError> {
         let bad = |why: String| ModelError::Backend(format!("late-interaction codec: {why}"));
-        if bytes.len() < 20 || &bytes[..8] != MAGIC {
+        let packed = bytes.len() >= 20 && &bytes[..8] == MAGIC_PACKED;
+        if bytes.len() < 20 || (&bytes[..8] != MAGIC && !packed) {
             return Err(bad("not a codec (wrong magic)".into()));
         }
-        let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or_default()) as usize;
+        let word = |at: usize| {
+            bytes.get(at..at + 4).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or_default()) as usize)
+        };
         let (dim, k, n) = (word(8), word(12), word(16));
-        let expected = 20 + n * (8 + dim) + 4 * dim * (k + 1);
-        if dim == 0 || k == 0 || k > dim || n == 0 || n > MAX_ANCHORS || bytes.len() != expected {
+        let base = 20 + n * (8 + dim) + 4 * dim * (k + 1);
+        let (bits, dropped) = if packed { (word(base), word(base + 4)) } else { (8, 0) };
+        let expected = if packed { base + 8 + 4 * dropped } else { base };
+        if dim == 0
+            || k == 0
+            || k > dim
+            || n == 0
+            || n > MAX_ANCHORS
+            || bytes.len() != expected
+            || !u8::try_from(bits).is_ok_and(|b| BITS.contains(&b))
+        {
             return Err(bad(format!("dim {dim}, k {k}, {n} anchors do not match its {} bytes", bytes.len())));
         }
         let floats = |from: usize, count: usize| -> Vec<f32> {
@@ -265,32 +379,44 @@ impl LateCodec {
         let anchor_bytes = bytes[at..at + n * dim].iter().map(|&b| b as i8).collect();
         let rest = floats(at + n * dim, dim * (k + 1));
         let (mean, basis) = rest.split_at(dim);
-        Ok(Self::assemble(dim, k, ids, scales, anchor_bytes, mean.to_vec(), basis.to_vec()))
+        let mut codec = Self::assemble(dim, k, ids, scales, anchor_bytes, mean.to_vec(), basis.to_vec());
+        if packed {
+            codec.bits = u8::try_from(bits).unwrap_or(8);
+            codec.dropped = (0..dropped).map(|i| word(base + 8 + 4 * i) as u32).collect();
+            codec.retag();
+        }
+        Ok(codec)
     }
 
-    /// The code of one chunk's unit token rows and their token ids: the header, each token's
-    /// anchor (u16 LE), scale (f32 LE), then `k` signed bytes per token.
+    /// The code of one chunk's unit token rows and their token ids: the header, each stored
+    /// token's anchor (u16 LE), scale (f32 LE), then its `k` values at [`LateCodec::bits`]. The
+    /// rows of dropped ids are left out, unless every row would be.
     pub fn encode(&self, rows: &[f32], ids: &[u32]) -> Vec<u8> {
         let n = (rows.len() / self.dim).min(ids.len()).min(MAX_TOKENS);
-        let mut out = Vec::with_capacity(HEADER + n * (6 + self.k));
+        let mut kept: Vec<usize> = (0..n).filter(|&i| !self.drops(ids[i])).collect();
+        if kept.is_empty() {
+            kept = (0..n).collect();
+        }
+        let mut out = Vec::with_capacity(HEADER + kept.len() * (6 + self.row_bytes()));
         out.extend_from_slice(&self.tag.to_le_bytes());
-        out.extend_from_slice(&(n as u16).to_le_bytes());
+        out.extend_from_slice(&(kept.len() as u16).to_le_bytes());
         out.extend_from_slice(&(self.k as u16).to_le_bytes());
-        let anchors: Vec<u16> = ids[..n].iter().map(|&id| self.anchor_index(id)).collect();
+        let anchors: Vec<u16> = kept.iter().map(|&i| self.anchor_index(ids[i])).collect();
         anchors.iter().for_each(|a| out.extend_from_slice(&a.to_le_bytes()));
-        let mut offsets = Vec::with_capacity(n * self.k);
+        let mut offsets = Vec::with_capacity(kept.len() * self.k);
         let mut offset = vec![0f32; self.dim];
         let mut proj = vec![0f32; self.k];
-        for (row, &a) in rows.chunks_exact(self.dim).zip(&anchors) {
+        for (&i, &a) in kept.iter().zip(&anchors) {
+            let row = &rows[i * self.dim..(i + 1) * self.dim];
             for (((o, v), an), m) in offset.iter_mut().zip(row).zip(self.anchor_at(a)).zip(&self.mean) {
                 *o = v - an - m;
             }
             self.project(&offset, &mut proj);
             offsets.extend_from_slice(&proj);
         }
-        let (scales, bytes) = quantize_rows(&offsets, self.k);
+        let (scales, bytes) = quantize_packed(&offsets, self.k, self.bits);
         scales.iter().for_each(|s| out.extend_from_slice(&s.to_le_bytes()));
-        out.extend(bytes.iter().map(|&b| b as u8));
+        out.extend_from_slice(&bytes);
         out
     }
 
@@ -301,7 +427,7 @@ impl LateCodec {
             return;
         }
         for (o, b) in out.iter_mut().zip(self.basis.chunks_exact(self.dim)) {
-            *o = row.iter().zip(b).map(|(v, w)| v * w).sum();
+            *o = dot(row, b);
         }
     }
 
@@ -317,25 +443,36 @@ impl LateCodec {
         LateQuery { rows: rows[..n * self.dim].to_vec(), bias, proj, dots: HashMap::new() }
     }
 
-    /// Whether `code` was written by this codec (its tag, shape and anchors).
+    /// Whether this codec scores `code`: written by it, or by [`LateCodec::full`] when this is
+    /// an identity codec of the same `dim` (its tag, shape and anchors).
     pub fn reads(&self, code: &[u8]) -> bool {
-        if code.len() < HEADER || u32::from_le_bytes(code[..4].try_into().unwrap_or_default()) != self.tag {
-            return false;
-        }
-        let n = u16::from_le_bytes([code[4], code[5]]) as usize;
-        let k = u16::from_le_bytes([code[6], code[7]]) as usize;
-        k == self.k
-            && code.len() == HEADER + n * (6 + k)
+        self.code_bits(code).is_some()
+    }
+
+    /// The bits `code`'s values take when this codec scores it ([`LateCodec::reads`]).
+    fn code_bits(&self, code: &[u8]) -> Option<u8> {
+        let tag = u32::from_le_bytes(code.get(..4)?.try_into().ok()?);
+        let bits = match tag {
+            t if t == self.tag => self.bits,
+            t if Some(t) == self.full_tag => 8,
+            _ => return None,
+        };
+        let n = u16::from_le_bytes([*code.get(4)?, *code.get(5)?]) as usize;
+        let k = u16::from_le_bytes([*code.get(6)?, *code.get(7)?]) as usize;
+        let fits = k == self.k
+            && code.len() == HEADER + n * (6 + row_bytes(k, bits))
             && code[HEADER..HEADER + 2 * n]
                 .chunks_exact(2)
-                .all(|a| usize::from(u16::from_le_bytes([a[0], a[1]])) < self.ids.len())
+                .all(|a| usize::from(u16::from_le_bytes([a[0], a[1]])) < self.ids.len());
+        fits.then_some(bits)
     }
 
     /// MaxSim of a prepared query against a code of this codec (see the module docs): the mean
     /// over query tokens of each one's best approximate cosine with the chunk's tokens. `None`
     /// for a code this codec did not write; 0 for an empty query or code.
     pub fn max_sim(&self, query: &mut LateQuery, code: &[u8]) -> Option<f32> {
-        if !self.reads(code) || query.proj.len() != query.bias.len() * self.k {
+        let bits = self.code_bits(code)?;
+        if query.proj.len() != query.bias.len() * self.k {
             return None;
         }
         let n = u16::from_le_bytes([code[4], code[5]]) as usize;
@@ -356,7 +493,8 @@ impl LateCodec {
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes(b.try_into().unwrap_or_default()))
             .collect();
-        let values: Vec<f32> = code[at + 4 * n..].iter().map(|&b| f32::from(b as i8)).collect();
+        let mut values = Vec::with_capacity(n * self.k);
+        code[at + 4 * n..].chunks_exact(row_bytes(self.k, bits)).for_each(|r| unpack_row(r, self.k, bits, &mut values));
         let rows: Vec<&[f32]> = anchors.iter().map(|a| query.dots[a].as_slice()).collect();
         let k = self.k;
         let total: f32 = (0..query.bias.len())
@@ -373,144 +511,6 @@ impl LateCodec {
             .sum();
         Some(total / query.bias.len() as f32)
     }
-}
-
-/// The dot product of two rows, summed in eight lanes: a plain `zip().sum()` adds in order, one
-/// value at a time (floating-point addition may not be reordered), while eight independent sums
-/// are kept in SIMD registers — the MaxSim of a question's 30 candidates is a few million of
-/// these products.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let (xs, ys) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = xs.remainder().iter().zip(ys.remainder()).map(|(x, y)| x * y).sum();
-    let mut lanes = [0f32; 8];
-    for (x, y) in xs.zip(ys) {
-        for ((lane, x), y) in lanes.iter_mut().zip(x).zip(y) {
-            *lane += x * y;
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
-}
-
-/// Rows of `width` values at 8 bits: a scale per row (its largest value is ±127) and the bytes
-/// (the codes' form, and rescoring's cache of token rows encoded at query time).
-pub fn quantize_rows(rows: &[f32], width: usize) -> (Vec<f32>, Vec<i8>) {
-    let mut scales = Vec::with_capacity(rows.len() / width.max(1));
-    let mut bytes = Vec::with_capacity(rows.len());
-    for row in rows.chunks_exact(width.max(1)) {
-        let max = row.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-12);
-        scales.push(max / 127.0);
-        bytes.extend(row.iter().map(|v| (v / max * 127.0).round() as i8));
-    }
-    (scales, bytes)
-}
-
-/// The anchors of `rows` by their `ids`: anchor 0 the mean of every row ([`EVERY_ID`]), then
-/// one per id seen at least [`MIN_ANCHOR_COUNT`] times (the mean of its rows), by id, at most
-/// [`MAX_ANCHORS`] (the most frequent ids first when there are more).
-fn fit_anchors(rows: &[f32], ids: &[u32], dim: usize) -> (Vec<u32>, Vec<f32>) {
-    let mut sums: HashMap<u32, (usize, Vec<f64>)> = HashMap::new();
-    let mut every = vec![0f64; dim];
-    for (row, id) in rows.chunks_exact(dim).zip(ids) {
-        let (count, sum) = sums.entry(*id).or_insert_with(|| (0, vec![0f64; dim]));
-        *count += 1;
-        for ((s, e), &v) in sum.iter_mut().zip(every.iter_mut()).zip(row) {
-            *s += f64::from(v);
-            *e += f64::from(v);
-        }
-    }
-    let mut kept: Vec<(u32, usize)> =
-        sums.iter().filter(|(_, (c, _))| *c >= MIN_ANCHOR_COUNT).map(|(&id, (c, _))| (id, *c)).collect();
-    kept.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    kept.truncate(MAX_ANCHORS - 1);
-    kept.sort_by_key(|&(id, _)| id);
-    let n = rows.len() / dim;
-    let mut ids_out = vec![EVERY_ID];
-    let mut anchors: Vec<f32> = every.iter().map(|s| (s / n as f64) as f32).collect();
-    for (id, count) in kept {
-        ids_out.push(id);
-        anchors.extend(sums[&id].1.iter().map(|s| (s / count as f64) as f32));
-    }
-    (ids_out, anchors)
-}
-
-/// The mean of `rows` and the top `k` eigenvectors of their covariance, each with a fixed sign
-/// (its largest entry positive), as `k` rows of `dim` values.
-fn principal_directions(rows: &[f32], dim: usize, k: usize) -> (Vec<f32>, Vec<f32>) {
-    let n = (rows.len() / dim).max(1);
-    let mut mean = vec![0f64; dim];
-    for row in rows.chunks_exact(dim) {
-        mean.iter_mut().zip(row).for_each(|(m, &v)| *m += f64::from(v));
-    }
-    mean.iter_mut().for_each(|m| *m /= n as f64);
-    let mut cov = vec![0f64; dim * dim];
-    let mut centred = vec![0f64; dim];
-    for row in rows.chunks_exact(dim) {
-        centred.iter_mut().zip(row.iter().zip(&mean)).for_each(|(c, (&v, m))| *c = f64::from(v) - m);
-        for i in 0..dim {
-            let ci = centred[i];
-            cov[i * dim..i * dim + i + 1].iter_mut().zip(&centred[..=i]).for_each(|(x, &cj)| *x += ci * cj);
-        }
-    }
-    for i in 0..dim {
-        for j in 0..=i {
-            let v = cov[i * dim + j] / n as f64;
-            cov[i * dim + j] = v;
-            cov[j * dim + i] = v;
-        }
-    }
-    let (values, vectors) = symmetric_eigen(cov, dim);
-    let mut order: Vec<usize> = (0..dim).collect();
-    order.sort_by(|&a, &b| values[b].total_cmp(&values[a]));
-    let mut basis = Vec::with_capacity(k * dim);
-    for &e in &order[..k] {
-        let col: Vec<f64> = (0..dim).map(|r| vectors[r * dim + e]).collect();
-        let largest = col.iter().fold(0f64, |a, &v| if v.abs() > a.abs() { v } else { a });
-        let sign = if largest < 0.0 { -1.0 } else { 1.0 };
-        basis.extend(col.iter().map(|v| (v * sign) as f32));
-    }
-    (mean.iter().map(|&m| m as f32).collect(), basis)
-}
-
-/// Eigenvalues and eigenvectors (columns of the returned row-major `n × n` matrix) of the
-/// symmetric matrix `a` (row-major, `n × n`), by cyclic Jacobi rotations.
-fn symmetric_eigen(mut a: Vec<f64>, n: usize) -> (Vec<f64>, Vec<f64>) {
-    let mut v = vec![0f64; n * n];
-    (0..n).for_each(|i| v[i * n + i] = 1.0);
-    let scale: f64 = a.iter().map(|x| x * x).sum::<f64>().sqrt().max(f64::MIN_POSITIVE);
-    for _sweep in 0..50 {
-        let off: f64 = (0..n).map(|i| (0..n).filter(|&j| j != i).map(|j| a[i * n + j].powi(2)).sum::<f64>()).sum();
-        if off.sqrt() <= 1e-12 * scale {
-            break;
-        }
-        for p in 0..n {
-            for q in p + 1..n {
-                let apq = a[p * n + q];
-                if apq.abs() <= 1e-300 {
-                    continue;
-                }
-                let theta = (a[q * n + q] - a[p * n + p]) / (2.0 * apq);
-                let t = if theta == 0.0 { 1.0 } else { theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt()) };
-                let c = 1.0 / (t * t + 1.0).sqrt();
-                let s = t * c;
-                for k in 0..n {
-                    let (akp, akq) = (a[k * n + p], a[k * n + q]);
-                    a[k * n + p] = c * akp - s * akq;
-                    a[k * n + q] = s * akp + c * akq;
-                }
-                for k in 0..n {
-                    let (apk, aqk) = (a[p * n + k], a[q * n + k]);
-                    a[p * n + k] = c * apk - s * aqk;
-                    a[q * n + k] = s * apk + c * aqk;
-                }
-                for k in 0..n {
-                    let (vkp, vkq) = (v[k * n + p], v[k * n + q]);
-                    v[k * n + p] = c * vkp - s * vkq;
-                    v[k * n + q] = s * vkp + c * vkq;
-                }
-            }
-        }
-    }
-    ((0..n).map(|i| a[i * n + i]).collect(), v)
 }
 
 #[cfg(test)]
@@ -540,17 +540,6 @@ mod tests {
         }
         raw.extend(vec![0f32; dim]);
         (unit_token_rows(&raw, dim), ids)
-    }
-
-    #[test]
-    fn eigen_of_a_known_matrix() {
-        // [[2, 1], [1, 2]]: eigenvalues 3 and 1.
-        let (values, vectors) = symmetric_eigen(vec![2.0, 1.0, 1.0, 2.0], 2);
-        let mut sorted = values.clone();
-        sorted.sort_by(f64::total_cmp);
-        assert!((sorted[0] - 1.0).abs() < 1e-9 && (sorted[1] - 3.0).abs() < 1e-9, "{values:?}");
-        let big = if values[0] > values[1] { 0 } else { 1 };
-        assert!((vectors[big].abs() - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-9);
     }
 
     #[test]
@@ -591,5 +580,52 @@ mod tests {
         // An id never seen takes the mean's anchor.
         let unseen = codec.encode(&doc[..dim], &[99]);
         assert_eq!(&unseen[HEADER..HEADER + 2], &[0, 0]);
+    }
+
+    #[test]
+    fn packed_codes_drop_their_tokens_and_read_the_full_codes() {
+        let dim = 24;
+        let (query, _) = tokens(2, 5, dim);
+        let (doc, ids) = tokens(4, 30, dim);
+        let dropped = [3, 7];
+        let words = LateCodec::words(dim, &dropped);
+        assert_eq!((words.bits(), words.dropped()), (DEFAULT_BITS, &dropped[..]));
+        let code = words.encode(&doc, &ids);
+        let kept: Vec<usize> = (0..30).filter(|&i| !dropped.contains(&ids[i])).collect();
+        assert!(kept.len() < 30, "the fixture has dropped ids");
+        assert_eq!(code.len(), HEADER + kept.len() * (6 + dim * usize::from(DEFAULT_BITS) / 8));
+        // Its MaxSim is the model's over the tokens it keeps, within the rounding.
+        let kept_rows: Vec<f32> = kept.iter().flat_map(|&i| doc[i * dim..(i + 1) * dim].to_vec()).collect();
+        let exact = max_sim(&query, &kept_rows, dim);
+        let stored = words.max_sim(&mut words.query(&query), &code).unwrap();
+        assert!((exact - stored).abs() < 0.02, "{exact} vs {stored}");
+        // A chunk of dropped tokens only keeps them all.
+        let all_dropped = words.encode(&doc[..2 * dim], &[3, 7]);
+        assert_eq!(u16::from_le_bytes([all_dropped[4], all_dropped[5]]), 2);
+        // The full codec's codes (an index written before) are read; a fitted codec's are not.
+        let full = LateCodec::full(dim);
+        let old = full.encode(&doc, &ids);
+        let (by_full, by_words) = (
+            full.max_sim(&mut full.query(&query), &old).unwrap(),
+            words.max_sim(&mut words.query(&query), &old).unwrap(),
+        );
+        assert_eq!(by_full, by_words);
+        assert!(full.max_sim(&mut full.query(&query), &code).is_none(), "the full codec reads only its own");
+        let (rows, fit_ids) = tokens(1, 600, dim);
+        let fitted = LateCodec::fit(&rows, &fit_ids, dim, 6).unwrap();
+        assert!(!words.reads(&fitted.encode(&doc, &ids)));
+        // Its serialised form round-trips, and the tag follows what it drops and its bits.
+        assert_eq!(LateCodec::from_bytes(&words.to_bytes()).unwrap(), words);
+        assert_ne!(LateCodec::words(dim, &[3]).tag(), words.tag());
+        assert_ne!(LateCodec::packed(dim, 8, &dropped).tag(), words.tag());
+        assert!(LateCodec::from_bytes(&words.to_bytes()[..words.to_bytes().len() - 4]).is_err());
+    }
+
+    /// Indexes written with the full codec carry its tag: it must not move, or their codes would
+    /// no longer be read (rescoring would fall back to the model).
+    #[test]
+    fn the_full_codecs_tag_is_stable() {
+        assert_eq!(format!("{:08x}", LateCodec::full(384).tag()), "07116c45");
+        assert_eq!(LateCodec::packed(384, 8, &[]), LateCodec::full(384));
     }
 }
