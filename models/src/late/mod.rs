@@ -354,17 +354,15 @@ impl LateCodec {
             bytes.get(at..at + 4).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or_default()) as usize)
         };
         let (dim, k, n) = (word(8), word(12), word(16));
+        // Codes hold `k` in 16 bits: bounding the header's words first keeps the sizes below from
+        // overflowing whatever a file says.
+        if dim == 0 || dim > usize::from(u16::MAX) || k == 0 || k > dim || n == 0 || n > MAX_ANCHORS {
+            return Err(bad(format!("dim {dim}, k {k}, {n} anchors: out of range")));
+        }
         let base = 20 + n * (8 + dim) + 4 * dim * (k + 1);
         let (bits, dropped) = if packed { (word(base), word(base + 4)) } else { (8, 0) };
-        let expected = if packed { base + 8 + 4 * dropped } else { base };
-        if dim == 0
-            || k == 0
-            || k > dim
-            || n == 0
-            || n > MAX_ANCHORS
-            || bytes.len() != expected
-            || !u8::try_from(bits).is_ok_and(|b| BITS.contains(&b))
-        {
+        let expected = if packed { dropped.checked_mul(4).and_then(|d| d.checked_add(base + 8)) } else { Some(base) };
+        if Some(bytes.len()) != expected || !u8::try_from(bits).is_ok_and(|b| BITS.contains(&b)) {
             return Err(bad(format!("dim {dim}, k {k}, {n} anchors do not match its {} bytes", bytes.len())));
         }
         let floats = |from: usize, count: usize| -> Vec<f32> {
@@ -383,6 +381,8 @@ impl LateCodec {
         if packed {
             codec.bits = u8::try_from(bits).unwrap_or(8);
             codec.dropped = (0..dropped).map(|i| word(base + 8 + 4 * i) as u32).collect();
+            codec.dropped.sort_unstable();
+            codec.dropped.dedup();
             codec.retag();
         }
         Ok(codec)
@@ -619,6 +619,16 @@ mod tests {
         assert_ne!(LateCodec::words(dim, &[3]).tag(), words.tag());
         assert_ne!(LateCodec::packed(dim, 8, &dropped).tag(), words.tag());
         assert!(LateCodec::from_bytes(&words.to_bytes()[..words.to_bytes().len() - 4]).is_err());
+        // A header whose sizes would overflow is refused, not trusted (a 27-byte file once passed
+        // the length check in a release build).
+        for (magic, dim, k) in
+            [(MAGIC, u32::MAX, (1u32 << 30) - 1), (MAGIC_PACKED, u32::MAX, u32::MAX), (MAGIC, 70_000, 1)]
+        {
+            let mut hostile = magic.to_vec();
+            [dim, k, 1].iter().for_each(|w| hostile.extend_from_slice(&w.to_le_bytes()));
+            hostile.extend_from_slice(&[0; 15]);
+            assert!(LateCodec::from_bytes(&hostile).is_err(), "dim {dim}, k {k}");
+        }
     }
 
     /// Indexes written with the full codec carry its tag: it must not move, or their codes would
