@@ -181,6 +181,10 @@ def query(args, db, tree, text, without, commit):
     text = text.replace("\0", "")
     if args.mode == "locate":
         cmd = [args.ctxd, "locate", "-", "--db", db, "--k", str(args.k), "--json", "--as-of", tag_of(commit)]
+        # `adapter` is no signal: leaving it out is `--no-adapter` (the index's query adapter unused)
+        if "adapter" in without:
+            cmd.append("--no-adapter")
+            without = [w for w in without if w != "adapter"]
         if without:
             cmd += ["--without", ",".join(without)]
         if args.locate_model:

@@ -132,6 +132,7 @@ pub(crate) struct RawIndex {
     pub index_cache_mb: Key<usize>,
     pub metadata_cache_mb: Key<usize>,
     pub history_commits: Key<usize>,
+    pub adapt: Key<bool>,
     pub lease_ttl_secs: Key<u64>,
     #[serde(flatten)]
     pub unknown: Unknown,

@@ -153,6 +153,9 @@ pub struct IndexConfig {
     /// Commits of history recorded per git ref, and for a folder that is a git work tree
     /// (0: none): recency and co-change signals, `ctxd history` (see `ctxd_index::history`).
     pub history_commits: usize,
+    /// Fit the query adapter on the recorded history at the end of a one-shot `ctxd index`
+    /// (`ctxd_codegraph::locate::adapt`; `ctxd adapt` fits it on demand).
+    pub adapt: bool,
     /// Expiry of the writer lease of an index in a bucket (`ctxd_index::lease`): a writer that
     /// died is replaced after at most this long; the holder renews every third of it.
     pub lease_ttl_secs: u64,
@@ -170,6 +173,7 @@ impl Default for IndexConfig {
             index_cache_mb: 0,
             metadata_cache_mb: 32,
             history_commits: ctxd_stages::git_log::DEFAULT_COMMITS,
+            adapt: true,
             lease_ttl_secs: 15,
         }
     }

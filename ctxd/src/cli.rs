@@ -174,9 +174,24 @@ pub enum Command {
         /// hand-set weights).
         #[arg(long)]
         locate_model: Option<ctxd_codegraph::locate::model::ModelName>,
+        /// Leave the index's query adapter out (`ctxd adapt`).
+        #[arg(long)]
+        no_adapter: bool,
         #[command(flatten)]
         model: ModelArgs,
         /// Print `{"files":[{"path","score","why","definitions"}],...}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fit the index's query adapter on its recorded git history (commit messages mapped toward
+    /// the files they changed), judge it on the newest commits and store it, used by `locate`
+    /// only where it beat the base model there. `ctxd index` runs it at its end (`[index] adapt`).
+    Adapt {
+        #[arg(long)]
+        db: PathBuf,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Print `{"history_commits","files","selection":{...},"history_version","embed_ms"}`.
         #[arg(long)]
         json: bool,
     },

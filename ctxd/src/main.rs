@@ -149,6 +149,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Index { path, db, config, no_embed, model, json } => {
             cmd::index::run(path.as_deref(), db.as_deref(), config.as_deref(), no_embed, &model, json).await
         }
+        Command::Adapt { db, model, json } => cmd::adapt::run(&db, &model, json).await,
         Command::Mcp { db, root, config, tools, model } => mcp::run(db, root, config, tools, model).await,
         Command::Setup(args) => setup::run(args),
         Command::Doctor(args) => cmd::doctor::run(args).await,
@@ -250,9 +251,23 @@ async fn run_query(command: Command) -> Result<()> {
 /// A code-graph command (`ctxd locate`, `graph …`, `history`).
 async fn run_graph(command: Command) -> Result<()> {
     match command {
-        Command::Locate { text, db, k, without, as_of, source, git_ref, features, locate_model, model, json } => {
+        Command::Locate {
+            text,
+            db,
+            k,
+            without,
+            as_of,
+            source,
+            git_ref,
+            features,
+            locate_model,
+            no_adapter,
+            model,
+            json,
+        } => {
             let mut req = ctxd_codegraph::locate::request::LocateRequest::new(cmd::graph::text_arg(&text)?);
             (req.k, req.features, req.without, req.model) = (k, features, without, locate_model);
+            req.no_adapter = no_adapter;
             (req.as_of, req.source) = (as_of, cli_scope(source.as_deref(), git_ref.as_deref()));
             cmd::graph::locate(req, &db, &model, json).await
         }

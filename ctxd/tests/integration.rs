@@ -12,6 +12,8 @@
 #[path = "integration/support.rs"]
 mod support;
 
+#[path = "integration/adapt.rs"]
+mod adapt;
 #[path = "integration/aggregate.rs"]
 mod aggregate;
 #[path = "integration/api_fuzz.rs"]

@@ -160,6 +160,28 @@ pub(crate) async fn open_if_exists(uri: &str, name: &str) -> Result<Option<lance
     conn.open_table(name).execute().await.map(Some).map_err(lance)
 }
 
+/// Replaces the rows of side table `name` that `filter` selects with `batch` (the table is created
+/// with `batch` when missing; an empty `batch` only deletes).
+pub(crate) async fn replace_where(
+    uri: &str,
+    name: &str,
+    filter: &str,
+    batch: arrow_array::RecordBatch,
+) -> Result<(), crate::error::IndexError> {
+    let lance = |source| crate::error::IndexError::Lance { uri: uri.to_string(), source };
+    let conn = connect(uri).await?;
+    if !conn.table_names().execute().await.map_err(lance)?.iter().any(|n| n == name) {
+        conn.create_table(name, batch).execute().await.map_err(lance)?;
+        return Ok(());
+    }
+    let table = conn.open_table(name).execute().await.map_err(lance)?;
+    table.delete(filter).await.map_err(lance)?;
+    if batch.num_rows() > 0 {
+        table.add(batch).execute().await.map_err(lance)?;
+    }
+    Ok(())
+}
+
 /// Opens table `name` of `conn` (whose tables are `names`), creating it empty with `schema`
 /// when missing; if another writer creates it in the meantime, that one is opened.
 pub(crate) async fn open_or_create_table(

@@ -28,7 +28,7 @@ use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase};
 
 use crate::columns::{str_col, typed_col};
-use crate::connection::connect;
+use crate::connection::replace_where;
 use crate::sql::sql_str;
 use crate::{error::IndexError, store::Index};
 
@@ -58,9 +58,6 @@ fn schema() -> SchemaRef {
 
 /// Replaces the history of every path under `prefix` (`""`: the whole table) with `rows`.
 pub async fn replace(uri: &str, prefix: &str, rows: &[FileCommit]) -> Result<(), IndexError> {
-    let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
-    let conn = connect(uri).await?;
-    let names = conn.table_names().execute().await.map_err(lance)?;
     let batch = RecordBatch::try_new(
         schema(),
         vec![
@@ -71,21 +68,12 @@ pub async fn replace(uri: &str, prefix: &str, rows: &[FileCommit]) -> Result<(),
             Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.summary.as_str()))),
         ],
     )?;
-    if !names.iter().any(|n| n == HISTORY_TABLE) {
-        conn.create_table(HISTORY_TABLE, batch).execute().await.map_err(lance)?;
-        return Ok(());
-    }
-    let table = conn.open_table(HISTORY_TABLE).execute().await.map_err(lance)?;
     let filter = if prefix.is_empty() {
         "TRUE".to_string()
     } else {
         format!("path LIKE {}", sql_str(&format!("{}%", prefix.replace('%', ""))))
     };
-    table.delete(&filter).await.map_err(lance)?;
-    if !rows.is_empty() {
-        table.add(batch).execute().await.map_err(lance)?;
-    }
-    Ok(())
+    replace_where(uri, HISTORY_TABLE, &filter, batch).await
 }
 
 /// A view's history: every row, by path (newest commit first) and by commit.

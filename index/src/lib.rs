@@ -26,6 +26,7 @@
 //! Every commit is a LanceDB version; nothing here ever rewrites a chunk row in place.
 
 pub mod active;
+pub mod adapters;
 pub mod changes;
 pub mod columns;
 pub mod connection;

@@ -65,6 +65,34 @@ impl Index {
         Ok(out)
     }
 
+    /// Each file's vector: the unit mean of its chunks' stored vectors (files of this view's
+    /// sources with at least one vector), by path — what a query adapter is fitted toward.
+    pub async fn file_vectors(&self) -> Result<HashMap<String, Vec<f32>>, IndexError> {
+        let own = format!("model != {}", sql_str(NO_MODEL));
+        let filter = self.within(Some(own.clone())).unwrap_or(own);
+        let query = self.table.query().only_if(filter).select(Select::columns(&["path", "vector"]));
+        let mut sums: HashMap<String, Vec<f32>> = HashMap::new();
+        for batch in &self.collect(query).await? {
+            let paths = str_col(batch, "path", &self.uri)?;
+            let vectors = typed_col::<FixedSizeListArray>(batch, "vector", &self.uri)?;
+            for i in 0..batch.num_rows() {
+                if !self.sees(paths.value(i)) {
+                    continue;
+                }
+                let v = vector_at(vectors, i, &self.uri)?;
+                let sum = sums.entry(paths.value(i).to_string()).or_insert_with(|| vec![0.0; v.len()]);
+                sum.iter_mut().zip(&v).for_each(|(s, x)| *s += x);
+            }
+        }
+        for v in sums.values_mut() {
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            if norm > 0.0 {
+                v.iter_mut().for_each(|x| *x /= norm);
+            }
+        }
+        Ok(sums)
+    }
+
     /// Vectors of the given chunks, by chunk id (chunks without a vector are left out).
     pub async fn vectors_of_chunks(&self, ids: &[String]) -> Result<HashMap<String, Vec<f32>>, IndexError> {
         self.vectors_keyed_by("chunk_id", &format!("model != {}", sql_str(NO_MODEL)), ids).await

@@ -34,6 +34,7 @@
 //! The [`embedder::Embedder`] trait is the seam other crates use; unit tests of other stages may plug a
 //! fake implementation, end-to-end tests always use [`bert::BertEmbedder`].
 
+pub mod adapter;
 pub mod arch;
 pub mod bert;
 pub mod card;

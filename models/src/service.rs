@@ -443,15 +443,13 @@ impl EmbedService {
         self.dim
     }
 
-    /// Whether the model gives token states ([`EmbedService::embed_tokens`]); an embedding
-    /// server does not.
+    /// Whether the model gives token states ([`EmbedService::embed_tokens`]; a server does not).
     pub fn token_states(&self) -> bool {
         self.token_states
     }
 
-    /// The token ids the model's tokenizer gives ASCII punctuation (each character alone), sorted:
-    /// the tokens late-interaction codes leave out ([`crate::late::LateCodec::words`], [`crate::embedder::punctuation_ids`]).
-    /// Empty for a model without token states.
+    /// The sorted token ids of ASCII punctuation, which late-interaction codes may leave out
+    /// ([`crate::late::LateCodec::words`]); empty for a model without token states.
     pub fn punctuation(&self) -> &[u32] {
         &self.punctuation
     }
@@ -480,6 +478,11 @@ impl EmbedService {
     /// `queue` bulk requests are pending.
     pub async fn embed_bulk(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
         self.request(texts, PassOutput::Pooled, Lane::Bulk).await
+    }
+
+    /// [`EmbedService::embed`] in the bulk lane, uncached: a background job's many queries.
+    pub async fn embed_queries_bulk(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.request(self.query_texts(texts), PassOutput::Pooled, Lane::Bulk).await
     }
 
     /// Embeds documents (indexing, re-embedding) in the bulk lane, each after the model card's

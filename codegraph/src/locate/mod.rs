@@ -13,6 +13,7 @@
 //! Texts up to [`MAX_LOCATE_BYTES`] are accepted (real issues carry tracebacks, logs and
 //! package lists); only their informative parts reach BM25 and the model.
 
+pub mod adapt;
 pub mod features;
 pub mod fuse;
 pub mod history_signals;
@@ -33,6 +34,22 @@ use ctxd_search::error::SearchError;
 use ctxd_search::retriever::Retriever;
 use request::{LocateAnswer, LocateRequest};
 use signals::Signal;
+
+/// The query adapter `index` may use (see [`ctxd_index::adapters`]); one stored in a form this
+/// build cannot read is left unused with a warning (`ctxd adapt` writes it again).
+async fn adapter_of(
+    index: &ctxd_index::store::Index,
+) -> Result<Option<ctxd_models::adapter::QueryAdapter>, SearchError> {
+    let Some(row) = index.query_adapter().await? else { return Ok(None) };
+    match ctxd_models::adapter::QueryAdapter::from_bytes(&row.weights, row.dim as usize) {
+        Ok(a) if a.dim() == index.dim() => Ok(Some(a)),
+        Ok(_) => Ok(None),
+        Err(e) => {
+            tracing::warn!("{}: {e}", index.uri());
+            Ok(None)
+        }
+    }
+}
 
 /// Chunk hits read per retrieval signal.
 const DEPTH: usize = 200;
@@ -142,6 +159,15 @@ impl Locator {
             (true, Some(embed)) => embed.embed(vec![issue.summary.clone()]).await?.into_iter().next(),
             _ => None,
         };
+        // The index's query adapter, fitted on the history this view reads (`adapt`), if any.
+        let adapter = match &vector {
+            Some(_) if !req.no_adapter => adapter_of(&index).await?,
+            _ => None,
+        };
+        let vector = match (vector, &adapter) {
+            (Some(v), Some(a)) => Some(a.apply(&v)),
+            (v, _) => v,
+        };
         mark(&mut took.embed_ms);
         let (bm25_hits, vector_hits) = tokio::join!(
             async {
@@ -188,6 +214,7 @@ impl Locator {
             features,
             signals: Signal::ALL.into_iter().filter(|s| on(*s)).collect(),
             model: model_name,
+            adapted: adapter.is_some(),
             timings: took,
             took_ms: started.elapsed().as_millis() as u64,
             index: Some(stamp),

@@ -47,6 +47,10 @@ pub struct LocateRequest {
     /// The ranking model (`fitted`, `hand`); default: the daemon's `[locate] model`.
     #[serde(default)]
     pub model: Option<ModelName>,
+    /// Leave the index's query adapter out (`ctxd adapt`): the vector signal reads the base
+    /// model's query vector.
+    #[serde(default)]
+    pub no_adapter: bool,
 }
 
 fn default_k() -> usize {
@@ -68,6 +72,7 @@ impl LocateRequest {
             git_ref: None,
             features: 0,
             model: None,
+            no_adapter: false,
         }
     }
 
@@ -119,6 +124,10 @@ pub struct LocateAnswer {
     pub signals: Vec<Signal>,
     /// The ranking model that scored the files.
     pub model: ModelName,
+    /// Whether the vector signal's query went through the index's query adapter (fitted on its
+    /// git history: `ctxd adapt`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub adapted: bool,
     /// Where the time went.
     pub timings: LocateTimings,
     /// Milliseconds spent.

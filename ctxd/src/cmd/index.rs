@@ -34,6 +34,7 @@ pub async fn run(
         cfg.source.embed = false;
     }
     let db = cfg.index.db.clone();
+    let adapt = cfg.index.adapt && cfg.source.embed;
     let what: Vec<String> = cfg
         .sources()
         .iter()
@@ -58,8 +59,14 @@ pub async fn run(
     let shown = show_progress(running.progress());
     let summary = running.join().await;
     shown.finish();
+    // The query adapter, fitted on the history this run recorded (while the lease is held).
+    let adapted = match (&summary, adapt) {
+        (Ok(_), true) => crate::cmd::adapt::after_index(&db, model).await,
+        _ => Ok(()),
+    };
     lease.release().await;
     let summary = summary?;
+    adapted?;
     if json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {

@@ -11,19 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::support::{ctxd, run_ok, Daemon};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=ctxd", "-c", "user.email=ctxd@example.com", "-c", "commit.gpgsign=false"])
-        .args(args)
-        .output()
-        .expect("running git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+use super::support::{ctxd, git, run_ok, Daemon};
 
 fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);

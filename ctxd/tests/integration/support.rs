@@ -452,3 +452,16 @@ pub(crate) fn late_codes_by_table(db: &Path) -> Vec<(String, u64, u64)> {
         })
         .collect()
 }
+
+/// Runs `git -C dir args…` with a fixed committer; panics with its stderr on failure; stdout, trimmed.
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=ctxd", "-c", "user.email=ctxd@example.com", "-c", "commit.gpgsign=false"])
+        .args(args)
+        .output()
+        .expect("running git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}

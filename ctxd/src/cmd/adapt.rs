@@ -1,0 +1,64 @@
+//! `ctxd adapt`: fits the index's query adapter on its recorded git history now, judges it on the
+//! newest commits and stores it, kept or not ([`ctxd_codegraph::locate::adapt`]); a one-shot
+//! `ctxd index` does the same at its end when `[index] adapt` is on and the history changed.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use ctxd_codegraph::locate::adapt::{adapt, AdaptOutcome};
+
+use crate::model_args::ModelArgs;
+use crate::open::{open_index, open_searcher};
+
+/// `ctxd adapt --db DIR [--json]`.
+pub async fn run(db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
+    let outcome = fit(db, model).await?;
+    if json {
+        println!("{}", serde_json::to_string(&outcome)?);
+    } else {
+        println!("{}", describe(&outcome));
+    }
+    Ok(())
+}
+
+/// Fits the adapter of the index at `db` with its model.
+async fn fit(db: &Path, model: &ModelArgs) -> Result<AdaptOutcome> {
+    let searcher = open_searcher(db, model, true).await?;
+    let pinned = searcher.retriever().current();
+    let (index, _) = pinned.index_as_of(None, None).await?;
+    let embed = pinned.embed().context("the query adapter needs the index's model, which did not load")?;
+    adapt(&index, embed).await.with_context(|| format!("fitting the query adapter of {}", db.display()))
+}
+
+/// After `ctxd index`: fits the adapter when the index has a history it was not fitted on.
+pub async fn after_index(db: &Path, model: &ModelArgs) -> Result<()> {
+    let index = open_index(db).await?;
+    let version = index.history_version().await?;
+    let stored = index.stored_adapter().await?;
+    if version == 0 || stored.is_some_and(|s| s.history_version == version) {
+        return Ok(());
+    }
+    let outcome = fit(db, model).await?;
+    tracing::info!("{}", describe(&outcome));
+    Ok(())
+}
+
+/// One line: what was fitted on, and whether it is used.
+fn describe(o: &AdaptOutcome) -> String {
+    let s = &o.selection;
+    if o.history_version == 0 {
+        return "query adapter: the index has no git history (a git source, or a folder that is a git clone, records it)"
+            .into();
+    }
+    let what = format!(
+        "{} of {} commits usable over {} files; the newest {} held out: MRR@10 {:.3} base",
+        s.commits, o.history_commits, o.files, s.held_out, s.base_mrr
+    );
+    match s.fit {
+        Some(fit) => {
+            format!("query adapter in use ({fit:?}): {what}, {:.3} adapted; fitted in {} ms", s.adapted_mrr, s.fit_ms)
+        }
+        None if s.held_out == 0 => format!("query adapter not used: too few commits ({what})"),
+        None => format!("query adapter not used: no fit beat the base model ({what}, best {:.3})", s.adapted_mrr),
+    }
+}

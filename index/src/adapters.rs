@@ -1,0 +1,150 @@
+//! The `query_adapters` table: the query adapter fitted on this database's git history, one row
+//! per model, with what it was fitted on and how it was judged.
+//!
+//! | column | type | meaning |
+//! |---|---|---|
+//! | model | utf8 | the model id whose query vectors it maps |
+//! | dim | uint32 | their dimension |
+//! | history_version | uint64 | the `file_history` table version it was fitted on |
+//! | newest | int64 | the newest commit time of that history (seconds since the Unix epoch) |
+//! | weights | binary | the map, as `ctxd_models::adapter::QueryAdapter::to_bytes` writes it; empty when none was kept |
+//! | report | utf8 | JSON: how the fit was judged (`ctxd_models::adapter::Selection`) |
+//!
+//! This crate knows nothing of models: the weights are bytes to it. A row whose `weights` are
+//! empty records that the last fit did not beat the base model (so `ctxd status` can say why no
+//! adapter is used). A reader uses a row only for the history version it reads
+//! ([`Index::history_version`]): an `as_of` view pinned to an older history gets none, so no
+//! query is ever answered with a map fitted on commits after its snapshot.
+
+use std::sync::Arc;
+
+use arrow_array::{BinaryArray, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use futures::TryStreamExt;
+use lancedb::query::{ExecutableQuery, QueryBase};
+
+use crate::columns::{str_col, typed_col};
+use crate::connection::{open_if_exists, replace_where};
+use crate::sql::sql_str;
+use crate::{error::IndexError, store::Index};
+
+/// Name of the table inside the database directory.
+pub const ADAPTERS_TABLE: &str = "query_adapters";
+
+/// One stored query adapter (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredAdapter {
+    pub model: String,
+    pub dim: u32,
+    pub history_version: u64,
+    pub newest: i64,
+    /// Empty: the last fit was not kept.
+    pub weights: Vec<u8>,
+    pub report: String,
+}
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("model", DataType::Utf8, false),
+        Field::new("dim", DataType::UInt32, false),
+        Field::new("history_version", DataType::UInt64, false),
+        Field::new("newest", DataType::Int64, false),
+        Field::new("weights", DataType::Binary, false),
+        Field::new("report", DataType::Utf8, false),
+    ]))
+}
+
+/// Replaces the row of `row.model` with `row`.
+pub async fn store(uri: &str, row: &StoredAdapter) -> Result<(), IndexError> {
+    let batch = RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(StringArray::from_iter_values([row.model.as_str()])),
+            Arc::new(UInt32Array::from_iter_values([row.dim])),
+            Arc::new(UInt64Array::from_iter_values([row.history_version])),
+            Arc::new(Int64Array::from_iter_values([row.newest])),
+            Arc::new(BinaryArray::from_iter_values([row.weights.as_slice()])),
+            Arc::new(StringArray::from_iter_values([row.report.as_str()])),
+        ],
+    )?;
+    replace_where(uri, ADAPTERS_TABLE, &format!("model = {}", sql_str(&row.model)), batch).await
+}
+
+impl Index {
+    /// The adapter stored for this index's model, whatever history it was fitted on (`None`
+    /// when none was ever fitted).
+    pub async fn stored_adapter(&self) -> Result<Option<StoredAdapter>, IndexError> {
+        let Some(table) = open_if_exists(&self.uri, ADAPTERS_TABLE).await? else { return Ok(None) };
+        let filter = format!("model = {}", sql_str(self.model_id()));
+        let batches: Vec<RecordBatch> = table
+            .query()
+            .only_if(filter)
+            .execute()
+            .await
+            .map_err(|e| self.lance(e))?
+            .try_collect()
+            .await
+            .map_err(|e| self.lance(e))?;
+        let Some(b) = batches.iter().find(|b| b.num_rows() > 0) else { return Ok(None) };
+        Ok(Some(StoredAdapter {
+            model: str_col(b, "model", &self.uri)?.value(0).to_string(),
+            dim: typed_col::<UInt32Array>(b, "dim", &self.uri)?.value(0),
+            history_version: typed_col::<UInt64Array>(b, "history_version", &self.uri)?.value(0),
+            newest: typed_col::<Int64Array>(b, "newest", &self.uri)?.value(0),
+            weights: typed_col::<BinaryArray>(b, "weights", &self.uri)?.value(0).to_vec(),
+            report: str_col(b, "report", &self.uri)?.value(0).to_string(),
+        }))
+    }
+
+    /// The adapter this view may use: the stored one, when it was fitted on exactly the history
+    /// version this view reads and kept (non-empty weights).
+    pub async fn query_adapter(&self) -> Result<Option<StoredAdapter>, IndexError> {
+        let Some(row) = self.stored_adapter().await? else { return Ok(None) };
+        if row.weights.is_empty() || row.history_version != self.history_version().await? {
+            return Ok(None);
+        }
+        Ok(Some(row))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{replace, FileCommit};
+
+    #[tokio::test]
+    async fn an_adapter_is_read_back_only_for_the_history_it_was_fitted_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().join("db").to_string_lossy().to_string();
+        let index = Index::open_or_create(&uri, "m", 2).await.unwrap();
+        assert_eq!(index.query_adapter().await.unwrap(), None);
+        let commit = |c: &str, t| FileCommit {
+            path: "a.py".into(),
+            commit: c.into(),
+            time: t,
+            author: "x".into(),
+            summary: "s".into(),
+        };
+        replace(&uri, "", &[commit("c1", 1)]).await.unwrap();
+        let version = index.history_version().await.unwrap();
+        let row = StoredAdapter {
+            model: "m".into(),
+            dim: 2,
+            history_version: version,
+            newest: 1,
+            weights: vec![1, 2, 3, 4],
+            report: "{}".into(),
+        };
+        store(&uri, &row).await.unwrap();
+        store(&uri, &row).await.unwrap();
+        assert_eq!(index.query_adapter().await.unwrap(), Some(row.clone()));
+        // A newer history: the stored fit is not this view's any more.
+        replace(&uri, "", &[commit("c1", 1), commit("c2", 2)]).await.unwrap();
+        assert_eq!(index.query_adapter().await.unwrap(), None);
+        assert_eq!(index.stored_adapter().await.unwrap(), Some(row.clone()));
+        // A fit that was not kept is stored but never used.
+        let version = index.history_version().await.unwrap();
+        store(&uri, &StoredAdapter { history_version: version, weights: Vec::new(), ..row }).await.unwrap();
+        assert_eq!(index.query_adapter().await.unwrap(), None);
+    }
+}
