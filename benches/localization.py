@@ -395,7 +395,9 @@ def main():
             note = f" ABSENT {a}" if a else ""
             err = "" if r.returncode == 0 else f"  INDEX FAILED rc {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1]}"
             print(f"{c[:10]}: wrote {w}, deleted {d}{note}, index {secs:.1f}s{err}", flush=True)
-            # A tag per base commit: later runs query it as of the tag (`--reuse`).
+            # A tag per base commit: later runs query it as of the tag (`--reuse`); a tag left by an earlier
+            # run is moved to this version (its history, and a query adapter fitted on it, are this run's).
+            subprocess.run([args.ctxd, "snapshot", "untag", tag_of(c), "--db", db], capture_output=True)
             subprocess.run([args.ctxd, "snapshot", "tag", tag_of(c), "--db", db], capture_output=True)
             run_queries(args, repo, db, tree, c, commits[c], variants, results)
         if args.json:  # the rows so far (a run cut short keeps them; the end rewrites it whole)

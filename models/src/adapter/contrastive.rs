@@ -3,11 +3,12 @@
 //! message vector with the file vectors, × [`TAU`]), with `λ |W − I|²` pulling it back; Adam on
 //! mini-batches of [`BATCH`] commits for [`STEPS`] steps, on candle's CPU matrix products.
 //!
-//! Unlike the ridge fit (`super::ridge`), which pulls each message toward the mean of its files,
-//! this one also pushes it away from every other file, which is what a ranking needs: on the
-//! localization training repositories it ranks issues' files better than the ridge fit does
-//! (BENCHMARKS.md, "Issue 86"). Its cost is `STEPS × BATCH × files × dim` multiply-adds, twice:
-//! whatever the number of commits, about 2·10¹¹ for 5,000 files (tens of seconds of one core).
+//! Unlike the ridge fit, which pulls each message toward the mean of its files, this one also
+//! pushes it away from every other file. On the localization training repositories it ranked
+//! issues' files far better than the ridge fit on dask and worse than the base on yt-dlp
+//! (BENCHMARKS.md, "Issue 86"), so it is measured, not used (`CANDIDATES` holds the ridge fit).
+//! Its cost is `STEPS × BATCH × files × dim` multiply-adds, twice: whatever the number of
+//! commits, about 2·10¹¹ for 5,000 files (tens of seconds of one core).
 
 use candle_core::{Device, Tensor};
 

@@ -5,9 +5,11 @@
 //! query side moves, so an index gets the adapter without being re-embedded and loses nothing
 //! when it is dropped. The map `W` (`dim × dim`; a query row vector times `W`, then made unit
 //! length again) starts at the identity and is pulled back toward it with strength λ. Two fits
-//! ([`Fit`]): `ridge.rs` (closed form: each message toward the mean of its files' vectors) and
-//! `contrastive.rs` (each message toward its files and away from all the others: a softmax over
-//! every file, Adam from the identity), which ranks better on most repositories.
+//! ([`Fit`]): `ridge.rs` (closed form: each message toward the mean of its files' vectors), the
+//! one used, and `contrastive.rs` (each message toward its files and away from all the others: a
+//! softmax over every file, Adam from the identity), measured beside it and not used: on the
+//! localization training repositories it won on one of three and lost on another
+//! (BENCHMARKS.md, "Issue 86").
 //!
 //! [`select`] is how an adapter earns its use: the newest commits are held out, each fit of
 //! [`CANDIDATES`] is made on the older ones, and the held-out commits' files are ranked among all
@@ -29,10 +31,10 @@ pub enum Fit {
     Contrastive(f32),
 }
 
-/// The fits [`select`] tries, chosen on the localization training repositories (BENCHMARKS.md,
-/// "Issue 86"; `benches/adapter_probe.py`).
-pub const CANDIDATES: [Fit; 4] =
-    [Fit::Contrastive(0.01), Fit::Contrastive(0.03), Fit::Contrastive(0.1), Fit::Contrastive(0.3)];
+/// The fits [`select`] tries: the ridge fit at the strength that ranked training issues' files
+/// best on all three localization training repositories probed (BENCHMARKS.md, "Issue 86";
+/// `benches/adapter_probe.py`).
+pub const CANDIDATES: [Fit; 1] = [Fit::Ridge(30.0)];
 /// Fewest commits, after the held-out ones, an adapter is fitted on.
 pub const MIN_TRAIN: usize = 30;
 /// Fewest and most commits held out to judge a fit.
