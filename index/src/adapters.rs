@@ -11,8 +11,7 @@
 //! | report | utf8 | JSON: how the fit was judged (`ctxd_models::adapter::Selection`) |
 //!
 //! This crate knows nothing of models: the weights are bytes to it. A row whose `weights` are
-//! empty records that the last fit did not beat the base model (so `ctxd status` can say why no
-//! adapter is used). A reader uses a row only for the history version it reads
+//! empty records that the last fit did not beat the base model (its `report` says by how much). A reader uses a row only for the history version it reads
 //! ([`Index::history_version`]): an `as_of` view pinned to an older history gets none, so no
 //! query is ever answered with a map fitted on commits after its snapshot.
 

@@ -46,13 +46,6 @@ pub struct AdaptOutcome {
     pub embed_ms: u64,
 }
 
-impl AdaptOutcome {
-    /// Whether a fitted adapter is now in use.
-    pub fn kept(&self) -> bool {
-        self.selection.fit.is_some()
-    }
-}
-
 /// One commit of the history as an example: time, summary, the paths it changed.
 struct Commit<'a> {
     time: i64,

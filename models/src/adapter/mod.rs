@@ -4,12 +4,11 @@
 //! The documents' vectors stay as the index holds them (the locked document tower): only the
 //! query side moves, so an index gets the adapter without being re-embedded and loses nothing
 //! when it is dropped. The map `W` (`dim × dim`; a query row vector times `W`, then made unit
-//! length again) starts at the identity and is pulled back toward it with strength λ. Two fits
-//! ([`Fit`]): `ridge.rs` (closed form: each message toward the mean of its files' vectors), the
-//! one used, and `contrastive.rs` (each message toward its files and away from all the others: a
-//! softmax over every file, Adam from the identity), measured beside it and not used: on the
-//! localization training repositories it won on one of three and lost on another
-//! (BENCHMARKS.md, "Issue 86").
+//! length again) starts at the identity and is pulled back toward it with strength λ. The fit
+//! ([`Fit`]) is `ridge.rs`: closed form, each message toward the mean of its files' vectors. A
+//! contrastive fit (each message also pushed away from every other file) was measured beside it
+//! on the localization training repositories, won on one of three and lost to the base on
+//! another, and was left out (BENCHMARKS.md, "Issue 86").
 //!
 //! [`select`] is how an adapter earns its use: the newest commits are held out, each fit of
 //! [`CANDIDATES`] is made on the older ones, and the held-out commits' files are ranked among all
@@ -20,7 +19,8 @@
 
 use std::time::Instant;
 
-mod contrastive;
+use crate::embedder::scale_to_unit;
+
 mod ridge;
 
 /// A way of fitting the map, with its pull toward the identity (λ).
@@ -28,7 +28,6 @@ mod ridge;
 #[serde(rename_all = "lowercase", tag = "fit", content = "lambda")]
 pub enum Fit {
     Ridge(f32),
-    Contrastive(f32),
 }
 
 /// The fits [`select`] tries: the ridge fit at the strength that ranked training issues' files
@@ -42,8 +41,6 @@ pub const MIN_HELD_OUT: usize = 10;
 pub const MAX_HELD_OUT: usize = 200;
 /// Share of the commits held out (the newest).
 pub const HELD_OUT_SHARE: f64 = 0.1;
-/// The contrastive fit's sampling seed (fits are deterministic).
-const SEED: u64 = 86;
 
 /// Why no adapter could be made from the input, or read from its stored form.
 #[derive(Debug, thiserror::Error)]
@@ -54,8 +51,6 @@ pub enum AdapterError {
         "query adapter: the ridge fit's normal equations are not positive definite (λ = {0}); use a larger strength"
     )]
     Singular(f32),
-    #[error("query adapter: the contrastive fit failed")]
-    Tensor(#[source] candle_core::Error),
     #[error("query adapter: stored weights are malformed ({0}); run `ctxd adapt` again")]
     Malformed(&'static str),
 }
@@ -108,17 +103,17 @@ impl QueryAdapter {
                 let targets: Vec<f32> = examples.iter().flat_map(|e| target(files, dim, &e.files)).collect();
                 ridge::fit(&queries, &targets, dim, lambda).ok_or(AdapterError::Singular(lambda))?
             }
-            Fit::Contrastive(lambda) => {
-                let positives: Vec<Vec<usize>> = examples.iter().map(|e| e.files.clone()).collect();
-                contrastive::fit(&queries, &positives, files, dim, lambda, SEED).map_err(AdapterError::Tensor)?
-            }
         };
         Ok(Self { dim, weights })
     }
 
     /// The identity map of dimension `dim` (what an unfitted query side is).
     pub fn identity(dim: usize) -> Self {
-        Self { dim, weights: contrastive::identity(dim) }
+        let mut weights = vec![0f32; dim * dim];
+        for i in 0..dim {
+            weights[i * dim + i] = 1.0;
+        }
+        Self { dim, weights }
     }
 
     pub fn dim(&self) -> usize {
@@ -136,7 +131,7 @@ impl QueryAdapter {
                 *o += qi * w;
             }
         }
-        unit(&mut out);
+        scale_to_unit(&mut out);
         out
     }
 
@@ -158,14 +153,6 @@ impl QueryAdapter {
     }
 }
 
-/// Makes `v` unit length (left as it is when it is zero).
-pub fn unit(v: &mut [f32]) {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
-    }
-}
-
 /// A commit's ridge target: the unit mean of its files' vectors.
 fn target(files: &[f32], dim: usize, ids: &[usize]) -> Vec<f32> {
     let mut t = vec![0f32; dim];
@@ -174,7 +161,7 @@ fn target(files: &[f32], dim: usize, ids: &[usize]) -> Vec<f32> {
             *o += v;
         }
     }
-    unit(&mut t);
+    scale_to_unit(&mut t);
     t
 }
 
@@ -257,13 +244,13 @@ mod tests {
     fn a_weak_ridge_pull_learns_the_map_and_a_strong_one_keeps_the_identity() {
         // Targets are the queries with two coordinates swapped: a weak pull learns the swap.
         let dim = 4;
-        let files = contrastive::identity(dim);
+        let files = QueryAdapter::identity(dim).weights;
         let mut seed = 7;
         let ex: Vec<Example> = (0..200)
             .map(|i| {
                 let mut q: Vec<f32> = (0..dim).map(|_| 0.2 * rng(&mut seed)).collect();
                 q[i % 2] += 1.0;
-                unit(&mut q);
+                scale_to_unit(&mut q);
                 example(q, vec![1 - i % 2])
             })
             .collect();
@@ -286,7 +273,7 @@ mod tests {
         let mut nan = bytes.clone();
         nan[..4].copy_from_slice(&f32::NAN.to_le_bytes());
         assert!(QueryAdapter::from_bytes(&nan, 3).is_err());
-        let files = contrastive::identity(2);
+        let files = QueryAdapter::identity(2).weights;
         assert!(QueryAdapter::fit(&[&example(vec![1.0; 3], vec![0])], &files, 2, Fit::Ridge(1.0)).is_err());
     }
 
@@ -295,7 +282,7 @@ mod tests {
         // Files are the axes of 8 dimensions; each message points at file k+1 more than at file
         // k, which it changed: only a learned map ranks file k first.
         let dim = 8;
-        let files = contrastive::identity(dim);
+        let files = QueryAdapter::identity(dim).weights;
         let mut seed = 3;
         let shifted: Vec<Example> = (0..400)
             .map(|i| {
@@ -303,7 +290,7 @@ mod tests {
                 let mut q: Vec<f32> = (0..dim).map(|_| 0.1 * rng(&mut seed)).collect();
                 q[(k + 1) % dim] += 1.0;
                 q[k] += 0.8;
-                unit(&mut q);
+                scale_to_unit(&mut q);
                 example(q, vec![k])
             })
             .collect();
