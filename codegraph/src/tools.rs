@@ -247,7 +247,9 @@ impl GraphTools {
         as_of: Option<&str>,
         source: Option<&SourceScope>,
     ) -> Result<Value, SearchError> {
-        known_args(args, &["text", "k", "without", "definitions", "features", "model", "as_of", "source", "ref"])?;
+        let accepted =
+            ["text", "k", "without", "definitions", "features", "model", "no_adapter", "as_of", "source", "ref"];
+        known_args(args, &accepted)?;
         let mut req = LocateRequest::new(str_arg(args, "text")?);
         req.k = usize_arg(args, "k", 10, MAX_LOCATE_K)?;
         req.features = usize_arg(args, "features", 0, crate::locate::request::MAX_LOCATE_FEATURES)?;
@@ -257,6 +259,11 @@ impl GraphTools {
             None | Some(Value::Null) => None,
             Some(Value::String(m)) => Some(m.parse().map_err(|e| SearchError::BadRequest(format!("{e}")))?),
             Some(_) => return Err(SearchError::BadRequest("argument 'model' must be a string".into())),
+        };
+        req.no_adapter = match args.get("no_adapter") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(SearchError::BadRequest("argument 'no_adapter' must be true or false".into())),
         };
         req.as_of = as_of.map(str::to_string);
         req.source = source.cloned();

@@ -31,9 +31,14 @@ impl Problems {
     }
 }
 
-/// `[pipeline]` stage sizes and the sources' keys (one mirror per git source).
+/// `[pipeline]` stage sizes, the background fit's share and the sources' keys (one mirror per
+/// git source).
 fn check_pipeline_and_sources(cfg: &Config, errs: &mut Problems) {
     let p = &cfg.pipeline;
+    if !(1..=100).contains(&cfg.index.adapt_cpu_percent) {
+        let message = format!("index.adapt_cpu_percent must be between 1 and 100, not {}", cfg.index.adapt_cpu_percent);
+        errs.add("index.adapt_cpu_percent", message);
+    }
     for (name, t) in [("load", p.load), ("chunk", p.chunk), ("embed", p.embed), ("upsert", p.upsert)] {
         if t.capacity == 0 {
             errs.add(&format!("pipeline.{name}.capacity"), format!("pipeline.{name}.capacity must be at least 1"));

@@ -133,6 +133,8 @@ pub(crate) struct RawIndex {
     pub metadata_cache_mb: Key<usize>,
     pub history_commits: Key<usize>,
     pub adapt: Key<bool>,
+    pub adapt_cpu_percent: Key<usize>,
+    pub adapt_interval_secs: Key<u64>,
     pub lease_ttl_secs: Key<u64>,
     #[serde(flatten)]
     pub unknown: Unknown,

@@ -153,9 +153,15 @@ pub struct IndexConfig {
     /// Commits of history recorded per git ref, and for a folder that is a git work tree
     /// (0: none): recency and co-change signals, `ctxd history` (see `ctxd_index::history`).
     pub history_commits: usize,
-    /// Fit the query adapter on the recorded history at the end of a one-shot `ctxd index`
-    /// (`ctxd_codegraph::locate::adapt`; `ctxd adapt` fits it on demand).
+    /// Fit the query adapter on the recorded history: at the end of a one-shot `ctxd index`,
+    /// and in a daemon's background whenever the history changed (`ctxd_pipeline::adapt`;
+    /// `ctxd adapt` fits it on demand).
     pub adapt: bool,
+    /// Percent of the wall-clock time a daemon's background fit may work (it rests the rest).
+    pub adapt_cpu_percent: usize,
+    /// Fewest seconds between two background fits of a daemon (the first runs once the history
+    /// is recorded).
+    pub adapt_interval_secs: u64,
     /// Expiry of the writer lease of an index in a bucket (`ctxd_index::lease`): a writer that
     /// died is replaced after at most this long; the holder renews every third of it.
     pub lease_ttl_secs: u64,
@@ -174,6 +180,8 @@ impl Default for IndexConfig {
             metadata_cache_mb: 32,
             history_commits: ctxd_stages::git_log::DEFAULT_COMMITS,
             adapt: true,
+            adapt_cpu_percent: 25,
+            adapt_interval_secs: 300,
             lease_ttl_secs: 15,
         }
     }

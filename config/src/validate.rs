@@ -255,6 +255,8 @@ fn index(c: &mut Checker, cfg: &mut Config, raw: RawIndex) {
     c.set(&mut out.metadata_cache_mb, p, "metadata_cache_mb", raw.metadata_cache_mb);
     c.set(&mut out.history_commits, p, "history_commits", raw.history_commits);
     c.set(&mut out.adapt, p, "adapt", raw.adapt);
+    c.set(&mut out.adapt_cpu_percent, p, "adapt_cpu_percent", raw.adapt_cpu_percent);
+    c.set(&mut out.adapt_interval_secs, p, "adapt_interval_secs", raw.adapt_interval_secs);
     c.set(&mut out.lease_ttl_secs, p, "lease_ttl_secs", raw.lease_ttl_secs);
     c.unknown(p, raw.unknown);
 }

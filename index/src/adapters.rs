@@ -11,9 +11,11 @@
 //! | report | utf8 | JSON: how the fit was judged (`ctxd_models::adapter::Selection`) |
 //!
 //! This crate knows nothing of models: the weights are bytes to it. A row whose `weights` are
-//! empty records that the last fit did not beat the base model (its `report` says by how much). A reader uses a row only for the history version it reads
-//! ([`Index::history_version`]): an `as_of` view pinned to an older history gets none, so no
-//! query is ever answered with a map fitted on commits after its snapshot.
+//! empty records that the last fit did not beat the base model (its `report` says by how much). A reader uses a row only when it was fitted on the history version
+//! it reads ([`Index::history_version`]) or an older one (table versions only grow): a daemon's
+//! queries keep the adapter fitted last while the history moves on and the next fit runs, and an
+//! `as_of` view pinned to an older history gets none, so no query is ever answered with a map
+//! fitted on commits after its snapshot.
 
 use std::sync::Arc;
 
@@ -95,11 +97,11 @@ impl Index {
         }))
     }
 
-    /// The adapter this view may use: the stored one, when it was fitted on exactly the history
-    /// version this view reads and kept (non-empty weights).
+    /// The adapter this view may use: the stored one, when it was kept (non-empty weights) and
+    /// fitted on the history version this view reads or an older one.
     pub async fn query_adapter(&self) -> Result<Option<StoredAdapter>, IndexError> {
         let Some(row) = self.stored_adapter().await? else { return Ok(None) };
-        if row.weights.is_empty() || row.history_version != self.history_version().await? {
+        if row.weights.is_empty() || row.history_version > self.history_version().await? {
             return Ok(None);
         }
         Ok(Some(row))
@@ -112,7 +114,7 @@ mod tests {
     use crate::history::{replace, FileCommit};
 
     #[tokio::test]
-    async fn an_adapter_is_read_back_only_for_the_history_it_was_fitted_on() {
+    async fn an_adapter_is_used_by_views_of_its_history_or_a_newer_one_only() {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().join("db").to_string_lossy().to_string();
         let index = Index::open_or_create(&uri, "m", 2).await.unwrap();
@@ -137,13 +139,21 @@ mod tests {
         store(&uri, &row).await.unwrap();
         store(&uri, &row).await.unwrap();
         assert_eq!(index.query_adapter().await.unwrap(), Some(row.clone()));
-        // A newer history: the stored fit is not this view's any more.
+        // A newer history: the fit on the older one stays in use until the next fit.
         replace(&uri, "", &[commit("c1", 1), commit("c2", 2)]).await.unwrap();
-        assert_eq!(index.query_adapter().await.unwrap(), None);
-        assert_eq!(index.stored_adapter().await.unwrap(), Some(row.clone()));
+        let newer = index.history_version().await.unwrap();
+        assert!(newer > version);
+        assert_eq!(index.query_adapter().await.unwrap(), Some(row.clone()));
+        // A fit on the newer history: used by the latest view, never by one pinned to the older.
+        let refit = StoredAdapter { history_version: newer, weights: vec![5, 6, 7, 8], ..row.clone() };
+        store(&uri, &refit).await.unwrap();
+        assert_eq!(index.query_adapter().await.unwrap(), Some(refit));
+        let mut pinned = index.scoped(None).await.unwrap();
+        pinned.pinned_history = Some(version);
+        assert_eq!(pinned.query_adapter().await.unwrap(), None);
         // A fit that was not kept is stored but never used.
-        let version = index.history_version().await.unwrap();
-        store(&uri, &StoredAdapter { history_version: version, weights: Vec::new(), ..row }).await.unwrap();
+        store(&uri, &StoredAdapter { history_version: newer, weights: Vec::new(), ..row }).await.unwrap();
         assert_eq!(index.query_adapter().await.unwrap(), None);
+        assert!(index.stored_adapter().await.unwrap().is_some_and(|s| s.weights.is_empty()));
     }
 }

@@ -85,6 +85,7 @@ impl Pipeline {
         let stages = self.spawn_stages(&tracker, &counters, &freshness, follow);
         let emitter = Emitter { out: stages.source_out, tracker: tracker.clone(), counters: counters.clone() };
         let source = self.spawn_sources(origins, emitter, &shutdown, &freshness, follow);
+        let adapter = self.spawn_adapt_job(follow, &tracker, &shutdown);
         // One pass: at the end of a one-shot run that left many fragments (`ctxd index`).
         let maintain_at_end =
             (!follow && self.cfg.index.maintenance_interval_secs > 0).then(|| self.cfg.index.maintenance());
@@ -111,9 +112,28 @@ impl Pipeline {
             started: Instant::now(),
             index: self.index.clone(),
             maintenance,
+            adapter,
             maintain_at_end,
             embed_counts: stages.embed_counts,
         })
+    }
+
+    /// A daemon's background query-adapter job (`crate::adapt_job`), when it has a model, records
+    /// history and `[index] adapt` is on.
+    fn spawn_adapt_job(
+        &self,
+        follow: bool,
+        tracker: &Tracker,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Option<JoinHandle<()>> {
+        let ix = &self.cfg.index;
+        let embed = self.service.clone().filter(|_| follow && ix.adapt && ix.history_commits > 0)?;
+        let job = crate::adapt_job::AdaptJob {
+            share: ix.adapt_cpu_percent as f64 / 100.0,
+            every: Duration::from_secs(ix.adapt_interval_secs),
+        };
+        let run = crate::adapt_job::run(self.index.clone(), embed, job, tracker.clone(), shutdown.clone());
+        Some(tokio::spawn(run))
     }
 
     /// Every source of the configuration, opened (a git source with a work tree is two).
@@ -408,6 +428,8 @@ pub struct Running {
     started: Instant,
     index: Arc<Index>,
     maintenance: Option<JoinHandle<()>>,
+    /// A daemon's background query-adapter job (it stops at the shutdown signal).
+    adapter: Option<JoinHandle<()>>,
     /// A one-shot run's maintenance pass at its end, if it made many commits.
     maintain_at_end: Option<ctxd_index::maintenance::MaintenanceOptions>,
     embed_counts: Arc<EmbedCounts>,
@@ -445,6 +467,10 @@ impl Running {
         if let Some(m) = self.maintenance {
             // It stops at the shutdown signal (after its current pass, if any).
             let _ = m.await;
+        }
+        if let Some(a) = self.adapter {
+            // It stops at the shutdown signal (between the steps of a fit).
+            let _ = a.await;
         }
         let commits = self.counters.commits.load(Ordering::Relaxed);
         // The pass compacts first, then folds what the indexes lack (nothing to remap); without

@@ -16,6 +16,12 @@ pub enum PipelineError {
     Root { path: PathBuf, message: String },
     #[error("re-embedding {db}: {message}")]
     Reembed { db: String, message: String },
+    #[error("fitting the query adapter of {db} (`ctxd adapt` retries; `[index] adapt = false` turns it off)")]
+    Adapt {
+        db: String,
+        #[source]
+        source: ctxd_models::adapter::AdapterError,
+    },
     #[error(transparent)]
     Model(#[from] ctxd_models::error::ModelError),
     #[error(transparent)]

@@ -22,10 +22,15 @@
 //! far a run is (files, chunks, rates, time left); `writer_threads` runs a daemon's pipeline on
 //! threads of its own at a lower priority than the queries (`[pipeline] writer_nice`).
 //!
+//! [`adapt`] fits an index's query adapter on its recorded git history (`ctxd adapt`, the end
+//! of `ctxd index`); `adapt_job` does so in a daemon's background whenever the history changed.
+//!
 //! [`reembed`] re-embeds an index with another model into a second table and switches to it;
 //! `reembed::migrate` does so once for a table an older ctxd wrote; `reembed::shard` splits such a job over
 //! many processes (uncommitted fragments per shard, one commit).
 
+pub mod adapt;
+mod adapt_job;
 pub mod daemon;
 mod emit;
 pub mod error;

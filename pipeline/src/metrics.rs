@@ -33,6 +33,19 @@ pub const MODEL_SWITCHES_TOTAL: &str = "ctxd_pipeline_model_switches_total";
 /// Counter: reloads of the sources a running daemon was asked for (`SIGHUP`), by `result`
 /// (`applied`, `unchanged`, `failed`).
 pub const SOURCE_RELOADS_TOTAL: &str = "ctxd_pipeline_source_reloads_total";
+/// Counter: a daemon's background fits of the query adapter, by `outcome` (`kept`, `refused`:
+/// no fit beat the base model, `stopped`: at shutdown, `failed`).
+pub const ADAPT_RUNS_TOTAL: &str = "ctxd_adapt_runs_total";
+/// Gauge (only increases): seconds those fits worked (their rests left out).
+pub const ADAPT_BUSY_SECONDS_TOTAL: &str = "ctxd_adapt_busy_seconds_total";
+/// Histogram: wall-clock seconds of a finished background fit, rests included.
+pub const ADAPT_RUN_SECONDS: &str = "ctxd_adapt_run_duration_seconds";
+/// Gauge: 1 while a background fit runs.
+pub const ADAPT_RUNNING: &str = "ctxd_adapt_running_bool";
+/// Gauge: 1 while the last fit's adapter is in use, 0 when it was refused.
+pub const ADAPT_IN_USE: &str = "ctxd_adapt_in_use_bool";
+/// Gauge: MRR@10 of the newest commits held out by the last fit, label `ranking` (`base`, `adapted`).
+pub const ADAPT_HELD_OUT_MRR: &str = "ctxd_adapt_held_out_mrr_ratio";
 /// Gauge: 1 once the initial scan is committed.
 pub const PIPELINE_READY: &str = "ctxd_pipeline_ready_bool";
 
@@ -77,8 +90,36 @@ pub fn describe() {
     metrics::describe_counter!(REEMBED_ROWS_TOTAL, "Rows a re-embedding job wrote to its target table.");
     metrics::describe_counter!(MODEL_SWITCHES_TOTAL, "Switches of the active chunks table a running daemon followed.");
     metrics::describe_gauge!(PIPELINE_READY, "1 once the initial scan is committed.");
+    describe_adapt();
     metrics::describe_counter!(
         SOURCE_RELOADS_TOTAL,
         "Reloads of the sources a running daemon was asked for (SIGHUP), by result (applied, unchanged, failed)."
+    );
+}
+
+/// The background query-adapter fit's metrics (`crate::adapt_job`); its runs counter at zero.
+fn describe_adapt() {
+    for outcome in ["kept", "refused", "stopped", "failed"] {
+        metrics::counter!(ADAPT_RUNS_TOTAL, "outcome" => outcome).increment(0);
+    }
+    metrics::gauge!(ADAPT_BUSY_SECONDS_TOTAL).increment(0.0);
+    metrics::gauge!(ADAPT_RUNNING).set(0.0);
+    metrics::describe_gauge!(ADAPT_RUNNING, "1 while a background fit of the query adapter runs.");
+    metrics::describe_counter!(
+        ADAPT_RUNS_TOTAL,
+        "Background fits of the query adapter, by outcome (kept, refused: no fit beat the base model, stopped: at shutdown, failed)."
+    );
+    metrics::describe_gauge!(
+        ADAPT_BUSY_SECONDS_TOTAL,
+        "Seconds the background fits of the query adapter worked, their rests left out (only increases: rate() it)."
+    );
+    metrics::describe_histogram!(
+        ADAPT_RUN_SECONDS,
+        "Wall-clock seconds of a finished background fit of the query adapter, rests included."
+    );
+    metrics::describe_gauge!(ADAPT_IN_USE, "1 while the last fit's query adapter is in use, 0 when it was refused.");
+    metrics::describe_gauge!(
+        ADAPT_HELD_OUT_MRR,
+        "MRR@10 of the newest commits held out by the last fit of the query adapter, label ranking (base, adapted)."
     );
 }

@@ -28,7 +28,9 @@ pub fn mcp_tools() -> Vec<Value> {
              likely definitions and why. Paste the whole issue (≤ 1 MB). Cost: about 80 tokens per file (k=10: ~800).",
             json!({"type": "object", "properties": {
                 "text": {"type": "string"}, "k": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
-                "without": {"type": "array", "items": {"type": "string"}, "description": "signals to leave out"}},
+                "without": {"type": "array", "items": {"type": "string"}, "description": "signals to leave out"},
+                "no_adapter": {"type": "boolean", "default": false,
+                    "description": "leave the index's query adapter (fitted on its git history) out"}},
                 "required": ["text"]}),
         ),
         tool(

@@ -13,7 +13,7 @@
 //! Texts up to [`MAX_LOCATE_BYTES`] are accepted (real issues carry tracebacks, logs and
 //! package lists); only their informative parts reach BM25 and the model.
 
-pub mod adapt;
+pub mod adapter_cache;
 pub mod features;
 pub mod fuse;
 pub mod history_signals;
@@ -35,22 +35,6 @@ use ctxd_search::retriever::Retriever;
 use request::{LocateAnswer, LocateRequest};
 use signals::Signal;
 
-/// The query adapter `index` may use (see [`ctxd_index::adapters`]); one stored in a form this
-/// build cannot read is left unused with a warning (`ctxd adapt` writes it again).
-async fn adapter_of(
-    index: &ctxd_index::store::Index,
-) -> Result<Option<ctxd_models::adapter::QueryAdapter>, SearchError> {
-    let Some(row) = index.query_adapter().await? else { return Ok(None) };
-    match ctxd_models::adapter::QueryAdapter::from_bytes(&row.weights, row.dim as usize) {
-        Ok(a) if a.dim() == index.dim() => Ok(Some(a)),
-        Ok(_) => Ok(None),
-        Err(e) => {
-            tracing::warn!("{}: {e}", index.uri());
-            Ok(None)
-        }
-    }
-}
-
 /// Chunk hits read per retrieval signal.
 const DEPTH: usize = 200;
 
@@ -60,6 +44,7 @@ pub struct Locator {
     retriever: Retriever,
     graphs: GraphCache,
     histories: history_signals::HistoryCache,
+    adapters: adapter_cache::AdapterCache,
     /// The ranking model of a request that names none (`[locate] model`).
     model: model::ModelName,
 }
@@ -67,7 +52,8 @@ pub struct Locator {
 impl Locator {
     pub fn new(retriever: Retriever, graphs: GraphCache) -> Self {
         let histories = history_signals::HistoryCache::default();
-        Self { retriever, graphs, histories, model: model::ModelName::default() }
+        let adapters = adapter_cache::AdapterCache::default();
+        Self { retriever, graphs, histories, adapters, model: model::ModelName::default() }
     }
 
     /// The same locator ranking with `model` where a request names none.
@@ -159,9 +145,9 @@ impl Locator {
             (true, Some(embed)) => embed.embed(vec![issue.summary.clone()]).await?.into_iter().next(),
             _ => None,
         };
-        // The index's query adapter, fitted on the history this view reads (`adapt`), if any.
+        // The index's query adapter fitted on this view's history or an older one, if any (cached).
         let adapter = match &vector {
-            Some(_) if !req.no_adapter => adapter_of(&index).await?,
+            Some(_) if !req.no_adapter => self.adapters.get(&index).await?,
             _ => None,
         };
         let vector = match (vector, &adapter) {

@@ -1,11 +1,12 @@
 //! `ctxd adapt`: fits the index's query adapter on its recorded git history now, judges it on the
-//! newest commits and stores it, kept or not ([`ctxd_codegraph::locate::adapt`]); a one-shot
-//! `ctxd index` does the same at its end when `[index] adapt` is on and the history changed.
+//! newest commits and stores it, kept or not ([`ctxd_pipeline::adapt`]); a one-shot
+//! `ctxd index` does the same at its end when `[index] adapt` is on and the history changed (a
+//! daemon does it in its background: `ctxd_pipeline::adapt_job`).
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use ctxd_codegraph::locate::adapt::{adapt, AdaptOutcome};
+use ctxd_pipeline::adapt::{adapt, AdaptOutcome, Pace};
 
 use crate::model_args::ModelArgs;
 use crate::open::{open_index, open_searcher};
@@ -27,7 +28,9 @@ async fn fit(db: &Path, model: &ModelArgs) -> Result<AdaptOutcome> {
     let pinned = searcher.retriever().current();
     let (index, _) = pinned.index_as_of(None, None).await?;
     let embed = pinned.embed().context("the query adapter needs the index's model, which did not load")?;
-    adapt(&index, embed).await.with_context(|| format!("fitting the query adapter of {}", db.display()))
+    let fitted = adapt(&index, embed, &mut Pace::unpaced()).await;
+    let outcome = fitted.with_context(|| format!("fitting the query adapter of {}", db.display()))?;
+    outcome.context("an unpaced fit has no stop signal, yet it stopped")
 }
 
 /// After `ctxd index`: fits the adapter when the index has a history it was not fitted on.

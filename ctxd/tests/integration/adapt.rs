@@ -1,13 +1,19 @@
 //! The query adapter end to end: a git work tree whose history speaks the project's own jargon
 //! (code names the base model cannot know: "the wombat" is the CSV reader), indexed by the real
 //! model; `ctxd index` fits the adapter at its end, `ctxd adapt` reports it, and `ctxd locate`'s
-//! vector signal alone ranks the file a jargon-worded text is about higher with it than without.
+//! vector signal alone ranks the file a jargon-worded text is about higher with it than without;
+//! a daemon fits it in its background, at its CPU share, answering throughout, and stops a fit
+//! cleanly at shutdown.
 
 use std::path::Path;
 
 use serde_json::Value;
 
-use super::support::{ctxd, git, run_ok};
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::support::{ctxd, git, run_ok, wait_for, Daemon};
 
 /// (file, code name, code): eight unrelated modules, each with the project's name for it.
 const MODULES: [(&str, &str, &str); 8] = [
@@ -50,18 +56,16 @@ fn vector_only(db: &Path, text: &str, extra: &[&str]) -> Value {
     serde_json::from_str(&out).unwrap()
 }
 
-#[test]
-fn an_adapter_fitted_on_the_history_ranks_a_jargon_worded_text_s_file_higher() {
-    super::support::require_model();
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("proj");
+/// A git work tree at `root`: the eight modules, then 96 commits, each touching the module its
+/// message names by code name only (97 commits in all).
+fn jargon_repo(root: &Path) {
     std::fs::create_dir_all(root.join("src")).unwrap();
-    git(&root, &["init", "-q", "-b", "main"]);
+    git(root, &["init", "-q", "-b", "main"]);
     for (path, _, code) in MODULES {
         std::fs::write(root.join(path), code).unwrap();
     }
-    git(&root, &["add", "."]);
-    git(&root, &["commit", "-q", "-m", "initial import of every module"]);
+    git(root, &["add", "."]);
+    git(root, &["commit", "-q", "-m", "initial import of every module"]);
     // 96 commits, each touching the module its message names by code name only.
     for i in 0..96 {
         let (path, name, _) = MODULES[i % MODULES.len()];
@@ -69,8 +73,16 @@ fn an_adapter_fitted_on_the_history_ranks_a_jargon_worded_text_s_file_higher() {
         let mut text = std::fs::read_to_string(root.join(path)).unwrap();
         text.push_str(&format!("# change {i}\n"));
         std::fs::write(root.join(path), text).unwrap();
-        git(&root, &["commit", "-q", "-am", &message]);
+        git(root, &["commit", "-q", "-am", &message]);
     }
+}
+
+#[test]
+fn an_adapter_fitted_on_the_history_ranks_a_jargon_worded_text_s_file_higher() {
+    super::support::require_model();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("proj");
+    jargon_repo(&root);
     let db = dir.path().join("db");
     let indexed = ctxd().arg("index").arg(&root).arg("--db").arg(&db).output().unwrap();
     assert!(indexed.status.success(), "{}", String::from_utf8_lossy(&indexed.stderr));
@@ -101,4 +113,67 @@ fn an_adapter_fitted_on_the_history_ranks_a_jargon_worded_text_s_file_higher() {
     }
     assert!(adapted_total < base_total, "mean rank with the adapter {adapted_total}/8, without {base_total}/8");
     assert!(better >= 6, "{better} of 8 code names ranked higher with the adapter");
+}
+
+/// Commits a change to the wombat (the CSV reader) with `message`.
+fn commit_to_the_wombat(root: &Path, message: &str) {
+    let path = root.join("src/csv_reader.py");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(&format!("# {message}\n"));
+    std::fs::write(&path, text).unwrap();
+    git(root, &["commit", "-q", "-am", message]);
+}
+
+/// A jargon-worded localization over HTTP; it must answer.
+fn ask(d: &Daemon) -> Value {
+    let body = json!({"text": "the wombat is broken again since the last release", "k": 5});
+    let resp = d.post("/v1/locate", &body);
+    assert_eq!(resp.status().as_u16(), 200, "locate answers while the adapter is fitted");
+    resp.json().unwrap()
+}
+
+#[test]
+fn a_daemon_fits_the_adapter_in_its_background_at_its_share_answering_throughout() {
+    super::support::require_model();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("proj");
+    jargon_repo(&root);
+    let db = dir.path().join("db");
+    let mut cmd = ctxd();
+    cmd.arg("serve").env("CTXD_INDEX_ADAPT_CPU_PERCENT", "10").env("CTXD_INDEX_ADAPT_INTERVAL_SECS", "1");
+    let daemon = Daemon::spawn(cmd, &root, &db);
+    daemon.wait_ready();
+    let kept = |d: &Daemon| d.metric("ctxd_adapt_runs_total{outcome=\"kept\"}").unwrap_or(0.0);
+    // The first fit runs once the scan and the history are in; locate answers meanwhile.
+    wait_for("the first background fit", Duration::from_secs(300), || {
+        ask(&daemon);
+        kept(&daemon) >= 1.0
+    });
+    assert_eq!(daemon.metric("ctxd_adapt_in_use_bool"), Some(1.0));
+    wait_for("the adapter in use", Duration::from_secs(10), || ask(&daemon)["adapted"] == Value::Bool(true));
+    // A request can leave it out.
+    let body = json!({"text": "the wombat is broken again since the last release", "no_adapter": true});
+    let base: Value = daemon.post("/v1/locate", &body).json().unwrap();
+    assert!(base["files"].is_array() && base.get("adapted").is_none(), "{base}");
+    // It worked at most its share of the time (10 %), resting the rest.
+    let busy = daemon.metric("ctxd_adapt_busy_seconds_total").unwrap();
+    let wall = daemon.metric("ctxd_adapt_run_duration_seconds_sum").unwrap();
+    assert!(busy > 0.0 && busy <= 0.1 * wall + 0.05, "worked {busy:.2} s of {wall:.2} s");
+    // A commit moves the history: fitted again, and every answer meanwhile uses the older fit.
+    commit_to_the_wombat(&root, "wombat: skip blank lines at the end of the input");
+    wait_for("a second background fit", Duration::from_secs(300), || {
+        let answer = ask(&daemon);
+        assert_eq!(answer["adapted"], Value::Bool(true), "{answer}");
+        kept(&daemon) >= 2.0
+    });
+    // Shutdown during a fit: it stops between steps, stores nothing, and the daemon exits cleanly.
+    commit_to_the_wombat(&root, "wombat: accept a semicolon as the separator");
+    wait_for("a third fit to start", Duration::from_secs(300), || {
+        daemon.metric("ctxd_adapt_running_bool") == Some(1.0)
+    });
+    let log = daemon.log.clone();
+    let status = daemon.sigterm();
+    assert!(status.success(), "{status:?}");
+    let lines = log.lock().unwrap().join("\n");
+    assert!(lines.contains("the background fit stopped at shutdown; nothing stored"), "{lines}");
 }

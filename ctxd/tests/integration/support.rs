@@ -81,6 +81,8 @@ pub(crate) struct Daemon {
     /// Arrow Flight location, `grpc://127.0.0.1:PORT`.
     pub(crate) flight: String,
     pub(crate) client: reqwest::blocking::Client,
+    /// Every line the daemon logged so far.
+    pub(crate) log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Daemon {
@@ -108,8 +110,11 @@ impl Daemon {
         let mut child = cmd.stderr(Stdio::piped()).stdout(Stdio::null()).spawn().expect("starting ctxd serve");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lines = log.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line.clone());
                 for (marker, kind) in [("listening on http://", "http"), ("arrow flight on grpc://", "flight")] {
                     if let Some(addr) = line.split(marker).nth(1) {
                         let _ = tx.send((kind, addr.split_whitespace().next().unwrap_or("").to_string()));
@@ -128,7 +133,7 @@ impl Daemon {
             }
         }
         let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
-        Self { child, base: format!("http://{addr}"), flight: format!("grpc://{flight}"), client }
+        Self { child, base: format!("http://{addr}"), flight: format!("grpc://{flight}"), client, log }
     }
 
     pub(crate) fn get(&self, path: &str) -> reqwest::blocking::Response {
