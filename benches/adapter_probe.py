@@ -7,10 +7,14 @@ default set), the chunk vectors read from the Lance table; the mirror's first-pa
 that commit gives (first message line -> changed .py files) pairs; summaries and issue texts are
 embedded by `ctxd embed --query`. For each issue, an adapter is fitted on the commits strictly before
 its base commit (never its fix), and the gold files are ranked by the best chunk's cosine with the
-base query vector and with the adapted one. The shuffled control fits the same adapter on commits
-whose file sets were permuted.
+base query vector and with the adapted one. Two controls: the same fits on commits whose file sets
+were permuted (`*-shuffled`: learning, not recency, if they fall to the base), and `recency` (files
+ranked by their latest change before the issue's base commit, no text at all), and `frequency`
+(files ranked by how many of those commits changed them). `--only` runs some
+variants (the contrastive ones are slow).
 
-    ~/.cache/ctxd/py-venv/bin/python benches/adapter_probe.py --ctxd BIN --repo dask/dask [--work DIR]
+    ~/.cache/ctxd/py-venv/bin/python benches/adapter_probe.py --ctxd BIN --repo dask/dask [--work DIR] \
+        [--only base,ridge30,ridge30-shuffled,recency]
 """
 import argparse, json, os, subprocess, sys
 
@@ -174,6 +178,7 @@ def main():
     ap.add_argument("--commits", type=int, default=3000)
     ap.add_argument("--lams", default="1,3,10,30")
     ap.add_argument("--train-commits", type=int, default=2000)
+    ap.add_argument("--only", default="", help="comma-separated variants to run (default: all)")
     args = ap.parse_args()
     issues = [json.loads(l) for l in open(os.path.join(DATA, "train.jsonl"))]
     issues = [x for x in issues if x["repo"] == args.repo]
@@ -196,6 +201,8 @@ def main():
     Fv = unit(Fv)
     hist = history(gitdir, latest, args.commits)
     hist = [(t, s, [fid[p] for p in ps if p in fid]) for t, s, ps in hist]
+    # Every commit's files, for the recency control (before the example filter).
+    changes = [(t, fs) for t, _, fs in hist]
     hist = [h for h in hist if 1 <= len(h[2]) <= 20 and len(h[1]) >= 15]
     cache = os.path.join(work, "emb.npz")
     if os.path.exists(cache):
@@ -214,6 +221,13 @@ def main():
     variants["soft-auto"] = ("auto-soft", 0, False)
     variants["any-auto"] = ("auto-any", 0, False)
     variants["soft-shuffled"] = ("soft", float(args.lams.split(",")[1]), True)
+    for lam in [float(x) for x in args.lams.split(",")]:
+        variants[f"ridge{lam:g}-shuffled"] = ("ridge", lam, True)
+    variants["recency"] = ("recency", 0, False)
+    variants["frequency"] = ("frequency", 0, False)
+    if args.only:
+        keep = args.only.split(",")
+        variants = {v: s for v, s in variants.items() if v in keep}
     sums = {v: [0, 0, 0, 0.0, 0] for v in variants}
     for x, q in zip(issues, Iq):
         gold = [fid[g] for g in x["gold_files"] if g in fid]
@@ -225,6 +239,16 @@ def main():
         Q = np.stack([h for _, _, h in tr])
         pos = [set(fs) for _, fs, _ in tr]
         for v, spec in variants.items():
+            if spec is not None and spec[0] in ("recency", "frequency"):
+                key = np.full(len(files), -1, dtype=np.int64)
+                for t, fs in changes:
+                    if t < times[x["id"]]:
+                        for f in fs:
+                            key[f] = max(key[f], t) if spec[0] == "recency" else max(key[f], 0) + 1
+                acc, rr = metrics(np.argsort(-key, kind="stable"), gold)
+                s = sums[v]
+                s[0] += acc[1]; s[1] += acc[5]; s[2] += acc[10]; s[3] += rr; s[4] += 1
+                continue
             if spec is None:
                 qq = q
             else:

@@ -26,7 +26,9 @@ before indexing; `--no-history` leaves it a plain folder), so `ctxd index` recor
 commit — the recency, co-change and commits signals (`--ablate recency,cochange,commits` measures them). The
 tag of each base commit tags the history recorded with it, so `--reuse` queries see that commit's history —
 for tags made by a ctxd from 2026-11-28 on; an older tag's query sees the history of the last commit indexed
-(measure history signals on a run that indexes, or re-tag).
+(measure history signals on a run that indexes, or re-tag). The query adapter is stored once, fitted on the last
+history indexed, so a `--reuse` query of an older tag runs without it: measure the adapter on a run that indexes
+(`--ablate adapter`; `--adapter-control SEED` puts the shuffled control in its place).
 
 Each indexed base commit is tagged `c-<sha12>` (`ctxd snapshot tag`) and every query runs `--as-of` that
 tag; with `--reuse` a commit whose tag the index has is not synced or indexed again (the snapshot has its
@@ -291,6 +293,9 @@ def main():
     ap.add_argument("--without", default="", help="signals to leave out in every locate query")
     ap.add_argument("--locate-model", choices=("fitted", "hand"),
                     help="the ranking model every locate query names (default: the binary's, fitted)")
+    ap.add_argument("--adapter-control", type=int, default=None, metavar="SEED",
+                    help="after indexing each base commit, store the shuffled control as the query adapter "
+                         "(`ctxd adapt --shuffled SEED`): what the history teaches beyond which files change often")
     ap.add_argument("--ablate", default="", help="after the full run, one extra run per signal left out")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--model", help="embedding model directory or id to measure (its indexes under --work/model-<name>)")
@@ -395,6 +400,10 @@ def main():
             note = f" ABSENT {a}" if a else ""
             err = "" if r.returncode == 0 else f"  INDEX FAILED rc {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1]}"
             print(f"{c[:10]}: wrote {w}, deleted {d}{note}, index {secs:.1f}s{err}", flush=True)
+            if args.adapter_control is not None:
+                ctl = subprocess.run([args.ctxd, "adapt", "--db", db, "--shuffled", str(args.adapter_control)]
+                                     + model_flags(args), capture_output=True, text=True)
+                print(f"{c[:10]}: {(ctl.stdout.strip() or ctl.stderr.strip())[-200:]}", flush=True)
             # A tag per base commit: later runs query it as of the tag (`--reuse`); a tag left by an earlier
             # run is moved to this version (its history, and a query adapter fitted on it, are this run's).
             subprocess.run([args.ctxd, "snapshot", "untag", tag_of(c), "--db", db], capture_output=True)

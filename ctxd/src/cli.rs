@@ -191,9 +191,14 @@ pub enum Command {
         db: PathBuf,
         #[command(flatten)]
         model: ModelArgs,
-        /// Print `{"history_commits","files","selection":{...},"history_version","embed_ms"}`.
+        /// Print `{"history_commits","files","selection":{...},"history_version","embed_ms",…}`.
         #[arg(long)]
         json: bool,
+        /// The control, for measurement only: fit on the commits with their changed files
+        /// shuffled among them (seed N) and store that fit as the adapter whatever its judgement
+        /// (`ctxd adapt` without it restores the real one).
+        #[arg(long, value_name = "SEED")]
+        shuffled: Option<u64>,
     },
     /// A file's recent commits (date, author, message) and the files that change with it, from
     /// the git history the index recorded (git sources; source folders that are git clones).

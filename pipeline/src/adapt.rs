@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use ctxd_index::adapters::{store, StoredAdapter};
 use ctxd_index::history::History;
 use ctxd_index::store::Index;
-use ctxd_models::adapter::{select, Example, Selection};
+use ctxd_models::adapter::{select, AdapterError, Example, QueryAdapter, Selection, CANDIDATES};
 use ctxd_models::service::EmbedService;
 use tokio::sync::watch;
 
@@ -56,6 +56,9 @@ pub struct AdaptOutcome {
     /// Milliseconds of work (reading, embedding, fitting) and of wall-clock time, rests included.
     pub busy_ms: u64,
     pub wall_ms: u64,
+    /// The seed of the shuffled control, when this was it (see [`adapt`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shuffled: Option<u64>,
 }
 
 /// How much of the wall-clock time a fit may use, and when it must stop (see the module docs).
@@ -183,15 +186,22 @@ async fn material(index: &Index) -> Result<Material, PipelineError> {
 }
 
 /// Fits, judges and stores `index`'s query adapter (see the module docs) at `pace`; `None`
-/// when the pace's stop signal came first (nothing stored).
+/// when the pace's stop signal came first (nothing stored). With `shuffled`, the control: the
+/// commits' changed files are shuffled among them (that seed) before the same fit and judgement,
+/// and the fit is stored whatever its judgement — a measurement of what the history teaches
+/// beyond which files change often, never a default.
 pub async fn adapt(
     index: &Index,
     embed: &EmbedService,
     pace: &mut Pace,
+    shuffled: Option<u64>,
 ) -> Result<Option<AdaptOutcome>, PipelineError> {
     let version = index.history_version().await?;
     let Some(m) = pace.step(material(index)).await else { return Ok(None) };
-    let m = m?;
+    let mut m = m?;
+    if let Some(seed) = shuffled {
+        shuffle(&mut m.changed, seed);
+    }
     let mut queries = Vec::with_capacity(m.summaries.len());
     let mut embed_ms = 0;
     for batch in m.summaries.chunks(BATCH) {
@@ -203,7 +213,7 @@ pub async fn adapt(
     let examples: Vec<Example> =
         queries.into_iter().zip(m.changed).map(|(query, files)| Example { query, files }).collect();
     let (dim, vectors) = (index.dim(), m.vectors);
-    let fit = tokio::task::spawn_blocking(move || select(&examples, &vectors, dim));
+    let fit = tokio::task::spawn_blocking(move || fit(&examples, &vectors, dim, shuffled.is_some()));
     let Some(fitted) = pace.step(fit).await else { return Ok(None) };
     let (kept, selection) = fitted
         .expect("the adapter fit panicked")
@@ -216,6 +226,7 @@ pub async fn adapt(
         embed_ms,
         busy_ms: 0,
         wall_ms: 0,
+        shuffled,
     };
     if version > 0 {
         let row = StoredAdapter {
@@ -232,9 +243,49 @@ pub async fn adapt(
     Ok(Some(outcome))
 }
 
+/// [`select`]'s fit and judgement; with `forced` (the shuffled control) a fit refused by the
+/// judgement is made anyway on every commit.
+fn fit(
+    examples: &[Example],
+    vectors: &[f32],
+    dim: usize,
+    forced: bool,
+) -> Result<(Option<QueryAdapter>, Selection), AdapterError> {
+    let (kept, selection) = select(examples, vectors, dim)?;
+    if kept.is_some() || !forced || selection.held_out == 0 {
+        return Ok((kept, selection));
+    }
+    let all: Vec<&Example> = examples.iter().collect();
+    Ok((Some(QueryAdapter::fit(&all, vectors, dim, CANDIDATES[0])?), selection))
+}
+
+/// Shuffles the examples' file sets among them (Fisher–Yates, a fixed generator from `seed`).
+fn shuffle(changed: &mut [Vec<usize>], seed: u64) {
+    let mut state = seed;
+    for i in (1..changed.len()).rev() {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        changed.swap(i, ((state >> 33) % (i as u64 + 1)) as usize);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_control_shuffles_file_sets_among_commits_the_same_way_for_a_seed() {
+        let sets: Vec<Vec<usize>> = (0..50).map(|i| vec![i]).collect();
+        let (mut a, mut b, mut c) = (sets.clone(), sets.clone(), sets.clone());
+        shuffle(&mut a, 1);
+        shuffle(&mut b, 1);
+        shuffle(&mut c, 2);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert!(a.iter().zip(&sets).filter(|(x, y)| x == y).count() < 10, "most commits get another's files");
+        let mut sorted = a.clone();
+        sorted.sort();
+        assert_eq!(sorted, sets, "a permutation: every file set once");
+    }
 
     #[test]
     fn a_rest_brings_the_work_down_to_its_share() {

@@ -75,7 +75,7 @@ async fn fit_once(index: &Index, embed: &EmbedService, job: &AdaptJob, shutdown:
     let mut pace = Pace::new(job.share, shutdown.clone());
     let started = Instant::now();
     metrics::gauge!(m::ADAPT_RUNNING).set(1.0);
-    let result = adapt(index, embed, &mut pace).await;
+    let result = adapt(index, embed, &mut pace, None).await;
     metrics::gauge!(m::ADAPT_RUNNING).set(0.0);
     metrics::gauge!(m::ADAPT_BUSY_SECONDS_TOTAL).increment(pace.busy().as_secs_f64());
     let outcome = match result {

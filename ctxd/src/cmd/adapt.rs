@@ -11,9 +11,9 @@ use ctxd_pipeline::adapt::{adapt, AdaptOutcome, Pace};
 use crate::model_args::ModelArgs;
 use crate::open::{open_index, open_searcher};
 
-/// `ctxd adapt --db DIR [--json]`.
-pub async fn run(db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
-    let outcome = fit(db, model).await?;
+/// `ctxd adapt --db DIR [--json] [--shuffled SEED]`.
+pub async fn run(db: &Path, model: &ModelArgs, json: bool, shuffled: Option<u64>) -> Result<()> {
+    let outcome = fit(db, model, shuffled).await?;
     if json {
         println!("{}", serde_json::to_string(&outcome)?);
     } else {
@@ -22,13 +22,13 @@ pub async fn run(db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// Fits the adapter of the index at `db` with its model.
-async fn fit(db: &Path, model: &ModelArgs) -> Result<AdaptOutcome> {
+/// Fits the adapter of the index at `db` with its model (on shuffled pairs with `shuffled`).
+async fn fit(db: &Path, model: &ModelArgs, shuffled: Option<u64>) -> Result<AdaptOutcome> {
     let searcher = open_searcher(db, model, true).await?;
     let pinned = searcher.retriever().current();
     let (index, _) = pinned.index_as_of(None, None).await?;
     let embed = pinned.embed().context("the query adapter needs the index's model, which did not load")?;
-    let fitted = adapt(&index, embed, &mut Pace::unpaced()).await;
+    let fitted = adapt(&index, embed, &mut Pace::unpaced(), shuffled).await;
     let outcome = fitted.with_context(|| format!("fitting the query adapter of {}", db.display()))?;
     outcome.context("an unpaced fit has no stop signal, yet it stopped")
 }
@@ -41,7 +41,7 @@ pub async fn after_index(db: &Path, model: &ModelArgs) -> Result<()> {
     if version == 0 || stored.is_some_and(|s| s.history_version == version) {
         return Ok(());
     }
-    let outcome = fit(db, model).await?;
+    let outcome = fit(db, model, None).await?;
     tracing::info!("{}", describe(&outcome));
     Ok(())
 }
@@ -57,6 +57,11 @@ fn describe(o: &AdaptOutcome) -> String {
         "{} of {} commits usable over {} files; the newest {} held out: MRR@10 {:.3} base",
         s.commits, o.history_commits, o.files, s.held_out, s.base_mrr
     );
+    if let Some(seed) = o.shuffled {
+        return format!(
+            "query adapter in use: the shuffled control (seed {seed}): {what}; run `ctxd adapt` to restore"
+        );
+    }
     match s.fit {
         Some(fit) => {
             format!("query adapter in use ({fit:?}): {what}, {:.3} adapted; fitted in {} ms", s.adapted_mrr, s.fit_ms)

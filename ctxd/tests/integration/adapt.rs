@@ -94,6 +94,13 @@ fn an_adapter_fitted_on_the_history_ranks_a_jargon_worded_text_s_file_higher() {
     assert!(sel["fit"].is_object(), "{report}");
     assert!(sel["adapted_mrr"].as_f64().unwrap() > sel["base_mrr"].as_f64().unwrap(), "{report}");
     assert_eq!(report["history_commits"].as_u64(), Some(97), "{report}");
+    assert!(report.get("shuffled").is_none(), "{report}");
+    // The shuffled control is stored when asked for, judged on its own shuffled commits.
+    let control = run_ok(ctxd().args(["adapt", "--json", "--shuffled", "1", "--db"]).arg(&db));
+    let control: Value = serde_json::from_str(&control).unwrap();
+    assert_eq!(control["shuffled"].as_u64(), Some(1), "{control}");
+    assert!(control["selection"]["adapted_mrr"].as_f64().unwrap() < sel["adapted_mrr"].as_f64().unwrap(), "{control}");
+    run_ok(ctxd().args(["adapt", "--db"]).arg(&db));
     // A new text in the project's words, the vector signal alone: with the adapter the module it
     // names ranks higher than with the base model's query vector, for most code names.
     let (mut better, mut base_total, mut adapted_total) = (0, 0, 0);
