@@ -186,20 +186,7 @@ pub enum Command {
     /// Fit the index's query adapter on its recorded git history (commit messages mapped toward
     /// the files they changed), judge it on the newest commits and store it, used by `locate`
     /// only where it beat the base model there. `ctxd index` runs it at its end (`[index] adapt`).
-    Adapt {
-        #[arg(long)]
-        db: PathBuf,
-        #[command(flatten)]
-        model: ModelArgs,
-        /// Print `{"history_commits","files","selection":{...},"history_version","embed_ms",…}`.
-        #[arg(long)]
-        json: bool,
-        /// The control, for measurement only: fit on the commits with their changed files
-        /// shuffled among them (seed N) and store that fit as the adapter whatever its judgement
-        /// (`ctxd adapt` without it restores the real one).
-        #[arg(long, value_name = "SEED")]
-        shuffled: Option<u64>,
-    },
+    Adapt(crate::cmd::adapt::AdaptArgs),
     /// A file's recent commits (date, author, message) and the files that change with it, from
     /// the git history the index recorded (git sources; source folders that are git clones).
     History {

@@ -149,7 +149,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Index { path, db, config, no_embed, model, json } => {
             cmd::index::run(path.as_deref(), db.as_deref(), config.as_deref(), no_embed, &model, json).await
         }
-        Command::Adapt { db, model, json, shuffled } => cmd::adapt::run(&db, &model, json, shuffled).await,
+        Command::Adapt(args) => cmd::adapt::run(&args).await,
         Command::Mcp { db, root, config, tools, model } => mcp::run(db, root, config, tools, model).await,
         Command::Setup(args) => setup::run(args),
         Command::Doctor(args) => cmd::doctor::run(args).await,

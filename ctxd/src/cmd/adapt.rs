@@ -3,7 +3,7 @@
 //! `ctxd index` does the same at its end when `[index] adapt` is on and the history changed (a
 //! daemon does it in its background: `ctxd_pipeline::adapt_job`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use ctxd_pipeline::adapt::{adapt, AdaptOutcome, Pace};
@@ -11,10 +11,27 @@ use ctxd_pipeline::adapt::{adapt, AdaptOutcome, Pace};
 use crate::model_args::ModelArgs;
 use crate::open::{open_index, open_searcher};
 
+/// `ctxd adapt`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct AdaptArgs {
+    #[arg(long)]
+    db: PathBuf,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Print `{"history_commits","files","selection":{...},"history_version","embed_ms",…}`.
+    #[arg(long)]
+    json: bool,
+    /// The control, for measurement only: fit on the commits with their changed files
+    /// shuffled among them (seed N) and store that fit as the adapter whatever its judgement
+    /// (`ctxd adapt` without it restores the real one).
+    #[arg(long, value_name = "SEED")]
+    shuffled: Option<u64>,
+}
+
 /// `ctxd adapt --db DIR [--json] [--shuffled SEED]`.
-pub async fn run(db: &Path, model: &ModelArgs, json: bool, shuffled: Option<u64>) -> Result<()> {
-    let outcome = fit(db, model, shuffled).await?;
-    if json {
+pub async fn run(args: &AdaptArgs) -> Result<()> {
+    let outcome = fit(&args.db, &args.model, args.shuffled).await?;
+    if args.json {
         println!("{}", serde_json::to_string(&outcome)?);
     } else {
         println!("{}", describe(&outcome));
