@@ -157,6 +157,13 @@ pub enum AggregateError {
 }
 
 impl Aggregator {
+    /// The answer cache. A panic while it was held leaves at worst one entry half-put (the
+    /// requests' answers are whole), so a poisoned lock is taken over rather than failing every
+    /// later aggregate.
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// `sources` must have unique names; `cache_entries` 0 disables the cache.
     pub fn new(local: Arc<Assembler>, sources: Vec<SourceSpec>, cache_entries: usize) -> Result<Self, AggregateError> {
         let mut names = HashSet::new();
@@ -292,7 +299,7 @@ impl Aggregator {
                 _ => query.to_string(),
             };
             let key = version.map(|v| (s.name.clone(), v, scoped, share));
-            if let Some(hit) = key.as_ref().and_then(|k| self.cache.lock().unwrap().get(k).cloned()) {
+            if let Some(hit) = key.as_ref().and_then(|k| self.cache().get(k).cloned()) {
                 return Ok((hit, true, version));
             }
             let blocks = match s.kind {
@@ -308,7 +315,7 @@ impl Aggregator {
                 SourceKind::Mcp => self.mcp_context(s, query, share).await?,
             };
             if let Some(k) = key {
-                self.cache.lock().unwrap().put(k, blocks.clone());
+                self.cache().put(k, blocks.clone());
             }
             Ok::<_, String>((blocks, false, version))
         };

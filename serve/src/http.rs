@@ -25,7 +25,9 @@
 //! without it (the webhook route checks it itself, beside a git host's signature). Bodies over 64 KiB are refused (413; 3 MiB for `/v1/locate`, `/v1/graph/*`, `/v1/embeddings` and `/embed`, whose texts, diffs and batches may be long); `k` ≤ 200, budgets ≤ 1M tokens.
 //!
 //! Client mistakes (bad JSON, empty query, k out of range, unknown mode) are answered with
-//! 400 and `{"error": "..."}`; server faults with 500 and the same shape.
+//! 400 and `{"error": "..."}`; server faults with 500 and the same shape. Every answer carries
+//! an `x-request-id` header (the client's, when it sent a usable one); a handler that panics is
+//! answered 500 with `"request_id"` and logged with it, and the daemon runs on (`panics.rs`).
 //!
 //! This file is the router alone: the handlers are in `query_handlers.rs`, `tool_handlers.rs`,
 //! `status_handlers.rs`, `embed_handlers.rs`, `mcp_http.rs` and `webhook.rs`, what they share in `state.rs` and
@@ -85,11 +87,9 @@ pub fn router(state: AppState) -> Router {
     // The API's contract holds no index data: it is served without the token.
     let contract = Router::new().route("/openapi.json", get(crate::openapi::handler));
     let routes = authenticated.merge(webhook).merge(contract);
-    if ui {
-        routes.merge(crate::ui::router())
-    } else {
-        routes
-    }
+    let routes = if ui { routes.merge(crate::ui::router()) } else { routes };
+    // Outermost: every answer carries its request id; a handler's panic is answered 500.
+    routes.layer(axum::middleware::from_fn(crate::panics::answer_panics))
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves.

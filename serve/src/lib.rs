@@ -14,7 +14,8 @@
 //! * [`auth`] is the optional bearer token every endpoint but `/healthz` requires;
 //!   [`admission`] bounds the queries running and waiting (503 with `Retry-After` beyond).
 //! * [`state`] is what the HTTP handlers share, `reply.rs` how they read a request and answer;
-//!   [`webhook`] is a git host's push webhook.
+//!   [`webhook`] is a git host's push webhook; `panics.rs` gives every request an id and answers
+//!   a handler's panic 500 with it, the daemon running on.
 //! * [`ui`] is the web page at `GET /ui` (status, ask, graph, sessions over this API).
 //! * [`metrics`] names the wire's metrics; [`openapi`] is `GET /openapi.json`, the API's
 //!   contract generated from the handlers' types.
@@ -37,6 +38,7 @@ pub mod mcp_catalog;
 mod mcp_http;
 pub mod metrics;
 pub mod openapi;
+mod panics;
 mod query_handlers;
 mod reference;
 mod reply;

@@ -17,6 +17,9 @@ pub const AGGREGATE_SOURCE_TOKENS_TOTAL: &str = "ctxd_aggregate_source_tokens_to
 /// Counter: aggregate source answers served from the cache, label `source`.
 pub const AGGREGATE_CACHE_HITS_TOTAL: &str = "ctxd_aggregate_cache_hits_total";
 
+/// Counter: HTTP handlers that panicked (each answered 500 with its request id).
+pub const HANDLER_PANICS_TOTAL: &str = "ctxd_server_handler_panics_total";
+
 /// Registers every metric of this crate with its description (the `# HELP` line of a scrape)
 /// and creates the series the dashboards and alert rules read at zero (search requests, refused tokens). Called by the binary once the recorder is installed.
 pub fn describe() {
@@ -24,6 +27,11 @@ pub fn describe() {
     metrics::counter!(QUERY_REQUESTS_TOTAL, "endpoint" => "search", "mode" => "routed", "status" => "ok").increment(0);
     let _ = metrics::histogram!(QUERY_DURATION_SECONDS, "endpoint" => "search", "mode" => "routed");
     metrics::counter!(AUTH_FAILURES_TOTAL, "transport" => "http").increment(0);
+    metrics::counter!(HANDLER_PANICS_TOTAL).increment(0);
+    metrics::describe_counter!(
+        HANDLER_PANICS_TOTAL,
+        "HTTP handlers that panicked (each answered 500 with its request id)."
+    );
     metrics::describe_histogram!(QUERY_DURATION_SECONDS, "Seconds to answer a query, labels endpoint and mode.");
     metrics::describe_counter!(
         QUERY_REQUESTS_TOTAL,

@@ -128,6 +128,7 @@ impl Engine {
         let mut prim = std::ptr::null_mut();
         // SAFETY: pd is a valid primitive descriptor; destroyed right after creating from it.
         let status = unsafe { (api.dnnl_primitive_create)(&mut prim, pd) };
+        // SAFETY: pd is owned here and destroyed once; the primitive keeps its own copy of it.
         unsafe { (api.dnnl_primitive_desc_destroy)(pd) };
         check(status, "primitive create")?;
         Ok(Primitive { dnnl: self.dnnl.clone(), raw: prim, weights_md, mds })
@@ -195,8 +196,8 @@ impl Engine {
         }
         let api = &self.dnnl.api;
         let mut pd = std::ptr::null_mut();
-        // SAFETY: valid descriptors and engine.
         check(
+            // SAFETY: valid descriptors and engine.
             unsafe {
                 (api.dnnl_reorder_primitive_desc_create)(
                     &mut pd,

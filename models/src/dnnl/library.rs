@@ -133,6 +133,7 @@ pub struct Dnnl {
 // SAFETY: the function table is plain function pointers into a library that stays loaded
 // (`_lib`) for as long as any clone lives; oneDNN's C API is thread-safe for what ctxd calls.
 unsafe impl Send for Dnnl {}
+// SAFETY: as for `Send`: shared references only call the thread-safe C API through the table.
 unsafe impl Sync for Dnnl {}
 
 /// Candidate paths for `libdnnl.so.3`, in search order (the module docs list it).
@@ -217,8 +218,8 @@ impl Dnnl {
     /// A plain (strided) memory descriptor.
     pub fn md(&self, dims: &[i64], strides: &[i64], dt: DataType) -> Result<Md, ModelError> {
         let mut md = std::ptr::null_mut();
-        // SAFETY: dims/strides have `dims.len()` elements each.
         check(
+            // SAFETY: dims/strides have `dims.len()` elements each.
             unsafe {
                 (self.api.dnnl_memory_desc_create_with_strides)(
                     &mut md,
@@ -245,8 +246,8 @@ impl Dnnl {
     /// A descriptor with layout left to the primitive (`format_tag::any`).
     pub fn any(&self, dims: &[i64], dt: DataType) -> Result<Md, ModelError> {
         let mut md = std::ptr::null_mut();
-        // SAFETY: dims has `dims.len()` elements.
         check(
+            // SAFETY: dims has `dims.len()` elements.
             unsafe {
                 (self.api.dnnl_memory_desc_create_with_tag)(
                     &mut md,
@@ -278,6 +279,7 @@ pub struct Md {
 
 // SAFETY: a memory descriptor is an immutable value once created.
 unsafe impl Send for Md {}
+// SAFETY: as for `Send`: an immutable value is read from any thread.
 unsafe impl Sync for Md {}
 
 impl Md {

@@ -68,9 +68,9 @@ fn grow(buf: &mut Vec<u8>, bytes: usize) {
 }
 
 fn as_u16(buf: &mut [u8]) -> &mut [u16] {
-    // SAFETY: Vec<u8> buffers here are only reinterpreted at even lengths; u16 needs 2-byte
-    // alignment, which allocations of the global allocator always have.
     assert_eq!(buf.as_ptr() as usize % 4, 0);
+    // SAFETY: Vec<u8> buffers here are only reinterpreted at even lengths; u16 needs 2-byte
+    // alignment, which allocations of the global allocator always have (asserted above).
     unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast(), buf.len() / 2) }
 }
 
