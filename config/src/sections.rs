@@ -386,7 +386,7 @@ pub struct StageTuning {
     pub workers: usize,
 }
 
-/// `[pipeline]`: the stage graph.
+/// `[pipeline]`: the stages' queues and workers.
 #[derive(Debug, Clone)]
 pub struct PipelineConfig {
     pub load: StageTuning,

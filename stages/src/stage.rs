@@ -1,4 +1,4 @@
-//! The component traits the stage-graph runtime (`ctxd-pipeline`'s `graph`) runs: a [`Stage`]
+//! The component traits the pipeline's stage tasks (`ctxd-pipeline`'s `stage_tasks`) run: a [`Stage`]
 //! maps one item to zero or one item, a [`BatchStage`] takes batches capped by a weight (e.g.
 //! tokens), a [`Sink`] consumes batches (commits). Each stage module implements its own next to
 //! its logic (`load::stage`, `chunk::stage`, `embed::stage`, `upsert::stage`).
@@ -39,7 +39,7 @@ pub trait Sink: Send + Sync + 'static {
     fn weight(&self, item: &Self::In) -> usize;
     /// Writes a batch.
     fn write(&self, items: Vec<Self::In>) -> impl Future<Output = Result<(), StageError>> + Send;
-    /// Upkeep after a batch was written and its items counted out of the graph (index
+    /// Upkeep after a batch was written and its items counted out of the pipeline (index
     /// maintenance): kept out of [`Sink::write`] so that a commit readers can already see is not
     /// still counted in flight — changed and not committed — while it runs.
     fn after_write(&self) -> impl Future<Output = ()> + Send {
