@@ -14,12 +14,15 @@
 //!   ARCHITECTURE.md's `## Words` table lies in a crate of the word's row, and no public type name
 //!   is declared twice in the workspace;
 //! - **Markdown links lead somewhere** (`links.rs`): every relative link of every `*.md` file
-//!   names a file that exists, and its `#anchor` a heading of the Markdown file it points into.
+//!   names a file that exists, and its `#anchor` a heading of the Markdown file it points into;
+//! - **short commit subjects** (`commits.rs`): every commit after the rule's start has a subject of
+//!   at most 72 characters (its own test in `tests/house.rs`, as it reads git, not the tree).
 //!
 //! Formatting and lints are checked by `cargo fmt --check` and `cargo clippy` in
 //! `scripts/test.sh`; this crate has no dependencies, so it builds in seconds and runs first.
 
 pub mod codemap;
+pub mod commits;
 pub mod cycles;
 pub mod deps;
 pub mod lexer;
