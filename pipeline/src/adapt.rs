@@ -196,28 +196,33 @@ pub async fn adapt(
     pace: &mut Pace,
     shuffled: Option<u64>,
 ) -> Result<Option<AdaptOutcome>, PipelineError> {
-    let version = index.history_version().await?;
     let Some(m) = pace.step(material(index)).await else { return Ok(None) };
     let mut m = m?;
+    // Read after the history: it holds nothing newer than this version, so a view of an older
+    // history (which the stored row's version keeps it from) never gets commits after its own.
+    let version = index.history_version().await?;
     if let Some(seed) = shuffled {
         shuffle(&mut m.changed, seed);
     }
     let mut queries = Vec::with_capacity(m.summaries.len());
     let mut embed_ms = 0;
     for batch in m.summaries.chunks(BATCH) {
-        let at = Instant::now();
-        let Some(vectors) = pace.step(embed.embed_queries_bulk(batch.to_vec())).await else { return Ok(None) };
+        let timed = async {
+            let at = Instant::now();
+            (embed.embed_queries_bulk(batch.to_vec()).await, at.elapsed())
+        };
+        let Some((vectors, took)) = pace.step(timed).await else { return Ok(None) };
         queries.extend(vectors?);
-        embed_ms += at.elapsed().as_millis() as u64;
+        embed_ms += took.as_millis() as u64;
     }
     let examples: Vec<Example> =
         queries.into_iter().zip(m.changed).map(|(query, files)| Example { query, files }).collect();
     let (dim, vectors) = (index.dim(), m.vectors);
     let fit = tokio::task::spawn_blocking(move || fit(&examples, &vectors, dim, shuffled.is_some()));
     let Some(fitted) = pace.step(fit).await else { return Ok(None) };
-    let (kept, selection) = fitted
-        .expect("the adapter fit panicked")
-        .map_err(|source| PipelineError::Adapt { db: index.uri().to_string(), source })?;
+    let db = || index.uri().to_string();
+    let fitted = fitted.map_err(|e| PipelineError::AdaptPanicked { db: db(), message: e.to_string() })?;
+    let (kept, selection) = fitted.map_err(|source| PipelineError::Adapt { db: db(), source })?;
     let mut outcome = AdaptOutcome {
         history_commits: m.history_commits,
         files: m.files,
@@ -235,12 +240,27 @@ pub async fn adapt(
             history_version: version,
             newest: m.newest,
             weights: kept.map(|a| a.to_bytes()).unwrap_or_default(),
-            report: serde_json::to_string(&outcome.selection).unwrap_or_default(),
+            report: report(&outcome.selection, shuffled),
         };
         store(index.uri(), &row).await?;
     }
     (outcome.busy_ms, outcome.wall_ms) = (pace.busy.as_millis() as u64, pace.started.elapsed().as_millis() as u64);
     Ok(Some(outcome))
+}
+
+/// The stored report: the judgement, and `"control": "shuffled"` on the control, so a daemon
+/// replaces it with a real fit ([`is_control`]).
+fn report(selection: &Selection, shuffled: Option<u64>) -> String {
+    let mut json = serde_json::to_value(selection).unwrap_or_default();
+    if let (Some(_), Some(o)) = (shuffled, json.as_object_mut()) {
+        o.insert("control".into(), "shuffled".into());
+    }
+    json.to_string()
+}
+
+/// Whether a stored report is the shuffled control's (see [`adapt`]).
+pub fn is_control(report: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(report).is_ok_and(|v| v.get("control").is_some())
 }
 
 /// [`select`]'s fit and judgement; with `forced` (the shuffled control) a fit refused by the
@@ -308,15 +328,27 @@ mod tests {
         let (busy, wall) = (pace.busy, pace.started.elapsed());
         assert!(busy >= Duration::from_millis(120), "{busy:?}");
         assert!(busy.as_secs_f64() <= 0.5 * wall.as_secs_f64() + 0.01, "busy {busy:?} of {wall:?}");
-        // Told to stop during a step's rest: the step's result is dropped, and so is the next.
+        // Told to stop during a step: its result is dropped, and the next step does not run.
+        assert!(pace.step(async { tx.send(true).unwrap() }).await.is_none());
+        assert!(pace.step(async { unreachable!("a stopped pace runs no step") }).await.is_none());
+        // A long rest (1 % share) ends at the stop signal.
+        let (tx, rx) = watch::channel(false);
+        let mut slow = Pace::new(0.01, rx);
         let stopper = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
             tx.send(true).unwrap();
         });
         let at = Instant::now();
-        assert!(pace.step(async { std::thread::sleep(Duration::from_millis(40)) }).await.is_none());
-        assert!(at.elapsed() < Duration::from_secs(2), "a rest ends at the stop signal");
+        assert!(slow.step(async { std::thread::sleep(Duration::from_millis(40)) }).await.is_none());
+        assert!(at.elapsed() < Duration::from_secs(3), "the 4 s rest ended at the stop signal");
         stopper.await.unwrap();
-        assert!(pace.step(async {}).await.is_none());
+    }
+
+    #[test]
+    fn the_control_is_marked_in_its_report() {
+        let s = Selection { commits: 40, held_out: 10, base_mrr: 0.2, adapted_mrr: 0.1, fit: None, fit_ms: 1 };
+        assert!(is_control(&report(&s, Some(1))));
+        assert!(!is_control(&report(&s, None)));
+        assert!(!is_control(""));
     }
 }

@@ -41,9 +41,9 @@ pub(crate) async fn run(
         _ = scanned.wait_ready() => {}
         _ = shutdown.wait_for(|s| *s) => return,
     }
-    let mut last: Option<Instant> = None;
+    let (mut last, mut seen): (Option<Instant>, u64) = (None, 0);
     loop {
-        if last.is_none_or(|t| t.elapsed() >= job.every) && due(&index).await {
+        if last.is_none_or(|t| t.elapsed() >= job.every) && due(&index, &mut seen).await {
             last = Some(Instant::now());
             if !fit_once(&index, &embed, &job, &shutdown).await {
                 return;
@@ -56,8 +56,11 @@ pub(crate) async fn run(
     }
 }
 
-/// Whether the index has a history the stored adapter was not fitted on.
-async fn due(index: &Index) -> bool {
+/// Whether the index has a history the stored adapter was not fitted on: none stored, the
+/// shuffled control stored (`ctxd adapt --shuffled`), or a history whose newest commit differs.
+/// A new table version with the same newest commit (the maintenance pass compacting the history
+/// table) is no reason to fit again; `seen` is the last version so judged, not read twice.
+async fn due(index: &Index, seen: &mut u64) -> bool {
     let version = match index.history_version().await {
         Ok(v) => v,
         Err(e) => {
@@ -65,8 +68,32 @@ async fn due(index: &Index) -> bool {
             return false;
         }
     };
-    let stored = index.stored_adapter().await.ok().flatten();
-    version > 0 && stored.is_none_or(|s| s.history_version != version)
+    if version == 0 || version == *seen {
+        return false;
+    }
+    let stored = match index.stored_adapter().await {
+        Ok(Some(s)) if !crate::adapt::is_control(&s.report) => s,
+        Ok(_) => return true,
+        Err(e) => {
+            tracing::warn!("query adapter: reading the stored adapter: {e}");
+            return false;
+        }
+    };
+    if stored.history_version == version {
+        *seen = version;
+        return false;
+    }
+    match index.file_history().await {
+        Ok(h) if h.newest == stored.newest => {
+            *seen = version;
+            false
+        }
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!("query adapter: reading the history: {e}");
+            false
+        }
+    }
 }
 
 /// One paced fit, logged and counted; false when shutdown stopped it.
@@ -77,10 +104,11 @@ async fn fit_once(index: &Index, embed: &EmbedService, job: &AdaptJob, shutdown:
     metrics::gauge!(m::ADAPT_RUNNING).set(1.0);
     let result = adapt(index, embed, &mut pace, None).await;
     metrics::gauge!(m::ADAPT_RUNNING).set(0.0);
+    // Every run, finished or not, so that busy seconds over run seconds is the share kept.
     metrics::gauge!(m::ADAPT_BUSY_SECONDS_TOTAL).increment(pace.busy().as_secs_f64());
+    metrics::histogram!(m::ADAPT_RUN_SECONDS).record(started.elapsed().as_secs_f64());
     let outcome = match result {
         Ok(Some(o)) => {
-            metrics::histogram!(m::ADAPT_RUN_SECONDS).record(started.elapsed().as_secs_f64());
             record(&o);
             if o.selection.fit.is_some() {
                 "kept"

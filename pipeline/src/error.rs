@@ -22,6 +22,8 @@ pub enum PipelineError {
         #[source]
         source: ctxd_models::adapter::AdapterError,
     },
+    #[error("fitting the query adapter of {db}: the fit panicked ({message}); `ctxd adapt` retries")]
+    AdaptPanicked { db: String, message: String },
     #[error(transparent)]
     Model(#[from] ctxd_models::error::ModelError),
     #[error(transparent)]

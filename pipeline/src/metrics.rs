@@ -38,7 +38,7 @@ pub const SOURCE_RELOADS_TOTAL: &str = "ctxd_pipeline_source_reloads_total";
 pub const ADAPT_RUNS_TOTAL: &str = "ctxd_adapt_runs_total";
 /// Gauge (only increases): seconds those fits worked (their rests left out).
 pub const ADAPT_BUSY_SECONDS_TOTAL: &str = "ctxd_adapt_busy_seconds_total";
-/// Histogram: wall-clock seconds of a finished background fit, rests included.
+/// Histogram: wall-clock seconds of a background fit (finished, stopped or failed), rests included.
 pub const ADAPT_RUN_SECONDS: &str = "ctxd_adapt_run_duration_seconds";
 /// Gauge: 1 while a background fit runs.
 pub const ADAPT_RUNNING: &str = "ctxd_adapt_running_bool";
@@ -115,7 +115,7 @@ fn describe_adapt() {
     );
     metrics::describe_histogram!(
         ADAPT_RUN_SECONDS,
-        "Wall-clock seconds of a finished background fit of the query adapter, rests included."
+        "Wall-clock seconds of a background fit of the query adapter (finished, stopped or failed), rests included."
     );
     metrics::describe_gauge!(ADAPT_IN_USE, "1 while the last fit's query adapter is in use, 0 when it was refused.");
     metrics::describe_gauge!(

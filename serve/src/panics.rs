@@ -8,7 +8,9 @@
 //! request id, method, route and the panic's message, counted
 //! (`ctxd_server_handler_panics_total`), and answered `500 {"error": "...", "request_id": "..."}`,
 //! so the client can quote the id and the operator find the log line. (A panic in a task a
-//! handler spawned is that task's `JoinError`, answered by the handler as any other fault.)
+//! handler spawned is that task's `JoinError`, answered by the handler as any other fault; one
+//! while a streamed body is sent — `/v1/context/stream`, MCP's event stream — comes after this
+//! layer has answered, and ends that connection only.)
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
