@@ -4,8 +4,8 @@
 
 use crate::error::{ConfigErrors, Problem};
 use crate::named::NamedSource;
-use crate::sections::Config;
 use crate::server::{MAX_RERANK_DEPTH, MAX_STALE_ANSWER_MS};
+use crate::settings::Config;
 
 /// Checks of the values; every problem is reported (the message names its keys).
 pub(crate) fn check(cfg: &Config) -> Result<(), ConfigErrors> {

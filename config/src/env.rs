@@ -1,7 +1,7 @@
 //! Environment overrides: `CTXD_<SECTION>_<KEY>=value` sets `<section>.<key>` on top of the
 //! file, before the raw layer reads it; problems with such a key name the variable.
 
-use crate::sections::PipelineConfig;
+use crate::settings::PipelineConfig;
 
 /// An override: the variable's name, the key's path, the value.
 pub type Override = (String, Vec<String>, toml::Value);

@@ -3,7 +3,7 @@
 //!
 //! Two steps: `raw` reads the TOML as written (every key optional, wrong types and unknown
 //! keys kept, not raised), `validate` builds the [`Config`] from it with the defaults
-//! ([`sections`]) and checks the values; every problem (unknown key, wrong type, missing
+//! ([`settings`]) and checks the values; every problem (unknown key, wrong type, missing
 //! key, bad value) goes into one [`ConfigErrors`], each with its key path and where it was set
 //! (its line in the file, or the `CTXD_*` variable of an override, [`env`]).
 //!
@@ -39,15 +39,15 @@ mod named;
 mod raw;
 #[cfg(test)]
 mod reference;
-mod sections;
 mod server;
+mod settings;
 mod validate;
 
 pub use env::{env_overrides, Override};
 pub use error::{ConfigError, ConfigErrors, Problem};
 pub use named::NamedSource;
-pub use sections::*;
 pub use server::*;
+pub use settings::*;
 
 impl Config {
     /// Parses TOML text; `origin` names the file in errors. Relative paths in the file are

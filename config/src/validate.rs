@@ -15,8 +15,8 @@ use crate::raw::{
 use std::path::PathBuf;
 
 use crate::named::{glob_problem, name_problem, NamedSource};
-use crate::sections::{Config, SourceConfig, StageTuning};
 use crate::server::AggregateSourceConfig;
+use crate::settings::{Config, SourceConfig, StageTuning};
 
 /// Collects the problems of one configuration while building it.
 struct Checker<'a> {

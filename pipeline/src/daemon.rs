@@ -508,7 +508,7 @@ impl Running {
 /// The chunk budget `[chunk]` asks for, fitted to a model's token window
 /// ([`ChunkConfig::fitted_to`]), and why it changed where it did. The daemon and `ctxd chunk`
 /// both take theirs from here, so what `ctxd chunk` prints is what an index holds.
-pub fn chunk_budget(chunk: &ctxd_config::ChunkSection, window: usize) -> (ChunkConfig, Option<String>) {
+pub fn chunk_budget(chunk: &ctxd_config::ChunkSizes, window: usize) -> (ChunkConfig, Option<String>) {
     ChunkConfig {
         max_tokens: chunk.max_tokens,
         overlap_tokens: chunk.overlap_tokens,

@@ -18,7 +18,7 @@ pub struct Config {
     pub named: Vec<NamedSource>,
     pub index: IndexConfig,
     pub model: ModelConfig,
-    pub chunk: ChunkSection,
+    pub chunk: ChunkSizes,
     pub pipeline: PipelineConfig,
     pub server: ServerConfig,
     pub aggregate: AggregateConfig,
@@ -356,7 +356,7 @@ impl ModelConfig {
 
 /// `[chunk]`: chunk sizes.
 #[derive(Debug, Clone)]
-pub struct ChunkSection {
+pub struct ChunkSizes {
     pub max_tokens: usize,
     pub overlap_tokens: usize,
     /// Whole code definitions below this many tokens are merged with sibling definitions…
@@ -365,7 +365,7 @@ pub struct ChunkSection {
     pub merge_tokens: usize,
 }
 
-impl Default for ChunkSection {
+impl Default for ChunkSizes {
     fn default() -> Self {
         let d = ctxd_stages::chunk::ChunkConfig::default();
         Self {
