@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::graph::cache::GraphCache;
 use crate::graph::impact::{impact, parse_diff, Change};
 use crate::graph::repo_map::{central_files, repo_map, RepoMap};
-use crate::graph::tools;
+use crate::graph::uses;
 use crate::locate::request::{LocateRequest, MAX_LOCATE_K};
 use crate::locate::Locator;
 use ctxd_index::scope::SourceScope;
@@ -283,8 +283,8 @@ impl GraphTools {
         let limit = usize_arg(args, "limit", 50, 1000)?;
         let g = self.graph(as_of, source).await?;
         let answer = match tool {
-            GraphTool::Callers => tools::callers(&g.code, symbol, limit)?,
-            GraphTool::Callees => tools::callees(&g.code, symbol, limit)?,
+            GraphTool::Callers => uses::callers(&g.code, symbol, limit)?,
+            GraphTool::Callees => uses::callees(&g.code, symbol, limit)?,
             _ => {
                 let kinds = strings_arg(args, "kinds")?
                     .iter()
@@ -293,7 +293,7 @@ impl GraphTools {
                             .map_err(|e: ctxd_index::edges::UnknownEdgeKind| SearchError::BadRequest(e.to_string()))
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                tools::references(&g.code, symbol, &kinds, limit)?
+                uses::references(&g.code, symbol, &kinds, limit)?
             }
         };
         to_json(answer)
@@ -311,8 +311,8 @@ impl GraphTools {
         let path = str_arg(args, "path")?;
         let g = self.graph(as_of, source).await?;
         let answer = match tool {
-            GraphTool::Imports => tools::imports(&g.code, path)?,
-            _ => tools::imported_by(&g.code, path)?,
+            GraphTool::Imports => uses::imports(&g.code, path)?,
+            _ => uses::imported_by(&g.code, path)?,
         };
         to_json(answer)
     }

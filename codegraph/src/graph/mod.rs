@@ -11,13 +11,13 @@
 //!   (`self.x` / `this.x` → a member of the enclosing class), the same file, the names the file
 //!   imports (following one re-export hop through a package's `__init__.py`/`index.ts`/`mod.rs`),
 //!   then a name unique in the project; an edge that resolves to nothing keeps its name
-//!   ([`tools`] answers name-only uses as unresolved references);
+//!   ([`uses`] answers name-only uses as unresolved references);
 //! * **contains** come from the symbols' `parent`; **tests** are the imports and calls of test
 //!   files and test functions ([`is_test_path`]).
 //!
 //! [`build::build`] makes a [`CodeGraph`]; [`cache::GraphCache`] keeps one per index version (built
 //! in a blocking task, shared by every request of that version) with its [`def_index::DefIndex`]
-//! (the definitions as words, for localization); [`tools`] answers
+//! (the definitions as words, for localization); [`uses`] answers
 //! `find_references`, `callers`, `callees`, `imports`, `imported_by`; [`impact`] ranks what a
 //! change touches; [`rank`] is the file-level propagation (personalised PageRank) that
 //! localization and `repo_map` use; [`repo_map`] packs an aider-style map into a token budget.
@@ -29,7 +29,7 @@ pub mod impact;
 pub mod rank;
 pub mod repo_map;
 pub mod resolve;
-pub mod tools;
+pub mod uses;
 
 use std::collections::HashMap;
 

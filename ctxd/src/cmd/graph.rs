@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use ctxd_codegraph::graph::cache::GraphCache;
 use ctxd_codegraph::graph::impact::{impact, parse_diff, Change, ImpactAnswer};
-use ctxd_codegraph::graph::tools::{self, FileAnswer, SymbolAnswer};
+use ctxd_codegraph::graph::uses::{self, FileAnswer, SymbolAnswer};
 use ctxd_codegraph::locate::request::LocateRequest;
 use ctxd_codegraph::tools::GraphTools;
 
@@ -173,23 +173,23 @@ pub async fn graph(action: GraphAction) -> Result<()> {
     match action {
         GraphAction::References(SymbolArgs { symbol, db, limit, json }) => {
             let g = graph_of(&db).await?;
-            print_symbol_answer(&tools::references(&g.code, &symbol, &[], limit)?, json)
+            print_symbol_answer(&uses::references(&g.code, &symbol, &[], limit)?, json)
         }
         GraphAction::Callers(SymbolArgs { symbol, db, limit, json }) => {
             let g = graph_of(&db).await?;
-            print_symbol_answer(&tools::callers(&g.code, &symbol, limit)?, json)
+            print_symbol_answer(&uses::callers(&g.code, &symbol, limit)?, json)
         }
         GraphAction::Callees(SymbolArgs { symbol, db, limit, json }) => {
             let g = graph_of(&db).await?;
-            print_symbol_answer(&tools::callees(&g.code, &symbol, limit)?, json)
+            print_symbol_answer(&uses::callees(&g.code, &symbol, limit)?, json)
         }
         GraphAction::Imports(FileArgs { path, db, json }) => {
             let g = graph_of(&db).await?;
-            print_file_answer(&tools::imports(&g.code, &path)?, json)
+            print_file_answer(&uses::imports(&g.code, &path)?, json)
         }
         GraphAction::ImportedBy(FileArgs { path, db, json }) => {
             let g = graph_of(&db).await?;
-            print_file_answer(&tools::imported_by(&g.code, &path)?, json)
+            print_file_answer(&uses::imported_by(&g.code, &path)?, json)
         }
         GraphAction::Impact { paths, diff, db, limit, json } => {
             let changes = changes_of(paths, diff.as_deref())?;
