@@ -8,7 +8,9 @@ the answers' `timings.embed_ms` (the step that embeds the text and applies the a
 
     python3 benches/adapter_cost.py --ctxd BIN --db DIR [--n 30]
 """
-import argparse, json, re, statistics, subprocess, threading, time, urllib.request
+import argparse, json, statistics, time
+
+from ctxd_daemon import post, start_serve
 
 
 def main():
@@ -17,22 +19,11 @@ def main():
     ap.add_argument("--db", required=True)
     ap.add_argument("--n", type=int, default=30)
     args = ap.parse_args()
-    p = subprocess.Popen([args.ctxd, "serve", "--role", "reader", "--db", args.db, "--listen", "127.0.0.1:0",
-                          "--flight-listen", ""], stderr=subprocess.PIPE, text=True)
-    base = None
-    for line in p.stderr:
-        m = re.search(r"listening on (http://\S+)", line)
-        if m:
-            base = m.group(1)
-            break
-    threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
+    proc, base, _ = start_serve(args.ctxd, ["--role", "reader", "--db", args.db], ready_within=300)
 
     def ask(text, no_adapter):
-        body = json.dumps({"text": text, "k": 10, "no_adapter": no_adapter}).encode()
-        req = urllib.request.Request(base + "/v1/locate", body, {"Content-Type": "application/json"})
         t = time.perf_counter()
-        with urllib.request.urlopen(req, timeout=300) as r:
-            answer = json.load(r)
+        answer = post(base, "/v1/locate", {"text": text, "k": 10, "no_adapter": no_adapter}, timeout=300)
         return answer, (time.perf_counter() - t) * 1000
 
     try:
@@ -48,7 +39,8 @@ def main():
             print(json.dumps({"adapter": not no, "adapted_answers": sum(r[2] for r in rows[no]), "n": len(w),
                               "embed_ms_mean": round(statistics.mean(e), 3), "wall_ms_median": round(statistics.median(w), 1)}))
     finally:
-        p.terminate()
+        proc.terminate()
+        proc.wait(timeout=60)
 
 
 if __name__ == "__main__":

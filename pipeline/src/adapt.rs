@@ -258,6 +258,22 @@ fn report(selection: &Selection, shuffled: Option<u64>) -> String {
     json.to_string()
 }
 
+/// Whether `index`'s adapter is to be fitted again on its history at `version` (> 0): none is
+/// stored, the shuffled control is (`ctxd adapt --shuffled`), or the history's newest commit is
+/// not the one the stored fit saw. A new table version with the same newest commit (the
+/// maintenance pass compacting the history table) is no reason. The one rule of the end of
+/// `ctxd index` and of a daemon's background job.
+pub async fn due(index: &Index, version: u64) -> Result<bool, PipelineError> {
+    let stored = match index.stored_adapter().await? {
+        Some(s) if !is_control(&s.report) => s,
+        _ => return Ok(true),
+    };
+    if stored.history_version == version {
+        return Ok(false);
+    }
+    Ok(index.file_history().await?.newest != stored.newest)
+}
+
 /// Whether a stored report is the shuffled control's (see [`adapt`]).
 pub fn is_control(report: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(report).is_ok_and(|v| v.get("control").is_some())

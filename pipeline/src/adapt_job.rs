@@ -56,10 +56,8 @@ pub(crate) async fn run(
     }
 }
 
-/// Whether the index has a history the stored adapter was not fitted on: none stored, the
-/// shuffled control stored (`ctxd adapt --shuffled`), or a history whose newest commit differs.
-/// A new table version with the same newest commit (the maintenance pass compacting the history
-/// table) is no reason to fit again; `seen` is the last version so judged, not read twice.
+/// Whether the history at its current version is due a fit ([`crate::adapt::due`]); `seen` is
+/// the last version judged not due, so an unchanged table is not read again every poll.
 async fn due(index: &Index, seen: &mut u64) -> bool {
     let version = match index.history_version().await {
         Ok(v) => v,
@@ -71,26 +69,14 @@ async fn due(index: &Index, seen: &mut u64) -> bool {
     if version == 0 || version == *seen {
         return false;
     }
-    let stored = match index.stored_adapter().await {
-        Ok(Some(s)) if !crate::adapt::is_control(&s.report) => s,
-        Ok(_) => return true,
-        Err(e) => {
-            tracing::warn!("query adapter: reading the stored adapter: {e}");
-            return false;
-        }
-    };
-    if stored.history_version == version {
-        *seen = version;
-        return false;
-    }
-    match index.file_history().await {
-        Ok(h) if h.newest == stored.newest => {
+    match crate::adapt::due(index, version).await {
+        Ok(true) => true,
+        Ok(false) => {
             *seen = version;
             false
         }
-        Ok(_) => true,
         Err(e) => {
-            tracing::warn!("query adapter: reading the history: {e}");
+            tracing::warn!("query adapter: reading the stored adapter and the history: {e}");
             false
         }
     }

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use ctxd_pipeline::adapt::{adapt, AdaptOutcome, Pace};
+use ctxd_pipeline::adapt::{adapt, due, AdaptOutcome, Pace};
 
 use crate::model_args::ModelArgs;
 use crate::open::{open_index, open_searcher};
@@ -50,12 +50,12 @@ async fn fit(db: &Path, model: &ModelArgs, shuffled: Option<u64>) -> Result<Adap
     outcome.context("an unpaced fit has no stop signal, yet it stopped")
 }
 
-/// After `ctxd index`: fits the adapter when the index has a history it was not fitted on.
+/// After `ctxd index`: fits the adapter when the index's history is due one
+/// ([`ctxd_pipeline::adapt::due`], the daemon's rule too).
 pub async fn after_index(db: &Path, model: &ModelArgs) -> Result<()> {
     let index = open_index(db).await?;
     let version = index.history_version().await?;
-    let stored = index.stored_adapter().await?;
-    if version == 0 || stored.is_some_and(|s| s.history_version == version) {
+    if version == 0 || !due(&index, version).await? {
         return Ok(());
     }
     let outcome = fit(db, model, None).await?;
