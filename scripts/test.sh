@@ -79,6 +79,9 @@ if (( $# == 0 )); then
     # The training-pair miner (train/mine_pairs.py) on a fixture repository, through this build's
     # `ctxd chunk`.
     CTXD_BIN="$CARGO_TARGET_DIR/debug/ctxd" python3 -m unittest train/test_mine_pairs.py
+    # The generic query adapter's fits (train/fit_query_adapter.py; numpy, from the test venv) and
+    # its vector cache through this build's `ctxd embed`.
+    CTXD_BIN="$CARGO_TARGET_DIR/debug/ctxd" "$venv/bin/python" -m unittest train/test_fit_query_adapter.py
     # The trainer's gradient caching and weight interpolation on the real default model, with the
     # training venv's torch where it is installed (train/README.md); each test says it skipped without.
     train_python="$cache/ctxd/train-venv/bin/python"
