@@ -115,9 +115,6 @@ fn check_chunk_and_model(cfg: &Config, errs: &mut Problems) {
     for e in cfg.model.runtime().validate() {
         errs.add("model", format!("model: {e}"));
     }
-    if let Some(e) = cfg.model.endpoint_kind_error() {
-        errs.add("model.endpoint_kind", format!("model: {e}"));
-    }
 }
 
 /// `[server]` addresses, sessions, the reader's poll, admission, rescoring and stale answers.

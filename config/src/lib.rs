@@ -238,6 +238,25 @@ mod tests {
     }
 
     #[test]
+    fn a_closed_set_refuses_an_unknown_word_naming_key_line_value_and_the_valid_ones() {
+        let text = "[model]\ndevice = \"gpu\"\nprecision = \"bf16\"\nbackend = \"onnx\"\nendpoint_kind = \"ollama\"\n";
+        let err = Config::from_toml(text, Path::new("c.toml")).unwrap_err().to_string();
+        for want in [
+            "line 2: model.device: 'gpu' is not auto, cpu or cuda:N",
+            "line 4: model.backend: 'onnx' is not auto, onednn or candle",
+            "line 5: model.endpoint_kind: 'ollama' is not openai or tei",
+        ] {
+            assert!(err.contains(want), "missing '{want}' in: {err}");
+        }
+        let env = env_overrides(vars(&[("CTXD_MODEL_PRECISION", "int8")]));
+        let err = Config::from_toml_with("", Path::new("c.toml"), env).unwrap_err().to_string();
+        assert!(err.contains("CTXD_MODEL_PRECISION: model.precision: 'int8' is not auto, f32, bf16 or f16"), "{err}");
+        let cfg = Config::from_toml("[model]\ndevice = \"cuda:1\"\nendpoint_kind = \"tei\"\n", Path::new("c.toml"));
+        let model = cfg.unwrap().model;
+        assert_eq!((model.device.to_string(), model.endpoint_kind.as_str()), ("cuda:1".into(), "tei"));
+    }
+
+    #[test]
     fn type_errors_missing_keys_and_bad_values_make_one_report_with_key_paths() {
         let text = "[chunk]\nmax_tokens = 8\n[pipeline]\nload = { capacity = 2 }\n[server]\nlisten = 5\n";
         let Err(ConfigError::Invalid { errors, .. }) = Config::from_toml(text, Path::new("c.toml")) else {

@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 
+use ctxd_models::choice::{BackendChoice, DeviceChoice, EndpointKind, PrecisionChoice};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
@@ -149,12 +150,12 @@ pub(crate) struct RawModel {
     pub max_batch_texts: Key<usize>,
     pub indexing_share_percent: Key<usize>,
     pub indexing_share_waiting_percent: Key<usize>,
-    pub device: Key<String>,
-    pub precision: Key<String>,
-    pub backend: Key<String>,
+    pub device: Key<DeviceChoice>,
+    pub precision: Key<PrecisionChoice>,
+    pub backend: Key<BackendChoice>,
     pub threads: Key<usize>,
     pub endpoint: Key<String>,
-    pub endpoint_kind: Key<String>,
+    pub endpoint_kind: Key<EndpointKind>,
     pub endpoint_batch: Key<usize>,
     pub endpoint_in_flight: Key<usize>,
     pub endpoint_timeout_secs: Key<u64>,

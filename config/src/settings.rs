@@ -6,6 +6,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ctxd_models::choice::{BackendChoice, DeviceChoice, EndpointKind, PrecisionChoice};
+
 use crate::named::{mirror_of, NamedSource};
 use crate::server::{AggregateConfig, LocateConfig, RerankConfig, ServerConfig};
 
@@ -270,18 +272,18 @@ pub struct ModelConfig {
     pub indexing_share_waiting_percent: usize,
     /// `auto` (the GPU when the binary has CUDA and one answers, else the CPU), `cpu` or
     /// `cuda:N` (CUDA needs a `--features cuda` build: scripts/build-cuda.sh).
-    pub device: String,
+    pub device: DeviceChoice,
     /// `auto` (bf16 where native and faster than f32, else f32; f16 on a GPU), `f32`, `bf16`;
     /// `f16` on CUDA.
-    pub precision: String,
+    pub precision: PrecisionChoice,
     /// `auto` (the fast oneDNN CPU path when installed, else candle), `onednn` or `candle`.
-    pub backend: String,
+    pub backend: BackendChoice,
     /// Embedding worker threads of the CPU path; 0 = one per core.
     pub threads: usize,
     /// An embedding server to embed through (`http://host:port`); empty: the model runs here.
     pub endpoint: String,
     /// `openai` (`POST /v1/embeddings`) or `tei` (`POST /embed`).
-    pub endpoint_kind: String,
+    pub endpoint_kind: EndpointKind,
     /// Texts per request to the endpoint.
     pub endpoint_batch: usize,
     /// Requests to the endpoint in flight at once.
@@ -300,20 +302,20 @@ pub struct ModelConfig {
 impl Default for ModelConfig {
     fn default() -> Self {
         let rt = ctxd_models::runtime::Runtime::default();
-        let endpoint = ctxd_models::remote::Endpoint::new("", ctxd_models::remote::EndpointKind::OpenAi);
+        let endpoint = ctxd_models::remote::Endpoint::new("", EndpointKind::default());
+        let service = ctxd_models::service::EmbedServiceConfig::default();
         Self {
             name: ctxd_models::resolve::DEFAULT_MODEL.to_string(),
-            max_batch_tokens: 8192,
-            max_batch_texts: 64,
-            indexing_share_percent: ctxd_models::service::EmbedServiceConfig::default().bulk_share_percent,
-            indexing_share_waiting_percent: ctxd_models::service::EmbedServiceConfig::default()
-                .bulk_share_waiting_percent,
+            max_batch_tokens: service.max_batch_tokens,
+            max_batch_texts: service.max_batch_texts,
+            indexing_share_percent: service.bulk_share_percent,
+            indexing_share_waiting_percent: service.bulk_share_waiting_percent,
             device: rt.device,
             precision: rt.precision,
             backend: rt.backend,
             threads: rt.threads,
             endpoint: endpoint.url,
-            endpoint_kind: endpoint.kind.as_str().into(),
+            endpoint_kind: endpoint.kind,
             endpoint_batch: endpoint.batch,
             endpoint_in_flight: endpoint.in_flight,
             endpoint_timeout_secs: endpoint.timeout_secs,
@@ -325,32 +327,26 @@ impl Default for ModelConfig {
 }
 
 impl ModelConfig {
-    /// The runtime settings for `ctxd_models::start` (an unknown `endpoint_kind` is reported by
-    /// [`ModelConfig::endpoint_kind_error`]; here it reads as `openai`).
+    /// The runtime settings for `ctxd_models::start`.
     pub fn runtime(&self) -> ctxd_models::runtime::Runtime {
-        use ctxd_models::remote::{Endpoint, EndpointKind};
+        use ctxd_models::remote::Endpoint;
         let endpoint = (!self.endpoint.is_empty()).then(|| Endpoint {
             url: self.endpoint.clone(),
-            kind: EndpointKind::parse(&self.endpoint_kind).unwrap_or(EndpointKind::OpenAi),
+            kind: self.endpoint_kind,
             batch: self.endpoint_batch,
             in_flight: self.endpoint_in_flight,
             timeout_secs: self.endpoint_timeout_secs,
             token_env: self.endpoint_token_env.clone(),
         });
         ctxd_models::runtime::Runtime {
-            device: self.device.clone(),
-            precision: self.precision.clone(),
-            backend: self.backend.clone(),
+            device: self.device,
+            precision: self.precision,
+            backend: self.backend,
             threads: self.threads,
             endpoint,
             query_prefix: self.query_prefix.clone(),
             document_prefix: self.document_prefix.clone(),
         }
-    }
-
-    /// What is wrong with `endpoint_kind`, if anything.
-    pub fn endpoint_kind_error(&self) -> Option<String> {
-        ctxd_models::remote::EndpointKind::parse(&self.endpoint_kind).err().map(|e| e.to_string())
     }
 }
 

@@ -3,6 +3,7 @@
 //! commands and the shared opening code name it without importing the command line.
 
 use clap::Args;
+use ctxd_models::choice::{BackendChoice, DeviceChoice, EndpointKind, PrecisionChoice};
 
 /// Model selection shared by the commands that embed.
 #[derive(Debug, Args, Clone, Default)]
@@ -14,14 +15,14 @@ pub struct ModelArgs {
     /// Where the model runs: auto (the GPU when this binary has cuda and one answers, else the
     /// cpu; the default), cpu or cuda:N (cuda needs a scripts/build-cuda.sh build).
     #[arg(long, env = "CTXD_DEVICE")]
-    pub device: Option<String>,
+    pub device: Option<DeviceChoice>,
     /// Matmul precision: auto (bf16 where native and faster, else f32; f16 on a GPU), f32,
     /// bf16 (refused on a CPU without native bf16), f16 (cuda only).
     #[arg(long, env = "CTXD_PRECISION")]
-    pub precision: Option<String>,
+    pub precision: Option<PrecisionChoice>,
     /// Embedding backend: auto, onednn (fast CPU path) or candle.
     #[arg(long, env = "CTXD_BACKEND")]
-    pub backend: Option<String>,
+    pub backend: Option<BackendChoice>,
     /// Embedding worker threads (0 = one per core).
     #[arg(long, env = "CTXD_EMBED_THREADS")]
     pub threads: Option<usize>,
@@ -32,7 +33,7 @@ pub struct ModelArgs {
     pub endpoint: Option<String>,
     /// The endpoint's request form: openai (POST /v1/embeddings) or tei (POST /embed).
     #[arg(long, env = "CTXD_EMBED_ENDPOINT_KIND")]
-    pub endpoint_kind: Option<String>,
+    pub endpoint_kind: Option<EndpointKind>,
     /// Put before every query in place of the model card's query prompt ("" = none) —
     /// `[model] query_prefix`.
     #[arg(long)]
@@ -53,8 +54,7 @@ impl ModelArgs {
         let mut cfg = ctxd_config::ModelConfig::default();
         self.apply(&mut cfg);
         let rt = cfg.runtime();
-        let mut errs = rt.validate();
-        errs.extend(cfg.endpoint_kind_error());
+        let errs = rt.validate();
         if !errs.is_empty() {
             anyhow::bail!("invalid model settings: {}", errs.join("; "));
         }
@@ -66,14 +66,14 @@ impl ModelArgs {
         if let Some(m) = &self.model {
             cfg.name = m.clone();
         }
-        if let Some(d) = &self.device {
-            cfg.device = d.clone();
+        if let Some(d) = self.device {
+            cfg.device = d;
         }
-        if let Some(p) = &self.precision {
-            cfg.precision = p.clone();
+        if let Some(p) = self.precision {
+            cfg.precision = p;
         }
-        if let Some(b) = &self.backend {
-            cfg.backend = b.clone();
+        if let Some(b) = self.backend {
+            cfg.backend = b;
         }
         if let Some(t) = self.threads {
             cfg.threads = t;
@@ -81,8 +81,8 @@ impl ModelArgs {
         if let Some(e) = &self.endpoint {
             cfg.endpoint = e.clone();
         }
-        if let Some(k) = &self.endpoint_kind {
-            cfg.endpoint_kind = k.clone();
+        if let Some(k) = self.endpoint_kind {
+            cfg.endpoint_kind = k;
         }
         if let Some(q) = &self.query_prefix {
             cfg.query_prefix = Some(q.clone());

@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::choice::{DeviceChoice, PrecisionChoice};
 use crate::embedder::Embedder;
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
@@ -38,7 +39,7 @@ pub struct ForwardSpec {
     /// Tokens per sequence (at most the model's window).
     pub seq_len: usize,
     /// Precisions; empty = the device's usual ones.
-    pub precisions: Vec<String>,
+    pub precisions: Vec<PrecisionChoice>,
     /// Seconds each cell runs at least, after one warm-up batch.
     pub min_seconds: f64,
     /// `{"texts": [...], "vectors": [[...], ...]}` to compare each precision's vectors with.
@@ -154,7 +155,7 @@ pub fn run(
     let texts = spec.texts.as_deref().map(read_texts).transpose()?;
     let mut rows = Vec::new();
     for precision in precisions(spec, base) {
-        let rt = Runtime { precision: precision.clone(), ..base.clone() };
+        let rt = Runtime { precision, ..base.clone() };
         let started = Instant::now();
         let row = match rt.load(&loaded) {
             Ok(picked) => {
@@ -162,9 +163,9 @@ pub fn run(
                 measure(picked, spec, reference.as_ref(), texts.as_deref())?
             }
             Err(e) => ForwardRow {
-                device: rt.device.clone(),
-                backend: rt.backend.clone(),
-                precision,
+                device: rt.device.to_string(),
+                backend: rt.backend.to_string(),
+                precision: precision.to_string(),
                 reason: String::new(),
                 seq_per_s: Vec::new(),
                 cosine_min: None,
@@ -181,17 +182,22 @@ pub fn run(
 }
 
 /// The precisions to measure: the spec's, else the device's usual ones.
-fn precisions(spec: &ForwardSpec, base: &Runtime) -> Vec<String> {
+fn precisions(spec: &ForwardSpec, base: &Runtime) -> Vec<PrecisionChoice> {
     if !spec.precisions.is_empty() {
         return spec.precisions.clone();
     }
-    if base.device.starts_with("cuda") || (base.device == "auto" && crate::runtime::cuda_answers()) {
-        return vec!["f16".into(), "f32".into()];
+    let gpu = match base.device {
+        DeviceChoice::Cuda(_) => true,
+        DeviceChoice::Auto => crate::runtime::cuda_answers(),
+        DeviceChoice::Cpu => false,
+    };
+    if gpu {
+        return vec![PrecisionChoice::F16, PrecisionChoice::F32];
     }
     let native_bf16 = crate::dnnl::Dnnl::load().map(|d| d.native_bf16()).unwrap_or(false);
-    let mut out = vec!["f32".to_string()];
+    let mut out = vec![PrecisionChoice::F32];
     if native_bf16 {
-        out.push("bf16".into());
+        out.push(PrecisionChoice::Bf16);
     }
     out
 }

@@ -17,7 +17,7 @@
 //!   epilogues ([`dnnl`], loaded at run time), bf16 where the CPU has it, one worker per core;
 //!   [`kernels`] holds its element-wise loops.
 //! * [`runtime`] picks the backend from the config (`device`, `precision`, `backend`,
-//!   `threads`): the fast CPU path when oneDNN is present, candle otherwise and on CUDA;
+//!   `threads`; [`choice`] holds their closed sets as enums, parsed once where read): the fast CPU path when oneDNN is present, candle otherwise and on CUDA;
 //!   [`gpu`] says whether a GPU can run it (driver and CUDA libraries opened at run time, so a
 //!   CUDA build starts without them).
 //! * [`forward`] measures the forward pass alone and the embedding service end to end
@@ -38,6 +38,7 @@ pub mod adapter;
 pub mod arch;
 pub mod bert;
 pub mod card;
+pub mod choice;
 pub mod cpu;
 pub mod cross;
 pub mod dnnl;

@@ -21,37 +21,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokenizers::Tokenizer;
 
+use crate::choice::EndpointKind;
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
 use crate::{embedder::Embedder, tokens};
-
-/// The request form an endpoint speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndpointKind {
-    /// `POST <url>/v1/embeddings` `{"model","input":[…]}` → `{"data":[{"embedding","index"}],"model"}`.
-    OpenAi,
-    /// `POST <url>/embed` `{"inputs":[…],"normalize":true,"truncate":true}` → `[[…],…]`.
-    Tei,
-}
-
-impl EndpointKind {
-    /// `openai` or `tei`.
-    pub fn parse(name: &str) -> Result<Self, ModelError> {
-        match name {
-            "openai" => Ok(Self::OpenAi),
-            "tei" => Ok(Self::Tei),
-            other => Err(ModelError::Runtime(format!("endpoint_kind {other:?}: use \"openai\" or \"tei\""))),
-        }
-    }
-
-    /// The config word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::OpenAi => "openai",
-            Self::Tei => "tei",
-        }
-    }
-}
 
 /// Where and how to reach an embedding server (the `[model] endpoint*` keys).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,6 +19,7 @@ use candle_core::{DType, Device};
 use crate::arch::embedder::ArchEmbedder;
 use crate::arch::Family;
 use crate::bert::BertEmbedder;
+use crate::choice::{BackendChoice, DeviceChoice, PrecisionChoice};
 use crate::cross::CrossEncoder;
 use crate::dnnl::Dnnl;
 use crate::fast::{FastBert, Precision};
@@ -27,26 +28,13 @@ use crate::remote::{Endpoint, RemoteEmbedder};
 use crate::service::{EmbedService, EmbedServiceConfig};
 use crate::{embedder::Embedder, error::ModelError};
 
-/// Backend choice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// The fast path when possible, candle otherwise.
-    Auto,
-    /// The fast CPU path only.
-    Onednn,
-    /// candle only.
-    Candle,
-}
-
 /// How to run the model (the `[model]` runtime keys of the config).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Runtime {
-    /// `auto`, `cpu` or `cuda:N`.
-    pub device: String,
-    /// `auto`, `f32`, `bf16` (and `f16` on CUDA).
-    pub precision: String,
-    /// `auto`, `onednn` or `candle`.
-    pub backend: String,
+    pub device: DeviceChoice,
+    /// `f16` on CUDA only.
+    pub precision: PrecisionChoice,
+    pub backend: BackendChoice,
     /// Worker threads of the fast path, 0 = one per core.
     pub threads: usize,
     /// An embedding server to embed through instead of running the model here.
@@ -55,27 +43,6 @@ pub struct Runtime {
     pub query_prefix: Option<String>,
     /// `[model] document_prefix`: in place of the model card's document prompt.
     pub document_prefix: Option<String>,
-}
-
-impl Default for Runtime {
-    fn default() -> Self {
-        Self {
-            device: "auto".into(),
-            precision: "auto".into(),
-            backend: "auto".into(),
-            threads: 0,
-            endpoint: None,
-            query_prefix: None,
-            document_prefix: None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DeviceSpec {
-    Auto,
-    Cpu,
-    Cuda(usize),
 }
 
 /// Where the model runs once `auto` is resolved: a GPU comes opened.
@@ -144,51 +111,18 @@ impl Picked {
 }
 
 impl Runtime {
-    fn device_spec(&self) -> Result<DeviceSpec, ModelError> {
-        match self.device.as_str() {
-            "auto" => Ok(DeviceSpec::Auto),
-            "cpu" => Ok(DeviceSpec::Cpu),
-            "cuda" => Ok(DeviceSpec::Cuda(0)),
-            d => d
-                .strip_prefix("cuda:")
-                .and_then(|n| n.parse().ok())
-                .map(DeviceSpec::Cuda)
-                .ok_or_else(|| ModelError::Runtime(format!("device '{d}' is not 'auto', 'cpu' or 'cuda:N'"))),
-        }
-    }
-
-    fn backend_kind(&self) -> Result<Backend, ModelError> {
-        match self.backend.as_str() {
-            "auto" => Ok(Backend::Auto),
-            "onednn" => Ok(Backend::Onednn),
-            "candle" => Ok(Backend::Candle),
-            b => Err(ModelError::Runtime(format!("backend '{b}' is not auto, onednn or candle"))),
-        }
-    }
-
-    /// Checks the settings without loading anything; returns every problem.
+    /// Checks that the settings can run together, without loading anything; returns every
+    /// problem (each key alone is valid by its type, [`crate::choice`]).
     pub fn validate(&self) -> Vec<String> {
         let mut errs = self.endpoint.as_ref().map(Endpoint::validate).unwrap_or_default();
-        let device = self.device_spec();
-        if let Err(e) = &device {
-            errs.push(e.to_string());
+        let cpu = self.device == DeviceChoice::Cpu;
+        if cpu && self.precision == PrecisionChoice::F16 {
+            errs.push("precision 'f16' is for cuda devices; use precision = 'auto', 'f32' or 'bf16' on the cpu".into());
         }
-        let backend = self.backend_kind();
-        if let Err(e) = &backend {
-            errs.push(e.to_string());
-        }
-        let (cuda, auto) = (matches!(device, Ok(DeviceSpec::Cuda(_))), matches!(device, Ok(DeviceSpec::Auto)));
-        match (self.precision.as_str(), cuda || auto) {
-            ("auto" | "f32" | "bf16", _) | ("f16", true) => {}
-            (p, gpu) => errs.push(format!(
-                "precision '{p}' is not auto, f32 or bf16{}",
-                if gpu { " or f16" } else { " (f16 is for cuda devices)" }
-            )),
-        }
-        if cuda && matches!(backend, Ok(Backend::Onednn)) {
+        if matches!(self.device, DeviceChoice::Cuda(_)) && self.backend == BackendChoice::Onednn {
             errs.push("backend 'onednn' runs on the cpu only; use backend = 'auto' or 'candle' with cuda".into());
         }
-        if !cuda && !auto && matches!(backend, Ok(Backend::Candle)) && self.precision == "bf16" {
+        if cpu && self.backend == BackendChoice::Candle && self.precision == PrecisionChoice::Bf16 {
             errs.push("precision 'bf16' on the cpu needs backend 'onednn' or 'auto'".into());
         }
         errs
@@ -224,16 +158,16 @@ impl Runtime {
     fn resolve_device(&self) -> Result<(Resolved, String), ModelError> {
         let cuda_error =
             |n: usize, why: String| ModelError::Backend(format!("cuda:{n}: {why}; use device = \"cpu\" or \"auto\""));
-        match self.device_spec()? {
-            DeviceSpec::Cpu => Ok((Resolved::Cpu, "device cpu as configured".into())),
-            DeviceSpec::Cuda(n) => {
+        match self.device {
+            DeviceChoice::Cpu => Ok((Resolved::Cpu, "device cpu as configured".into())),
+            DeviceChoice::Cuda(n) => {
                 let (device, driver) = cuda_probe(n).map_err(|why| cuda_error(n, why))?;
                 Ok((Resolved::Cuda(n, device), format!("device cuda:{n} as configured ({driver})")))
             }
-            DeviceSpec::Auto if self.backend_kind()? == Backend::Onednn => {
+            DeviceChoice::Auto if self.backend == BackendChoice::Onednn => {
                 Ok((Resolved::Cpu, "device auto with backend onednn: the cpu".into()))
             }
-            DeviceSpec::Auto => match cuda_probe(0) {
+            DeviceChoice::Auto => match cuda_probe(0) {
                 Ok((device, driver)) => {
                     Ok((Resolved::Cuda(0, device), format!("device auto: cuda:0 answered ({driver})")))
                 }
@@ -271,14 +205,15 @@ impl Runtime {
         }
         match device {
             Resolved::Cuda(n, device) => {
-                let (dtype, precision) = match self.precision.as_str() {
-                    "f32" => (DType::F32, "f32"),
-                    "bf16" => (DType::BF16, "bf16"),
-                    _ => (DType::F16, "f16"),
+                let (dtype, precision) = match self.precision {
+                    PrecisionChoice::F32 => (DType::F32, "f32"),
+                    PrecisionChoice::Bf16 => (DType::BF16, "bf16"),
+                    PrecisionChoice::Auto | PrecisionChoice::F16 => (DType::F16, "f16"),
                 };
                 let model = BertEmbedder::load_as(loaded, device, dtype)?;
                 let desc = format!("candle cuda:{n} {precision}");
-                let how = if self.precision == "auto" { "auto picks f16 on a GPU" } else { "as configured" };
+                let how =
+                    if self.precision == PrecisionChoice::Auto { "auto picks f16 on a GPU" } else { "as configured" };
                 Ok(Picked {
                     embedder: Box::new(model),
                     desc,
@@ -290,12 +225,12 @@ impl Runtime {
                 })
             }
             Resolved::Cpu => {
-                if self.precision == "f16" {
+                if self.precision == PrecisionChoice::F16 {
                     return Err(ModelError::Runtime(format!(
                         "precision 'f16' runs on cuda devices only, and {why_device}; use precision = 'auto'"
                     )));
                 }
-                let backend = self.backend_kind()?;
+                let backend = self.backend;
                 let candle = |reason: String| -> Result<Picked, ModelError> {
                     let model = BertEmbedder::load(loaded, Device::Cpu)?;
                     Ok(Picked {
@@ -308,8 +243,8 @@ impl Runtime {
                         reason,
                     })
                 };
-                if backend == Backend::Candle {
-                    if self.precision == "bf16" {
+                if backend == BackendChoice::Candle {
+                    if self.precision == PrecisionChoice::Bf16 {
                         return Err(ModelError::Runtime(format!(
                             "precision 'bf16' on the cpu needs backend 'onednn' or 'auto', and {why_device}"
                         )));
@@ -331,7 +266,7 @@ impl Runtime {
                             reason,
                         })
                     }
-                    Err(e) if backend == Backend::Auto && self.precision != "bf16" => {
+                    Err(e) if backend == BackendChoice::Auto && self.precision != PrecisionChoice::Bf16 => {
                         tracing::warn!(
                             "fast cpu embedder unavailable ({e}); using candle f32, which is several times slower \
                              (scripts/fetch-onednn.sh installs onednn)"
@@ -348,7 +283,7 @@ impl Runtime {
     /// path and the reduced precisions are BERT's.
     fn load_arch(&self, loaded: &LoadedModel, device: Resolved, why_device: String) -> Result<Picked, ModelError> {
         let family = loaded.family().name();
-        if !matches!(self.precision.as_str(), "auto" | "f32") {
+        if !matches!(self.precision, PrecisionChoice::Auto | PrecisionChoice::F32) {
             return Err(ModelError::Runtime(format!(
                 "precision '{}' is for BERT encoders; {family} runs in f32: use precision = 'auto' or 'f32'",
                 self.precision
@@ -384,10 +319,10 @@ impl Runtime {
         if !device.is_cpu() {
             return Ok(None);
         }
-        match self.backend_kind()? {
-            Backend::Candle => Ok(None),
-            Backend::Onednn => Dnnl::load().map(Some),
-            Backend::Auto => match Dnnl::load() {
+        match self.backend {
+            BackendChoice::Candle => Ok(None),
+            BackendChoice::Onednn => Dnnl::load().map(Some),
+            BackendChoice::Auto => match Dnnl::load() {
                 Ok(d) => Ok(Some(d)),
                 Err(e) => {
                     tracing::warn!("oneDNN unavailable ({e}): dense layers on candle's GEMM, about half as fast");
@@ -398,10 +333,10 @@ impl Runtime {
     }
 
     fn fast(&self, loaded: &LoadedModel) -> Result<FastBert, ModelError> {
-        let precision = match self.precision.as_str() {
-            "f32" => Some(Precision::F32),
-            "bf16" => Some(Precision::Bf16),
-            _ => None,
+        let precision = match self.precision {
+            PrecisionChoice::F32 => Some(Precision::F32),
+            PrecisionChoice::Bf16 => Some(Precision::Bf16),
+            PrecisionChoice::Auto | PrecisionChoice::F16 => None,
         };
         FastBert::load(loaded, precision, self.threads)
     }
@@ -412,22 +347,26 @@ mod tests {
     use super::Runtime;
 
     fn rt(device: &str, precision: &str, backend: &str) -> Runtime {
-        Runtime { device: device.into(), precision: precision.into(), backend: backend.into(), ..Runtime::default() }
+        let (device, precision, backend) = (device.parse(), precision.parse(), backend.parse());
+        Runtime {
+            device: device.unwrap(),
+            precision: precision.unwrap(),
+            backend: backend.unwrap(),
+            ..Runtime::default()
+        }
     }
 
     #[test]
-    fn validation_reports_every_problem() {
+    fn validation_reports_every_combination_that_cannot_run() {
         assert!(Runtime::default().validate().is_empty());
-        assert_eq!(Runtime::default().device, "auto");
+        assert_eq!(Runtime::default().device.to_string(), "auto");
         assert!(rt("auto", "f16", "auto").validate().is_empty(), "f16 is checked once the device is known");
         assert!(rt("cuda:1", "f16", "auto").validate().is_empty());
         assert!(rt("cpu", "f32", "candle").validate().is_empty());
-        let errs = rt("tpu", "int4", "magic").validate();
-        assert_eq!(errs.len(), 3, "{errs:?}");
-        assert!(errs[0].contains("tpu") && errs[0].contains("'auto'"));
-        assert!(rt("cpu", "f16", "auto").validate()[0].contains("f16 is for cuda"));
+        assert!(rt("cpu", "f16", "auto").validate()[0].contains("f16' is for cuda"));
         assert_eq!(rt("cuda:0", "f32", "onednn").validate().len(), 1);
         assert_eq!(rt("cpu", "bf16", "candle").validate().len(), 1);
+        assert_eq!(rt("cpu", "f16", "candle").validate().len(), 1);
     }
 }
 
@@ -440,9 +379,9 @@ mod auto_tests {
         let (spec, why) = Runtime::default().resolve_device().unwrap();
         assert!(matches!(spec, Resolved::Cpu));
         assert!(why.contains("no cuda support") && why.contains("build-cuda.sh"), "{why}");
-        let pinned = Runtime { device: "cpu".into(), ..Runtime::default() };
+        let pinned = Runtime { device: crate::choice::DeviceChoice::Cpu, ..Runtime::default() };
         assert!(matches!(pinned.resolve_device().unwrap().0, Resolved::Cpu));
-        let gpu = Runtime { device: "cuda:0".into(), ..Runtime::default() };
+        let gpu = Runtime { device: crate::choice::DeviceChoice::Cuda(0), ..Runtime::default() };
         let err = gpu.resolve_device().unwrap_err().to_string();
         assert!(err.contains("cuda:0") && err.contains("build-cuda.sh") && err.contains("\"cpu\""), "{err}");
     }

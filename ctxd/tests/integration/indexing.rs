@@ -384,6 +384,11 @@ fn bad_arguments_fail_clearly_without_side_effects() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("locate.model") && err.contains("'handset'") && err.contains("fitted, hand"), "{err}");
+    // A word outside a flag's closed set is refused as the flag is read, naming the valid ones.
+    let out = ctxd().args(["search", "x", "--db"]).arg(&db).args(["--device", "gpu"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--device") && err.contains("'gpu' is not auto, cpu or cuda:N"), "{err}");
     // A GPU asked for by a binary built without CUDA: one sentence saying how to build one.
     if !cfg!(feature = "cuda") {
         let root = repo_root().join("examples/demo");

@@ -71,8 +71,8 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
         };
         match name.as_str() {
-            "--device" => args.runtime.device = value,
-            "--backend" => args.runtime.backend = value,
+            "--device" => args.runtime.device = value.parse().map_err(|e| format!("--device: {e}"))?,
+            "--backend" => args.runtime.backend = value.parse().map_err(|e| format!("--backend: {e}"))?,
             "--threads" => args.runtime.threads = number(&value)? as usize,
             "--model" => args.model = value,
             "--batches" => {
@@ -82,7 +82,12 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
                     .collect::<Result<_, _>>()?
             }
             "--seq-len" => args.spec.seq_len = number(&value)? as usize,
-            "--precisions" => args.spec.precisions = list(&value),
+            "--precisions" => {
+                args.spec.precisions = list(&value)
+                    .iter()
+                    .map(|p| p.parse().map_err(|e| format!("--precisions: {e}")))
+                    .collect::<Result<_, _>>()?
+            }
             "--min-seconds" => args.spec.min_seconds = number(&value)?,
             "--reference" => args.spec.reference = Some(PathBuf::from(value)),
             "--texts" => args.spec.texts = Some(PathBuf::from(value)),
