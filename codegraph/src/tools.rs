@@ -185,7 +185,10 @@ impl GraphTools {
     }
 
     /// Localization (see [`crate::locate`]).
-    pub async fn locate(&self, req: &LocateRequest) -> Result<crate::locate::request::LocateAnswer, SearchError> {
+    pub async fn locate(
+        &self,
+        req: &crate::locate::request::ValidLocate,
+    ) -> Result<crate::locate::request::LocateAnswer, SearchError> {
         self.locator.locate(req).await
     }
 
@@ -204,7 +207,7 @@ impl GraphTools {
                 req.definitions = 0;
                 req.as_of = as_of.map(str::to_string);
                 req.source = source.cloned();
-                let answer = self.locator.locate(&req).await?;
+                let answer = self.locator.locate(&req.check()?).await?;
                 let g = self.graph(as_of, source).await?;
                 let ranking: Vec<(usize, f64)> =
                     answer.files.iter().filter_map(|f| Some((g.code.file(&f.path)?, f.score))).collect();
@@ -267,7 +270,7 @@ impl GraphTools {
         };
         req.as_of = as_of.map(str::to_string);
         req.source = source.cloned();
-        to_json(self.locator.locate(&req).await?)
+        to_json(self.locator.locate(&req.check()?).await?)
     }
 
     /// `find_references`, `callers`, `callees`: the uses of the argument `symbol`.

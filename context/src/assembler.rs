@@ -48,7 +48,7 @@ use crate::block::{render_blocks, render_heading, render_note, Block, Format};
 use crate::compress;
 use crate::doc_type::DocType;
 use crate::draft::{Draft, Drafts};
-use crate::request::{ContextRequest, ContextResponse, MAX_BUDGET, SEEN_FILE_FLOOR, SESSION_FLOOR};
+use crate::request::{ContextRequest, ContextResponse, ValidContext, SEEN_FILE_FLOOR, SESSION_FLOOR};
 use crate::session::{self, AnswerNote, Sessions, Tool};
 
 /// Packs retrieval results into a token budget.
@@ -100,26 +100,6 @@ impl Assembler {
         &self.searcher
     }
 
-    /// Checks a request.
-    pub fn validate(req: &ContextRequest) -> Result<(), SearchError> {
-        if req.budget == 0 || req.budget > MAX_BUDGET {
-            return Err(SearchError::BadRequest(format!("budget must be between 1 and {MAX_BUDGET} tokens")));
-        }
-        if req.reserve >= req.budget {
-            return Err(SearchError::BadRequest(format!(
-                "reserve ({}) must be below the budget ({})",
-                req.reserve, req.budget
-            )));
-        }
-        if req.candidates == 0 || req.candidates > ctxd_search::search::MAX_K {
-            return Err(SearchError::BadK { got: req.candidates, max: ctxd_search::search::MAX_K });
-        }
-        if let Some(id) = &req.session {
-            session::validate_id(id)?;
-        }
-        Ok(())
-    }
-
     /// The localization prior of an issue-like routed query (empty otherwise, and when
     /// localization fails: the context is then assembled as for any query, and the failure logged).
     async fn file_prior(&self, req: &ContextRequest) -> FilePrior {
@@ -139,10 +119,9 @@ impl Assembler {
     /// for streaming.
     pub async fn assemble(
         &self,
-        req: &ContextRequest,
+        req: &ValidContext,
         mut on_block: impl FnMut(&Block),
     ) -> Result<ContextResponse, SearchError> {
-        Self::validate(req)?;
         // A session that was sent some candidates already looks deeper for new ones.
         let seen_before = req.session.as_deref().and_then(|id| self.sessions.usage(id)).map_or(0, |u| u.chunks_sent);
         let found = self.candidates(req, seen_before).await?;
@@ -274,7 +253,7 @@ impl Assembler {
         search.language = req.language;
         search.scope = req.scope;
         search.max_per_file = Some(req.max_per_file.max(1) * 4);
-        let mut found = self.searcher.search(&search).await?;
+        let mut found = self.searcher.search(&search.check()?).await?;
         if !req.doc_types.is_empty() {
             found.results.retain(|r| req.doc_types.contains(&DocType::of(&r.path, &r.language)));
             found.results.truncate(req.candidates + seen_before.min(req.candidates));

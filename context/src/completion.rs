@@ -245,7 +245,7 @@ impl CompletionCache {
 
 /// A search failure the request caused (e.g. only punctuation left after analysis) is no
 /// context, not an error.
-fn or_no_context(found: Result<SearchResponse, SearchError>) -> Result<Option<SearchResponse>, SearchError> {
+fn or_no_context<T>(found: Result<T, SearchError>) -> Result<Option<T>, SearchError> {
     match found {
         Ok(f) => Ok(Some(f)),
         Err(e) if e.is_client_error() => Ok(None),
@@ -328,6 +328,7 @@ async fn completion_context(
     search.lean = lean;
     // An editor cannot wait for a second forward pass over the candidates.
     search.rerank = Some(false);
+    let Some(search) = or_no_context(search.check())? else { return Ok(CompletionResponse::default()) };
     if !lean {
         let Some(found) = or_no_context(searcher.search(&search).await)? else {
             return Ok(CompletionResponse::default());

@@ -118,7 +118,7 @@ pub async fn evaluate(
         }
         let mut req = SearchRequest::new(q.query.clone()).with(depth, mode);
         req.rerank = Some(rerank);
-        let res = searcher.search_with_vector(&req, v.as_deref()).await?;
+        let res = searcher.search_with_vector(&req.check()?, v.as_deref()).await?;
         let files = unique_files(res.results.into_iter().map(|r| r.chunk.path));
         let s = score(&files, &q.gold);
         total.recall_at_1 += s.recall_at_1;
@@ -189,7 +189,7 @@ pub async fn evaluate_context(
             let mut req = crate::request::ContextRequest::new(q.query.clone(), budget);
             req.skeletons = *skeletons;
             req.assembly = *assembly;
-            let resp = assembler.assemble(&req, |_| {}).await?;
+            let resp = assembler.assemble(&req.check()?, |_| {}).await?;
             let files: HashSet<String> = resp.blocks.iter().map(|b| b.path.clone()).collect();
             r += recall(&files, &q.gold);
             t += resp.tokens_used as f64;
@@ -211,7 +211,7 @@ pub async fn evaluate_context(
     for q in queries {
         let req =
             SearchRequest::new(q.query.clone()).with((max_k * 5).clamp(10, ctxd_search::search::MAX_K), Mode::Routed);
-        let res = searcher.search(&req).await?;
+        let res = searcher.search(&req.check()?).await?;
         let files = unique_files(res.results.into_iter().map(|r| r.chunk.path));
         for (i, &k) in baseline_ks.iter().enumerate() {
             let top: Vec<&String> = files.iter().take(k).collect();

@@ -3,6 +3,7 @@
 //! defaults and bounds, and [`ContextResponse`]; the work is [`crate::assembler`]'s.
 
 use ctxd_index::language::Language;
+use ctxd_search::error::SearchError;
 use ctxd_search::route::{Intent, Route};
 use ctxd_search::search::{Mode, Scope};
 use serde::{Deserialize, Serialize};
@@ -118,6 +119,42 @@ impl ContextRequest {
             assembly: Assembly::default(),
             doc_types: Vec::new(),
         }
+    }
+
+    /// Checks the budget, reserve, candidates and session id, once, where the request enters
+    /// (HTTP, MCP, the command line, the aggregator): the assembler takes the [`ValidContext`]
+    /// and never checks again. (The query is the search's to check: it is checked as the
+    /// candidates' search request is built.)
+    pub fn check(self) -> Result<ValidContext, SearchError> {
+        if self.budget == 0 || self.budget > MAX_BUDGET {
+            return Err(SearchError::BadRequest(format!("budget must be between 1 and {MAX_BUDGET} tokens")));
+        }
+        if self.reserve >= self.budget {
+            return Err(SearchError::BadRequest(format!(
+                "reserve ({}) must be below the budget ({})",
+                self.reserve, self.budget
+            )));
+        }
+        if self.candidates == 0 || self.candidates > ctxd_search::search::MAX_K {
+            return Err(SearchError::BadK { got: self.candidates, max: ctxd_search::search::MAX_K });
+        }
+        if let Some(id) = &self.session {
+            crate::session::validate_id(id)?;
+        }
+        Ok(ValidContext(self))
+    }
+}
+
+/// A [`ContextRequest`] that passed [`ContextRequest::check`]: what the assembler takes. It
+/// reads as the request (`Deref`) and cannot be changed in place.
+#[derive(Debug, Clone)]
+pub struct ValidContext(ContextRequest);
+
+impl std::ops::Deref for ValidContext {
+    type Target = ContextRequest;
+
+    fn deref(&self) -> &ContextRequest {
+        &self.0
     }
 }
 

@@ -231,7 +231,7 @@ async fn run_query(command: Command) -> Result<()> {
             req.current_file = current_file;
             req.as_of = as_of;
             req.source = cli_scope(source.as_deref(), git_ref.as_deref());
-            cmd::query::context(&req, &db, &model, json).await
+            cmd::query::context(req, &db, &model, json).await
         }
         Command::Symbols { name, db, prefix, limit, json } => {
             cmd::query::symbols(&name, &db, prefix, limit, json).await

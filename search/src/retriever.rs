@@ -15,7 +15,7 @@ use ctxd_models::service::EmbedService;
 use crate::error::SearchError;
 use crate::fusion::rrf;
 use crate::route::Route;
-use crate::search::{Mode, SearchRequest, SearchResponse};
+use crate::search::{Mode, SearchResponse, ValidSearch};
 
 /// Answers the plain modes against one index.
 ///
@@ -191,12 +191,7 @@ impl Retriever {
 
     /// Answers a vector, BM25 or hybrid request whose query vector is already computed (`None`
     /// for bm25; hybrid without one falls back to bm25).
-    pub async fn search_plain(
-        &self,
-        req: &SearchRequest,
-        vector: Option<&[f32]>,
-    ) -> Result<SearchResponse, SearchError> {
-        req.validate()?;
+    pub async fn search_plain(&self, req: &ValidSearch, vector: Option<&[f32]>) -> Result<SearchResponse, SearchError> {
         let k = req.k;
         let (index, version) = self.index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
         let hits = match (req.mode, vector) {

@@ -151,8 +151,10 @@ impl SearchRequest {
         self
     }
 
-    /// Checks the query and k.
-    pub fn validate(&self) -> Result<(), SearchError> {
+    /// Checks the query and k, once, where the request enters (the HTTP, MCP and Flight
+    /// handlers, the command line, a caller that builds one): every layer below takes the
+    /// [`ValidSearch`] and never checks again.
+    pub fn check(self) -> Result<ValidSearch, SearchError> {
         if self.query.trim().is_empty() {
             return Err(SearchError::EmptyQuery);
         }
@@ -162,7 +164,28 @@ impl SearchRequest {
         if self.k == 0 || self.k > MAX_K {
             return Err(SearchError::BadK { got: self.k, max: MAX_K });
         }
-        Ok(())
+        Ok(ValidSearch(self))
+    }
+}
+
+/// A [`SearchRequest`] whose query and k passed [`SearchRequest::check`]: what the searcher
+/// and the layers under it take. It reads as the request (`Deref`) and cannot be changed in
+/// place; a changed request is checked again ([`ValidSearch::into_request`], then `check`).
+#[derive(Debug, Clone)]
+pub struct ValidSearch(SearchRequest);
+
+impl ValidSearch {
+    /// The request, to change and check again.
+    pub fn into_request(self) -> SearchRequest {
+        self.0
+    }
+}
+
+impl std::ops::Deref for ValidSearch {
+    type Target = SearchRequest;
+
+    fn deref(&self) -> &SearchRequest {
+        &self.0
     }
 }
 
@@ -225,7 +248,7 @@ mod tests {
 
     #[test]
     fn requests_are_validated() {
-        let bad = |q: &str, k| SearchRequest::new(q).with(k, Mode::Hybrid).validate().unwrap_err();
+        let bad = |q: &str, k| SearchRequest::new(q).with(k, Mode::Hybrid).check().unwrap_err();
         assert!(matches!(bad("  ", 10), SearchError::EmptyQuery));
         assert!(matches!(bad("x", 0), SearchError::BadK { .. }));
         assert!(matches!(bad(&"x".repeat(MAX_QUERY_BYTES + 1), 10), SearchError::QueryTooLong { .. }));

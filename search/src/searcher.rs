@@ -18,7 +18,7 @@ use crate::error::SearchError;
 use crate::pressure::Pressure;
 use crate::retriever::Retriever;
 use crate::routed::{QueryVector, Routed, Routing, Vocab};
-use crate::search::{Mode, SearchRequest, SearchResponse};
+use crate::search::{Mode, SearchRequest, SearchResponse, ValidSearch};
 
 /// What [`Searcher::cached`] found: the answer, or that the caller computes it (holding the
 /// lead that requests asking the same meanwhile wait for; `None` when not cacheable).
@@ -130,11 +130,6 @@ impl Searcher {
         self.core.index()
     }
 
-    /// Checks a request's query and k.
-    pub fn validate(req: &SearchRequest) -> Result<(), SearchError> {
-        req.validate()
-    }
-
     /// Embeds queries in one request to the model thread.
     pub async fn embed_queries(&self, queries: Vec<String>) -> Result<Vec<Vec<f32>>, SearchError> {
         self.core.embed_queries(queries).await
@@ -162,8 +157,7 @@ impl Searcher {
     /// is computing it now has finished; else what the caller must do to compute it (with the
     /// [`Lead`] others will wait for, when the answer is cacheable). Nothing is computed here:
     /// a serving process asks this before it queues the request for a slot.
-    pub async fn cached(&self, req: &SearchRequest) -> Result<Cached, SearchError> {
-        req.validate()?;
+    pub async fn cached(&self, req: &ValidSearch) -> Result<Cached, SearchError> {
         let Some((epoch, key)) = self.current().answer_key(req).await? else { return Ok(Cached::Compute(None)) };
         loop {
             let loaded = self.routing.pressure.queued() > 0;
@@ -185,7 +179,7 @@ impl Searcher {
     /// The lead to compute `req` again at the latest version after a stale or carried answer
     /// was served for it ([`crate::answers`]): `None` when it is not cacheable, already
     /// answered at the latest version, or being computed by another request now.
-    pub async fn revalidation(&self, req: &SearchRequest) -> Option<Lead> {
+    pub async fn revalidation(&self, req: &ValidSearch) -> Option<Lead> {
         let (epoch, key) = self.current().answer_key(req).await.ok()??;
         if self.answers.holds(&epoch, &key) {
             return None;
@@ -195,8 +189,7 @@ impl Searcher {
 
     /// Answers a request; a request asked before at the same index version is answered from
     /// the answer cache ([`crate::answers`]).
-    pub async fn search(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
-        req.validate()?;
+    pub async fn search(&self, req: &ValidSearch) -> Result<SearchResponse, SearchError> {
         // One index and model for the whole request, even if a model switch lands meanwhile.
         let pinned = self.current();
         // The version read and how fresh it is; a kept answer of the same epoch read the same
@@ -218,7 +211,7 @@ impl Searcher {
 
     /// The answer, whether it is the one an idle process gives (false: rescoring was shed
     /// under load) and the files it answers with where known (see [`crate::answers`]).
-    async fn search_uncached(&self, req: &SearchRequest) -> Result<Routed, SearchError> {
+    async fn search_uncached(&self, req: &ValidSearch) -> Result<Routed, SearchError> {
         if let (Mode::Routed, Some(embed)) = (req.mode, self.core.embed()) {
             return self.routing.answer(&self.core, req, QueryVector::Embed(embed)).await;
         }
@@ -234,10 +227,9 @@ impl Searcher {
     /// Answers a request whose query vector is already computed (`None` for bm25).
     pub async fn search_with_vector(
         &self,
-        req: &SearchRequest,
+        req: &ValidSearch,
         vector: Option<&[f32]>,
     ) -> Result<SearchResponse, SearchError> {
-        req.validate()?;
         match req.mode {
             Mode::Routed => {
                 let v = vector.map_or(QueryVector::None, QueryVector::Ready);
@@ -251,14 +243,14 @@ impl Searcher {
     /// Answers a request by routing it (see [`crate::routed`]).
     pub async fn routed_search(
         &self,
-        req: &SearchRequest,
+        req: &ValidSearch,
         vector: QueryVector<'_>,
     ) -> Result<SearchResponse, SearchError> {
         self.routing.search(&self.core, req, vector).await
     }
 
     /// The symbol table alone: the query's identifiers, or else its longer words, as names.
-    pub async fn symbol_search(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
+    pub async fn symbol_search(&self, req: &ValidSearch) -> Result<SearchResponse, SearchError> {
         crate::routed::symbol_search(&self.core, req).await
     }
 

@@ -132,7 +132,7 @@ impl Admission {
 pub async fn search(
     gate: Option<&Arc<Admission>>,
     searcher: &ctxd_search::searcher::Searcher,
-    req: &ctxd_search::search::SearchRequest,
+    req: &ctxd_search::search::ValidSearch,
 ) -> Result<Result<ctxd_search::search::SearchResponse, ctxd_search::error::SearchError>, Refused> {
     match searcher.cached(req).await {
         Ok(ctxd_search::searcher::Cached::Answer(answer)) => {
@@ -183,7 +183,7 @@ enum Revalidation {
 fn revalidate(
     gate: &Arc<Admission>,
     searcher: &ctxd_search::searcher::Searcher,
-    req: &ctxd_search::search::SearchRequest,
+    req: &ctxd_search::search::ValidSearch,
     kind: Revalidation,
 ) {
     let (most, room) = match kind {

@@ -306,6 +306,7 @@ impl Aggregator {
                 SourceKind::Local => {
                     let mut req = ContextRequest::new(query, share);
                     req.source = scope.cloned();
+                    let req = req.check().map_err(|e| e.to_string())?;
                     let mut blocks = self.local.assemble(&req, |_| {}).await.map_err(|e| e.to_string())?.blocks;
                     // An aggregated block's `source` is the aggregate source that sent it.
                     blocks.iter_mut().for_each(|b| b.hit.chunk.source.clear());

@@ -30,7 +30,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use ctxd_index::scope::SourceScope;
 use ctxd_search::error::SearchError;
-use ctxd_search::search::{SearchRequest, SearchResponse};
+use ctxd_search::search::{SearchRequest, SearchResponse, ValidSearch};
 use ctxd_search::searcher::Searcher;
 
 type Stream<T> = Pin<Box<dyn futures::Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -60,7 +60,7 @@ impl FlightApi {
 
     /// A search's answer: from the answer cache without queueing (as `POST /v1/search`), else
     /// once the gate lets it run.
-    async fn search(&self, req: &SearchRequest) -> Result<SearchResponse, Status> {
+    async fn search(&self, req: &ValidSearch) -> Result<SearchResponse, Status> {
         let answer = crate::admission::search(self.gate.as_ref(), &self.searcher, req).await.map_err(|refused| {
             let mut s = Status::unavailable(refused.message);
             let retry = tonic::metadata::MetadataValue::from_static(crate::admission::RETRY_AFTER_SECS);
@@ -299,7 +299,7 @@ impl FlightService for FlightApi {
         let batches: BoxStream<'static, Result<RecordBatch, FlightError>> = match ticket {
             TicketRequest::Search(mut req) => {
                 req.source = self.scope(&request, req.source.as_ref(), req.git_ref.as_deref())?;
-                let resp = self.search(&req).await?;
+                let resp = self.search(&req.check().map_err(status)?).await?;
                 (stale_ms, carried_ms) = (resp.stale_ms, resp.carried_ms);
                 let batch = results_batch(&resp).map_err(|e| Status::internal(e.to_string()))?;
                 stream::iter([Ok(batch)]).boxed()

@@ -336,6 +336,7 @@ impl McpServer {
             .map(str::parse::<ctxd_index::language::Language>)
             .transpose()
             .map_err(|e| e.to_string())?;
+        let req = req.check().map_err(|e| e.to_string())?;
         let resp = self.assembler.searcher().search(&req).await.map_err(|e| e.to_string())?;
         let mut text = String::new();
         for (i, r) in resp.results.iter().enumerate() {
@@ -378,6 +379,7 @@ impl McpServer {
             req.doc_types = serde_json::from_value(types.clone())
                 .map_err(|_| "doc_types must be a list of code, docs, config, tests".to_string())?;
         }
+        let req = req.check().map_err(|e| e.to_string())?;
         let resp = self.assembler.assemble(&req, |_| {}).await.map_err(|e| e.to_string())?;
         let summary = json!({
             "tokens_used": resp.tokens_used, "budget": resp.budget, "blocks": resp.blocks.len(),

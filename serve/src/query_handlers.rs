@@ -10,10 +10,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use ctxd_context::assembler::Assembler;
 use ctxd_context::completion::{Completer, CompletionRequest, CompletionResponse};
 use ctxd_context::request::ContextRequest;
-use ctxd_search::search::SearchRequest;
+use ctxd_search::search::{SearchRequest, SearchResponse};
 
 use crate::admission::Admission;
 use crate::aggregate::AggregateRequest;
@@ -28,6 +27,14 @@ pub(crate) async fn search(
     Scoped(req): Scoped<SearchRequest>,
 ) -> Response {
     let started = Instant::now();
+    let mode = req.mode;
+    let req = match req.check() {
+        Ok(req) => req,
+        Err(e) => {
+            outcome("search", mode.as_str(), started, Some(&e));
+            return reply::<SearchResponse>("search", Err(e));
+        }
+    };
     let res = match crate::admission::search(Some(&gate), &state.searcher, &req).await {
         Ok(res) => res,
         Err(refused) => return refused.into_response(),
@@ -39,8 +46,12 @@ pub(crate) async fn search(
 /// `POST /v1/context`.
 pub(crate) async fn context(State(state): State<AppState>, Scoped(req): Scoped<ContextRequest>) -> Response {
     let started = Instant::now();
-    let res = state.assembler.assemble(&req, |_| {}).await;
-    outcome("context", req.mode.as_str(), started, res.as_ref().err());
+    let mode = req.mode;
+    let res = match req.check() {
+        Ok(req) => state.assembler.assemble(&req, |_| {}).await,
+        Err(e) => Err(e),
+    };
+    outcome("context", mode.as_str(), started, res.as_ref().err());
     reply("context", res)
 }
 
@@ -52,9 +63,10 @@ pub(crate) async fn context_stream(
     Scoped(req): Scoped<ContextRequest>,
 ) -> Response {
     let started = Instant::now();
-    if let Err(e) = Assembler::validate(&req) {
-        return error(StatusCode::BAD_REQUEST, e.to_string());
-    }
+    let req = match req.check() {
+        Ok(req) => req,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
     // The slot is held by the task that assembles, until the last line is sent.
     let entered = match gate.enter().await {
         Ok(e) => e,

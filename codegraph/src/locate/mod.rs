@@ -32,7 +32,7 @@ use crate::graph::cache::GraphCache;
 use ctxd_index::scope::SourceScope;
 use ctxd_search::error::SearchError;
 use ctxd_search::retriever::Retriever;
-use request::{LocateAnswer, LocateRequest};
+use request::{LocateAnswer, ValidLocate};
 use signals::Signal;
 
 /// Chunk hits read per retrieval signal.
@@ -122,8 +122,8 @@ impl Locator {
     }
 
     /// Ranks the files `req.text` is about.
-    pub async fn locate(&self, req: &LocateRequest) -> Result<LocateAnswer, SearchError> {
-        let without = req.validate()?;
+    pub async fn locate(&self, req: &ValidLocate) -> Result<LocateAnswer, SearchError> {
+        let without = req.without();
         let model_name = req.model.unwrap_or(self.model);
         let model = model::LocateModel::named(model_name).map_err(|e| SearchError::RankModel(e.to_string()))?;
         let started = Instant::now();
@@ -192,7 +192,7 @@ impl Locator {
             messages: &message_hits,
             history: &history,
         };
-        let (files, features) = fuse::rank(&graph, &inputs, &without, model, req.k, req.definitions, req.features);
+        let (files, features) = fuse::rank(&graph, &inputs, without, model, req.k, req.definitions, req.features);
         mark(&mut took.rank_ms);
         metrics::histogram!(crate::metrics::LOCATE_SECONDS).record(started.elapsed().as_secs_f64());
         Ok(LocateAnswer {

@@ -68,7 +68,7 @@ impl Locator {
         req.k = PRIOR_FILES;
         req.definitions = 0;
         req.as_of = as_of.map(str::to_string);
-        let answer = self.locate(&req).await?;
+        let answer = self.locate(&req.check()?).await?;
         Ok(FilePrior::from_ranking(answer.files.into_iter().map(|f| f.path).collect()))
     }
 }

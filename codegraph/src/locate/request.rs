@@ -76,8 +76,10 @@ impl LocateRequest {
         }
     }
 
-    /// Checks the text and k; parses `without`.
-    pub fn validate(&self) -> Result<Vec<Signal>, SearchError> {
+    /// Checks the text, k and features and parses `without`, once, where the request enters
+    /// (HTTP, MCP, the command line, a caller that builds one): the locator takes the
+    /// [`ValidLocate`] and never checks again.
+    pub fn check(self) -> Result<ValidLocate, SearchError> {
         if self.text.trim().is_empty() {
             return Err(SearchError::EmptyQuery);
         }
@@ -98,7 +100,31 @@ impl LocateRequest {
                 self.features
             )));
         }
-        self.without.iter().map(|s| s.parse()).collect()
+        let without = self.without.iter().map(|s| s.parse()).collect::<Result<_, _>>()?;
+        Ok(ValidLocate { req: self, without })
+    }
+}
+
+/// A [`LocateRequest`] that passed [`LocateRequest::check`], with its `without` parsed into
+/// signals. It reads as the request (`Deref`) and cannot be changed in place.
+#[derive(Debug, Clone)]
+pub struct ValidLocate {
+    req: LocateRequest,
+    without: Vec<Signal>,
+}
+
+impl ValidLocate {
+    /// The signals the request switches off.
+    pub fn without(&self) -> &[Signal] {
+        &self.without
+    }
+}
+
+impl std::ops::Deref for ValidLocate {
+    type Target = LocateRequest;
+
+    fn deref(&self) -> &LocateRequest {
+        &self.req
     }
 }
 
@@ -169,5 +195,29 @@ impl LocateTimings {
         let most = parts.iter().max_by_key(|(_, ms)| *ms).map_or("-", |(n, _)| *n);
         let list: Vec<String> = parts.iter().map(|(n, ms)| format!("{n} {ms} ms")).collect();
         format!("{}; most: {most}", list.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_checked_once_into_its_valid_form() {
+        let mut req = LocateRequest::new("the reporter drops tri-state values");
+        req.without = vec!["vector".into(), "bm25".into()];
+        let valid = req.clone().check().unwrap();
+        assert_eq!(valid.without(), [Signal::Vector, Signal::Bm25]);
+        assert_eq!(valid.text, req.text, "it reads as the request");
+        let refuse = |edit: fn(&mut LocateRequest)| {
+            let mut r = req.clone();
+            edit(&mut r);
+            r.check().unwrap_err()
+        };
+        assert!(matches!(refuse(|r| r.text = " \n".into()), SearchError::EmptyQuery));
+        assert!(matches!(refuse(|r| r.k = 0), SearchError::BadK { .. }));
+        assert!(matches!(refuse(|r| r.text = "a\0b".into()), SearchError::BadRequest(_)));
+        assert!(matches!(refuse(|r| r.features = MAX_LOCATE_FEATURES + 1), SearchError::BadRequest(_)));
+        assert!(refuse(|r| r.without = vec!["telepathy".into()]).to_string().contains("telepathy"));
     }
 }

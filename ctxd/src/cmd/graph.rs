@@ -27,8 +27,8 @@ pub fn text_arg(text: &str) -> Result<String> {
 
 /// `ctxd locate`: the answer to `req` over the index at `db`, as text or JSON.
 pub async fn locate(req: LocateRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
-    let skip = req.validate()?;
-    let need_model = !skip.contains(&ctxd_codegraph::locate::signals::Signal::Vector);
+    let req = req.check()?;
+    let need_model = !req.without().contains(&ctxd_codegraph::locate::signals::Signal::Vector);
     let searcher = open_searcher(db, model, need_model).await?;
     let answer = GraphTools::new(searcher.retriever().clone()).locate(&req).await?;
     if json {

@@ -4,11 +4,9 @@
 use std::path::Path;
 
 use anyhow::Result;
-use ctxd_context::assembler::Assembler;
 use ctxd_context::request::ContextRequest;
 use ctxd_context::symbols::{GetSymbolsRequest, ListSymbolsRequest};
 use ctxd_search::search::{Mode, SearchRequest};
-use ctxd_search::searcher::Searcher;
 
 use crate::model_args::ModelArgs;
 use crate::open::{open_assembler, open_index, open_searcher};
@@ -16,7 +14,7 @@ use crate::session_file::SessionFile;
 
 /// `ctxd search`: `req` answered over the index at `db`, as JSON or lines.
 pub async fn search(req: SearchRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
-    Searcher::validate(&req)?;
+    let req = req.check()?;
     let mode = req.mode;
     let searcher = open_searcher(db, model, !matches!(mode, Mode::Bm25 | Mode::Symbol)).await?;
     let resp = searcher.search(&req).await?;
@@ -37,8 +35,8 @@ pub async fn search(req: SearchRequest, db: &Path, model: &ModelArgs, json: bool
     Ok(())
 }
 
-pub async fn context(req: &ContextRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
-    Assembler::validate(req)?;
+pub async fn context(req: ContextRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
+    let req = &req.check()?;
     let assembler = open_assembler(db, model, !matches!(req.mode, Mode::Bm25 | Mode::Symbol)).await?;
     let session = SessionFile::load(assembler.sessions(), db, req.session.as_deref())?;
     let resp = assembler.assemble(req, |_| {}).await?;

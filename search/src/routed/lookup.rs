@@ -9,7 +9,7 @@ use super::vocab::Vocab;
 use crate::error::SearchError;
 use crate::retriever::Retriever;
 use crate::route::{analyze, Analysis, Route};
-use crate::search::{SearchRequest, SearchResponse, SearchResult};
+use crate::search::{SearchResponse, SearchResult, ValidSearch};
 
 /// Definitions named by the query's identifiers, as chunks (exact names first).
 pub(super) async fn symbol_hits(index: &Index, symbols: &[String], limit: usize) -> Result<Vec<Hit>, SearchError> {
@@ -91,8 +91,7 @@ pub(super) async fn path_hits(index: &Index, vocab: &Vocab, a: &Analysis) -> Res
 }
 
 /// The symbol table alone: the query's identifiers, or else its longer words, as names.
-pub(crate) async fn symbol_search(core: &Retriever, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
-    req.validate()?;
+pub(crate) async fn symbol_search(core: &Retriever, req: &ValidSearch) -> Result<SearchResponse, SearchError> {
     let (index, version) = core.index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
     let a = analyze(&req.query, |_| false);
     let names: Vec<String> = if a.symbols.is_empty() {

@@ -32,7 +32,7 @@ use crate::error::SearchError;
 use crate::rerank::{rescore, RerankCache, Rescorer};
 use crate::retriever::{PerBackend, Retriever};
 use crate::route::{analyze, Analysis, IntentWeights, Route};
-use crate::search::{SearchRequest, SearchResponse};
+use crate::search::{SearchRequest, SearchResponse, ValidSearch};
 
 mod lookup;
 pub mod order;
@@ -131,7 +131,7 @@ impl Routing {
     pub async fn search(
         &self,
         core: &Retriever,
-        req: &SearchRequest,
+        req: &ValidSearch,
         vector: QueryVector<'_>,
     ) -> Result<SearchResponse, SearchError> {
         Ok(self.answer(core, req, vector).await?.response)
@@ -141,10 +141,9 @@ impl Routing {
     pub(crate) async fn answer(
         &self,
         core: &Retriever,
-        req: &SearchRequest,
+        req: &ValidSearch,
         vector: QueryVector<'_>,
     ) -> Result<Routed, SearchError> {
-        req.validate()?;
         let caches = self.caches.of(core);
         // The path vocabulary (for recognising paths in the query) is the whole index's, cached
         // per version; every read that answers goes through the view of the asked sources.
