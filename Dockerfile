@@ -17,7 +17,7 @@ RUN apt-get update -qq && apt-get install -y -qq ca-certificates curl libgomp1 &
 COPY --from=build /usr/local/bin/ctxd /usr/local/bin/ctxd
 COPY --from=build /models /models
 COPY --from=build /opt/ctxd/lib /opt/ctxd/lib
-COPY examples/configs/ctxd.toml /etc/ctxd/ctxd.toml
+COPY configs/ctxd.toml /etc/ctxd/ctxd.toml
 ENV CTXD_MODEL_DIR=/models CTXD_LIB_DIR=/opt/ctxd/lib HF_HUB_OFFLINE=1
 VOLUME ["/data", "/models"]
 USER ctxd

@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ctxd-target}"
 scripts/setup.sh
-exec cargo run -p ctxd -- serve --config examples/configs/demo.toml "$@"
+exec cargo run -p ctxd -- serve --config configs/demo.toml "$@"

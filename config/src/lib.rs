@@ -22,7 +22,7 @@
 //! [server]
 //! listen = "127.0.0.1:7700"
 //! ```
-//! See `examples/configs/ctxd.toml` for every key with its default.
+//! See `configs/ctxd.toml` for every key with its default.
 
 //!
 //! The daemon's crates below the binary read it: `ctxd-pipeline` (sources, stages, index,
@@ -302,7 +302,7 @@ mod tests {
 
     #[test]
     fn every_shipped_config_parses() {
-        let dir = Path::new(&manifest_dir()).join("../examples/configs");
+        let dir = Path::new(&manifest_dir()).join("../configs");
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -311,12 +311,12 @@ mod tests {
                 n += 1;
             }
         }
-        assert!(n >= 3, "examples/configs/ holds the documented default and examples");
+        assert!(n >= 3, "configs/ holds the documented default and examples");
     }
 
     #[test]
     fn documented_default_matches_code_defaults() {
-        let path = Path::new(&manifest_dir()).join("../examples/configs/ctxd.toml");
+        let path = Path::new(&manifest_dir()).join("../configs/ctxd.toml");
         let file = Config::load(&path).unwrap();
         let code = Config::default();
         assert_eq!(format!("{:?}", file.pipeline), format!("{:?}", code.pipeline));

@@ -1,9 +1,9 @@
-//! `docs/reference/configuration.md` against the parser and `examples/configs/ctxd.toml` (tests only):
+//! `docs/reference/configuration.md` against the parser and `configs/ctxd.toml` (tests only):
 //! every key the page's tables list is one the parser knows (a file setting it alone gets no
 //! "unknown key"; a wrong type is fine, it proves the key is read); every key the raw layer's
-//! types read (`raw.rs`, walked from `RawConfig`) is on the page; every key `examples/configs/ctxd.toml`
+//! types read (`raw.rs`, walked from `RawConfig`) is on the page; every key `configs/ctxd.toml`
 //! holds (set or commented out, `# key = value`) is on the page, and every key on the page is in
-//! `examples/configs/ctxd.toml`. Keys are named by their dotted path: `source.root` (for `[source]` and each
+//! `configs/ctxd.toml`. Keys are named by their dotted path: `source.root` (for `[source]` and each
 //! `[[source]]`), `pipeline.load`, `aggregate.sources.name` (each `[[aggregate.sources]]`).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,7 +56,7 @@ fn documented_keys(doc: &str) -> BTreeMap<String, String> {
     out
 }
 
-/// The keys of `examples/configs/ctxd.toml` by dotted path: `key = …` lines, and commented-out ones
+/// The keys of `configs/ctxd.toml` by dotted path: `key = …` lines, and commented-out ones
 /// (`# key = …` that parse as TOML), under the last `[table]` / `[[table]]` header (commented
 /// out or not).
 fn file_keys(text: &str) -> BTreeSet<String> {
@@ -97,7 +97,7 @@ fn the_reference_page_lists_the_keys_the_parser_reads() {
     // The probe can fail: a key the parser does not know is reported as such.
     assert!(!unknown_keys("[index]\nno_such_key = 0\n").is_empty());
 
-    let file = std::fs::read_to_string(repo_root().join("examples/configs/ctxd.toml")).unwrap();
+    let file = std::fs::read_to_string(repo_root().join("configs/ctxd.toml")).unwrap();
     let in_file = file_keys(&file);
     let mut drift = Vec::new();
     for (key, toml) in &documented {
@@ -105,11 +105,11 @@ fn the_reference_page_lists_the_keys_the_parser_reads() {
             drift.push(format!("configuration.md lists {key}, which the parser does not know ({problem})"));
         }
         if !in_file.contains(key) {
-            drift.push(format!("configuration.md lists {key}, which examples/configs/ctxd.toml does not hold"));
+            drift.push(format!("configuration.md lists {key}, which configs/ctxd.toml does not hold"));
         }
     }
     for key in in_file.iter().filter(|k| !documented.contains_key(*k)) {
-        drift.push(format!("examples/configs/ctxd.toml holds {key}, which configuration.md does not list"));
+        drift.push(format!("configs/ctxd.toml holds {key}, which configuration.md does not list"));
     }
     assert!(drift.is_empty(), "{} drifted ({} problem(s)):\n{}", page.display(), drift.len(), drift.join("\n"));
 }

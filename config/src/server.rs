@@ -85,7 +85,7 @@ pub struct ServerConfig {
     /// bearer token. None: the route takes the bearer token like every other.
     pub webhook_secret_file: Option<PathBuf>,
     /// Routed searches (and contexts) rescore this many best candidates by late interaction
-    /// (`ctxd_serve::rerank`, same default); 0 turns it off for every request. A request can
+    /// (`ctxd_search::rerank`, same default); 0 turns it off for every request. A request can
     /// still skip it with `"rerank": false`.
     pub rerank_depth: usize,
     /// A session (`"session"` on `/v1/context`, MCP, `--session`) idle this long is forgotten.
@@ -114,7 +114,7 @@ pub struct ServerConfig {
 }
 
 /// `server.stale_answer_ms` by default: off — answers are always of the latest version unless an
-/// operator trades that for latency under load (see `query/src/answers.rs` and docs/scaling-out.md).
+/// operator trades that for latency under load (see `search/src/answers.rs` and docs/scaling-out.md).
 pub const DEFAULT_STALE_ANSWER_MS: u64 = 0;
 /// Largest `server.stale_answer_ms` (a minute: beyond that an answer is not "under load" any more).
 pub const MAX_STALE_ANSWER_MS: u64 = 60_000;

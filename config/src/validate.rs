@@ -63,7 +63,7 @@ impl Checker<'_> {
         for key in unknown.keys() {
             self.problem(
                 &[section, &[key.as_str()]].concat(),
-                "unknown key (examples/configs/ctxd.toml lists every key)".into(),
+                "unknown key (configs/ctxd.toml lists every key)".into(),
             );
         }
     }

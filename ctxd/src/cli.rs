@@ -173,7 +173,7 @@ pub enum Command {
         /// The ranking model: `fitted` (default: fitted on the training issues) or `hand` (the
         /// hand-set weights).
         #[arg(long)]
-        locate_model: Option<ctxd_codegraph::locate::model::ModelName>,
+        locate_model: Option<ctxd_codegraph::locate::ranker::RankerName>,
         /// Leave the index's query adapter out (`ctxd adapt`).
         #[arg(long)]
         no_adapter: bool,
@@ -453,7 +453,7 @@ pub enum Command {
     Setup(crate::setup::SetupArgs),
     /// Run the daemon: index, watch for changes, serve HTTP.
     Serve {
-        /// Config file (TOML, see examples/configs/ctxd.toml).
+        /// Config file (TOML, see configs/ctxd.toml).
         #[arg(long)]
         config: Option<PathBuf>,
         /// Folder to index and watch (overrides [source] root).

@@ -285,7 +285,7 @@ fn query_surfaces(
         max_sessions: cfg.server.max_sessions,
         max_bytes: cfg.server.session_memory_mb << 20,
     });
-    let locate_model: ctxd_codegraph::locate::model::ModelName =
+    let locate_model: ctxd_codegraph::locate::ranker::RankerName =
         cfg.locate.model.parse().map_err(|e| anyhow::anyhow!("[locate] model in the config: {e}"))?;
     let assembler = Arc::new(
         Assembler::new((**searcher).clone(), token_counter).with_sessions(sessions).with_locate_model(locate_model),

@@ -14,7 +14,7 @@
 //! the heap's floor rose from 70 to 140 MB over the file (the full-text segments and manifests
 //! of every part stayed cached); with 1 MiB/1 MiB it stayed at 75–85 MB. The defaults (64 MiB
 //! and 32 MiB) bound that growth while keeping a mid-size repository's indexes cached for
-//! queries; a big deployment raises them (`examples/configs/high-memory.toml`).
+//! queries; a big deployment raises them (`configs/high-memory.toml`).
 //!
 //! The index cache drops entries nobody has read for minutes while newer ones come in
 //! ([`crate::index_cache`]): the full-text segments of superseded versions, which would

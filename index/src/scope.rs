@@ -2,7 +2,7 @@
 //! [`Index`](crate::store::Index) view ([`crate::scoped`]).
 //!
 //! An index of named sources (`[[source]]` in the configuration) stores each file under a path
-//! that starts with its source's name (`api/src/main.rs`, `docs/guide.md`), in all three tables
+//! that starts with its source's name (`api/src/main.rs`, `manual/guide.md`), in all three tables
 //! (chunks, symbols, edges). A scope is a set of source names; `Index::scoped` gives a view
 //! of the same tables (`scoped.rs`) whose every read — vector and full-text search, a file's chunks, symbol
 //! lookups, the code graph's edges, scans for Arrow Flight, row counts — keeps only rows whose

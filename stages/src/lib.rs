@@ -1,6 +1,6 @@
 //! The five stages of the ctxd pipeline: `watch → load → chunk → embed → upsert`.
 //!
-//! Each module holds one stage's logic as plain types and functions; the stage-graph runtime
+//! Each module holds one stage's logic as plain types and functions; the pipeline that runs them
 //! in `ctxd-pipeline` wires them with bounded channels, workers, metrics and drain. Items
 //! flow as [`FileWork`]: either the new state of one file or the fact that it is gone.
 //!

@@ -15,6 +15,8 @@
 //!   is declared twice in the workspace;
 //! - **Markdown links lead somewhere** (`links.rs`): every relative link of every `*.md` file
 //!   names a file that exists, and its `#anchor` a heading of the Markdown file it points into;
+//! - **the prose names what exists** (`prose.rs`): a path or module path in inline code, in the
+//!   Markdown or in a `//!` / `///` comment, names a file or module that exists;
 //! - **short commit subjects** (`commits.rs`): every commit after the rule's start has a subject of
 //!   at most 72 characters (its own test in `tests/house.rs`, as it reads git, not the tree).
 //!
@@ -28,6 +30,7 @@ pub mod deps;
 pub mod lexer;
 pub mod links;
 pub mod modules;
+pub mod prose;
 pub mod words;
 
 use std::path::Path;
@@ -46,6 +49,7 @@ pub enum Violation {
     NoDirection { krate: String },
     TwoPaths { krate: String, file: String, module: String },
     BrokenLink(links::BrokenLink),
+    StaleName(prose::StaleName),
     WordOutOfPlace { at: words::Named, word: String, crates: Vec<String> },
     TypeTwice { name: String, at: Vec<words::Named> },
 }
@@ -100,6 +104,10 @@ impl std::fmt::Display for Violation {
                     places.join(" and ")
                 )
             }
+            Violation::StaleName(prose::StaleName { file, line, name, why }) => write!(
+                f,
+                "{file}:{line}: `{name}` names nothing: {why}; correct the name to what it became, or drop it"
+            ),
             Violation::BrokenLink(links::BrokenLink { file, line, link, reason }) => {
                 write!(f, "{file}:{line}: the link ({link}) ")?;
                 match reason {
@@ -177,6 +185,8 @@ pub fn check(root: &Path) -> std::io::Result<Vec<Violation>> {
         violations.push(Violation::TypeTwice { name, at });
     }
     violations.extend(links::check(root)?.into_iter().map(Violation::BrokenLink));
+    let by_module_name = packages.iter().map(|(name, dir)| (name.replace('-', "_"), dir.clone())).collect();
+    violations.extend(prose::check(root, &by_module_name)?.into_iter().map(Violation::StaleName));
     Ok(violations)
 }
 

@@ -184,7 +184,7 @@ fn has_scheme(dest: &str) -> bool {
 }
 
 /// The lines outside fenced code blocks (```` ``` ```` or `~~~`), 1-based.
-fn prose_lines(text: &str) -> Vec<(usize, &str)> {
+pub fn prose_lines(text: &str) -> Vec<(usize, &str)> {
     let mut out = Vec::new();
     let mut fence: Option<(char, usize)> = None;
     for (i, line) in text.lines().enumerate() {

@@ -12,8 +12,8 @@
 //! and code import the files they name, and a module naming an item the root defines imports the
 //! root (a trait kept in `lib.rs` that the root's own functions use through its modules is a
 //! circle). Only its `mod` and `pub use` lines are no imports — they are the crate's face — and
-//! `crate::Item` re-exported there is read as the file the item comes from (`pub use store::Index`
-//! makes `crate::Index` an import of `store.rs`).
+//! `crate::X` re-exported there is read as the file the item comes from (`pub use store::X`
+//! makes `crate::X` an import of `store.rs`).
 
 use crate::lexer::{blank_comments_and_literals, is_ident, without_tests};
 use std::collections::{BTreeMap, BTreeSet};

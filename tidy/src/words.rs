@@ -6,7 +6,7 @@
 //! A module (a file's own name; a folder's, by its `mod.rs`) or a public type whose name holds the
 //! word — as one of the words of its `snake_case` or `CamelCase` name, or their plural in `s` —
 //! outside those crates breaks the rule
-//! (`pipeline/src/runtime.rs` beside `models/src/runtime.rs`, a stage-graph `Engine` beside
+//! (a `runtime` module in `pipeline` beside `models/src/runtime.rs`, a pipeline `Engine` beside
 //! oneDNN's). Separately, a public type name is declared once in the workspace, so no two types
 //! answer to one name.
 

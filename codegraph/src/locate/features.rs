@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use ctxd_index::record::Hit;
 use serde::Serialize;
 
-use super::model::{Feature, Row, FEATURES};
+use super::ranker::{Feature, Row, FEATURES};
 use super::signals::Scores;
 use super::text::Issue;
 use crate::graph::CodeGraph;

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use ctxd_index::record::Hit;
 
 use super::features::{CandidateFeatures, Candidates};
-use super::model::{Feature, LocateModel, Row};
+use super::ranker::{Feature, Ranker, Row};
 use super::request::LocatedFile;
 use super::signals::{self, Scores, Signal};
 use super::text::Issue;
@@ -70,7 +70,7 @@ pub fn rank(
     graph: &CachedGraph,
     inputs: &Inputs<'_>,
     without: &[Signal],
-    model: &LocateModel,
+    model: &Ranker,
     k: usize,
     defs: usize,
     features: usize,
@@ -108,7 +108,7 @@ pub fn rank(
         .into_iter()
         .take(k)
         .map(|(f, score)| {
-            let row = c.get(f).copied().unwrap_or([0.0; crate::locate::model::FEATURES]);
+            let row = c.get(f).copied().unwrap_or([0.0; crate::locate::ranker::FEATURES]);
             LocatedFile {
                 path: g.files[f].clone(),
                 score: (score * 1000.0).round() / 1000.0,
@@ -176,7 +176,7 @@ fn text_signals<'a>(
 
 /// The graph signal: personalised PageRank from the `model.seeds` best candidates, scaled by
 /// the best file that is not a seed; `None` when no such file is reached.
-fn graph_signal(graph: &CachedGraph, c: &Candidates<'_>, model: &LocateModel) -> Option<Scores> {
+fn graph_signal(graph: &CachedGraph, c: &Candidates<'_>, model: &Ranker) -> Option<Scores> {
     let mut seeds = c.ranked(|row: &Row| model.score(row));
     seeds.truncate(model.seeds);
     // The walk restarts at the seeds in proportion to their scores, which must be positive.
@@ -201,7 +201,7 @@ fn graph_signal(graph: &CachedGraph, c: &Candidates<'_>, model: &LocateModel) ->
 
 /// Why file `f` (feature row `row`) ranks where it does: the signals the model weighs, by
 /// weighted score, then its demotions.
-fn why(parts: &[(Signal, Scores)], f: usize, row: &Row, model: &LocateModel) -> Vec<String> {
+fn why(parts: &[(Signal, Scores)], f: usize, row: &Row, model: &Ranker) -> Vec<String> {
     let mut why: Vec<(f64, String)> = parts
         .iter()
         .filter_map(|(s, sc)| {
@@ -287,7 +287,7 @@ mod tests {
     use crate::graph::build::test_def as def;
     use crate::graph::cache::CachedGraph;
     use crate::graph::rank::FileGraph;
-    use crate::locate::model::LocateModel;
+    use crate::locate::ranker::Ranker;
     use crate::locate::signals::Signal;
 
     /// Three files: the text names `pkg/util.py` by path, `parse_config` (defined in
@@ -305,11 +305,11 @@ mod tests {
         CachedGraph { centrality: vec![0.0; code.files.len()], code, files, definitions, build_ms: 0 }
     }
 
-    fn model(weights: &str) -> LocateModel {
-        LocateModel::parse(&format!(r#"{{"fitted": "test", "seeds": 3, "weights": {{{weights}}}}}"#), "test").unwrap()
+    fn model(weights: &str) -> Ranker {
+        Ranker::parse(&format!(r#"{{"fitted": "test", "seeds": 3, "weights": {{{weights}}}}}"#), "test").unwrap()
     }
 
-    fn order(m: &LocateModel, without: &[Signal]) -> (Vec<String>, Vec<super::CandidateFeatures>) {
+    fn order(m: &Ranker, without: &[Signal]) -> (Vec<String>, Vec<super::CandidateFeatures>) {
         let g = graph();
         let issue = crate::locate::text::read("`parse_config` crashes when pkg/util.py calls `check_helper`");
         let history = ctxd_index::history::History::default();

@@ -17,9 +17,9 @@ pub mod adapter_cache;
 pub mod features;
 pub mod fuse;
 pub mod history_signals;
-pub mod model;
 pub mod past_commits;
 pub mod prior;
+pub mod ranker;
 pub mod request;
 pub mod signals;
 pub mod text;
@@ -46,18 +46,18 @@ pub struct Locator {
     histories: history_signals::HistoryCache,
     adapters: adapter_cache::AdapterCache,
     /// The ranking model of a request that names none (`[locate] model`).
-    model: model::ModelName,
+    model: ranker::RankerName,
 }
 
 impl Locator {
     pub fn new(retriever: Retriever, graphs: GraphCache) -> Self {
         let histories = history_signals::HistoryCache::default();
         let adapters = adapter_cache::AdapterCache::default();
-        Self { retriever, graphs, histories, adapters, model: model::ModelName::default() }
+        Self { retriever, graphs, histories, adapters, model: ranker::RankerName::default() }
     }
 
     /// The same locator ranking with `model` where a request names none.
-    pub fn with_model(mut self, model: model::ModelName) -> Self {
+    pub fn with_model(mut self, model: ranker::RankerName) -> Self {
         self.model = model;
         self
     }
@@ -125,7 +125,7 @@ impl Locator {
     pub async fn locate(&self, req: &ValidLocate) -> Result<LocateAnswer, SearchError> {
         let without = req.without();
         let model_name = req.model.unwrap_or(self.model);
-        let model = model::LocateModel::named(model_name).map_err(|e| SearchError::RankModel(e.to_string()))?;
+        let model = ranker::Ranker::named(model_name).map_err(|e| SearchError::RankModel(e.to_string()))?;
         let started = Instant::now();
         let mut took = request::LocateTimings::default();
         let mut lap = Instant::now();

@@ -6,7 +6,7 @@ use ctxd_index::scope::SourceScope;
 use ctxd_search::error::SearchError;
 use serde::{Deserialize, Serialize};
 
-use super::model::ModelName;
+use super::ranker::RankerName;
 use super::signals::Signal;
 use crate::graph::Place;
 
@@ -46,7 +46,7 @@ pub struct LocateRequest {
     pub features: usize,
     /// The ranking model (`fitted`, `hand`); default: the daemon's `[locate] model`.
     #[serde(default)]
-    pub model: Option<ModelName>,
+    pub model: Option<RankerName>,
     /// Leave the index's query adapter out (`ctxd adapt`): the vector signal reads the base
     /// model's query vector.
     #[serde(default)]
@@ -149,7 +149,7 @@ pub struct LocateAnswer {
     /// Signals that contributed (after `without`).
     pub signals: Vec<Signal>,
     /// The ranking model that scored the files.
-    pub model: ModelName,
+    pub model: RankerName,
     /// Whether the vector signal's query went through the index's query adapter (fitted on its
     /// git history: `ctxd adapt`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]

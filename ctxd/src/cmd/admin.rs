@@ -74,7 +74,7 @@ pub fn validate_config(file: &Path) -> Result<()> {
     // So do the locate ranking models (ctxd-codegraph).
     cfg.locate
         .model
-        .parse::<ctxd_codegraph::locate::model::ModelName>()
+        .parse::<ctxd_codegraph::locate::ranker::RankerName>()
         .map_err(|e| anyhow::anyhow!("{}: locate.model: {e}", file.display()))?;
     println!("{}: ok", file.display());
     Ok(())

@@ -1,4 +1,5 @@
-//! The ranking model of `locate`: one weight per [`Feature`] of a candidate file, fitted on the
+//! The ranker of `locate` (its "model" in the config, the CLI and requests; the word `model`
+//! otherwise means an embedding model): one weight per [`Feature`] of a candidate file, fitted on the
 //! training issues (`localization/train.jsonl`: the recipe chosen and written by
 //! `benches/locate_diagnose.py`, the fit itself `benches/fit_locate.py`'s) and committed as
 //! `model.json` beside this file; a file's score is the weighted sum of its features, times a
@@ -12,7 +13,7 @@
 //! tree ensemble with hundreds of leaves can; its weights read as the importance of each signal; and
 //! scoring a candidate is a dot product, so the daemon's answer time does not move.
 //!
-//! Two models are compiled in, named by [`ModelName`] (`[locate] model`, `ctxd locate
+//! Two models are compiled in, named by [`RankerName`] (`[locate] model`, `ctxd locate
 //! --locate-model`, a request's `"model"`): `fitted` (`model.json`, the default) and `hand`
 //! (`hand.json`: the hand-set weights and demotions the fits start from, kept so that the comparison
 //! stays one command). `CTXD_LOCATE_MODEL=FILE` loads another parameter file in the fitted one's
@@ -148,7 +149,7 @@ impl Feature {
 
 /// A parameter file that cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum ModelFileError {
+pub enum RankerFileError {
     #[error("locate model {origin}: {source}")]
     Parse {
         origin: String,
@@ -172,7 +173,7 @@ pub enum ModelFileError {
 /// The ranking models compiled in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ModelName {
+pub enum RankerName {
     /// `model.json`: fitted on the training issues (`benches/locate_diagnose.py --write`).
     #[default]
     Fitted,
@@ -180,31 +181,31 @@ pub enum ModelName {
     Hand,
 }
 
-impl ModelName {
-    pub const ALL: [ModelName; 2] = [ModelName::Fitted, ModelName::Hand];
+impl RankerName {
+    pub const ALL: [RankerName; 2] = [RankerName::Fitted, RankerName::Hand];
 
     pub fn as_str(self) -> &'static str {
         match self {
-            ModelName::Fitted => "fitted",
-            ModelName::Hand => "hand",
+            RankerName::Fitted => "fitted",
+            RankerName::Hand => "hand",
         }
     }
 }
 
-/// A model name that is not one of [`ModelName::ALL`].
+/// A model name that is not one of [`RankerName::ALL`].
 #[derive(Debug, thiserror::Error)]
 #[error("unknown locate model '{got}' (known: {known})")]
-pub struct UnknownModelName {
+pub struct UnknownRanker {
     pub got: String,
     pub known: String,
 }
 
-impl std::str::FromStr for ModelName {
-    type Err = UnknownModelName;
+impl std::str::FromStr for RankerName {
+    type Err = UnknownRanker;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ModelName::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| UnknownModelName {
+        RankerName::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| UnknownRanker {
             got: s.to_string(),
-            known: ModelName::ALL.map(ModelName::as_str).join(", "),
+            known: RankerName::ALL.map(RankerName::as_str).join(", "),
         })
     }
 }
@@ -227,7 +228,7 @@ struct ModelFile {
 
 /// Fitted weights and factors, one per [`Feature`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct LocateModel {
+pub struct Ranker {
     pub weights: Row,
     /// ln of each feature's factor (0 = ×1).
     pub log_factors: Row,
@@ -239,28 +240,28 @@ pub struct LocateModel {
 const COMMITTED: &str = include_str!("model.json");
 const HAND: &str = include_str!("hand.json");
 
-impl LocateModel {
+impl Ranker {
     /// Parses a parameter file; `origin` names it in errors.
-    pub fn parse(text: &str, origin: &str) -> Result<Self, ModelFileError> {
+    pub fn parse(text: &str, origin: &str) -> Result<Self, RankerFileError> {
         let file: ModelFile =
-            serde_json::from_str(text).map_err(|source| ModelFileError::Parse { origin: origin.into(), source })?;
+            serde_json::from_str(text).map_err(|source| RankerFileError::Parse { origin: origin.into(), source })?;
         let feature = |name: &String| {
             Feature::ALL.into_iter().find(|f| f.as_str() == name).ok_or_else(|| {
                 let known: Vec<&str> = Feature::ALL.iter().map(|f| f.as_str()).collect();
-                ModelFileError::UnknownFeature { origin: origin.into(), name: name.clone(), known: known.join(", ") }
+                RankerFileError::UnknownFeature { origin: origin.into(), name: name.clone(), known: known.join(", ") }
             })
         };
         let mut weights = [0.0; FEATURES];
         for (name, w) in &file.weights {
             if !w.is_finite() {
-                return Err(ModelFileError::NotFinite { origin: origin.into(), name: name.clone() });
+                return Err(RankerFileError::NotFinite { origin: origin.into(), name: name.clone() });
             }
             weights[feature(name)? as usize] = *w;
         }
         let mut log_factors = [0.0; FEATURES];
         for (name, x) in &file.factors {
             if !(x.is_finite() && *x > 0.0) {
-                return Err(ModelFileError::BadFactor { origin: origin.into(), name: name.clone(), value: *x });
+                return Err(RankerFileError::BadFactor { origin: origin.into(), name: name.clone(), value: *x });
             }
             log_factors[feature(name)? as usize] = x.ln();
         }
@@ -269,20 +270,20 @@ impl LocateModel {
 
     /// The model `name` names, parsed once per process: the fitted one from `CTXD_LOCATE_MODEL`'s
     /// file where that is set.
-    pub fn named(name: ModelName) -> Result<&'static LocateModel, &'static ModelFileError> {
-        static FITTED: OnceLock<Result<LocateModel, ModelFileError>> = OnceLock::new();
-        static HANDSET: OnceLock<Result<LocateModel, ModelFileError>> = OnceLock::new();
+    pub fn named(name: RankerName) -> Result<&'static Ranker, &'static RankerFileError> {
+        static FITTED: OnceLock<Result<Ranker, RankerFileError>> = OnceLock::new();
+        static HANDSET: OnceLock<Result<Ranker, RankerFileError>> = OnceLock::new();
         match name {
-            ModelName::Fitted => FITTED.get_or_init(|| match std::env::var_os("CTXD_LOCATE_MODEL") {
+            RankerName::Fitted => FITTED.get_or_init(|| match std::env::var_os("CTXD_LOCATE_MODEL") {
                 Some(path) => {
                     let path = path.to_string_lossy().into_owned();
                     let text = std::fs::read_to_string(&path)
-                        .map_err(|source| ModelFileError::Read { path: path.clone(), source })?;
-                    LocateModel::parse(&text, &path)
+                        .map_err(|source| RankerFileError::Read { path: path.clone(), source })?;
+                    Ranker::parse(&text, &path)
                 }
-                None => LocateModel::parse(COMMITTED, "codegraph/src/locate/model.json"),
+                None => Ranker::parse(COMMITTED, "codegraph/src/locate/model.json"),
             }),
-            ModelName::Hand => HANDSET.get_or_init(|| LocateModel::parse(HAND, "codegraph/src/locate/hand.json")),
+            RankerName::Hand => HANDSET.get_or_init(|| Ranker::parse(HAND, "codegraph/src/locate/hand.json")),
         }
         .as_ref()
     }
@@ -307,22 +308,22 @@ impl LocateModel {
 
 #[cfg(test)]
 mod tests {
-    use super::{Feature, LocateModel, ModelFileError, ModelName, COMMITTED, FEATURES, HAND};
+    use super::{Feature, Ranker, RankerFileError, RankerName, COMMITTED, FEATURES, HAND};
 
     #[test]
     fn the_committed_models_parse_and_name_every_signal() {
-        let m = LocateModel::parse(COMMITTED, "committed").unwrap();
+        let m = Ranker::parse(COMMITTED, "committed").unwrap();
         assert!(m.seeds > 0);
         assert!(m.weight(Feature::Bm25) > 0.0, "{m:?}");
-        let hand = LocateModel::parse(HAND, "hand").unwrap();
+        let hand = Ranker::parse(HAND, "hand").unwrap();
         assert!(hand.weight(Feature::Paths) > 0.0 && hand.log_factors[Feature::Test as usize] < 0.0, "{hand:?}");
         assert_ne!(m.weights, hand.weights);
-        for name in ModelName::ALL {
-            assert_eq!(name.as_str().parse::<ModelName>().unwrap(), name);
+        for name in RankerName::ALL {
+            assert_eq!(name.as_str().parse::<RankerName>().unwrap(), name);
             let json = serde_json::to_string(&name).unwrap();
             assert_eq!(json, format!("\"{}\"", name.as_str()));
         }
-        let err = "handset".parse::<ModelName>().unwrap_err().to_string();
+        let err = "handset".parse::<RankerName>().unwrap_err().to_string();
         assert!(err.contains("'handset'") && err.contains("fitted, hand"), "{err}");
         assert_eq!(Feature::ALL.len(), FEATURES);
         for (i, f) in Feature::ALL.iter().enumerate() {
@@ -337,32 +338,29 @@ mod tests {
 
     #[test]
     fn a_bad_parameter_file_is_refused_with_the_reason() {
-        let unknown = LocateModel::parse(r#"{"fitted": "x", "seeds": 5, "weights": {"bm26": 1.0}}"#, "f.json");
+        let unknown = Ranker::parse(r#"{"fitted": "x", "seeds": 5, "weights": {"bm26": 1.0}}"#, "f.json");
         let err = unknown.unwrap_err();
-        assert!(matches!(err, ModelFileError::UnknownFeature { .. }));
+        assert!(matches!(err, RankerFileError::UnknownFeature { .. }));
         assert!(err.to_string().contains("'bm26'") && err.to_string().contains("bm25_rank"), "{err}");
-        let garbage = LocateModel::parse("{", "g.json").unwrap_err();
+        let garbage = Ranker::parse("{", "g.json").unwrap_err();
         assert!(garbage.to_string().starts_with("locate model g.json: "), "{garbage}");
-        let extra = LocateModel::parse(r#"{"fitted": "x", "seeds": 5, "weights": {}, "bias": 1}"#, "e.json");
+        let extra = Ranker::parse(r#"{"fitted": "x", "seeds": 5, "weights": {}, "bias": 1}"#, "e.json");
         assert!(extra.is_err());
     }
 
     #[test]
     fn the_score_is_the_weighted_sum() {
-        let m =
-            LocateModel::parse(r#"{"fitted": "x", "seeds": 5, "weights": {"bm25": 2.0, "test": -1.0}}"#, "m").unwrap();
+        let m = Ranker::parse(r#"{"fitted": "x", "seeds": 5, "weights": {"bm25": 2.0, "test": -1.0}}"#, "m").unwrap();
         let mut row = [0.0; FEATURES];
         row[Feature::Bm25 as usize] = 0.5;
         row[Feature::Test as usize] = 1.0;
         row[Feature::Vector as usize] = 0.9;
         assert_eq!(m.score(&row), 0.0);
-        let scaled = LocateModel::parse(
-            r#"{"fitted": "x", "seeds": 5, "weights": {"bm25": 2.0}, "factors": {"test": 0.25}}"#,
-            "m",
-        )
-        .unwrap();
+        let scaled =
+            Ranker::parse(r#"{"fitted": "x", "seeds": 5, "weights": {"bm25": 2.0}, "factors": {"test": 0.25}}"#, "m")
+                .unwrap();
         assert!((scaled.score(&row) - 0.25).abs() < 1e-12, "{}", scaled.score(&row));
-        let zero = LocateModel::parse(r#"{"fitted": "x", "seeds": 5, "weights": {}, "factors": {"doc": 0}}"#, "z");
-        assert!(matches!(zero, Err(ModelFileError::BadFactor { .. })));
+        let zero = Ranker::parse(r#"{"fitted": "x", "seeds": 5, "weights": {}, "factors": {"doc": 0}}"#, "z");
+        assert!(matches!(zero, Err(RankerFileError::BadFactor { .. })));
     }
 }
