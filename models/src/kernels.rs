@@ -49,6 +49,7 @@ pub fn bf16_bits(x: f32) -> u16 {
 
 /// bf16 bits → f32 (exact).
 #[inline(always)]
+#[cfg(test)]
 pub fn bf16_to_f32(b: u16) -> f32 {
     f32::from_bits((b as u32) << 16)
 }

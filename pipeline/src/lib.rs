@@ -42,7 +42,7 @@ pub mod progress;
 mod reconcile;
 pub mod reembed;
 mod source;
-pub mod stage_tasks;
+pub(crate) mod stage_tasks;
 #[cfg(test)]
 mod testkit;
 pub mod trigger;

@@ -79,13 +79,9 @@ impl<T> Output<T> {
     }
 
     /// Items waiting in the queue.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.tx.len()
-    }
-
-    /// True when nothing waits in the queue.
-    pub fn is_empty(&self) -> bool {
-        self.tx.is_empty()
     }
 }
 

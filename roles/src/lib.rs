@@ -15,7 +15,7 @@
 //! and injects what needs the command line (opening an index for reading, reading the
 //! configuration file again).
 
-pub mod error;
+pub(crate) mod error;
 pub mod generation;
 pub mod reader;
 pub mod reload;

@@ -393,12 +393,9 @@ impl AnswerCache {
     }
 
     /// Answers kept now (all generations).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -22,10 +22,10 @@
 //! Results carry the path relative to the indexed root, the 1-based line range, the symbol and
 //! the score. Every type has one path: its module's (no re-exports at the root).
 
-pub mod answers;
+pub(crate) mod answers;
 pub mod bounded;
 pub mod error;
-pub mod fusion;
+pub(crate) mod fusion;
 pub mod metrics;
 pub mod pressure;
 pub mod rerank;

@@ -26,6 +26,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
                    base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// Bytes of all the page's files (docs/web-page.md states it).
+#[cfg(test)]
 pub fn page_bytes() -> usize {
     ASSETS.iter().map(|(_, _, text)| text.len()).sum()
 }

@@ -36,12 +36,12 @@ mod chunker;
 mod code;
 mod file;
 pub(crate) mod lang;
-pub mod members;
+pub(crate) mod members;
 mod record;
-pub mod sections;
+pub(crate) mod sections;
 pub mod stage;
 mod stream;
-pub mod symbols;
+pub(crate) mod symbols;
 
 pub use chunker::{ChunkConfig, Chunker, TokenCountFn};
 pub use lang::grammar;

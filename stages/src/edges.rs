@@ -54,6 +54,7 @@ fn rules(language: &str) -> Option<&'static dyn walk::Rules> {
 
 /// The outgoing edges of the file at `path` (relative, as indexed) written in `language`.
 /// Empty for languages without a grammar.
+#[cfg(test)]
 pub fn extract(path: &str, language: &str, source: &str) -> Vec<EdgeRow> {
     let Some(rules) = rules(language) else { return Vec::new() };
     match walk::parse(language, source) {

@@ -26,7 +26,7 @@
 
 pub mod chunk;
 pub mod counters;
-pub mod edges;
+pub(crate) mod edges;
 pub mod embed;
 pub mod error;
 pub mod explain;
@@ -38,7 +38,7 @@ pub mod load;
 pub mod metrics;
 pub mod object;
 pub mod select;
-pub mod skip;
+pub(crate) mod skip;
 pub mod stage;
 pub mod state;
 pub mod upsert;

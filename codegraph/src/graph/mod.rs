@@ -22,13 +22,13 @@
 //! change touches; [`rank`] is the file-level propagation (personalised PageRank) that
 //! localization and `repo_map` use; [`repo_map`] packs an aider-style map into a token budget.
 
-pub mod build;
+pub(crate) mod build;
 pub mod cache;
-pub mod def_index;
+pub(crate) mod def_index;
 pub mod impact;
-pub mod rank;
-pub mod repo_map;
-pub mod resolve;
+pub(crate) mod rank;
+pub(crate) mod repo_map;
+pub(crate) mod resolve;
 pub mod uses;
 
 use std::collections::HashMap;

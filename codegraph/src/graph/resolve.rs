@@ -99,13 +99,9 @@ impl FileSet {
     }
 
     /// Number of paths.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.paths.len()
-    }
-
-    /// Whether the set is empty.
-    pub fn is_empty(&self) -> bool {
-        self.paths.is_empty()
     }
 
     /// Whether `path` is indexed.

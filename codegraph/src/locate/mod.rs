@@ -13,16 +13,16 @@
 //! Texts up to [`MAX_LOCATE_BYTES`] are accepted (real issues carry tracebacks, logs and
 //! package lists); only their informative parts reach BM25 and the model.
 
-pub mod adapter_cache;
-pub mod features;
-pub mod fuse;
+pub(crate) mod adapter_cache;
+pub(crate) mod features;
+pub(crate) mod fuse;
 pub mod history_signals;
-pub mod past_commits;
+pub(crate) mod past_commits;
 pub mod prior;
 pub mod ranker;
 pub mod request;
 pub mod signals;
-pub mod text;
+pub(crate) mod text;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,12 +1,12 @@
 //! The one-shot commands, one module each (the daemon, MCP, re-embedding and benchmarks have
 //! their own modules at the crate root).
 
-pub mod adapt;
-pub mod admin;
-pub mod chunk;
-pub mod doctor;
-pub mod eval;
-pub mod files;
-pub mod graph;
-pub mod index;
-pub mod query;
+pub(crate) mod adapt;
+pub(crate) mod admin;
+pub(crate) mod chunk;
+pub(crate) mod doctor;
+pub(crate) mod eval;
+pub(crate) mod files;
+pub(crate) mod graph;
+pub(crate) mod index;
+pub(crate) mod query;

@@ -18,10 +18,10 @@
 //! `rope_parameters`/`layer_types`. Anything else is refused with the list of what runs
 //! ([`Family::detect`]).
 
-pub mod embedder;
-pub mod gemm;
-pub mod layers;
-pub mod model;
+pub(crate) mod embedder;
+pub(crate) mod gemm;
+pub(crate) mod layers;
+pub(crate) mod model;
 
 use serde_json::Value;
 

@@ -4,9 +4,9 @@
 //! one chunk. The symbols table lists them all, so the code graph has a node for every method
 //! its edges start or end in.
 
-use tree_sitter::{Node, Parser, Tree};
+use tree_sitter::{Node, Tree};
 
-use super::lang::{def_info, grammar};
+use super::lang::def_info;
 
 /// One definition: its symbol, kind and 1-based line range.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,9 +21,10 @@ pub struct Member {
 const MAX_DEFINITIONS: usize = 50_000;
 
 /// The definitions of `source` (a file in `language`), top level and members, in line order.
+#[cfg(test)]
 pub fn definitions(language: &str, source: &str) -> Vec<Member> {
-    let Some(g) = grammar(language) else { return Vec::new() };
-    let mut parser = Parser::new();
+    let Some(g) = super::lang::grammar(language) else { return Vec::new() };
+    let mut parser = tree_sitter::Parser::new();
     if parser.set_language(&g).is_err() {
         return Vec::new();
     }

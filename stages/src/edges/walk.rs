@@ -14,9 +14,8 @@ use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use ctxd_index::{edges::EdgeKind, edges::EdgeRow};
-use tree_sitter::{Node, Parser, Tree};
+use tree_sitter::{Node, Tree};
 
-use crate::chunk::grammar;
 use crate::chunk::lang::def_info;
 
 /// Most edges kept for one file; the rest are counted and dropped.
@@ -272,9 +271,10 @@ enum Step<'t> {
 }
 
 /// Parses `source` in `language`.
+#[cfg(test)]
 pub(super) fn parse(language: &str, source: &str) -> Option<Tree> {
-    let mut parser = Parser::new();
-    parser.set_language(&grammar(language)?).ok()?;
+    let mut parser = tree_sitter::Parser::new();
+    parser.set_language(&crate::chunk::grammar(language)?).ok()?;
     parser.parse(source, None)
 }
 
