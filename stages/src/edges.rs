@@ -57,7 +57,7 @@ fn rules(language: &str) -> Option<&'static dyn walk::Rules> {
 #[cfg(test)]
 pub fn extract(path: &str, language: &str, source: &str) -> Vec<EdgeRow> {
     let Some(rules) = rules(language) else { return Vec::new() };
-    match walk::parse(language, source) {
+    match crate::chunk::lang::parse(language, source) {
         Some(tree) => walk::run(path, language, source, &tree, rules),
         None => Vec::new(),
     }

@@ -3,10 +3,10 @@
 //! extracted text citing their fixed positions, the merging of small sibling definitions, and
 //! the file's symbol table (taken before merging).
 
-use tree_sitter::{Parser, Tree};
+use tree_sitter::Tree;
 
 use super::chunker::{ChunkConfig, Chunker, Ctx};
-use super::lang::grammar;
+use super::lang::{grammar, parse};
 use super::record::{self, make_chunk, ChunkedFile};
 use super::sections::line_sections;
 use super::symbols;
@@ -150,16 +150,11 @@ impl Chunker {
         let mut out = Vec::new();
         let mut method = "window";
         let mut parsed = None;
-        if let Some(grammar) = grammar(language) {
-            let mut parser = Parser::new();
-            if parser.set_language(&grammar).is_ok() {
-                if let Some(tree) = parser.parse(text, None) {
-                    let root = tree.root_node();
-                    self.members(&ctx, root, 0, ctx.lines.len() - 1, None, &mut out);
-                    method = "tree_sitter";
-                    parsed = Some(tree);
-                }
-            }
+        if let Some(tree) = parse(language, text) {
+            let root = tree.root_node();
+            self.members(&ctx, root, 0, ctx.lines.len() - 1, None, &mut out);
+            method = "tree_sitter";
+            parsed = Some(tree);
         }
         if method == "window" {
             if language == "csv" {

@@ -16,6 +16,15 @@ mod rust;
 
 pub(crate) use node::DefInfo;
 
+/// `source` parsed with `language`'s grammar: `None` where ctxd has no grammar for it, or the
+/// parser gives up. The one place a file is parsed (the chunker's tree is then shared with the
+/// symbol and edge extraction).
+pub(crate) fn parse(language: &str, source: &str) -> Option<tree_sitter::Tree> {
+    let mut parser = tree_sitter::Parser::new();
+    parser.set_language(&grammar(language)?).ok()?;
+    parser.parse(source, None)
+}
+
 /// The tree-sitter grammar for a language label, when ctxd has one.
 pub fn grammar(language: &str) -> Option<Language> {
     Some(match language {

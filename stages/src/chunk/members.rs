@@ -23,12 +23,7 @@ const MAX_DEFINITIONS: usize = 50_000;
 /// The definitions of `source` (a file in `language`), top level and members, in line order.
 #[cfg(test)]
 pub fn definitions(language: &str, source: &str) -> Vec<Member> {
-    let Some(g) = super::lang::grammar(language) else { return Vec::new() };
-    let mut parser = tree_sitter::Parser::new();
-    if parser.set_language(&g).is_err() {
-        return Vec::new();
-    }
-    match parser.parse(source, None) {
+    match super::lang::parse(language, source) {
         Some(tree) => definitions_parsed(&tree, language, source),
         None => Vec::new(),
     }

@@ -270,14 +270,6 @@ enum Step<'t> {
     Leave,
 }
 
-/// Parses `source` in `language`.
-#[cfg(test)]
-pub(super) fn parse(language: &str, source: &str) -> Option<Tree> {
-    let mut parser = tree_sitter::Parser::new();
-    parser.set_language(&crate::chunk::grammar(language)?).ok()?;
-    parser.parse(source, None)
-}
-
 /// Walks the tree of `source` in `language` with `rules`; the edges in document order, at
 /// most [`MAX_EDGES`].
 pub(super) fn run(path: &str, language: &str, source: &str, tree: &Tree, rules: &dyn Rules) -> Vec<EdgeRow> {
