@@ -36,7 +36,8 @@ pub(crate) async fn prometheus(State(state): State<AppState>) -> Response {
     }
 }
 
-/// `{"version","ready","model","table"}` (what an aggregator keys its cache on), a writer's
+/// `{"version","ready","model","table"}` (what an aggregator keys its cache on), the query
+/// adapter ([`query_adapter`]), a writer's
 /// `indexing` (its first pass: files seen and done, chunks, rates, `secs_left`) and, in an
 /// index of named sources, `sources`: `[{name, files, chunks}]` of the sources the caller's
 /// token may read (no other source is named).
@@ -56,6 +57,10 @@ pub(crate) async fn status(State(state): State<AppState>, caller: CallerExt) -> 
         "role": if state.progress.is_some() { "writer" } else { "reader" },
         "lease": state.lease,
     });
+    match query_adapter(&index).await {
+        Ok(adapter) => body["query_adapter"] = adapter,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
     if let Some(progress) = &state.progress {
         body["indexing"] = progress();
     }
@@ -81,6 +86,23 @@ pub(crate) async fn status(State(state): State<AppState>, caller: CallerExt) -> 
         body["sources"] = serde_json::Value::Array(sources);
     }
     Json(body).into_response()
+}
+
+/// The query adapter stored for the index's model (`null` when none was ever fitted):
+/// `{"in_use","history_version","newest","report"}` — `in_use`: whether `locate` reads queries
+/// through it now (it was kept, and fitted on the history this view reads or an older one);
+/// `report`: how it was judged (commits, held out, base and adapted MRR@10, the fit; `"control":
+/// "shuffled"` on the shuffled control).
+async fn query_adapter(index: &ctxd_index::store::Index) -> Result<serde_json::Value, ctxd_index::error::IndexError> {
+    let Some(stored) = index.stored_adapter().await? else { return Ok(serde_json::Value::Null) };
+    let in_use = index.query_adapter().await?.is_some();
+    let report = serde_json::from_str(&stored.report).unwrap_or(serde_json::Value::String(stored.report));
+    Ok(serde_json::json!({
+        "in_use": in_use,
+        "history_version": stored.history_version,
+        "newest": stored.newest,
+        "report": report,
+    }))
 }
 
 /// A git source's files and chunks stored under each ref's view (`name@ref/…`; a file the same

@@ -158,6 +158,13 @@ fn a_daemon_fits_the_adapter_in_its_background_at_its_share_answering_throughout
     });
     assert_eq!(daemon.metric("ctxd_adapt_in_use_bool"), Some(1.0));
     wait_for("the adapter in use", Duration::from_secs(10), || ask(&daemon)["adapted"] == Value::Bool(true));
+    // The status names it, with how it was judged.
+    let status: Value = daemon.get("/v1/status").json().unwrap();
+    let adapter = &status["query_adapter"];
+    assert_eq!(adapter["in_use"], Value::Bool(true), "{status}");
+    assert!(adapter["report"]["commits"].as_u64().unwrap() >= 30, "{status}");
+    assert!(adapter["report"]["adapted_mrr"].as_f64() > adapter["report"]["base_mrr"].as_f64(), "{status}");
+    assert!(adapter["report"].get("control").is_none(), "{status}");
     // A request can leave it out.
     let body = json!({"text": "the wombat is broken again since the last release", "no_adapter": true});
     let base: Value = daemon.post("/v1/locate", &body).json().unwrap();
