@@ -8,7 +8,7 @@ use tokenizers::Tokenizer;
 
 use crate::card::Pooling;
 use crate::encoder::{Encoder, EncoderConfig, StageClock};
-use crate::{embedder::Embedder, error::ModelError, loaded::LoadedModel, tokens};
+use crate::{embedder::Embedder, error::ModelError, loaded::LoadedModel};
 
 /// A loaded BERT sentence-embedding model.
 pub struct BertEmbedder {
@@ -97,17 +97,7 @@ impl BertEmbedder {
 }
 
 impl Embedder for BertEmbedder {
-    fn model_id(&self) -> &str {
-        &self.model_id
-    }
-
-    fn dim(&self) -> usize {
-        self.dim
-    }
-
-    fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ModelError> {
-        tokens::encode(&self.tokenizer, texts)
-    }
+    crate::embedder::identity_from_fields!();
 
     fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
         if ids.is_empty() {

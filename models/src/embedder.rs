@@ -26,6 +26,26 @@ pub enum PassOutput {
 ///
 /// Implementations are synchronous and may be slow; [`crate::service::EmbedService`] runs them off the async
 /// runtime.
+/// The `model_id`, `dim` and `encode` of an [`Embedder`] impl whose type holds its model's id,
+/// width and tokenizer in fields of those names (`model_id`, `dim`, `tokenizer`): the candle BERT
+/// path, the fast CPU path and the endpoint client answer these three the same way.
+macro_rules! identity_from_fields {
+    () => {
+        fn model_id(&self) -> &str {
+            &self.model_id
+        }
+
+        fn dim(&self) -> usize {
+            self.dim
+        }
+
+        fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, $crate::error::ModelError> {
+            $crate::tokens::encode(&self.tokenizer, texts)
+        }
+    };
+}
+pub(crate) use identity_from_fields;
+
 pub trait Embedder: Send + 'static {
     /// Stable identifier of the model (stored with every vector in the index).
     fn model_id(&self) -> &str;

@@ -22,9 +22,9 @@ use serde_json::{json, Value};
 use tokenizers::Tokenizer;
 
 use crate::choice::EndpointKind;
+use crate::embedder::Embedder;
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
-use crate::{embedder::Embedder, tokens};
 
 /// Where and how to reach an embedding server (the `[model] endpoint*` keys).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -299,17 +299,7 @@ fn unit(mut v: Vec<f32>) -> Vec<f32> {
 }
 
 impl Embedder for RemoteEmbedder {
-    fn model_id(&self) -> &str {
-        &self.model_id
-    }
-
-    fn dim(&self) -> usize {
-        self.dim
-    }
-
-    fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ModelError> {
-        tokens::encode(&self.tokenizer, texts)
-    }
+    crate::embedder::identity_from_fields!();
 
     fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
         // The endpoint takes texts: token ids are decoded back (the service sends texts to

@@ -36,7 +36,7 @@ use tokenizers::Tokenizer;
 
 use crate::dnnl::{DataType, Dnnl};
 use crate::embedder::{Embedder, PassOutput};
-use crate::{error::ModelError, loaded::LoadedModel, tokens};
+use crate::{error::ModelError, loaded::LoadedModel};
 use weights::EncoderWeights;
 use worker::Worker;
 
@@ -213,17 +213,7 @@ pub fn split_balanced(lens: &[usize], parts: usize) -> Vec<std::ops::Range<usize
 }
 
 impl Embedder for FastBert {
-    fn model_id(&self) -> &str {
-        &self.model_id
-    }
-
-    fn dim(&self) -> usize {
-        self.dim
-    }
-
-    fn encode(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, ModelError> {
-        tokens::encode(&self.tokenizer, texts)
-    }
+    crate::embedder::identity_from_fields!();
 
     fn forward(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, ModelError> {
         self.run(ids, PassOutput::Pooled)
