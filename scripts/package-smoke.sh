@@ -78,6 +78,11 @@ run "$exe" search "check whether a password matches the stored hash" --db /work/
     fail "search"
 python_free_first="$(grep -o '"path": *"[^"]*"' "$work/search.json" | head -n 1)"
 [[ "$python_free_first" == *'src/auth.rs"' ]] || fail "search's first result: $python_free_first"
+# The README's first command serves the package's own example: its config reaches its folder.
+run "$exe" config validate "/opt/$name/configs/demo.toml" >/dev/null 2>"$work/demo.err" ||
+    fail "configs/demo.toml in the package: $(cat "$work/demo.err")"
+run "$exe" ls-files --config "/opt/$name/configs/demo.toml" 2>/dev/null | grep -q '^src/auth.rs$' ||
+    fail "the package's configs/demo.toml does not reach its examples/demo"
 printf '%s\n' \
     '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"smoke","version":"1"}}}' \
     '{"jsonrpc":"2.0","method":"notifications/initialized"}' \

@@ -10,6 +10,7 @@
 #   share/ctxd/models/sentence-transformers/all-MiniLM-L6-v2   the default model
 #   share/doc/ctxd/                       README, LICENSE and the notices of what is shipped
 #   install.sh                            copies the folder under ~/.local (or --prefix)
+#   configs/demo.toml, examples/demo/     the README's first command: serve the example folder
 # The binary finds lib/ and share/ beside bin/ (no LD_LIBRARY_PATH, cache or network).
 #
 #   scripts/package.sh [--binary PATH] [--out DIR]
@@ -113,6 +114,11 @@ cp "$root/share/ctxd/models/sentence-transformers/all-MiniLM-L6-v2/README.md" \
 cargo metadata --locked --format-version 1 --filter-platform x86_64-unknown-linux-gnu |
     python3 scripts/package-notices.py > "$root/share/doc/ctxd/THIRD-PARTY.md"
 cp scripts/install.sh "$root/install.sh"
+# The README's first command, run in the unpacked folder, serves configs/demo.toml, whose paths
+# (relative to the file) name examples/demo and .ctxd/demo-db: both travel, in their places.
+mkdir -p "$root/configs" "$root/examples"
+cp configs/demo.toml "$root/configs/demo.toml"
+cp -R examples/demo "$root/examples/demo"
 sed "s/@VERSION@/$version/g; s/@NAME@/$name/g" scripts/package-readme.md > "$root/README.md"
 
 # --- checks: glibc floor, relocatable layout --------------------------------------------------
