@@ -79,7 +79,7 @@ impl Index {
     /// B-tree indexes on `embed_key` (the embedding-cache lookups of [`Index::embeddings_for`])
     /// and `path` (a file's chunks: symbol and path routes, completion, replacements), so
     /// neither scans the table; kept current by the index folds.
-    pub async fn ensure_hash_index(&self) -> Result<(), IndexError> {
+    pub(crate) async fn ensure_hash_index(&self) -> Result<(), IndexError> {
         let columns: &[&str] = if self.keyed { &[EMBED_KEY, "path"] } else { &["path"] };
         ensure_btree(&self.table, columns).await.map_err(|e| self.lance(e))?;
         Ok(())
@@ -152,7 +152,8 @@ impl Index {
     }
 
     /// Segments of the full-text index (0 before it exists).
-    pub async fn fts_segments(&self) -> Result<usize, IndexError> {
+    #[cfg(test)]
+    pub(crate) async fn fts_segments(&self) -> Result<usize, IndexError> {
         Ok(self.fts_layout().await?.map_or(0, |(segments, _)| segments))
     }
 

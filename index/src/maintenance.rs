@@ -127,7 +127,7 @@ impl Index {
     }
 
     /// Builds the vector index when it is due ([`Index::vector_index_due`]).
-    pub async fn ensure_vector_index(&self, min_rows: usize) -> Result<bool, IndexError> {
+    pub(crate) async fn ensure_vector_index(&self, min_rows: usize) -> Result<bool, IndexError> {
         let Some(rows) = self.vector_index_due(min_rows).await? else { return Ok(false) };
         // ~4k rows per IVF partition, HNSW graphs inside each, 8-bit scalar quantisation.
         let partitions = (rows / 4096).clamp(1, 1024) as u32;

@@ -289,12 +289,6 @@ impl Index {
         Ok(batches.iter().flat_map(batch_to_edges).filter_map(|e| self.shown(e, |e| &mut e.path)).collect())
     }
 
-    /// Whether this index has an edges table (an index written before the graph has none
-    /// until it is opened by a writer).
-    pub fn has_graph(&self) -> bool {
-        self.edges.is_some()
-    }
-
     /// `(chunks, symbols, edges)` versions of this handle: what a cache of the graph is keyed by.
     pub async fn graph_versions(&self) -> Result<(u64, u64, u64), IndexError> {
         let mut side = [0u64; 2];

@@ -95,11 +95,6 @@ impl Index {
         })
     }
 
-    /// The scope of this view (`None`: every source).
-    pub fn scope(&self) -> Option<&SourceScope> {
-        self.scope.as_deref()
-    }
-
     /// The version of the git refs' overlays table as this process last read it (0: none;
     /// see [`crate::overlay::OverlayCache::current`]): part of the key of anything cached per version.
     pub async fn overlays_version(&self) -> Result<u64, IndexError> {

@@ -288,7 +288,7 @@ impl Index {
     }
 
     /// The underlying LanceDB table (for callers that need more than this API).
-    pub fn table(&self) -> &Table {
+    pub(crate) fn table(&self) -> &Table {
         &self.table
     }
 
