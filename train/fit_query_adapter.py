@@ -181,7 +181,7 @@ def main(argv=None):
     valid_kinds = set((args.valid_kinds or args.kinds).split(","))
     train, valid = load_pairs(args.pairs, kinds, valid_kinds, args.max_train, args.max_valid, args.seed)
     for p in train + valid:
-        p["negative_texts"] = [n for n in p.get("negatives", [])][: args.negatives]
+        p["negative_texts"] = p.get("negatives", [])[: args.negatives]
     print(f"{len(train)} training pairs, {len(valid)} validation pairs", file=sys.stderr)
     vec = Vectors(args.ctxd, args.cache)
     texts = [p["query"] for p in train + valid] + [p["positive"] for p in train + valid]

@@ -55,6 +55,14 @@ fn schema() -> SchemaRef {
     ]))
 }
 
+impl StoredAdapter {
+    /// Whether a view reading history version `history_version` uses this adapter: it was kept
+    /// (non-empty weights) and fitted on that version or an older one (see the module docs).
+    pub fn in_use_at(&self, history_version: u64) -> bool {
+        !self.weights.is_empty() && self.history_version <= history_version
+    }
+}
+
 /// Replaces the row of `row.model` with `row`.
 pub async fn store(uri: &str, row: &StoredAdapter) -> Result<(), IndexError> {
     let batch = RecordBatch::try_new(
@@ -101,10 +109,7 @@ impl Index {
     /// fitted on the history version this view reads or an older one.
     pub async fn query_adapter(&self) -> Result<Option<StoredAdapter>, IndexError> {
         let Some(row) = self.stored_adapter().await? else { return Ok(None) };
-        if row.weights.is_empty() || row.history_version > self.history_version().await? {
-            return Ok(None);
-        }
-        Ok(Some(row))
+        Ok(row.in_use_at(self.history_version().await?).then_some(row))
     }
 }
 

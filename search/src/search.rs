@@ -170,16 +170,9 @@ impl SearchRequest {
 
 /// A [`SearchRequest`] whose query and k passed [`SearchRequest::check`]: what the searcher
 /// and the layers under it take. It reads as the request (`Deref`) and cannot be changed in
-/// place; a changed request is checked again ([`ValidSearch::into_request`], then `check`).
+/// place: a caller that needs another request builds it and checks it.
 #[derive(Debug, Clone)]
 pub struct ValidSearch(SearchRequest);
-
-impl ValidSearch {
-    /// The request, to change and check again.
-    pub fn into_request(self) -> SearchRequest {
-        self.0
-    }
-}
 
 impl std::ops::Deref for ValidSearch {
     type Target = SearchRequest;

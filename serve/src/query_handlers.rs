@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use ctxd_context::completion::{Completer, CompletionRequest, CompletionResponse};
 use ctxd_context::request::ContextRequest;
-use ctxd_search::search::{SearchRequest, SearchResponse};
+use ctxd_search::search::SearchRequest;
 
 use crate::admission::Admission;
 use crate::aggregate::AggregateRequest;
@@ -28,18 +28,14 @@ pub(crate) async fn search(
 ) -> Response {
     let started = Instant::now();
     let mode = req.mode;
-    let req = match req.check() {
-        Ok(req) => req,
-        Err(e) => {
-            outcome("search", mode.as_str(), started, Some(&e));
-            return reply::<SearchResponse>("search", Err(e));
-        }
+    let res = match req.check() {
+        Ok(req) => match crate::admission::search(Some(&gate), &state.searcher, &req).await {
+            Ok(res) => res,
+            Err(refused) => return refused.into_response(),
+        },
+        Err(e) => Err(e),
     };
-    let res = match crate::admission::search(Some(&gate), &state.searcher, &req).await {
-        Ok(res) => res,
-        Err(refused) => return refused.into_response(),
-    };
-    outcome("search", req.mode.as_str(), started, res.as_ref().err());
+    outcome("search", mode.as_str(), started, res.as_ref().err());
     reply("search", res)
 }
 

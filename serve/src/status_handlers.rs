@@ -95,7 +95,7 @@ pub(crate) async fn status(State(state): State<AppState>, caller: CallerExt) -> 
 /// "shuffled"` on the shuffled control).
 async fn query_adapter(index: &ctxd_index::store::Index) -> Result<serde_json::Value, ctxd_index::error::IndexError> {
     let Some(stored) = index.stored_adapter().await? else { return Ok(serde_json::Value::Null) };
-    let in_use = index.query_adapter().await?.is_some();
+    let in_use = stored.in_use_at(index.history_version().await?);
     let report = serde_json::from_str(&stored.report).unwrap_or(serde_json::Value::String(stored.report));
     Ok(serde_json::json!({
         "in_use": in_use,

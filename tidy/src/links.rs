@@ -51,6 +51,11 @@ pub fn check(root: &Path) -> std::io::Result<Vec<BrokenLink>> {
 
 /// The `*.md` files under `root`, sorted, outside the skipped folders.
 pub fn markdown_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
+    files_ending(root, ".md")
+}
+
+/// The files under `root` whose names end in `suffix`, sorted, outside the skipped folders.
+pub fn files_ending(root: &Path, suffix: &str) -> std::io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut dirs = vec![root.to_path_buf()];
     while let Some(dir) = dirs.pop() {
@@ -62,7 +67,7 @@ pub fn markdown_files(root: &Path) -> std::io::Result<Vec<PathBuf>> {
                 if !SKIPPED_DIRS.iter().any(|s| name == *s) {
                     dirs.push(entry.path());
                 }
-            } else if kind.is_file() && name.to_string_lossy().ends_with(".md") {
+            } else if kind.is_file() && name.to_string_lossy().ends_with(suffix) {
                 out.push(entry.path());
             }
         }
@@ -120,7 +125,8 @@ fn resolve(dir: &Path, rel: &str) -> Option<PathBuf> {
     Some(parts.iter().collect())
 }
 
-fn slashed(path: &Path) -> String {
+/// `path` with `/` between its components, whatever the platform.
+pub(crate) fn slashed(path: &Path) -> String {
     path.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
 }
 

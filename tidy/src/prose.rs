@@ -16,9 +16,9 @@
 //! skipped folders of `links.rs`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::links::{markdown_files, prose_lines};
+use crate::links::{files_ending, markdown_files, prose_lines, slashed};
 
 /// A name in prose that names nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +53,7 @@ pub fn check(root: &Path, crates: &BTreeMap<String, String>) -> std::io::Result<
         texts.push((rel, prose_lines(&text).into_iter().map(|(n, l)| (n, l.to_string())).collect()));
     }
     for dir in crates.values() {
-        for path in rust_files(&root.join(dir))? {
+        for path in files_ending(&root.join(dir), ".rs")? {
             let rel = slashed(path.strip_prefix(root).unwrap_or(&path));
             let text = std::fs::read_to_string(&path)?;
             texts.push((rel, doc_lines(&text)));
@@ -76,25 +76,6 @@ pub fn check(root: &Path, crates: &BTreeMap<String, String>) -> std::io::Result<
             }
         }
     }
-    Ok(out)
-}
-
-/// The `.rs` files under `dir`, outside `target/`.
-fn rust_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(d) = dirs.pop() {
-        for entry in std::fs::read_dir(&d)? {
-            let entry = entry?;
-            let kind = entry.file_type()?;
-            if kind.is_dir() && entry.file_name() != "target" {
-                dirs.push(entry.path());
-            } else if kind.is_file() && entry.file_name().to_string_lossy().ends_with(".rs") {
-                out.push(entry.path());
-            }
-        }
-    }
-    out.sort();
     Ok(out)
 }
 
@@ -221,10 +202,6 @@ fn glob_declares(src: &Path, module: &[&str], text: &str, name: &str) -> bool {
             .iter()
             .any(|p| std::fs::read_to_string(p).is_ok_and(|t| declares(&t, name)))
     })
-}
-
-fn slashed(path: &Path) -> String {
-    path.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
 }
 
 #[cfg(test)]
