@@ -3,7 +3,7 @@ full disk do to the index, each reported as figures against a goal.
 
     ~/.cache/ctxd/py-venv/bin/python benches/faults.py all [--ctxd BIN] [--rounds 20]
     ~/.cache/ctxd/py-venv/bin/python benches/faults.py kill|reader|flaky-s3|disk-full
-    ~/.cache/ctxd/py-venv/bin/python benches/faults.py s3-faults|s3-contend|s3-reembed [--kinds k1,k2] [--ops op1,op2] [--rate R]
+    ~/.cache/ctxd/py-venv/bin/python benches/faults.py s3-faults|s3-contend|s3-reembed|s3-fence [--kinds k1,k2] [--ops op1,op2] [--rate R]
 
 * `kill`      — `serve --role writer` on a watched folder; each round adds, edits and deletes a
   few files, waits 0–3 s (random) and `kill -9`s the writer, restarts it and waits for /readyz.
@@ -24,6 +24,9 @@ full disk do to the index, each reported as figures against a goal.
   conditional PUT, LIST, DELETE, multipart) against a writer on a bucket, then an optional kill -9
   loop under a mild fault mix (`--kill-rounds`); see `faults_s3.py`. Not part of `all`.
   `--pad-kb 400`: big files, so that the writer's uploads go multipart.
+* `s3-fence` — a writer paused with SIGSTOP past its lease's TTL while a `ctxd index` takes over
+  and commits, then resumed: it must write nothing and exit 75, and the index must equal a clean
+  run's; `--fence-rounds` rounds (20); see `faults_fence.py`. Not part of `all`.
 * `s3-contend` — two writers on one prefix through the proxy, each restarted when it exits; and
   `s3-reembed` — three `reembed --shard I/3` jobs and the `--commit` through the proxy beside a
   writer; see `faults_s3_jobs.py`. Not part of `all`.
@@ -674,14 +677,14 @@ def scenario_s3(name):
     """The bucket scenarios live in faults_s3.py / faults_s3_jobs.py and report into RESULTS."""
     def run(a, work):
         sys.modules.setdefault("faults", sys.modules[__name__])
-        import faults_s3, faults_s3_jobs
+        import faults_s3, faults_s3_jobs, faults_fence
         {"s3-faults": faults_s3.scenario_s3_faults, "s3-contend": faults_s3_jobs.scenario_s3_contend,
-         "s3-reembed": faults_s3_jobs.scenario_s3_reembed}[name](a, work)
+         "s3-reembed": faults_s3_jobs.scenario_s3_reembed, "s3-fence": faults_fence.scenario_s3_fence}[name](a, work)
     return run
 
 
 SCENARIOS = {"kill": scenario_kill, "reader": scenario_reader, "flaky-s3": scenario_flaky, "disk-full": scenario_disk_full,
-             **{n: scenario_s3(n) for n in ("s3-faults", "s3-contend", "s3-reembed")}}
+             **{n: scenario_s3(n) for n in ("s3-faults", "s3-contend", "s3-reembed", "s3-fence")}}
 
 
 def main():
@@ -701,9 +704,10 @@ def main():
                     help="disk-full: the source is a watched folder or a git repository polled every second")
     ap.add_argument("--seed", type=int, default=1)
     sys.modules.setdefault("faults", sys.modules[__name__])
-    import faults_s3, faults_s3_jobs
+    import faults_s3, faults_s3_jobs, faults_fence
     faults_s3.add_args(ap)
     faults_s3_jobs.add_args(ap)
+    faults_fence.add_args(ap)
     a = ap.parse_args()
     if not os.access(a.ctxd, os.X_OK):
         sys.exit(f"{a.ctxd} is not an executable ctxd binary")

@@ -41,6 +41,23 @@ pub async fn writer_lease(cfg: &Config, what: &str) -> Result<ctxd_index::lease:
     Ok(ctxd_index::lease::WriterLease::acquire(&uri, &ctxd_index::lease::holder_name(what), ttl).await?)
 }
 
+/// A writer that lost its lease stops at once (exit code 75): another writer may already be
+/// writing, and a drain would commit after it (its writes are refused anyway: `ctxd_index`
+/// confirms the lease before each one).
+pub fn exit_when_lease_lost(lease: &ctxd_index::lease::WriterLease) {
+    let mut lost = lease.lost();
+    tokio::spawn(async move {
+        if lost.wait_for(|l| l.is_some()).await.is_ok() {
+            let why = lost.borrow().clone().unwrap_or_default();
+            tracing::error!("{why}; exiting without draining (the next writer redoes what was in flight)");
+            eprintln!(
+                "ctxd: {why}; exiting without draining (the writer holding the lease now redoes what was in flight)"
+            );
+            std::process::exit(75);
+        }
+    });
+}
+
 /// Builds the config of a one-shot or daemon run from an optional file plus overrides.
 pub fn build_config(file: Option<&Path>, root: Option<&Path>, db: Option<&Path>, model: &ModelArgs) -> Result<Config> {
     let mut cfg = Config::load_with_env(file)?;

@@ -253,7 +253,6 @@ fn start_follower(
 ) -> Follower {
     match backend {
         Backend::Writer { generation, lease, live } => {
-            watch_lease(&lease);
             let w = Writer { live, ..w };
             Follower::Writer(tokio::spawn(follow_switches(w, *generation, stop, reloads)), lease)
         }
@@ -329,6 +328,7 @@ enum Follower {
 /// Roles `both` and `writer`: the writer lease, then the pipeline (model and tables) and its pipeline.
 async fn open_writer(cfg: &Config, triggers: &Triggers) -> Result<Opened> {
     let lease = crate::open::writer_lease(cfg, "ctxd serve").await?;
+    crate::open::exit_when_lease_lost(&lease);
     // Opening can take long: the model loads, and an index of an older ctxd is re-embedded once
     // (`ctxd_pipeline::reembed::migrate`). systemd's start timeout is extended meanwhile.
     let extend = tokio::spawn(async {
@@ -398,20 +398,6 @@ async fn open_reader(cfg: &Config, model: ModelArgs) -> Result<Opened> {
     let searcher = Arc::new(tuned(opened.searcher, cfg).await?);
     metrics::gauge!(ctxd_pipeline::metrics::PIPELINE_READY).set(1.0);
     Ok(Opened { searcher, token_counter, ready: Arc::new(|| true), progress: None, backend: Backend::Reader(model) })
-}
-
-/// A writer that lost its lease stops at once (exit code 75): another writer may already be
-/// writing, and a drain would commit after it.
-fn watch_lease(lease: &ctxd_index::lease::WriterLease) {
-    let mut lost = lease.lost();
-    tokio::spawn(async move {
-        if lost.wait_for(|l| l.is_some()).await.is_ok() {
-            let why = lost.borrow().clone().unwrap_or_default();
-            tracing::error!("{why}; exiting without draining (the next writer redoes what was in flight)");
-            eprintln!("ctxd: {why}; exiting without draining");
-            std::process::exit(75);
-        }
-    });
 }
 
 /// The aggregate sources of the config (the local index alone when none are configured).

@@ -34,6 +34,8 @@ mod deploy;
 mod doctor;
 #[path = "integration/endpoint.rs"]
 mod endpoint;
+#[path = "integration/fencing.rs"]
+mod fencing;
 #[path = "integration/git.rs"]
 mod git;
 #[path = "integration/graph.rs"]

@@ -65,6 +65,7 @@ impl StoredAdapter {
 
 /// Replaces the row of `row.model` with `row`.
 pub async fn store(uri: &str, row: &StoredAdapter) -> Result<(), IndexError> {
+    crate::fence::confirm(uri).await?;
     let batch = RecordBatch::try_new(
         schema(),
         vec![

@@ -39,6 +39,11 @@ pub enum IndexError {
          one with --role reader"
     )]
     Locked { uri: String, holder: String, lock: String, detail: String },
+    #[error(
+        "{why}: this process writes nothing more to {uri} and stops; the writer now holding the lease ({lock}) \
+         carries on, and what this one had in flight is redone by it"
+    )]
+    LeaseLost { uri: String, lock: String, why: String },
     #[error("writer lease of {uri}: {message}")]
     Lease { uri: String, message: String },
     #[error("distributed re-embedding of {uri}: {message}")]

@@ -58,6 +58,7 @@ fn schema() -> SchemaRef {
 
 /// Replaces the history of every path under `prefix` (`""`: the whole table) with `rows`.
 pub async fn replace(uri: &str, prefix: &str, rows: &[FileCommit]) -> Result<(), IndexError> {
+    crate::fence::confirm(uri).await?;
     let batch = RecordBatch::try_new(
         schema(),
         vec![

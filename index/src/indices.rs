@@ -65,6 +65,7 @@ pub(crate) async fn ensure_btree(table: &Table, columns: &[&str]) -> lancedb::Re
 impl Index {
     /// (Re)builds the full-text index on `content` (and the B-tree indexes), covering every row.
     pub async fn build_fts(&self) -> Result<(), IndexError> {
+        crate::fence::confirm(&self.uri).await?;
         self.table
             .create_index(&["content"], LanceIndex::FTS(fts_params()))
             .replace(true)
@@ -97,7 +98,7 @@ impl Index {
         if !self.fts_ready.load(Ordering::Acquire) {
             return Ok(());
         }
-        let turn = crate::write_gate::turn(&self.uri).await;
+        let turn = crate::write_gate::turn(&self.uri).await?;
         let (segments, rows) = self.fts_layout().await.ok().flatten().unwrap_or((1, 0));
         // A merge holds the merged segments' postings in memory: only small segments are
         // merged (the many little ones a daemon's folds leave), never the big ones a huge
@@ -168,7 +169,7 @@ impl Index {
         if segments < 2 || rows > MAX_FTS_FULL_MERGE_ROWS {
             return Ok(0);
         }
-        let _turn = crate::write_gate::turn(&self.uri).await;
+        let _turn = crate::write_gate::turn(&self.uri).await?;
         let merge = async {
             let done = self.table.optimize(OptimizeAction::Index(OptimizeOptions::merge(segments))).await;
             done.map_err(|e| self.lance(e))

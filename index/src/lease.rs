@@ -21,7 +21,9 @@
 //!   first: still under this process's holder name, it is an earlier try of the same renewal
 //!   that landed without an answer (a connection reset mid-answer), and the holder keeps it.
 //!   Expiry compares wall clocks of hosts: keep them in NTP sync (skew must stay well under
-//!   the TTL).
+//!   the TTL). A holder that was paused (SIGSTOP, a frozen VM) runs no renewal: every write it
+//!   makes confirms the lease first ([`crate::fence`]), so it commits nothing once a successor
+//!   took over.
 //!
 //! What the lease covers: every process that runs the indexing pipeline on the index —
 //! `ctxd serve` (roles `both` and `writer`), `ctxd index`, the MCP `check_index` refresh.
@@ -33,30 +35,19 @@ use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use tokio::sync::watch;
 
 use crate::error::IndexError;
+use crate::fence::{boot_clock, now_ms, LeaseBody, ObjectLease, Renewal};
 
 /// Name of the lock file in a local index directory.
 pub const LOCK_FILE: &str = ".ctxd-writer.lock";
 /// Key of the lease object under an object-store index's prefix.
 pub const LEASE_KEY: &str = "_ctxd/writer.lease";
-
-/// The lease object's contents.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct LeaseBody {
-    holder: String,
-    expires_unix_ms: u64,
-    ttl_ms: u64,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
 
 /// This machine's name, as holders record it.
 pub fn this_host() -> String {
@@ -91,15 +82,9 @@ enum Held {
     /// `created`: the index directory, when taking the lock created it (removed again on drop
     /// if nothing but the lock file was written: a writer that failed early leaves no index).
     Local { _file: std::fs::File, created: Option<PathBuf> },
-    /// The renewal task and what it needs to delete the lease on release.
-    Object {
-        renew: tokio::task::JoinHandle<()>,
-        store: Arc<dyn ObjectStore>,
-        key: StorePath,
-        etag: watch::Receiver<String>,
-        /// Who we are in the lease body (a successor's lease names another holder).
-        holder: String,
-    },
+    /// The renewal task, and the lease it renews (which every write confirms first:
+    /// [`crate::fence`]), registered as the fence of the index `uri`.
+    Object { renew: tokio::task::JoinHandle<()>, lease: Arc<ObjectLease>, uri: String },
 }
 
 impl WriterLease {
@@ -130,22 +115,23 @@ impl WriterLease {
 
     /// Gives the lease back: a successor starts at once instead of waiting for the expiry.
     pub async fn release(mut self) {
-        if let Held::Object { renew, store, key, etag, holder } = &mut self.held {
+        if let Held::Object { renew, lease, uri } = &mut self.held {
             // Stop the renewal and wait until it has: aborted in the middle of a renewal, its put
             // may still land, with an ETag we never heard of.
             renew.abort();
             let _ = (&mut *renew).await;
+            crate::fence::unregister(uri);
             // Only our own lease: a successor's (after a loss) is left alone. Ours carries the
             // ETag we last wrote, or our holder line (a renewal that landed as it was aborted).
-            let ours = etag.borrow().clone();
-            let Ok(found) = store.get(key).await else { return };
+            let ours = lease.e_tag().await;
+            let Ok(found) = lease.store.get(&lease.key).await else { return };
             let same_etag = found.meta.e_tag.as_deref() == Some(ours.as_str());
             let same_holder = match found.bytes().await {
-                Ok(bytes) => serde_json::from_slice::<LeaseBody>(&bytes).is_ok_and(|b| b.holder == *holder),
+                Ok(bytes) => serde_json::from_slice::<LeaseBody>(&bytes).is_ok_and(|b| b.holder == lease.holder),
                 Err(_) => false,
             };
             if same_etag || same_holder {
-                if let Err(e) = store.delete(key).await {
+                if let Err(e) = lease.store.delete(&lease.key).await {
                     tracing::warn!(lease = %self.lock, "releasing the writer lease: {e}");
                 }
             }
@@ -193,10 +179,6 @@ impl WriterLease {
         let key = StorePath::from(format!("{}/{LEASE_KEY}", prefix.trim_end_matches('/')).trim_start_matches('/'));
         let lock = format!("s3://{bucket}/{key}");
         let ttl_ms = ttl.as_millis().max(1000) as u64;
-        let body = move |holder: &str| -> PutPayload {
-            let b = LeaseBody { holder: holder.to_string(), expires_unix_ms: now_ms() + ttl_ms, ttl_ms };
-            PutPayload::from(serde_json::to_vec(&b).expect("lease body serializes"))
-        };
         let store_err = |e: object_store::Error| lease_error(uri, format!("lease {lock}: {e}"));
         // A request the store did not answer (a reset, a timeout, an answer lost after the write
         // landed) is tried again; a lease found with this process's own holder name is the one
@@ -204,8 +186,9 @@ impl WriterLease {
         // to stop the writer at start).
         let mut attempt = 0;
         let first = loop {
-            match take(&store, &key, holder, body(holder), (uri, &lock)).await {
-                Ok(e_tag) => break e_tag,
+            let made = boot_clock();
+            match take(&store, &key, holder, LeaseBody::payload(holder, ttl_ms), (uri, &lock)).await {
+                Ok(e_tag) => break (e_tag, made),
                 Err(Take::Again(e)) if attempt < TAKE_RETRIES_MS.len() => {
                     tracing::warn!(lease = %lock, "taking the writer lease failed (retrying): {e}");
                     tokio::time::sleep(Duration::from_millis(TAKE_RETRIES_MS[attempt])).await;
@@ -215,70 +198,21 @@ impl WriterLease {
                 Err(Take::Refused(e)) => return Err(e),
             }
         };
-        let (lost_tx, lost) = watch::channel(None);
-        let (etag_tx, etag) = watch::channel(first);
-        let renew = {
-            let (store, key, holder, lock) = (store.clone(), key.clone(), holder.to_string(), lock.clone());
-            tokio::spawn(async move {
-                let every = Duration::from_millis(ttl_ms / 3);
-                let mut renewed = std::time::Instant::now();
-                loop {
-                    tokio::time::sleep(every).await;
-                    let current = etag_tx.borrow().clone();
-                    let mode = PutMode::Update(UpdateVersion { e_tag: Some(current), version: None });
-                    match store.put_opts(&key, body(&holder), PutOptions { mode, ..Default::default() }).await {
-                        Ok(r) => {
-                            renewed = std::time::Instant::now();
-                            let _ = etag_tx.send(r.e_tag.unwrap_or_default());
-                            metrics::counter!(crate::metrics::LEASE_RENEWALS_TOTAL).increment(1);
-                        }
-                        Err(
-                            refused @ (object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }),
-                        ) => {
-                            // Refused: another writer replaced the lease — or an earlier try of this
-                            // renewal landed without an answer (a reset mid-answer, a lost answer:
-                            // object_store's retry then meets the new e-tag). The lease's body says which.
-                            match own_lease(&store, &key, &holder).await {
-                                Ok(Some(e_tag)) => {
-                                    tracing::warn!(lease = %lock, "a renewal of the writer lease landed unanswered; kept");
-                                    let _ = etag_tx.send(e_tag);
-                                }
-                                Ok(None) => {
-                                    let _ = lost_tx
-                                        .send(Some(format!("the writer lease {lock} was taken by another writer")));
-                                    return;
-                                }
-                                Err(e) => {
-                                    metrics::counter!(crate::metrics::LEASE_RENEW_FAILURES_TOTAL).increment(1);
-                                    tracing::warn!(lease = %lock, "renewing the writer lease was refused ({refused}) \
-                                                   and reading it failed (retrying): {e}");
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            metrics::counter!(crate::metrics::LEASE_RENEW_FAILURES_TOTAL).increment(1);
-                            tracing::warn!(lease = %lock, "renewing the writer lease failed (retrying): {e}");
-                            if renewed.elapsed().as_millis() as u64 >= ttl_ms * 2 / 3 {
-                                let _ = lost_tx.send(Some(format!(
-                                    "the writer lease {lock} could not be renewed for {} s (last error: {e}); \
-                                     stopping before it expires so that no second writer overlaps",
-                                    renewed.elapsed().as_secs()
-                                )));
-                                return;
-                            }
-                        }
-                    }
-                }
-            })
-        };
-        Ok(Self { lock, held: Held::Object { renew, store, key, etag, holder: holder.to_string() }, lost })
+        let lease = ObjectLease::new(store, key, holder, &lock, ttl_ms, first);
+        let lost = lease.lost();
+        crate::fence::register(uri, lease.clone());
+        let renew = tokio::spawn(renew_every_third(lease.clone()));
+        Ok(Self { lock, held: Held::Object { renew, lease, uri: uri.to_string() }, lost })
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         match self {
-            Held::Object { renew, .. } => renew.abort(),
+            Held::Object { renew, uri, .. } => {
+                renew.abort();
+                crate::fence::unregister(uri);
+            }
             Held::Local { created: Some(dir), .. } => {
                 let only_lock = std::fs::read_dir(&*dir)
                     .map(|entries| entries.flatten().all(|e| e.file_name() == LOCK_FILE))
@@ -289,6 +223,26 @@ impl Drop for Held {
                 }
             }
             Held::Local { .. } => {}
+        }
+    }
+}
+
+/// The renewal loop: the lease renewed every third of its TTL until it is lost — taken by
+/// another writer, or not renewed for two thirds of the TTL (by [`boot_clock`]).
+async fn renew_every_third(lease: Arc<ObjectLease>) {
+    let every = Duration::from_millis(lease.ttl_ms / 3);
+    loop {
+        tokio::time::sleep(every).await;
+        match lease.renew().await {
+            Renewal::Renewed => {}
+            Renewal::Lost(why) => return lease.lose(why),
+            Renewal::Failed(e) => {
+                metrics::counter!(crate::metrics::LEASE_RENEW_FAILURES_TOTAL).increment(1);
+                tracing::warn!(lease = %lease.lock, "renewing the writer lease failed (retrying): {e}");
+                if lease.lose_if_unrenewed(lease.age().await, &e) {
+                    return;
+                }
+            }
         }
     }
 }
@@ -352,22 +306,6 @@ async fn take(
     }
 }
 
-/// The e-tag of the lease at `key` when its body names `holder` (this process wrote it last),
-/// `None` when it is gone or another writer's.
-async fn own_lease(
-    store: &Arc<dyn ObjectStore>,
-    key: &StorePath,
-    holder: &str,
-) -> Result<Option<String>, object_store::Error> {
-    let found = match store.get(key).await {
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        found => found?,
-    };
-    let e_tag = found.meta.e_tag.clone().unwrap_or_default();
-    let bytes = found.bytes().await?;
-    Ok(serde_json::from_slice::<LeaseBody>(&bytes).ok().filter(|b| b.holder == holder).map(|_| e_tag))
-}
-
 fn lease_error(uri: &str, message: String) -> IndexError {
     IndexError::Lease { uri: uri.to_string(), message }
 }
@@ -386,23 +324,6 @@ mod tests {
         );
         assert_eq!(holder_pid_host(""), None);
         assert_eq!(holder_pid_host("ctxd index (pid x on h, since t)"), None);
-    }
-
-    #[tokio::test]
-    async fn a_lease_is_ours_only_while_its_body_names_this_holder() {
-        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
-        let key = StorePath::from("idx/_ctxd/writer.lease");
-        assert_eq!(own_lease(&store, &key, "me").await.unwrap(), None, "no lease: not ours");
-        let body = |holder: &str| {
-            let b = LeaseBody { holder: holder.into(), expires_unix_ms: now_ms() + 15_000, ttl_ms: 15_000 };
-            PutPayload::from(serde_json::to_vec(&b).unwrap())
-        };
-        let put = store.put(&key, body("me")).await.unwrap();
-        assert_eq!(own_lease(&store, &key, "me").await.unwrap(), put.e_tag, "our renewal that landed unanswered");
-        store.put(&key, body("another writer")).await.unwrap();
-        assert_eq!(own_lease(&store, &key, "me").await.unwrap(), None, "replaced by another writer");
-        store.put(&key, PutPayload::from_static(b"not json")).await.unwrap();
-        assert_eq!(own_lease(&store, &key, "me").await.unwrap(), None, "unreadable: not ours");
     }
 
     #[tokio::test]

@@ -32,6 +32,7 @@ pub mod columns;
 pub mod connection;
 pub mod edges;
 pub mod error;
+mod fence;
 pub(crate) mod format;
 pub mod fragments;
 pub mod history;

@@ -129,6 +129,7 @@ impl Index {
     /// Builds the vector index when it is due ([`Index::vector_index_due`]).
     pub(crate) async fn ensure_vector_index(&self, min_rows: usize) -> Result<bool, IndexError> {
         let Some(rows) = self.vector_index_due(min_rows).await? else { return Ok(false) };
+        crate::fence::confirm(&self.uri).await?;
         // ~4k rows per IVF partition, HNSW graphs inside each, 8-bit scalar quantisation.
         let partitions = (rows / 4096).clamp(1, 1024) as u32;
         let builder = IvfHnswSqIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions);
@@ -153,7 +154,7 @@ impl Index {
         opts: &MaintenanceOptions,
     ) -> Result<(), IndexError> {
         let Some(table) = table else { return Ok(()) };
-        let _turn = crate::write_gate::turn(&self.uri).await;
+        let _turn = crate::write_gate::turn(&self.uri).await?;
         let lance = |e| self.lance(e);
         if table.count_rows(None).await.map_err(lance)? == 0 {
             return Ok(());
@@ -203,7 +204,7 @@ impl Index {
         &self,
         options: CompactionOptions,
     ) -> Result<Option<lance::dataset::optimize::CompactionMetrics>, IndexError> {
-        let _turn = crate::write_gate::turn(&self.uri).await;
+        let _turn = crate::write_gate::turn(&self.uri).await?;
         let compact = async {
             let done = self.table.optimize(OptimizeAction::Compact { options, remap_options: None }).await;
             done.map_err(|e| self.lance(e))

@@ -26,6 +26,8 @@ pub const INDEX_COMPACTIONS_TOTAL: &str = "ctxd_index_compactions_total";
 pub const LEASE_RENEWALS_TOTAL: &str = "ctxd_index_lease_renewals_total";
 /// Counter: failed renewal attempts of the writer lease (retried until two thirds of its TTL).
 pub const LEASE_RENEW_FAILURES_TOTAL: &str = "ctxd_index_lease_renew_failures_total";
+/// Counter: writes refused because the writer lease could not be confirmed first (lost or unreachable).
+pub const LEASE_FENCED_WRITES_TOTAL: &str = "ctxd_index_lease_fenced_writes_total";
 /// Gauge: seconds between a commit and the moment a reader serves it (0 while up to date).
 pub const READER_LAG_SECONDS: &str = "ctxd_index_reader_lag_seconds";
 /// Gauge: the version of the chunks table a reader serves.
@@ -71,6 +73,10 @@ pub fn describe() {
     metrics::describe_counter!(
         LEASE_RENEW_FAILURES_TOTAL,
         "Failed renewal attempts of the writer lease (retried until two thirds of its TTL)."
+    );
+    metrics::describe_counter!(
+        LEASE_FENCED_WRITES_TOTAL,
+        "Writes refused because the writer lease could not be confirmed first (lost, or the bucket unreachable)."
     );
     metrics::describe_gauge!(
         READER_LAG_SECONDS,

@@ -131,6 +131,7 @@ pub async fn replace(
     // One write at a time per handle (two git sources record theirs concurrently; the first
     // creates the table).
     let _one = cache.writing.lock().await;
+    crate::fence::confirm(uri).await?;
     let conn = connect(uri).await?;
     let names = conn.table_names().execute().await.map_err(lance)?;
     let recorded = read(&conn, &names, uri).await?;
@@ -183,6 +184,7 @@ pub async fn retain(cache: &OverlayCache, uri: &str, prefix: &str, keep: &[Strin
 /// version `oldest` of chunks table `table`, the oldest version kept (maintenance, after its
 /// cleanup; the active table is the only one read).
 pub async fn prune(cache: &OverlayCache, uri: &str, oldest: u64, table: &str) -> Result<(), IndexError> {
+    crate::fence::confirm(uri).await?;
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
     let conn = connect(uri).await?;
     let names = conn.table_names().execute().await.map_err(lance)?;

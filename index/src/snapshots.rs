@@ -118,6 +118,7 @@ impl Index {
         if name.trim().is_empty() || name.parse::<u64>().is_ok() {
             return Err(self.snapshot_error(format!("'{name}' cannot be a tag: use a name that is not a number")));
         }
+        crate::fence::confirm(&self.uri).await?;
         let current = self.table.version().await.map_err(|e| self.lance(e))?;
         let version = version.unwrap_or(current);
         self.check_version(version).await?;
@@ -148,6 +149,7 @@ impl Index {
 
     /// Removes a tag (its version becomes eligible for cleanup).
     pub async fn untag(&self, name: &str) -> Result<(), IndexError> {
+        crate::fence::confirm(&self.uri).await?;
         let mut tags = self.table.tags().await.map_err(|e| self.lance(e))?;
         if tags.get_version(name).await.is_err() {
             return Err(self.snapshot_error(format!("no tag '{name}'")));

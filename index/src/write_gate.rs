@@ -22,17 +22,36 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use tokio::sync::OwnedMutexGuard;
 
+use crate::error::IndexError;
+
 /// The gates by database URI.
 static GATES: LazyLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = LazyLock::new(Default::default);
 
-/// Waits for this process's turn to write to the database at `uri`; the turn lasts as long as
-/// the guard.
-pub(crate) async fn turn(uri: &str) -> OwnedMutexGuard<()> {
+/// This process's turn to write to one database: it lasts as long as this value.
+pub(crate) struct Turn {
+    _guard: OwnedMutexGuard<()>,
+    uri: String,
+}
+
+impl Turn {
+    /// Confirms, before each further table write of a turn, that the writer lease is still this
+    /// process's ([`crate::fence`]; free while its last proof is recent).
+    pub(crate) async fn fence(&self) -> Result<(), IndexError> {
+        crate::fence::confirm(&self.uri).await
+    }
+}
+
+/// Waits for this process's turn to write to the database at `uri`, then confirms that its
+/// writer lease is still its own ([`crate::fence`]): refused, the turn is not taken and nothing
+/// is written.
+pub(crate) async fn turn(uri: &str) -> Result<Turn, IndexError> {
     let gate = {
         let mut gates = GATES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         gates.entry(uri.to_string()).or_default().clone()
     };
-    gate.lock_owned().await
+    let turn = Turn { _guard: gate.lock_owned().await, uri: uri.to_string() };
+    turn.fence().await?;
+    Ok(turn)
 }
 
 #[cfg(test)]
@@ -42,14 +61,14 @@ mod tests {
 
     #[tokio::test]
     async fn writes_to_one_database_take_turns_and_other_databases_do_not_wait() {
-        let first = turn("db-a").await;
-        let waiting = tokio::spawn(async { turn("db-a").await });
+        let first = turn("db-a").await.unwrap();
+        let waiting = tokio::spawn(async { turn("db-a").await.is_ok() });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiting.is_finished(), "a second write to db-a waits for the first");
         let other = tokio::time::timeout(Duration::from_secs(1), turn("db-b")).await;
         assert!(other.is_ok(), "another database has its own gate");
         drop(first);
         let second = tokio::time::timeout(Duration::from_secs(1), waiting).await;
-        assert!(second.is_ok_and(|j| j.is_ok()), "the second write runs once the first is done");
+        assert!(second.is_ok_and(|j| j.is_ok_and(|taken| taken)), "the second write runs once the first is done");
     }
 }

@@ -16,6 +16,7 @@ use crate::schema::{rows_to_batch, ChunkRow};
 use crate::sql::{in_list, sql_str};
 use crate::streams::{stream_batch, PARTIAL_PREFIX};
 use crate::symbols::{symbols_to_batch, SymbolRow};
+use crate::write_gate::Turn;
 use crate::{error::IndexError, store::Index};
 
 /// One atomic change to the index: the complete new chunk set of some files, and files that
@@ -67,16 +68,17 @@ impl Index {
         if !self.keyed {
             return Err(IndexError::Unkeyed { uri: self.uri.clone(), table: self.table_name.clone() });
         }
-        let _turn = crate::write_gate::turn(&self.uri).await;
+        let turn = crate::write_gate::turn(&self.uri).await?;
         // Every version the commit makes is its own (its turn): logged with its files.
         let paths = batch.rows.iter().map(|r| r.chunk.path.as_str());
         let paths = paths.chain(batch.replace_paths.iter().chain(&batch.delete_paths).map(String::as_str));
         let paths = paths.chain(batch.stream_starts.iter().map(|(p, _)| p.as_str()));
-        self.logged(paths, self.commit_in_turn(&batch)).await
+        self.logged(paths, self.commit_in_turn(&batch, &turn)).await
     }
 
-    /// [`Index::commit`]'s writes, in the database's turn.
-    async fn commit_in_turn(&self, batch: &CommitBatch) -> Result<CommitStats, IndexError> {
+    /// [`Index::commit`]'s writes, in the database's turn; each table write confirms the
+    /// writer lease first ([`crate::fence`]), so a writer paused in the middle commits no more.
+    async fn commit_in_turn(&self, batch: &CommitBatch, turn: &Turn) -> Result<CommitStats, IndexError> {
         let started = Instant::now();
         let mut touched: Vec<String> = batch.replace_paths.iter().chain(&batch.delete_paths).cloned().collect();
         touched.sort();
@@ -88,11 +90,13 @@ impl Index {
             false => Some(symbols_to_batch(&batch.symbols)?),
         };
         self.merge_by_path(self.symbols.as_ref(), "symbol_id", symbols, &touched).await?;
+        turn.fence().await?;
         let edges = match batch.edges.is_empty() {
             true => None,
             false => Some(edges_to_batch(&batch.edges)?),
         };
         self.merge_by_path(self.edges.as_ref(), "edge_id", edges, &touched).await?;
+        turn.fence().await?;
         if let (Some(streams), false) = (&self.streams, touched.is_empty()) {
             // Replaced or deleted files are no longer streamed versions.
             streams.delete(&in_list("path", &touched)).await.map_err(|e| self.lance(e))?;
@@ -111,6 +115,7 @@ impl Index {
         if batch.rows.is_empty() && touched.is_empty() {
             return Ok(CommitStats { version: self.version().await?, ..Default::default() });
         }
+        turn.fence().await?;
         let stats = if batch.rows.is_empty() {
             let res = self.table.delete(in_list("path", &touched).as_str()).await.map_err(|e| self.lance(e))?;
             CommitStats { version: res.version, inserted: 0, deleted: res.num_deleted_rows }
@@ -164,7 +169,7 @@ impl Index {
     /// table, so the file counts as indexed only once every part is in. Both are cheap (a
     /// deletion vector and a one-row merge): the file's rows are not rewritten.
     pub async fn finish_stream(&self, path: &str, hash: &str) -> Result<(), IndexError> {
-        let _turn = crate::write_gate::turn(&self.uri).await;
+        let _turn = crate::write_gate::turn(&self.uri).await?;
         let partial = format!("{PARTIAL_PREFIX}{hash}");
         let filter = format!("path = {} AND file_hash != {}", sql_str(path), sql_str(&partial));
         self.logged([path], async { self.table.delete(&filter).await.map_err(|e| self.lance(e)) }).await?;

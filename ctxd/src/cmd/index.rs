@@ -47,6 +47,7 @@ pub async fn run(
         })
         .collect();
     let lease = crate::open::writer_lease(&cfg, "ctxd index").await?;
+    crate::open::exit_when_lease_lost(&lease);
     let pipeline = Pipeline::open(cfg).await.with_context(|| format!("opening index {}", db.display()))?;
     let (kill, shutdown) = tokio::sync::watch::channel(false);
     let running = pipeline.run(false, shutdown)?;

@@ -374,6 +374,26 @@ for op, key, body in ops:
     }
 }
 
+impl S3Server {
+    /// Every object under `prefix` of `bucket` as `key etag`, sorted: what a process wrote there.
+    pub(crate) fn objects(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let script = r#"
+import sys, boto3
+endpoint, bucket, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="ctxd-test",
+                  aws_secret_access_key="ctxd-test-secret", region_name="us-east-1")
+for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    for o in page.get("Contents", []):
+        print(o["Key"], o["ETag"])
+"#;
+        let out = python().arg("-c").arg(script).arg(&self.endpoint).arg(bucket).arg(prefix).output().unwrap();
+        assert!(out.status.success(), "boto3: {}", String::from_utf8_lossy(&out.stderr));
+        let mut keys: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
+        keys.sort();
+        keys
+    }
+}
+
 impl Drop for S3Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
