@@ -136,6 +136,7 @@ pub async fn switch(
             Arc::new(TimestampMicrosecondArray::from(vec![row.switched_at]).with_timezone("UTC")),
         ],
     )?;
+    crate::fence::confirm(uri).await?;
     let conn = connect(uri).await?;
     let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
     let names = conn.table_names().execute().await.map_err(lance)?;

@@ -40,8 +40,9 @@ pub enum IndexError {
     )]
     Locked { uri: String, holder: String, lock: String, detail: String },
     #[error(
-        "{why}: this process writes nothing more to {uri} and stops; the writer now holding the lease ({lock}) \
-         carries on, and what this one had in flight is redone by it"
+        "{why}: this process writes nothing more to {uri} and stops (the lease {lock} is another writer's or has \
+         lapsed); the next writer redoes what this one had in flight — restart this one only where no other writer \
+         runs (it waits for the lease)"
     )]
     LeaseLost { uri: String, lock: String, why: String },
     #[error("writer lease of {uri}: {message}")]

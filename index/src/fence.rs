@@ -232,8 +232,8 @@ impl ObjectLease {
                     return Err(IndexError::Lease {
                         uri: uri.to_string(),
                         message: format!(
-                            "confirming the lease {} before a write failed ({e}); nothing was written, the files \
-                             are read again at the next rescan",
+                            "confirming the lease {} before a write failed ({e}); nothing was written — check that \
+                             the bucket is reachable (the write is tried again later)",
                             self.lock
                         ),
                     });
@@ -275,9 +275,13 @@ pub(crate) fn register(uri: &str, lease: Arc<ObjectLease>) {
     FENCES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key_of(uri), lease);
 }
 
-/// Writes to `uri` no longer confirm a lease (it was released).
-pub(crate) fn unregister(uri: &str) {
-    FENCES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&key_of(uri));
+/// Writes to `uri` no longer confirm `lease` (it was released; a newer lease of this process
+/// on the same index stays).
+pub(crate) fn unregister(uri: &str, lease: &Arc<ObjectLease>) {
+    let mut fences = FENCES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if fences.get(&key_of(uri)).is_some_and(|held| Arc::ptr_eq(held, lease)) {
+        fences.remove(&key_of(uri));
+    }
 }
 
 /// Confirms the lease this process holds on `uri` before a write (nothing to do for an index
@@ -372,7 +376,7 @@ mod tests {
         let err = index.commit(batch(2)).await.expect_err("fenced");
         assert!(matches!(err, IndexError::LeaseLost { .. }), "{err}");
         assert_eq!(index.version().await.unwrap(), version, "nothing was committed");
-        unregister(&uri);
+        unregister(&uri, &lease);
         index.commit(batch(3)).await.expect("unfenced again once the lease is released");
     }
 }

@@ -82,6 +82,7 @@ impl Index {
     /// neither scans the table; kept current by the index folds.
     pub(crate) async fn ensure_hash_index(&self) -> Result<(), IndexError> {
         let columns: &[&str] = if self.keyed { &[EMBED_KEY, "path"] } else { &["path"] };
+        crate::fence::confirm(&self.uri).await?;
         ensure_btree(&self.table, columns).await.map_err(|e| self.lance(e))?;
         Ok(())
     }

@@ -120,7 +120,7 @@ impl WriterLease {
             // may still land, with an ETag we never heard of.
             renew.abort();
             let _ = (&mut *renew).await;
-            crate::fence::unregister(uri);
+            crate::fence::unregister(uri, lease);
             // Only our own lease: a successor's (after a loss) is left alone. Ours carries the
             // ETag we last wrote, or our holder line (a renewal that landed as it was aborted).
             let ours = lease.e_tag().await;
@@ -185,8 +185,10 @@ impl WriterLease {
         // its unanswered write created (`benches/faults.py s3-faults`: one failed request used
         // to stop the writer at start).
         let mut attempt = 0;
+        // A body an earlier, unanswered try wrote may be the one found: the proof counts from the
+        // first try, never from a later one.
+        let made = boot_clock();
         let first = loop {
-            let made = boot_clock();
             match take(&store, &key, holder, LeaseBody::payload(holder, ttl_ms), (uri, &lock)).await {
                 Ok(e_tag) => break (e_tag, made),
                 Err(Take::Again(e)) if attempt < TAKE_RETRIES_MS.len() => {
@@ -209,9 +211,9 @@ impl WriterLease {
 impl Drop for Held {
     fn drop(&mut self) {
         match self {
-            Held::Object { renew, uri, .. } => {
+            Held::Object { renew, uri, lease } => {
                 renew.abort();
-                crate::fence::unregister(uri);
+                crate::fence::unregister(uri, lease);
             }
             Held::Local { created: Some(dir), .. } => {
                 let only_lock = std::fs::read_dir(&*dir)

@@ -154,7 +154,7 @@ impl Index {
         opts: &MaintenanceOptions,
     ) -> Result<(), IndexError> {
         let Some(table) = table else { return Ok(()) };
-        let _turn = crate::write_gate::turn(&self.uri).await?;
+        let turn = crate::write_gate::turn(&self.uri).await?;
         let lance = |e| self.lance(e);
         if table.count_rows(None).await.map_err(lance)? == 0 {
             return Ok(());
@@ -163,7 +163,9 @@ impl Index {
             .optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None })
             .await
             .map_err(lance)?;
+        turn.fence().await?;
         table.optimize(opts.prune()).await.map_err(lance)?;
+        turn.fence().await?;
         if !columns.is_empty() && !ensure_btree(table, columns).await.map_err(lance)? {
             table.optimize(OptimizeAction::Index(Default::default())).await.map_err(lance)?;
         }
@@ -220,6 +222,7 @@ impl Index {
             report.fragments_removed = c.fragments_removed;
             report.fragments_added = c.fragments_added;
         }
+        crate::fence::confirm(&self.uri).await?;
         let stats = self.table.optimize(opts.prune()).await.map_err(|e| self.lance(e))?;
         if let Some(p) = stats.prune {
             report.versions_removed = p.old_versions;

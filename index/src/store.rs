@@ -193,6 +193,7 @@ impl Index {
         if missing.is_empty() {
             return Ok(());
         }
+        crate::fence::confirm(&self.uri).await?;
         let added = self
             .table
             .add_columns()

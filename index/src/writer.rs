@@ -102,6 +102,7 @@ impl Index {
             streams.delete(&in_list("path", &touched)).await.map_err(|e| self.lance(e))?;
         }
         if !batch.stream_starts.is_empty() {
+            turn.fence().await?;
             let leftovers = batch
                 .stream_starts
                 .iter()
@@ -152,6 +153,7 @@ impl Index {
 
     /// Appends rows (a batch of `chunks_schema(dim)`) as one commit; no dedup, no deletes.
     pub async fn append(&self, batch: RecordBatch) -> Result<(), IndexError> {
+        crate::fence::confirm(&self.uri).await?;
         self.table.add(batch).execute().await.map_err(|e| self.lance(e))?;
         Ok(())
     }
@@ -159,6 +161,7 @@ impl Index {
     /// Deletes the rows with these ids (one commit per 1,000 ids).
     pub async fn delete_chunk_ids(&self, ids: &[String]) -> Result<(), IndexError> {
         for part in ids.chunks(1000) {
+            crate::fence::confirm(&self.uri).await?;
             self.table.delete(&in_list("chunk_id", part)).await.map_err(|e| self.lance(e))?;
         }
         Ok(())
@@ -169,14 +172,16 @@ impl Index {
     /// table, so the file counts as indexed only once every part is in. Both are cheap (a
     /// deletion vector and a one-row merge): the file's rows are not rewritten.
     pub async fn finish_stream(&self, path: &str, hash: &str) -> Result<(), IndexError> {
-        let _turn = crate::write_gate::turn(&self.uri).await?;
+        let turn = crate::write_gate::turn(&self.uri).await?;
         let partial = format!("{PARTIAL_PREFIX}{hash}");
         let filter = format!("path = {} AND file_hash != {}", sql_str(path), sql_str(&partial));
         self.logged([path], async { self.table.delete(&filter).await.map_err(|e| self.lance(e)) }).await?;
         for table in [&self.symbols, &self.edges].into_iter().flatten() {
+            turn.fence().await?;
             table.delete(&format!("path = {}", sql_str(path))).await.map_err(|e| self.lance(e))?;
         }
         let Some(streams) = &self.streams else { return Ok(()) };
+        turn.fence().await?;
         let record = stream_batch(path, hash);
         let schema = record.schema();
         let reader = RecordBatchIterator::new(vec![Ok(record)], schema);
