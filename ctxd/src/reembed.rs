@@ -129,8 +129,19 @@ enum Done {
 fn print_shard(r: &ShardReport) {
     println!(
         "shard {}: embedded {} of its {} chunks with {} in {:.1}s ({:.1} chunks/s; {} already done) into {} uncommitted \
-         fragment(s) of table {} (source version {})",
-        r.shard, r.embedded, r.rows, r.to_model, r.seconds, r.rows_per_second, r.resumed, r.fragments, r.to_table, r.source_version
+         fragment(s) of table {} (source version {}; read {} of its rows, {:.1} MB)",
+        r.shard,
+        r.embedded,
+        r.rows,
+        r.to_model,
+        r.seconds,
+        r.rows_per_second,
+        r.resumed,
+        r.fragments,
+        r.to_table,
+        r.source_version,
+        r.share_rows,
+        r.share_bytes as f64 / 1e6
     );
     println!(
         "not visible yet: when every shard has finished, run `ctxd reembed --commit` with the same --db and --model"

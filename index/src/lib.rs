@@ -49,6 +49,7 @@ pub mod schema;
 pub mod scope;
 pub(crate) mod scoped;
 pub mod search;
+pub mod share;
 pub mod snapshots;
 pub(crate) mod sql;
 pub mod staged;

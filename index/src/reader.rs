@@ -100,20 +100,20 @@ impl Index {
         Ok((ids, twice.into_iter().collect()))
     }
 
+    /// The table's columns but what its model made (`vector`, `late`).
+    pub(crate) async fn columns_without_vectors(&self) -> Result<Vec<String>, IndexError> {
+        let schema = self.schema().await?;
+        let names = schema.fields().iter().map(|f| f.name().clone());
+        Ok(names.filter(|n| n != "vector" && n != crate::schema::LATE).collect())
+    }
+
     /// Every row without what its model made (the columns of `chunks_schema` but `vector` and
     /// `late`), as a stream of record batches; only rows whose id is in `only` when given.
     pub async fn scan_without_vectors(
         &self,
         only: Option<&[String]>,
     ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch, IndexError>>, IndexError> {
-        let columns: Vec<String> = self
-            .schema()
-            .await?
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .filter(|n| n != "vector" && n != crate::schema::LATE)
-            .collect();
+        let columns = self.columns_without_vectors().await?;
         let mut query = self.table.query().select(Select::columns(&columns));
         if let Some(ids) = only {
             query = query.only_if(in_list("chunk_id", ids));

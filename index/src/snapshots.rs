@@ -147,6 +147,22 @@ impl Index {
         Ok(version)
     }
 
+    /// Tags the current version of the chunks table as `name` unless that tag exists; the
+    /// version it names either way (of processes racing to create it, all get the winner's).
+    pub async fn tag_once(&self, name: &str) -> Result<u64, IndexError> {
+        if let Ok(v) = self.resolve(&AsOf::Tag(name.to_string())).await {
+            return Ok(v);
+        }
+        crate::fence::confirm(&self.uri).await?;
+        let current = self.table.version().await.map_err(|e| self.lance(e))?;
+        let mut tags = self.table.tags().await.map_err(|e| self.lance(e))?;
+        match tags.create(name, current).await {
+            Ok(()) => Ok(current),
+            // Created by another process meanwhile: theirs.
+            Err(e) => self.resolve(&AsOf::Tag(name.to_string())).await.map_err(|_| self.lance(e)),
+        }
+    }
+
     /// Removes a tag (its version becomes eligible for cleanup).
     pub async fn untag(&self, name: &str) -> Result<(), IndexError> {
         crate::fence::confirm(&self.uri).await?;

@@ -16,6 +16,7 @@ use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use ctxd_index::columns::typed_col;
 use ctxd_index::fragments::Fragments;
+use ctxd_index::share::RowShare;
 use ctxd_index::{error::IndexError, schema::Vectorless, store::Index, NO_MODEL};
 use futures::StreamExt;
 
@@ -30,6 +31,17 @@ pub(crate) enum Rows {
     ById(Vec<String>),
     /// The rows with these ids, found by scanning the table (most of it).
     Scan(HashSet<String>),
+    /// A shard's share of the table's rows ([`RowShare`], read alone), but those whose id is in
+    /// the set (the target holds them already).
+    Share(RowShare, HashSet<String>),
+}
+
+/// What a pass did: source rows read (before those already done were dropped), rows embedded
+/// and written, and — when staging — the fragments they are in.
+pub(crate) struct Passed {
+    pub(crate) read: u64,
+    pub(crate) embedded: u64,
+    pub(crate) fragments: Fragments,
 }
 
 /// Where a pass writes.
@@ -41,8 +53,7 @@ pub(crate) enum Sink {
     Stage { rows_per_fragment: usize },
 }
 
-/// One pass: `rows` from `source` into `target`. Returns the rows written and, with
-/// [`Sink::Stage`], the fragments they are in (empty with [`Sink::Commit`]).
+/// One pass: `rows` from `source` into `target` (the fragments are empty with [`Sink::Commit`]).
 pub(crate) async fn pass(
     source: &Index,
     target: &Index,
@@ -51,7 +62,7 @@ pub(crate) async fn pass(
     rows_per_block: usize,
     sink: Sink,
     progress: &dyn Progress,
-) -> Result<(u64, Fragments), PipelineError> {
+) -> Result<Passed, PipelineError> {
     let (to_embed, embed_in) = queue::<RecordBatch>("reembed_read", "reembed_embed", 2);
     let (to_write, write_in) = queue::<RecordBatch>("reembed_embed", "reembed_write", 2);
     let rows_per_block = rows_per_block.max(1);
@@ -59,42 +70,57 @@ pub(crate) async fn pass(
     let embed = embed(model, source.uri(), target.vectorless(), embed_in, to_write);
     let write = write(target, write_in, sink, progress);
     let (r, e, w) = tokio::join!(read, embed, write);
-    r?;
+    let read = r?;
     e?;
-    w
+    let (embedded, fragments) = w?;
+    Ok(Passed { read, embedded, fragments })
 }
 
+/// Streams `rows` in blocks to the embedder; the rows it read from the source.
 async fn read(
     source: &Index,
     rows: Rows,
     rows_per_block: usize,
     out: Output<RecordBatch>,
-) -> Result<(), PipelineError> {
-    let (parts, keep): (Vec<Option<&[String]>>, _) = match &rows {
-        Rows::ById(ids) => (ids.chunks(500).map(Some).collect(), None),
-        Rows::Scan(keep) => (vec![None], Some(keep)),
+) -> Result<u64, PipelineError> {
+    let mut read = 0u64;
+    // What to read, one stream at a time; the ids to keep, the ids to drop.
+    enum Part<'a> {
+        Ids(&'a [String]),
+        All,
+        Share(&'a RowShare),
+    }
+    let (parts, keep, skip) = match &rows {
+        Rows::ById(ids) => (ids.chunks(500).map(Part::Ids).collect(), None, None),
+        Rows::Scan(keep) => (vec![Part::All], Some(keep), None),
+        Rows::Share(share, done) => (vec![Part::Share(share)], None, Some(done)),
     };
     for part in parts {
-        let mut stream = source.scan_without_vectors(part).await?;
+        let mut stream = match part {
+            Part::Ids(ids) => source.scan_without_vectors(Some(ids)).await?,
+            Part::All => source.scan_without_vectors(None).await?,
+            Part::Share(share) => source.scan_share_without_vectors(share).await?,
+        };
         while let Some(batch) = stream.next().await {
             let mut batch = batch?;
-            if let Some(keep) = keep {
+            read += batch.num_rows() as u64;
+            if keep.is_some() || skip.is_some_and(|s| !s.is_empty()) {
                 let ids = typed_col::<StringArray>(&batch, "chunk_id", source.uri())?;
-                let mask: arrow_array::BooleanArray =
-                    ids.iter().map(|id| Some(id.is_some_and(|id| keep.contains(id)))).collect();
+                let wanted = |id: &str| keep.is_none_or(|k| k.contains(id)) && skip.is_none_or(|s| !s.contains(id));
+                let mask: arrow_array::BooleanArray = ids.iter().map(|id| Some(id.is_some_and(wanted))).collect();
                 batch = arrow_select::filter::filter_record_batch(&batch, &mask).map_err(IndexError::from)?;
             }
             let mut offset = 0;
             while offset < batch.num_rows() {
                 let len = rows_per_block.min(batch.num_rows() - offset);
                 if out.send(batch.slice(offset, len)).await.is_err() {
-                    return Ok(()); // the embedder failed; its error is reported
+                    return Ok(read); // the embedder failed; its error is reported
                 }
                 offset += len;
             }
         }
     }
-    Ok(())
+    Ok(read)
 }
 
 async fn embed(

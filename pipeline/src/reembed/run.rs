@@ -70,7 +70,7 @@ async fn run_job(
         ..Default::default()
     };
     if staged {
-        (report.shards, report.staged_rows) = publish(db, &target, &to_table).await?;
+        (report.shards, report.staged_rows) = publish(db, &source, &target, &to_table).await?;
     }
     tracing::info!(
         from = %report.from_table, to = %to_table, model = %to_model,
@@ -102,7 +102,8 @@ async fn run_job(
         progress.start(phase, total as u64, (total - todo.len()) as u64);
         let rows = rows_to_read(todo, total);
         let (source, target) = (&job.source, &job.target);
-        report.embedded += pass(source, target, &model, rows, opts.rows_per_block, Sink::Commit, progress).await?.0;
+        report.embedded +=
+            pass(source, target, &model, rows, opts.rows_per_block, Sink::Commit, progress).await?.embedded;
         if round > 0 {
             report.catch_up_rounds = round;
         }

@@ -6,14 +6,18 @@
 //! ([`ctxd_index::fragments`]):
 //!
 //! 1. **Shards.** Shard `I` of `N` opens the same source (the active table) and target
-//!    (`chunks__<model>`, created by whichever shard comes first) as a one-machine job, and
-//!    takes the chunk ids whose hash is `I` modulo `N` and that the target does not hold yet.
-//!    It embeds them with the same streaming pass as [`crate::reembed`] but writes **uncommitted
-//!    data fragments** of the target instead of commits, then records them in the staging table
-//!    ([`ctxd_index::staged`]): one row, the only commit a shard makes. No reader sees any of it.
-//!    The source version it reads is tagged (`ctxd-reembed-source-shard-I-of-N`) while it reads.
+//!    (`chunks__<model>`, created by whichever shard comes first) as a one-machine job. Every
+//!    shard of a run reads **one source version**: the first to start tags the version current
+//!    then (`ctxd-reembed-source-shards-of-N`), the others read the tagged one. Shard `I` reads
+//!    only its share of that version's rows — the `I`-th of `N` equal ranges of its live
+//!    rows, cut across the data fragments ([`ctxd_index::share`]) — so its reading falls with
+//!    `N` (rows and bytes read are in its report), and skips the rows the target holds
+//!    already. It embeds them with the same streaming pass as [`crate::reembed`] but writes
+//!    **uncommitted data fragments** of the target instead of commits, then records them in the
+//!    staging table ([`ctxd_index::staged`]): one row, the only commit a shard makes. No reader
+//!    sees any of it.
 //! 2. **Commit.** [`crate::reembed::reembed_commit`] checks that every shard of the newest run
-//!    recorded its fragments (naming the ones to run again), publishes all of them in **one**
+//!    recorded its fragments and read the same version (naming the ones to run again), publishes all of them in **one**
 //!    commit to the target, clears the staging rows, and then goes on as the one-machine job
 //!    does: the id diff catches up on whatever the source gained or lost since the shards read
 //!    it (a daemon keeps writing), indexes are built and queries switch atomically.
@@ -23,18 +27,19 @@
 //! row wins. A commit that dies after publishing is run again: fragments already in the table
 //! are not appended twice ([`ctxd_index::store::Index::commit_fragments`]).
 
-use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Instant;
 
 use ctxd_index::fragments::Fragments;
+use ctxd_index::share::RowShare;
+use ctxd_index::snapshots::AsOf;
 use ctxd_index::staged::{self, StagedShard};
 use ctxd_index::store::Index;
 use ctxd_models::service::EmbedService;
 
 use super::job::{job_error, open_job, JobModel, Progress, ReembedOptions, SOURCE_TAG};
-use super::pass::{pass, Rows, Sink};
+use super::pass::{pass, Passed, Rows, Sink};
 use crate::error::PipelineError;
 
 /// Rows per uncommitted fragment a shard writes (one Lance data file each).
@@ -73,16 +78,10 @@ impl fmt::Display for Shard {
 }
 
 impl Shard {
-    /// Whether chunk `id` is this shard's: FNV-1a of the id, modulo `of` (stable across
-    /// processes and versions, so every shard computes the same split).
-    pub fn owns(&self, id: &str) -> bool {
-        let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
-        hash % self.of as u64 == self.index as u64
-    }
-
-    /// The tag that keeps the source version this shard reads.
+    /// The tag that pins the source version every shard of a run of `of` shards reads (the
+    /// commit drops it).
     pub fn source_tag(&self) -> String {
-        format!("{SOURCE_TAG}-shard-{}-of-{}", self.index, self.of)
+        format!("{SOURCE_TAG}-shards-of-{}", self.of)
     }
 }
 
@@ -96,10 +95,13 @@ pub struct ShardReport {
     pub to_model: String,
     /// The source version the shard read.
     pub source_version: u64,
-    /// Rows of the source that are this shard's.
-    pub rows: usize,
+    /// Rows of the source that are this shard's (the live rows of its share, read).
+    pub rows: u64,
     /// Of those, rows the target already held (an earlier job).
-    pub resumed: usize,
+    pub resumed: u64,
+    /// The share's rows and the bytes of its data files: this shard's reading.
+    pub share_rows: u64,
+    pub share_bytes: u64,
     /// Rows embedded into uncommitted fragments.
     pub embedded: u64,
     /// Fragments (data files) written.
@@ -121,21 +123,11 @@ pub async fn reembed_shard(
     let model: JobModel = service.into();
     let job = open_job(db, &model, false).await?;
     staged::prepare(db).await?;
-    let tag = shard.source_tag();
-    // The tag keeps the version from cleanup during a long read; without it the shard still
-    // runs (at worst a cleanup removes the version and the shard fails: run it again).
-    let source_version = match job.source.tag(&tag, None).await {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(tag = %tag, "re-embedding shard {shard}: tagging the source version failed ({e}); reading untagged");
-            job.source.version().await?
-        }
-    };
-    let result = write_share(&job.source, &job.target, &model, shard, opts, progress).await;
-    if let Err(e) = job.source.untag(&tag).await {
-        tracing::warn!(tag = %tag, "re-embedding shard {shard}: dropping the source tag: {e}");
-    }
-    let (rows, resumed, embedded, fragments) = result?;
+    let source_version = pinned_version(&job.source, &shard).await?;
+    let source = job.source.at(source_version).await?;
+    let result = write_share(&source, &job.target, &model, shard, opts, progress).await;
+    let (share, passed, resumed) = result?;
+    let (rows, embedded, fragments) = (passed.read, passed.embedded, passed.fragments);
     staged::record(
         db,
         &StagedShard {
@@ -160,6 +152,8 @@ pub async fn reembed_shard(
         source_version,
         rows,
         resumed,
+        share_rows: share.rows(),
+        share_bytes: share.bytes(),
         embedded,
         fragments: fragments.len(),
         seconds,
@@ -167,8 +161,22 @@ pub async fn reembed_shard(
     })
 }
 
-/// The shard's rows not in the target yet, embedded into fragments: (its rows, already done,
-/// embedded, fragments).
+/// The version every shard of this run reads: the run's tag's, created at the current version
+/// by the first shard to start (never moved). Without it (tagging failed) the current version
+/// is read, and the commit refuses the shard if that is not the tag's.
+async fn pinned_version(source: &Index, shard: &Shard) -> Result<u64, PipelineError> {
+    let tag = shard.source_tag();
+    match source.tag_once(&tag).await {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            tracing::warn!(tag = %tag, "re-embedding shard {shard}: tagging the source version failed ({e}); reading untagged");
+            Ok(source.version().await?)
+        }
+    }
+}
+
+/// The shard's share of `source` (a pinned version), less what the target holds, embedded
+/// into fragments: (the share, what the pass did, rows skipped as done).
 async fn write_share(
     source: &Index,
     target: &Index,
@@ -176,25 +184,26 @@ async fn write_share(
     shard: Shard,
     opts: &ReembedOptions,
     progress: &dyn Progress,
-) -> Result<(usize, usize, u64, Fragments), PipelineError> {
-    let mine: HashSet<String> = source.chunk_ids().await?.into_iter().filter(|id| shard.owns(id)).collect();
+) -> Result<(RowShare, Passed, u64), PipelineError> {
+    let share = source.row_share(shard.index, shard.of).await?;
     let done = target.chunk_ids().await?;
-    let todo: HashSet<String> = mine.difference(&done).cloned().collect();
-    let resumed = mine.len() - todo.len();
-    if todo.is_empty() {
-        return Ok((mine.len(), resumed, 0, Fragments::default()));
-    }
-    progress.start(&format!("shard {shard}"), mine.len() as u64, resumed as u64);
+    progress.start(&format!("shard {shard}"), share.rows(), 0);
     let sink = Sink::Stage { rows_per_fragment: ROWS_PER_FRAGMENT };
-    let (embedded, fragments) =
-        pass(source, target, model, Rows::Scan(todo), opts.rows_per_block, sink, progress).await?;
-    Ok((mine.len(), resumed, embedded, fragments))
+    let rows = Rows::Share(share.clone(), done);
+    let passed = pass(source, target, model, rows, opts.rows_per_block, sink, progress).await?;
+    let resumed = passed.read.saturating_sub(passed.embedded);
+    Ok((share, passed, resumed))
 }
 
 /// The commit step's first half: publishes every shard's fragments of the newest run into
 /// `target` (table `to_table`) in one commit and clears the staging rows. Returns the shards
 /// and the rows appended.
-pub(crate) async fn publish(db: &str, target: &Index, to_table: &str) -> Result<(u32, u64), PipelineError> {
+pub(crate) async fn publish(
+    db: &str,
+    source: &Index,
+    target: &Index,
+    to_table: &str,
+) -> Result<(u32, u64), PipelineError> {
     let staged = staged::list(db, to_table).await?;
     let (run, missing) = staged::newest_run(&staged);
     if run.is_empty() && !target.chunk_ids().await?.is_empty() {
@@ -225,6 +234,9 @@ pub(crate) async fn publish(db: &str, target: &Index, to_table: &str) -> Result<
             ),
         ));
     }
+    let tag = Shard { index: 0, of }.source_tag();
+    let pinned = source.resolve(&AsOf::Tag(tag)).await.ok();
+    same_source_version(db, &run, pinned)?;
     let sets = run.iter().map(|s| Fragments::from_json(&s.fragments, db)).collect::<Result<Vec<_>, _>>()?;
     let appended = target.commit_fragments(sets).await?;
     staged::clear(db, to_table).await?;
@@ -235,10 +247,36 @@ pub(crate) async fn publish(db: &str, target: &Index, to_table: &str) -> Result<
     Ok((of, appended.rows()))
 }
 
+/// Refuses a run whose shards read different source versions (one could not read the run's
+/// tag): their shares would overlap or leave rows out. Names the shards off the tagged version
+/// (`pinned`; without the tag, off the version most of them read): run again, they read it.
+fn same_source_version(db: &str, run: &[StagedShard], pinned: Option<u64>) -> Result<(), PipelineError> {
+    let mut counts: std::collections::BTreeMap<u64, usize> = Default::default();
+    for s in run {
+        *counts.entry(s.source_version).or_default() += 1;
+    }
+    let most = counts.iter().max_by_key(|(_, n)| **n).map(|(v, _)| *v);
+    let Some(common) = pinned.or(most) else { return Ok(()) };
+    let off: Vec<String> =
+        run.iter().filter(|s| s.source_version != common).map(|s| format!("{}/{}", s.shard, s.of)).collect();
+    if off.is_empty() {
+        return Ok(());
+    }
+    Err(job_error(
+        db,
+        format!(
+            "shard(s) {} read another source version than the run's (version {common}): run each of them again \
+             (`ctxd reembed --shard {}` …), then --commit",
+            off.join(", "),
+            off[0]
+        ),
+    ))
+}
+
 /// Drops every shard's source tag left on `source` (a shard killed and never run again, a run
 /// with another N), so cleanup may remove those versions again.
 pub(crate) async fn drop_shard_tags(source: &Index) {
-    let prefix = format!("{SOURCE_TAG}-shard-");
+    let prefix = format!("{SOURCE_TAG}-shard");
     let tags: Vec<String> = match source.snapshots().await {
         Ok(snaps) => snaps.into_iter().flat_map(|s| s.tags).filter(|t| t.starts_with(&prefix)).collect(),
         Err(e) => return tracing::warn!("re-embedding: listing the source's tags: {e}"),
@@ -275,7 +313,9 @@ mod tests {
         for i in [0, 2] {
             let r = reembed_shard(&db, service(), shard(i), &opts, &Quiet).await.unwrap();
             assert_eq!((r.to_table.as_str(), r.resumed), ("chunks__test-letters", 0), "{r:?}");
-            assert!(r.embedded > 5 && r.fragments >= 1, "{r:?}");
+            // Its share of the pinned version, a third of the rows, read alone.
+            assert_eq!((r.share_rows, r.rows, r.embedded), (20, 20, 20), "{r:?}");
+            assert!(r.fragments >= 1 && r.share_bytes > 0, "{r:?}");
             embedded += r.embedded;
         }
         let target = Index::open_table(&db, "chunks__test-letters").await.unwrap();
@@ -334,18 +374,34 @@ mod tests {
     }
 
     #[test]
-    fn shards_parse_and_split_ids_between_them() {
+    fn a_run_whose_shards_read_other_versions_is_refused_with_them_named() {
+        let staged = |shard, source_version| StagedShard {
+            target: "chunks__m".into(),
+            shard,
+            of: 3,
+            rows: 1,
+            source_version,
+            fragments: String::new(),
+            holder: String::new(),
+            written_at: 0,
+        };
+        let run = [staged(0, 7), staged(1, 9), staged(2, 7)];
+        let err = same_source_version("db", &run, Some(7)).unwrap_err().to_string();
+        assert!(err.contains("shard(s) 1/3 read") && err.contains("version 7"), "{err}");
+        let err = same_source_version("db", &run, Some(9)).unwrap_err().to_string();
+        assert!(err.contains("shard(s) 0/3, 2/3 read"), "the tag's version rules, not the majority: {err}");
+        let err = same_source_version("db", &run, None).unwrap_err().to_string();
+        assert!(err.contains("shard(s) 1/3 read"), "without the tag, the majority: {err}");
+        assert!(same_source_version("db", &[staged(0, 7), staged(2, 7)], Some(7)).is_ok());
+    }
+
+    #[test]
+    fn shards_parse_and_name_their_run_tag() {
         let s: Shard = "1/3".parse().unwrap();
         assert_eq!((s.index, s.of, s.to_string()), (1, 3, "1/3".to_string()));
         for bad in ["3/3", "1", "a/3", "0/0", "-1/2"] {
             assert!(bad.parse::<Shard>().unwrap_err().to_string().contains("I/N"), "{bad}");
         }
-        // Every id is in exactly one shard, and the split is not lopsided.
-        let ids: Vec<String> = (0..3000).map(|i| format!("{:016x}", i * 7919)).collect();
-        let shards: Vec<Shard> = (0..3).map(|i| Shard { index: i, of: 3 }).collect();
-        let sizes: Vec<usize> = shards.iter().map(|s| ids.iter().filter(|id| s.owns(id)).count()).collect();
-        assert_eq!(sizes.iter().sum::<usize>(), ids.len());
-        assert!(sizes.iter().all(|&n| n > 800), "{sizes:?}");
-        assert_eq!(Shard { index: 0, of: 2 }.source_tag(), "ctxd-reembed-source-shard-0-of-2");
+        assert_eq!(Shard { index: 0, of: 2 }.source_tag(), "ctxd-reembed-source-shards-of-2");
     }
 }
