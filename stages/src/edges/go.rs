@@ -7,11 +7,10 @@
 //! struct fields and embedded interfaces.
 
 use std::collections::HashSet;
-use std::sync::OnceLock;
 
 use tree_sitter::Node;
 
-use super::walk::{self, fields, line, listed, named, text, Access, Cx, Rules};
+use super::walk::{self, fields, line, named, text, Access, Cx, Rules};
 
 /// The Go rules.
 pub(super) struct Go;
@@ -140,26 +139,14 @@ impl Rules for Go {
                 }
                 true
             }
-            "type_identifier" => {
-                cx.reference(&[text(node, src)], ".", line(node));
-                false
-            }
+            "type_identifier" => cx.type_word(node),
             "qualified_type" => {
                 let segs: Vec<&str> = named(node).into_iter().map(|n| text(n, src)).collect();
                 cx.reference(&segs, ".", line(node));
                 false
             }
-            "identifier" => {
-                cx.read(&[text(node, src)], ".", line(node));
-                false
-            }
-            "selector_expression" => match chain(node, src) {
-                Some(segs) => {
-                    cx.read(&segs, ".", line(node));
-                    false
-                }
-                None => true,
-            },
+            "identifier" => cx.identifier(node),
+            "selector_expression" => cx.access(node, &ACCESS).unwrap_or(true),
             _ => true,
         }
     }
@@ -180,10 +167,7 @@ impl Rules for Go {
         }
     }
 
-    fn builtin(&self, name: &str) -> bool {
-        static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
-        listed(&SET, BUILTINS, name)
-    }
+    walk::builtins!(BUILTINS);
 
     fn receiver(&self, def: Node, src: &[u8]) -> Option<String> {
         let recv = def.child_by_field_name("receiver")?.named_child(0)?;

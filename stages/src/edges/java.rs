@@ -7,11 +7,10 @@
 //! `implements` of classes, enums and records, `extends` of interfaces.
 
 use std::collections::HashSet;
-use std::sync::OnceLock;
 
 use tree_sitter::Node;
 
-use super::walk::{self, line, listed, named, text, Access, Cx, Rules};
+use super::walk::{self, line, named, text, Access, Cx, Rules};
 
 /// The Java rules.
 pub(super) struct Java;
@@ -164,29 +163,13 @@ impl Rules for Java {
                 cx.skip(t);
                 true
             }
-            "type_identifier" => {
-                cx.reference(&[text(node, src)], ".", line(node));
-                false
-            }
-            "scoped_type_identifier" => {
-                let t = text(node, src);
-                cx.reference(&t.split('.').map(str::trim).collect::<Vec<_>>(), ".", line(node));
-                false
-            }
-            "identifier" => {
-                cx.read(&[text(node, src)], ".", line(node));
-                false
-            }
-            "field_access" => match chain(node, src) {
-                Some(segs) => {
-                    cx.read(&segs, ".", line(node));
-                    false
-                }
-                None => {
-                    cx.skip(node.child_by_field_name("field"));
-                    true
-                }
-            },
+            "type_identifier" => cx.type_word(node),
+            "scoped_type_identifier" => cx.type_path(node),
+            "identifier" => cx.identifier(node),
+            "field_access" => cx.access(node, &ACCESS).unwrap_or_else(|| {
+                cx.skip(node.child_by_field_name("field"));
+                true
+            }),
             "scoped_identifier" => false,
             _ => true,
         }
@@ -212,10 +195,7 @@ impl Rules for Java {
         }
     }
 
-    fn builtin(&self, name: &str) -> bool {
-        static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
-        listed(&SET, BUILTINS, name)
-    }
+    walk::builtins!(BUILTINS);
 }
 
 #[cfg(test)]

@@ -8,11 +8,10 @@
 //! `implements`.
 
 use std::collections::HashSet;
-use std::sync::OnceLock;
 
 use tree_sitter::Node;
 
-use super::walk::{self, fields, line, listed, named, text, Access, Cx, Rules};
+use super::walk::{self, fields, line, named, text, Access, Cx, Rules};
 
 /// The JavaScript / TypeScript / TSX rules.
 pub(super) struct JavaScript;
@@ -304,26 +303,10 @@ impl Rules for JavaScript {
                 cx.skip(node.child_by_field_name("name"));
                 true
             }
-            "type_identifier" => {
-                cx.reference(&[text(node, src)], ".", line(node));
-                false
-            }
-            "nested_type_identifier" => {
-                let t = text(node, src);
-                cx.reference(&t.split('.').map(str::trim).collect::<Vec<_>>(), ".", line(node));
-                false
-            }
-            "identifier" => {
-                cx.read(&[text(node, src)], ".", line(node));
-                false
-            }
-            "member_expression" => match chain(node, src) {
-                Some(segs) => {
-                    cx.read(&segs, ".", line(node));
-                    false
-                }
-                None => true,
-            },
+            "type_identifier" => cx.type_word(node),
+            "nested_type_identifier" => cx.type_path(node),
+            "identifier" => cx.identifier(node),
+            "member_expression" => cx.access(node, &ACCESS).unwrap_or(true),
             _ => true,
         }
     }
@@ -352,10 +335,7 @@ impl Rules for JavaScript {
         }
     }
 
-    fn builtin(&self, name: &str) -> bool {
-        static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
-        listed(&SET, BUILTINS, name)
-    }
+    walk::builtins!(BUILTINS);
 }
 
 #[cfg(test)]

@@ -8,11 +8,10 @@
 //! variables and nested functions are local: never targets.
 
 use std::collections::HashSet;
-use std::sync::OnceLock;
 
 use tree_sitter::Node;
 
-use super::walk::{self, fields, line, listed, named, text, Access, Cx, Rules};
+use super::walk::{self, fields, line, named, text, Access, Cx, Rules};
 
 /// The Python rules.
 pub(super) struct Python;
@@ -291,20 +290,11 @@ impl Rules for Python {
                 type_names(node, cx);
                 false
             }
-            "attribute" => match chain(node, src) {
-                Some(segs) => {
-                    cx.read(&segs, ".", line(node));
-                    false
-                }
-                None => {
-                    cx.skip(node.child_by_field_name("attribute"));
-                    true
-                }
-            },
-            "identifier" => {
-                cx.read(&[text(node, src)], ".", line(node));
-                false
-            }
+            "attribute" => cx.access(node, &ACCESS).unwrap_or_else(|| {
+                cx.skip(node.child_by_field_name("attribute"));
+                true
+            }),
+            "identifier" => cx.identifier(node),
             _ => true,
         }
     }
@@ -343,10 +333,7 @@ impl Rules for Python {
         }
     }
 
-    fn builtin(&self, name: &str) -> bool {
-        static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
-        listed(&SET, BUILTINS, name)
-    }
+    walk::builtins!(BUILTINS);
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use tree_sitter::Node;
 
-use super::walk::{line, listed, named, text, Cx, Rules};
+use super::walk::{self, line, listed, named, text, Cx, Rules};
 
 /// The Rust rules.
 pub(super) struct Rust;
@@ -426,10 +426,7 @@ impl Rules for Rust {
         }
     }
 
-    fn builtin(&self, name: &str) -> bool {
-        static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
-        listed(&SET, BUILTINS, name)
-    }
+    walk::builtins!(BUILTINS);
 }
 
 #[cfg(test)]

@@ -118,6 +118,18 @@ pub(super) fn listed(set: &'static OnceLock<HashSet<&'static str>>, list: &[&'st
     set.get_or_init(|| list.iter().copied().collect()).contains(name)
 }
 
+/// The `builtin` method of a [`Rules`] impl: whether a name is in the language's list, through
+/// a set built on first use (`walk::builtins!(BUILTINS);` inside the impl).
+macro_rules! builtins {
+    ($list:expr) => {
+        fn builtin(&self, name: &str) -> bool {
+            static SET: std::sync::OnceLock<std::collections::HashSet<&'static str>> = std::sync::OnceLock::new();
+            super::walk::listed(&SET, $list, name)
+        }
+    };
+}
+pub(super) use builtins;
+
 /// The named children of a node.
 pub(super) fn named(node: Node) -> Vec<Node> {
     let mut c = node.walk();
@@ -133,6 +145,37 @@ pub(super) fn fields<'t>(node: Node<'t>, field: &str) -> Vec<Node<'t>> {
 }
 
 impl<'a> Cx<'a> {
+    /// A type named by one word (`Foo`), referenced; false: nothing below it to visit.
+    pub fn type_word(&mut self, node: Node) -> bool {
+        let src = self.src;
+        self.reference(&[text(node, src)], ".", line(node));
+        false
+    }
+
+    /// A type named by a dotted path (`pkg.Foo`), referenced by its segments.
+    pub fn type_path(&mut self, node: Node) -> bool {
+        let src = self.src;
+        let segs: Vec<&str> = text(node, src).split('.').map(str::trim).collect();
+        self.reference(&segs, ".", line(node));
+        false
+    }
+
+    /// An identifier, read.
+    pub fn identifier(&mut self, node: Node) -> bool {
+        let src = self.src;
+        self.read(&[text(node, src)], ".", line(node));
+        false
+    }
+
+    /// A member access (`a.b.c`) read as one dotted name when `how` finds it one: `Some(false)`;
+    /// `None` when it is not (a call's result, an index): the caller says what to visit.
+    pub fn access(&mut self, node: Node, how: &Access) -> Option<bool> {
+        let src = self.src;
+        let segs = chain(node, src, how)?;
+        self.read(&segs, ".", line(node));
+        Some(false)
+    }
+
     /// Skips the subtree of `node` (it was handled by its parent).
     pub fn skip(&mut self, node: Option<Node>) {
         if let Some(n) = node {
