@@ -108,6 +108,28 @@ pub struct SymbolArgs {
     pub json: bool,
 }
 
+/// `--source A,B` and `--ref R`: which named sources a read covers, and at which git ref.
+#[derive(Debug, Args)]
+pub struct SourceArgs {
+    /// Only these named sources, comma-separated (an index of [[source]] entries).
+    #[arg(long)]
+    pub source: Option<String>,
+    /// With --source: read its git sources at this branch, tag or commit.
+    #[arg(long = "ref", requires = "source")]
+    pub git_ref: Option<String>,
+}
+
+impl SourceArgs {
+    /// The scope: each source at the ref (`name@ref`); without `--ref`, a git source is read at
+    /// every ref it has in the index. `None` without `--source`.
+    pub fn scope(&self) -> Option<ctxd_index::scope::SourceScope> {
+        let names = self.source.as_deref().and_then(ctxd_search::sources::parse_list)?;
+        let Some(r) = &self.git_ref else { return Some(names) };
+        let at = names.names().iter().map(|n| format!("{n}@{}", r.replace('/', "~")));
+        Some(ctxd_index::scope::SourceScope::new(at))
+    }
+}
+
 /// A file tool's arguments.
 #[derive(Debug, Args)]
 pub struct FileArgs {
@@ -160,12 +182,8 @@ pub enum Command {
         /// Locate in this snapshot: a version number (see `ctxd snapshots`) or a tag.
         #[arg(long)]
         as_of: Option<String>,
-        /// Only these named sources, comma-separated (an index of [[source]] entries).
-        #[arg(long)]
-        source: Option<String>,
-        /// With --source: read its git sources at this branch, tag or commit.
-        #[arg(long = "ref", requires = "source")]
-        git_ref: Option<String>,
+        #[command(flatten)]
+        sources: SourceArgs,
         /// Also list the feature rows of this many best candidates (`features` in the JSON):
         /// what the ranking model scores (benches/fit_locate.py fits it on them).
         #[arg(long, default_value_t = 0)]
@@ -197,12 +215,8 @@ pub enum Command {
         /// Commits (and co-changed files) listed per file.
         #[arg(long, default_value_t = 10)]
         limit: usize,
-        /// Only these named sources, comma-separated.
-        #[arg(long)]
-        source: Option<String>,
-        /// With --source: its git sources at this branch or tag.
-        #[arg(long = "ref", requires = "source")]
-        git_ref: Option<String>,
+        #[command(flatten)]
+        sources: SourceArgs,
         /// Print `{"files":[{"path","source","ref","commits":[…],"cochanged":[…]}]}`.
         #[arg(long)]
         json: bool,
@@ -227,12 +241,8 @@ pub enum Command {
         /// Search this snapshot: a version number (see `ctxd snapshots`) or a tag.
         #[arg(long)]
         as_of: Option<String>,
-        /// Only these named sources, comma-separated (an index of [[source]] entries).
-        #[arg(long)]
-        source: Option<String>,
-        /// With --source: read its git sources at this branch, tag or commit.
-        #[arg(long = "ref", requires = "source")]
-        git_ref: Option<String>,
+        #[command(flatten)]
+        sources: SourceArgs,
         /// Routed mode: skip rescoring the best candidates by late interaction (faster, less
         /// precise).
         #[arg(long)]
@@ -274,12 +284,8 @@ pub enum Command {
         /// Search this snapshot: a version number or a tag.
         #[arg(long)]
         as_of: Option<String>,
-        /// Only these named sources, comma-separated (an index of [[source]] entries).
-        #[arg(long)]
-        source: Option<String>,
-        /// With --source: read its git sources at this branch, tag or commit.
-        #[arg(long = "ref", requires = "source")]
-        git_ref: Option<String>,
+        #[command(flatten)]
+        sources: SourceArgs,
         /// Drop the candidates that do not fit whole instead of sending their signature skeletons.
         #[arg(long)]
         no_skeletons: bool,

@@ -190,8 +190,8 @@ async fn run(cli: Cli) -> Result<()> {
 /// A query of the index (`ctxd search`, `context`, `symbols`, `list-symbols`, `get-symbols`).
 async fn run_query(command: Command) -> Result<()> {
     match command {
-        Command::Search { query, db, k, mode, as_of, source, git_ref, no_rerank, model, json } => {
-            let source = cli_scope(source.as_deref(), git_ref.as_deref());
+        Command::Search { query, db, k, mode, as_of, sources, no_rerank, model, json } => {
+            let source = sources.scope();
             let mode: ctxd_search::search::Mode = mode.parse()?;
             let mut req = ctxd_search::search::SearchRequest::new(query).with(k, mode);
             (req.as_of, req.source, req.rerank) = (as_of, source, Some(!no_rerank));
@@ -208,8 +208,7 @@ async fn run_query(command: Command) -> Result<()> {
             mode,
             current_file,
             as_of,
-            source,
-            git_ref,
+            sources,
             no_skeletons,
             assembly,
             doc_types,
@@ -230,7 +229,7 @@ async fn run_query(command: Command) -> Result<()> {
             req.mode = mode.parse()?;
             req.current_file = current_file;
             req.as_of = as_of;
-            req.source = cli_scope(source.as_deref(), git_ref.as_deref());
+            req.source = sources.scope();
             cmd::query::context(req, &db, &model, json).await
         }
         Command::Symbols { name, db, prefix, limit, json } => {
@@ -251,30 +250,16 @@ async fn run_query(command: Command) -> Result<()> {
 /// A code-graph command (`ctxd locate`, `graph …`, `history`).
 async fn run_graph(command: Command) -> Result<()> {
     match command {
-        Command::Locate {
-            text,
-            db,
-            k,
-            without,
-            as_of,
-            source,
-            git_ref,
-            features,
-            locate_model,
-            no_adapter,
-            model,
-            json,
-        } => {
+        Command::Locate { text, db, k, without, as_of, sources, features, locate_model, no_adapter, model, json } => {
             let mut req = ctxd_codegraph::locate::request::LocateRequest::new(cmd::graph::text_arg(&text)?);
             (req.k, req.features, req.without, req.model) = (k, features, without, locate_model);
             req.no_adapter = no_adapter;
-            (req.as_of, req.source) = (as_of, cli_scope(source.as_deref(), git_ref.as_deref()));
+            (req.as_of, req.source) = (as_of, sources.scope());
             cmd::graph::locate(req, &db, &model, json).await
         }
         Command::Graph { action } => cmd::graph::graph(action).await,
-        Command::History { path, db, limit, source, git_ref, json } => {
-            let source = cli_scope(source.as_deref(), git_ref.as_deref());
-            cmd::graph::history(&path, &db, limit, source, json).await
+        Command::History { path, db, limit, sources, json } => {
+            cmd::graph::history(&path, &db, limit, sources.scope(), json).await
         }
         _ => unreachable!("run sends only graph commands here"),
     }
@@ -302,16 +287,4 @@ async fn run_upkeep(command: Command) -> Result<()> {
         Command::Config { action: ConfigAction::Validate { file } } => cmd::admin::validate_config(&file),
         _ => unreachable!("run sends only upkeep commands here"),
     }
-}
-
-/// `--source A,B` and `--ref R` as a scope: each source at the ref (`name@ref`); without
-/// `--ref`, a git source is read at every ref it has in the index.
-fn cli_scope(source: Option<&str>, git_ref: Option<&str>) -> Option<ctxd_index::scope::SourceScope> {
-    let names = source.and_then(ctxd_search::sources::parse_list)?;
-    Some(match git_ref {
-        None => names,
-        Some(r) => {
-            ctxd_index::scope::SourceScope::new(names.names().iter().map(|n| format!("{n}@{}", r.replace('/', "~"))))
-        }
-    })
 }
