@@ -288,20 +288,25 @@ pub fn spawn_stage<S: Stage>(
     output: Output<S::Out>,
     tracker: Tracker,
 ) -> Vec<JoinHandle<()>> {
-    metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => S::NAME, "error" => "none").increment(0);
-    (0..workers.max(1))
-        .map(|_| {
-            let (stage, input, output, tracker) = (stage.clone(), input.clone(), output.clone(), tracker.clone());
-            tokio::spawn(async move {
-                while let Some(item) = input.recv().await {
-                    let since = Instant::now();
-                    let res = stage.process(item).await;
-                    record_time(S::NAME, since);
-                    forward(S::NAME, res, &output, &tracker).await;
-                }
-            })
-        })
-        .collect()
+    spawn_workers(S::NAME, workers, (stage, input, output, tracker), |(stage, input, output, tracker)| async move {
+        while let Some(item) = input.recv().await {
+            let since = Instant::now();
+            let res = stage.process(item).await;
+            record_time(S::NAME, since);
+            forward(S::NAME, res, &output, &tracker).await;
+        }
+    })
+}
+
+/// `workers` tasks (at least one), each running `work` on its own clone of `parts`, with the
+/// stage's error series shown at 0 from the start.
+fn spawn_workers<P: Clone, F, Fut>(name: &'static str, workers: usize, parts: P, work: F) -> Vec<JoinHandle<()>>
+where
+    F: Fn(P) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => name, "error" => "none").increment(0);
+    (0..workers.max(1)).map(|_| tokio::spawn(work(parts.clone()))).collect()
 }
 
 /// Runs `workers` copies of a batching stage.
@@ -313,25 +318,24 @@ pub fn spawn_batch_stage<S: BatchStage>(
     output: Output<S::Out>,
     tracker: Tracker,
 ) -> Vec<JoinHandle<()>> {
-    metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => S::NAME, "error" => "none").increment(0);
-    (0..workers.max(1))
-        .map(|_| {
-            let (stage, input, output, tracker) = (stage.clone(), input.clone(), output.clone(), tracker.clone());
-            tokio::spawn(async move {
-                while let Some(batch) =
-                    input.recv_batch(limits.max_weight, limits.max_items, limits.max_wait, |i| stage.weight(i)).await
-                {
-                    metrics::histogram!(m::STAGE_BATCH_ITEMS, "stage" => S::NAME).record(batch.len() as f64);
-                    let since = Instant::now();
-                    let results = stage.process_batch(batch).await;
-                    record_time(S::NAME, since);
-                    for res in results {
-                        forward(S::NAME, res, &output, &tracker).await;
-                    }
+    spawn_workers(
+        S::NAME,
+        workers,
+        (stage, input, output, tracker),
+        move |(stage, input, output, tracker)| async move {
+            while let Some(batch) =
+                input.recv_batch(limits.max_weight, limits.max_items, limits.max_wait, |i| stage.weight(i)).await
+            {
+                metrics::histogram!(m::STAGE_BATCH_ITEMS, "stage" => S::NAME).record(batch.len() as f64);
+                let since = Instant::now();
+                let results = stage.process_batch(batch).await;
+                record_time(S::NAME, since);
+                for res in results {
+                    forward(S::NAME, res, &output, &tracker).await;
                 }
-            })
-        })
-        .collect()
+            }
+        },
+    )
 }
 
 /// Runs a sink (a single worker, so commits are ordered).
