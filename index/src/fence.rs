@@ -198,15 +198,30 @@ impl ObjectLease {
                         Renewal::Renewed
                     }
                     Ok(None) => Renewal::Lost(format!("the writer lease {} was taken by another writer", self.lock)),
-                    Err(e) => Renewal::Failed(e),
+                    Err(e) => self.failed(e),
                 }
             }
-            Err(e) => Renewal::Failed(e),
+            Err(e) => self.failed(e),
         }
     }
 
-    /// Succeeds only while the lease is provably this process's (see the module docs).
+    /// A renewal that got no answer (counted; the lease may still be ours).
+    fn failed(&self, e: object_store::Error) -> Renewal {
+        metrics::counter!(crate::metrics::LEASE_RENEW_FAILURES_TOTAL).increment(1);
+        Renewal::Failed(e)
+    }
+
+    /// Succeeds only while the lease is provably this process's (see the module docs); every
+    /// refusal is counted.
     pub(crate) async fn confirm(&self, uri: &str) -> Result<(), IndexError> {
+        let confirmed = self.prove(uri).await;
+        if confirmed.is_err() {
+            metrics::counter!(crate::metrics::LEASE_FENCED_WRITES_TOTAL).increment(1);
+        }
+        confirmed
+    }
+
+    async fn prove(&self, uri: &str) -> Result<(), IndexError> {
         let mut proof = self.proof.lock().await;
         let lost = |why: String| IndexError::LeaseLost { uri: uri.to_string(), lock: self.lock.clone(), why };
         if let Some(why) = self.lost.borrow().clone() {
@@ -222,12 +237,9 @@ impl ObjectLease {
                 Renewal::Renewed => {}
                 Renewal::Lost(why) => {
                     self.lose(why.clone());
-                    metrics::counter!(crate::metrics::LEASE_FENCED_WRITES_TOTAL).increment(1);
                     return Err(lost(why));
                 }
                 Renewal::Failed(e) => {
-                    metrics::counter!(crate::metrics::LEASE_RENEW_FAILURES_TOTAL).increment(1);
-                    metrics::counter!(crate::metrics::LEASE_FENCED_WRITES_TOTAL).increment(1);
                     self.lose_if_unrenewed(boot_clock().saturating_sub(proof.made_at), &e);
                     return Err(IndexError::Lease {
                         uri: uri.to_string(),

@@ -239,7 +239,6 @@ async fn renew_every_third(lease: Arc<ObjectLease>) {
             Renewal::Renewed => {}
             Renewal::Lost(why) => return lease.lose(why),
             Renewal::Failed(e) => {
-                metrics::counter!(crate::metrics::LEASE_RENEW_FAILURES_TOTAL).increment(1);
                 tracing::warn!(lease = %lease.lock, "renewing the writer lease failed (retrying): {e}");
                 if lease.lose_if_unrenewed(lease.age().await, &e) {
                     return;

@@ -125,8 +125,7 @@ pub async fn reembed_shard(
     staged::prepare(db).await?;
     let source_version = pinned_version(&job.source, &shard).await?;
     let source = job.source.at(source_version).await?;
-    let result = write_share(&source, &job.target, &model, shard, opts, progress).await;
-    let (share, passed, resumed) = result?;
+    let (share, passed, resumed) = write_share(&source, &job.target, &model, shard, opts, progress).await?;
     let (rows, embedded, fragments) = (passed.read, passed.embedded, passed.fragments);
     staged::record(
         db,
