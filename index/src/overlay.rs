@@ -25,10 +25,12 @@
 //! too little to be worth an overlay). The writer records a view's overlay after the files of
 //! the same change are committed ([`replace`]); a read of the latest version takes each view's
 //! newest record, a read of a past version (`as_of`) the newest recorded at or before it.
-//! Readers load the table through an [`OverlayCache`] re-checked at most every second (one per
-//! [`Index`](crate::store::Index) handle, shared by the views made from it and by the writer that holds
-//! it), so a reader sees a new overlay within about a second of its files, and the process that
-//! records one at once. Maintenance drops records no kept version needs ([`prune`]).
+//! Readers load the table through an [`OverlayCache`] (one per [`Index`](crate::store::Index)
+//! handle, shared by the views made from it and by the writer that holds it), read again when a
+//! read asks for a chunks version newer than the one the cached overlays were read for, and at
+//! most a second after the last read otherwise: a view never reads a version's files through an
+//! overlay older than their interim record (a ref's own copy of a file never shows beside the
+//! base's new one), and a final record shows within about a second. Maintenance drops records no kept version needs ([`prune`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -246,15 +248,31 @@ async fn read(conn: &lancedb::Connection, names: &[String], uri: &str) -> Result
     Ok(out)
 }
 
-type Cached = HashMap<String, (Instant, Arc<Overlays>)>;
+/// One database's overlays as last read: when, and the chunks-table version (of which table)
+/// the read was made for. Every interim record of a version is written before that version's
+/// commit, so a read made after a caller saw version `v` holds what `v` needs.
+#[derive(Clone)]
+struct Loaded {
+    at: Instant,
+    covers: (String, u64),
+    overlays: Arc<Overlays>,
+}
 
-/// The overlays read per database, each re-read at most every [`RECHECK`]; and the lock that
-/// lets one overlay write at a time through this handle.
+impl Loaded {
+    /// Whether these overlays may answer a read of version `reads.1` of chunks table `reads.0`.
+    fn covers(&self, reads: (&str, u64)) -> bool {
+        self.covers.0 == reads.0 && self.covers.1 >= reads.1
+    }
+}
+
+/// The overlays read per database, each re-read at most every [`RECHECK`] and whenever a
+/// read asks for a newer chunks version than they were read for; and the lock that lets one
+/// overlay write at a time through this handle.
 #[derive(Default)]
 pub struct OverlayCache {
-    entries: Mutex<Cached>,
+    entries: Mutex<HashMap<String, Loaded>>,
     /// One read at a time: while one query reads them again, the others answer with the
-    /// previous ones.
+    /// previous ones (when those cover what they read).
     reading: tokio::sync::Mutex<()>,
     writing: tokio::sync::Mutex<()>,
 }
@@ -265,36 +283,44 @@ impl OverlayCache {
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).remove(uri);
     }
 
-    fn cached(&self, uri: &str) -> Option<(Instant, Arc<Overlays>)> {
+    fn cached(&self, uri: &str) -> Option<Loaded> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).get(uri).cloned()
     }
 
-    /// The overlays of `uri` as of about a second ago (read again when older; while one query
-    /// reads them again, the others answer with the previous ones).
-    pub async fn current(&self, uri: &str) -> Result<Arc<Overlays>, IndexError> {
+    /// The overlays of `uri` for a read of version `reads.1` of chunks table `reads.0`: the
+    /// cached ones when they were read for that version or a later one and about a second
+    /// ago at most (while one query reads them again, the others answer with the previous
+    /// ones); else read now. A reader that sees a ref's files committed therefore never reads
+    /// them through an overlay older than their interim record.
+    pub async fn current(&self, uri: &str, reads: (&str, u64)) -> Result<Arc<Overlays>, IndexError> {
         let _reading = match (self.cached(uri), self.reading.try_lock()) {
-            (Some((at, o)), _) if at.elapsed() < RECHECK => return Ok(o),
-            (Some((_, o)), Err(_)) => return Ok(o),
+            (Some(c), _) if c.covers(reads) && c.at.elapsed() < RECHECK => return Ok(c.overlays),
+            (Some(c), Err(_)) if c.covers(reads) => return Ok(c.overlays),
             (_, Ok(guard)) => guard,
-            (None, Err(_)) => self.reading.lock().await,
+            (_, Err(_)) => {
+                let guard = self.reading.lock().await;
+                // Another query may have read them for this version meanwhile.
+                if let Some(c) = self.cached(uri).filter(|c| c.covers(reads) && c.at.elapsed() < RECHECK) {
+                    return Ok(c.overlays);
+                }
+                guard
+            }
         };
         let loaded = match load(uri).await {
             Ok(o) => Arc::new(o),
             Err(e) => match self.cached(uri) {
                 // Keep answering with the last overlays read (a bucket's hiccup); retried next time.
-                Some((_, o)) => {
+                Some(c) => {
                     tracing::warn!(
                         "reading the ref overlays of {uri} failed ({e}); reading through the last ones read"
                     );
-                    return Ok(o);
+                    return Ok(c.overlays);
                 }
                 None => return Err(e),
             },
         };
-        self.entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(uri.to_string(), (Instant::now(), loaded.clone()));
+        let entry = Loaded { at: Instant::now(), covers: (reads.0.to_string(), reads.1), overlays: loaded.clone() };
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).insert(uri.to_string(), entry);
         Ok(loaded)
     }
 }
@@ -492,11 +518,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_read_of_a_newer_version_never_gets_overlays_read_before_its_interim_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().to_str().unwrap();
+        let index = two_refs(uri).await;
+        let v = index.version().await.unwrap();
+        // A reader's cache (another handle: the writer's writes do not reach it).
+        let reader = OverlayCache::default();
+        let shadowed = |o: &Overlays| o.get("lib@v2", None).unwrap().shadowed.iter().cloned().collect::<Vec<_>>();
+        assert_eq!(shadowed(&*reader.current(uri, ("chunks", v)).await.unwrap()), ["b.py"]);
+        // The writer stops sharing a.py: the interim record, then the commit with v2's own copy.
+        let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
+        replace(&index.overlay_cache(), uri, "lib@v2", Some(&o), Effective::NextCommit).await.unwrap();
+        index
+            .commit(crate::writer::CommitBatch { rows: vec![crate::testing::row(7)], ..Default::default() })
+            .await
+            .unwrap();
+        let next = index.version().await.unwrap();
+        assert!(next > v);
+        // Within the second the cached overlays answer, a read of the new version reads again.
+        assert_eq!(shadowed(&*reader.current(uri, ("chunks", next)).await.unwrap()), ["a.py", "b.py"]);
+        // So does a read of another chunks table (a re-embedding switched tables).
+        assert!(reader.cached(uri).unwrap().covers(("chunks", next)));
+        assert!(!reader.cached(uri).unwrap().covers(("chunks__other", 1)));
+    }
+
+    #[tokio::test]
     async fn replaced_per_view_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().to_str().unwrap();
         let cache = OverlayCache::default();
-        assert!(cache.current(uri).await.unwrap().views.is_empty(), "no table: no overlays");
+        assert!(cache.current(uri, ("chunks", 0)).await.unwrap().views.is_empty(), "no table: no overlays");
         let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string()].into() };
         replace(&cache, uri, "lib@v2", Some(&o), Effective::Now).await.unwrap();
         replace(
@@ -508,19 +560,19 @@ mod tests {
         )
         .await
         .unwrap();
-        let read = cache.current(uri).await.unwrap();
+        let read = cache.current(uri, ("chunks", 0)).await.unwrap();
         assert_eq!(read.get("lib@v2", None).map(|o| o.as_ref()), Some(&o));
         assert!(read.get("lib@v3", None).unwrap().shadowed.is_empty());
         let changed = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
         replace(&cache, uri, "lib@v2", Some(&changed), Effective::Now).await.unwrap();
-        let again = cache.current(uri).await.unwrap();
+        let again = cache.current(uri, ("chunks", 0)).await.unwrap();
         assert_eq!(again.get("lib@v2", None).map(|o| o.as_ref()), Some(&changed), "the newest record answers");
         assert_eq!(again.get("lib@v2", Some((0, "chunks"))).map(|o| o.as_ref()), Some(&changed), "no table: version 0");
         assert_eq!(again.get("lib@v2", Some((0, "chunks__other"))).map(|o| o.as_ref()), Some(&changed), "carried over");
         assert!(again.version > read.version);
         replace(&cache, uri, "lib@v2", None, Effective::Now).await.unwrap();
         retain(&cache, uri, "lib@", &["lib@v4".to_string()]).await.unwrap();
-        let read = cache.current(uri).await.unwrap();
+        let read = cache.current(uri, ("chunks", 0)).await.unwrap();
         assert!(
             read.get("lib@v2", None).is_none() && read.get("lib@v3", None).is_none(),
             "retain: stored whole: {read:?}"

@@ -67,7 +67,7 @@ impl Index {
             Some(s) => {
                 // A view of a past version (`as_of`) reads the overlays recorded then.
                 let as_of = self.pinned.map(|v| (v, self.table_name.as_str()));
-                let lens = Lens::of(s.names(), &*self.overlays.current(&self.uri).await?, as_of);
+                let lens = Lens::of(s.names(), &*self.overlays().await?, as_of);
                 (!lens.is_empty()).then(|| Arc::new(lens))
             }
             None => None,
@@ -98,7 +98,18 @@ impl Index {
     /// The version of the git refs' overlays table as this process last read it (0: none;
     /// see [`crate::overlay::OverlayCache::current`]): part of the key of anything cached per version.
     pub async fn overlays_version(&self) -> Result<u64, IndexError> {
-        Ok(self.overlays.current(&self.uri).await?.version)
+        Ok(self.overlays().await?.version)
+    }
+
+    /// The git refs' overlays for a read of this handle's version (the pinned one, else the
+    /// table's latest as this handle knows it): read again when the cached ones were read for
+    /// an older version ([`crate::overlay::OverlayCache::current`]).
+    async fn overlays(&self) -> Result<Arc<crate::overlay::Overlays>, IndexError> {
+        let version = match self.pinned {
+            Some(v) => v,
+            None => self.version().await?,
+        };
+        self.overlays.current(&self.uri, (&self.table_name, version)).await
     }
 
     /// Text that tells views of different scopes apart in a cache key (`""` without a scope).
