@@ -526,7 +526,7 @@ mod tests {
         // A reader's cache (another handle: the writer's writes do not reach it).
         let reader = OverlayCache::default();
         let shadowed = |o: &Overlays| o.get("lib@v2", None).unwrap().shadowed.iter().cloned().collect::<Vec<_>>();
-        assert_eq!(shadowed(&*reader.current(uri, ("chunks", v)).await.unwrap()), ["b.py"]);
+        assert_eq!(shadowed(&reader.current(uri, ("chunks", v)).await.unwrap()), ["b.py"]);
         // The writer stops sharing a.py: the interim record, then the commit with v2's own copy.
         let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
         replace(&index.overlay_cache(), uri, "lib@v2", Some(&o), Effective::NextCommit).await.unwrap();
@@ -537,7 +537,7 @@ mod tests {
         let next = index.version().await.unwrap();
         assert!(next > v);
         // Within the second the cached overlays answer, a read of the new version reads again.
-        assert_eq!(shadowed(&*reader.current(uri, ("chunks", next)).await.unwrap()), ["a.py", "b.py"]);
+        assert_eq!(shadowed(&reader.current(uri, ("chunks", next)).await.unwrap()), ["a.py", "b.py"]);
         // So does a read of another chunks table (a re-embedding switched tables).
         assert!(reader.cached(uri).unwrap().covers(("chunks", next)));
         assert!(!reader.cached(uri).unwrap().covers(("chunks__other", 1)));
