@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Validates the Kubernetes manifests under deploy/k8s (base and reembed/):
+# Validates the Kubernetes manifests under deploy/k8s (base, reembed/ and bootstrap/):
 #   - every YAML file parses (duplicate keys are errors);
 #   - every kustomization.yaml's resources exist, and every manifest is listed in one;
 #   - every object against the Kubernetes OpenAPI schemas, strictly (unknown fields are errors),

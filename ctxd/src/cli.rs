@@ -143,8 +143,7 @@ pub struct FileArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Index a folder once (or every source a config names) and exit when everything is
-    /// committed.
+    /// Index a folder once (or every source a config names) and exit when everything is committed.
     Index {
         /// Folder to index (optional with a --config that names its sources).
         path: Option<PathBuf>,
@@ -161,6 +160,8 @@ pub enum Command {
         no_embed: bool,
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        step: crate::cmd::index::BuildStep,
         /// Print the summary as JSON.
         #[arg(long)]
         json: bool,

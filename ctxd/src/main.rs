@@ -146,8 +146,10 @@ async fn run(cli: Cli) -> Result<()> {
         | Command::Compact { .. }
         | Command::Snapshot { .. }
         | Command::Config { .. }) => run_upkeep(command).await,
-        Command::Index { path, db, config, no_embed, model, json } => {
-            cmd::index::run(path.as_deref(), db.as_deref(), config.as_deref(), no_embed, &model, json).await
+        Command::Index { path, db, config, no_embed, model, step, json } => {
+            let run =
+                cmd::index::Run { path: path.as_deref(), db: db.as_deref(), config: config.as_deref(), no_embed, json };
+            cmd::index::run(run, &model, step).await
         }
         Command::Adapt(args) => cmd::adapt::run(&args).await,
         Command::Mcp { db, root, config, tools, model } => mcp::run(db, root, config, tools, model).await,

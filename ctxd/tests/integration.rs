@@ -24,6 +24,8 @@ mod architectures;
 mod assembly;
 #[path = "integration/bench.rs"]
 mod bench;
+#[path = "integration/build_shards.rs"]
+mod build_shards;
 #[path = "integration/chunk.rs"]
 mod chunk;
 #[path = "integration/compat.rs"]

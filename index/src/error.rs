@@ -47,7 +47,7 @@ pub enum IndexError {
     LeaseLost { uri: String, lock: String, why: String },
     #[error("writer lease of {uri}: {message}")]
     Lease { uri: String, message: String },
-    #[error("distributed re-embedding of {uri}: {message}")]
+    #[error("distributed job (sharded build or re-embedding) on {uri}: {message}")]
     Staged { uri: String, message: String },
     #[error("unexpected column '{column}' type in {uri}")]
     Column { uri: String, column: String },

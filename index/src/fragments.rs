@@ -72,27 +72,42 @@ impl Fragments {
 }
 
 impl Index {
-    /// The table's Lance dataset at its latest version (a native table only).
-    pub(crate) async fn dataset(&self) -> Result<Arc<lance::Dataset>, IndexError> {
-        let Some(wrapper) = self.table.dataset() else {
+    /// The Lance dataset of `table` (this index's chunks, symbols, edges or streams table) at its
+    /// latest version (a native table only).
+    pub(crate) async fn dataset_of(&self, table: &lancedb::Table) -> Result<Arc<lance::Dataset>, IndexError> {
+        let Some(wrapper) = table.dataset() else {
             return Err(IndexError::Staged {
                 uri: self.uri.clone(),
                 message: format!(
                     "table {} is not a native Lance table; it cannot take uncommitted fragments",
-                    self.table_name
+                    table.name()
                 ),
             });
         };
         wrapper.get().await.map_err(|e| self.lance(e))
     }
 
-    /// Writes `batches` (rows of this table's schema) as data files of the table without
+    /// The chunks table's Lance dataset at its latest version (a native table only).
+    pub(crate) async fn dataset(&self) -> Result<Arc<lance::Dataset>, IndexError> {
+        self.dataset_of(&self.table).await
+    }
+
+    /// Writes `batches` (rows of the chunks table's schema) as data files of the table without
     /// committing them; nothing is written for no rows.
     pub async fn write_fragments(&self, batches: Vec<RecordBatch>) -> Result<Fragments, IndexError> {
+        self.write_fragments_into(&self.table, batches).await
+    }
+
+    /// [`Index::write_fragments`] into `table` (one of this index's tables; rows of its schema).
+    pub(crate) async fn write_fragments_into(
+        &self,
+        table: &lancedb::Table,
+        batches: Vec<RecordBatch>,
+    ) -> Result<Fragments, IndexError> {
         if batches.iter().all(|b| b.num_rows() == 0) {
             return Ok(Fragments::default());
         }
-        let dataset = self.dataset().await?;
+        let dataset = self.dataset_of(table).await?;
         let params = WriteParams { mode: WriteMode::Append, ..Default::default() };
         let txn = InsertBuilder::new(dataset)
             .with_params(&params)
@@ -109,7 +124,18 @@ impl Index {
     /// Fragments already part of the table are left out. Returns what was appended.
     pub async fn commit_fragments(&self, sets: Vec<Fragments>) -> Result<Fragments, IndexError> {
         self.refresh().await?;
-        let dataset = self.dataset().await?;
+        self.commit_fragments_into(&self.table, sets).await
+    }
+
+    /// [`Index::commit_fragments`] into `table` (one of this index's tables), its handle
+    /// refreshed by the caller.
+    pub(crate) async fn commit_fragments_into(
+        &self,
+        table: &lancedb::Table,
+        sets: Vec<Fragments>,
+    ) -> Result<Fragments, IndexError> {
+        crate::fence::confirm(&self.uri).await?;
+        let dataset = self.dataset_of(table).await?;
         let present: HashSet<&str> =
             dataset.fragments().iter().flat_map(|f| f.files.iter().map(|d| d.path.as_str())).collect();
         let fragments: Vec<Fragment> = sets
@@ -136,8 +162,8 @@ impl Index {
         if !missing.is_empty() {
             return Err(self.staged(format!(
                 "{} staged data file(s) are gone from {data} ({}); nothing was committed: run the shards that wrote \
-                 them again (`ctxd reembed --shard I/N`; a cleanup deletes unreferenced files older than its \
-                 retention), then `ctxd reembed --commit`",
+                 them again (`--shard I/N` of the job that wrote them, `ctxd reembed` or `ctxd index`; a cleanup \
+                 deletes unreferenced files older than its retention), then its `--commit`",
                 missing.len(),
                 missing.join(", ")
             )));
@@ -145,7 +171,7 @@ impl Index {
         let appended = Fragments(fragments.clone());
         let txn = Transaction::new(dataset.version().version, Operation::Append { fragments }, None);
         CommitBuilder::new(dataset).execute(txn).await.map_err(|e| self.lance(e.into()))?;
-        self.refresh().await?;
+        table.checkout_latest().await.map_err(|e| self.lance(e))?;
         Ok(appended)
     }
 

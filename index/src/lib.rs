@@ -18,7 +18,9 @@
 //! * [`lease`] keeps one writer per index (a lock file, or a lease object in the bucket);
 //!   within the writer, `write_gate.rs` makes its commits and its own upkeep take turns.
 //! * [`fragments`] writes rows as uncommitted data fragments and publishes many sets in one
-//!   commit; [`staged`] records which shard of a distributed re-embedding wrote which.
+//!   commit; [`staged`] records which shard of a distributed job wrote which;
+//!   [`build_shard`] is a sharded first build's shard and commit, [`source_objects`] the S3
+//!   objects it read (what the writer's first start needs not to download them again).
 //! * [`connection`] opens every table with one process-wide LanceDB session; its index cache
 //!   is [`index_cache::ExpiringCache`] (a byte budget, and superseded segments dropped).
 //! * [`columns`] and [`sql`] are the leaf helpers: typed columns of a batch, filter text.
@@ -27,6 +29,7 @@
 
 pub mod active;
 pub mod adapters;
+pub mod build_shard;
 pub mod changes;
 pub mod columns;
 pub mod connection;
@@ -51,6 +54,7 @@ pub(crate) mod scoped;
 pub mod search;
 pub mod share;
 pub mod snapshots;
+pub mod source_objects;
 pub(crate) mod sql;
 pub mod staged;
 pub mod stamp;

@@ -1,5 +1,6 @@
-//! The staging table of a distributed re-embedding: which shard wrote which uncommitted
-//! fragments ([`crate::fragments`]) into which target table.
+//! The staging table of distributed jobs: which shard wrote which uncommitted fragments
+//! ([`crate::fragments`]) into which target — a re-embedding's new chunks table, or a sharded
+//! first build's tables (`build:chunks`, …; see [`crate::build_shard`]).
 //!
 //! `ctxd reembed --shard I/N` creates the table when it starts ([`prepare`]) and appends one
 //! row here when its share is written (one small commit; shards append concurrently, which
@@ -81,19 +82,21 @@ pub async fn prepare(uri: &str) -> Result<(), IndexError> {
     table(uri, true).await.map(|_| ())
 }
 
-/// Records `shard` (its `written_at` is set to now).
-pub async fn record(uri: &str, shard: &StagedShard) -> Result<(), IndexError> {
+/// Records `shards` in one commit (their `written_at` is set to now, the same for all).
+pub async fn record(uri: &str, shards: &[StagedShard]) -> Result<(), IndexError> {
+    let strings = |f: fn(&StagedShard) -> &str| Arc::new(StringArray::from_iter_values(shards.iter().map(f)));
+    let now = chrono::Utc::now().timestamp_micros();
     let batch = RecordBatch::try_new(
         schema(),
         vec![
-            Arc::new(StringArray::from(vec![shard.target.clone()])),
-            Arc::new(UInt32Array::from(vec![shard.shard])),
-            Arc::new(UInt32Array::from(vec![shard.of])),
-            Arc::new(UInt64Array::from(vec![shard.rows])),
-            Arc::new(UInt64Array::from(vec![shard.source_version])),
-            Arc::new(StringArray::from(vec![shard.fragments.clone()])),
-            Arc::new(StringArray::from(vec![shard.holder.clone()])),
-            Arc::new(TimestampMicrosecondArray::from(vec![chrono::Utc::now().timestamp_micros()]).with_timezone("UTC")),
+            strings(|s| &s.target),
+            Arc::new(UInt32Array::from_iter_values(shards.iter().map(|s| s.shard))),
+            Arc::new(UInt32Array::from_iter_values(shards.iter().map(|s| s.of))),
+            Arc::new(UInt64Array::from_iter_values(shards.iter().map(|s| s.rows))),
+            Arc::new(UInt64Array::from_iter_values(shards.iter().map(|s| s.source_version))),
+            strings(|s| &s.fragments),
+            strings(|s| &s.holder),
+            Arc::new(TimestampMicrosecondArray::from(vec![now; shards.len()]).with_timezone("UTC")),
         ],
     )?;
     let t = table(uri, true).await?.expect("created when missing");
@@ -194,8 +197,9 @@ mod tests {
         assert!(list(&uri, "chunks__m").await.unwrap().is_empty());
         clear(&uri, "chunks__m").await.unwrap();
         assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "reads and clears create no table");
-        record(&uri, &shard(0, 2, 0)).await.unwrap();
-        record(&uri, &StagedShard { target: "chunks__other".into(), ..shard(1, 2, 0) }).await.unwrap();
+        record(&uri, &[shard(0, 2, 0), StagedShard { target: "chunks__other".into(), ..shard(1, 2, 0) }])
+            .await
+            .unwrap();
         let rows = list(&uri, "chunks__m").await.unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].shard, rows[0].of, rows[0].fragments.as_str()), (0, 2, "[0]"));

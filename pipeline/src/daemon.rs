@@ -86,9 +86,10 @@ impl Pipeline {
         let emitter = Emitter { out: stages.source_out, tracker: tracker.clone(), counters: counters.clone() };
         let source = self.spawn_sources(origins, emitter, &shutdown, &freshness, follow);
         let adapter = self.spawn_adapt_job(follow, &tracker, &shutdown);
-        // One pass: at the end of a one-shot run that left many fragments (`ctxd index`).
-        let maintain_at_end =
-            (!follow && self.cfg.index.maintenance_interval_secs > 0).then(|| self.cfg.index.maintenance());
+        // One pass: at the end of a one-shot run that left many fragments (`ctxd index`; a
+        // shard commits nothing: its commit does the upkeep).
+        let maintain_at_end = (!follow && self.shard.is_none() && self.cfg.index.maintenance_interval_secs > 0)
+            .then(|| self.cfg.index.maintenance());
         let maintenance = (follow && self.cfg.index.maintenance_interval_secs > 0).then(|| {
             let every = Duration::from_secs(self.cfg.index.maintenance_interval_secs);
             let when = MaintainWhen {
@@ -140,7 +141,11 @@ impl Pipeline {
     fn open_origins(&self) -> Result<Vec<Origin>, PipelineError> {
         let sources = self.cfg.sources();
         let opened = sources.iter().map(|src| Origin::open_all(&self.cfg, src)).collect::<Result<Vec<_>, _>>()?;
-        Ok(opened.into_iter().flatten().collect())
+        let origins = opened.into_iter().flatten();
+        match &self.shard {
+            None => Ok(origins.collect()),
+            Some((_, shard)) => origins.map(|o| o.into_share(*shard)).collect(),
+        }
     }
 
     /// The queues between stages and its four stages (load, chunk, embed, upsert) spawned; the source's
@@ -202,11 +207,20 @@ impl Pipeline {
             embed_out,
             tracker.clone(),
         ));
-        let fold =
-            FoldEvery { commits: self.cfg.index.optimize_every_commits, rows: self.cfg.index.optimize_every_rows };
+        let fold = match self.shard {
+            // A shard commits nothing to fold.
+            Some(_) => FoldEvery { commits: u64::MAX, rows: u64::MAX },
+            None => {
+                FoldEvery { commits: self.cfg.index.optimize_every_commits, rows: self.cfg.index.optimize_every_rows }
+            }
+        };
         let committed = freshness.clone();
+        let upsert = Upsert::new(self.index.clone(), self.state.clone());
         let sink = UpsertSink::new(
-            Upsert::new(self.index.clone(), self.state.clone()),
+            match &self.shard {
+                Some((build, _)) => upsert.staging(build.clone()),
+                None => upsert,
+            },
             self.index.clone(),
             budget,
             counters.clone(),
@@ -239,7 +253,9 @@ impl Pipeline {
     ) -> JoinHandle<Result<(), StageError>> {
         let gate = ScanGate::new(origins.len());
         let db = self.cfg.index.db.to_string_lossy().into_owned();
-        let history = crate::history_recorder::Recorder::new(db.clone(), self.cfg.index.history_commits);
+        // A shard records no history: the writer does on its first start.
+        let history = crate::history_recorder::Recorder::new(db.clone(), self.cfg.index.history_commits)
+            .filter(|_| self.shard.is_none());
         let runs: Vec<_> = origins
             .into_iter()
             .map(|origin| {

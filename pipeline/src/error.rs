@@ -16,6 +16,8 @@ pub enum PipelineError {
     Root { path: PathBuf, message: String },
     #[error("re-embedding {db}: {message}")]
     Reembed { db: String, message: String },
+    #[error("sharded build of {db}: {message}")]
+    Build { db: String, message: String },
     #[error("fitting the query adapter of {db} (`ctxd adapt` retries; `[index] adapt = false` turns it off)")]
     Adapt {
         db: String,

@@ -17,8 +17,8 @@
 //!
 //! The daemon: [`pipeline`] opens model, index and state; [`daemon`] builds the ctxd pipeline
 //! `watch → load → chunk → embed → upsert` from a [`ctxd_config::Config`] and runs it one-shot
-//! (`ctxd index`) or as a daemon (`ctxd serve`); `source` drives the watcher or the object
-//! listing, `reconcile` removes what a completed start-up scan did not find; [`progress`] reads how
+//! (`ctxd index`) or as a daemon (`ctxd serve`); `source` drives the watcher or a git source,
+//! `bucket` an S3 source's listing, `reconcile` removes what a completed start-up scan did not find; [`progress`] reads how
 //! far a run is (files, chunks, rates, time left); `writer_threads` runs a daemon's pipeline on
 //! threads of its own at a lower priority than the queries (`[pipeline] writer_nice`).
 //!
@@ -27,10 +27,13 @@
 //!
 //! [`reembed`] re-embeds an index with another model into a second table and switches to it;
 //! `reembed::migrate` does so once for a table an older ctxd wrote; `reembed::shard` splits such a job over
-//! many processes (uncommitted fragments per shard, one commit).
+//! many processes (uncommitted fragments per shard, one commit); `build` does the same for a first
+//! build (`ctxd index --shard I/N`, then `--commit`).
 
 pub mod adapt;
 mod adapt_job;
+mod bucket;
+mod build;
 pub mod daemon;
 mod emit;
 pub mod error;

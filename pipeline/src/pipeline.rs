@@ -27,6 +27,9 @@ pub struct Pipeline {
     pub(crate) state: FileState,
     /// Git sources' pokes and the failed-commit signal (the daemon's, kept across generations).
     pub(crate) triggers: Triggers,
+    /// A sharded build's shard (`crate::build`): where its batches go, and which share it is;
+    /// `None` for every other run.
+    pub(crate) shard: Option<(Arc<ctxd_index::build_shard::ShardBuild>, crate::reembed::Shard)>,
 }
 
 impl Pipeline {
@@ -107,7 +110,7 @@ impl Pipeline {
             }
         }
         let state = FileState::new(hashes);
-        Ok(Self { cfg, index, service, counter, state, triggers: Triggers::default() })
+        Ok(Self { cfg, index, service, counter, state, triggers: Triggers::default(), shard: None })
     }
 
     /// The same pipeline with the daemon's `triggers` (webhook pokes reach its git sources; a

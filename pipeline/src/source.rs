@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use ctxd_stages::object::{ObjectChange, ObjectSource, ObjectUri};
+use ctxd_stages::object::{ObjectSource, ObjectUri};
 use ctxd_stages::watch::{EventWatcher, Scanner, WatchEvent};
 use ctxd_stages::{error::StageError, state::FileState, FileWork};
 use tokio::sync::watch;
@@ -228,7 +228,7 @@ impl Source {
 
     /// A path a poll reports gone: its removal, unless this is the first pass (which reconciles
     /// every indexed path afterwards instead) or the path is not indexed.
-    fn removal(&self, rel: String, first: bool) -> Option<FileWork<ctxd_stages::SourceFile>> {
+    pub(crate) fn removal(&self, rel: String, first: bool) -> Option<FileWork<ctxd_stages::SourceFile>> {
         if first || self.state.get(&rel).is_none() {
             return None;
         }
@@ -238,7 +238,7 @@ impl Source {
 
     /// After a polled source's first pass (`seen`): its indexed files it no longer has are
     /// removed, and readiness counts it. False when the pipeline is gone.
-    async fn first_pass_done(&self, seen: &Pass, owner: &Selector) -> bool {
+    pub(crate) async fn first_pass_done(&self, seen: &Pass, owner: &Selector) -> bool {
         if !remove_gone(&self.state, seen, &self.emitter, owner).await {
             return false;
         }
@@ -419,7 +419,7 @@ fn overlay_failed(view: &str, e: &ctxd_index::error::IndexError) {
 }
 
 /// A failed poll or listing: counted, logged, retried after `every`.
-fn retry_later(e: &StageError, every: Duration) {
+pub(crate) fn retry_later(e: &StageError, every: Duration) {
     metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind()).increment(1);
     tracing::warn!("{e}; retrying in {}s", every.as_secs());
 }
@@ -445,88 +445,10 @@ async fn record_refs(recorder: &Recorder, git: &mut GitSource) {
 }
 
 impl Source {
-    /// Lists the bucket prefix: once at start (every object reported, indexed paths missing
-    /// from the listing removed), then, when following, every `every` (only the diff).
-    async fn run_objects(mut self, mut objects: ObjectSource, every: Duration, follow: bool) -> Result<(), StageError> {
-        let mut first = true;
-        // A commit failed: the next listing reports every object again (see [`crate::trigger`]).
-        let (mut failed, mut backoff, mut recover) = (self.triggers.failed_commits(), Backoff::default(), false);
-        loop {
-            let all = first || recover;
-            match objects.poll(all).await {
-                Ok(changes) => {
-                    let mut listed = Pass { completed: true, ..Pass::default() };
-                    for change in changes {
-                        if *self.shutdown.borrow() {
-                            objects.save_manifest();
-                            return Ok(());
-                        }
-                        let work = match change {
-                            ObjectChange::Unchanged(file) => {
-                                listed.seen.insert(file.rel.clone());
-                                FileWork::Update(file)
-                            }
-                            ObjectChange::Fetch(l) => {
-                                listed.seen.insert(objects.qualify(&l.rel));
-                                match objects.fetch(&l).await {
-                                    Ok(Some(file)) => {
-                                        if !all {
-                                            self.freshness.changed(&file.rel, l.modified);
-                                        }
-                                        FileWork::Update(file)
-                                    }
-                                    Ok(None) => continue,
-                                    Err(e) => {
-                                        self.emitter.counters.failed.fetch_add(1, Ordering::Relaxed);
-                                        metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind())
-                                            .increment(1);
-                                        tracing::warn!("{e}; will retry at the next listing");
-                                        continue;
-                                    }
-                                }
-                            }
-                            ObjectChange::Removed(rel) => match self.removal(rel, all) {
-                                Some(work) => work,
-                                None => continue,
-                            },
-                        };
-                        if !self.emitter.emit(work).await {
-                            return Ok(());
-                        }
-                    }
-                    objects.save_manifest();
-                    if first {
-                        if !self.first_pass_done(&listed, objects.selector()).await || !follow {
-                            return Ok(());
-                        }
-                        first = false;
-                    } else if recover && !remove_gone(&self.state, &listed, &self.emitter, objects.selector()).await {
-                        return Ok(());
-                    }
-                    recover = false;
-                }
-                // Without a first listing a one-shot run has nothing to do: say why. A daemon
-                // stays up (not ready) and retries.
-                Err(e) if first && !follow => return Err(e),
-                Err(e) => retry_later(&e, every),
-            }
-            tokio::select! {
-                _ = self.shutdown.changed() => {
-                    if *self.shutdown.borrow() { return Ok(()); }
-                }
-                _ = tokio::time::sleep(every) => {}
-                Ok(()) = failed.changed() => {
-                    self.after_failed_commit(&mut failed, &mut backoff, &objects.uri().to_string(), "listing everything again").await;
-                    recover = true;
-                }
-            }
-        }
-    }
-
     /// A batch was not committed: waits the growing pause of `backoff` (cut short by
     /// shutdown) before source `what` goes `doing` (a rescan, or a full listing) to find the
     /// batch's files again (see [`crate::trigger`]).
-    async fn after_failed_commit(
+    pub(crate) async fn after_failed_commit(
         &mut self,
         failed: &mut watch::Receiver<u64>,
         backoff: &mut Backoff,

@@ -33,6 +33,8 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use tokio::io::AsyncWriteExt;
 
+use ctxd_index::source_objects::ObjectVersion;
+
 use crate::metrics as m;
 use crate::{error::StageError, SourceFile};
 
@@ -74,11 +76,15 @@ impl std::fmt::Display for ObjectUri {
     }
 }
 
-/// What identifies one version of an object in a listing.
+/// A listed object's version as the mirror knows it: downloaded, or (`unmirrored`) indexed by a
+/// sharded build's shard on another machine and never downloaded here ([`ObjectSource::seed`]).
+/// The manifest stores these by key (`{"etag", "size"}`, plus `"unmirrored": true` where set).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-struct Stamp {
-    etag: Option<String>,
-    size: u64,
+struct Known {
+    #[serde(flatten)]
+    version: ObjectVersion,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    unmirrored: bool,
 }
 
 /// One entry of a listing diff.
@@ -88,6 +94,9 @@ pub enum ObjectChange {
     Fetch(Listed),
     /// Listed and identical to the mirrored copy (reported only by a full poll).
     Unchanged(SourceFile),
+    /// Listed and identical to what a sharded build indexed, with no mirrored copy (reported
+    /// only by a full poll): indexed when the index holds its path, else to be fetched.
+    Indexed(Listed),
     /// Gone from the bucket (relative path); already deleted from the mirror.
     Removed(String),
 }
@@ -97,7 +106,7 @@ pub enum ObjectChange {
 pub struct Listed {
     pub rel: String,
     location: ObjectPath,
-    stamp: Stamp,
+    version: ObjectVersion,
     /// When the object was last written (for the freshness metric).
     pub modified: SystemTime,
 }
@@ -110,7 +119,7 @@ pub struct ObjectSource {
     /// Relative paths (under the prefix) never listed, e.g. an index stored in the same bucket.
     exclude: Vec<String>,
     max_bytes: u64,
-    known: HashMap<String, Stamp>,
+    known: HashMap<String, Known>,
     /// The source's include/exclude globs and the prefix of its stored paths.
     select: crate::select::Selector,
 }
@@ -136,7 +145,7 @@ impl ObjectSource {
         std::fs::create_dir_all(&mirror).map_err(|source| StageError::Read { path: mirror.clone(), source })?;
         let known = std::fs::read(mirror.join(MANIFEST))
             .ok()
-            .and_then(|b| serde_json::from_slice::<HashMap<String, Stamp>>(&b).ok())
+            .and_then(|b| serde_json::from_slice::<HashMap<String, Known>>(&b).ok())
             .unwrap_or_default();
         Ok(Self { store, uri, mirror, exclude: Vec::new(), max_bytes, known, select: Default::default() })
     }
@@ -146,6 +155,36 @@ impl ObjectSource {
     pub fn with_selector(mut self, select: crate::select::Selector) -> Self {
         self.select = select;
         self
+    }
+
+    /// The same source mirrored into `mirror` instead (a shard of a sharded build keeps a
+    /// mirror and listing of its own); created if needed.
+    pub fn with_mirror(self, mirror: PathBuf) -> Result<Self, StageError> {
+        Self::with_store(self.uri, self.store, mirror, self.max_bytes).map(|s| Self {
+            exclude: self.exclude,
+            select: self.select,
+            ..s
+        })
+    }
+
+    /// Takes the objects a sharded build indexed (`versions`, by key) as known without a mirrored
+    /// copy, those whose stored path `indexed` says the index holds and that this mirror does not
+    /// know yet: a full poll reports them [`ObjectChange::Indexed`] while they are unchanged.
+    /// Returns how many were taken.
+    pub fn seed(&mut self, versions: HashMap<String, ObjectVersion>, indexed: impl Fn(&str) -> bool) -> usize {
+        let mut taken = 0;
+        for (rel, version) in versions {
+            if !self.known.contains_key(&rel) && indexed(&self.select.qualify(&rel)) {
+                self.known.insert(rel, Known { version, unmirrored: true });
+                taken += 1;
+            }
+        }
+        taken
+    }
+
+    /// The objects this mirror downloaded, with their versions (what a shard records).
+    pub fn downloaded(&self) -> impl Iterator<Item = (&str, &ObjectVersion)> {
+        self.known.iter().filter(|(_, k)| !k.unmirrored).map(|(rel, k)| (rel.as_str(), &k.version))
     }
 
     /// The source's include/exclude globs and path prefix.
@@ -205,12 +244,19 @@ impl ObjectSource {
         listed.sort_by(|a, b| a.rel.cmp(&b.rel));
         for l in listed {
             let local = self.mirror.join(&l.rel);
-            if self.known.get(&l.rel) == Some(&l.stamp) && local.is_file() {
-                if all {
-                    changes.push(ObjectChange::Unchanged(SourceFile { rel: self.select.qualify(&l.rel), abs: local }));
+            match self.known.get(&l.rel).filter(|k| k.version == l.version) {
+                Some(_) if local.is_file() => {
+                    if all {
+                        let file = SourceFile { rel: self.select.qualify(&l.rel), abs: local };
+                        changes.push(ObjectChange::Unchanged(file));
+                    }
                 }
-            } else {
-                changes.push(ObjectChange::Fetch(l));
+                Some(k) if k.unmirrored => {
+                    if all {
+                        changes.push(ObjectChange::Indexed(l));
+                    }
+                }
+                _ => changes.push(ObjectChange::Fetch(l)),
             }
         }
         self.save_manifest();
@@ -258,7 +304,7 @@ impl ObjectSource {
         tokio::fs::rename(&tmp, &local).await.map_err(io)?;
         metrics::counter!(m::OBJECT_DOWNLOADED_BYTES_TOTAL).increment(bytes);
         metrics::counter!(m::OBJECT_DOWNLOADS_TOTAL).increment(1);
-        self.known.insert(listed.rel.clone(), listed.stamp.clone());
+        self.known.insert(listed.rel.clone(), Known { version: listed.version.clone(), unmirrored: false });
         Ok(Some(SourceFile { rel: self.select.qualify(&listed.rel), abs: local }))
     }
 
@@ -295,6 +341,9 @@ impl ObjectSource {
         if !Path::new(rel).components().all(|c| matches!(c, Component::Normal(_))) {
             return skip("unsafe_key");
         }
+        if !self.select.in_share(rel) {
+            return None; // another shard's (a sharded build): not listed here, not a skip
+        }
         if !self.select.matches(rel) {
             return skip("excluded");
         }
@@ -308,7 +357,7 @@ impl ObjectSource {
         Some(Listed {
             rel: rel.to_string(),
             location: meta.location.clone(),
-            stamp: Stamp { etag: meta.e_tag.clone(), size: meta.size },
+            version: ObjectVersion { etag: meta.e_tag.clone(), size: meta.size },
             modified: meta.last_modified.into(),
         })
     }
@@ -334,6 +383,7 @@ mod tests {
             .map(|c| match c {
                 ObjectChange::Fetch(l) => format!("fetch {}", l.rel),
                 ObjectChange::Unchanged(f) => format!("same {}", f.rel),
+                ObjectChange::Indexed(l) => format!("indexed {}", l.rel),
                 ObjectChange::Removed(r) => format!("gone {r}"),
             })
             .collect()
@@ -393,6 +443,42 @@ mod tests {
             .unwrap()
             .exclude("index");
         assert_eq!(rels(&again.poll(true).await.unwrap()), ["same a.md", "same c.txt"]);
+    }
+
+    #[tokio::test]
+    async fn objects_a_sharded_build_indexed_are_not_downloaded_while_unchanged() {
+        let store = Arc::new(InMemory::new());
+        put(&store, "docs/a.md", "alpha").await;
+        put(&store, "docs/b.md", "beta").await;
+        put(&store, "docs/c.md", "gamma").await;
+        // A shard mirrors its share elsewhere; its downloads are what it records.
+        let (shard_dir, mirror) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let select = crate::select::Selector::new("", &[], &[]).unwrap();
+        let mut shard = ObjectSource::with_store(uri(), store.clone(), mirror.path().join("x"), 1 << 20)
+            .unwrap()
+            .with_selector(select.clone())
+            .with_mirror(shard_dir.path().to_path_buf())
+            .unwrap();
+        for c in shard.poll(true).await.unwrap() {
+            if let ObjectChange::Fetch(l) = c {
+                shard.fetch(&l).await.unwrap();
+            }
+        }
+        let recorded: HashMap<String, ObjectVersion> =
+            shard.downloaded().map(|(rel, v)| (rel.to_string(), v.clone())).collect();
+        assert_eq!(recorded.len(), 3);
+        // The writer, on a mirror of its own: a.md and b.md are in the index, c.md is not.
+        let mut writer = ObjectSource::with_store(uri(), store.clone(), mirror.path().to_path_buf(), 1 << 20)
+            .unwrap()
+            .with_selector(select);
+        assert_eq!(writer.seed(recorded, |p| p != "c.md"), 2);
+        put(&store, "docs/b.md", "beta, edited").await;
+        assert_eq!(rels(&writer.poll(true).await.unwrap()), ["indexed a.md", "fetch b.md", "fetch c.md"]);
+        // Kept across a restart (the manifest says which were never mirrored here).
+        writer.save_manifest();
+        let mut again = ObjectSource::with_store(uri(), store.clone(), mirror.path().to_path_buf(), 1 << 20).unwrap();
+        assert_eq!(rels(&again.poll(true).await.unwrap()), ["indexed a.md", "fetch b.md", "fetch c.md"]);
+        assert!(again.downloaded().next().is_none());
     }
 
     #[tokio::test]

@@ -20,6 +20,8 @@ pub struct Selector {
     except: Option<String>,
     include: Option<GlobSet>,
     exclude: Option<GlobSet>,
+    /// `(I, N)`: only the files of shard `I` of `N` (a sharded build's shard).
+    share: Option<(u32, u32)>,
 }
 
 fn set(globs: &[String]) -> Result<Option<GlobSet>, StageError> {
@@ -41,7 +43,7 @@ impl Selector {
     /// `include` (empty: all) minus `exclude`.
     pub fn new(name: &str, include: &[String], exclude: &[String]) -> Result<Self, StageError> {
         let prefix = if name.is_empty() { String::new() } else { format!("{name}/") };
-        Ok(Self { prefix, except: None, include: set(include)?, exclude: set(exclude)? })
+        Ok(Self { prefix, except: None, include: set(include)?, exclude: set(exclude)?, share: None })
     }
 
     /// A selector that only tells which stored paths are a source's: those starting with
@@ -57,9 +59,26 @@ impl Selector {
         self
     }
 
-    /// Whether the file at `rel` (relative to the root) is indexed.
+    /// The same selector taking only the files of shard `shard` of `of`: those whose stored path
+    /// hashes to it (blake3, so every shard of a build agrees without talking to the others).
+    pub fn with_share(mut self, shard: u32, of: u32) -> Self {
+        self.share = Some((shard, of));
+        self
+    }
+
+    /// Whether the file at `rel` is in this selector's share (always, without one).
+    pub fn in_share(&self, rel: &str) -> bool {
+        let Some((shard, of)) = self.share else { return true };
+        let hash = blake3::hash(self.qualify(rel).as_bytes());
+        let first = u64::from_le_bytes(hash.as_bytes()[..8].try_into().expect("8 bytes"));
+        first % u64::from(of) == u64::from(shard)
+    }
+
+    /// Whether the file at `rel` (relative to the root) is indexed (here: in the share too).
     pub fn matches(&self, rel: &str) -> bool {
-        self.include.as_ref().is_none_or(|s| s.is_match(rel)) && !self.exclude.as_ref().is_some_and(|s| s.is_match(rel))
+        self.include.as_ref().is_none_or(|s| s.is_match(rel))
+            && !self.exclude.as_ref().is_some_and(|s| s.is_match(rel))
+            && self.in_share(rel)
     }
 
     /// The stored path of `rel`: `<name>/<rel>` for a named source.
@@ -94,6 +113,17 @@ mod tests {
         assert!(all.matches("anything/at/all.txt"));
         assert_eq!(all.qualify("a.rs"), "a.rs");
         assert!(Selector::new("x", &["[".into()], &[]).is_err());
+        // Shards split the files, each file to exactly one, about evenly.
+        let files: Vec<String> = (0..400).map(|i| format!("src/m{i}.py")).collect();
+        let shares: Vec<Selector> = (0..4).map(|i| s.clone().with_share(i, 4)).collect();
+        let mut per = [0; 4];
+        for f in &files {
+            let owners: Vec<usize> = (0..4).filter(|i| shares[*i].in_share(f)).collect();
+            assert_eq!(owners.len(), 1, "{f}: {owners:?}");
+            per[owners[0]] += 1;
+        }
+        assert!(per.iter().all(|n| (70..=130).contains(n)), "{per:?}");
+        assert!(!shares[0].matches("build.rs"), "the globs still apply");
         let refs = Selector::owning("lib@").except("lib@worktree/");
         assert!(refs.owns("lib@main/a.rs") && !refs.owns("lib@worktree/a.rs") && !refs.owns("web/a.rs"));
     }

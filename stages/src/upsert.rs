@@ -4,12 +4,15 @@
 //! [`Index::commit`] (new chunks and the deletion of stale ones in a single version), retried
 //! with back-off on failure, and only then recorded in the shared [`FileState`]. A batch that
 //! cannot be committed leaves the index exactly as it was: nothing already indexed is lost.
+//! A sharded build's shard writes each batch as uncommitted fragments instead
+//! ([`Publish::Stage`], `ctxd_index::build_shard`).
 
 pub mod stage;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ctxd_index::build_shard::ShardBuild;
 use ctxd_index::{store::Index, writer::CommitBatch, writer::CommitStats};
 
 use crate::chunk::Part;
@@ -23,10 +26,20 @@ const ATTEMPTS: u32 = 3;
 /// (path, hash) of a streamed file → (parts committed, part count once the last part is seen).
 type PartCounts = HashMap<(String, String), (u32, Option<u32>)>;
 
+/// Where the upsert stage puts each batch.
+#[derive(Clone)]
+pub enum Publish {
+    /// One commit per batch.
+    Commit,
+    /// Uncommitted fragments of a sharded build's shard, published by its commit later.
+    Stage(Arc<ShardBuild>),
+}
+
 /// Writes batches to the index.
 #[derive(Clone)]
 pub struct Upsert {
     index: Arc<Index>,
+    publish: Publish,
     state: FileState,
     /// Streamed files: (path, hash) → (parts committed so far, part count once the last is seen).
     parts: Arc<std::sync::Mutex<PartCounts>>,
@@ -35,7 +48,13 @@ pub struct Upsert {
 impl Upsert {
     /// An upsert stage writing to `index` and recording commits in `state`.
     pub fn new(index: Arc<Index>, state: FileState) -> Self {
-        Self { index, state, parts: Arc::default() }
+        Self { index, publish: Publish::Commit, state, parts: Arc::default() }
+    }
+
+    /// The same stage writing each batch as a sharded build's shard (`build`) instead.
+    pub fn staging(mut self, build: Arc<ShardBuild>) -> Self {
+        self.publish = Publish::Stage(build);
+        self
     }
 
     /// Records committed parts of streamed files; returns `(path, hash)` of the files whose
@@ -115,7 +134,11 @@ impl Upsert {
         let mut attempt = 0;
         let stats = loop {
             attempt += 1;
-            match self.index.commit(batch.clone()).await {
+            let written = match &self.publish {
+                Publish::Commit => self.index.commit(batch.clone()).await,
+                Publish::Stage(build) => build.write(&batch).await,
+            };
+            match written {
                 Ok(stats) => break stats,
                 Err(source) if attempt >= ATTEMPTS => return Err(StageError::Commit { files, source }),
                 Err(e) => {
@@ -131,7 +154,11 @@ impl Upsert {
         // Streamed files whose every part is in: drop the previous version's rows, mark the
         // new rows complete, and only then record the file as indexed.
         for (path, hash) in self.parts_done(&parts) {
-            if let Err(source) = self.index.finish_stream(&path, &hash).await {
+            let finished = match &self.publish {
+                Publish::Commit => self.index.finish_stream(&path, &hash).await,
+                Publish::Stage(build) => build.finish_stream(&path, &hash).await,
+            };
+            if let Err(source) = finished {
                 return Err(StageError::Commit { files: 1, source });
             }
             self.record(&path, Some(&hash));

@@ -97,6 +97,9 @@ impl Scanner {
                 continue;
             }
             let Some(rel) = rel_path(&self.root, abs) else { continue };
+            if !self.select.in_share(&rel) {
+                continue; // another shard's (a sharded build): not a skip
+            }
             if !self.select.matches(&rel) {
                 metrics::counter!(m::WATCH_SKIPPED_TOTAL, "reason" => "excluded").increment(1);
                 continue;

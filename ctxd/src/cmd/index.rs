@@ -3,26 +3,39 @@
 //! [`ctxd_pipeline::progress`]) is shown on stderr — a live line on a terminal, a log line every
 //! 5 s otherwise (`CTXD_PROGRESS_MS`); stdout keeps only the summary (`--json` unchanged).
 
-use std::io::IsTerminal;
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use ctxd_pipeline::pipeline::Pipeline;
-use ctxd_pipeline::progress::ProgressHandle;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::model_args::ModelArgs;
 use crate::open::{build_config, termination};
 
-pub async fn run(
-    path: Option<&Path>,
-    db: Option<&Path>,
-    config: Option<&Path>,
-    no_embed: bool,
-    model: &ModelArgs,
-    json: bool,
-) -> Result<()> {
+/// What `ctxd index` reads and writes, and how it reports.
+pub struct Run<'a> {
+    pub path: Option<&'a Path>,
+    pub db: Option<&'a Path>,
+    pub config: Option<&'a Path>,
+    pub no_embed: bool,
+    pub json: bool,
+}
+
+/// Which part of a sharded first build this run is (none: the whole build, or an update).
+#[derive(Debug, Clone, clap::Args)]
+pub struct BuildStep {
+    /// Sharded first build: index only shard I of N (0-based; a file's shard is the hash of its
+    /// stored path) into uncommitted fragments, recorded for `--commit`. Run I = 0..N-1 anywhere,
+    /// in parallel, on an empty index; a shard that died is simply run again.
+    #[arg(long, value_name = "I/N", conflicts_with = "commit")]
+    pub shard: Option<ctxd_pipeline::reembed::Shard>,
+    /// Sharded first build: publish every shard's fragments in one commit per table, then build
+    /// the indexes (refused, naming them, while shards have not recorded their share).
+    #[arg(long)]
+    pub commit: bool,
+}
+
+pub async fn run(run: Run<'_>, model: &ModelArgs, step: BuildStep) -> Result<()> {
+    let Run { path, db, config, no_embed, json } = run;
     if config.is_none() && (path.is_none() || db.is_none()) {
         bail!("nothing to index: pass PATH and --db <DIR>, or --config <FILE> naming its sources and [index] db");
     }
@@ -32,6 +45,11 @@ pub async fn run(
     }
     if no_embed {
         cfg.source.embed = false;
+    }
+    match (step.shard, step.commit) {
+        (Some(shard), _) => return crate::cmd::build::shard(cfg, shard, json).await,
+        (None, true) => return crate::cmd::build::commit(cfg, json).await,
+        (None, false) => {}
     }
     let db = cfg.index.db.clone();
     let adapt = cfg.index.adapt && cfg.source.embed;
@@ -57,7 +75,7 @@ pub async fn run(
         tracing::info!("stopping: draining in-flight files");
         let _ = kill.send(true);
     });
-    let shown = show_progress(running.progress());
+    let shown = crate::cmd::progress::show(running.progress());
     let summary = running.join().await;
     shown.finish();
     // The query adapter, fitted on the history this run recorded (while the lease is held).
@@ -88,57 +106,4 @@ pub async fn run(
         );
     }
     Ok(())
-}
-
-/// A run's progress on stderr until [`Shown::finish`].
-struct Shown {
-    task: tokio::task::JoinHandle<()>,
-    bar: Option<ProgressBar>,
-}
-
-impl Shown {
-    fn finish(self) {
-        self.task.abort();
-        if let Some(bar) = self.bar {
-            bar.finish_and_clear();
-        }
-    }
-}
-
-/// On a terminal, a live line (spinner until the total is known, then a bar) redrawn 4 times a
-/// second; otherwise a log line every 5 s (`CTXD_PROGRESS_MS` sets another interval; none for a
-/// run that ends sooner).
-fn show_progress(progress: ProgressHandle) -> Shown {
-    if !std::io::stderr().is_terminal() {
-        let every = std::env::var("CTXD_PROGRESS_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(5000).max(50);
-        let task = tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(every)).await;
-                tracing::info!("indexing: {}", progress.read().describe());
-            }
-        });
-        return Shown { task, bar: None };
-    }
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(4));
-    bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_msg}").expect("progress template"));
-    let shown = bar.clone();
-    let task = tokio::spawn(async move {
-        let mut counted = false;
-        loop {
-            let p = progress.read();
-            if p.scan_done && !counted {
-                counted = true;
-                bar.set_style(
-                    ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {wide_msg}")
-                        .expect("progress template")
-                        .progress_chars("=> "),
-                );
-            }
-            bar.set_length(p.files_seen);
-            bar.set_position(p.files_done);
-            bar.set_message(p.describe());
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    });
-    Shown { task, bar: Some(shown) }
 }

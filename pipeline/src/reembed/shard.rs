@@ -129,7 +129,7 @@ pub async fn reembed_shard(
     let (rows, embedded, fragments) = (passed.read, passed.embedded, passed.fragments);
     staged::record(
         db,
-        &StagedShard {
+        &[StagedShard {
             target: job.to_table.clone(),
             shard: shard.index,
             of: shard.of,
@@ -138,7 +138,7 @@ pub async fn reembed_shard(
             fragments: fragments.to_json(),
             holder: ctxd_index::lease::holder_name(&format!("ctxd reembed --shard {shard}")),
             written_at: 0,
-        },
+        }],
     )
     .await?;
     let seconds = started.elapsed().as_secs_f64();

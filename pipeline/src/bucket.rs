@@ -1,0 +1,169 @@
+//! An S3 source's task: the prefix listed once at start (every object reported; indexed paths
+//! missing from the listing removed), then, when following, every `poll_interval_secs` (only
+//! the diff); changed objects downloaded into the local mirror ([`ctxd_stages::object`]).
+//!
+//! After a sharded first build the objects were downloaded by the shards, not here: the build's
+//! commit recorded their versions in the index ([`ctxd_index::source_objects`]). The first
+//! listing takes those the index holds as known without a mirrored copy ([`ObjectSource::seed`]),
+//! so an unchanged object is neither downloaded nor read again; once the listing is saved in the
+//! mirror, the source's records are dropped (this mirror knows them now).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ctxd_stages::object::{Listed, ObjectChange, ObjectSource};
+use ctxd_stages::{error::StageError, FileWork, SourceFile};
+
+use crate::metrics as m;
+use crate::reconcile::{remove_gone, Pass};
+use crate::source::{retry_later, Source};
+
+/// What one entry of a listing asks the task to do.
+enum Step {
+    Emit(FileWork<SourceFile>),
+    Fetch(Listed),
+    Nothing,
+}
+
+impl Source {
+    /// Lists the bucket prefix: once at start, then, when following, every `every`.
+    pub(crate) async fn run_objects(
+        mut self,
+        mut objects: ObjectSource,
+        every: Duration,
+        follow: bool,
+    ) -> Result<(), StageError> {
+        let seeded = self.seed(&mut objects).await;
+        let mut first = true;
+        // A commit failed: the next listing reports every object again (see [`crate::trigger`]).
+        let (mut failed, mut backoff, mut recover) =
+            (self.triggers.failed_commits(), crate::trigger::Backoff::default(), false);
+        loop {
+            let all = first || recover;
+            match objects.poll(all).await {
+                Ok(changes) => {
+                    let mut listed = Pass { completed: true, ..Pass::default() };
+                    for change in changes {
+                        if *self.shutdown.borrow() {
+                            objects.save_manifest();
+                            return Ok(());
+                        }
+                        let work = match self.step(&objects, change, all, &mut listed) {
+                            Step::Emit(work) => work,
+                            Step::Nothing => continue,
+                            Step::Fetch(l) => match self.fetch(&mut objects, &l, all).await {
+                                Some(work) => work,
+                                None => continue,
+                            },
+                        };
+                        if !self.emitter.emit(work).await {
+                            return Ok(());
+                        }
+                    }
+                    objects.save_manifest();
+                    if first {
+                        if seeded > 0 {
+                            self.forget_build_records(&objects).await;
+                        }
+                        if !self.first_pass_done(&listed, objects.selector()).await || !follow {
+                            return Ok(());
+                        }
+                        first = false;
+                    } else if recover && !remove_gone(&self.state, &listed, &self.emitter, objects.selector()).await {
+                        return Ok(());
+                    }
+                    recover = false;
+                }
+                // Without a first listing a one-shot run has nothing to do: say why. A daemon
+                // stays up (not ready) and retries.
+                Err(e) if first && !follow => return Err(e),
+                Err(e) => retry_later(&e, every),
+            }
+            tokio::select! {
+                _ = self.shutdown.changed() => {
+                    if *self.shutdown.borrow() { return Ok(()); }
+                }
+                _ = tokio::time::sleep(every) => {}
+                Ok(()) = failed.changed() => {
+                    self.after_failed_commit(&mut failed, &mut backoff, &objects.uri().to_string(), "listing everything again").await;
+                    recover = true;
+                }
+            }
+        }
+    }
+
+    /// What to do with one entry of a listing (`listed` collects what the listing holds).
+    fn step(&self, objects: &ObjectSource, change: ObjectChange, all: bool, listed: &mut Pass) -> Step {
+        match change {
+            ObjectChange::Unchanged(file) => {
+                listed.seen.insert(file.rel.clone());
+                Step::Emit(FileWork::Update(file))
+            }
+            // Indexed by a sharded build and unchanged since: nothing to read while the index
+            // holds it (else it is downloaded like a new object).
+            ObjectChange::Indexed(l) => {
+                let stored = objects.qualify(&l.rel);
+                listed.seen.insert(stored.clone());
+                match self.state.get(&stored) {
+                    Some(_) => Step::Nothing,
+                    None => Step::Fetch(l),
+                }
+            }
+            ObjectChange::Fetch(l) => {
+                listed.seen.insert(objects.qualify(&l.rel));
+                Step::Fetch(l)
+            }
+            ObjectChange::Removed(rel) => self.removal(rel, all).map_or(Step::Nothing, Step::Emit),
+        }
+    }
+
+    /// Downloads `l` into the mirror: the file to emit, or `None` (vanished; or failed, counted
+    /// and retried at the next listing).
+    async fn fetch(&self, objects: &mut ObjectSource, l: &Listed, all: bool) -> Option<FileWork<SourceFile>> {
+        match objects.fetch(l).await {
+            Ok(Some(file)) => {
+                if !all {
+                    self.freshness.changed(&file.rel, l.modified);
+                }
+                Some(FileWork::Update(file))
+            }
+            Ok(None) => None,
+            Err(e) => {
+                self.emitter.counters.failed.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind()).increment(1);
+                tracing::warn!("{e}; will retry at the next listing");
+                None
+            }
+        }
+    }
+
+    /// Takes the objects a sharded build recorded for this source and indexed (see the module
+    /// docs); how many. A failed read is logged: the objects are then downloaded again.
+    async fn seed(&self, objects: &mut ObjectSource) -> usize {
+        let name = source_name(objects);
+        match ctxd_index::source_objects::load(&self.db, &name).await {
+            Ok(versions) if versions.is_empty() => 0,
+            Ok(versions) => {
+                let taken = objects.seed(versions, |stored| self.state.get(stored).is_some());
+                tracing::info!(source = %objects.uri(), objects = taken, "objects a sharded build indexed: not downloaded while unchanged");
+                taken
+            }
+            Err(e) => {
+                tracing::warn!(source = %objects.uri(), "reading the objects a sharded build recorded failed ({e}); downloading them instead");
+                0
+            }
+        }
+    }
+
+    /// Drops this source's build records once its own listing is saved.
+    async fn forget_build_records(&self, objects: &ObjectSource) {
+        if let Err(e) = ctxd_index::source_objects::clear(&self.db, &source_name(objects)).await {
+            tracing::warn!(source = %objects.uri(), "dropping the objects a sharded build recorded failed ({e}); the mirror's listing answers first");
+        }
+    }
+}
+
+/// The source's name (empty: the unnamed source), as a sharded build records its objects.
+pub(crate) fn source_name(objects: &ObjectSource) -> String {
+    objects.selector().prefix().trim_end_matches('/').to_string()
+}
