@@ -29,6 +29,14 @@ def run(cmd, env):
     return out, secs, rchar
 
 
+def work_and_moto(work, prefix):
+    """The working folder (`work`, else a new temporary one) and a moto server: (work, process, endpoint)."""
+    work = work or tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(work, exist_ok=True)
+    moto, endpoint = start_moto()
+    return work, moto, endpoint
+
+
 def upload(endpoint, bucket, root):
     import boto3
 
@@ -99,9 +107,7 @@ def main():
     ap.add_argument("--work", default=None)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    work = a.work or tempfile.mkdtemp(prefix="ctxd-sharded-build-")
-    os.makedirs(work, exist_ok=True)
-    moto, endpoint = start_moto()
+    work, moto, endpoint = work_and_moto(a.work, "ctxd-sharded-build-")
     env = dict(os.environ, **S3_ENV, AWS_ENDPOINT_URL=endpoint, CTXD_LOG="warn")
     try:
         t0 = time.time()

@@ -84,6 +84,18 @@ fn check_pipeline_and_sources(cfg: &Config, errs: &mut Problems) {
     for s in cfg.named.iter().filter(|s| s.is_object_store() && s.poll_interval_secs == 0) {
         errs.add("source.poll_interval_secs", format!("source '{}': poll_interval_secs must be at least 1", s.name));
     }
+    for s in cfg.sources() {
+        let which = if s.name.is_empty() { "source".to_string() } else { format!("source '{}'", s.name) };
+        if s.sqs_queue.as_deref().is_some_and(|q| !q.starts_with("https://") && !q.starts_with("http://")) {
+            errs.add(
+                "source.sqs_queue",
+                format!("{which}: sqs_queue is the queue's URL (https://sqs.<region>.amazonaws.com/<account>/<name>)"),
+            );
+        }
+        if s.reconcile_interval_secs == 0 {
+            errs.add("source.reconcile_interval_secs", format!("{which}: reconcile_interval_secs must be at least 1"));
+        }
+    }
 }
 
 /// `[chunk]` sizes and `[model]` batching and runtime.

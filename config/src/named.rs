@@ -46,6 +46,11 @@ pub struct NamedSource {
     /// For an `s3://` root: seconds between two listings; for a git source, between two polls
     /// of its refs.
     pub poll_interval_secs: u64,
+    /// For an `s3://` root: the SQS queue of the bucket's event notifications (see
+    /// [`crate::settings::SourceConfig::sqs_queue`]).
+    pub sqs_queue: Option<String>,
+    /// With `sqs_queue`: seconds between two reconciling listings.
+    pub reconcile_interval_secs: u64,
     /// A git source: the repository (a clone or a bare repository) read from its object
     /// database; `root` is unused then.
     pub git: Option<PathBuf>,

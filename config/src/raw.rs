@@ -110,6 +110,8 @@ pub(crate) struct RawSource {
     pub include: Key<Vec<String>>,
     pub exclude: Key<Vec<String>>,
     pub poll_interval_secs: Key<u64>,
+    pub sqs_queue: Key<String>,
+    pub reconcile_interval_secs: Key<u64>,
     pub mirror_dir: Key<PathBuf>,
     pub debounce_ms: Key<u64>,
     pub max_file_bytes: Key<u64>,

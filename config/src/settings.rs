@@ -42,6 +42,8 @@ impl Config {
             exclude: s.exclude.clone(),
             mirror_dir: s.mirror_dir.clone(),
             poll_interval_secs: s.poll_interval_secs,
+            sqs_queue: s.sqs_queue.clone(),
+            reconcile_interval_secs: s.reconcile_interval_secs,
             git: None,
             refs: Vec::new(),
         }]
@@ -74,8 +76,13 @@ pub struct SourceConfig {
     /// A local directory, or an object-storage prefix `s3://bucket/prefix` (credentials and
     /// endpoint from the `AWS_*` environment variables).
     pub root: PathBuf,
-    /// For an `s3://` root: seconds between two listings of the prefix.
+    /// For an `s3://` root: seconds between two listings of the prefix (without `sqs_queue`).
     pub poll_interval_secs: u64,
+    /// For an `s3://` root: the URL of an SQS queue that receives the bucket's event
+    /// notifications; the prefix is then listed only at start and every `reconcile_interval_secs`.
+    pub sqs_queue: Option<String>,
+    /// With `sqs_queue`: seconds between two listings that repair what events missed.
+    pub reconcile_interval_secs: u64,
     /// For an `s3://` root: where objects are mirrored locally (default:
     /// `$XDG_CACHE_HOME/ctxd/objects/<bucket>/<prefix>`).
     pub mirror_dir: Option<PathBuf>,
@@ -114,6 +121,8 @@ impl Default for SourceConfig {
         Self {
             root: PathBuf::from("."),
             poll_interval_secs: 10,
+            sqs_queue: None,
+            reconcile_interval_secs: 6 * 3600,
             mirror_dir: None,
             debounce_ms: 200,
             max_file_bytes: 4 << 30,

@@ -205,6 +205,8 @@ fn named_sources(c: &mut Checker, cfg: &mut Config, entries: Vec<RawSource>) {
             exclude: one.exclude,
             mirror_dir: one.mirror_dir,
             poll_interval_secs: one.poll_interval_secs,
+            sqs_queue: one.sqs_queue,
+            reconcile_interval_secs: one.reconcile_interval_secs,
             git,
             refs,
         });
@@ -234,6 +236,8 @@ fn shared_source_keys(c: &mut Checker, out: &mut SourceConfig, p: &[&str], raw: 
         }
     }
     c.set(&mut out.poll_interval_secs, p, "poll_interval_secs", raw.poll_interval_secs);
+    out.sqs_queue = c.value(p, "sqs_queue", raw.sqs_queue).or(out.sqs_queue.take());
+    c.set(&mut out.reconcile_interval_secs, p, "reconcile_interval_secs", raw.reconcile_interval_secs);
     out.mirror_dir = c.value(p, "mirror_dir", raw.mirror_dir).or(out.mirror_dir.take());
     c.set(&mut out.debounce_ms, p, "debounce_ms", raw.debounce_ms);
     c.set(&mut out.max_file_bytes, p, "max_file_bytes", raw.max_file_bytes);

@@ -2,6 +2,11 @@
 //! missing from the listing removed), then, when following, every `poll_interval_secs` (only
 //! the diff); changed objects downloaded into the local mirror ([`ctxd_stages::object`]).
 //!
+//! With `sqs_queue` the changes come from the bucket's event notifications instead
+//! ([`ctxd_stages::object_events`]): the queue is long-polled, each event applied as it arrives
+//! (a download or a removal; duplicates and late events change nothing), and the prefix is
+//! listed only at start and every `reconcile_interval_secs`, which repairs what lost events missed.
+//!
 //! After a sharded first build the objects were downloaded by the shards, not here: the build's
 //! commit recorded their versions in the index ([`ctxd_index::source_objects`]). The first
 //! listing takes those the index holds as known without a mirrored copy ([`ObjectSource::seed`]),
@@ -9,9 +14,10 @@
 //! mirror, the source's records are dropped (this mirror knows them now).
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ctxd_stages::object::{Listed, ObjectChange, ObjectSource};
+use ctxd_stages::object_events::{EventQueue, Received};
 use ctxd_stages::{error::StageError, FileWork, SourceFile};
 
 use crate::metrics as m;
@@ -26,14 +32,25 @@ enum Step {
 }
 
 impl Source {
-    /// Lists the bucket prefix: once at start, then, when following, every `every`.
+    /// Lists the bucket prefix: once at start, then, when following, every `every` — or, with
+    /// `events` (a queue's URL, an interval), every `reconcile` interval while applying the
+    /// queue's event notifications as they arrive.
     pub(crate) async fn run_objects(
         mut self,
         mut objects: ObjectSource,
         every: Duration,
+        events: Option<(String, Duration)>,
         follow: bool,
     ) -> Result<(), StageError> {
         let seeded = self.seed(&mut objects).await;
+        let queue = match (&events, follow) {
+            (Some((url, _)), true) => Some(EventQueue::connect(url, &objects.watched()).await),
+            _ => None,
+        };
+        let listing_every = events.as_ref().filter(|_| queue.is_some()).map_or(every, |(_, reconcile)| *reconcile);
+        if let (Some((url, _)), true) = (&events, queue.is_some()) {
+            tracing::info!(source = %objects.uri(), queue = %url, every = ?listing_every, "following the bucket's event notifications; listing only to reconcile");
+        }
         let mut first = true;
         // A commit failed: the next listing reports every object again (see [`crate::trigger`]).
         let (mut failed, mut backoff, mut recover) =
@@ -43,22 +60,8 @@ impl Source {
             match objects.poll(all).await {
                 Ok(changes) => {
                     let mut listed = Pass { completed: true, ..Pass::default() };
-                    for change in changes {
-                        if *self.shutdown.borrow() {
-                            objects.save_manifest();
-                            return Ok(());
-                        }
-                        let work = match self.step(&objects, change, all, &mut listed) {
-                            Step::Emit(work) => work,
-                            Step::Nothing => continue,
-                            Step::Fetch(l) => match self.fetch(&mut objects, &l, all).await {
-                                Some(work) => work,
-                                None => continue,
-                            },
-                        };
-                        if !self.emitter.emit(work).await {
-                            return Ok(());
-                        }
+                    if !self.take_listing(&mut objects, changes, all, &mut listed).await {
+                        return Ok(());
                     }
                     objects.save_manifest();
                     if first {
@@ -79,17 +82,103 @@ impl Source {
                 Err(e) if first && !follow => return Err(e),
                 Err(e) => retry_later(&e, every),
             }
-            tokio::select! {
-                _ = self.shutdown.changed() => {
-                    if *self.shutdown.borrow() { return Ok(()); }
+            // Until the next listing: the queue's events (or nothing) until then.
+            let next_listing = Instant::now() + if first { every } else { listing_every };
+            let uri = objects.uri().to_string();
+            loop {
+                let wait = next_listing.saturating_duration_since(Instant::now());
+                if wait.is_zero() {
+                    break;
                 }
-                _ = tokio::time::sleep(every) => {}
-                Ok(()) = failed.changed() => {
-                    self.after_failed_commit(&mut failed, &mut backoff, &objects.uri().to_string(), "listing everything again").await;
-                    recover = true;
+                tokio::select! {
+                    _ = self.shutdown.changed() => {
+                        if *self.shutdown.borrow() {
+                            objects.save_manifest();
+                            return Ok(());
+                        }
+                    }
+                    Ok(()) = failed.changed() => {
+                        self.after_failed_commit(&mut failed, &mut backoff, &uri, "listing everything again").await;
+                        recover = true;
+                        break;
+                    }
+                    got = next_events(queue.as_ref(), wait) => match got {
+                        None => break,
+                        Some(Ok(received)) => {
+                            let queue = queue.as_ref().expect("events come from a queue");
+                            if !self.apply_events(&mut objects, queue, received).await {
+                                return Ok(());
+                            }
+                        }
+                        Some(Err(e)) => {
+                            retry_later(&e, every);
+                            tokio::time::sleep(every.min(wait)).await;
+                        }
+                    },
                 }
             }
         }
+    }
+
+    /// Emits a listing's changes; false when the pipeline is gone or shutting down.
+    async fn take_listing(
+        &self,
+        objects: &mut ObjectSource,
+        changes: Vec<ObjectChange>,
+        all: bool,
+        listed: &mut Pass,
+    ) -> bool {
+        for change in changes {
+            if *self.shutdown.borrow() {
+                objects.save_manifest();
+                return false;
+            }
+            let work = match self.step(objects, change, all, listed) {
+                Step::Emit(work) => work,
+                Step::Nothing => continue,
+                Step::Fetch(l) => match self.fetch(objects, &l, all).await {
+                    Some(work) => work,
+                    None => continue,
+                },
+            };
+            if !self.emitter.emit(work).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Applies the events of one receive, then deletes their messages (they are on their way:
+    /// a crash now is repaired by the listing at the next start). False when the pipeline is gone.
+    async fn apply_events(&self, objects: &mut ObjectSource, queue: &EventQueue, received: Received) -> bool {
+        for event in &received.events {
+            let work = match objects.apply_event(event).await {
+                Ok((change, outcome)) => {
+                    metrics::counter!(ctxd_stages::metrics::OBJECT_EVENTS_TOTAL, "outcome" => outcome).increment(1);
+                    match change {
+                        Some(ObjectChange::Fetch(l)) => self.fetch(objects, &l, false).await,
+                        Some(ObjectChange::Removed(rel)) => self.removal(rel, false),
+                        _ => None,
+                    }
+                }
+                Err(e) => {
+                    metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind()).increment(1);
+                    tracing::warn!("{e}; the next reconciling listing repairs it");
+                    None
+                }
+            };
+            if let Some(work) = work {
+                if !self.emitter.emit(work).await {
+                    return false;
+                }
+            }
+        }
+        if let Err(e) = queue.delete(received.receipts).await {
+            tracing::warn!(
+                "{e}; the messages come back after their visibility timeout (applying them again is harmless)"
+            );
+        }
+        true
     }
 
     /// What to do with one entry of a listing (`listed` collects what the listing holds).
@@ -159,6 +248,17 @@ impl Source {
     async fn forget_build_records(&self, objects: &ObjectSource) {
         if let Err(e) = ctxd_index::source_objects::clear(&self.db, &source_name(objects)).await {
             tracing::warn!(source = %objects.uri(), "dropping the objects a sharded build recorded failed ({e}); the mirror's listing answers first");
+        }
+    }
+}
+
+/// The next receive of `queue`, waiting up to `wait`; `None` (after `wait`) without a queue.
+async fn next_events(queue: Option<&EventQueue>, wait: Duration) -> Option<Result<Received, StageError>> {
+    match queue {
+        Some(q) => Some(q.receive(wait).await),
+        None => {
+            tokio::time::sleep(wait).await;
+            None
         }
     }
 }

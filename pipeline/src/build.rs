@@ -104,11 +104,11 @@ impl Origin {
                 let select = scanner.selector().clone().with_share(shard.index, shard.of);
                 Origin::Local(scanner.with_selector(select))
             }
-            Origin::Objects { source, every } => {
+            Origin::Objects { source, every, events } => {
                 let mirror = shard_mirror(source.mirror(), shard);
                 let select = source.selector().clone().with_share(shard.index, shard.of);
                 let source = Box::new((*source).with_mirror(mirror)?.with_selector(select));
-                Origin::Objects { source, every }
+                Origin::Objects { source, every, events }
             }
             Origin::Git { .. } => unreachable!("a shard refuses git sources when it opens"),
         })

@@ -45,8 +45,9 @@ pub(crate) fn check_root(root: &Path) -> Result<(), PipelineError> {
 pub(crate) enum Origin {
     /// A local directory: scanned, then followed through `notify` events.
     Local(Scanner),
-    /// An `s3://` prefix: listed every `every`, changed objects mirrored locally.
-    Objects { source: Box<ObjectSource>, every: Duration },
+    /// An `s3://` prefix: listed every `every`, changed objects mirrored locally; with `events`
+    /// (an SQS queue's URL, the reconciling listing's interval) its changes come from the queue.
+    Objects { source: Box<ObjectSource>, every: Duration, events: Option<(String, Duration)> },
     /// A git repository: its refs polled every `every` ([`ctxd_stages::git`]).
     Git { source: Box<GitSource>, every: Duration },
 }
@@ -106,11 +107,18 @@ impl Origin {
                     }
                 }
             }
-            tracing::info!(source = %uri, mirror = %objects.mirror().display(), "watching object storage by listing");
+            let how = if src.sqs_queue.is_some() { "its event notifications" } else { "listing" };
+            tracing::info!(source = %uri, mirror = %objects.mirror().display(), "watching object storage by {how}");
+            let reconcile = Duration::from_secs(src.reconcile_interval_secs.max(1));
             return Ok(Origin::Objects {
                 source: Box::new(objects),
                 every: Duration::from_secs(src.poll_interval_secs.max(1)),
+                events: src.sqs_queue.clone().map(|queue| (queue, reconcile)),
             });
+        }
+        if src.sqs_queue.is_some() {
+            let message = "sqs_queue is for an s3:// root (its bucket's event notifications); drop it here".into();
+            return Err(PipelineError::Root { path: root, message });
         }
         check_root(&root)?;
         Ok(Origin::Local(Scanner::new(root, index_excludes(cfg)).with_selector(select)))
@@ -167,7 +175,9 @@ impl Source {
     pub(crate) async fn run(mut self, origin: Origin, follow: bool) -> Result<(), StageError> {
         let scanner = match origin {
             Origin::Local(scanner) => scanner,
-            Origin::Objects { source, every } => return self.run_objects(*source, every, follow).await,
+            Origin::Objects { source, every, events } => {
+                return self.run_objects(*source, every, events, follow).await;
+            }
             Origin::Git { source, every } => return self.run_git(*source, every, follow).await,
         };
         // Start watching before scanning: a change during the scan is not lost; likewise a

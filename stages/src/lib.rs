@@ -7,7 +7,8 @@
 //! * [`watch`] — the initial scan (honouring `.gitignore`, skipping binaries and secrets) and
 //!   debounced `notify` events; [`skip`] — which names are never indexed (binaries, secrets).
 //! * [`object`] — an `s3://` prefix as a source: listing + ETag/size diff on an interval,
-//!   changed objects streamed into a local mirror.
+//!   changed objects streamed into a local mirror; [`object_events`] — its changes read from the
+//!   bucket's event notifications in an SQS queue instead.
 //! * [`git`] — a git repository read from its object database: refs resolved, trees diffed,
 //!   blobs mirrored once by id, files under `<name>@<ref>/`; [`git_views`] — what each ref stores
 //!   beside its base ref (the rest read through an overlay).
@@ -37,6 +38,7 @@ pub mod lang;
 pub mod load;
 pub mod metrics;
 pub mod object;
+pub mod object_events;
 pub mod select;
 pub(crate) mod skip;
 pub mod stage;

@@ -15,6 +15,9 @@ pub const OBJECT_DOWNLOADS_TOTAL: &str = "ctxd_object_downloads_total";
 pub const OBJECT_DOWNLOADED_BYTES_TOTAL: &str = "ctxd_object_downloaded_bytes_total";
 /// Counter: objects deleted between their listing and their download.
 pub const OBJECT_VANISHED_TOTAL: &str = "ctxd_object_vanished_total";
+/// Counter: event notifications of an object-storage source read from its queue, label
+/// `outcome` = applied|duplicate|stale|ignored ([`crate::object_events`]).
+pub const OBJECT_EVENTS_TOTAL: &str = "ctxd_object_events_total";
 /// Counter: files the loader skipped, label `reason` = unchanged|binary|too_large|vanished.
 pub const LOAD_SKIPPED_TOTAL: &str = "ctxd_load_skipped_total";
 /// Counter: files or parts of files that did not parse as their format, label `format` =
@@ -70,6 +73,10 @@ pub fn describe() {
     metrics::describe_counter!(OBJECT_DOWNLOADS_TOTAL, "Objects downloaded into the mirror.");
     metrics::describe_counter!(OBJECT_DOWNLOADED_BYTES_TOTAL, "Bytes downloaded from object storage.");
     metrics::describe_counter!(OBJECT_VANISHED_TOTAL, "Objects deleted between their listing and their download.");
+    metrics::describe_counter!(
+        OBJECT_EVENTS_TOTAL,
+        "Event notifications of an object-storage source read from its SQS queue, by outcome (applied, duplicate, stale, ignored)."
+    );
     metrics::describe_counter!(
         LOAD_SKIPPED_TOTAL,
         "Files the loader skipped, label reason = unchanged|binary|too_large|vanished."

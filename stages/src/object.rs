@@ -35,6 +35,8 @@ use tokio::io::AsyncWriteExt;
 
 use ctxd_index::source_objects::ObjectVersion;
 
+use crate::object_events::{later, EventChange, ObjectEvent};
+
 use crate::metrics as m;
 use crate::{error::StageError, SourceFile};
 
@@ -122,6 +124,8 @@ pub struct ObjectSource {
     known: HashMap<String, Known>,
     /// The source's include/exclude globs and the prefix of its stored paths.
     select: crate::select::Selector,
+    /// The sequencer of the last event applied per key ([`ObjectSource::apply_event`]).
+    sequencers: HashMap<String, String>,
 }
 
 impl ObjectSource {
@@ -147,7 +151,8 @@ impl ObjectSource {
             .ok()
             .and_then(|b| serde_json::from_slice::<HashMap<String, Known>>(&b).ok())
             .unwrap_or_default();
-        Ok(Self { store, uri, mirror, exclude: Vec::new(), max_bytes, known, select: Default::default() })
+        let select = Default::default();
+        Ok(Self { store, uri, mirror, exclude: Vec::new(), max_bytes, known, select, sequencers: HashMap::new() })
     }
 
     /// Lists only keys `select` matches, reported under their stored paths
@@ -163,6 +168,7 @@ impl ObjectSource {
         Self::with_store(self.uri, self.store, mirror, self.max_bytes).map(|s| Self {
             exclude: self.exclude,
             select: self.select,
+            sequencers: self.sequencers,
             ..s
         })
     }
@@ -212,6 +218,11 @@ impl ObjectSource {
         &self.uri
     }
 
+    /// The bucket and prefix its event notifications are read for ([`crate::object_events`]).
+    pub fn watched(&self) -> crate::object_events::Watched {
+        crate::object_events::Watched { bucket: self.uri.bucket.clone(), prefix: self.uri.prefix.clone() }
+    }
+
     /// The local mirror directory.
     pub fn mirror(&self) -> &Path {
         &self.mirror
@@ -227,7 +238,7 @@ impl ObjectSource {
         let mut seen: HashMap<String, Listed> = HashMap::new();
         while let Some(meta) = listing.next().await {
             let meta = meta.map_err(err)?;
-            if let Some(listed) = self.accept(&meta) {
+            if let Some(listed) = self.accept(&meta, "listing") {
                 seen.insert(listed.rel.clone(), listed);
             }
         }
@@ -286,6 +297,8 @@ impl ObjectSource {
         let tmp = local
             .with_file_name(format!(".{}.ctxd-part", local.file_name().and_then(|n| n.to_str()).unwrap_or("object")));
         let mut out = tokio::fs::File::create(&tmp).await.map_err(io)?;
+        // The version downloaded, which a late event may not name.
+        let version = ObjectVersion { etag: got.meta.e_tag.clone(), size: got.meta.size };
         let mut body = got.into_stream();
         let mut bytes = 0u64;
         while let Some(piece) = body.next().await {
@@ -304,8 +317,72 @@ impl ObjectSource {
         tokio::fs::rename(&tmp, &local).await.map_err(io)?;
         metrics::counter!(m::OBJECT_DOWNLOADED_BYTES_TOTAL).increment(bytes);
         metrics::counter!(m::OBJECT_DOWNLOADS_TOTAL).increment(1);
-        self.known.insert(listed.rel.clone(), Known { version: listed.version.clone(), unmirrored: false });
+        self.known.insert(listed.rel.clone(), Known { version, unmirrored: false });
         Ok(Some(SourceFile { rel: self.select.qualify(&listed.rel), abs: local }))
+    }
+
+    /// What an event notification ([`crate::object_events`]) asks for, given what this mirror
+    /// knows — the object to download, a removal, or nothing — and why (`applied`, `duplicate`:
+    /// the version the mirror has, `stale`: older than an event already applied or than the
+    /// bucket now, `ignored`: a key the source does not index).
+    pub async fn apply_event(&mut self, ev: &ObjectEvent) -> Result<(Option<ObjectChange>, &'static str), StageError> {
+        if let Some(seq) = &ev.sequencer {
+            if self.sequencers.get(&ev.rel).is_some_and(|last| !later(seq, last)) {
+                return Ok((None, "stale"));
+            }
+            self.sequencers.insert(ev.rel.clone(), seq.clone());
+        }
+        let key = match self.uri.prefix.is_empty() {
+            true => ev.rel.clone(),
+            false => format!("{}/{}", self.uri.prefix, ev.rel),
+        };
+        let location = ObjectPath::parse(&key).unwrap_or_else(|_| ObjectPath::from(key.as_str()));
+        let EventChange::Created { etag, size } = &ev.change else {
+            return self.removed(ev, &location).await;
+        };
+        let known = self.known.get(&ev.rel).map(|k| &k.version);
+        let same = known.is_some_and(|k| {
+            etag.is_some()
+                && k.etag.as_deref().map(|e| e.trim_matches('"')) == etag.as_deref()
+                && size.is_none_or(|s| s == k.size)
+        });
+        if same {
+            return Ok((None, "duplicate"));
+        }
+        let meta = ObjectMeta {
+            location,
+            last_modified: chrono::Utc::now(),
+            size: size.unwrap_or(0),
+            e_tag: etag.as_ref().map(|e| format!("\"{e}\"")),
+            version: None,
+        };
+        Ok(match self.accept(&meta, "event") {
+            Some(listed) => (Some(ObjectChange::Fetch(listed)), "applied"),
+            None => (None, "ignored"),
+        })
+    }
+
+    /// A removal event: applied when the bucket no longer has the object (a `HEAD`); an object
+    /// written again since is downloaded if the mirror lacks that version, else left alone.
+    async fn removed(
+        &mut self,
+        ev: &ObjectEvent,
+        location: &ObjectPath,
+    ) -> Result<(Option<ObjectChange>, &'static str), StageError> {
+        match self.store.head(location).await {
+            Ok(meta) => Ok(match self.accept(&meta, "event") {
+                Some(l) if self.known.get(&l.rel).is_none_or(|k| k.version != l.version) => {
+                    (Some(ObjectChange::Fetch(l)), "applied")
+                }
+                _ => (None, "stale"),
+            }),
+            Err(object_store::Error::NotFound { .. }) => {
+                self.known.remove(&ev.rel);
+                let _ = std::fs::remove_file(self.mirror.join(&ev.rel));
+                Ok((Some(ObjectChange::Removed(self.select.qualify(&ev.rel))), "applied"))
+            }
+            Err(e) => Err(StageError::Object { uri: format!("s3://{}/{location}", self.uri.bucket), source: e.into() }),
+        }
     }
 
     /// Persists the listing state (best effort: losing it only costs re-downloads).
@@ -320,8 +397,9 @@ impl ObjectSource {
         }
     }
 
-    /// The relative path of a listed object, or `None` (counted) when it is not indexed.
-    fn accept(&self, meta: &ObjectMeta) -> Option<Listed> {
+    /// The relative path of a listed (or notified: `origin`) object, or `None` (counted) when it
+    /// is not indexed.
+    fn accept(&self, meta: &ObjectMeta, origin: &'static str) -> Option<Listed> {
         let key = meta.location.as_ref();
         let rel = if self.uri.prefix.is_empty() {
             key
@@ -353,7 +431,7 @@ impl ObjectSource {
         if meta.size > self.max_bytes {
             return skip("too_large");
         }
-        metrics::counter!(m::WATCH_FILES_TOTAL, "origin" => "listing").increment(1);
+        metrics::counter!(m::WATCH_FILES_TOTAL, "origin" => origin).increment(1);
         Some(Listed {
             rel: rel.to_string(),
             location: meta.location.clone(),
@@ -479,6 +557,43 @@ mod tests {
         let mut again = ObjectSource::with_store(uri(), store.clone(), mirror.path().to_path_buf(), 1 << 20).unwrap();
         assert_eq!(rels(&again.poll(true).await.unwrap()), ["indexed a.md", "fetch b.md", "fetch c.md"]);
         assert!(again.downloaded().next().is_none());
+    }
+
+    #[tokio::test]
+    async fn events_apply_once_in_order_and_a_late_removal_keeps_a_rewritten_object() {
+        use crate::object_events::{EventChange, ObjectEvent};
+        let store = Arc::new(InMemory::new());
+        put(&store, "docs/a.md", "alpha").await;
+        let mirror = tempfile::tempdir().unwrap();
+        let mut src = ObjectSource::with_store(uri(), store.clone(), mirror.path().to_path_buf(), 1 << 20).unwrap();
+        let created = |etag: Option<&str>, seq: &str| ObjectEvent {
+            rel: "a.md".into(),
+            change: EventChange::Created { etag: etag.map(str::to_string), size: Some(5) },
+            sequencer: Some(seq.into()),
+        };
+        let (change, outcome) = src.apply_event(&created(None, "02")).await.unwrap();
+        assert_eq!(outcome, "applied");
+        let Some(ObjectChange::Fetch(l)) = change else { panic!("a download") };
+        src.fetch(&l).await.unwrap().unwrap();
+        // The same version again (the ETag the download recorded): nothing to do.
+        let etag = src.known["a.md"].version.etag.clone().unwrap();
+        let again = created(Some(etag.trim_matches('"')), "03");
+        assert_eq!(src.apply_event(&again).await.unwrap().1, "duplicate");
+        // An event older than one applied: ignored.
+        assert_eq!(src.apply_event(&created(Some("other"), "01")).await.unwrap().1, "stale");
+        // A removal whose object is back (no sequencer: checked with a HEAD): kept.
+        let removed = ObjectEvent { rel: "a.md".into(), change: EventChange::Removed, sequencer: None };
+        let (change, outcome) = src.apply_event(&removed).await.unwrap();
+        assert!(change.is_none() && outcome == "stale", "{change:?} {outcome}");
+        // Gone for real: removed from the mirror and reported.
+        store.delete(&ObjectPath::from("docs/a.md")).await.unwrap();
+        let (change, _) = src.apply_event(&removed).await.unwrap();
+        assert!(matches!(change, Some(ObjectChange::Removed(ref r)) if r == "a.md"), "{change:?}");
+        assert!(!mirror.path().join("a.md").exists());
+        // A key the source does not index (a secret's name) is ignored.
+        let secret = ObjectEvent { rel: ".env".into(), ..created(Some("x"), "09") };
+        let (change, outcome) = src.apply_event(&secret).await.unwrap();
+        assert!(change.is_none() && outcome == "ignored", "{change:?} {outcome}");
     }
 
     #[tokio::test]
