@@ -277,6 +277,19 @@ impl ObjectSource {
     /// Downloads one listed object into the mirror (streamed; atomic rename) and records it.
     /// `Ok(None)` when the object vanished since it was listed.
     pub async fn fetch(&mut self, listed: &Listed) -> Result<Option<SourceFile>, StageError> {
+        let Some((file, version)) = self.download(listed).await? else { return Ok(None) };
+        self.record(&listed.rel, version);
+        Ok(Some(file))
+    }
+
+    /// Records that the mirror holds `version` of the object at `rel` (after [`ObjectSource::download`]).
+    pub fn record(&mut self, rel: &str, version: ObjectVersion) {
+        self.known.insert(rel.to_string(), Known { version, unmirrored: false });
+    }
+
+    /// [`ObjectSource::fetch`] without recording what it got, so that many run at once: the file
+    /// and the version downloaded, `None` when the object vanished since it was listed.
+    pub async fn download(&self, listed: &Listed) -> Result<Option<(SourceFile, ObjectVersion)>, StageError> {
         let local = self.mirror.join(&listed.rel);
         let io = |source: std::io::Error| StageError::Read { path: local.clone(), source };
         if let Some(dir) = local.parent() {
@@ -317,8 +330,7 @@ impl ObjectSource {
         tokio::fs::rename(&tmp, &local).await.map_err(io)?;
         metrics::counter!(m::OBJECT_DOWNLOADED_BYTES_TOTAL).increment(bytes);
         metrics::counter!(m::OBJECT_DOWNLOADS_TOTAL).increment(1);
-        self.known.insert(listed.rel.clone(), Known { version, unmirrored: false });
-        Ok(Some(SourceFile { rel: self.select.qualify(&listed.rel), abs: local }))
+        Ok(Some((SourceFile { rel: self.select.qualify(&listed.rel), abs: local }, version)))
     }
 
     /// What an event notification ([`crate::object_events`]) asks for, given what this mirror
