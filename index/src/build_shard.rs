@@ -139,27 +139,27 @@ impl ShardBuild {
         if !batch.edges.is_empty() {
             parts.push((Part::Edges, edges_to_batch(&batch.edges)?));
         }
-        // Kept only once every part is written: a batch retried after a failure halfway records
-        // no fragment twice (the failed attempt's files are referenced by nothing).
-        let mut written = Vec::new();
-        for (part, record) in parts {
-            written.push((part, self.index.write_fragments_into(part.table(ix)?, vec![record]).await?));
-        }
-        let mut kept = self.written.lock().await;
-        for (part, fragments) in written {
-            kept[slot(part)].extend(fragments);
-        }
+        self.stage(parts).await?;
         Ok(CommitStats { version: 0, inserted: batch.rows.len() as u64, deleted: 0 })
     }
 
     /// Marks a file written in parts complete (its row in the streams table, staged like the rest).
     pub async fn finish_stream(&self, path: &str, hash: &str) -> Result<(), IndexError> {
-        self.stage(Part::Streams, stream_batch(path, hash)).await
+        self.stage(vec![(Part::Streams, stream_batch(path, hash))]).await
     }
 
-    async fn stage(&self, part: Part, record: arrow_array::RecordBatch) -> Result<(), IndexError> {
-        let written = self.index.write_fragments_into(part.table(&self.index)?, vec![record]).await?;
-        self.written.lock().await[slot(part)].extend(written);
+    /// Writes each record as fragments of its part's table, and keeps them only once every
+    /// part is written: a batch retried after a failure halfway records no fragment twice (the
+    /// failed attempt's files are referenced by nothing).
+    async fn stage(&self, parts: Vec<(Part, arrow_array::RecordBatch)>) -> Result<(), IndexError> {
+        let mut written = Vec::new();
+        for (part, record) in parts {
+            written.push((part, self.index.write_fragments_into(part.table(&self.index)?, vec![record]).await?));
+        }
+        let mut kept = self.written.lock().await;
+        for (part, fragments) in written {
+            kept[slot(part)].extend(fragments);
+        }
         Ok(())
     }
 

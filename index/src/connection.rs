@@ -182,6 +182,24 @@ pub(crate) async fn replace_where(
     Ok(())
 }
 
+/// Side table `name` of the database at `uri`: created empty with `schema` when missing and
+/// `create`, else `None` when it does not exist ([`open_if_exists`]: reads and clears create
+/// nothing).
+pub(crate) async fn side_table(
+    uri: &str,
+    name: &str,
+    schema: arrow_schema::SchemaRef,
+    create: bool,
+) -> Result<Option<lancedb::Table>, crate::error::IndexError> {
+    if !create {
+        return open_if_exists(uri, name).await;
+    }
+    let conn = connect(uri).await?;
+    let lance = |source| crate::error::IndexError::Lance { uri: uri.to_string(), source };
+    let names = conn.table_names().execute().await.map_err(lance)?;
+    open_or_create_table(&conn, &names, name, schema).await.map(Some).map_err(lance)
+}
+
 /// Opens table `name` of `conn` (whose tables are `names`), creating it empty with `schema`
 /// when missing; if another writer creates it in the meantime, that one is opened.
 pub(crate) async fn open_or_create_table(

@@ -30,7 +30,8 @@
 //! read asks for a chunks version newer than the one the cached overlays were read for, and at
 //! most a second after the last read otherwise: a view never reads a version's files through an
 //! overlay older than their interim record (a ref's own copy of a file never shows beside the
-//! base's new one), and a final record shows within about a second. Maintenance drops records no kept version needs ([`prune`]).
+//! base's new one), and a final record shows within about a second. Maintenance drops records
+//! no kept version needs ([`prune`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

@@ -25,7 +25,6 @@ use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase};
 
 use crate::columns::typed_col;
-use crate::connection::connect;
 use crate::error::IndexError;
 use crate::sql::sql_str;
 
@@ -62,13 +61,7 @@ fn lance(uri: &str) -> impl Fn(lancedb::Error) -> IndexError + '_ {
 
 /// The table, `None` when it does not exist (and `create` is false).
 async fn table(uri: &str, create: bool) -> Result<Option<lancedb::Table>, IndexError> {
-    let conn = connect(uri).await?;
-    let names = conn.table_names().execute().await.map_err(lance(uri))?;
-    if !create && !names.iter().any(|n| n == SOURCE_OBJECTS_TABLE) {
-        return Ok(None);
-    }
-    let t = crate::connection::open_or_create_table(&conn, &names, SOURCE_OBJECTS_TABLE, schema());
-    t.await.map(Some).map_err(lance(uri))
+    crate::connection::side_table(uri, SOURCE_OBJECTS_TABLE, schema(), create).await
 }
 
 /// Records `objects` (a row per source and key: a recorded key takes the new version), in one

@@ -28,7 +28,6 @@ use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase};
 
 use crate::columns::typed_col;
-use crate::connection::connect;
 use crate::error::IndexError;
 use crate::sql::sql_str;
 
@@ -65,13 +64,7 @@ fn schema() -> SchemaRef {
 /// The staging table, created when missing with `create` (a shard recording), else `None`
 /// when no shard ever recorded anything in this database (reads and clears create nothing).
 async fn table(uri: &str, create: bool) -> Result<Option<lancedb::Table>, IndexError> {
-    let conn = connect(uri).await?;
-    let lance = |source| IndexError::Lance { uri: uri.to_string(), source };
-    let names = conn.table_names().execute().await.map_err(lance)?;
-    if !create && !names.iter().any(|n| n == STAGED_TABLE) {
-        return Ok(None);
-    }
-    crate::connection::open_or_create_table(&conn, &names, STAGED_TABLE, schema()).await.map(Some).map_err(lance)
+    crate::connection::side_table(uri, STAGED_TABLE, schema(), create).await
 }
 
 /// Creates the staging table when missing. A shard calls it when it starts, so that shards

@@ -169,20 +169,13 @@ impl Source {
             .collect()
             .await;
         for (l, r) in got {
-            let work = match r {
-                Ok(Some((file, version))) => {
+            let got = r.map(|got| {
+                got.map(|(file, version)| {
                     objects.record(&l.rel, version);
-                    if !all {
-                        self.freshness.changed(&file.rel, l.modified);
-                    }
-                    FileWork::Update(file)
-                }
-                Ok(None) => continue,
-                Err(e) => {
-                    self.fetch_failed(&e);
-                    continue;
-                }
-            };
+                    file
+                })
+            });
+            let Some(work) = self.downloaded(&l, got, all) else { continue };
             if !self.emitter.emit(work).await {
                 return false;
             }
@@ -190,11 +183,29 @@ impl Source {
         true
     }
 
-    /// A download that failed: counted, logged, retried at the next listing.
-    fn fetch_failed(&self, e: &StageError) {
-        self.emitter.counters.failed.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind()).increment(1);
-        tracing::warn!("{e}; will retry at the next listing");
+    /// What a download of `l` (recorded in the mirror) brings: the file to emit, or `None`
+    /// (vanished; or failed, counted and retried at the next listing).
+    fn downloaded(
+        &self,
+        l: &Listed,
+        got: Result<Option<SourceFile>, StageError>,
+        all: bool,
+    ) -> Option<FileWork<SourceFile>> {
+        match got {
+            Ok(Some(file)) => {
+                if !all {
+                    self.freshness.changed(&file.rel, l.modified);
+                }
+                Some(FileWork::Update(file))
+            }
+            Ok(None) => None,
+            Err(e) => {
+                self.emitter.counters.failed.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!(m::STAGE_ERRORS_TOTAL, "stage" => "watch", "error" => e.kind()).increment(1);
+                tracing::warn!("{e}; will retry at the next listing");
+                None
+            }
+        }
     }
 
     /// Applies the events of one receive, then deletes their messages (they are on their way:
@@ -205,7 +216,10 @@ impl Source {
                 Ok((change, outcome)) => {
                     metrics::counter!(ctxd_stages::metrics::OBJECT_EVENTS_TOTAL, "outcome" => outcome).increment(1);
                     match change {
-                        Some(ObjectChange::Fetch(l)) => self.fetch(objects, &l, false).await,
+                        Some(ObjectChange::Fetch(l)) => {
+                            let got = objects.fetch(&l).await;
+                            self.downloaded(&l, got, false)
+                        }
                         Some(ObjectChange::Removed(rel)) => self.removal(rel, false),
                         _ => None,
                     }
@@ -255,24 +269,6 @@ impl Source {
         }
     }
 
-    /// Downloads `l` into the mirror: the file to emit, or `None` (vanished; or failed, counted
-    /// and retried at the next listing).
-    async fn fetch(&self, objects: &mut ObjectSource, l: &Listed, all: bool) -> Option<FileWork<SourceFile>> {
-        match objects.fetch(l).await {
-            Ok(Some(file)) => {
-                if !all {
-                    self.freshness.changed(&file.rel, l.modified);
-                }
-                Some(FileWork::Update(file))
-            }
-            Ok(None) => None,
-            Err(e) => {
-                self.fetch_failed(&e);
-                None
-            }
-        }
-    }
-
     /// Takes the objects a sharded build recorded for this source and indexed (see the module
     /// docs); how many. A failed read is logged: the objects are then downloaded again.
     async fn seed(&self, objects: &mut ObjectSource) -> usize {
@@ -311,6 +307,6 @@ async fn next_events(queue: Option<&EventQueue>, wait: Duration) -> Option<Resul
 }
 
 /// The source's name (empty: the unnamed source), as a sharded build records its objects.
-pub(crate) fn source_name(objects: &ObjectSource) -> String {
+fn source_name(objects: &ObjectSource) -> String {
     objects.selector().prefix().trim_end_matches('/').to_string()
 }
