@@ -305,7 +305,9 @@ impl GitSource {
             self.moved.push((r.clone(), None));
             gone_changes.extend(state.stored.keys().map(|p| GitChange::Removed(self.stored(&r, p))));
             if state.overlay.is_some() {
-                self.overlays.push(OverlayChange { view: self.view(&r), before: state.overlay, after: None });
+                let view = self.view(&r);
+                let base_paths = Default::default();
+                self.overlays.push(OverlayChange { view, before: state.overlay, after: None, base_paths });
             }
         }
         let base_files = trees.iter().find(|t| Some(&t.0) == base.as_ref()).map(|t| t.2.clone()).unwrap_or_default();
@@ -337,10 +339,16 @@ impl GitSource {
                 self.moved.push((r.clone(), Some(commit.clone())));
             }
             if previous.overlay != overlay || all {
+                // A ref stored whole from now on hides the base's files while its own are on their way.
+                let base_paths = match (&previous.overlay, &overlay) {
+                    (Some(_), None) => base_files.keys().cloned().collect(),
+                    _ => Default::default(),
+                };
                 self.overlays.push(OverlayChange {
                     view: self.view(&r),
                     before: previous.overlay.clone(),
                     after: overlay.clone(),
+                    base_paths,
                 });
             }
             self.known.insert(r, RefState { commit, files, stored, overlay });

@@ -16,6 +16,9 @@ pub struct OverlayChange {
     pub view: String,
     pub before: Option<Overlay>,
     pub after: Option<Overlay>,
+    /// The base's paths, when the ref goes from an overlay to stored whole (else empty): while
+    /// its own copies are on their way, none of the base's files shows under it.
+    pub base_paths: std::collections::BTreeSet<String>,
 }
 
 impl OverlayChange {
@@ -25,14 +28,16 @@ impl OverlayChange {
     /// (until the ref's own copy is removed, that one answers) — or `None` to keep the record
     /// as it is until they are committed.
     pub fn interim(&self) -> Option<Overlay> {
-        match (&self.before, &self.after) {
-            (Some(b), Some(a)) if b.base == a.base => {
-                let shadowed = b.shadowed.union(&a.shadowed).cloned().collect();
-                let o = Overlay { base: a.base.clone(), shadowed };
-                (o != *b).then_some(o)
-            }
-            _ => None,
-        }
+        let hidden = match (&self.before, &self.after) {
+            (Some(b), Some(a)) if b.base == a.base => &a.shadowed,
+            // Stored whole from now on: its own copy of a file the base changed must not show
+            // beside the base's new one until the final record is written.
+            (Some(_), None) => &self.base_paths,
+            _ => return None,
+        };
+        let b = self.before.as_ref().expect("matched above");
+        let o = Overlay { base: b.base.clone(), shadowed: b.shadowed.union(hidden).cloned().collect() };
+        (o != *b).then_some(o)
     }
 }
 
@@ -85,11 +90,29 @@ mod tests {
     fn while_files_are_on_their_way_a_ref_hides_paths_shadowed_before_or_after() {
         let o =
             |s: &[&str]| Some(Overlay { base: "p@main".into(), shadowed: s.iter().map(|x| x.to_string()).collect() });
-        let change = OverlayChange { view: "p@v2".into(), before: o(&["a.py", "b.py"]), after: o(&["b.py", "c.py"]) };
+        let change = OverlayChange {
+            view: "p@v2".into(),
+            before: o(&["a.py", "b.py"]),
+            after: o(&["b.py", "c.py"]),
+            base_paths: Default::default(),
+        };
         assert_eq!(change.interim(), o(&["a.py", "b.py", "c.py"]));
-        let fewer = OverlayChange { view: "p@v2".into(), before: o(&["b.py", "c.py"]), after: o(&["b.py"]) };
+        let fewer = OverlayChange {
+            view: "p@v2".into(),
+            before: o(&["b.py", "c.py"]),
+            after: o(&["b.py"]),
+            base_paths: Default::default(),
+        };
         assert_eq!(fewer.interim(), None, "nothing newly hidden: the record stays until the files are in");
-        let new = OverlayChange { view: "p@v2".into(), before: None, after: o(&["b.py"]) };
+        let new =
+            OverlayChange { view: "p@v2".into(), before: None, after: o(&["b.py"]), base_paths: Default::default() };
         assert_eq!(new.interim(), None);
+        // Stored whole from now on: every base path is hidden until the ref's own copies are in.
+        let base_paths = ["a.py", "b.py", "d.py"].iter().map(|x| x.to_string()).collect();
+        let whole = OverlayChange { view: "p@v2".into(), before: o(&["b.py"]), after: None, base_paths };
+        assert_eq!(whole.interim(), o(&["a.py", "b.py", "d.py"]));
+        let gone =
+            OverlayChange { view: "p@v2".into(), before: o(&["b.py"]), after: None, base_paths: Default::default() };
+        assert_eq!(gone.interim(), None, "a ref gone: its record ends with its rows");
     }
 }
