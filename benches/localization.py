@@ -278,11 +278,16 @@ CONTEXT_COLS = ("in context", "R ctx", "tokens")
 FN_COLS = ("fn n", "fn Acc@5", "fn Acc@10")  # function level: every edited definition in the first k listed
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def dev_set_args(ap):
+    """The arguments of a bench over this script's indexes: the binary, the issues, the work folder."""
     ap.add_argument("--ctxd", required=True)
     ap.add_argument("--data", default="/work/shared/eval/localization/dev.jsonl")
     ap.add_argument("--work", default=os.path.expanduser("~/.cache/ctxd/loc"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    dev_set_args(ap)
     ap.add_argument("--mirrors", default="/work/.mirror")
     ap.add_argument("--mode", choices=("locate", "search", "context"), default="locate")
     ap.add_argument("--search-mode", default="routed", choices=("routed", "hybrid", "vector", "bm25"),

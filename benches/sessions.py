@@ -20,6 +20,8 @@ shown a block of), the share of issues with every gold file shown, tokens per qu
 """
 import argparse, collections, json, os, re, subprocess, sys, time
 
+from localization import dev_set_args
+
 QUESTIONS = 5
 
 
@@ -87,9 +89,7 @@ class Mcp:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--ctxd", required=True)
-    ap.add_argument("--data", default="/work/shared/eval/localization/dev.jsonl")
-    ap.add_argument("--work", default=os.path.expanduser("~/.cache/ctxd/loc"))
+    dev_set_args(ap)
     ap.add_argument("--budgets", default="2000,8000")
     ap.add_argument("--limit", type=int)
     ap.add_argument("--no-skeletons", action="store_true", help="whole blocks only (the assembly before skeletons)")

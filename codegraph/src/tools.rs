@@ -115,6 +115,14 @@ fn known_args(args: &Value, allowed: &[&str]) -> Result<(), SearchError> {
     }
 }
 
+/// One tool call's arguments with the snapshot (`as_of`) and the sources (`source`) it reads.
+#[derive(Clone, Copy)]
+struct ToolCall<'a> {
+    args: &'a Value,
+    as_of: Option<&'a str>,
+    source: Option<&'a SourceScope>,
+}
+
 /// The argument `as_of`: a snapshot's version (a number or a string) or tag; `None` for the latest.
 fn as_of_arg(args: &Value) -> Result<Option<String>, SearchError> {
     match args.get("as_of") {
@@ -230,26 +238,22 @@ impl GraphTools {
         source: Option<&SourceScope>,
     ) -> Result<Value, SearchError> {
         let as_of = as_of_arg(args)?;
-        let as_of = as_of.as_deref();
+        let call = ToolCall { args, as_of: as_of.as_deref(), source };
         match tool {
-            GraphTool::Locate => self.call_locate(args, as_of, source).await,
+            GraphTool::Locate => self.call_locate(&call).await,
             GraphTool::FindReferences | GraphTool::Callers | GraphTool::Callees => {
-                self.call_symbol_tool(tool, args, as_of, source).await
+                self.call_symbol_tool(tool, &call).await
             }
-            GraphTool::Imports | GraphTool::ImportedBy => self.call_import_tool(tool, args, as_of, source).await,
-            GraphTool::Impact => self.call_impact(args, as_of, source).await,
-            GraphTool::History => self.call_history(args, source).await,
-            GraphTool::RepoMap => self.call_repo_map(args, as_of, source).await,
+            GraphTool::Imports | GraphTool::ImportedBy => self.call_import_tool(tool, &call).await,
+            GraphTool::Impact => self.call_impact(&call).await,
+            GraphTool::History => self.call_history(&call).await,
+            GraphTool::RepoMap => self.call_repo_map(&call).await,
         }
     }
 
     /// `locate`: localization of the argument `text`.
-    async fn call_locate(
-        &self,
-        args: &Value,
-        as_of: Option<&str>,
-        source: Option<&SourceScope>,
-    ) -> Result<Value, SearchError> {
+    async fn call_locate(&self, call: &ToolCall<'_>) -> Result<Value, SearchError> {
+        let ToolCall { args, as_of, source } = *call;
         let accepted =
             ["text", "k", "without", "definitions", "features", "model", "no_adapter", "as_of", "source", "ref"];
         known_args(args, &accepted)?;
@@ -274,13 +278,8 @@ impl GraphTools {
     }
 
     /// `find_references`, `callers`, `callees`: the uses of the argument `symbol`.
-    async fn call_symbol_tool(
-        &self,
-        tool: GraphTool,
-        args: &Value,
-        as_of: Option<&str>,
-        source: Option<&SourceScope>,
-    ) -> Result<Value, SearchError> {
+    async fn call_symbol_tool(&self, tool: GraphTool, call: &ToolCall<'_>) -> Result<Value, SearchError> {
+        let ToolCall { args, as_of, source } = *call;
         known_args(args, &["symbol", "limit", "kinds", "as_of", "source", "ref"])?;
         let symbol = str_arg(args, "symbol")?;
         let limit = usize_arg(args, "limit", 50, 1000)?;
@@ -303,13 +302,8 @@ impl GraphTools {
     }
 
     /// `imports`, `imported_by`: the import edges of the argument `path`.
-    async fn call_import_tool(
-        &self,
-        tool: GraphTool,
-        args: &Value,
-        as_of: Option<&str>,
-        source: Option<&SourceScope>,
-    ) -> Result<Value, SearchError> {
+    async fn call_import_tool(&self, tool: GraphTool, call: &ToolCall<'_>) -> Result<Value, SearchError> {
+        let ToolCall { args, as_of, source } = *call;
         known_args(args, &["path", "as_of", "source", "ref"])?;
         let path = str_arg(args, "path")?;
         let g = self.graph(as_of, source).await?;
@@ -321,12 +315,8 @@ impl GraphTools {
     }
 
     /// `impact`: what the changed `paths` and `diff` affect.
-    async fn call_impact(
-        &self,
-        args: &Value,
-        as_of: Option<&str>,
-        source: Option<&SourceScope>,
-    ) -> Result<Value, SearchError> {
+    async fn call_impact(&self, call: &ToolCall<'_>) -> Result<Value, SearchError> {
+        let ToolCall { args, as_of, source } = *call;
         known_args(args, &["paths", "diff", "limit", "as_of", "source", "ref"])?;
         let changes = changes_arg(args)?;
         let limit = usize_arg(args, "limit", 20, 500)?;
@@ -338,7 +328,8 @@ impl GraphTools {
     }
 
     /// `history`: the recorded history of the argument `path`.
-    async fn call_history(&self, args: &Value, source: Option<&SourceScope>) -> Result<Value, SearchError> {
+    async fn call_history(&self, call: &ToolCall<'_>) -> Result<Value, SearchError> {
+        let ToolCall { args, source, .. } = *call;
         known_args(args, &["path", "limit", "as_of", "source", "ref"])?;
         let path = str_arg(args, "path")?;
         let limit = usize_arg(args, "limit", 10, 300)?;
@@ -346,12 +337,8 @@ impl GraphTools {
     }
 
     /// `repo_map`: the repository map for the argument `query`, within `budget`.
-    async fn call_repo_map(
-        &self,
-        args: &Value,
-        as_of: Option<&str>,
-        source: Option<&SourceScope>,
-    ) -> Result<Value, SearchError> {
+    async fn call_repo_map(&self, call: &ToolCall<'_>) -> Result<Value, SearchError> {
+        let ToolCall { args, as_of, source } = *call;
         known_args(args, &["query", "budget", "as_of", "source", "ref"])?;
         let budget = usize_arg(args, "budget", 1024, 64_000)?;
         let query = args.get("query").and_then(Value::as_str).filter(|q| !q.trim().is_empty());

@@ -49,14 +49,8 @@ impl Assembler {
             };
             let mut block = Block::new(Hit { chunk, score: *score }, 0);
             block.skeleton = true;
-            block.tokens = self.tokens().count(&block.render(req.format));
-            // What the session already has takes no room (it is not sent again).
             let key = skeleton_key(&block);
-            if used + block.tokens > room || self.session_has(req, &key) {
-                continue;
-            }
-            used += block.tokens;
-            out.push((block, key));
+            self.admit(req, block, key, room, &mut used, &mut out);
         }
         Ok(out)
     }
@@ -99,18 +93,33 @@ impl Assembler {
             };
             let mut block = Block::new(Hit { chunk, score: 0.0 }, 0);
             block.outline = true;
-            block.tokens = self.tokens().count(&block.render(req.format));
-            if used + block.tokens > room || self.session_has(req, &key) {
-                continue;
-            }
-            used += block.tokens;
-            out.push((block, key));
+            self.admit(req, block, key, room, &mut used, &mut out);
         }
         Ok(out)
     }
 }
 
 impl Assembler {
+    /// Adds `block` (keyed `key`; its tokens counted here) to `out` when it fits in `room` beside
+    /// the `used` tokens already taken and the request's session was not already sent it (what the
+    /// session has takes no room: it is not sent again).
+    fn admit(
+        &self,
+        req: &ContextRequest,
+        mut block: Block,
+        key: String,
+        room: usize,
+        used: &mut usize,
+        out: &mut Vec<(Block, String)>,
+    ) {
+        block.tokens = self.tokens().count(&block.render(req.format));
+        if *used + block.tokens > room || self.session_has(req, &key) {
+            return;
+        }
+        *used += block.tokens;
+        out.push((block, key));
+    }
+
     /// Whether the request's session was already sent the summary keyed `key`.
     fn session_has(&self, req: &ContextRequest, key: &str) -> bool {
         req.session.as_deref().is_some_and(|id| !self.sessions().already_sent(id, &[key]).is_empty())

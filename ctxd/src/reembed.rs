@@ -9,7 +9,7 @@ use anyhow::{bail, Result};
 use ctxd_index::error::IndexError;
 use ctxd_pipeline::error::PipelineError;
 use ctxd_pipeline::reembed::{
-    reembed, reembed_commit, reembed_shard, Progress, Quiet, ReembedOptions, ReembedReport, Shard, ShardReport,
+    reembed, reembed_shard, Progress, Quiet, ReembedOptions, ReembedReport, Shard, ShardReport,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -73,7 +73,8 @@ pub async fn run(
         Ok(p) if p.is_dir() => p.to_string_lossy().into_owned(),
         _ => spec,
     };
-    let mut opts = ReembedOptions { rows_per_block: block_rows, switch, ..Default::default() };
+    let commit_shards = matches!(step, Step::Commit);
+    let mut opts = ReembedOptions { rows_per_block: block_rows, switch, commit_shards, ..Default::default() };
     opts.maintenance.vector_index_min_rows = vector_index_min_rows;
     let bar = Bar(Mutex::new(None));
     let progress: &dyn Progress = if json { &Quiet } else { &bar };
@@ -81,8 +82,7 @@ pub async fn run(
     let result = loop {
         let service = service.clone();
         let result = match step {
-            Step::Whole => reembed(&uri, service, &spec, &opts, progress).await.map(Done::Job),
-            Step::Commit => reembed_commit(&uri, service, &spec, &opts, progress).await.map(Done::Job),
+            Step::Whole | Step::Commit => reembed(&uri, service, &spec, &opts, progress).await.map(Done::Job),
             Step::Shard(shard) => reembed_shard(&uri, service, shard, &opts, progress).await.map(Done::Shard),
         };
         match result {

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use ctxd_codegraph::tools::GraphTool;
 use serde_json::{json, Value};
 
 use super::support::{ctxd, index_json, run_ok, serve_project};
@@ -255,17 +256,7 @@ fn locate_and_graph_tools_over_http_and_mcp() {
     let list: Value = d.post("/mcp", &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).json().unwrap();
     let names: Vec<&str> =
         list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    for t in [
-        "locate",
-        "find_references",
-        "callers",
-        "callees",
-        "imports",
-        "imported_by",
-        "impact",
-        "repo_map",
-        "get_repo_overview",
-    ] {
+    for t in GraphTool::ALL.map(GraphTool::name).into_iter().chain(["get_repo_overview"]) {
         assert!(names.contains(&t), "{t} in {names:?}");
     }
     let call = |name: &str, args: Value| -> Value {

@@ -19,6 +19,9 @@ pub struct ReembedOptions {
     pub max_catch_up_rounds: usize,
     /// Maintenance of the finished target (vector index threshold, version retention).
     pub maintenance: MaintenanceOptions,
+    /// `ctxd reembed --commit`: first publish, in one commit, the fragments every shard of a
+    /// distributed job staged ([`super::shard`]), then finish as a whole job does.
+    pub commit_shards: bool,
 }
 
 impl Default for ReembedOptions {
@@ -32,6 +35,7 @@ impl Default for ReembedOptions {
                 single_writer: false,
                 vector_index_min_rows: ctxd_index::maintenance::DEFAULT_VECTOR_INDEX_MIN_ROWS,
             },
+            commit_shards: false,
         }
     }
 }

@@ -31,7 +31,7 @@
 //! holds the vectors a fresh index built with B would hold.
 //!
 //! **Distributed** (`shard.rs`): `--shard I/N` on N machines stages fragments, `--commit`
-//! ([`reembed_commit`]) publishes them in one commit and finishes as above.
+//! ([`reembed`] with `commit_shards`) publishes them in one commit and finishes as above.
 //!
 //! **Migration** (`migrate.rs`) of a table an older ctxd wrote uses the same job.
 //!
@@ -53,5 +53,5 @@ mod shard;
 
 pub use job::{JobModel, Progress, Quiet, ReembedOptions, ReembedReport, SOURCE_TAG};
 pub use migrate::migrate;
-pub use run::{reembed, reembed_commit};
+pub use run::reembed;
 pub use shard::{reembed_shard, NotAShard, Shard, ShardReport, ROWS_PER_FRAGMENT};

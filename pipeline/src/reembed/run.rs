@@ -1,6 +1,6 @@
 //! Running a re-embedding job on one machine: [`reembed`] (passes until the target holds every
-//! source row, indexes, the switch) and [`reembed_commit`] (the same after publishing what the
-//! shards of a distributed job staged). The steps are in the module docs of [`super`].
+//! source row, indexes, the switch; with `commit_shards`, after publishing what the shards of a
+//! distributed job staged). The steps are in the module docs of [`super`].
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -14,7 +14,10 @@ use super::shard::{drop_shard_tags, publish};
 use crate::error::PipelineError;
 
 /// Re-embeds the index at `db` with `service` (its model loaded from `model_spec`) into the
-/// model's own table and, with `opts.switch`, makes that table the active one.
+/// model's own table and, with `opts.switch`, makes that table the active one; with
+/// `opts.commit_shards` (`ctxd reembed --commit`) it first publishes the fragments every shard of
+/// a distributed job wrote ([`super::shard`]) in one commit, then catches up on what changed
+/// since the shards read.
 pub async fn reembed(
     db: &str,
     service: EmbedService,
@@ -25,39 +28,14 @@ pub async fn reembed(
     run(db, service.into(), model_spec, opts, progress).await
 }
 
-/// `ctxd reembed --commit`: publishes the fragments every shard of a distributed job wrote
-/// ([`super::shard`]) in one commit, then finishes as [`reembed`] does (catch-up on what
-/// changed since the shards read, indexes, and with `opts.switch` the switch).
-pub async fn reembed_commit(
-    db: &str,
-    service: EmbedService,
-    model_spec: &str,
-    opts: &ReembedOptions,
-    progress: &dyn Progress,
-) -> Result<ReembedReport, PipelineError> {
-    run_job(db, service.into(), model_spec, opts, progress, true).await
-}
-
-/// The job: passes until the target holds every source row, then indexes and, with
-/// `opts.switch`, the switch.
+/// The job: the shards' staged fragments published when `opts.commit_shards`, then passes until
+/// the target holds every source row, then indexes and, with `opts.switch`, the switch.
 pub(crate) async fn run(
     db: &str,
     model: JobModel,
     model_spec: &str,
     opts: &ReembedOptions,
     progress: &dyn Progress,
-) -> Result<ReembedReport, PipelineError> {
-    run_job(db, model, model_spec, opts, progress, false).await
-}
-
-/// [`run`], first publishing the shards' staged fragments when `staged`.
-async fn run_job(
-    db: &str,
-    model: JobModel,
-    model_spec: &str,
-    opts: &ReembedOptions,
-    progress: &dyn Progress,
-    staged: bool,
 ) -> Result<ReembedReport, PipelineError> {
     let started = Instant::now();
     let (to_model, dim) = (model.id.clone(), model.dim);
@@ -69,7 +47,7 @@ async fn run_job(
         to_model: to_model.clone(),
         ..Default::default()
     };
-    if staged {
+    if opts.commit_shards {
         (report.shards, report.staged_rows) = publish(db, &source, &target, &to_table).await?;
     }
     tracing::info!(
@@ -113,7 +91,7 @@ async fn run_job(
     source.untag(SOURCE_TAG).await?;
     // Shards' source tags go (one killed for good, a run with another N); a job finished on one
     // machine drops what shards staged for this table too (`publish` cleared it otherwise).
-    if !staged {
+    if !opts.commit_shards {
         ctxd_index::staged::clear(db, &to_table).await?;
     }
     drop_shard_tags(&source).await;

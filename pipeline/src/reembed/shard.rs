@@ -16,7 +16,7 @@
 //!    **uncommitted data fragments** of the target instead of commits, then records them in the
 //!    staging table ([`ctxd_index::staged`]): one row, the only commit a shard makes. No reader
 //!    sees any of it.
-//! 2. **Commit.** [`crate::reembed::reembed_commit`] checks that every shard of the newest run
+//! 2. **Commit.** [`crate::reembed::reembed`] with `commit_shards` checks that every shard of the newest run
 //!    recorded its fragments and read the same version (naming the ones to run again), publishes all of them in **one**
 //!    commit to the target, clears the staging rows, and then goes on as the one-machine job
 //!    does: the id diff catches up on whatever the source gained or lost since the shards read
@@ -290,7 +290,7 @@ pub(crate) async fn drop_shard_tags(source: &Index) {
 #[cfg(test)]
 mod tests {
     use super::super::job::Quiet;
-    use super::super::run::reembed_commit;
+    use super::super::run::reembed;
     use super::*;
     use crate::testkit::{letters, row, text_len, Letters};
     use ctxd_index::{schema::ChunkRow, writer::CommitBatch};
@@ -319,7 +319,11 @@ mod tests {
         }
         let target = Index::open_table(&db, "chunks__test-letters").await.unwrap();
         assert!(target.chunk_ids().await.unwrap().is_empty(), "nothing is visible before the commit");
-        let err = reembed_commit(&db, service(), "test/letters", &opts, &Quiet).await.unwrap_err().to_string();
+        let err =
+            reembed(&db, service(), "test/letters", &ReembedOptions { commit_shards: true, ..opts.clone() }, &Quiet)
+                .await
+                .unwrap_err()
+                .to_string();
         assert!(err.contains("shard(s) 1/3") && err.contains("--shard 1/3"), "{err}");
         assert_eq!(Index::open(&db).await.unwrap().table_name(), "chunks", "not switched");
 
@@ -336,7 +340,10 @@ mod tests {
             .await
             .unwrap();
 
-        let report = reembed_commit(&db, service(), "test/letters", &opts, &Quiet).await.unwrap();
+        let report =
+            reembed(&db, service(), "test/letters", &ReembedOptions { commit_shards: true, ..opts.clone() }, &Quiet)
+                .await
+                .unwrap();
         assert_eq!((report.shards, report.staged_rows), (3, 60), "{report:?}");
         assert_eq!((report.rows, report.embedded, report.removed), (57, 1, 4), "catch-up after the commit: {report:?}");
         assert!(report.switched);
@@ -348,7 +355,11 @@ mod tests {
         assert!(staged::list(&db, "chunks__test-letters").await.unwrap().is_empty(), "staging rows cleared");
         let tags = old.snapshots().await.unwrap().into_iter().flat_map(|s| s.tags).collect::<Vec<_>>();
         assert!(tags.iter().all(|t| !t.starts_with(SOURCE_TAG)), "{tags:?}");
-        let err = reembed_commit(&db, service(), "test/letters", &opts, &Quiet).await.unwrap_err().to_string();
+        let err =
+            reembed(&db, service(), "test/letters", &ReembedOptions { commit_shards: true, ..opts.clone() }, &Quiet)
+                .await
+                .unwrap_err()
+                .to_string();
         assert!(err.contains("already uses model"), "{err}");
     }
 
@@ -363,12 +374,21 @@ mod tests {
         let service = || EmbedService::spawn(Letters, EmbedServiceConfig::default());
         let opts = ReembedOptions { rows_per_block: 8, switch: false, ..Default::default() };
         reembed_shard(&db, service(), Shard { index: 0, of: 1 }, &opts, &Quiet).await.unwrap();
-        let first = reembed_commit(&db, service(), "test/letters", &opts, &Quiet).await.unwrap();
+        let first =
+            reembed(&db, service(), "test/letters", &ReembedOptions { commit_shards: true, ..opts.clone() }, &Quiet)
+                .await
+                .unwrap();
         assert_eq!((first.shards, first.staged_rows, first.switched), (1, 20, false));
         // Run again (as after a crash past the publish): nothing staged, the job finishes.
-        let again = reembed_commit(&db, service(), "test/letters", &ReembedOptions { switch: true, ..opts }, &Quiet)
-            .await
-            .unwrap();
+        let again = reembed(
+            &db,
+            service(),
+            "test/letters",
+            &ReembedOptions { switch: true, commit_shards: true, ..opts },
+            &Quiet,
+        )
+        .await
+        .unwrap();
         assert_eq!((again.shards, again.embedded, again.rows, again.switched), (0, 0, 20, true));
     }
 

@@ -3,6 +3,7 @@
 //! a range of lines, a single line longer than the budget cut into pieces that keep its line
 //! number.
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use super::record::make_chunk;
@@ -108,16 +109,16 @@ impl Chunker {
         Ctx { lines, line_tokens, lang: language, src: text.as_bytes() }
     }
 
-    /// Token windows with overlap over lines `start..=end`.
+    /// Token windows with overlap over the lines `lines` (0-based, inclusive).
     pub(super) fn windows(
         &self,
         ctx: &Ctx,
-        start: usize,
-        end: usize,
+        lines: RangeInclusive<usize>,
         symbol: Option<String>,
         kind: Option<&str>,
         out: &mut Vec<Chunk>,
     ) {
+        let (start, end) = lines.into_inner();
         let max = self.cfg.max_tokens.max(8);
         let mut a = start;
         while a <= end {
@@ -132,7 +133,7 @@ impl Chunker {
                 b += 1;
                 tokens += ctx.line_tokens[b];
             }
-            self.push(ctx, a, b, symbol.clone(), kind, out);
+            self.push(ctx, a..=b, symbol.clone(), kind, out);
             if b >= end {
                 break;
             }
@@ -180,16 +181,17 @@ impl Chunker {
         }
     }
 
+    /// One chunk of the lines `lines` (0-based, inclusive), unless they are blank.
     pub(super) fn push(
         &self,
         ctx: &Ctx,
-        start: usize,
-        end: usize,
+        lines: RangeInclusive<usize>,
         symbol: Option<String>,
         kind: Option<&str>,
         out: &mut Vec<Chunk>,
     ) {
-        let content = ctx.lines[start..=end].join("\n");
+        let (start, end) = (*lines.start(), *lines.end());
+        let content = ctx.lines[lines].join("\n");
         if content.trim().is_empty() {
             return;
         }

@@ -100,7 +100,7 @@ impl Chunker {
         let symbol = symbol.clone();
         let tokens: usize = ctx.line_tokens[start..=end].iter().sum();
         if tokens <= self.cfg.max_tokens {
-            self.push(ctx, start, end, symbol, Some(kind), out);
+            self.push(ctx, start..=end, symbol, Some(kind), out);
             return;
         }
         if let Some(body) = body {
@@ -126,7 +126,7 @@ impl Chunker {
         // (plain kinds) can be told from pieces.
         let part_kind = format!("{kind}_part");
         if !self.statement_pieces(ctx, &def, &part_kind, out) {
-            self.windows(ctx, start, end, symbol, Some(&part_kind), out);
+            self.windows(ctx, start..=end, symbol, Some(&part_kind), out);
         }
     }
 
@@ -217,7 +217,7 @@ impl Chunker {
             return;
         }
         let symbol = parent.filter(|p| !p.is_empty()).map(str::to_string);
-        self.windows(ctx, start, end, symbol, Some("module"), out);
+        self.windows(ctx, start..=end, symbol, Some("module"), out);
     }
 }
 #[cfg(test)]

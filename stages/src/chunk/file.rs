@@ -67,7 +67,7 @@ impl Chunker {
             if s.start > end {
                 continue;
             }
-            self.windows(&ctx, s.start, end, s.label.clone(), Some(s.kind), &mut out);
+            self.windows(&ctx, s.start..=end, s.label.clone(), Some(s.kind), &mut out);
             if let Some(line) = s.fixed_line {
                 for c in &mut out[from..] {
                     (c.start_line, c.end_line) = (line, line);
@@ -162,10 +162,10 @@ impl Chunker {
             } else if let Some(sections) = line_sections(language, text, &ctx.lines) {
                 method = "section";
                 for s in sections {
-                    self.windows(&ctx, s.start, s.end, s.label, Some(s.kind), &mut out);
+                    self.windows(&ctx, s.start..=s.end, s.label, Some(s.kind), &mut out);
                 }
             } else {
-                self.windows(&ctx, 0, ctx.lines.len() - 1, None, None, &mut out);
+                self.windows(&ctx, 0..=ctx.lines.len() - 1, None, None, &mut out);
             }
         }
         (out, method, parsed)
@@ -175,14 +175,14 @@ impl Chunker {
     fn csv(&self, ctx: &Ctx, out: &mut Vec<Chunk>) {
         let header = ctx.lines[0];
         if ctx.lines.len() == 1 {
-            self.push(ctx, 0, 0, None, Some("rows"), out);
+            self.push(ctx, 0..=0, None, Some("rows"), out);
             return;
         }
         let header_tokens = ctx.line_tokens[0];
         let budget = self.cfg.max_tokens.saturating_sub(header_tokens).max(self.cfg.max_tokens / 2).max(8);
         let sub = Chunker { count: self.count.clone(), cfg: ChunkConfig { max_tokens: budget, ..self.cfg.clone() } };
         let from = out.len();
-        sub.windows(ctx, 1, ctx.lines.len() - 1, None, Some("rows"), out);
+        sub.windows(ctx, 1..=ctx.lines.len() - 1, None, Some("rows"), out);
         for c in &mut out[from..] {
             c.content = format!("{header}\n{}", c.content);
             c.content_hash = blake3::hash(c.content.as_bytes()).to_hex().to_string();

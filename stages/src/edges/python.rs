@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use tree_sitter::Node;
 
-use super::walk::{self, fields, line, named, text, Access, Cx, Rules};
+use super::walk::{self, bind_name, fields, line, named, text, Access, Cx, Rules};
 
 /// The Python rules.
 pub(super) struct Python;
@@ -325,9 +325,7 @@ impl Rules for Python {
                 }
             }
             "named_expression" | "function_definition" | "class_definition" => {
-                if let Some(n) = node.child_by_field_name("name") {
-                    out.insert(text(n, src).to_string());
-                }
+                bind_name(node.child_by_field_name("name"), src, out)
             }
             _ => {}
         }

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use tree_sitter::Node;
 
-use super::walk::{self, line, listed, named, text, Cx, Rules};
+use super::walk::{self, bind_name, line, listed, named, text, Cx, Rules};
 
 /// The Rust rules.
 pub(super) struct Rust;
@@ -412,16 +412,10 @@ impl Rules for Rust {
                         "constrained_type_parameter" => p.child_by_field_name("left"),
                         _ => p.child_by_field_name("name"),
                     };
-                    if let Some(n) = name {
-                        out.insert(text(n, src).to_string());
-                    }
+                    bind_name(name, src, out);
                 }
             }
-            "function_item" => {
-                if let Some(n) = node.child_by_field_name("name") {
-                    out.insert(text(n, src).to_string());
-                }
-            }
+            "function_item" => bind_name(node.child_by_field_name("name"), src, out),
             _ => {}
         }
     }

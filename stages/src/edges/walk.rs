@@ -68,6 +68,13 @@ pub(super) fn text<'s>(node: Node, src: &'s [u8]) -> &'s str {
     node.utf8_text(src).unwrap_or("")
 }
 
+/// Adds the name `node` gives (when there is one) to the names a scope binds.
+pub(super) fn bind_name(node: Option<Node>, src: &[u8], out: &mut HashSet<String>) {
+    if let Some(n) = node {
+        out.insert(text(n, src).to_string());
+    }
+}
+
 /// 1-based line of a node.
 pub(super) fn line(node: Node) -> u32 {
     node.start_position().row as u32 + 1
