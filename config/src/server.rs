@@ -78,7 +78,7 @@ pub struct ServerConfig {
     /// (`CTXD_AUTH_TOKEN` in the environment wins). None: no authentication.
     pub auth_token_file: Option<PathBuf>,
     /// Tokens limited to some named sources (`[[token]] token, sources`; see
-    /// `ctxd_serve::auth::SourceTokens`): a request with one reads only those sources.
+    /// `ctxd_serve::SourceTokens`): a request with one reads only those sources.
     pub source_tokens_file: Option<PathBuf>,
     /// The shared secret of git hosting webhooks (`POST /v1/sources/<name>/poll`): GitHub's
     /// `X-Hub-Signature-256` or GitLab's `X-Gitlab-Token` is checked against it instead of a

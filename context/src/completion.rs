@@ -35,13 +35,13 @@ use ctxd_index::{record::Hit, vectors::ChunkVector};
 
 use serde::{Deserialize, Serialize};
 
-use ctxd_search::bounded::Bounded;
 use ctxd_search::error::SearchError;
 use ctxd_search::retriever::PerBackend;
 use ctxd_search::route::identifier_words;
 use ctxd_search::routed::QueryVector;
 use ctxd_search::search::{Mode, SearchRequest, SearchResponse};
 use ctxd_search::searcher::Searcher;
+use ctxd_search::Bounded;
 
 /// How the query is built from the cursor context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema)]

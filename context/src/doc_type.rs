@@ -48,7 +48,7 @@ impl DocType {
         }
         let lower = path.to_ascii_lowercase();
         let in_docs = lower.split('/').rev().skip(1).any(|d| matches!(d, "doc" | "docs"));
-        if in_docs || ctxd_search::routed::order::is_document(language) {
+        if in_docs || ctxd_search::routed::is_document(language) {
             // A requirements.txt or an .ini read as text is configuration, not prose.
             if !is_config_name(&lower) || in_docs {
                 return DocType::Docs;

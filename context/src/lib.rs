@@ -16,8 +16,8 @@
 //! one path: its module's (no re-exports at the root).
 
 pub mod assembler;
-pub mod assembly;
-pub mod block;
+pub(crate) mod assembly;
+pub(crate) mod block;
 pub mod completion;
 pub(crate) mod compress;
 pub mod doc_type;
@@ -29,3 +29,6 @@ pub mod request;
 pub mod session;
 pub(crate) mod skeletons;
 pub mod symbols;
+
+pub use assembly::Assembly;
+pub use block::{Block, Format};

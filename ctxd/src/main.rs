@@ -253,7 +253,7 @@ async fn run_query(command: Command) -> Result<()> {
 async fn run_graph(command: Command) -> Result<()> {
     match command {
         Command::Locate { text, db, k, without, as_of, sources, features, locate_model, no_adapter, model, json } => {
-            let mut req = ctxd_codegraph::locate::request::LocateRequest::new(cmd::graph::text_arg(&text)?);
+            let mut req = ctxd_codegraph::locate::LocateRequest::new(cmd::graph::text_arg(&text)?);
             (req.k, req.features, req.without, req.model) = (k, features, without, locate_model);
             req.no_adapter = no_adapter;
             (req.as_of, req.source) = (as_of, sources.scope());

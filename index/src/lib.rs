@@ -31,13 +31,13 @@ pub mod active;
 pub mod adapters;
 pub mod build_shard;
 pub mod changes;
-pub mod columns;
+pub(crate) mod columns;
 pub mod connection;
 pub mod edges;
 pub mod error;
 mod fence;
 pub(crate) mod format;
-pub mod fragments;
+pub(crate) mod fragments;
 pub mod history;
 pub(crate) mod index_cache;
 pub(crate) mod indices;
@@ -52,20 +52,25 @@ pub mod schema;
 pub mod scope;
 pub(crate) mod scoped;
 pub mod search;
-pub mod share;
+pub(crate) mod share;
 pub mod snapshots;
 pub mod source_objects;
 pub(crate) mod sql;
 pub mod staged;
 pub mod stamp;
 pub mod store;
-pub mod streams;
+pub(crate) mod streams;
 pub mod symbols;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod vectors;
 mod write_gate;
 pub mod writer;
+
+pub use columns::typed_col;
+pub use fragments::Fragments;
+pub use share::RowShare;
+pub use streams::PARTIAL_PREFIX;
 
 /// `model` of rows stored without a vector (full-text-only sources): a null vector (zeros in
 /// tables created before the column was nullable, [`schema::Vectorless`]) that vector search

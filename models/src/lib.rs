@@ -35,9 +35,9 @@
 //! fake implementation, end-to-end tests always use [`bert::BertEmbedder`].
 
 pub mod adapter;
-pub mod arch;
-pub mod bert;
-pub mod card;
+pub(crate) mod arch;
+pub(crate) mod bert;
+pub(crate) mod card;
 pub mod choice;
 pub(crate) mod cpu;
 pub mod cross;
@@ -46,9 +46,9 @@ pub mod embedder;
 pub(crate) mod encoder;
 pub(crate) mod encoder_kernels;
 pub mod error;
-pub mod fast;
+pub(crate) mod fast;
 pub mod forward;
-pub mod gpu;
+pub(crate) mod gpu;
 pub(crate) mod kernels;
 pub mod late;
 pub mod loaded;
@@ -59,6 +59,12 @@ pub mod resolve;
 pub mod runtime;
 pub mod service;
 pub mod tokens;
+
+pub use arch::Family;
+pub use bert::BertEmbedder;
+pub use card::Pooling;
+pub use fast::{FastBert, Precision};
+pub use gpu::CUDA_BUILT;
 
 use error::ModelError;
 use loaded::LoadedModel;

@@ -6,9 +6,9 @@
 
 use std::path::PathBuf;
 
-use ctxd_models::arch::Family;
 use ctxd_models::loaded::LoadedModel;
 use ctxd_models::runtime::Runtime;
+use ctxd_models::Family;
 
 #[derive(serde::Deserialize)]
 struct Reference {
@@ -112,10 +112,10 @@ fn qwen3_matches_transformers() {
 #[test]
 fn the_card_is_read() {
     let qwen = LoadedModel::resolve(fixture("qwen3").to_str().unwrap()).unwrap();
-    assert_eq!(qwen.card().pooling, ctxd_models::card::Pooling::LastToken);
+    assert_eq!(qwen.card().pooling, ctxd_models::Pooling::LastToken);
     assert!(qwen.card().query_prompt.as_deref().unwrap_or("").starts_with("Instruct:"));
     let modern = LoadedModel::resolve(fixture("modernbert").to_str().unwrap()).unwrap();
-    assert_eq!(modern.card().pooling, ctxd_models::card::Pooling::Cls);
+    assert_eq!(modern.card().pooling, ctxd_models::Pooling::Cls);
     let nomic = LoadedModel::resolve(fixture("nomic_bert").to_str().unwrap()).unwrap();
     assert_eq!(nomic.card().document_prompt.as_deref(), Some("search_document: "));
 }

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 mod common;
 
-use ctxd_models::{bert::BertEmbedder, fast::FastBert, fast::Precision, loaded::LoadedModel, resolve::DEFAULT_MODEL};
-use ctxd_models::{card::Pooling, embedder::Embedder};
+use ctxd_models::{embedder::Embedder, Pooling};
+use ctxd_models::{loaded::LoadedModel, resolve::DEFAULT_MODEL, BertEmbedder, FastBert, Precision};
 
 /// Texts short and long: the last is over the 256-token window, so the window is exercised.
 fn texts() -> Vec<String> {

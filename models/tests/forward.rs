@@ -56,7 +56,7 @@ fn start_line_figures_and_end_to_end_texts() {
     if device == "cpu" {
         // Why the CPU, in words: a CPU build lacks cuda; a CUDA build names what it did not find.
         assert!(line.contains(": device auto: "), "{stderr}");
-        let why = if ctxd_models::gpu::CUDA_BUILT { "NVIDIA" } else { "no cuda support" };
+        let why = if ctxd_models::CUDA_BUILT { "NVIDIA" } else { "no cuda support" };
         assert!(line.contains(why), "{stderr}");
     }
     assert_eq!(row["reason"].as_str().map(|r| line.contains(r)), Some(true), "{stderr} {figures}");

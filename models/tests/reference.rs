@@ -6,9 +6,8 @@
 mod common;
 
 use ctxd_models::{
-    bert::BertEmbedder, embedder::max_sim, embedder::Embedder, fast::FastBert, fast::Precision, loaded::LoadedModel,
-    resolve::resolve_model, resolve::DEFAULT_MODEL, service::EmbedService, service::EmbedServiceConfig,
-    tokens::TokenCounter,
+    embedder::max_sim, embedder::Embedder, loaded::LoadedModel, resolve::resolve_model, resolve::DEFAULT_MODEL,
+    service::EmbedService, service::EmbedServiceConfig, tokens::TokenCounter, BertEmbedder, FastBert, Precision,
 };
 
 #[derive(serde::Deserialize)]

@@ -17,8 +17,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ctxd_stages::object::{Listed, ObjectChange, ObjectSource};
-use ctxd_stages::object_events::{EventQueue, Received};
 use ctxd_stages::{error::StageError, FileWork, SourceFile};
+use ctxd_stages::{EventQueue, Received};
 
 use crate::metrics as m;
 use crate::reconcile::{remove_gone, Pass};

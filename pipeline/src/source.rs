@@ -28,8 +28,8 @@ use ctxd_config::{Config, NamedSource};
 use ctxd_index::overlay::Effective;
 use ctxd_index::record::WORKTREE;
 use ctxd_stages::git::{GitChange, GitSource};
-use ctxd_stages::git_views::OverlayChange;
 use ctxd_stages::select::Selector;
+use ctxd_stages::OverlayChange;
 
 /// Fails unless `root` is a readable directory.
 pub(crate) fn check_root(root: &Path) -> Result<(), PipelineError> {

@@ -16,8 +16,11 @@
 //! configuration file again).
 
 pub(crate) mod error;
-pub mod generation;
+pub(crate) mod generation;
 pub mod reader;
 pub mod reload;
 pub mod sdnotify;
-pub mod writer;
+pub(crate) mod writer;
+
+pub use generation::Generation;
+pub use writer::{follow_switches, when_ready, Writer};

@@ -23,7 +23,7 @@
 //! the score. Every type has one path: its module's (no re-exports at the root).
 
 pub(crate) mod answers;
-pub mod bounded;
+pub(crate) mod bounded;
 pub mod error;
 pub(crate) mod fusion;
 pub mod metrics;
@@ -35,3 +35,5 @@ pub mod routed;
 pub mod search;
 pub mod searcher;
 pub mod sources;
+
+pub use bounded::Bounded;

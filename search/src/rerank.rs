@@ -122,7 +122,7 @@ pub(crate) struct QuantRows {
 }
 
 fn quantize(rows: &[f32], dim: usize) -> QuantRows {
-    let (scales, data) = ctxd_models::late::pack::quantize_rows(rows, dim);
+    let (scales, data) = ctxd_models::late::quantize_rows(rows, dim);
     QuantRows { scales, data }
 }
 

@@ -29,12 +29,12 @@ use serde_json::{json, Value};
 
 use crate::metrics as m;
 use ctxd_context::assembler::Assembler;
-use ctxd_context::block::{Block, Format};
 use ctxd_context::merge::{merge, render, SourceAnswer, SourcedBlock};
 use ctxd_context::request::ContextRequest;
+use ctxd_context::{Block, Format};
 use ctxd_index::{record::Chunk, record::Hit};
-use ctxd_search::bounded::Bounded;
 use ctxd_search::error::SearchError;
+use ctxd_search::Bounded;
 
 /// Where a source's context comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

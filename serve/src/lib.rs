@@ -26,9 +26,9 @@
 // boxing it only to unbox it in the next line saves nothing.
 #![allow(clippy::result_large_err)]
 
-pub mod admission;
+pub(crate) mod admission;
 pub mod aggregate;
-pub mod auth;
+pub(crate) mod auth;
 pub(crate) mod embed_handlers;
 pub mod flight;
 pub(crate) mod graph_tools;
@@ -42,9 +42,13 @@ mod panics;
 mod query_handlers;
 mod reference;
 mod reply;
-pub mod state;
+pub(crate) mod state;
 mod status_handlers;
 pub(crate) mod symbol_tools;
 mod tool_handlers;
 pub(crate) mod ui;
 pub(crate) mod webhook;
+
+pub use admission::{Admission, AdmissionLimits};
+pub use auth::{Auth, SourceTokens, Token};
+pub use state::{AppState, ProgressFn};

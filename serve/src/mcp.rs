@@ -30,9 +30,9 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
 use ctxd_codegraph::tools::{GraphTool, GraphTools};
 use ctxd_context::assembler::Assembler;
-use ctxd_context::block::Format;
 use ctxd_context::draft::indexed_lines;
 use ctxd_context::request::ContextRequest;
+use ctxd_context::Format;
 use ctxd_index::scope::SourceScope;
 use ctxd_search::search::{Mode, SearchRequest};
 

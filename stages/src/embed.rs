@@ -17,6 +17,7 @@
 //! question; reused vectors bring their stored codes along.
 
 pub mod stage;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -30,21 +30,25 @@ pub mod counters;
 pub(crate) mod edges;
 pub mod embed;
 pub mod error;
-pub mod explain;
+pub(crate) mod explain;
 pub mod git;
 pub mod git_log;
-pub mod git_views;
+pub(crate) mod git_views;
 pub mod lang;
 pub mod load;
 pub mod metrics;
 pub mod object;
-pub mod object_events;
+pub(crate) mod object_events;
 pub mod select;
 pub(crate) mod skip;
 pub mod stage;
 pub mod state;
 pub mod upsert;
 pub mod watch;
+
+pub use explain::explain;
+pub use git_views::OverlayChange;
+pub use object_events::{EventQueue, Received};
 
 use std::path::PathBuf;
 

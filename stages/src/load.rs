@@ -29,6 +29,7 @@ pub use sniff::sniff;
 pub use utf16::{decode_utf16, Utf16Reader};
 
 pub mod stage;
+
 use crate::metrics as m;
 use crate::{error::StageError, lang, state::FileState, SourceFile};
 

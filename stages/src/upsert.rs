@@ -8,6 +8,7 @@
 //! ([`Publish::Stage`], `ctxd_index::build_shard`).
 
 pub mod stage;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -23,15 +23,15 @@
 //! Formatting and lints are checked by `cargo fmt --check` and `cargo clippy` in
 //! `scripts/test.sh`; this crate has no dependencies, so it builds in seconds and runs first.
 
-pub mod codemap;
+mod codemap;
 pub mod commits;
-pub mod cycles;
-pub mod deps;
-pub mod lexer;
-pub mod links;
-pub mod modules;
-pub mod prose;
-pub mod words;
+mod cycles;
+mod deps;
+mod lexer;
+mod links;
+mod modules;
+mod prose;
+mod words;
 
 use std::path::Path;
 

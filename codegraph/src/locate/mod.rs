@@ -16,13 +16,17 @@
 pub(crate) mod adapter_cache;
 pub(crate) mod features;
 pub(crate) mod fuse;
-pub mod history_signals;
+pub(crate) mod history_signals;
 pub(crate) mod past_commits;
 pub mod prior;
 pub mod ranker;
-pub mod request;
-pub mod signals;
+pub(crate) mod request;
+pub(crate) mod signals;
 pub(crate) mod text;
+
+pub use history_signals::cochanged_with;
+pub use request::{LocateRequest, MAX_LOCATE_BYTES};
+pub use signals::Signal;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -33,7 +37,6 @@ use ctxd_index::scope::SourceScope;
 use ctxd_search::error::SearchError;
 use ctxd_search::retriever::Retriever;
 use request::{LocateAnswer, ValidLocate};
-use signals::Signal;
 
 /// Chunk hits read per retrieval signal.
 const DEPTH: usize = 200;

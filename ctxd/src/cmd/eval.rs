@@ -5,8 +5,8 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 use ctxd_context::assembler::Assembler;
-use ctxd_context::assembly::Assembly;
 use ctxd_context::eval::{evaluate, evaluate_context, read_queries};
+use ctxd_context::Assembly;
 use ctxd_search::search::Mode;
 
 use crate::model_args::ModelArgs;

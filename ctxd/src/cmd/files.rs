@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use ctxd_stages::explain::explain;
+use ctxd_stages::explain;
 use ctxd_stages::load::LoadConfig;
 use ctxd_stages::select::Selector;
 use ctxd_stages::watch::Scanner;

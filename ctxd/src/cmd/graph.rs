@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use ctxd_codegraph::graph::cache::GraphCache;
 use ctxd_codegraph::graph::impact::{impact, parse_diff, Change, ImpactAnswer};
 use ctxd_codegraph::graph::uses::{self, FileAnswer, SymbolAnswer};
-use ctxd_codegraph::locate::request::LocateRequest;
+use ctxd_codegraph::locate::LocateRequest;
 use ctxd_codegraph::tools::GraphTools;
 
 use crate::cli::{FileArgs, GraphAction, SymbolArgs};
@@ -21,14 +21,14 @@ pub fn text_arg(text: &str) -> Result<String> {
         return Ok(text.to_string());
     }
     let mut buf = Vec::new();
-    std::io::stdin().take(ctxd_codegraph::locate::request::MAX_LOCATE_BYTES as u64 + 1).read_to_end(&mut buf)?;
+    std::io::stdin().take(ctxd_codegraph::locate::MAX_LOCATE_BYTES as u64 + 1).read_to_end(&mut buf)?;
     String::from_utf8(buf).context("reading the text from stdin: it is not UTF-8 text")
 }
 
 /// `ctxd locate`: the answer to `req` over the index at `db`, as text or JSON.
 pub async fn locate(req: LocateRequest, db: &Path, model: &ModelArgs, json: bool) -> Result<()> {
     let req = req.check()?;
-    let need_model = !req.without().contains(&ctxd_codegraph::locate::signals::Signal::Vector);
+    let need_model = !req.without().contains(&ctxd_codegraph::locate::Signal::Vector);
     let searcher = open_searcher(db, model, need_model).await?;
     let answer = GraphTools::new(searcher.retriever().clone()).locate(&req).await?;
     if json {
@@ -199,9 +199,8 @@ pub async fn graph(action: GraphAction) -> Result<()> {
             let mut a = impact(&g.code, &changes, limit);
             let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
             let history = index.file_history().await?;
-            a.cochanged = ctxd_codegraph::locate::history_signals::cochanged_with(&history, &changed, limit, |p| {
-                g.code.file(p).is_some()
-            });
+            a.cochanged =
+                ctxd_codegraph::locate::cochanged_with(&history, &changed, limit, |p| g.code.file(p).is_some());
             print_impact(&a, json)
         }
         GraphAction::RepoMap { query, budget, db, model, json } => {

@@ -46,8 +46,10 @@ use crate::error::ModelError;
 use fit::{fit_anchors, principal_directions, EVERY_ID, MAX_ANCHORS};
 
 mod fit;
-pub mod pack;
-use pack::{dot, quantize_packed, quantize_rows, row_bytes, unpack_row, BITS};
+pub(crate) mod pack;
+
+pub use pack::quantize_rows;
+use pack::{dot, quantize_packed, row_bytes, unpack_row, BITS};
 
 /// Bytes at the head of a code: the codec's tag (4), the token count (2), `k` (2).
 const HEADER: usize = 8;

@@ -14,9 +14,9 @@ use std::time::Instant;
 
 use arrow_array::builder::{FixedSizeListBuilder, Float32Builder};
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
-use ctxd_index::columns::typed_col;
-use ctxd_index::fragments::Fragments;
-use ctxd_index::share::RowShare;
+use ctxd_index::typed_col;
+use ctxd_index::Fragments;
+use ctxd_index::RowShare;
 use ctxd_index::{error::IndexError, schema::Vectorless, store::Index, NO_MODEL};
 use futures::StreamExt;
 

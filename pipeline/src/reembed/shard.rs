@@ -31,11 +31,11 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Instant;
 
-use ctxd_index::fragments::Fragments;
-use ctxd_index::share::RowShare;
 use ctxd_index::snapshots::AsOf;
 use ctxd_index::staged::{self, StagedShard};
 use ctxd_index::store::Index;
+use ctxd_index::Fragments;
+use ctxd_index::RowShare;
 use ctxd_models::service::EmbedService;
 
 use super::job::{job_error, open_job, JobModel, Progress, ReembedOptions, SOURCE_TAG};

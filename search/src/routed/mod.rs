@@ -35,9 +35,11 @@ use crate::route::{analyze, Analysis, IntentWeights, Route};
 use crate::search::{SearchRequest, SearchResponse, ValidSearch};
 
 mod lookup;
-pub mod order;
+pub(crate) mod order;
 mod text;
 mod vocab;
+
+pub use order::is_document;
 
 pub use vocab::Vocab;
 

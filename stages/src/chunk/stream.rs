@@ -6,7 +6,7 @@ use super::chunker::Chunker;
 use super::record::{self, ChunkedFile, Part};
 use crate::load::{LoadedFile, Utf16Reader};
 use crate::metrics as m;
-use ctxd_index::streams::PARTIAL_PREFIX;
+use ctxd_index::PARTIAL_PREFIX;
 
 /// Bounds the parts of streamed files that are read but not yet committed, so memory stays
 /// flat however fast the reader is compared with embedding and commits (queues between stages
