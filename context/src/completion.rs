@@ -346,7 +346,7 @@ async fn completion_context(
     let chunks = match cached {
         Some(c) => c,
         None => {
-            let c = Arc::new(index.chunk_vectors_of(&current).await?);
+            let c = Arc::new(index.vectors().chunk_vectors_of(&current).await?);
             cache_at(cache, version.clone()).await.keep_file(current.clone(), c.clone());
             c
         }
@@ -379,7 +379,8 @@ async fn completion_context(
                 Some(h) => h,
                 None => {
                     let depth = ctxd_search::routed::search_depth(search.k);
-                    let h = index.vector_search_with(&c.vector, depth, ctxd_index::search::Probes::LEAN).await?;
+                    let h =
+                        index.reads().vector_search_with(&c.vector, depth, ctxd_index::search::Probes::LEAN).await?;
                     cache_at(cache, version.clone()).await.neighbours.put(c.chunk_id.clone(), h.clone());
                     h
                 }

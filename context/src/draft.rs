@@ -154,7 +154,7 @@ impl Drafts {
         }
         // 3. Near-duplicates by embedding (when the index has vectors).
         let ids: Vec<String> = drafts.iter().filter_map(|d| d.ids.first().cloned()).collect();
-        let vectors = index.vectors_of_chunks(&ids).await.unwrap_or_default();
+        let vectors = index.vectors().vectors_of_chunks(&ids).await.unwrap_or_default();
         let mut near_duplicates = 0;
         let mut kept: Vec<Draft> = Vec::new();
         for d in drafts {

@@ -218,7 +218,7 @@ pub async fn evaluate_context(
             let mut used = 0;
             for f in &top {
                 if !file_tokens.contains_key(*f) {
-                    let chunks = searcher.index().chunks_of(f).await?;
+                    let chunks = searcher.index().reads().chunks_of(f).await?;
                     let lines = crate::draft::indexed_lines(&chunks, 0..=u32::MAX);
                     let text = lines.into_values().collect::<Vec<_>>().join("\n");
                     file_tokens.insert((*f).clone(), tokens.count(&text));

@@ -131,7 +131,7 @@ impl Assembler {
     async fn definitions(&self, req: &ContextRequest, paths: &[String]) -> Result<Vec<SymbolRow>, SearchError> {
         let (index, _) =
             self.searcher().retriever().current().index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
-        Ok(index.symbols_in_paths(paths).await?)
+        Ok(index.symbols().symbols_in_paths(paths).await?)
     }
 }
 

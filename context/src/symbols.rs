@@ -203,7 +203,7 @@ impl Assembler {
         }
         let (index, _) =
             self.searcher().retriever().current().index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
-        let files: Vec<String> = index.files().await?.into_iter().map(|(p, _, _)| p).collect();
+        let files: Vec<String> = index.reads().files().await?.into_iter().map(|(p, _, _)| p).collect();
         let mut paths = resolve_target(&req.target, &files);
         if paths.is_empty() {
             return Err(bad(format!(
@@ -216,7 +216,7 @@ impl Assembler {
         let more_files = paths.len().saturating_sub(MAX_OUTLINE_FILES);
         paths.truncate(MAX_OUTLINE_FILES);
         let mut by_path: BTreeMap<String, Vec<SymbolRow>> = paths.iter().map(|p| (p.clone(), Vec::new())).collect();
-        for row in index.symbols_in_paths(&paths).await? {
+        for row in index.symbols().symbols_in_paths(&paths).await? {
             if req.kinds.is_empty() || req.kinds.iter().any(|k| k.eq_ignore_ascii_case(&row.kind)) {
                 by_path.entry(row.path.clone()).or_default().push(row);
             }
@@ -283,11 +283,11 @@ impl Assembler {
         let (index, _) =
             self.searcher().retriever().current().index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
         let names: Vec<String> = req.names.iter().map(|n| n.trim().to_string()).collect();
-        let rows = index.symbols_named_any(&names, names.len() * PER_NAME * 4).await?;
+        let rows = index.symbols().symbols_named_any(&names, names.len() * PER_NAME * 4).await?;
         let mut paths: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
         paths.sort();
         paths.dedup();
-        let chunks = index.chunks_of_paths(&paths).await?;
+        let chunks = index.reads().chunks_of_paths(&paths).await?;
         let mut found: Vec<SymbolSource> = Vec::new();
         let mut missing = Vec::new();
         for name in &names {

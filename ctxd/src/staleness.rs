@@ -23,12 +23,12 @@ pub(crate) async fn stale_files(
     root: &Path,
     db: &Path,
 ) -> Result<(Vec<String>, Vec<String>, Vec<String>, Value)> {
-    let snaps = index.snapshots().await?;
+    let snaps = index.snapshots().list().await?;
     let last = snaps.last();
     let committed: Option<SystemTime> = last
         .and_then(|s| chrono::DateTime::parse_from_rfc3339(&s.timestamp).ok())
         .map(|t| SystemTime::UNIX_EPOCH + Duration::from_millis(t.timestamp_millis().max(0) as u64));
-    let indexed = index.file_hashes().await?;
+    let indexed = index.reads().file_hashes().await?;
     let scanner = Scanner::new(root.to_path_buf(), vec![db.to_path_buf()]);
     let on_disk = tokio::task::spawn_blocking(move || {
         let mut files = Vec::new();

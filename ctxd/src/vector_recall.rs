@@ -43,19 +43,19 @@ struct Measured {
 /// Measures the vector index of the database at `db` with `queries` stored vectors as queries.
 pub async fn run(db: &Path, queries: usize) -> Result<()> {
     let index = Index::open(&db.to_string_lossy()).await?;
-    if !index.has_vector_index().await? {
+    if !index.maintenance().has_vector_index().await? {
         bail!(
             "{} has no vector index to measure: build it with `ctxd compact --db {} --vector-index-min-rows 1`",
             db.display(),
             db.display()
         );
     }
-    let mut ids: Vec<String> = index.chunk_ids().await?.into_iter().collect();
+    let mut ids: Vec<String> = index.reads().chunk_ids().await?.into_iter().collect();
     ids.sort();
     let rows = ids.len();
     let step = (rows / queries.max(1)).max(1);
     let picked: Vec<String> = ids.into_iter().step_by(step).take(queries).collect();
-    let vectors = index.vectors_of_chunks(&picked).await?;
+    let vectors = index.vectors().vectors_of_chunks(&picked).await?;
     let asked: Vec<(&String, &Vec<f32>)> = picked.iter().filter_map(|id| Some((id, vectors.get(id)?))).collect();
     if asked.is_empty() {
         bail!("{} holds no embedded chunks to search with", db.display());
@@ -65,7 +65,7 @@ pub async fn run(db: &Path, queries: usize) -> Result<()> {
     let mut exact_ms = Vec::with_capacity(asked.len());
     for (id, v) in &asked {
         let started = Instant::now();
-        let hits = index.exact_vector_search(v, depth + 1).await?;
+        let hits = index.reads().exact_vector_search(v, depth + 1).await?;
         exact_ms.push(started.elapsed().as_secs_f64() * 1000.0);
         exact.push(others(&hits, id, depth));
     }
@@ -80,7 +80,7 @@ pub async fn run(db: &Path, queries: usize) -> Result<()> {
         let mut m = Measured { recall_10: 0.0, recall_50: 0.0, millis: Vec::with_capacity(asked.len()) };
         for ((id, v), truth) in asked.iter().zip(&exact) {
             let started = Instant::now();
-            let hits = index.vector_search_with(v, depth + 1, probes).await?;
+            let hits = index.reads().vector_search_with(v, depth + 1, probes).await?;
             m.millis.push(started.elapsed().as_secs_f64() * 1000.0);
             let found = others(&hits, id, depth);
             m.recall_10 += recall(&found, truth, 10);

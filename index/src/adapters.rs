@@ -12,7 +12,7 @@
 //!
 //! This crate knows nothing of models: the weights are bytes to it. A row whose `weights` are
 //! empty records that the last fit did not beat the base model (its `report` says by how much). A reader uses a row only when it was fitted on the history version
-//! it reads ([`Index::history_version`]) or an older one (table versions only grow): a daemon's
+//! it reads ([`HistoryReads::history_version`]) or an older one (table versions only grow): a daemon's
 //! queries keep the adapter fitted last while the history moves on and the next fit runs, and an
 //! `as_of` view pinned to an older history gets none, so no query is ever answered with a map
 //! fitted on commits after its snapshot.
@@ -26,8 +26,9 @@ use lancedb::query::{ExecutableQuery, QueryBase};
 
 use crate::columns::{str_col, typed_col};
 use crate::connection::{open_if_exists, replace_where};
+use crate::error::IndexError;
+use crate::history::HistoryReads;
 use crate::sql::sql_str;
-use crate::{error::IndexError, store::Index};
 
 /// Name of the table inside the database directory.
 pub const ADAPTERS_TABLE: &str = "query_adapters";
@@ -80,35 +81,35 @@ pub async fn store(uri: &str, row: &StoredAdapter) -> Result<(), IndexError> {
     replace_where(uri, ADAPTERS_TABLE, &format!("model = {}", sql_str(&row.model)), batch).await
 }
 
-impl Index {
+impl HistoryReads<'_> {
     /// The adapter stored for this index's model, whatever history it was fitted on (`None`
     /// when none was ever fitted).
-    pub async fn stored_adapter(&self) -> Result<Option<StoredAdapter>, IndexError> {
-        let Some(table) = open_if_exists(&self.uri, ADAPTERS_TABLE).await? else { return Ok(None) };
-        let filter = format!("model = {}", sql_str(self.model_id()));
+    pub async fn stored_adapter(self) -> Result<Option<StoredAdapter>, IndexError> {
+        let Some(table) = open_if_exists(&self.index.uri, ADAPTERS_TABLE).await? else { return Ok(None) };
+        let filter = format!("model = {}", sql_str(self.index.model_id()));
         let batches: Vec<RecordBatch> = table
             .query()
             .only_if(filter)
             .execute()
             .await
-            .map_err(|e| self.lance(e))?
+            .map_err(|e| self.index.lance(e))?
             .try_collect()
             .await
-            .map_err(|e| self.lance(e))?;
+            .map_err(|e| self.index.lance(e))?;
         let Some(b) = batches.iter().find(|b| b.num_rows() > 0) else { return Ok(None) };
         Ok(Some(StoredAdapter {
-            model: str_col(b, "model", &self.uri)?.value(0).to_string(),
-            dim: typed_col::<UInt32Array>(b, "dim", &self.uri)?.value(0),
-            history_version: typed_col::<UInt64Array>(b, "history_version", &self.uri)?.value(0),
-            newest: typed_col::<Int64Array>(b, "newest", &self.uri)?.value(0),
-            weights: typed_col::<BinaryArray>(b, "weights", &self.uri)?.value(0).to_vec(),
-            report: str_col(b, "report", &self.uri)?.value(0).to_string(),
+            model: str_col(b, "model", &self.index.uri)?.value(0).to_string(),
+            dim: typed_col::<UInt32Array>(b, "dim", &self.index.uri)?.value(0),
+            history_version: typed_col::<UInt64Array>(b, "history_version", &self.index.uri)?.value(0),
+            newest: typed_col::<Int64Array>(b, "newest", &self.index.uri)?.value(0),
+            weights: typed_col::<BinaryArray>(b, "weights", &self.index.uri)?.value(0).to_vec(),
+            report: str_col(b, "report", &self.index.uri)?.value(0).to_string(),
         }))
     }
 
     /// The adapter this view may use: the stored one, when it was kept (non-empty weights) and
     /// fitted on the history version this view reads or an older one.
-    pub async fn query_adapter(&self) -> Result<Option<StoredAdapter>, IndexError> {
+    pub async fn query_adapter(self) -> Result<Option<StoredAdapter>, IndexError> {
         let Some(row) = self.stored_adapter().await? else { return Ok(None) };
         Ok(row.in_use_at(self.history_version().await?).then_some(row))
     }
@@ -118,13 +119,14 @@ impl Index {
 mod tests {
     use super::*;
     use crate::history::{replace, FileCommit};
+    use crate::store::Index;
 
     #[tokio::test]
     async fn an_adapter_is_used_by_views_of_its_history_or_a_newer_one_only() {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().join("db").to_string_lossy().to_string();
         let index = Index::open_or_create(&uri, "m", 2).await.unwrap();
-        assert_eq!(index.query_adapter().await.unwrap(), None);
+        assert_eq!(index.history().query_adapter().await.unwrap(), None);
         let commit = |c: &str, t| FileCommit {
             path: "a.py".into(),
             commit: c.into(),
@@ -133,7 +135,7 @@ mod tests {
             summary: "s".into(),
         };
         replace(&uri, "", &[commit("c1", 1)]).await.unwrap();
-        let version = index.history_version().await.unwrap();
+        let version = index.history().history_version().await.unwrap();
         let row = StoredAdapter {
             model: "m".into(),
             dim: 2,
@@ -144,22 +146,22 @@ mod tests {
         };
         store(&uri, &row).await.unwrap();
         store(&uri, &row).await.unwrap();
-        assert_eq!(index.query_adapter().await.unwrap(), Some(row.clone()));
+        assert_eq!(index.history().query_adapter().await.unwrap(), Some(row.clone()));
         // A newer history: the fit on the older one stays in use until the next fit.
         replace(&uri, "", &[commit("c1", 1), commit("c2", 2)]).await.unwrap();
-        let newer = index.history_version().await.unwrap();
+        let newer = index.history().history_version().await.unwrap();
         assert!(newer > version);
-        assert_eq!(index.query_adapter().await.unwrap(), Some(row.clone()));
+        assert_eq!(index.history().query_adapter().await.unwrap(), Some(row.clone()));
         // A fit on the newer history: used by the latest view, never by one pinned to the older.
         let refit = StoredAdapter { history_version: newer, weights: vec![5, 6, 7, 8], ..row.clone() };
         store(&uri, &refit).await.unwrap();
-        assert_eq!(index.query_adapter().await.unwrap(), Some(refit));
+        assert_eq!(index.history().query_adapter().await.unwrap(), Some(refit));
         let mut pinned = index.scoped(None).await.unwrap();
         pinned.pinned_history = Some(version);
-        assert_eq!(pinned.query_adapter().await.unwrap(), None);
+        assert_eq!(pinned.history().query_adapter().await.unwrap(), None);
         // A fit that was not kept is stored but never used.
         store(&uri, &StoredAdapter { history_version: newer, weights: Vec::new(), ..row }).await.unwrap();
-        assert_eq!(index.query_adapter().await.unwrap(), None);
-        assert!(index.stored_adapter().await.unwrap().is_some_and(|s| s.weights.is_empty()));
+        assert_eq!(index.history().query_adapter().await.unwrap(), None);
+        assert!(index.history().stored_adapter().await.unwrap().is_some_and(|s| s.weights.is_empty()));
     }
 }

@@ -296,7 +296,7 @@ mod tests {
         assert_eq!(a.record(&[]).await.unwrap().chunks, 2);
         let err = publish(&index).await.unwrap_err().to_string();
         assert!(err.contains("shard(s) 1/2") && err.contains("--shard 1/2"), "{err}");
-        assert!(index.chunk_ids().await.unwrap().is_empty(), "nothing published");
+        assert!(index.reads().chunk_ids().await.unwrap().is_empty(), "nothing published");
         let object = SourceObject {
             source: "docs".into(),
             rel: "a.md".into(),
@@ -307,9 +307,9 @@ mod tests {
         let done = publish(&index).await.unwrap();
         assert_eq!((done.shards, done.chunks, done.objects), (2, 3, 1));
         assert_eq!(index.version().await.unwrap(), before + 1, "one commit of the chunks table");
-        assert_eq!(index.chunk_ids().await.unwrap().len(), 3);
+        assert_eq!(index.reads().chunk_ids().await.unwrap().len(), 3);
         assert_eq!(publish(&index).await.unwrap().shards, 0, "published once");
-        assert_eq!(index.chunk_ids().await.unwrap().len(), 3);
+        assert_eq!(index.reads().chunk_ids().await.unwrap().len(), 3);
         assert_eq!(crate::source_objects::load(&uri, "docs").await.unwrap()["a.md"], object.version);
         let again = ShardBuild::start(index.clone(), 0, 2).await.err().unwrap().to_string();
         assert!(again.contains("holds 3 chunks"), "{again}");

@@ -380,15 +380,15 @@ mod tests {
         let lease = held(&store, &key, "paused writer", Duration::from_millis(TTL_MS + 1000)).await;
         register(&format!("{uri}/"), lease.clone());
         let batch = |i| CommitBatch { rows: vec![crate::testing::row(i)], ..Default::default() };
-        index.commit(batch(1)).await.expect("the lease is still ours: renewed, then committed");
+        index.writes().commit(batch(1)).await.expect("the lease is still ours: renewed, then committed");
         let version = index.version().await.unwrap();
         // A successor takes over while this writer's proof ages past the TTL.
         store.put(&key, LeaseBody::payload("successor", TTL_MS)).await.unwrap();
         lease.proof.lock().await.made_at = boot_clock().saturating_sub(Duration::from_millis(TTL_MS + 1000));
-        let err = index.commit(batch(2)).await.expect_err("fenced");
+        let err = index.writes().commit(batch(2)).await.expect_err("fenced");
         assert!(matches!(err, IndexError::LeaseLost { .. }), "{err}");
         assert_eq!(index.version().await.unwrap(), version, "nothing was committed");
         unregister(&uri, &lease);
-        index.commit(batch(3)).await.expect("unfenced again once the lease is released");
+        index.writes().commit(batch(3)).await.expect("unfenced again once the lease is released");
     }
 }

@@ -87,7 +87,7 @@ mod tests {
         let index = crate::store::Index::open_or_create(&uri, "m", 8).await.unwrap();
         for i in 0..3 {
             let rows = vec![crate::testing::row(i)];
-            index.commit(crate::writer::CommitBatch { rows, ..Default::default() }).await.unwrap();
+            index.writes().commit(crate::writer::CommitBatch { rows, ..Default::default() }).await.unwrap();
         }
         assert_eq!(check(&uri, &index.table.schema().await.unwrap()).unwrap(), FORMAT, "kept through commits");
         let native = index.table.as_native().unwrap();

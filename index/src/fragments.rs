@@ -8,10 +8,10 @@
 //! it every reader sees all of them at once. ctxd's distributed re-embedding
 //! (`ctxd reembed --shard I/N`, then `ctxd reembed --commit`) is built on it:
 //!
-//! * [`Index::write_fragments`] writes a shard's rows into the target table's storage and
+//! * [`Writes::write_fragments`] writes a shard's rows into the target table's storage and
 //!   returns their description, [`Fragments`] (Lance's fragment metadata; JSON through
 //!   [`Fragments::to_json`]); the shard records it in the staging table ([`crate::staged`]).
-//! * [`Index::commit_fragments`] publishes described fragments as one `Append` commit.
+//! * [`Writes::commit_fragments`] publishes described fragments as one `Append` commit.
 //!   Committing is idempotent: fragments whose data files the table already references
 //!   (a commit that succeeded but whose caller died before clearing the staging rows) are
 //!   left out, so a re-run never doubles rows. A described data file that is gone (a cleanup
@@ -30,9 +30,10 @@ use lance::dataset::transaction::{Operation, Transaction};
 use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
 use lance::table::format::Fragment;
 
+use crate::writer::Writes;
 use crate::{error::IndexError, store::Index};
 
-/// Data fragments written and not committed: what [`Index::commit_fragments`] publishes.
+/// Data fragments written and not committed: what [`Writes::commit_fragments`] publishes.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct Fragments(Vec<Fragment>);
@@ -92,13 +93,7 @@ impl Index {
         self.dataset_of(&self.table).await
     }
 
-    /// Writes `batches` (rows of the chunks table's schema) as data files of the table without
-    /// committing them; nothing is written for no rows.
-    pub async fn write_fragments(&self, batches: Vec<RecordBatch>) -> Result<Fragments, IndexError> {
-        self.write_fragments_into(&self.table, batches).await
-    }
-
-    /// [`Index::write_fragments`] into `table` (one of this index's tables; rows of its schema).
+    /// [`Writes::write_fragments`] into `table` (one of this index's tables; rows of its schema).
     pub(crate) async fn write_fragments_into(
         &self,
         table: &lancedb::Table,
@@ -120,14 +115,7 @@ impl Index {
         Ok(Fragments(fragments))
     }
 
-    /// Publishes `sets` (from [`Index::write_fragments`], by any process) in one commit.
-    /// Fragments already part of the table are left out. Returns what was appended.
-    pub async fn commit_fragments(&self, sets: Vec<Fragments>) -> Result<Fragments, IndexError> {
-        self.refresh().await?;
-        self.commit_fragments_into(&self.table, sets).await
-    }
-
-    /// [`Index::commit_fragments`] into `table` (one of this index's tables), its handle
+    /// [`Writes::commit_fragments`] into `table` (one of this index's tables), its handle
     /// refreshed by the caller.
     pub(crate) async fn commit_fragments_into(
         &self,
@@ -180,6 +168,21 @@ impl Index {
     }
 }
 
+impl Writes<'_> {
+    /// Writes `batches` (rows of the chunks table's schema) as data files of the table without
+    /// committing them; nothing is written for no rows.
+    pub async fn write_fragments(self, batches: Vec<RecordBatch>) -> Result<Fragments, IndexError> {
+        self.index.write_fragments_into(&self.index.table, batches).await
+    }
+
+    /// Publishes `sets` (from [`Writes::write_fragments`], by any process) in one commit.
+    /// Fragments already part of the table are left out. Returns what was appended.
+    pub async fn commit_fragments(self, sets: Vec<Fragments>) -> Result<Fragments, IndexError> {
+        self.index.refresh().await?;
+        self.index.commit_fragments_into(&self.index.table, sets).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::testing::row;
@@ -190,7 +193,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().to_string_lossy().into_owned();
         let index = Index::open_or_create(&uri, "m", 8).await.unwrap();
-        index.commit(CommitBatch { rows: vec![row(0)], ..Default::default() }).await.unwrap();
+        index.writes().commit(CommitBatch { rows: vec![row(0)], ..Default::default() }).await.unwrap();
         (dir, uri, index)
     }
 
@@ -208,25 +211,25 @@ mod tests {
         };
         // Two workers write; nothing is visible yet.
         let (a, b) = (
-            index.write_fragments(vec![batch(10)]).await.unwrap(),
-            index.write_fragments(vec![batch(20)]).await.unwrap(),
+            index.writes().write_fragments(vec![batch(10)]).await.unwrap(),
+            index.writes().write_fragments(vec![batch(20)]).await.unwrap(),
         );
         assert_eq!((a.len(), a.rows()), (1, 5));
         let reader = Index::open(&uri).await.unwrap();
-        assert_eq!(reader.chunk_ids().await.unwrap().len(), 1);
+        assert_eq!(reader.reads().chunk_ids().await.unwrap().len(), 1);
         // The descriptions travel as JSON (through the staging table) and are committed together.
         let a = super::Fragments::from_json(&a.to_json(), "test").unwrap();
         let before = index.version().await.unwrap();
-        let done = index.commit_fragments(vec![a.clone(), b.clone()]).await.unwrap();
+        let done = index.writes().commit_fragments(vec![a.clone(), b.clone()]).await.unwrap();
         assert_eq!((done.len(), done.rows()), (2, 10));
         assert_eq!(index.version().await.unwrap(), before + 1, "one commit");
         reader.refresh().await.unwrap();
-        assert_eq!(reader.chunk_ids().await.unwrap().len(), 11);
+        assert_eq!(reader.reads().chunk_ids().await.unwrap().len(), 11);
         // Committing the same descriptions again (a re-run after a crash) appends nothing.
-        assert!(index.commit_fragments(vec![a, b]).await.unwrap().is_empty());
+        assert!(index.writes().commit_fragments(vec![a, b]).await.unwrap().is_empty());
         reader.refresh().await.unwrap();
-        assert_eq!(reader.chunk_ids().await.unwrap().len(), 11);
-        assert!(index.write_fragments(Vec::new()).await.unwrap().is_empty());
+        assert_eq!(reader.reads().chunk_ids().await.unwrap().len(), 11);
+        assert!(index.writes().write_fragments(Vec::new()).await.unwrap().is_empty());
     }
 
     #[tokio::test]
@@ -239,7 +242,7 @@ mod tests {
             crate::schema::Vectorless::Null,
         )
         .unwrap();
-        let staged = index.write_fragments(vec![batch]).await.unwrap();
+        let staged = index.writes().write_fragments(vec![batch]).await.unwrap();
         let name = staged.0[0].files[0].path.clone();
         let file = std::fs::read_dir(dir.path())
             .unwrap()
@@ -248,9 +251,9 @@ mod tests {
             .find(|p| p.exists());
         std::fs::remove_file(file.expect("the staged data file on disk")).unwrap();
         let before = index.version().await.unwrap();
-        let err = index.commit_fragments(vec![staged]).await.unwrap_err().to_string();
+        let err = index.writes().commit_fragments(vec![staged]).await.unwrap_err().to_string();
         assert!(err.contains("gone") && err.contains(&name) && err.contains("--shard"), "{err}");
         assert_eq!(index.version().await.unwrap(), before, "nothing committed");
-        assert_eq!(index.chunk_ids().await.unwrap().len(), 1);
+        assert_eq!(index.reads().chunk_ids().await.unwrap().len(), 1);
     }
 }

@@ -9,11 +9,11 @@
 //! | summary | utf8 | the first line of the commit message |
 //!
 //! A source writes the history of one view at a time ([`replace`]: every row under a path
-//! prefix, then the new ones); readers load it whole per scope ([`Index::file_history`]) — it
+//! prefix, then the new ones); readers load it whole per scope ([`HistoryReads::file_history`]) — it
 //! is small (a few rows per file: the last few hundred commits of each ref). Queries use it
 //! for recency and co-change (files changed by the same commits), and `ctxd history` lists a
 //! file's commits. It is not part of the chunks table's versions, but a tag of the current
-//! version tags the history too ([`Index::tag`]): a view as of a tag reads the history recorded
+//! version tags the history too ([`Snapshots::tag`]): a view as of a tag reads the history recorded
 //! with it, an untagged past version today's. "Recorded with it" is exact after a one-shot
 //! `ctxd index` (its history is written before it returns); a daemon records a moved ref's
 //! history beside its commits, so a tag taken while it runs may hold the history of a moment
@@ -127,28 +127,49 @@ impl History {
     }
 }
 
+/// What the index holds of its sources' git history: the per-file history and the query adapter fitted on it.
+///
+/// Made by [`Index::history`]; it borrows the handle (and so its view: scope, pinned version).
+#[derive(Clone, Copy)]
+pub struct HistoryReads<'a> {
+    pub(crate) index: &'a Index,
+}
+
 impl Index {
+    /// What the index holds of its sources' git history: see [`HistoryReads`].
+    pub fn history(&self) -> HistoryReads<'_> {
+        HistoryReads { index: self }
+    }
+}
+
+impl HistoryReads<'_> {
     /// The history of this view's files (empty when no source recorded any).
-    pub async fn file_history(&self) -> Result<History, IndexError> {
-        let Some(table) = crate::connection::open_if_exists(&self.uri, HISTORY_TABLE).await? else {
+    pub async fn file_history(self) -> Result<History, IndexError> {
+        let Some(table) = crate::connection::open_if_exists(&self.index.uri, HISTORY_TABLE).await? else {
             return Ok(History::default());
         };
-        if let Some(v) = self.pinned_history {
-            table.checkout(v).await.map_err(|e| self.lance(e))?;
+        if let Some(v) = self.index.pinned_history {
+            table.checkout(v).await.map_err(|e| self.index.lance(e))?;
         }
         let mut query = table.query();
-        if let Some(f) = self.within(None) {
+        if let Some(f) = self.index.within(None) {
             query = query.only_if(f);
         }
-        let batches: Vec<RecordBatch> =
-            query.execute().await.map_err(|e| self.lance(e))?.try_collect().await.map_err(|e| self.lance(e))?;
+        let batches: Vec<RecordBatch> = query
+            .execute()
+            .await
+            .map_err(|e| self.index.lance(e))?
+            .try_collect()
+            .await
+            .map_err(|e| self.index.lance(e))?;
         let mut h = History::default();
         for b in &batches {
-            let (paths, commits) = (str_col(b, "path", &self.uri)?, str_col(b, "commit", &self.uri)?);
-            let (authors, summaries) = (str_col(b, "author", &self.uri)?, str_col(b, "summary", &self.uri)?);
-            let times = typed_col::<Int64Array>(b, "time", &self.uri)?;
+            let (paths, commits) = (str_col(b, "path", &self.index.uri)?, str_col(b, "commit", &self.index.uri)?);
+            let (authors, summaries) =
+                (str_col(b, "author", &self.index.uri)?, str_col(b, "summary", &self.index.uri)?);
+            let times = typed_col::<Int64Array>(b, "time", &self.index.uri)?;
             for i in 0..b.num_rows() {
-                if !self.sees(paths.value(i)) {
+                if !self.index.sees(paths.value(i)) {
                     continue;
                 }
                 let row = FileCommit {
@@ -169,12 +190,14 @@ impl Index {
     }
 
     /// The version of the history table this view reads (`0` without one): a cache key for
-    /// [`Self::file_history`].
-    pub async fn history_version(&self) -> Result<u64, IndexError> {
-        let Some(table) = crate::connection::open_if_exists(&self.uri, HISTORY_TABLE).await? else { return Ok(0) };
-        match self.pinned_history {
+    /// [`HistoryReads::file_history`].
+    pub async fn history_version(self) -> Result<u64, IndexError> {
+        let Some(table) = crate::connection::open_if_exists(&self.index.uri, HISTORY_TABLE).await? else {
+            return Ok(0);
+        };
+        match self.index.pinned_history {
             Some(v) => Ok(v),
-            None => table.version().await.map_err(|e| self.lance(e)),
+            None => table.version().await.map_err(|e| self.index.lance(e)),
         }
     }
 }
@@ -198,7 +221,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().to_string_lossy().into_owned();
         let idx = Index::open_or_create(&uri, "m", 4).await.unwrap();
-        assert!(idx.file_history().await.unwrap().is_empty());
+        assert!(idx.history().file_history().await.unwrap().is_empty());
         replace(
             &uri,
             "lib@main/",
@@ -207,17 +230,17 @@ mod tests {
         .await
         .unwrap();
         replace(&uri, "docs/", &[row("docs/x.md", "d1", 5)]).await.unwrap();
-        let h = idx.file_history().await.unwrap();
+        let h = idx.history().file_history().await.unwrap();
         assert_eq!(h.of("lib@main/a.py").iter().map(|r| r.commit.as_str()).collect::<Vec<_>>(), ["c2", "c1"]);
         assert_eq!(h.cochanged("lib@main/a.py"), [("lib@main/b.py".to_string(), 1)]);
         assert_eq!(h.newest, 20);
         // A new tip of lib@main replaces its rows only.
         replace(&uri, "lib@main/", &[row("lib@main/b.py", "c3", 30)]).await.unwrap();
-        let h = idx.file_history().await.unwrap();
+        let h = idx.history().file_history().await.unwrap();
         assert!(h.of("lib@main/a.py").is_empty() && h.of("docs/x.md").len() == 1);
         let docs = idx.scoped(Some(crate::scope::SourceScope::new(["docs"]))).await.unwrap();
-        let h = docs.file_history().await.unwrap();
+        let h = docs.history().file_history().await.unwrap();
         assert_eq!(h.by_path.keys().collect::<Vec<_>>(), ["docs/x.md"]);
-        assert!(idx.history_version().await.unwrap() >= 3);
+        assert!(idx.history().history_version().await.unwrap() >= 3);
     }
 }

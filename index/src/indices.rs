@@ -63,63 +63,13 @@ pub(crate) async fn ensure_btree(table: &Table, columns: &[&str]) -> lancedb::Re
 }
 
 impl Index {
-    /// (Re)builds the full-text index on `content` (and the B-tree indexes), covering every row.
-    pub async fn build_fts(&self) -> Result<(), IndexError> {
-        crate::fence::confirm(&self.uri).await?;
-        self.table
-            .create_index(&["content"], LanceIndex::FTS(fts_params()))
-            .replace(true)
-            .execute()
-            .await
-            .map_err(|e| self.lance(e))?;
-        self.fts_ready.store(true, Ordering::Release);
-        metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
-        self.ensure_hash_index().await
-    }
-
-    /// B-tree indexes on `embed_key` (the embedding-cache lookups of [`Index::embeddings_for`])
+    /// B-tree indexes on `embed_key` (the embedding-cache lookups of [`Vectors::embeddings_for`])
     /// and `path` (a file's chunks: symbol and path routes, completion, replacements), so
     /// neither scans the table; kept current by the index folds.
     pub(crate) async fn ensure_hash_index(&self) -> Result<(), IndexError> {
         let columns: &[&str] = if self.keyed { &[EMBED_KEY, "path"] } else { &["path"] };
         crate::fence::confirm(&self.uri).await?;
         ensure_btree(&self.table, columns).await.map_err(|e| self.lance(e))?;
-        Ok(())
-    }
-
-    /// Folds rows written since the last index build into the full-text index. Rows not yet
-    /// folded in are still searched (flat), so this is about speed, not correctness.
-    ///
-    /// A fold writes the new rows as a new index segment (LanceDB's default would merge them
-    /// into the latest segment, rewriting it: time and memory would grow with the table, not
-    /// with the rows folded). Once there are [`MAX_FTS_SEGMENTS`] segments, the latest
-    /// [`FTS_SEGMENTS_MERGED`] are merged into one, so queries never visit many — unless
-    /// that would merge more than [`MAX_FTS_MERGE_ROWS`] rows (memory, not time, is the limit).
-    pub async fn optimize_indices(&self) -> Result<(), IndexError> {
-        if !self.fts_ready.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let turn = crate::write_gate::turn(&self.uri).await?;
-        let (segments, rows) = self.fts_layout().await.ok().flatten().unwrap_or((1, 0));
-        // A merge holds the merged segments' postings in memory: only small segments are
-        // merged (the many little ones a daemon's folds leave), never the big ones a huge
-        // streamed file leaves — there, more segments beat memory growing with the file.
-        let merging = segments >= MAX_FTS_SEGMENTS && {
-            let estimated = || rows / segments.max(1) * FTS_SEGMENTS_MERGED;
-            self.fts_merge_rows().await.ok().flatten().unwrap_or_else(estimated) <= MAX_FTS_MERGE_ROWS
-        };
-        let options = if merging { OptimizeOptions::merge(FTS_SEGMENTS_MERGED) } else { OptimizeOptions::append() };
-        let fold = async { self.table.optimize(OptimizeAction::Index(options)).await.map_err(|e| self.lance(e)) };
-        self.logged(std::iter::empty(), fold).await?;
-        metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
-        // The compaction takes its own turn.
-        drop(turn);
-        if merging {
-            // The merged segments' fragments now share their indexes, so they can be merged
-            // too (LanceDB compacts only fragments under the same index segments); see
-            // [`Index::compact_folded`].
-            self.compact_folded().await?;
-        }
         Ok(())
     }
 
@@ -178,5 +128,74 @@ impl Index {
         self.logged(std::iter::empty(), merge).await?;
         metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
         Ok(segments)
+    }
+}
+
+/// The index's upkeep: compaction, the vector and full-text indexes, retention (what `ctxd compact` and the writer's maintenance pass run).
+///
+/// Made by [`Index::maintenance`]; it borrows the handle (and so its view: scope, pinned version).
+#[derive(Clone, Copy)]
+pub struct Maintenance<'a> {
+    pub(crate) index: &'a Index,
+}
+
+impl Index {
+    /// The index's upkeep: see [`Maintenance`].
+    pub fn maintenance(&self) -> Maintenance<'_> {
+        Maintenance { index: self }
+    }
+}
+
+impl Maintenance<'_> {
+    /// (Re)builds the full-text index on `content` (and the B-tree indexes), covering every row.
+    pub async fn build_fts(self) -> Result<(), IndexError> {
+        crate::fence::confirm(&self.index.uri).await?;
+        self.index
+            .table
+            .create_index(&["content"], LanceIndex::FTS(fts_params()))
+            .replace(true)
+            .execute()
+            .await
+            .map_err(|e| self.index.lance(e))?;
+        self.index.fts_ready.store(true, Ordering::Release);
+        metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
+        self.index.ensure_hash_index().await
+    }
+
+    /// Folds rows written since the last index build into the full-text index. Rows not yet
+    /// folded in are still searched (flat), so this is about speed, not correctness.
+    ///
+    /// A fold writes the new rows as a new index segment (LanceDB's default would merge them
+    /// into the latest segment, rewriting it: time and memory would grow with the table, not
+    /// with the rows folded). Once there are [`MAX_FTS_SEGMENTS`] segments, the latest
+    /// [`FTS_SEGMENTS_MERGED`] are merged into one, so queries never visit many — unless
+    /// that would merge more than [`MAX_FTS_MERGE_ROWS`] rows (memory, not time, is the limit).
+    pub async fn optimize_indices(self) -> Result<(), IndexError> {
+        if !self.index.fts_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let turn = crate::write_gate::turn(&self.index.uri).await?;
+        let (segments, rows) = self.index.fts_layout().await.ok().flatten().unwrap_or((1, 0));
+        // A merge holds the merged segments' postings in memory: only small segments are
+        // merged (the many little ones a daemon's folds leave), never the big ones a huge
+        // streamed file leaves — there, more segments beat memory growing with the file.
+        let merging = segments >= MAX_FTS_SEGMENTS && {
+            let estimated = || rows / segments.max(1) * FTS_SEGMENTS_MERGED;
+            self.index.fts_merge_rows().await.ok().flatten().unwrap_or_else(estimated) <= MAX_FTS_MERGE_ROWS
+        };
+        let options = if merging { OptimizeOptions::merge(FTS_SEGMENTS_MERGED) } else { OptimizeOptions::append() };
+        let fold =
+            async { self.index.table.optimize(OptimizeAction::Index(options)).await.map_err(|e| self.index.lance(e)) };
+        self.index.logged(std::iter::empty(), fold).await?;
+        metrics::counter!(m::INDEX_FTS_UPDATES_TOTAL).increment(1);
+        // The compaction takes its own turn.
+        drop(turn);
+        if merging {
+            // The merged segments' fragments now share their indexes, so they can be merged
+            // too (LanceDB compacts only fragments under the same index segments); see
+            // [`Index::compact_folded`].
+            self.index.compact_folded().await?;
+        }
+        Ok(())
     }
 }

@@ -425,10 +425,10 @@ mod tests {
                 (path.into(), text.into(), crate::record::source_of_path(path).into());
             rows.push(r);
         }
-        index.commit(crate::writer::CommitBatch { rows, ..Default::default() }).await.unwrap();
-        index.build_fts().await.unwrap();
+        index.writes().commit(crate::writer::CommitBatch { rows, ..Default::default() }).await.unwrap();
+        index.maintenance().build_fts().await.unwrap();
         replace(
-            &index.overlay_cache(),
+            &index.reads().overlay_cache(),
             uri,
             "lib@v2",
             Some(&Overlay { base: "lib@main".into(), shadowed: ["b.py".to_string()].into() }),
@@ -445,11 +445,11 @@ mod tests {
         let uri = dir.path().to_str().unwrap();
         let index = two_refs(uri).await;
         let v2 = index.scoped(Some(crate::scope::SourceScope::new(["lib@v2"]))).await.unwrap();
-        let mut files: Vec<String> = v2.files().await.unwrap().into_iter().map(|f| f.0).collect();
+        let mut files: Vec<String> = v2.reads().files().await.unwrap().into_iter().map(|f| f.0).collect();
         files.sort();
         assert_eq!(files, ["lib@v2/a.py", "lib@v2/b.py"]);
-        assert_eq!(v2.stats().await.unwrap().rows, 2, "main's b.py is not v2's");
-        let found = v2.fts_search("banana apple", 10).await.unwrap();
+        assert_eq!(v2.reads().stats().await.unwrap().rows, 2, "main's b.py is not v2's");
+        let found = v2.reads().fts_search("banana apple", 10).await.unwrap();
         let mut seen: Vec<(String, String, String)> =
             found.iter().map(|h| (h.path.clone(), h.git_ref.clone(), h.content.clone())).collect();
         seen.sort();
@@ -460,20 +460,20 @@ mod tests {
                 ("lib@v2/b.py".into(), "v2".into(), "v2 banana".into()),
             ]
         );
-        let near = v2.vector_search(&crate::testing::row(0).vector, 5).await.unwrap();
+        let near = v2.reads().vector_search(&crate::testing::row(0).vector, 5).await.unwrap();
         assert_eq!(near[0].path, "lib@v2/a.py");
         assert!(near.iter().all(|h| h.path.starts_with("lib@v2/")), "{near:?}");
         // By path: the view's path, or the base's (a path from the whole index's vocabulary).
-        let by_view = v2.chunks_of("lib@v2/a.py").await.unwrap();
+        let by_view = v2.reads().chunks_of("lib@v2/a.py").await.unwrap();
         assert_eq!((by_view.len(), by_view[0].path.as_str()), (1, "lib@v2/a.py"));
-        let by_base = v2.chunks_of_paths(&["lib@main/a.py".to_string()]).await.unwrap();
+        let by_base = v2.reads().chunks_of_paths(&["lib@main/a.py".to_string()]).await.unwrap();
         assert_eq!(by_base["lib@main/a.py"][0].path, "lib@v2/a.py");
-        assert!(v2.chunks_of("lib@main/b.py").await.unwrap().is_empty(), "shadowed");
-        assert_eq!(v2.chunk_vectors_of("lib@v2/a.py").await.unwrap().len(), 1);
+        assert!(v2.reads().chunks_of("lib@main/b.py").await.unwrap().is_empty(), "shadowed");
+        assert_eq!(v2.vectors().chunk_vectors_of("lib@v2/a.py").await.unwrap().len(), 1);
         // Flight's scan shows the same rows under the view.
         use futures::StreamExt;
         let mut scanned = Vec::new();
-        let mut stream = v2.scan().await.unwrap();
+        let mut stream = v2.reads().scan().await.unwrap();
         while let Some(b) = stream.next().await {
             let b = b.unwrap();
             let (p, src) = (str_col(&b, "path", uri).unwrap(), str_col(&b, crate::schema::SOURCE, uri).unwrap());
@@ -483,12 +483,12 @@ mod tests {
         assert_eq!(scanned, ["lib@v2/a.py lib@v2", "lib@v2/b.py lib@v2"]);
         // The base reads as before; with both in scope, a shared row shows once, under the base.
         let main = index.scoped(Some(crate::scope::SourceScope::new(["lib@main"]))).await.unwrap();
-        assert_eq!(main.files().await.unwrap().len(), 2);
+        assert_eq!(main.reads().files().await.unwrap().len(), 2);
         let both = index.scoped(Some(crate::scope::SourceScope::new(["lib@main", "lib@v2"]))).await.unwrap();
-        let mut all: Vec<String> = both.files().await.unwrap().into_iter().map(|f| f.0).collect();
+        let mut all: Vec<String> = both.reads().files().await.unwrap().into_iter().map(|f| f.0).collect();
         all.sort();
         assert_eq!(all, ["lib@main/a.py", "lib@main/b.py", "lib@v2/b.py"]);
-        assert_eq!(both.chunks_of("lib@v2/a.py").await.unwrap()[0].path, "lib@v2/a.py");
+        assert_eq!(both.reads().chunks_of("lib@v2/a.py").await.unwrap()[0].path, "lib@v2/a.py");
         assert!(v2.scope_key().contains("overlays@"), "{}", v2.scope_key());
     }
 
@@ -500,21 +500,22 @@ mod tests {
         let then = index.version().await.unwrap();
         // Later v2 stops sharing a.py too (its own copy would come in the same change).
         index
+            .writes()
             .commit(crate::writer::CommitBatch { rows: vec![crate::testing::row(7)], ..Default::default() })
             .await
             .unwrap();
         let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
-        replace(&index.overlay_cache(), uri, "lib@v2", Some(&o), Effective::Now).await.unwrap();
+        replace(&index.reads().overlay_cache(), uri, "lib@v2", Some(&o), Effective::Now).await.unwrap();
         let scope = || Some(crate::scope::SourceScope::new(["lib@v2"]));
         let now: Vec<String> =
-            index.scoped(scope()).await.unwrap().files().await.unwrap().into_iter().map(|f| f.0).collect();
+            index.scoped(scope()).await.unwrap().reads().files().await.unwrap().into_iter().map(|f| f.0).collect();
         assert_eq!(now, ["lib@v2/b.py"]);
-        let past = index.at(then).await.unwrap().scoped(scope()).await.unwrap();
-        let mut files: Vec<String> = past.files().await.unwrap().into_iter().map(|f| f.0).collect();
+        let past = index.snapshots().at(then).await.unwrap().scoped(scope()).await.unwrap();
+        let mut files: Vec<String> = past.reads().files().await.unwrap().into_iter().map(|f| f.0).collect();
         files.sort();
         assert_eq!(files, ["lib@v2/a.py", "lib@v2/b.py"], "as of {then}");
         // Maintenance keeps the record a kept version needs, drops the older ones.
-        prune(&index.overlay_cache(), uri, then + 1, "chunks").await.unwrap();
+        prune(&index.reads().overlay_cache(), uri, then + 1, "chunks").await.unwrap();
         assert_eq!(load(uri).await.unwrap().views["lib@v2"].len(), 1);
     }
 
@@ -530,8 +531,9 @@ mod tests {
         assert_eq!(shadowed(&reader.current(uri, ("chunks", v)).await.unwrap()), ["b.py"]);
         // The writer stops sharing a.py: the interim record, then the commit with v2's own copy.
         let o = Overlay { base: "lib@main".into(), shadowed: ["a.py".to_string(), "b.py".into()].into() };
-        replace(&index.overlay_cache(), uri, "lib@v2", Some(&o), Effective::NextCommit).await.unwrap();
+        replace(&index.reads().overlay_cache(), uri, "lib@v2", Some(&o), Effective::NextCommit).await.unwrap();
         index
+            .writes()
             .commit(crate::writer::CommitBatch { rows: vec![crate::testing::row(7)], ..Default::default() })
             .await
             .unwrap();

@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::overlay::Lens;
+use crate::reader::Reads;
 use crate::scope::SourceScope;
 use crate::{error::IndexError, store::Index};
 
@@ -95,12 +96,6 @@ impl Index {
         })
     }
 
-    /// The version of the git refs' overlays table as this process last read it (0: none;
-    /// see [`crate::overlay::OverlayCache::current`]): part of the key of anything cached per version.
-    pub async fn overlays_version(&self) -> Result<u64, IndexError> {
-        Ok(self.overlays().await?.version)
-    }
-
     /// The git refs' overlays for a read of this handle's version (the pinned one, else the
     /// table's latest as this handle knows it): read again when the cached ones were read for
     /// an older version ([`crate::overlay::OverlayCache::current`]).
@@ -186,5 +181,13 @@ impl Index {
     /// path's first segment as `source` ([`crate::schema::SOURCE`]).
     pub fn name_sources(&self, on: bool) {
         self.named_sources.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Reads<'_> {
+    /// The version of the git refs' overlays table as this process last read it (0: none;
+    /// see [`crate::overlay::OverlayCache::current`]): part of the key of anything cached per version.
+    pub async fn overlays_version(self) -> Result<u64, IndexError> {
+        Ok(self.index.overlays().await?.version)
     }
 }

@@ -10,6 +10,7 @@ use lancedb::query::{QueryBase, Select};
 use lancedb::DistanceType;
 
 use crate::columns::{str_col, typed_col};
+use crate::reader::Reads;
 use crate::sql::{in_list, sql_str};
 use crate::{error::IndexError, record::Chunk, record::Hit, store::Index, NO_MODEL};
 
@@ -47,23 +48,6 @@ impl Index {
         cols
     }
 
-    /// Nearest chunks to `vector` by cosine similarity ([`Probes::DEFAULT`]).
-    pub async fn vector_search(&self, vector: &[f32], k: usize) -> Result<Vec<Hit>, IndexError> {
-        self.vector_search_with(vector, k, Probes::DEFAULT).await
-    }
-
-    /// [`Index::vector_search`] visiting the vector index as `probes` says (ignored while the
-    /// table has none: every vector is read then).
-    pub async fn vector_search_with(&self, vector: &[f32], k: usize, probes: Probes) -> Result<Vec<Hit>, IndexError> {
-        self.nearest(vector, k, Some(probes)).await
-    }
-
-    /// The exact nearest chunks, every stored vector read (the vector index bypassed): what
-    /// [`Probes`] settings are measured against (`ctxd bench --vector-recall`).
-    pub async fn exact_vector_search(&self, vector: &[f32], k: usize) -> Result<Vec<Hit>, IndexError> {
-        self.nearest(vector, k, None).await
-    }
-
     /// The vector search: through the vector index as `probes` says, or exact (`None`).
     async fn nearest(&self, vector: &[f32], k: usize, probes: Option<Probes>) -> Result<Vec<Hit>, IndexError> {
         if vector.len() != self.dim {
@@ -98,59 +82,6 @@ impl Index {
         let mut hits = self.hits(&batches, "_distance", |d| 1.0 - d)?;
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         Ok(hits)
-    }
-
-    /// Best BM25 matches of `query` in chunk contents.
-    pub async fn fts_search(&self, query: &str, k: usize) -> Result<Vec<Hit>, IndexError> {
-        if !self.fts_ready.load(Ordering::Acquire) || query.trim().is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut q = self
-            .table
-            .query()
-            .full_text_search(FullTextSearchQuery::new(query.to_string()))
-            .select(Select::columns(&self.hit_columns(Some("_score"))));
-        if let Some(scope) = self.within(None) {
-            q = q.only_if(scope);
-        }
-        let batches = self.collect(q.limit(k)).await?;
-        let mut hits = self.hits(&batches, "_score", |s| s)?;
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-        Ok(hits)
-    }
-
-    /// The chunks of several files in one query, by path (each sorted by line).
-    pub async fn chunks_of_paths(&self, paths: &[String]) -> Result<HashMap<String, Vec<Hit>>, IndexError> {
-        let mut out: HashMap<String, Vec<Hit>> = HashMap::new();
-        if paths.is_empty() {
-            return Ok(out);
-        }
-        let (stored, answers) = self.stored_paths(paths);
-        let batches = self
-            .collect(
-                self.table
-                    .query()
-                    .only_if(self.within(Some(in_list("path", &stored))).unwrap_or_default())
-                    .select(Select::columns(&self.hit_columns(None))),
-            )
-            .await?;
-        for mut h in self.hits(&batches, "", |s| s)? {
-            let Some((asked, shown)) = answers.answer(&h.path) else { continue };
-            if shown != h.path {
-                h.chunk.set_source(crate::record::source_of_path(&shown));
-                h.chunk.path = shown;
-            }
-            out.entry(asked).or_default().push(h);
-        }
-        for hits in out.values_mut() {
-            hits.sort_by_key(|h| h.start_line);
-        }
-        Ok(out)
-    }
-
-    /// All chunks of one file, in line order.
-    pub async fn chunks_of(&self, path: &str) -> Result<Vec<Hit>, IndexError> {
-        Ok(self.chunks_of_paths(&[path.to_string()]).await?.remove(path).unwrap_or_default())
     }
 
     /// The rows of `batches` as hits, scored by `f` of column `score_col` (0 without it); rows
@@ -194,5 +125,80 @@ impl Index {
             }
         }
         Ok(out)
+    }
+}
+
+impl Reads<'_> {
+    /// Nearest chunks to `vector` by cosine similarity ([`Probes::DEFAULT`]).
+    pub async fn vector_search(self, vector: &[f32], k: usize) -> Result<Vec<Hit>, IndexError> {
+        self.vector_search_with(vector, k, Probes::DEFAULT).await
+    }
+
+    /// [`Reads::vector_search`] visiting the vector index as `probes` says (ignored while the
+    /// table has none: every vector is read then).
+    pub async fn vector_search_with(self, vector: &[f32], k: usize, probes: Probes) -> Result<Vec<Hit>, IndexError> {
+        self.index.nearest(vector, k, Some(probes)).await
+    }
+
+    /// The exact nearest chunks, every stored vector read (the vector index bypassed): what
+    /// [`Probes`] settings are measured against (`ctxd bench --vector-recall`).
+    pub async fn exact_vector_search(self, vector: &[f32], k: usize) -> Result<Vec<Hit>, IndexError> {
+        self.index.nearest(vector, k, None).await
+    }
+
+    /// Best BM25 matches of `query` in chunk contents.
+    pub async fn fts_search(self, query: &str, k: usize) -> Result<Vec<Hit>, IndexError> {
+        if !self.index.fts_ready.load(Ordering::Acquire) || query.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = self
+            .index
+            .table
+            .query()
+            .full_text_search(FullTextSearchQuery::new(query.to_string()))
+            .select(Select::columns(&self.index.hit_columns(Some("_score"))));
+        if let Some(scope) = self.index.within(None) {
+            q = q.only_if(scope);
+        }
+        let batches = self.index.collect(q.limit(k)).await?;
+        let mut hits = self.index.hits(&batches, "_score", |s| s)?;
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok(hits)
+    }
+
+    /// The chunks of several files in one query, by path (each sorted by line).
+    pub async fn chunks_of_paths(self, paths: &[String]) -> Result<HashMap<String, Vec<Hit>>, IndexError> {
+        let mut out: HashMap<String, Vec<Hit>> = HashMap::new();
+        if paths.is_empty() {
+            return Ok(out);
+        }
+        let (stored, answers) = self.index.stored_paths(paths);
+        let batches = self
+            .index
+            .collect(
+                self.index
+                    .table
+                    .query()
+                    .only_if(self.index.within(Some(in_list("path", &stored))).unwrap_or_default())
+                    .select(Select::columns(&self.index.hit_columns(None))),
+            )
+            .await?;
+        for mut h in self.index.hits(&batches, "", |s| s)? {
+            let Some((asked, shown)) = answers.answer(&h.path) else { continue };
+            if shown != h.path {
+                h.chunk.set_source(crate::record::source_of_path(&shown));
+                h.chunk.path = shown;
+            }
+            out.entry(asked).or_default().push(h);
+        }
+        for hits in out.values_mut() {
+            hits.sort_by_key(|h| h.start_line);
+        }
+        Ok(out)
+    }
+
+    /// All chunks of one file, in line order.
+    pub async fn chunks_of(self, path: &str) -> Result<Vec<Hit>, IndexError> {
+        Ok(self.chunks_of_paths(&[path.to_string()]).await?.remove(path).unwrap_or_default())
     }
 }

@@ -3,11 +3,11 @@
 //!
 //! A distributed re-embedding (`ctxd reembed --shard I/N`) used to read every row of the
 //! source table and keep the chunk ids whose hash was its own: each shard's reading did not
-//! fall with `N`. Now shard `I` reads only its share ([`Index::row_share`]): the fragments of the
+//! fall with `N`. Now shard `I` reads only its share ([`Vectors::row_share`]): the fragments of the
 //! version, in manifest order, are laid end to end by their live row counts (physical rows less
 //! those deleted), `R` in all, and the share is the rows `[I·R/N, (I+1)·R/N)` of that sequence,
 //! cut into one range per fragment it spans. Lance reads a range of a fragment's live rows from
-//! its data files directly ([`Index::scan_share_without_vectors`]), so a shard reads about `1/N`
+//! its data files directly ([`Vectors::scan_share_without_vectors`]), so a shard reads about `1/N`
 //! of the bytes. Over one version the shares are disjoint and cover
 //! every row, whatever the fragment sizes (a compacted table is often a single fragment, which
 //! a split by whole fragments would give to one shard); so every shard must read **the same
@@ -21,7 +21,8 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use lance::dataset::fragment::FragReadConfig;
 
-use crate::{error::IndexError, store::Index};
+use crate::error::IndexError;
+use crate::vectors::Vectors;
 
 /// Rows a read of a share yields per batch.
 const BATCH_ROWS: u32 = 1024;
@@ -79,10 +80,10 @@ fn split(fragments: &[(u64, u64, u64)], index: u32, of: u32) -> Vec<Piece> {
     pieces
 }
 
-impl Index {
-    /// Share `index` of `of` of this handle's version ([`Index::at`] pins one).
-    pub async fn row_share(&self, index: u32, of: u32) -> Result<RowShare, IndexError> {
-        let dataset = self.dataset().await?;
+impl Vectors<'_> {
+    /// Share `index` of `of` of this handle's version ([`Snapshots::at`] pins one).
+    pub async fn row_share(self, index: u32, of: u32) -> Result<RowShare, IndexError> {
+        let dataset = self.index.dataset().await?;
         let mut fragments = Vec::with_capacity(dataset.fragments().len());
         for f in dataset.fragments().iter() {
             let bytes = f.files.iter().filter_map(|d| d.file_size_bytes.get()).map(|b| b.get()).sum();
@@ -90,11 +91,11 @@ impl Index {
             // counts (an old writer) would leave rows to no share: refused instead.
             let Some(rows) = f.num_rows() else {
                 return Err(IndexError::Snapshot {
-                    uri: self.uri.clone(),
+                    uri: self.index.uri.clone(),
                     message: format!(
                         "fragment {} of table {} does not record its row count, so it cannot be shared: run \
                          `ctxd compact` (which rewrites it) or re-embed on one machine",
-                        f.id, self.table_name
+                        f.id, self.index.table_name
                     ),
                 });
             };
@@ -103,14 +104,14 @@ impl Index {
         Ok(RowShare { pieces: split(&fragments, index, of), version: dataset.version().version })
     }
 
-    /// The rows of `share` without what their model made (as [`Index::scan_without_vectors`]),
+    /// The rows of `share` without what their model made (as [`Reads::scan_without_vectors`]),
     /// read from the share's fragment ranges only.
     pub async fn scan_share_without_vectors(
-        &self,
+        self,
         share: &RowShare,
     ) -> Result<BoxStream<'static, Result<RecordBatch, IndexError>>, IndexError> {
-        let dataset = self.dataset().await?;
-        let (uri, version) = (self.uri.clone(), dataset.version().version);
+        let dataset = self.index.dataset().await?;
+        let (uri, version) = (self.index.uri.clone(), dataset.version().version);
         if version != share.version {
             return Err(IndexError::Snapshot {
                 uri,
@@ -118,7 +119,7 @@ impl Index {
             });
         }
         let lance = move |e: lance::Error| IndexError::Lance { uri: uri.clone(), source: e.into() };
-        let columns = self.columns_without_vectors().await?;
+        let columns = self.index.columns_without_vectors().await?;
         let projection = Arc::new(dataset.schema().project(&columns).map_err(&lance)?);
         let batches = futures::stream::iter(share.pieces.clone())
             .then(move |piece| {
@@ -143,6 +144,7 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Index;
 
     #[test]
     fn shares_are_disjoint_cover_every_row_and_cut_inside_fragments() {
@@ -177,15 +179,15 @@ mod tests {
         // Three commits (three fragments), then a file replaced (a deletion inside one).
         for part in 0..3 {
             let rows = (part * 10..part * 10 + 10).map(crate::testing::row).collect();
-            index.commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
+            index.writes().commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
         }
-        index.delete_chunk_ids(&["c4".to_string()]).await.unwrap();
+        index.writes().delete_chunk_ids(&["c4".to_string()]).await.unwrap();
         let mut all = Vec::new();
         for i in 0..3 {
-            let share = index.row_share(i, 3).await.unwrap();
+            let share = index.vectors().row_share(i, 3).await.unwrap();
             assert_eq!(share.rows(), if i == 2 { 10 } else { 9 + u64::from(i) }, "29 live rows in three shares");
             let mut ids = Vec::new();
-            let mut stream = index.scan_share_without_vectors(&share).await.unwrap();
+            let mut stream = index.vectors().scan_share_without_vectors(&share).await.unwrap();
             while let Some(batch) = stream.next().await {
                 let batch = batch.unwrap();
                 assert!(batch.schema().column_with_name("vector").is_none(), "no vectors read");

@@ -1,8 +1,8 @@
 //! Versioned snapshots of the chunks table.
 //!
 //! Every commit of the chunks table is a LanceDB version. [`Index::snapshots`] lists them
-//! with their time, row count and tags; [`Index::tag`] names a version (a git commit, a
-//! release); [`Index::at`] opens a read-only view of one version — a separate table handle
+//! with their time, row count and tags; [`Snapshots::tag`] names a version (a git commit, a
+//! release); [`Snapshots::at`] opens a read-only view of one version — a separate table handle
 //! checked out at it, so queries "as of" a snapshot run while ingestion goes on committing
 //! new versions through the writer's handle. Tagged versions are kept by old-version cleanup.
 //!
@@ -85,103 +85,6 @@ impl Index {
         Ok(out)
     }
 
-    /// Every version still on disk, oldest first.
-    pub async fn snapshots(&self) -> Result<Vec<Snapshot>, IndexError> {
-        self.recent_snapshots(usize::MAX).await
-    }
-
-    /// The last `n` versions still on disk, oldest first (each is opened to count its rows, so
-    /// a caller that polls asks for a few).
-    pub async fn recent_snapshots(&self, n: usize) -> Result<Vec<Snapshot>, IndexError> {
-        let mut versions = self.table.list_versions().await.map_err(|e| self.lance(e))?;
-        versions.sort_by_key(|v| v.version);
-        let versions = versions.split_off(versions.len().saturating_sub(n));
-        let mut tags = self.tags_by_version().await?;
-        let view = self.view().await?;
-        let mut out = Vec::with_capacity(versions.len());
-        for v in versions {
-            view.checkout(v.version).await.map_err(|e| self.lance(e))?;
-            let rows = view.count_rows(None).await.map_err(|e| self.lance(e))?;
-            out.push(Snapshot {
-                version: v.version,
-                timestamp: v.timestamp.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                rows,
-                tags: tags.remove(&v.version).unwrap_or_default(),
-            });
-        }
-        Ok(out)
-    }
-
-    /// Tags `version` (default: the current one) as `name`, moving the tag if it exists.
-    /// Returns the version tagged.
-    pub async fn tag(&self, name: &str, version: Option<u64>) -> Result<u64, IndexError> {
-        if name.trim().is_empty() || name.parse::<u64>().is_ok() {
-            return Err(self.snapshot_error(format!("'{name}' cannot be a tag: use a name that is not a number")));
-        }
-        crate::fence::confirm(&self.uri).await?;
-        let current = self.table.version().await.map_err(|e| self.lance(e))?;
-        let version = version.unwrap_or(current);
-        self.check_version(version).await?;
-        // The same tag on the symbols and edges of that version, so cleanup keeps them too.
-        let mut sides = self.side_tables_at(version).await?;
-        // The history has no versions in step with the chunks: only the current one is known to
-        // be the history of the current version. A tag moved to an older version drops its
-        // history tag (that version reads today's history).
-        if let Some(h) = crate::connection::open_if_exists(&self.uri, HISTORY_TABLE).await? {
-            if version == current {
-                let v = h.version().await.map_err(|e| self.lance(e))?;
-                sides.push((HISTORY_TABLE, h, v));
-            } else {
-                self.drop_side_tag(&h, name).await?;
-            }
-        }
-        let tagged = std::iter::once((&self.table, version)).chain(sides.iter().map(|(_, side, v)| (side, *v)));
-        for (table, at) in tagged {
-            // Create, else move an existing tag: no listing of all tags, which fails while another
-            // process deletes one of them (parallel re-embedding shards tag and untag the source).
-            let mut tags = table.tags().await.map_err(|e| self.lance(e))?;
-            if let Err(e) = tags.create(name, at).await {
-                tags.update(name, at).await.map_err(|_| self.lance(e))?;
-            }
-        }
-        Ok(version)
-    }
-
-    /// Tags the current version of the chunks table as `name` unless that tag exists; the
-    /// version it names either way (of processes racing to create it, all get the winner's).
-    pub async fn tag_once(&self, name: &str) -> Result<u64, IndexError> {
-        if let Ok(v) = self.resolve(&AsOf::Tag(name.to_string())).await {
-            return Ok(v);
-        }
-        crate::fence::confirm(&self.uri).await?;
-        let current = self.table.version().await.map_err(|e| self.lance(e))?;
-        let mut tags = self.table.tags().await.map_err(|e| self.lance(e))?;
-        match tags.create(name, current).await {
-            Ok(()) => Ok(current),
-            // Created by another process meanwhile: theirs.
-            Err(e) => self.resolve(&AsOf::Tag(name.to_string())).await.map_err(|_| self.lance(e)),
-        }
-    }
-
-    /// Removes a tag (its version becomes eligible for cleanup).
-    pub async fn untag(&self, name: &str) -> Result<(), IndexError> {
-        crate::fence::confirm(&self.uri).await?;
-        let mut tags = self.table.tags().await.map_err(|e| self.lance(e))?;
-        if tags.get_version(name).await.is_err() {
-            return Err(self.snapshot_error(format!("no tag '{name}'")));
-        }
-        tags.delete(name).await.map_err(|e| self.lance(e))?;
-        let conn = crate::connection::connect(&self.uri).await?;
-        let names = conn.table_names().execute().await.map_err(|e| self.lance(e))?;
-        for side in [SYMBOLS_TABLE, EDGES_TABLE, HISTORY_TABLE] {
-            if names.iter().any(|n| n == side) {
-                let table = conn.open_table(side).execute().await.map_err(|e| self.lance(e))?;
-                self.drop_side_tag(&table, name).await?;
-            }
-        }
-        Ok(())
-    }
-
     /// Deletes a side table's tag `name` where it has one (the side tables carry a tag only when
     /// the tagged version had them: see `tag`).
     async fn drop_side_tag(&self, table: &Table, name: &str) -> Result<(), IndexError> {
@@ -201,7 +104,7 @@ impl Index {
         Err(self.snapshot_error(format!("no version {version} (versions on disk: {lo}..={hi})")))
     }
 
-    /// The history table's version recorded with a tag of chunks `version` (see [`Index::tag`]):
+    /// The history table's version recorded with a tag of chunks `version` (see [`Snapshots::tag`]):
     /// the newest when several tags of it tagged the history, `None` when none did — or when the
     /// tags cannot be listed now (another process deleting one): the view then reads today's.
     async fn history_tagged_at(&self, version: u64) -> Option<u64> {
@@ -216,23 +119,6 @@ impl Index {
             }
         }
         best
-    }
-
-    /// The version `as_of` names.
-    pub async fn resolve(&self, as_of: &AsOf) -> Result<u64, IndexError> {
-        match as_of {
-            AsOf::Version(v) => {
-                self.check_version(*v).await?;
-                Ok(*v)
-            }
-            AsOf::Tag(t) => {
-                let tags = self.table.tags().await.map_err(|e| self.lance(e))?;
-                match tags.list().await.map_err(|e| self.lance(e))?.get(t) {
-                    Some(c) => Ok(c.version),
-                    None => Err(self.snapshot_error(format!("no tag '{t}'"))),
-                }
-            }
-        }
     }
 
     /// The symbols and edges tables as they were when chunks `version` was committed, checked
@@ -261,18 +147,160 @@ impl Index {
         }
         Ok(out)
     }
+}
+
+/// The index's snapshots: the tagged and recent versions, tags, what `as_of` names, a view of a past version.
+///
+/// Made by [`Index::snapshots`]; it borrows the handle (and so its view: scope, pinned version).
+#[derive(Clone, Copy)]
+pub struct Snapshots<'a> {
+    pub(crate) index: &'a Index,
+}
+
+impl Index {
+    /// The index's snapshots: see [`Snapshots`].
+    pub fn snapshots(&self) -> Snapshots<'_> {
+        Snapshots { index: self }
+    }
+}
+
+impl Snapshots<'_> {
+    /// The version this handle reads and when it was committed (UTC).
+    pub async fn version_committed(self) -> Result<(u64, chrono::DateTime<chrono::Utc>), IndexError> {
+        let Some(dataset) = self.index.table.dataset() else {
+            return Ok((self.index.version().await?, chrono::Utc::now()));
+        };
+        let v = dataset.get().await.map_err(|e| self.index.lance(e))?.version();
+        Ok((v.version, v.timestamp))
+    }
+
+    /// Every version still on disk, oldest first.
+    pub async fn list(self) -> Result<Vec<Snapshot>, IndexError> {
+        self.recent_snapshots(usize::MAX).await
+    }
+
+    /// The last `n` versions still on disk, oldest first (each is opened to count its rows, so
+    /// a caller that polls asks for a few).
+    pub async fn recent_snapshots(self, n: usize) -> Result<Vec<Snapshot>, IndexError> {
+        let mut versions = self.index.table.list_versions().await.map_err(|e| self.index.lance(e))?;
+        versions.sort_by_key(|v| v.version);
+        let versions = versions.split_off(versions.len().saturating_sub(n));
+        let mut tags = self.index.tags_by_version().await?;
+        let view = self.index.view().await?;
+        let mut out = Vec::with_capacity(versions.len());
+        for v in versions {
+            view.checkout(v.version).await.map_err(|e| self.index.lance(e))?;
+            let rows = view.count_rows(None).await.map_err(|e| self.index.lance(e))?;
+            out.push(Snapshot {
+                version: v.version,
+                timestamp: v.timestamp.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                rows,
+                tags: tags.remove(&v.version).unwrap_or_default(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Tags `version` (default: the current one) as `name`, moving the tag if it exists.
+    /// Returns the version tagged.
+    pub async fn tag(self, name: &str, version: Option<u64>) -> Result<u64, IndexError> {
+        if name.trim().is_empty() || name.parse::<u64>().is_ok() {
+            return Err(self
+                .index
+                .snapshot_error(format!("'{name}' cannot be a tag: use a name that is not a number")));
+        }
+        crate::fence::confirm(&self.index.uri).await?;
+        let current = self.index.table.version().await.map_err(|e| self.index.lance(e))?;
+        let version = version.unwrap_or(current);
+        self.index.check_version(version).await?;
+        // The same tag on the symbols and edges of that version, so cleanup keeps them too.
+        let mut sides = self.index.side_tables_at(version).await?;
+        // The history has no versions in step with the chunks: only the current one is known to
+        // be the history of the current version. A tag moved to an older version drops its
+        // history tag (that version reads today's history).
+        if let Some(h) = crate::connection::open_if_exists(&self.index.uri, HISTORY_TABLE).await? {
+            if version == current {
+                let v = h.version().await.map_err(|e| self.index.lance(e))?;
+                sides.push((HISTORY_TABLE, h, v));
+            } else {
+                self.index.drop_side_tag(&h, name).await?;
+            }
+        }
+        let tagged = std::iter::once((&self.index.table, version)).chain(sides.iter().map(|(_, side, v)| (side, *v)));
+        for (table, at) in tagged {
+            // Create, else move an existing tag: no listing of all tags, which fails while another
+            // process deletes one of them (parallel re-embedding shards tag and untag the source).
+            let mut tags = table.tags().await.map_err(|e| self.index.lance(e))?;
+            if let Err(e) = tags.create(name, at).await {
+                tags.update(name, at).await.map_err(|_| self.index.lance(e))?;
+            }
+        }
+        Ok(version)
+    }
+
+    /// Tags the current version of the chunks table as `name` unless that tag exists; the
+    /// version it names either way (of processes racing to create it, all get the winner's).
+    pub async fn tag_once(self, name: &str) -> Result<u64, IndexError> {
+        if let Ok(v) = self.resolve(&AsOf::Tag(name.to_string())).await {
+            return Ok(v);
+        }
+        crate::fence::confirm(&self.index.uri).await?;
+        let current = self.index.table.version().await.map_err(|e| self.index.lance(e))?;
+        let mut tags = self.index.table.tags().await.map_err(|e| self.index.lance(e))?;
+        match tags.create(name, current).await {
+            Ok(()) => Ok(current),
+            // Created by another process meanwhile: theirs.
+            Err(e) => self.resolve(&AsOf::Tag(name.to_string())).await.map_err(|_| self.index.lance(e)),
+        }
+    }
+
+    /// Removes a tag (its version becomes eligible for cleanup).
+    pub async fn untag(self, name: &str) -> Result<(), IndexError> {
+        crate::fence::confirm(&self.index.uri).await?;
+        let mut tags = self.index.table.tags().await.map_err(|e| self.index.lance(e))?;
+        if tags.get_version(name).await.is_err() {
+            return Err(self.index.snapshot_error(format!("no tag '{name}'")));
+        }
+        tags.delete(name).await.map_err(|e| self.index.lance(e))?;
+        let conn = crate::connection::connect(&self.index.uri).await?;
+        let names = conn.table_names().execute().await.map_err(|e| self.index.lance(e))?;
+        for side in [SYMBOLS_TABLE, EDGES_TABLE, HISTORY_TABLE] {
+            if names.iter().any(|n| n == side) {
+                let table = conn.open_table(side).execute().await.map_err(|e| self.index.lance(e))?;
+                self.index.drop_side_tag(&table, name).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The version `as_of` names.
+    pub async fn resolve(self, as_of: &AsOf) -> Result<u64, IndexError> {
+        match as_of {
+            AsOf::Version(v) => {
+                self.index.check_version(*v).await?;
+                Ok(*v)
+            }
+            AsOf::Tag(t) => {
+                let tags = self.index.table.tags().await.map_err(|e| self.index.lance(e))?;
+                match tags.list().await.map_err(|e| self.index.lance(e))?.get(t) {
+                    Some(c) => Ok(c.version),
+                    None => Err(self.index.snapshot_error(format!("no tag '{t}'"))),
+                }
+            }
+        }
+    }
 
     /// A read-only view of the index at `version` (same model and dimension).
-    pub async fn at(&self, version: u64) -> Result<Index, IndexError> {
-        self.check_version(version).await?;
-        let table = self.view().await?;
-        table.checkout(version).await.map_err(|e| self.lance(e))?;
-        let mut index = Index::from_table(&self.uri, &self.table_name, table).await?;
-        index.model_id = self.model_id.clone();
+    pub async fn at(self, version: u64) -> Result<Index, IndexError> {
+        self.index.check_version(version).await?;
+        let table = self.index.view().await?;
+        table.checkout(version).await.map_err(|e| self.index.lance(e))?;
+        let mut index = Index::from_table(&self.index.uri, &self.index.table_name, table).await?;
+        index.model_id = self.index.model_id.clone();
         index.pinned = Some(version);
-        index.pinned_history = self.history_tagged_at(version).await;
-        index.overlays = self.overlays.clone();
-        for (name, side, _) in self.side_tables_at(version).await? {
+        index.pinned_history = self.index.history_tagged_at(version).await;
+        index.overlays = self.index.overlays.clone();
+        for (name, side, _) in self.index.side_tables_at(version).await? {
             match name {
                 SYMBOLS_TABLE => index.symbols = Some(side),
                 _ => index.edges = Some(side),
@@ -325,24 +353,31 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let uri = tmp.path().join("db").to_string_lossy().into_owned();
         let index = Index::open_or_create(&uri, "m", 4).await.unwrap();
-        index.commit(CommitBatch { rows: vec![row("a.py", "one")], ..Default::default() }).await.unwrap();
+        index.writes().commit(CommitBatch { rows: vec![row("a.py", "one")], ..Default::default() }).await.unwrap();
         replace(&uri, "", &[commit("c1")]).await.unwrap();
-        let first = index.tag("c-1", None).await.unwrap();
-        index.commit(CommitBatch { rows: vec![row("b.py", "two")], ..Default::default() }).await.unwrap();
+        let first = index.snapshots().tag("c-1", None).await.unwrap();
+        index.writes().commit(CommitBatch { rows: vec![row("b.py", "two")], ..Default::default() }).await.unwrap();
         replace(&uri, "", &[commit("c2")]).await.unwrap();
         let untagged = index.version().await.unwrap();
-        assert_eq!(commits(index.file_history().await.unwrap()), ["c2"]);
-        let past = index.at(first).await.unwrap();
-        assert_eq!(commits(past.file_history().await.unwrap()), ["c1"], "the tag's history");
-        assert_ne!(past.history_version().await.unwrap(), index.history_version().await.unwrap());
-        assert_eq!(commits(index.at(untagged).await.unwrap().file_history().await.unwrap()), ["c2"]);
-        index.untag("c-1").await.unwrap();
-        assert_eq!(commits(index.at(first).await.unwrap().file_history().await.unwrap()), ["c2"], "today's, untagged");
+        assert_eq!(commits(index.history().file_history().await.unwrap()), ["c2"]);
+        let past = index.snapshots().at(first).await.unwrap();
+        assert_eq!(commits(past.history().file_history().await.unwrap()), ["c1"], "the tag's history");
+        assert_ne!(past.history().history_version().await.unwrap(), index.history().history_version().await.unwrap());
+        assert_eq!(
+            commits(index.snapshots().at(untagged).await.unwrap().history().file_history().await.unwrap()),
+            ["c2"]
+        );
+        index.snapshots().untag("c-1").await.unwrap();
+        assert_eq!(
+            commits(index.snapshots().at(first).await.unwrap().history().file_history().await.unwrap()),
+            ["c2"],
+            "today's, untagged"
+        );
         // A tag moved to an older version drops the history it had: that version reads today's.
-        index.tag("c-2", None).await.unwrap();
+        index.snapshots().tag("c-2", None).await.unwrap();
         replace(&uri, "", &[commit("c3")]).await.unwrap();
-        index.tag("c-2", Some(first)).await.unwrap();
-        assert_eq!(commits(index.at(first).await.unwrap().file_history().await.unwrap()), ["c3"]);
+        index.snapshots().tag("c-2", Some(first)).await.unwrap();
+        assert_eq!(commits(index.snapshots().at(first).await.unwrap().history().file_history().await.unwrap()), ["c3"]);
     }
 
     #[tokio::test]
@@ -350,11 +385,16 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let uri = tmp.path().join("db").to_string_lossy().into_owned();
         let index = Index::open_or_create(&uri, "m", 4).await.unwrap();
-        index.commit(CommitBatch { rows: vec![row("a.txt", "old walrus text")], ..Default::default() }).await.unwrap();
+        index
+            .writes()
+            .commit(CommitBatch { rows: vec![row("a.txt", "old walrus text")], ..Default::default() })
+            .await
+            .unwrap();
         // (The first commit also builds the full-text index: a version of its own.)
         let first = index.version().await.unwrap();
-        assert_eq!(index.tag("release-1", None).await.unwrap(), first);
+        assert_eq!(index.snapshots().tag("release-1", None).await.unwrap(), first);
         index
+            .writes()
             .commit(CommitBatch {
                 rows: vec![row("a.txt", "new narwhal text"), row("b.txt", "another file")],
                 replace_paths: vec!["a.txt".into()],
@@ -362,29 +402,29 @@ mod tests {
             })
             .await
             .unwrap();
-        let snaps = index.snapshots().await.unwrap();
+        let snaps = index.snapshots().list().await.unwrap();
         let tagged = snaps.iter().find(|s| s.version == first).unwrap();
         assert_eq!(tagged.tags, vec!["release-1".to_string()]);
         assert_eq!(tagged.rows, 1);
         assert_eq!(snaps.last().unwrap().rows, 2, "{snaps:#?}");
         assert!(snaps.windows(2).all(|w| w[0].version < w[1].version && w[0].timestamp <= w[1].timestamp));
-        let last_two = index.recent_snapshots(2).await.unwrap();
+        let last_two = index.snapshots().recent_snapshots(2).await.unwrap();
         assert_eq!(last_two, snaps[snaps.len() - 2..], "the last two, oldest first");
         // The tagged version still has the old text; the latest does not.
-        let v = index.resolve(&"release-1".parse().unwrap()).await.unwrap();
-        let old = index.at(v).await.unwrap();
-        assert_eq!(old.fts_search("walrus", 5).await.unwrap().len(), 1);
-        assert!(old.fts_search("narwhal", 5).await.unwrap().is_empty());
-        assert!(index.fts_search("walrus", 5).await.unwrap().is_empty());
-        assert_eq!(index.fts_search("narwhal", 5).await.unwrap().len(), 1);
+        let v = index.snapshots().resolve(&"release-1".parse().unwrap()).await.unwrap();
+        let old = index.snapshots().at(v).await.unwrap();
+        assert_eq!(old.reads().fts_search("walrus", 5).await.unwrap().len(), 1);
+        assert!(old.reads().fts_search("narwhal", 5).await.unwrap().is_empty());
+        assert!(index.reads().fts_search("walrus", 5).await.unwrap().is_empty());
+        assert_eq!(index.reads().fts_search("narwhal", 5).await.unwrap().len(), 1);
         // Unknown names are clear errors.
-        let err = index.resolve(&AsOf::Version(999)).await.unwrap_err().to_string();
+        let err = index.snapshots().resolve(&AsOf::Version(999)).await.unwrap_err().to_string();
         assert!(err.contains("no version 999"), "{err}");
-        let err = index.resolve(&AsOf::Tag("nope".into())).await.unwrap_err().to_string();
+        let err = index.snapshots().resolve(&AsOf::Tag("nope".into())).await.unwrap_err().to_string();
         assert!(err.contains("no tag 'nope'"), "{err}");
-        assert!(index.tag("12", None).await.is_err(), "numeric tags would be ambiguous");
-        index.untag("release-1").await.unwrap();
-        assert!(index.snapshots().await.unwrap().iter().all(|s| s.tags.is_empty()));
+        assert!(index.snapshots().tag("12", None).await.is_err(), "numeric tags would be ambiguous");
+        index.snapshots().untag("release-1").await.unwrap();
+        assert!(index.snapshots().list().await.unwrap().iter().all(|s| s.tags.is_empty()));
     }
 
     #[test]

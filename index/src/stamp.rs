@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::error::IndexError;
-use crate::store::Index;
+use crate::reader::Reads;
 
 /// The index an answer read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -46,14 +46,14 @@ impl IndexStamp {
     }
 }
 
-impl Index {
+impl Reads<'_> {
     /// The version this handle reads and its commit time (`changed_since` unknown).
-    pub async fn stamp(&self) -> Result<IndexStamp, IndexError> {
-        let table = self.table();
-        let version = table.version().await.map_err(|e| self.lance(e))?;
+    pub async fn stamp(self) -> Result<IndexStamp, IndexError> {
+        let table = self.index.table();
+        let version = table.version().await.map_err(|e| self.index.lance(e))?;
         let committed_at = match table.as_native() {
             Some(native) => {
-                let manifest = native.manifest().await.map_err(|e| self.lance(e))?;
+                let manifest = native.manifest().await.map_err(|e| self.index.lance(e))?;
                 manifest.timestamp().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
             }
             None => String::new(),

@@ -55,7 +55,7 @@ pub struct Index {
     pub(crate) scope: Option<std::sync::Arc<crate::scope::SourceScope>>,
     /// The ref overlays the scope reads through (see [`crate::overlay`]).
     pub(crate) lens: Option<std::sync::Arc<crate::overlay::Lens>>,
-    /// The version a view of a past version ([`Index::at`]) is checked out at.
+    /// The version a view of a past version ([`Snapshots::at`]) is checked out at.
     pub(crate) pinned: Option<u64>,
     /// The history version tagged with that version (see [`crate::history`]), read once.
     pub(crate) pinned_history: Option<u64>,
@@ -222,12 +222,6 @@ impl Index {
             .and_then(|b| b.column(0).as_any().downcast_ref::<StringArray>().map(|a| a.value(0).to_string())))
     }
 
-    /// The ref overlays' cache of this handle: what records an overlay through it (a git
-    /// source of the same process) makes the handle's views see it at once.
-    pub fn overlay_cache(&self) -> std::sync::Arc<crate::overlay::OverlayCache> {
-        self.overlays.clone()
-    }
-
     /// The database URI.
     pub fn uri(&self) -> &str {
         &self.uri
@@ -261,15 +255,6 @@ impl Index {
     /// Moves this handle to the table's latest version (other processes may have committed).
     pub async fn refresh(&self) -> Result<(), IndexError> {
         self.table.checkout_latest().await.map_err(|e| self.lance(e))
-    }
-
-    /// The version this handle reads and when it was committed (UTC).
-    pub async fn version_committed(&self) -> Result<(u64, chrono::DateTime<chrono::Utc>), IndexError> {
-        let Some(dataset) = self.table.dataset() else {
-            return Ok((self.version().await?, chrono::Utc::now()));
-        };
-        let v = dataset.get().await.map_err(|e| self.lance(e))?.version();
-        Ok((v.version, v.timestamp))
     }
 
     /// Vector dimension of the table.
@@ -345,17 +330,17 @@ mod tests {
             assert!(schema.field_with_name(LATE).unwrap().is_nullable());
             assert_eq!(crate::format::check(&uri, &schema).unwrap(), crate::format::FORMAT);
             let keys: Vec<String> = (0..3).map(|i| format!("k{i}")).collect();
-            assert!(index.late_for(&keys).await.unwrap().is_empty(), "old rows have no codes");
+            assert!(index.vectors().late_for(&keys).await.unwrap().is_empty(), "old rows have no codes");
             // An append (a new file) and a merge (a file replaced) both write the column.
-            index.commit(CommitBatch { rows: vec![codes(1)], ..Default::default() }).await.unwrap();
+            index.writes().commit(CommitBatch { rows: vec![codes(1)], ..Default::default() }).await.unwrap();
             let replace =
                 CommitBatch { rows: vec![codes(2)], replace_paths: vec!["f2.txt".into()], ..Default::default() };
-            index.commit(replace).await.unwrap();
-            let found = index.late_for(&keys).await.unwrap();
+            index.writes().commit(replace).await.unwrap();
+            let found = index.vectors().late_for(&keys).await.unwrap();
             let expected = HashMap::from([("k1".to_string(), vec![1u8; 3]), ("k2".to_string(), vec![2u8; 3])]);
             assert_eq!(found, expected);
             let reopened = Index::open(&uri).await.unwrap();
-            assert_eq!(reopened.late_for(&keys).await.unwrap(), found);
+            assert_eq!(reopened.vectors().late_for(&keys).await.unwrap(), found);
         }
     }
 }

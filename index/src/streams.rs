@@ -6,7 +6,7 @@
 //! every row of a multi-gigabyte file at the end would write the file's rows a second time and
 //! send all of them through the full-text index again. Instead, once every part is committed
 //! and the rows of the file's previous version are deleted, one row `(path, file_hash)` is
-//! written here. [`crate::store::Index::file_hashes`] reads `partial:<hash>` rows as complete exactly
+//! written here. [`crate::reader::Reads::file_hashes`] reads `partial:<hash>` rows as complete exactly
 //! when this table holds `<hash>` for their path; otherwise the file counts as not indexed
 //! and is streamed again (a crash mid-file never leaves half a file looking whole).
 //!

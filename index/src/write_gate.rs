@@ -11,7 +11,7 @@
 //! keep coming.
 //!
 //! So every write to a database from this process holds its gate, one per database URI,
-//! shared by every handle opened on it: a commit ([`crate::store::Index::commit`]), a
+//! shared by every handle opened on it: a commit ([`crate::writer::Writes::commit`]), a
 //! compaction, an index fold or merge, a side table's upkeep. A long step the writer need not
 //! wait for — building the vector index, which commits rebase past — does not take it. The
 //! pipeline is back-pressured, so edits wait (a few seconds at most, a compaction's time) and

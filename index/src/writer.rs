@@ -1,7 +1,7 @@
 //! The writer: a [`CommitBatch`] applied as **one** LanceDB commit (`merge_insert` that inserts
 //! the new chunks and deletes the stale chunks of the same files in a single version), with
 //! the batch's symbols written first; files committed in parts ([`crate::streams`]) completed
-//! by [`Index::finish_stream`]; plain appends and deletions by id for the re-embedding job.
+//! by [`Writes::finish_stream`]; plain appends and deletions by id for the re-embedding job.
 //!
 //! Every commit is a LanceDB version; nothing here ever rewrites a chunk row in place.
 
@@ -36,7 +36,7 @@ pub struct CommitBatch {
     pub edges: Vec<EdgeRow>,
     /// `(path, hash)` of streamed files whose first part is in `rows`: rows `partial:<hash>`
     /// of the same path left by an interrupted earlier attempt are deleted first (the rows
-    /// of the previous complete version stay searchable until [`Index::finish_stream`]).
+    /// of the previous complete version stay searchable until [`Writes::finish_stream`]).
     pub stream_starts: Vec<(String, String)>,
 }
 
@@ -59,24 +59,7 @@ pub struct CommitStats {
 }
 
 impl Index {
-    /// Applies `batch` as one commit: new chunks inserted, stale chunks of the replaced files
-    /// and all chunks of deleted files removed, in the same LanceDB version.
-    pub async fn commit(&self, batch: CommitBatch) -> Result<CommitStats, IndexError> {
-        if batch.is_empty() {
-            return Ok(CommitStats { version: self.version().await?, ..Default::default() });
-        }
-        if !self.keyed {
-            return Err(IndexError::Unkeyed { uri: self.uri.clone(), table: self.table_name.clone() });
-        }
-        let turn = crate::write_gate::turn(&self.uri).await?;
-        // Every version the commit makes is its own (its turn): logged with its files.
-        let paths = batch.rows.iter().map(|r| r.chunk.path.as_str());
-        let paths = paths.chain(batch.replace_paths.iter().chain(&batch.delete_paths).map(String::as_str));
-        let paths = paths.chain(batch.stream_starts.iter().map(|(p, _)| p.as_str()));
-        self.logged(paths, self.commit_in_turn(&batch, &turn)).await
-    }
-
-    /// [`Index::commit`]'s writes, in the database's turn; each table write confirms the
+    /// [`Writes::commit`]'s writes, in the database's turn; each table write confirms the
     /// writer lease first ([`crate::fence`]), so a writer paused in the middle commits no more.
     async fn commit_in_turn(&self, batch: &CommitBatch, turn: &Turn) -> Result<CommitStats, IndexError> {
         let started = Instant::now();
@@ -146,49 +129,9 @@ impl Index {
         let version = if stats.version == 0 { self.version().await? } else { stats.version };
         metrics::gauge!(m::INDEX_VERSION).set(version as f64);
         if !self.fts_ready.load(Ordering::Acquire) && stats.inserted > 0 {
-            self.build_fts().await?;
+            self.maintenance().build_fts().await?;
         }
         Ok(CommitStats { version, ..stats })
-    }
-
-    /// Appends rows (a batch of `chunks_schema(dim)`) as one commit; no dedup, no deletes.
-    pub async fn append(&self, batch: RecordBatch) -> Result<(), IndexError> {
-        crate::fence::confirm(&self.uri).await?;
-        self.table.add(batch).execute().await.map_err(|e| self.lance(e))?;
-        Ok(())
-    }
-
-    /// Deletes the rows with these ids (one commit per 1,000 ids).
-    pub async fn delete_chunk_ids(&self, ids: &[String]) -> Result<(), IndexError> {
-        for part in ids.chunks(1000) {
-            crate::fence::confirm(&self.uri).await?;
-            self.table.delete(&in_list("chunk_id", part)).await.map_err(|e| self.lance(e))?;
-        }
-        Ok(())
-    }
-
-    /// Completes a file committed in parts: deletes the rows of its previous version (any
-    /// `file_hash` other than `partial:<hash>`), then records `(path, hash)` in the streams
-    /// table, so the file counts as indexed only once every part is in. Both are cheap (a
-    /// deletion vector and a one-row merge): the file's rows are not rewritten.
-    pub async fn finish_stream(&self, path: &str, hash: &str) -> Result<(), IndexError> {
-        let turn = crate::write_gate::turn(&self.uri).await?;
-        let partial = format!("{PARTIAL_PREFIX}{hash}");
-        let filter = format!("path = {} AND file_hash != {}", sql_str(path), sql_str(&partial));
-        self.logged([path], async { self.table.delete(&filter).await.map_err(|e| self.lance(e)) }).await?;
-        for table in [&self.symbols, &self.edges].into_iter().flatten() {
-            turn.fence().await?;
-            table.delete(&format!("path = {}", sql_str(path))).await.map_err(|e| self.lance(e))?;
-        }
-        let Some(streams) = &self.streams else { return Ok(()) };
-        turn.fence().await?;
-        let record = stream_batch(path, hash);
-        let schema = record.schema();
-        let reader = RecordBatchIterator::new(vec![Ok(record)], schema);
-        let mut merge = streams.merge_insert(&["path"]);
-        merge.when_matched_update_all(None).when_not_matched_insert_all();
-        merge.execute(Box::new(reader)).await.map_err(|e| self.lance(e))?;
-        Ok(())
     }
 
     /// Merges `record` (rows keyed by `key`) into a per-file side table (symbols, edges),
@@ -216,6 +159,82 @@ impl Index {
             merge.when_not_matched_by_source_delete(Some(in_list("path", touched)));
         }
         merge.execute(Box::new(reader)).await.map_err(|e| self.lance(e))?;
+        Ok(())
+    }
+}
+
+/// The single writer's changes to the chunks table: commits, appends, deletions, streamed files, and a shard's uncommitted fragments.
+///
+/// Made by [`Index::writes`]; it borrows the handle (and so its view: scope, pinned version).
+#[derive(Clone, Copy)]
+pub struct Writes<'a> {
+    pub(crate) index: &'a Index,
+}
+
+impl Index {
+    /// The single writer's changes to the chunks table: see [`Writes`].
+    pub fn writes(&self) -> Writes<'_> {
+        Writes { index: self }
+    }
+}
+
+impl Writes<'_> {
+    /// Applies `batch` as one commit: new chunks inserted, stale chunks of the replaced files
+    /// and all chunks of deleted files removed, in the same LanceDB version.
+    pub async fn commit(self, batch: CommitBatch) -> Result<CommitStats, IndexError> {
+        if batch.is_empty() {
+            return Ok(CommitStats { version: self.index.version().await?, ..Default::default() });
+        }
+        if !self.index.keyed {
+            return Err(IndexError::Unkeyed { uri: self.index.uri.clone(), table: self.index.table_name.clone() });
+        }
+        let turn = crate::write_gate::turn(&self.index.uri).await?;
+        // Every version the commit makes is its own (its turn): logged with its files.
+        let paths = batch.rows.iter().map(|r| r.chunk.path.as_str());
+        let paths = paths.chain(batch.replace_paths.iter().chain(&batch.delete_paths).map(String::as_str));
+        let paths = paths.chain(batch.stream_starts.iter().map(|(p, _)| p.as_str()));
+        self.index.logged(paths, self.index.commit_in_turn(&batch, &turn)).await
+    }
+
+    /// Appends rows (a batch of `chunks_schema(dim)`) as one commit; no dedup, no deletes.
+    pub async fn append(self, batch: RecordBatch) -> Result<(), IndexError> {
+        crate::fence::confirm(&self.index.uri).await?;
+        self.index.table.add(batch).execute().await.map_err(|e| self.index.lance(e))?;
+        Ok(())
+    }
+
+    /// Deletes the rows with these ids (one commit per 1,000 ids).
+    pub async fn delete_chunk_ids(self, ids: &[String]) -> Result<(), IndexError> {
+        for part in ids.chunks(1000) {
+            crate::fence::confirm(&self.index.uri).await?;
+            self.index.table.delete(&in_list("chunk_id", part)).await.map_err(|e| self.index.lance(e))?;
+        }
+        Ok(())
+    }
+
+    /// Completes a file committed in parts: deletes the rows of its previous version (any
+    /// `file_hash` other than `partial:<hash>`), then records `(path, hash)` in the streams
+    /// table, so the file counts as indexed only once every part is in. Both are cheap (a
+    /// deletion vector and a one-row merge): the file's rows are not rewritten.
+    pub async fn finish_stream(self, path: &str, hash: &str) -> Result<(), IndexError> {
+        let turn = crate::write_gate::turn(&self.index.uri).await?;
+        let partial = format!("{PARTIAL_PREFIX}{hash}");
+        let filter = format!("path = {} AND file_hash != {}", sql_str(path), sql_str(&partial));
+        self.index
+            .logged([path], async { self.index.table.delete(&filter).await.map_err(|e| self.index.lance(e)) })
+            .await?;
+        for table in [&self.index.symbols, &self.index.edges].into_iter().flatten() {
+            turn.fence().await?;
+            table.delete(&format!("path = {}", sql_str(path))).await.map_err(|e| self.index.lance(e))?;
+        }
+        let Some(streams) = &self.index.streams else { return Ok(()) };
+        turn.fence().await?;
+        let record = stream_batch(path, hash);
+        let schema = record.schema();
+        let reader = RecordBatchIterator::new(vec![Ok(record)], schema);
+        let mut merge = streams.merge_insert(&["path"]);
+        merge.when_matched_update_all(None).when_not_matched_insert_all();
+        merge.execute(Box::new(reader)).await.map_err(|e| self.index.lance(e))?;
         Ok(())
     }
 }
@@ -266,33 +285,34 @@ mod tests {
             ..Default::default()
         };
         // Version 1 streamed in two parts and finished.
-        index.commit(commit(vec![part(0, "v1")], Some("v1"))).await.unwrap();
-        assert_eq!(index.file_hashes().await.unwrap()["big.log"], "partial:v1", "not complete yet");
-        index.commit(commit(vec![part(1, "v1")], None)).await.unwrap();
-        index.finish_stream("big.log", "v1").await.unwrap();
-        assert_eq!(index.file_hashes().await.unwrap()["big.log"], "v1");
-        assert_eq!(index.chunks_of("big.log").await.unwrap().len(), 2);
+        index.writes().commit(commit(vec![part(0, "v1")], Some("v1"))).await.unwrap();
+        assert_eq!(index.reads().file_hashes().await.unwrap()["big.log"], "partial:v1", "not complete yet");
+        index.writes().commit(commit(vec![part(1, "v1")], None)).await.unwrap();
+        index.writes().finish_stream("big.log", "v1").await.unwrap();
+        assert_eq!(index.reads().file_hashes().await.unwrap()["big.log"], "v1");
+        assert_eq!(index.reads().chunks_of("big.log").await.unwrap().len(), 2);
         // Version 2: an interrupted attempt leaves one part; v1 still counts as complete.
-        index.commit(commit(vec![part(0, "v2")], Some("v2"))).await.unwrap();
-        assert_eq!(index.file_hashes().await.unwrap()["big.log"], "v1");
+        index.writes().commit(commit(vec![part(0, "v2")], Some("v2"))).await.unwrap();
+        assert_eq!(index.reads().file_hashes().await.unwrap()["big.log"], "v1");
         // The retry starts over: the leftover part is dropped, not duplicated.
-        index.commit(commit(vec![part(0, "v2")], Some("v2"))).await.unwrap();
-        assert_eq!(index.chunks_of("big.log").await.unwrap().len(), 3, "v1's two rows + one v2 row");
-        index.commit(commit(vec![part(1, "v2"), part(2, "v2")], None)).await.unwrap();
-        index.finish_stream("big.log", "v2").await.unwrap();
-        let rows = index.chunks_of("big.log").await.unwrap();
+        index.writes().commit(commit(vec![part(0, "v2")], Some("v2"))).await.unwrap();
+        assert_eq!(index.reads().chunks_of("big.log").await.unwrap().len(), 3, "v1's two rows + one v2 row");
+        index.writes().commit(commit(vec![part(1, "v2"), part(2, "v2")], None)).await.unwrap();
+        index.writes().finish_stream("big.log", "v2").await.unwrap();
+        let rows = index.reads().chunks_of("big.log").await.unwrap();
         assert_eq!(rows.len(), 3, "only v2's rows remain");
         assert!(rows.iter().all(|r| r.content.ends_with("v2")));
-        assert_eq!(index.file_hashes().await.unwrap()["big.log"], "v2");
+        assert_eq!(index.reads().file_hashes().await.unwrap()["big.log"], "v2");
         // Replaced by a small (non-streamed) version: the stream record goes too.
         let small = row("big.log", 0, "small", [0.0, 1.0, 0.0, 0.0]);
         let hash = small.file_hash.clone();
         index
+            .writes()
             .commit(CommitBatch { rows: vec![small], replace_paths: vec!["big.log".into()], ..Default::default() })
             .await
             .unwrap();
-        assert_eq!(index.file_hashes().await.unwrap()["big.log"], hash);
-        assert_eq!(index.chunks_of("big.log").await.unwrap().len(), 1);
+        assert_eq!(index.reads().file_hashes().await.unwrap()["big.log"], hash);
+        assert_eq!(index.reads().chunks_of("big.log").await.unwrap().len(), 1);
         assert!(index.complete_streams().await.unwrap().is_empty());
     }
 
@@ -330,11 +350,11 @@ mod tests {
         assert_eq!(index.vectorless(), Vectorless::Null);
         let rows = vec![row("a.rs", 0, "alpha", [1.0, 0.0, 0.0, 0.0]), text_only("b.rs")];
         let ids: Vec<String> = rows.iter().map(|r| r.chunk_id.clone()).collect();
-        index.commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
+        index.writes().commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
         let stored = stored_vectors(&index).await;
         assert_eq!(stored[&ids[0]], Some(vec![1.0, 0.0, 0.0, 0.0]));
         assert_eq!(stored[&ids[1]], None, "no vector: null, nothing on disk");
-        let near = index.vector_search(&[1.0, 0.0, 0.0, 0.0], 5).await.unwrap();
+        let near = index.reads().vector_search(&[1.0, 0.0, 0.0, 0.0], 5).await.unwrap();
         assert_eq!(near.iter().map(|h| h.chunk.path.as_str()).collect::<Vec<_>>(), ["a.rs"]);
         // A table created before `vector` was nullable takes zeros (its schema says non-null).
         let uri = dir.path().join("old").to_string_lossy().into_owned();
@@ -346,11 +366,11 @@ mod tests {
         let old = Index::open_or_create(&uri, "m", 4).await.unwrap();
         assert_eq!(old.vectorless(), Vectorless::Zeros);
         let id = text_only("d.rs").chunk_id.clone();
-        old.commit(CommitBatch { rows: vec![text_only("d.rs")], ..Default::default() }).await.unwrap();
+        old.writes().commit(CommitBatch { rows: vec![text_only("d.rs")], ..Default::default() }).await.unwrap();
         assert_eq!(stored_vectors(&old).await[&id], Some(vec![0.0; 4]));
         // A row that claims a model must carry the table's dimension.
         let bad = ChunkRow { vector: vec![1.0], ..row("e.rs", 0, "delta", [0.0; 4]) };
-        assert!(index.commit(CommitBatch { rows: vec![bad], ..Default::default() }).await.is_err());
+        assert!(index.writes().commit(CommitBatch { rows: vec![bad], ..Default::default() }).await.is_err());
     }
 
     use crate::{edges::EdgeKind, edges::EdgeRow};
@@ -386,16 +406,24 @@ mod tests {
             ],
             ..Default::default()
         };
-        index.commit(first.clone()).await.unwrap();
+        index.writes().commit(first.clone()).await.unwrap();
         let v1 = index.version().await.unwrap();
         // A retried batch does not duplicate symbols.
-        index.commit(CommitBatch { replace_paths: vec!["a.rs".into(), "b.rs".into()], ..first }).await.unwrap();
-        let exact = index.symbols_named("parse_config", false, 10).await.unwrap();
+        index
+            .writes()
+            .commit(CommitBatch { replace_paths: vec!["a.rs".into(), "b.rs".into()], ..first })
+            .await
+            .unwrap();
+        let exact = index.symbols().symbols_named("parse_config", false, 10).await.unwrap();
         assert_eq!(exact.len(), 1);
         assert_eq!(exact[0].signature, "fn parse_config()");
         assert_eq!(exact[0].doc.as_deref(), Some("does things"));
-        assert_eq!(index.symbols_named("a::parse_args", false, 10).await.unwrap().len(), 1, "by qualified name");
-        assert_eq!(index.symbols_named("parse", true, 10).await.unwrap().len(), 2, "by prefix");
+        assert_eq!(
+            index.symbols().symbols_named("a::parse_args", false, 10).await.unwrap().len(),
+            1,
+            "by qualified name"
+        );
+        assert_eq!(index.symbols().symbols_named("parse", true, 10).await.unwrap().len(), 2, "by prefix");
         // a.rs loses parse_args, b.rs is deleted: their symbols go in the same commit.
         let second = CommitBatch {
             rows: vec![row("a.rs", 0, "parse", [1.0, 0.0, 0.0, 0.0])],
@@ -404,33 +432,33 @@ mod tests {
             symbols: vec![sym("a.rs", "parse_config", 1)],
             ..Default::default()
         };
-        index.commit(second).await.unwrap();
-        assert!(index.symbols_named("parse_args", false, 10).await.unwrap().is_empty());
-        assert!(index.symbols_named("render", false, 10).await.unwrap().is_empty());
-        assert_eq!(index.symbols_named("parse_config", false, 10).await.unwrap().len(), 1);
+        index.writes().commit(second).await.unwrap();
+        assert!(index.symbols().symbols_named("parse_args", false, 10).await.unwrap().is_empty());
+        assert!(index.symbols().symbols_named("render", false, 10).await.unwrap().is_empty());
+        assert_eq!(index.symbols().symbols_named("parse_config", false, 10).await.unwrap().len(), 1);
         // Edges went with their files: b.rs's are gone, a.rs has none left.
-        assert!(index.all_edges().await.unwrap().is_empty());
+        assert!(index.symbols().all_edges().await.unwrap().is_empty());
         // A read-only open sees the same tables.
         let ro = Index::open(&uri).await.unwrap();
-        assert_eq!(ro.symbols_named("parse", true, 10).await.unwrap().len(), 1);
+        assert_eq!(ro.symbols().symbols_named("parse", true, 10).await.unwrap().len(), 1);
         // A snapshot sees the symbols and edges of its own version, not the latest.
-        let old = index.at(v1).await.unwrap();
-        assert_eq!(old.symbols_named("render", false, 10).await.unwrap().len(), 1);
-        assert_eq!(old.all_symbols().await.unwrap().len(), 3);
-        let edges = old.all_edges().await.unwrap();
+        let old = index.snapshots().at(v1).await.unwrap();
+        assert_eq!(old.symbols().symbols_named("render", false, 10).await.unwrap().len(), 1);
+        assert_eq!(old.symbols().all_symbols().await.unwrap().len(), 3);
+        let edges = old.symbols().all_edges().await.unwrap();
         assert_eq!(edges.len(), 2, "{edges:?}");
         // A tag keeps the symbols and edges of its version through cleanup, too.
-        index.tag("first", Some(v1)).await.unwrap();
+        index.snapshots().tag("first", Some(v1)).await.unwrap();
         let opts = crate::maintenance::MaintenanceOptions {
             retain: std::time::Duration::ZERO,
             single_writer: true,
             vector_index_min_rows: 0,
         };
-        index.maintain(&opts).await.unwrap();
-        let old = index.at(v1).await.unwrap();
-        assert_eq!(old.all_symbols().await.unwrap().len(), 3);
-        assert_eq!(old.all_edges().await.unwrap().len(), 2);
-        index.untag("first").await.unwrap();
+        index.maintenance().maintain(&opts).await.unwrap();
+        let old = index.snapshots().at(v1).await.unwrap();
+        assert_eq!(old.symbols().all_symbols().await.unwrap().len(), 3);
+        assert_eq!(old.symbols().all_edges().await.unwrap().len(), 2);
+        index.snapshots().untag("first").await.unwrap();
     }
 
     #[tokio::test]
@@ -449,13 +477,13 @@ mod tests {
             symbols: vec![],
             ..Default::default()
         };
-        let s1 = index.commit(first).await.unwrap();
+        let s1 = index.writes().commit(first).await.unwrap();
         assert_eq!((s1.inserted, s1.deleted), (3, 0));
-        assert_eq!(index.stats().await.unwrap().rows, 3);
-        let hits = index.fts_search("needle", 5).await.unwrap();
+        assert_eq!(index.reads().stats().await.unwrap().rows, 3);
+        let hits = index.reads().fts_search("needle", 5).await.unwrap();
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0].path, "b.rs");
-        let near = index.vector_search(&[0.0, 0.9, 0.1, 0.0], 2).await.unwrap();
+        let near = index.reads().vector_search(&[0.0, 0.9, 0.1, 0.0], 2).await.unwrap();
         assert_eq!(near[0].content, "open a network socket");
         assert!(near[0].score > near[1].score);
 
@@ -472,17 +500,17 @@ mod tests {
         };
         let before = index.version().await.unwrap();
         assert!(before > s1.version, "building the FTS index is a version of its own");
-        let s2 = index.commit(second).await.unwrap();
+        let s2 = index.writes().commit(second).await.unwrap();
         assert_eq!(s2.version, before + 1, "one version per commit");
         assert_eq!((s2.inserted, s2.deleted), (1, 2));
-        let files = index.file_hashes().await.unwrap();
+        let files = index.reads().file_hashes().await.unwrap();
         assert_eq!(files.len(), 1);
-        assert_eq!(index.chunks_of("a.rs").await.unwrap().len(), 2);
+        assert_eq!(index.reads().chunks_of("a.rs").await.unwrap().len(), 2);
         // Rows written after the FTS index was built are searchable before optimisation.
-        assert_eq!(index.fts_search("haystack", 5).await.unwrap().len(), 1);
-        assert!(index.fts_search("needle", 5).await.unwrap().is_empty());
-        index.optimize_indices().await.unwrap();
-        assert_eq!(index.fts_search("haystack", 5).await.unwrap().len(), 1);
+        assert_eq!(index.reads().fts_search("haystack", 5).await.unwrap().len(), 1);
+        assert!(index.reads().fts_search("needle", 5).await.unwrap().is_empty());
+        index.maintenance().optimize_indices().await.unwrap();
+        assert_eq!(index.reads().fts_search("haystack", 5).await.unwrap().len(), 1);
 
         // Re-committing identical rows inserts nothing.
         let again = CommitBatch {
@@ -495,7 +523,7 @@ mod tests {
             symbols: vec![],
             ..Default::default()
         };
-        let s3 = index.commit(again).await.unwrap();
+        let s3 = index.writes().commit(again).await.unwrap();
         assert_eq!((s3.inserted, s3.deleted), (0, 0));
 
         // Another model or dimension is refused; read-only open finds the model.
@@ -503,6 +531,6 @@ mod tests {
         assert!(matches!(Index::open_or_create(&uri, "m", 8).await, Err(IndexError::ModelMismatch { .. })));
         let ro = Index::open(&uri).await.unwrap();
         assert_eq!((ro.model_id(), ro.dim()), ("m", 4));
-        assert!(matches!(ro.vector_search(&[1.0], 1).await, Err(IndexError::Dimension { .. })));
+        assert!(matches!(ro.reads().vector_search(&[1.0], 1).await, Err(IndexError::Dimension { .. })));
     }
 }

@@ -7,7 +7,7 @@
 //! The examples are what the index already holds: each commit of the recorded history
 //! (`ctxd_index::history`, the last `[index] history_commits` commits of each view) with its
 //! first message line and the indexed files it changed, the files' vectors the unit mean of their
-//! stored chunk vectors ([`ctxd_index::store::Index::file_vectors`]). Left out: merges' and
+//! stored chunk vectors ([`ctxd_index::vectors::Vectors::file_vectors`]). Left out: merges' and
 //! other summaries under [`MIN_SUMMARY_CHARS`] characters, commits that changed no indexed file or
 //! over [`MAX_FILES`] of them. The fit and its judgement are [`ctxd_models::adapter::select`]
 //! (the newest commits held out; kept only when it ranks their files better than the base).
@@ -159,8 +159,8 @@ struct Material {
 }
 
 async fn material(index: &Index) -> Result<Material, PipelineError> {
-    let h = index.file_history().await?;
-    let vectors = index.file_vectors().await?;
+    let h = index.history().file_history().await?;
+    let vectors = index.vectors().file_vectors().await?;
     let mut paths: Vec<&String> = vectors.keys().collect();
     paths.sort();
     let ids: HashMap<&str, usize> = paths.iter().enumerate().map(|(i, p)| (p.as_str(), i)).collect();
@@ -200,7 +200,7 @@ pub async fn adapt(
     let mut m = m?;
     // Read after the history: it holds nothing newer than this version, so a view of an older
     // history (which the stored row's version keeps it from) never gets commits after its own.
-    let version = index.history_version().await?;
+    let version = index.history().history_version().await?;
     if let Some(seed) = shuffled {
         shuffle(&mut m.changed, seed);
     }
@@ -264,14 +264,14 @@ fn report(selection: &Selection, shuffled: Option<u64>) -> String {
 /// maintenance pass compacting the history table) is no reason. The one rule of the end of
 /// `ctxd index` and of a daemon's background job.
 pub async fn due(index: &Index, version: u64) -> Result<bool, PipelineError> {
-    let stored = match index.stored_adapter().await? {
+    let stored = match index.history().stored_adapter().await? {
         Some(s) if !is_control(&s.report) => s,
         _ => return Ok(true),
     };
     if stored.history_version == version {
         return Ok(false);
     }
-    Ok(index.file_history().await?.newest != stored.newest)
+    Ok(index.history().file_history().await?.newest != stored.newest)
 }
 
 /// Whether a stored report is the shuffled control's (see [`adapt`]).

@@ -59,7 +59,7 @@ pub(crate) async fn run(
 /// Whether the history at its current version is due a fit ([`crate::adapt::due`]); `seen` is
 /// the last version judged not due, so an unchanged table is not read again every poll.
 async fn due(index: &Index, seen: &mut u64) -> bool {
-    let version = match index.history_version().await {
+    let version = match index.history().history_version().await {
         Ok(v) => v,
         Err(e) => {
             tracing::warn!("query adapter: reading the history's version: {e}");

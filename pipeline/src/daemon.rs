@@ -269,7 +269,7 @@ impl Pipeline {
                     history: history.clone(),
                     db: db.clone(),
                     triggers: self.triggers.clone(),
-                    overlays: self.index.overlay_cache(),
+                    overlays: self.index.reads().overlay_cache(),
                 };
                 source.run(origin, follow)
             })
@@ -384,7 +384,7 @@ async fn maintain_every(
     let poll = when.every.min(Duration::from_secs(5));
     let (mut last, mut commits_then) = (tokio::time::Instant::now(), when.commits());
     // Fragments left by earlier runs count like commits of this one.
-    let mut inherited = index.layout().await.map_or(0, |(_, fragments)| fragments as u64);
+    let mut inherited = index.maintenance().layout().await.map_or(0, |(_, fragments)| fragments as u64);
     let mut commits_polled = commits_then;
     let mut scan_seen = false;
     loop {
@@ -398,8 +398,8 @@ async fn maintain_every(
         }
         let first_scan = !scan_seen && when.scanned.is_ready();
         scan_seen |= first_scan;
-        let first_scan =
-            first_scan && index.vector_index_due(opts.vector_index_min_rows).await.is_ok_and(|d| d.is_some());
+        let first_scan = first_scan
+            && index.maintenance().vector_index_due(opts.vector_index_min_rows).await.is_ok_and(|d| d.is_some());
         let (elapsed, commits) = (last.elapsed(), when.commits());
         // Quiet: no commit since the previous poll (a burst of ingestion is over).
         let quiet = commits == commits_polled;
@@ -416,7 +416,7 @@ async fn maintain_every(
 /// index is complete without it; the next pass, or `ctxd compact`, retries). True if it ran
 /// to the end (new rows are then folded into the indexes).
 async fn maintain_once(index: &Index, opts: &ctxd_index::maintenance::MaintenanceOptions, why: &str) -> bool {
-    match index.maintain(opts).await {
+    match index.maintenance().maintain(opts).await {
         Ok(r) => {
             tracing::info!(
                 versions = format!("{} -> {}", r.versions_before, r.versions_after),
@@ -496,12 +496,12 @@ impl Running {
             None => false,
         };
         if !maintained {
-            if let Err(e) = self.index.optimize_indices().await {
+            if let Err(e) = self.index.maintenance().optimize_indices().await {
                 tracing::warn!("optimizing indices: {e}");
             }
         }
         source_result?;
-        let stats = self.index.stats().await?;
+        let stats = self.index.reads().stats().await?;
         let c = &self.counters;
         Ok(Summary {
             files_seen: c.seen.load(Ordering::Relaxed),

@@ -95,12 +95,12 @@ impl Pipeline {
         }
         let index = Arc::new(index);
         // Publishes the row and version gauges before the first commit (the sink refreshes them after each one).
-        index.stats().await?;
-        index.layout().await?;
-        let mut hashes = index.file_hashes().await?;
+        index.reads().stats().await?;
+        index.maintenance().layout().await?;
+        let mut hashes = index.reads().file_hashes().await?;
         // An index written before the code graph existed: chunk its files with definitions again
         // (their vectors are reused), which writes their edges.
-        let missing = index.paths_missing_graph().await?;
+        let missing = index.symbols().paths_missing_graph().await?;
         if !missing.is_empty() {
             tracing::info!(files = missing.len(), "building the code graph of files indexed before it existed");
             for path in &missing {

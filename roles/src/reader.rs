@@ -5,7 +5,7 @@
 //!   start), then opens it like `ctxd search --db` does: the active table, and its model (the
 //!   spec `ctxd reembed` recorded, else the model id in the table; `--model` overrides).
 //! * **Following.** Every `[server] reader_poll_ms` it reads the latest version of the active
-//!   table. A newer one is opened as a pinned view (`Index::at`: the chunks table checked out
+//!   table. A newer one is opened as a pinned view (`Snapshots::at`: the chunks table checked out
 //!   at that version, the symbols and edges tables as they were when it was committed) and
 //!   swapped in with [`Searcher::switch`]: requests in flight finish on the version they
 //!   started with, the next ones see the new one, and no request ever reads a version that is
@@ -123,12 +123,12 @@ pub async fn step(
     }
     let probe = probe.as_ref().expect("opened above");
     probe.refresh().await?;
-    let (latest, committed) = probe.version_committed().await?;
+    let (latest, committed) = probe.snapshots().version_committed().await?;
     if latest == served {
         metrics::gauge!(m::READER_LAG_SECONDS).set(0.0);
         return Ok(None);
     }
-    let view = probe.at(latest).await?;
+    let view = probe.snapshots().at(latest).await?;
     searcher.switch(Arc::new(view), searcher.current().retriever().embed().cloned());
     let lag = (chrono::Utc::now() - committed).num_milliseconds().max(0) as f64 / 1000.0;
     metrics::gauge!(m::READER_LAG_SECONDS).set(lag);
@@ -176,19 +176,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let uri = dir.path().join("db").to_string_lossy().into_owned();
         let writer = Index::open_or_create(&uri, "m", 8).await.unwrap();
-        writer.commit(CommitBatch { rows: vec![row(1)], ..Default::default() }).await.unwrap();
+        writer.writes().commit(CommitBatch { rows: vec![row(1)], ..Default::default() }).await.unwrap();
         let searcher = Searcher::new(Arc::new(Index::open(&uri).await.unwrap()), None);
         let served = searcher.index().version().await.unwrap();
         let mut probe = None;
         assert_eq!(step(&uri, &searcher, &mut probe, served, &never()).await.unwrap(), None, "nothing new");
 
-        writer.commit(CommitBatch { rows: vec![row(2)], ..Default::default() }).await.unwrap();
+        writer.writes().commit(CommitBatch { rows: vec![row(2)], ..Default::default() }).await.unwrap();
         let latest = writer.version().await.unwrap();
         assert!(latest > served);
         let moved = step(&uri, &searcher, &mut probe, served, &never()).await.unwrap();
         assert_eq!(moved, Some(latest), "the reader serves the version the writer committed");
         assert_eq!(searcher.index().version().await.unwrap(), latest);
-        assert_eq!(searcher.index().stats().await.unwrap().rows, 2, "the new rows are read");
+        assert_eq!(searcher.index().reads().stats().await.unwrap().rows, 2, "the new rows are read");
         assert_eq!(step(&uri, &searcher, &mut probe, latest, &never()).await.unwrap(), None);
     }
 

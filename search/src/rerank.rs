@@ -310,7 +310,7 @@ async fn stored_codes(
 ) -> HashMap<usize, Vec<u8>> {
     let (Some(index), Some(codec)) = (index, codec) else { return HashMap::new() };
     let keys: Vec<String> = unscored.iter().map(|&i| ctxd_models::embed_key(embed.model_id(), &texts[i])).collect();
-    let mut found = match index.late_for(&keys).await {
+    let mut found = match index.vectors().late_for(&keys).await {
         Ok(found) => found,
         Err(e) => {
             tracing::warn!("reading stored late-interaction codes failed, encoding the candidates: {e}");

@@ -97,7 +97,7 @@ impl Retriever {
     /// [`Self::stamp`] of an index the caller already opened with [`Self::index_as_of`]
     /// (`latest`: opened without `as_of`).
     pub async fn stamp_of(&self, index: &Index, latest: bool) -> Result<IndexStamp, SearchError> {
-        let mut stamp = index.stamp().await?;
+        let mut stamp = index.reads().stamp().await?;
         if latest {
             stamp.changed_since = self.changed_since();
         }
@@ -174,13 +174,13 @@ impl Retriever {
     async fn view(&self, spec: &str) -> Result<View, SearchError> {
         let as_of: AsOf =
             spec.parse().map_err(|e: ctxd_index::error::IndexError| SearchError::BadSnapshot(e.to_string()))?;
-        let version = self.pinned.index.resolve(&as_of).await.map_err(snapshot_error)?;
+        let version = self.pinned.index.snapshots().resolve(&as_of).await.map_err(snapshot_error)?;
         let mut views = self.pinned.views.lock().await;
         if let Some(i) = views.iter().position(|v| v.version == version) {
             let view = views.remove(i);
             views.push(view);
         } else {
-            let index = Arc::new(self.pinned.index.at(version).await.map_err(snapshot_error)?);
+            let index = Arc::new(self.pinned.index.snapshots().at(version).await.map_err(snapshot_error)?);
             if views.len() >= OPEN_VIEWS {
                 views.remove(0);
             }
@@ -195,15 +195,15 @@ impl Retriever {
         let k = req.k;
         let (index, version) = self.index_as_of(req.as_of.as_deref(), req.source.as_ref()).await?;
         let hits = match (req.mode, vector) {
-            (Mode::Bm25 | Mode::Symbol, _) => index.fts_search(&req.query, k).await?,
-            (Mode::Vector, Some(v)) => index.vector_search(v, k).await?,
+            (Mode::Bm25 | Mode::Symbol, _) => index.reads().fts_search(&req.query, k).await?,
+            (Mode::Vector, Some(v)) => index.reads().vector_search(v, k).await?,
             (Mode::Hybrid | Mode::Routed, Some(v)) => {
                 let depth = (k * 4).max(50);
                 let (vec_hits, fts_hits) =
-                    tokio::join!(index.vector_search(v, depth), index.fts_search(&req.query, depth));
+                    tokio::join!(index.reads().vector_search(v, depth), index.reads().fts_search(&req.query, depth));
                 rrf(&[vec_hits?, fts_hits?], k)
             }
-            (_, None) => index.fts_search(&req.query, k).await?,
+            (_, None) => index.reads().fts_search(&req.query, k).await?,
         };
         let route = match (req.mode, vector) {
             (Mode::Vector, _) => Route::Vector,

@@ -148,7 +148,7 @@ impl Searcher {
             model: index.model_id().to_string(),
             version: index.version().await?,
             // The git refs' overlays change how a ref reads without a new version of the table.
-            overlays: index.overlays_version().await?,
+            overlays: index.reads().overlays_version().await?,
         };
         Ok(Some((epoch, format!("{req:?}"))))
     }

@@ -237,7 +237,7 @@ impl FlightService for FlightApi {
         let limited = Self::limited(&request);
         let index = self.searcher.index();
         let schema = index.schema().await.map_err(index_status)?;
-        let snaps = index.snapshots().await.map_err(index_status)?;
+        let snaps = index.snapshots().list().await.map_err(index_status)?;
         let mut infos = Vec::with_capacity(snaps.len());
         for s in &snaps {
             let mut info = self.snapshot_info(s, &schema).await?;
@@ -259,7 +259,7 @@ impl FlightService for FlightApi {
                 .parse()
                 .map_err(|_| Status::invalid_argument(format!("{table}/{version}: not a version number")))?;
             let schema = index.schema().await.map_err(index_status)?;
-            let snaps = index.snapshots().await.map_err(index_status)?;
+            let snaps = index.snapshots().list().await.map_err(index_status)?;
             let s = snaps
                 .iter()
                 .find(|s| s.version == version)
@@ -310,12 +310,13 @@ impl FlightService for FlightApi {
                 let view = match as_of {
                     Some(spec) => {
                         let as_of: ctxd_index::snapshots::AsOf = spec.parse().map_err(index_status)?;
-                        let version = index.resolve(&as_of).await.map_err(index_status)?;
-                        Arc::new(index.at(version).await.map_err(index_status)?)
+                        let version = index.snapshots().resolve(&as_of).await.map_err(index_status)?;
+                        Arc::new(index.snapshots().at(version).await.map_err(index_status)?)
                     }
                     None => index.clone(),
                 };
-                let rows = view.scoped(scope).await.map_err(index_status)?.scan().await.map_err(index_status)?;
+                let rows =
+                    view.scoped(scope).await.map_err(index_status)?.reads().scan().await.map_err(index_status)?;
                 rows.map_err(|e| FlightError::ExternalError(Box::new(e))).boxed()
             }
         };

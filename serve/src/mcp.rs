@@ -404,7 +404,7 @@ impl McpServer {
         let kind = args.get("kind").and_then(Value::as_str);
         let index = self.assembler.searcher().index().scoped(source).await.map_err(|e| e.to_string())?;
         let fetch = if kind.is_some() { limit * 5 } else { limit };
-        let rows = index.symbols_named(name, prefix, fetch).await.map_err(|e| e.to_string())?;
+        let rows = index.symbols().symbols_named(name, prefix, fetch).await.map_err(|e| e.to_string())?;
         let rows: Vec<_> = rows.into_iter().filter(|r| kind.is_none_or(|k| r.kind == k)).take(limit).collect();
         if rows.is_empty() {
             return Ok(text_result(
@@ -437,14 +437,14 @@ impl McpServer {
         let name = arg_str(args, "name")?;
         let path = args.get("path").and_then(Value::as_str);
         let index = self.assembler.searcher().index().scoped(source).await.map_err(|e| e.to_string())?;
-        let rows = index.symbols_named(name, false, 50).await.map_err(|e| e.to_string())?;
+        let rows = index.symbols().symbols_named(name, false, 50).await.map_err(|e| e.to_string())?;
         let Some(sym) = rows.iter().find(|r| path.is_none_or(|p| r.path == p)) else {
             return Err(match path {
                 Some(p) => format!("no symbol named '{name}' in {p}"),
                 None => format!("no symbol named '{name}' (try search_symbols with prefix=true)"),
             });
         };
-        let chunks = index.chunks_of(&sym.path).await.map_err(|e| e.to_string())?;
+        let chunks = index.reads().chunks_of(&sym.path).await.map_err(|e| e.to_string())?;
         let lines = indexed_lines(&chunks, sym.start_line..=sym.end_line);
         if lines.is_empty() {
             return Err(format!("the source of '{name}' ({}:{}) is not in the index", sym.path, sym.start_line));
@@ -468,7 +468,7 @@ impl McpServer {
     async fn overview(&self, args: &Value, source: Option<SourceScope>) -> Result<Value, String> {
         let cap = arg_usize(args, "max_tokens", 1500, 100, 8000)?;
         let index = self.assembler.searcher().index().scoped(source).await.map_err(|e| e.to_string())?;
-        let files = index.files().await.map_err(|e| e.to_string())?;
+        let files = index.reads().files().await.map_err(|e| e.to_string())?;
         let mut langs: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
         let mut folders: BTreeMap<String, (usize, usize)> = BTreeMap::new();
         for (path, lang, chunks) in &files {
@@ -484,7 +484,7 @@ impl McpServer {
         let mut folders: Vec<_> = folders.into_iter().collect();
         folders.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(&b.0)));
         let kinds = ["module", "struct", "class", "trait", "interface", "enum", "type"];
-        let mut key = index.top_level_symbols(&kinds, 2000).await.map_err(|e| e.to_string())?;
+        let mut key = index.symbols().top_level_symbols(&kinds, 2000).await.map_err(|e| e.to_string())?;
         // Types of the biggest folders first, documented ones before the rest.
         let rank: BTreeMap<&str, usize> = folders.iter().enumerate().map(|(i, f)| (f.0.as_str(), i)).collect();
         let folder_rank = |p: &str| rank.get(top_folder(p).as_str()).copied().unwrap_or(usize::MAX);

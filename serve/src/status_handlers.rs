@@ -73,7 +73,7 @@ pub(crate) async fn status(State(state): State<AppState>, caller: CallerExt) -> 
                 Ok(v) => v,
                 Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
             };
-            let (files, chunks) = match (view.files().await, view.stats().await) {
+            let (files, chunks) = match (view.reads().files().await, view.reads().stats().await) {
                 (Ok(f), Ok(s)) => (f, s.rows),
                 (Err(e), _) | (_, Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
             };
@@ -94,8 +94,8 @@ pub(crate) async fn status(State(state): State<AppState>, caller: CallerExt) -> 
 /// `report`: how it was judged (commits, held out, base and adapted MRR@10, the fit; `"control":
 /// "shuffled"` on the shuffled control).
 async fn query_adapter(index: &ctxd_index::store::Index) -> Result<serde_json::Value, ctxd_index::error::IndexError> {
-    let Some(stored) = index.stored_adapter().await? else { return Ok(serde_json::Value::Null) };
-    let in_use = stored.in_use_at(index.history_version().await?);
+    let Some(stored) = index.history().stored_adapter().await? else { return Ok(serde_json::Value::Null) };
+    let in_use = stored.in_use_at(index.history().history_version().await?);
     let report = serde_json::from_str(&stored.report).unwrap_or(serde_json::Value::String(stored.report));
     Ok(serde_json::json!({
         "in_use": in_use,
@@ -148,7 +148,7 @@ pub(crate) async fn versions(
     if last == 0 || last > MAX_VERSIONS_SHOWN {
         return error(StatusCode::BAD_REQUEST, format!("last must be 1 to {MAX_VERSIONS_SHOWN}, not {last}"));
     }
-    match state.searcher.index().recent_snapshots(last).await {
+    match state.searcher.index().snapshots().recent_snapshots(last).await {
         Ok(v) => Json(serde_json::json!({ "versions": v })).into_response(),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }

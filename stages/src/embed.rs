@@ -142,7 +142,7 @@ impl Embed {
         if hashes.is_empty() {
             return HashMap::new();
         }
-        match self.index.embeddings_for(&hashes, self.codec.is_some()).await {
+        match self.index.vectors().embeddings_for(&hashes, self.codec.is_some()).await {
             Ok(v) => v,
             Err(e) => {
                 let first = files.first().map_or("", |f| f.rel.as_str());

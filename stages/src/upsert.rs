@@ -1,7 +1,7 @@
 //! The upsert stage: batches of embedded files and removals → one LanceDB commit each.
 //!
 //! A batch is deduplicated by path (the last state of a file wins), written with
-//! [`Index::commit`] (new chunks and the deletion of stale ones in a single version), retried
+//! [`Writes::commit`] (new chunks and the deletion of stale ones in a single version), retried
 //! with back-off on failure, and only then recorded in the shared [`FileState`]. A batch that
 //! cannot be committed leaves the index exactly as it was: nothing already indexed is lost.
 //! A sharded build's shard writes each batch as uncommitted fragments instead
@@ -136,7 +136,7 @@ impl Upsert {
         let stats = loop {
             attempt += 1;
             let written = match &self.publish {
-                Publish::Commit => self.index.commit(batch.clone()).await,
+                Publish::Commit => self.index.writes().commit(batch.clone()).await,
                 Publish::Stage(build) => build.write(&batch).await,
             };
             match written {
@@ -156,7 +156,7 @@ impl Upsert {
         // new rows complete, and only then record the file as indexed.
         for (path, hash) in self.parts_done(&parts) {
             let finished = match &self.publish {
-                Publish::Commit => self.index.finish_stream(&path, &hash).await,
+                Publish::Commit => self.index.writes().finish_stream(&path, &hash).await,
                 Publish::Stage(build) => build.finish_stream(&path, &hash).await,
             };
             if let Err(source) = finished {

@@ -43,7 +43,7 @@ pub struct GraphCache {
 impl GraphCache {
     /// The graph of `index`'s version (built now when not cached).
     pub async fn get(&self, index: &Index) -> Result<Arc<CachedGraph>, SearchError> {
-        let versions = index.graph_versions().await?;
+        let versions = index.symbols().graph_versions().await?;
         let key: Key = (format!("{}{}", index.uri(), index.scope_key()), index.table_name().to_string(), versions);
         // Held across the build: concurrent requests for a new version wait for one build.
         let mut slots = self.slots.lock().await;
@@ -54,9 +54,9 @@ impl GraphCache {
             return Ok(graph);
         }
         let started = Instant::now();
-        let files: Vec<String> = index.files().await?.into_iter().map(|(p, _, _)| p).collect();
-        let symbols = index.all_symbols().await?;
-        let edges = index.all_edges().await?;
+        let files: Vec<String> = index.reads().files().await?.into_iter().map(|(p, _, _)| p).collect();
+        let symbols = index.symbols().all_symbols().await?;
+        let edges = index.symbols().all_edges().await?;
         let graph = tokio::task::spawn_blocking(move || {
             let code = build(files, symbols, edges, versions);
             let files = FileGraph::new(&code);

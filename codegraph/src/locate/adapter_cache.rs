@@ -84,7 +84,7 @@ impl AdapterCache {
 
 /// The stored adapter of `index`'s view, decoded; `None` when it has none or it does not fit.
 async fn read(index: &Index) -> Result<Option<Arc<QueryAdapter>>, SearchError> {
-    let Some(row) = index.query_adapter().await? else { return Ok(None) };
+    let Some(row) = index.history().query_adapter().await? else { return Ok(None) };
     match QueryAdapter::from_bytes(&row.weights, row.dim as usize) {
         Ok(a) if a.dim() == index.dim() => Ok(Some(Arc::new(a))),
         Ok(_) => Ok(None),
@@ -115,7 +115,7 @@ mod tests {
         let mut row = StoredAdapter {
             model: "m".into(),
             dim: 2,
-            history_version: index.history_version().await.unwrap(),
+            history_version: index.history().history_version().await.unwrap(),
             newest: 1,
             weights: QueryAdapter::identity(2).to_bytes(),
             report: "{}".into(),

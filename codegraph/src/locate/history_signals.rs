@@ -59,13 +59,13 @@ impl HistoryCache {
                 return Ok(h.clone());
             }
         }
-        let version = index.history_version().await?;
+        let version = index.history().history_version().await?;
         let mut slots = self.slots.lock().await;
         if let Some(slot) = slots.iter_mut().find(|s| s.0 == key && s.1 == version) {
             slot.2 = Instant::now();
             return Ok(slot.3.clone());
         }
-        let h = Arc::new(if version == 0 { History::default() } else { index.file_history().await? });
+        let h = Arc::new(if version == 0 { History::default() } else { index.history().file_history().await? });
         slots.retain(|s| s.0 != key);
         slots.push((key, version, Instant::now(), h.clone()));
         if slots.len() > 8 {

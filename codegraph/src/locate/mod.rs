@@ -161,14 +161,14 @@ impl Locator {
         let (bm25_hits, vector_hits) = tokio::join!(
             async {
                 if on(Signal::Bm25) {
-                    index.fts_search(&bm25_query, DEPTH).await
+                    index.reads().fts_search(&bm25_query, DEPTH).await
                 } else {
                     Ok(Vec::new())
                 }
             },
             async {
                 match &vector {
-                    Some(v) => index.vector_search(v, DEPTH).await,
+                    Some(v) => index.reads().vector_search(v, DEPTH).await,
                     None => Ok(Vec::new()),
                 }
             }
@@ -178,7 +178,7 @@ impl Locator {
         let mut message_hits = Vec::new();
         if on(Signal::Messages) {
             for m in &issue.messages {
-                message_hits.push((m.clone(), index.fts_search(m, 30).await?));
+                message_hits.push((m.clone(), index.reads().fts_search(m, 30).await?));
             }
         }
         mark(&mut took.messages_ms);

@@ -54,7 +54,7 @@ async fn fit(db: &Path, model: &ModelArgs, shuffled: Option<u64>) -> Result<Adap
 /// ([`ctxd_pipeline::adapt::due`], the daemon's rule too).
 pub async fn after_index(db: &Path, model: &ModelArgs) -> Result<()> {
     let index = open_index(db).await?;
-    let version = index.history_version().await?;
+    let version = index.history().history_version().await?;
     if version == 0 || !due(&index, version).await? {
         return Ok(());
     }

@@ -8,7 +8,7 @@ use anyhow::Result;
 use crate::open::open_index;
 
 pub async fn snapshots(db: &Path, json: bool) -> Result<()> {
-    let snaps = open_index(db).await?.snapshots().await?;
+    let snaps = open_index(db).await?.snapshots().list().await?;
     if json {
         println!("{}", serde_json::json!({ "snapshots": snaps }));
         return Ok(());
@@ -23,14 +23,14 @@ pub async fn snapshots(db: &Path, json: bool) -> Result<()> {
 /// `ctxd snapshot tag NAME [--version V]`: names a version so cleanup keeps it.
 pub async fn tag(db: &Path, name: &str, version: Option<u64>) -> Result<()> {
     let index = open_index(db).await?;
-    let v = index.tag(name, version).await?;
+    let v = index.snapshots().tag(name, version).await?;
     println!("tagged version {v} of {} as '{name}'", db.display());
     Ok(())
 }
 
 /// `ctxd snapshot untag NAME`.
 pub async fn untag(db: &Path, name: &str) -> Result<()> {
-    open_index(db).await?.untag(name).await?;
+    open_index(db).await?.snapshots().untag(name).await?;
     println!("removed tag '{name}' from {}", db.display());
     Ok(())
 }
@@ -43,7 +43,7 @@ pub async fn compact(db: &Path, retain_secs: u64, vector_index_min_rows: usize, 
         single_writer: true,
         vector_index_min_rows,
     };
-    let r = index.maintain(&opts).await?;
+    let r = index.maintenance().maintain(&opts).await?;
     if json {
         println!("{}", serde_json::to_string(&r)?);
     } else {

@@ -77,9 +77,9 @@ pub async fn commit(cfg: Config, json: bool) -> Result<()> {
         let index = ctxd_index::store::Index::open(&uri).await?;
         let published = ctxd_index::build_shard::publish(&index).await?;
         let publish_seconds = started.elapsed().as_secs_f64();
-        index.build_fts().await?;
+        index.maintenance().build_fts().await?;
         let opts = ctxd_index::maintenance::MaintenanceOptions { single_writer: false, ..cfg.index.maintenance() };
-        let upkeep = index.maintain(&opts).await?;
+        let upkeep = index.maintenance().maintain(&opts).await?;
         anyhow::Ok((published, publish_seconds, upkeep, index.version().await?))
     };
     let result = done.await;

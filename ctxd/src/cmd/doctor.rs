@@ -205,7 +205,11 @@ async fn check_model(
 
 /// The index at `db`: its version, chunks, versions on disk, fragments and vector index.
 async fn check_index(index: &Index, db: &Path, out: &mut Findings) {
-    match (index.stats().await, index.layout().await, index.has_vector_index().await) {
+    match (
+        index.reads().stats().await,
+        index.maintenance().layout().await,
+        index.maintenance().has_vector_index().await,
+    ) {
         (Ok(stats), Ok((versions, fragments)), Ok(vector)) => {
             let detail = format!(
                 "{}: version {}, {} chunks, {versions} versions on disk, {fragments} fragments, {}",

@@ -198,7 +198,7 @@ pub async fn graph(action: GraphAction) -> Result<()> {
             let g = GraphCache::default().get(&index).await?;
             let mut a = impact(&g.code, &changes, limit);
             let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
-            let history = index.file_history().await?;
+            let history = index.history().file_history().await?;
             a.cochanged =
                 ctxd_codegraph::locate::cochanged_with(&history, &changed, limit, |p| g.code.file(p).is_some());
             print_impact(&a, json)

@@ -64,7 +64,7 @@ pub async fn context(req: ContextRequest, db: &Path, model: &ModelArgs, json: bo
 
 pub async fn symbols(name: &str, db: &Path, prefix: bool, limit: usize, json: bool) -> Result<()> {
     let index = open_index(db).await?;
-    let rows = index.symbols_named(name, prefix, limit.max(1)).await?;
+    let rows = index.symbols().symbols_named(name, prefix, limit.max(1)).await?;
     if json {
         let out: Vec<serde_json::Value> = rows
             .iter()

@@ -212,7 +212,7 @@ fn the_vector_index_is_built_once_the_first_scan_is_committed() {
     let indexed = || {
         rt.block_on(async {
             let index = ctxd_index::store::Index::open(&db.to_string_lossy()).await.unwrap();
-            index.has_vector_index().await.unwrap()
+            index.maintenance().has_vector_index().await.unwrap()
         })
     };
     wait_for("the vector index", Duration::from_secs(60), indexed);

@@ -275,8 +275,8 @@ pub(crate) fn vectors_by_chunk(db: &Path) -> std::collections::HashMap<String, V
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let index = ctxd_index::store::Index::open(&db.to_string_lossy()).await.unwrap();
-        let ids: Vec<String> = index.chunk_ids().await.unwrap().into_iter().collect();
-        index.vectors_of_chunks(&ids).await.unwrap()
+        let ids: Vec<String> = index.reads().chunk_ids().await.unwrap().into_iter().collect();
+        index.vectors().vectors_of_chunks(&ids).await.unwrap()
     })
 }
 
@@ -310,7 +310,7 @@ pub(crate) fn fingerprint(db: &Path) -> Vec<(String, String, String)> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let index = ctxd_index::store::Index::open(&db.to_string_lossy()).await.unwrap();
-        index.fingerprint().await.unwrap()
+        index.reads().fingerprint().await.unwrap()
     })
 }
 

@@ -19,7 +19,7 @@ pub async fn migrate(db: &str, model: JobModel, model_spec: &str) -> Result<Opti
     if source.embed_keyed() {
         return Ok(None);
     }
-    let rows = source.stats().await?.rows;
+    let rows = source.reads().stats().await?.rows;
     tracing::warn!(
         db, table = %source.table_name(), rows, model = %model.id,
         "the index was written by an older ctxd: its vectors are keyed by content alone, so a moved file or an \
@@ -69,9 +69,9 @@ mod tests {
         legacy_table(&db, &rows, 6).await;
         let old = Index::open(&db).await.unwrap();
         assert!(!old.embed_keyed());
-        assert_eq!(old.fts_search("item_3", 2).await.unwrap().len(), 0, "searchable, no full-text index yet");
-        assert!(old.vector_search(&letters(3), 2).await.is_ok(), "an old table still answers queries");
-        let err = old.commit(CommitBatch { rows: vec![row(50, "test/letters")], ..Default::default() }).await;
+        assert_eq!(old.reads().fts_search("item_3", 2).await.unwrap().len(), 0, "searchable, no full-text index yet");
+        assert!(old.reads().vector_search(&letters(3), 2).await.is_ok(), "an old table still answers queries");
+        let err = old.writes().commit(CommitBatch { rows: vec![row(50, "test/letters")], ..Default::default() }).await;
         assert!(err.unwrap_err().to_string().contains("re-embed it once"), "writes are refused before migrating");
 
         // A concurrent job got there first and wrote rows 0..3 twice: they are redone, once.
@@ -79,9 +79,9 @@ mod tests {
         for _ in 0..2 {
             let rows: Vec<ChunkRow> =
                 (0..3).map(|i| ChunkRow { vector: letters(0), ..row(i, "test/letters") }).collect();
-            early.commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
+            early.writes().commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
         }
-        assert_eq!(early.chunk_ids_and_duplicates().await.unwrap().1.len(), 3);
+        assert_eq!(early.reads().chunk_ids_and_duplicates().await.unwrap().1.len(), 3);
         let model = JobModel::from(EmbedService::spawn(Letters, EmbedServiceConfig::default()));
         let report = migrate(&db, model.clone(), "test/letters").await.unwrap().expect("migrated");
         assert_eq!((report.from_table.as_str(), report.to_table.as_str()), ("chunks", "chunks__test-letters"));
@@ -89,10 +89,10 @@ mod tests {
         let now = Index::open(&db).await.unwrap();
         assert!(now.embed_keyed());
         assert_eq!(now.table_name(), "chunks__test-letters");
-        assert!(now.chunk_ids_and_duplicates().await.unwrap().1.is_empty());
-        assert_eq!(now.stats().await.unwrap().rows, 12);
+        assert!(now.reads().chunk_ids_and_duplicates().await.unwrap().1.is_empty());
+        assert_eq!(now.reads().stats().await.unwrap().rows, 12);
         let ids: Vec<String> = (0..12).map(|i| format!("c{i:03}")).collect();
-        let vectors = now.vectors_of_chunks(&ids).await.unwrap();
+        let vectors = now.vectors().vectors_of_chunks(&ids).await.unwrap();
         for i in 0..12 {
             assert_eq!(vectors[&ids[i]], letters(text_len(i)), "row {i} holds the vector of its own text");
         }
@@ -100,7 +100,7 @@ mod tests {
         let r = row(4, "");
         let key =
             ctxd_models::embed_key("test/letters", &ctxd_models::chunk_text(&r.path, r.symbol.as_deref(), &r.content));
-        let cached = now.embeddings_for(std::slice::from_ref(&key), false).await.unwrap();
+        let cached = now.vectors().embeddings_for(std::slice::from_ref(&key), false).await.unwrap();
         assert_eq!(cached[&key].vector, letters(text_len(4)));
         // Once is enough.
         assert!(migrate(&db, model, "test/letters").await.unwrap().is_none());

@@ -97,9 +97,9 @@ async fn read(
     };
     for part in parts {
         let mut stream = match part {
-            Part::Ids(ids) => source.scan_without_vectors(Some(ids)).await?,
-            Part::All => source.scan_without_vectors(None).await?,
-            Part::Share(share) => source.scan_share_without_vectors(share).await?,
+            Part::Ids(ids) => source.reads().scan_without_vectors(Some(ids)).await?,
+            Part::All => source.reads().scan_without_vectors(None).await?,
+            Part::Share(share) => source.vectors().scan_share_without_vectors(share).await?,
         };
         while let Some(batch) = stream.next().await {
             let mut batch = batch?;
@@ -219,11 +219,11 @@ async fn write(
     while let Some(batch) = input.recv().await {
         let n = batch.num_rows() as u64;
         match sink {
-            Sink::Commit => target.append(batch).await?,
+            Sink::Commit => target.writes().append(batch).await?,
             Sink::Stage { rows_per_fragment } => {
                 pending.push(batch);
                 if pending.iter().map(RecordBatch::num_rows).sum::<usize>() >= rows_per_fragment {
-                    staged.extend(target.write_fragments(std::mem::take(&mut pending)).await?);
+                    staged.extend(target.writes().write_fragments(std::mem::take(&mut pending)).await?);
                 }
             }
         }
@@ -231,7 +231,7 @@ async fn write(
         metrics::counter!(m::REEMBED_ROWS_TOTAL).increment(n);
         progress.advance(n);
     }
-    staged.extend(target.write_fragments(pending).await?);
+    staged.extend(target.writes().write_fragments(pending).await?);
     Ok((written, staged))
 }
 

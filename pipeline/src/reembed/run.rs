@@ -88,15 +88,15 @@ pub(crate) async fn run(
         round += 1;
     }
     let Job { source, to_table, target } = job;
-    source.untag(SOURCE_TAG).await?;
+    source.snapshots().untag(SOURCE_TAG).await?;
     // Shards' source tags go (one killed for good, a run with another N); a job finished on one
     // machine drops what shards staged for this table too (`publish` cleared it otherwise).
     if !opts.commit_shards {
         ctxd_index::staged::clear(db, &to_table).await?;
     }
     drop_shard_tags(&source).await;
-    target.build_fts().await?;
-    target.maintain(&opts.maintenance).await?;
+    target.maintenance().build_fts().await?;
+    target.maintenance().maintain(&opts.maintenance).await?;
     report.version = target.version().await?;
     if opts.switch {
         active::switch(db, &to_table, &to_model, model_spec, dim).await?;
@@ -124,23 +124,23 @@ async fn pending(job: &Job) -> Result<Pending, PipelineError> {
     source.refresh().await?;
     // The version this pass reads stays on disk while it reads, however long that takes
     // (a daemon's cleanup removes untagged versions older than `retain_versions_secs`).
-    source.tag(SOURCE_TAG, None).await?;
+    source.snapshots().tag(SOURCE_TAG, None).await?;
     target.refresh().await?;
     // Two jobs on one target (two writers migrating the same old index at once) both append
     // what neither had: such ids are held twice. They are deleted and done again, once.
-    let (mut done, twice) = target.chunk_ids_and_duplicates().await?;
+    let (mut done, twice) = target.reads().chunk_ids_and_duplicates().await?;
     if !twice.is_empty() {
         tracing::warn!(table = %to_table, rows = twice.len(), "re-embedding: chunks written twice by concurrent jobs; redoing them");
-        target.delete_chunk_ids(&twice).await?;
+        target.writes().delete_chunk_ids(&twice).await?;
         twice.iter().for_each(|id| {
             done.remove(id);
         });
     }
-    let src = source.chunk_ids().await?;
+    let src = source.reads().chunk_ids().await?;
     let extra: Vec<String> = done.difference(&src).cloned().collect();
     let todo: HashSet<String> = src.difference(&done).cloned().collect();
     if !extra.is_empty() {
-        target.delete_chunk_ids(&extra).await?;
+        target.writes().delete_chunk_ids(&extra).await?;
     }
     Ok(Pending { todo, total: src.len(), removed: extra.len() })
 }
@@ -180,7 +180,7 @@ mod tests {
         let mut rows: Vec<ChunkRow> = (0..40).map(|i| row(i, "test/old")).collect();
         rows[5].model = NO_MODEL.into(); // a text-only row
         rows[5].vector = vec![0.0; 4];
-        old.commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
+        old.writes().commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
         let service = || EmbedService::spawn(Letters, EmbedServiceConfig::default());
         let opts = ReembedOptions { rows_per_block: 7, switch: false, ..Default::default() };
 
@@ -192,7 +192,7 @@ mod tests {
         let mut gone = done[0].clone();
         gone.chunk.chunk_id = "gone".into();
         done.push(gone);
-        target.commit(CommitBatch { rows: done, ..Default::default() }).await.unwrap();
+        target.writes().commit(CommitBatch { rows: done, ..Default::default() }).await.unwrap();
 
         let count = Count(Default::default());
         let report = reembed(&db, service(), "test/letters", &opts, &count).await.unwrap();
@@ -205,7 +205,8 @@ mod tests {
         // The source changed since (a daemon's commit): the next run only catches up, and switches.
         let mut changed = row(41, "test/old");
         changed.chunk.path = "src/f0.rs".into();
-        old.commit(CommitBatch { rows: vec![changed], replace_paths: vec!["src/f0.rs".into()], ..Default::default() })
+        old.writes()
+            .commit(CommitBatch { rows: vec![changed], replace_paths: vec!["src/f0.rs".into()], ..Default::default() })
             .await
             .unwrap();
         let report = reembed(
@@ -222,19 +223,19 @@ mod tests {
 
         let now = Index::open(&db).await.unwrap();
         assert_eq!((now.table_name(), now.model_id(), now.dim()), ("chunks__test-letters", "test/letters", 6));
-        assert_eq!(now.chunk_ids().await.unwrap(), old.chunk_ids().await.unwrap());
+        assert_eq!(now.reads().chunk_ids().await.unwrap(), old.reads().chunk_ids().await.unwrap());
         let ids: Vec<String> = vec!["c007".into(), "c005".into()];
-        let vectors = now.vectors_of_chunks(&ids).await.unwrap();
+        let vectors = now.vectors().vectors_of_chunks(&ids).await.unwrap();
         assert_eq!(vectors["c007"], letters(text_len(7)), "embedded from chunk_text, not the bare content");
         assert!(!vectors.contains_key("c005"), "the text-only row stays without a vector (model none)");
-        let hits = now.vector_search(&letters(text_len(9)), 3).await.unwrap();
+        let hits = now.reads().vector_search(&letters(text_len(9)), 3).await.unwrap();
         assert!(hits.iter().all(|h| h.chunk_id != "c005"));
         assert!(hits[0].score > 0.99, "{hits:?}");
         // Full-text search works on the new table.
-        assert!(!now.fts_search("item_12", 3).await.unwrap().is_empty());
+        assert!(!now.reads().fts_search("item_12", 3).await.unwrap().is_empty());
         let history = ctxd_index::active::history(&db).await.unwrap();
         assert_eq!(history.len(), 2);
-        let tagged = old.snapshots().await.unwrap().into_iter().any(|s| s.tags.iter().any(|t| t == SOURCE_TAG));
+        let tagged = old.snapshots().list().await.unwrap().into_iter().any(|s| s.tags.iter().any(|t| t == SOURCE_TAG));
         assert!(!tagged, "the source version tag is dropped when the job is done");
         assert_eq!((history[0].table_name.as_str(), history[0].model_spec.as_str()), ("chunks", ""));
 

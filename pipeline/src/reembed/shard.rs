@@ -25,7 +25,7 @@
 //! Crashes: a shard that dies records nothing — run that shard alone again (its data files are
 //! unreferenced and removed by a later cleanup). A shard run twice records twice; the newest
 //! row wins. A commit that dies after publishing is run again: fragments already in the table
-//! are not appended twice ([`ctxd_index::store::Index::commit_fragments`]).
+//! are not appended twice ([`ctxd_index::writer::Writes::commit_fragments`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -124,7 +124,7 @@ pub async fn reembed_shard(
     let job = open_job(db, &model, false).await?;
     staged::prepare(db).await?;
     let source_version = pinned_version(&job.source, &shard).await?;
-    let source = job.source.at(source_version).await?;
+    let source = job.source.snapshots().at(source_version).await?;
     let (share, passed, resumed) = write_share(&source, &job.target, &model, shard, opts, progress).await?;
     let (rows, embedded, fragments) = (passed.read, passed.embedded, passed.fragments);
     staged::record(
@@ -165,7 +165,7 @@ pub async fn reembed_shard(
 /// is read, and the commit refuses the shard if that is not the tag's.
 async fn pinned_version(source: &Index, shard: &Shard) -> Result<u64, PipelineError> {
     let tag = shard.source_tag();
-    match source.tag_once(&tag).await {
+    match source.snapshots().tag_once(&tag).await {
         Ok(v) => Ok(v),
         Err(e) => {
             tracing::warn!(tag = %tag, "re-embedding shard {shard}: tagging the source version failed ({e}); reading untagged");
@@ -184,8 +184,8 @@ async fn write_share(
     opts: &ReembedOptions,
     progress: &dyn Progress,
 ) -> Result<(RowShare, Passed, u64), PipelineError> {
-    let share = source.row_share(shard.index, shard.of).await?;
-    let done = target.chunk_ids().await?;
+    let share = source.vectors().row_share(shard.index, shard.of).await?;
+    let done = target.reads().chunk_ids().await?;
     progress.start(&format!("shard {shard}"), share.rows(), 0);
     let sink = Sink::Stage { rows_per_fragment: ROWS_PER_FRAGMENT };
     let rows = Rows::Share(share.clone(), done);
@@ -205,7 +205,7 @@ pub(crate) async fn publish(
 ) -> Result<(u32, u64), PipelineError> {
     let staged = staged::list(db, to_table).await?;
     let (run, missing) = staged::newest_run(&staged);
-    if run.is_empty() && !target.chunk_ids().await?.is_empty() {
+    if run.is_empty() && !target.reads().chunk_ids().await?.is_empty() {
         // A commit that died after publishing (the staging rows are cleared right after the
         // Append): the catch-up, indexes and switch that follow are what is left to do.
         tracing::warn!(table = %to_table, "re-embedding: nothing staged, the target holds rows already; finishing the job");
@@ -234,10 +234,10 @@ pub(crate) async fn publish(
         ));
     }
     let tag = Shard { index: 0, of }.source_tag();
-    let pinned = source.resolve(&AsOf::Tag(tag)).await.ok();
+    let pinned = source.snapshots().resolve(&AsOf::Tag(tag)).await.ok();
     same_source_version(db, &run, pinned)?;
     let sets = run.iter().map(|s| Fragments::from_json(&s.fragments, db)).collect::<Result<Vec<_>, _>>()?;
-    let appended = target.commit_fragments(sets).await?;
+    let appended = target.writes().commit_fragments(sets).await?;
     staged::clear(db, to_table).await?;
     tracing::info!(
         table = %to_table, shards = of, fragments = appended.len(), rows = appended.rows(),
@@ -276,12 +276,12 @@ fn same_source_version(db: &str, run: &[StagedShard], pinned: Option<u64>) -> Re
 /// with another N), so cleanup may remove those versions again.
 pub(crate) async fn drop_shard_tags(source: &Index) {
     let prefix = format!("{SOURCE_TAG}-shard");
-    let tags: Vec<String> = match source.snapshots().await {
+    let tags: Vec<String> = match source.snapshots().list().await {
         Ok(snaps) => snaps.into_iter().flat_map(|s| s.tags).filter(|t| t.starts_with(&prefix)).collect(),
         Err(e) => return tracing::warn!("re-embedding: listing the source's tags: {e}"),
     };
     for tag in tags {
-        if let Err(e) = source.untag(&tag).await {
+        if let Err(e) = source.snapshots().untag(&tag).await {
             tracing::warn!(tag = %tag, "re-embedding: dropping a shard's source tag: {e}");
         }
     }
@@ -302,7 +302,7 @@ mod tests {
         let db = tmp.path().join("db").to_string_lossy().into_owned();
         let old = Index::open_or_create(&db, "test/old", 4).await.unwrap();
         let rows: Vec<ChunkRow> = (0..60).map(|i| row(i, "test/old")).collect();
-        old.commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
+        old.writes().commit(CommitBatch { rows, ..Default::default() }).await.unwrap();
         let service = || EmbedService::spawn(Letters, EmbedServiceConfig::default());
         let opts = ReembedOptions { rows_per_block: 8, ..Default::default() };
         let shard = |i| Shard { index: i, of: 3 };
@@ -318,7 +318,7 @@ mod tests {
             embedded += r.embedded;
         }
         let target = Index::open_table(&db, "chunks__test-letters").await.unwrap();
-        assert!(target.chunk_ids().await.unwrap().is_empty(), "nothing is visible before the commit");
+        assert!(target.reads().chunk_ids().await.unwrap().is_empty(), "nothing is visible before the commit");
         let err =
             reembed(&db, service(), "test/letters", &ReembedOptions { commit_shards: true, ..opts.clone() }, &Quiet)
                 .await
@@ -328,7 +328,7 @@ mod tests {
         assert_eq!(Index::open(&db).await.unwrap().table_name(), "chunks", "not switched");
 
         // A shard of another run killed while it read leaves its tag: the commit drops it.
-        old.tag(&Shard { index: 0, of: 5 }.source_tag(), None).await.unwrap();
+        old.snapshots().tag(&Shard { index: 0, of: 5 }.source_tag(), None).await.unwrap();
         // The third shard (run twice: the newest record wins), and a source change meanwhile.
         reembed_shard(&db, service(), shard(1), &opts, &Quiet).await.unwrap();
         let again = reembed_shard(&db, service(), shard(1), &opts, &Quiet).await.unwrap();
@@ -336,7 +336,8 @@ mod tests {
         assert_eq!(embedded, 60, "the shards split the rows");
         let mut changed = row(70, "test/old");
         changed.chunk.path = "src/f0.rs".into();
-        old.commit(CommitBatch { rows: vec![changed], replace_paths: vec!["src/f0.rs".into()], ..Default::default() })
+        old.writes()
+            .commit(CommitBatch { rows: vec![changed], replace_paths: vec!["src/f0.rs".into()], ..Default::default() })
             .await
             .unwrap();
 
@@ -349,11 +350,11 @@ mod tests {
         assert!(report.switched);
         let now = Index::open(&db).await.unwrap();
         assert_eq!((now.table_name(), now.model_id()), ("chunks__test-letters", "test/letters"));
-        assert_eq!(now.chunk_ids().await.unwrap(), old.chunk_ids().await.unwrap());
-        let vectors = now.vectors_of_chunks(&["c033".to_string()]).await.unwrap();
+        assert_eq!(now.reads().chunk_ids().await.unwrap(), old.reads().chunk_ids().await.unwrap());
+        let vectors = now.vectors().vectors_of_chunks(&["c033".to_string()]).await.unwrap();
         assert_eq!(vectors["c033"], letters(text_len(33)));
         assert!(staged::list(&db, "chunks__test-letters").await.unwrap().is_empty(), "staging rows cleared");
-        let tags = old.snapshots().await.unwrap().into_iter().flat_map(|s| s.tags).collect::<Vec<_>>();
+        let tags = old.snapshots().list().await.unwrap().into_iter().flat_map(|s| s.tags).collect::<Vec<_>>();
         assert!(tags.iter().all(|t| !t.starts_with(SOURCE_TAG)), "{tags:?}");
         let err =
             reembed(&db, service(), "test/letters", &ReembedOptions { commit_shards: true, ..opts.clone() }, &Quiet)
@@ -368,7 +369,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let db = tmp.path().join("db").to_string_lossy().into_owned();
         let old = Index::open_or_create(&db, "test/old", 4).await.unwrap();
-        old.commit(CommitBatch { rows: (0..20).map(|i| row(i, "test/old")).collect(), ..Default::default() })
+        old.writes()
+            .commit(CommitBatch { rows: (0..20).map(|i| row(i, "test/old")).collect(), ..Default::default() })
             .await
             .unwrap();
         let service = || EmbedService::spawn(Letters, EmbedServiceConfig::default());

@@ -31,7 +31,7 @@ pub(super) async fn symbol_hits(index: &Index, symbols: &[String], limit: usize)
         }
     }
     let names: Vec<String> = variants.iter().map(|v| v.0.clone()).collect();
-    let rows = index.symbols_named_any(&names, limit * 4).await?;
+    let rows = index.symbols().symbols_named_any(&names, limit * 4).await?;
     // Rank by the identifier (in query order) and spelling that matched; the last segment
     // alone counts only for identifiers with no match as written.
     let best = |r: &ctxd_index::symbols::SymbolRow| {
@@ -44,14 +44,14 @@ pub(super) async fn symbol_hits(index: &Index, symbols: &[String], limit: usize)
     rows.sort_by_key(|r| (best(r), r.path.clone(), r.start_line));
     if rows.is_empty() {
         if let Some(s) = symbols.iter().find(|s| s.len() >= 4) {
-            rows = index.symbols_named(s, true, limit).await?;
+            rows = index.symbols().symbols_named(s, true, limit).await?;
         }
     }
     rows.truncate(limit);
     let mut paths: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
     paths.sort();
     paths.dedup();
-    let by_path = index.chunks_of_paths(&paths).await?;
+    let by_path = index.reads().chunks_of_paths(&paths).await?;
     let mut hits = Vec::new();
     for row in &rows {
         // The chunk holding the definition's first line (a merged or split one included).
@@ -75,7 +75,7 @@ pub(super) async fn path_hits(index: &Index, vocab: &Vocab, a: &Analysis) -> Res
     let mut hits = Vec::new();
     for p in a.paths.iter().take(3) {
         for path in vocab.resolve(&p.path) {
-            let mut chunks = index.chunks_of(path).await?;
+            let mut chunks = index.reads().chunks_of(path).await?;
             let line = p.line.unwrap_or(1);
             chunks.sort_by_key(|c| {
                 if c.start_line <= line && line <= c.end_line {

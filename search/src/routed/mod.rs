@@ -234,16 +234,21 @@ async fn signals(
     let (vec_hits, fts_hits, named_symbols, named_files) = tokio::join!(
         async {
             match vector {
-                QueryVector::Ready(v) => Ok(timed(Signal::Vector, index.vector_search_with(v, depth, probes)).await?),
+                QueryVector::Ready(v) => {
+                    Ok(timed(Signal::Vector, index.reads().vector_search_with(v, depth, probes)).await?)
+                }
                 QueryVector::Embed(embed) => {
                     let v = timed(Signal::Embed, query_vector(embed, &req.query, late)).await?;
-                    Ok(timed(Signal::Vector, index.vector_search_with(&v, depth, probes)).await?)
+                    Ok(timed(Signal::Vector, index.reads().vector_search_with(&v, depth, probes)).await?)
                 }
                 QueryVector::None => Ok::<_, SearchError>(Vec::new()),
                 QueryVector::Hits(hits) => Ok(hits.to_vec()),
             }
         },
-        timed(Signal::Fulltext, index.fts_search(&text, if req.lean { LEAN_FTS_DEPTH.min(depth) } else { depth })),
+        timed(
+            Signal::Fulltext,
+            index.reads().fts_search(&text, if req.lean { LEAN_FTS_DEPTH.min(depth) } else { depth })
+        ),
         async {
             match symbols {
                 true => timed(Signal::Symbols, symbol_hits(index, &a.symbols, 20)).await.map(Some),

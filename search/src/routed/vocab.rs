@@ -36,7 +36,7 @@ async fn timed_build(index: &Index) -> Result<Vocab, SearchError> {
 impl Vocab {
     pub(crate) async fn build(index: &Index) -> Result<Self, SearchError> {
         let version = index.version().await?;
-        let mut paths: Vec<String> = index.file_hashes().await?.into_keys().collect();
+        let mut paths: Vec<String> = index.reads().file_hashes().await?.into_keys().collect();
         paths.sort();
         let mut modules = HashSet::new();
         for p in &paths {
@@ -213,14 +213,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let index = Index::open_or_create(&dir.path().join("db").to_string_lossy(), "m", 4).await.unwrap();
         let index = Arc::new(index);
-        index.commit(file("app/a.py")).await.unwrap();
+        index.writes().commit(file("app/a.py")).await.unwrap();
         let vocabs = Vocabs::default();
         let first = vocabs.latest(&index).await.unwrap();
         assert_eq!(first.paths, ["app/a.py"]);
         assert!(first.modules.contains("app"));
         assert_eq!(vocabs.built_in_request.load(Ordering::Relaxed), 1, "the first one is built by its query");
 
-        index.commit(file("tools/b.py")).await.unwrap();
+        index.writes().commit(file("tools/b.py")).await.unwrap();
         assert!(Arc::ptr_eq(&vocabs.latest(&index).await.unwrap(), &first), "trusted within the TTL");
         age(&vocabs);
         // Past the TTL the query answers with the cached one at once; a background task rebuilds it.

@@ -36,7 +36,7 @@ pub enum Folds {
     /// (each query searches the rows not folded yet without the index, tokenizing them).
     EagerWhileQueried(QueriesActive),
     /// Each fold first merges the fragments written since the last one
-    /// ([`Index::compact_then_fold`]): a run nobody queries while it writes (`ctxd index`),
+    /// ([`Maintenance::compact_then_fold`]): a run nobody queries while it writes (`ctxd index`),
     /// where a fold may wait for the compaction.
     CompactFirst,
 }
@@ -158,13 +158,13 @@ impl Sink for UpsertSink {
     async fn after_write(&self) {
         if self.fold_due.swap(false, Ordering::Relaxed) {
             let folded = match self.folds {
-                Folds::CompactFirst => self.index.compact_then_fold().await,
-                Folds::Batched | Folds::EagerWhileQueried(_) => self.index.optimize_indices().await,
+                Folds::CompactFirst => self.index.maintenance().compact_then_fold().await,
+                Folds::Batched | Folds::EagerWhileQueried(_) => self.index.maintenance().optimize_indices().await,
             };
             if let Err(e) = folded {
                 tracing::warn!("optimizing indices: {e}");
             }
         }
-        let _ = self.index.stats().await;
+        let _ = self.index.reads().stats().await;
     }
 }
