@@ -170,7 +170,8 @@ fn check_server(cfg: &Config, errs: &mut Problems) {
     }
 }
 
-/// `[[aggregate.sources]]`: unique names, known kinds, URLs, limits.
+/// `[[aggregate.sources]]`: unique names, URLs where the kind needs one, limits (the kind itself
+/// is parsed as the file is read).
 fn check_aggregate(cfg: &Config, errs: &mut Problems) {
     let mut names = std::collections::HashSet::new();
     for (i, s) in cfg.aggregate.sources.iter().enumerate() {
@@ -178,11 +179,7 @@ fn check_aggregate(cfg: &Config, errs: &mut Problems) {
         if !names.insert(s.name.as_str()) {
             errs.add(&key("name"), format!("aggregate.sources[{i}].name '{}' is used twice", s.name));
         }
-        if !["local", "ctxd", "mcp"].contains(&s.kind.as_str()) {
-            errs.add(&key("kind"), format!("aggregate.sources[{i}].kind '{}' is not local, ctxd or mcp", s.kind));
-        }
-        if s.kind != "local" && !s.url.as_deref().is_some_and(|u| u.starts_with("http://") || u.starts_with("https://"))
-        {
+        if s.kind.remote() && !s.url.as_deref().is_some_and(|u| u.starts_with("http://") || u.starts_with("https://")) {
             errs.add(&key("url"), format!("aggregate.sources[{i}].url must be an http(s) URL for kind '{}'", s.kind));
         }
         if s.priority == 0 || s.timeout_ms == 0 {

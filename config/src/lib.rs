@@ -254,6 +254,20 @@ mod tests {
         let cfg = Config::from_toml("[model]\ndevice = \"cuda:1\"\nendpoint_kind = \"tei\"\n", Path::new("c.toml"));
         let model = cfg.unwrap().model;
         assert_eq!((model.device.to_string(), model.endpoint_kind.as_str()), ("cuda:1".into(), "tei"));
+        // The server's, locate's and the aggregate's closed sets, typed as the file is read.
+        let text = "[server]\nmcp_tools = \"search,grep\"\n[locate]\nmodel = \"best\"\n\n[[aggregate.sources]]\nname = \"a\"\nkind = \"grpc\"\n";
+        let err = Config::from_toml(text, Path::new("c.toml")).unwrap_err().to_string();
+        for want in [
+            "line 2: server.mcp_tools: unknown MCP tool preset or tool 'grep'",
+            "line 4: locate.model: 'best' is not fitted or hand",
+            "aggregate.sources.kind: unknown variant `grpc`, expected one of `local`, `ctxd`, `mcp`",
+        ] {
+            assert!(err.contains(want), "missing '{want}' in: {err}");
+        }
+        let text = "[server]\nmcp_tools = \"locate,callers\"\n[locate]\nmodel = \"hand\"\n";
+        let cfg = Config::from_toml(text, Path::new("c.toml")).unwrap();
+        assert_eq!(cfg.server.mcp_tools.to_string(), "locate,callers");
+        assert_eq!(cfg.locate.model, ctxd_choice::RankerName::Hand);
     }
 
     #[test]

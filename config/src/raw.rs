@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use ctxd_models::choice::{BackendChoice, DeviceChoice, EndpointKind, PrecisionChoice};
+use ctxd_choice::{BackendChoice, DeviceChoice, EndpointKind, PrecisionChoice, RankerName, SourceKind, ToolPreset};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
@@ -73,7 +73,7 @@ pub(crate) struct RawRerank {
 #[derive(Debug, Deserialize)]
 #[serde(expecting = "a table")]
 pub(crate) struct RawLocate {
-    pub model: Key<String>,
+    pub model: Key<RankerName>,
     #[serde(flatten)]
     pub unknown: Unknown,
 }
@@ -226,7 +226,7 @@ pub(crate) struct RawServer {
     pub max_queued_queries: Key<usize>,
     pub queue_timeout_ms: Key<u64>,
     pub stale_answer_ms: Key<u64>,
-    pub mcp_tools: Key<String>,
+    pub mcp_tools: Key<ToolPreset>,
     pub ui: Key<bool>,
     #[serde(flatten)]
     pub unknown: Unknown,
@@ -247,7 +247,7 @@ pub(crate) struct RawAggregate {
 #[serde(expecting = "a table")]
 pub(crate) struct RawAggregateSource {
     pub name: Key<String>,
-    pub kind: Key<String>,
+    pub kind: Key<SourceKind>,
     pub url: Key<String>,
     pub priority: Key<u32>,
     pub timeout_ms: Key<u64>,

@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use ctxd_choice::{RankerName, SourceKind, ToolPreset};
+
 use crate::error::ConfigError;
 
 /// `[rerank]`: what rescores a routed search's best `[server] rerank_depth` candidates.
@@ -16,17 +18,11 @@ pub struct RerankConfig {
 }
 
 /// `[locate]`: how `locate` ranks files.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct LocateConfig {
     /// The ranking model of a request that names none: `fitted` (the model fitted on the
-    /// training issues) or `hand` (the hand-set weights); checked where the server starts.
-    pub model: String,
-}
-
-impl Default for LocateConfig {
-    fn default() -> Self {
-        Self { model: "fitted".into() }
-    }
+    /// training issues, the default) or `hand` (the hand-set weights).
+    pub model: RankerName,
 }
 
 /// `[aggregate]`: the sources `POST /v1/aggregate` gathers context from.
@@ -51,7 +47,7 @@ pub struct AggregateSourceConfig {
     pub name: String,
     /// `local` (this index), `ctxd` (another daemon's base URL), `mcp` (a streamable-HTTP MCP
     /// endpoint with a `get_context` tool).
-    pub kind: String,
+    pub kind: SourceKind,
     pub url: Option<String>,
     /// Relative share of the token budget (default 1).
     pub priority: u32,
@@ -106,9 +102,9 @@ pub struct ServerConfig {
     /// superseded at most this many milliseconds ago (the answer says `stale_ms`); 0: never.
     pub stale_answer_ms: u64,
     /// The tools `POST /mcp` lists and answers: `minimal`, `standard`, `all` or tool names
-    /// separated by commas (`ctxd_serve::mcp_catalog::ToolPreset`; checked when the daemon
-    /// starts); a client may narrow it with `/mcp?tools=`.
-    pub mcp_tools: String,
+    /// separated by commas (`ctxd_choice::ToolPreset`); a client may narrow it with
+    /// `/mcp?tools=`.
+    pub mcp_tools: ToolPreset,
     /// The web page at `GET /ui` (status, ask, graph, sessions; `ctxd_serve::ui`).
     pub ui: bool,
 }
@@ -139,7 +135,7 @@ impl Default for ServerConfig {
             max_queued_queries: 64,
             queue_timeout_ms: 2000,
             stale_answer_ms: DEFAULT_STALE_ANSWER_MS,
-            mcp_tools: "all".into(),
+            mcp_tools: ToolPreset::All,
             ui: true,
         }
     }

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ctxd_models::choice::{BackendChoice, DeviceChoice, EndpointKind, PrecisionChoice};
+use ctxd_choice::{BackendChoice, DeviceChoice, EndpointKind, PrecisionChoice};
 
 use crate::named::{mirror_of, NamedSource};
 use crate::server::{AggregateConfig, LocateConfig, RerankConfig, ServerConfig};

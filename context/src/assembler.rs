@@ -74,7 +74,7 @@ impl Assembler {
     }
 
     /// The same assembler locating with the ranking model `model` where a request names none.
-    pub fn with_locate_model(mut self, model: ctxd_codegraph::locate::ranker::RankerName) -> Self {
+    pub fn with_locate_model(mut self, model: ctxd_choice::RankerName) -> Self {
         self.locator = self.locator.with_model(model);
         self
     }

@@ -192,7 +192,7 @@ pub enum Command {
         /// The ranking model: `fitted` (default: fitted on the training issues) or `hand` (the
         /// hand-set weights).
         #[arg(long)]
-        locate_model: Option<ctxd_codegraph::locate::ranker::RankerName>,
+        locate_model: Option<ctxd_choice::RankerName>,
         /// Leave the index's query adapter out (`ctxd adapt`).
         #[arg(long)]
         no_adapter: bool,
@@ -431,7 +431,7 @@ pub enum Command {
         /// callers, impact, overview, check_index), all, or tool names separated by commas. Each
         /// listed tool costs tokens in every agent request.
         #[arg(long, default_value = "all")]
-        tools: ctxd_serve::mcp_catalog::ToolPreset,
+        tools: ctxd_choice::ToolPreset,
         #[command(flatten)]
         model: ModelArgs,
     },

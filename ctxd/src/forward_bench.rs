@@ -26,7 +26,7 @@ pub struct ForwardArgs {
     /// With --forward: the precisions (default: f16,f32 on a GPU; f32, and bf16 where native, on
     /// the CPU).
     #[arg(long, value_delimiter = ',')]
-    pub precisions: Vec<ctxd_models::choice::PrecisionChoice>,
+    pub precisions: Vec<ctxd_choice::PrecisionChoice>,
     /// With --forward: seconds each cell runs at least (after one warm-up batch).
     #[arg(long, default_value_t = 2.0)]
     pub min_seconds: f64,

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Result;
+use ctxd_choice::ToolPreset;
 use ctxd_serve::mcp::McpServer;
-use ctxd_serve::mcp_catalog::ToolPreset;
 
 use crate::model_args::ModelArgs;
 use crate::open::{build_config, open_assembler};

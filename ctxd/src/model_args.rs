@@ -3,7 +3,7 @@
 //! commands and the shared opening code name it without importing the command line.
 
 use clap::Args;
-use ctxd_models::choice::{BackendChoice, DeviceChoice, EndpointKind, PrecisionChoice};
+use ctxd_choice::{BackendChoice, DeviceChoice, EndpointKind, PrecisionChoice};
 
 /// Model selection shared by the commands that embed.
 #[derive(Debug, Args, Clone, Default)]

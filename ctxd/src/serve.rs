@@ -17,7 +17,6 @@ use ctxd_roles::{follow_switches, when_ready, Writer};
 use ctxd_search::searcher::Searcher;
 use ctxd_search::sources::LiveAccess;
 use ctxd_serve::mcp::McpServer;
-use ctxd_serve::mcp_catalog::ToolPreset;
 use ctxd_serve::{Admission, AdmissionLimits};
 use ctxd_serve::{AppState, ProgressFn};
 use ctxd_serve::{Auth, SourceTokens, Token};
@@ -284,17 +283,15 @@ fn query_surfaces(
         max_sessions: cfg.server.max_sessions,
         max_bytes: cfg.server.session_memory_mb << 20,
     });
-    let locate_model: ctxd_codegraph::locate::ranker::RankerName =
-        cfg.locate.model.parse().map_err(|e| anyhow::anyhow!("[locate] model in the config: {e}"))?;
     let assembler = Arc::new(
-        Assembler::new((**searcher).clone(), token_counter).with_sessions(sessions).with_locate_model(locate_model),
+        Assembler::new((**searcher).clone(), token_counter).with_sessions(sessions).with_locate_model(cfg.locate.model),
     );
     // The staleness check compares one root with the index: a configuration of one source.
     let check = (!reader && !cfg.source.is_object_store() && !cfg.has_named_sources())
         .then(|| crate::staleness::checker((**searcher).clone(), cfg.source.root.clone(), cfg.index.db.clone(), None));
-    let preset: ToolPreset =
-        cfg.server.mcp_tools.parse().map_err(|e| anyhow::anyhow!("[server] mcp_tools in the config: {e}"))?;
-    let mcp = Arc::new(McpServer::new(assembler.clone(), check).with_access(access.clone()).with_tools(preset));
+    let mcp = Arc::new(
+        McpServer::new(assembler.clone(), check).with_access(access.clone()).with_tools(cfg.server.mcp_tools.clone()),
+    );
     let aggregator = Arc::new(aggregator(cfg, assembler.clone())?);
     Ok((assembler, mcp, aggregator))
 }
@@ -402,14 +399,10 @@ async fn open_reader(cfg: &Config, model: ModelArgs) -> Result<Opened> {
 
 /// The aggregate sources of the config (the local index alone when none are configured).
 fn aggregator(cfg: &Config, local: Arc<Assembler>) -> Result<ctxd_serve::aggregate::Aggregator> {
-    use ctxd_serve::aggregate::{Aggregator, SourceKind, SourceSpec};
+    use ctxd_choice::SourceKind;
+    use ctxd_serve::aggregate::{Aggregator, SourceSpec};
     let mut sources = Vec::new();
     for s in &cfg.aggregate.sources {
-        let kind = match s.kind.as_str() {
-            "local" => SourceKind::Local,
-            "ctxd" => SourceKind::Ctxd,
-            _ => SourceKind::Mcp,
-        };
         let token = match &s.token_env {
             Some(var) => {
                 Some(std::env::var(var).with_context(|| format!("aggregate source '{}': {var} is not set", s.name))?)
@@ -418,7 +411,7 @@ fn aggregator(cfg: &Config, local: Arc<Assembler>) -> Result<ctxd_serve::aggrega
         };
         sources.push(SourceSpec {
             name: s.name.clone(),
-            kind,
+            kind: s.kind,
             url: s.url.clone(),
             priority: s.priority,
             timeout_ms: s.timeout_ms,

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use ctxd_serve::mcp_catalog::ToolPreset;
+use ctxd_choice::ToolPreset;
 use serde_json::{json, Value};
 
 use crate::setup_clients::{codex_table, continue_block, Client, ClientFormat, ConfigLocation, Homes, Server};

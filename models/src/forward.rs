@@ -24,12 +24,12 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::choice::{DeviceChoice, PrecisionChoice};
 use crate::embedder::Embedder;
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
 use crate::runtime::{Picked, Runtime};
 use crate::service::{EmbedService, EmbedServiceConfig};
+use ctxd_choice::{DeviceChoice, PrecisionChoice};
 
 /// What to measure.
 #[derive(Debug, Clone)]

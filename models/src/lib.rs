@@ -17,7 +17,7 @@
 //!   epilogues ([`dnnl`], loaded at run time), bf16 where the CPU has it, one worker per core;
 //!   [`kernels`] holds its element-wise loops.
 //! * [`runtime`] picks the backend from the config (`device`, `precision`, `backend`,
-//!   `threads`; [`choice`] holds their closed sets as enums, parsed once where read): the fast CPU path when oneDNN is present, candle otherwise and on CUDA;
+//!   `threads`; the `ctxd-choice` crate holds their closed sets as enums, parsed once where read): the fast CPU path when oneDNN is present, candle otherwise and on CUDA;
 //!   [`gpu`] says whether a GPU can run it (driver and CUDA libraries opened at run time, so a
 //!   CUDA build starts without them).
 //! * [`forward`] measures the forward pass alone and the embedding service end to end
@@ -38,7 +38,6 @@ pub mod adapter;
 pub(crate) mod arch;
 pub(crate) mod bert;
 pub(crate) mod card;
-pub mod choice;
 pub(crate) mod cpu;
 pub mod cross;
 pub mod dnnl;

@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokenizers::Tokenizer;
 
-use crate::choice::EndpointKind;
 use crate::embedder::Embedder;
 use crate::error::ModelError;
 use crate::loaded::LoadedModel;
+use ctxd_choice::EndpointKind;
 
 /// Where and how to reach an embedding server (the `[model] endpoint*` keys).
 #[derive(Debug, Clone, PartialEq, Eq)]

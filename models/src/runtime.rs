@@ -19,7 +19,6 @@ use candle_core::{DType, Device};
 use crate::arch::embedder::ArchEmbedder;
 use crate::arch::Family;
 use crate::bert::BertEmbedder;
-use crate::choice::{BackendChoice, DeviceChoice, PrecisionChoice};
 use crate::cross::CrossEncoder;
 use crate::dnnl::Dnnl;
 use crate::fast::{FastBert, Precision};
@@ -27,6 +26,7 @@ use crate::loaded::LoadedModel;
 use crate::remote::{Endpoint, RemoteEmbedder};
 use crate::service::{EmbedService, EmbedServiceConfig};
 use crate::{embedder::Embedder, error::ModelError};
+use ctxd_choice::{BackendChoice, DeviceChoice, PrecisionChoice};
 
 /// How to run the model (the `[model]` runtime keys of the config).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -112,7 +112,7 @@ impl Picked {
 
 impl Runtime {
     /// Checks that the settings can run together, without loading anything; returns every
-    /// problem (each key alone is valid by its type, [`crate::choice`]).
+    /// problem (each key alone is valid by its type, `ctxd_choice`).
     pub fn validate(&self) -> Vec<String> {
         let mut errs = self.endpoint.as_ref().map(Endpoint::validate).unwrap_or_default();
         let cpu = self.device == DeviceChoice::Cpu;
@@ -379,9 +379,9 @@ mod auto_tests {
         let (spec, why) = Runtime::default().resolve_device().unwrap();
         assert!(matches!(spec, Resolved::Cpu));
         assert!(why.contains("no cuda support") && why.contains("build-cuda.sh"), "{why}");
-        let pinned = Runtime { device: crate::choice::DeviceChoice::Cpu, ..Runtime::default() };
+        let pinned = Runtime { device: ctxd_choice::DeviceChoice::Cpu, ..Runtime::default() };
         assert!(matches!(pinned.resolve_device().unwrap().0, Resolved::Cpu));
-        let gpu = Runtime { device: crate::choice::DeviceChoice::Cuda(0), ..Runtime::default() };
+        let gpu = Runtime { device: ctxd_choice::DeviceChoice::Cuda(0), ..Runtime::default() };
         let err = gpu.resolve_device().unwrap_err().to_string();
         assert!(err.contains("cuda:0") && err.contains("build-cuda.sh") && err.contains("\"cpu\""), "{err}");
     }

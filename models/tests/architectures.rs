@@ -54,11 +54,8 @@ fn check_on(name: &str, family: Family, backend: &str) {
         serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
     let loaded = LoadedModel::resolve(dir.to_str().unwrap()).unwrap();
     assert_eq!(loaded.family(), family);
-    let runtime = Runtime {
-        device: ctxd_models::choice::DeviceChoice::Cpu,
-        backend: backend.parse().unwrap(),
-        ..Runtime::default()
-    };
+    let runtime =
+        Runtime { device: ctxd_choice::DeviceChoice::Cpu, backend: backend.parse().unwrap(), ..Runtime::default() };
     let mut picked = runtime.load(&loaded).unwrap();
     assert_eq!(picked.backend, backend, "{name}: {}", picked.summary());
     let name = &format!("{name} ({backend})");

@@ -121,9 +121,9 @@ fn assert_clear_bf16_refusal(err: &str) {
 fn runtime_picks_precision_by_the_cpu_and_refuses_forced_bf16_without_it() {
     let dnnl = ctxd_models::dnnl::Dnnl::load().expect("onednn installed (scripts/fetch-onednn.sh)");
     let runtime = |precision: &str| ctxd_models::runtime::Runtime {
-        device: ctxd_models::choice::DeviceChoice::Cpu,
+        device: ctxd_choice::DeviceChoice::Cpu,
         precision: precision.parse().unwrap(),
-        backend: ctxd_models::choice::BackendChoice::Onednn,
+        backend: ctxd_choice::BackendChoice::Onednn,
         threads: 1,
         ..ctxd_models::runtime::Runtime::default()
     };

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::metrics as m;
+use ctxd_choice::SourceKind;
 use ctxd_context::assembler::Assembler;
 use ctxd_context::merge::{merge, render, SourceAnswer, SourcedBlock};
 use ctxd_context::request::ContextRequest;
@@ -35,15 +36,6 @@ use ctxd_context::{Block, Format};
 use ctxd_index::{record::Chunk, record::Hit};
 use ctxd_search::error::SearchError;
 use ctxd_search::Bounded;
-
-/// Where a source's context comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SourceKind {
-    Local,
-    Ctxd,
-    Mcp,
-}
 
 /// One configured source.
 #[derive(Debug, Clone, Serialize, Deserialize)]

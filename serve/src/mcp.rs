@@ -37,7 +37,7 @@ use ctxd_index::scope::SourceScope;
 use ctxd_search::search::{Mode, SearchRequest};
 
 use crate::mcp_catalog::tools;
-use crate::mcp_catalog::ToolPreset;
+use ctxd_choice::ToolPreset;
 
 /// Protocol versions this server speaks (newest first).
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -164,7 +164,7 @@ impl McpServer {
     /// The same server offering only the tools both its preset and `asked` allow (a client's
     /// `?tools=` narrows what the operator configured, never widens it).
     pub fn narrowed_to(mut self, asked: &ToolPreset) -> Self {
-        let offered = self.preset.tools();
+        let offered = crate::mcp_catalog::preset_tools(&self.preset);
         let names = offered.iter().filter_map(|t| t["name"].as_str()).filter(|n| asked.allows(n));
         self.preset = ToolPreset::Named(names.map(String::from).collect());
         self
@@ -227,7 +227,7 @@ impl McpServer {
                 })
             }
             "ping" => json!({}),
-            "tools/list" => json!({ "tools": self.preset.tools() }),
+            "tools/list" => json!({ "tools": crate::mcp_catalog::preset_tools(&self.preset) }),
             "tools/call" => {
                 let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
                 let args = params.get("arguments").cloned().unwrap_or_else(|| json!({}));

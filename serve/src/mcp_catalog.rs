@@ -14,9 +14,7 @@
 //!
 //! or a comma-separated list of tool names.
 
-use std::fmt;
-use std::str::FromStr;
-
+use ctxd_choice::ToolPreset;
 use serde_json::{json, Value};
 
 fn tool(name: &str, description: &str, schema: Value) -> Value {
@@ -107,88 +105,9 @@ pub fn tools() -> Vec<Value> {
 }
 
 /// The tools of the `minimal` preset.
-const MINIMAL: &[&str] = &["get_context", "locate", "search"];
-/// The tools `standard` adds to `minimal`.
-const STANDARD_MORE: &[&str] = &[
-    "search_symbols",
-    "get_symbol_source",
-    "get_repo_overview",
-    "check_index",
-    "find_references",
-    "callers",
-    "impact",
-];
-
-/// Which tools a server lists (`tools/list`) and answers (`tools/call`); see the module docs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum ToolPreset {
-    Minimal,
-    Standard,
-    #[default]
-    All,
-    /// These tools, by name (each one checked against the catalog).
-    Named(Vec<String>),
-}
-
-/// A `--tools` value that is neither a preset nor a list of known tool names.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown MCP tool preset or tool '{given}': give minimal, standard, all, or tool names separated by commas ({known})")]
-pub struct UnknownTool {
-    pub given: String,
-    pub known: String,
-}
-
-impl FromStr for ToolPreset {
-    type Err = UnknownTool;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "minimal" => Ok(Self::Minimal),
-            "standard" => Ok(Self::Standard),
-            "all" | "" => Ok(Self::All),
-            list => {
-                let known: Vec<String> = tools().iter().filter_map(|t| t["name"].as_str().map(String::from)).collect();
-                let mut names = Vec::new();
-                for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                    if !known.iter().any(|k| k == name) {
-                        return Err(UnknownTool { given: name.to_string(), known: known.join(", ") });
-                    }
-                    if !names.iter().any(|n| n == name) {
-                        names.push(name.to_string());
-                    }
-                }
-                Ok(Self::Named(names))
-            }
-        }
-    }
-}
-
-impl fmt::Display for ToolPreset {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Minimal => f.write_str("minimal"),
-            Self::Standard => f.write_str("standard"),
-            Self::All => f.write_str("all"),
-            Self::Named(names) => f.write_str(&names.join(",")),
-        }
-    }
-}
-
-impl ToolPreset {
-    /// Whether `name` is one of this preset's tools.
-    pub fn allows(&self, name: &str) -> bool {
-        match self {
-            Self::Minimal => MINIMAL.contains(&name),
-            Self::Standard => MINIMAL.contains(&name) || STANDARD_MORE.contains(&name),
-            Self::All => true,
-            Self::Named(names) => names.iter().any(|n| n == name),
-        }
-    }
-
-    /// The catalog's tools this preset offers, in catalog order.
-    pub fn tools(&self) -> Vec<Value> {
-        tools().into_iter().filter(|t| t["name"].as_str().is_some_and(|n| self.allows(n))).collect()
-    }
+/// The catalog's tools `preset` offers, in catalog order.
+pub fn preset_tools(preset: &ToolPreset) -> Vec<Value> {
+    tools().into_iter().filter(|t| t["name"].as_str().is_some_and(|n| preset.allows(n))).collect()
 }
 
 #[cfg(test)]
@@ -198,25 +117,26 @@ mod tests {
     /// The `tools/list` answer's size, in bytes and in estimated tokens (4 bytes a token, the usual
     /// figure for English and JSON with LLM tokenizers; 3 for a pessimistic bound).
     fn size(preset: &ToolPreset) -> (usize, usize) {
-        let bytes = serde_json::to_string(&json!({ "tools": preset.tools() })).unwrap().len();
+        let bytes = serde_json::to_string(&json!({ "tools": preset_tools(preset) })).unwrap().len();
         (bytes, bytes.div_ceil(4))
     }
 
     #[test]
     fn presets_list_their_tools_and_minimal_stays_small() {
-        let names =
-            |p: &ToolPreset| p.tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+        let names = |p: &ToolPreset| {
+            preset_tools(p).iter().map(|t| t["name"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+        };
         assert_eq!(names(&ToolPreset::Minimal), ["search", "get_context", "locate"]);
         assert_eq!(
             names(&ToolPreset::Standard).len(),
-            MINIMAL.len() + STANDARD_MORE.len(),
+            ToolPreset::Standard.len(),
             "{:?}",
             names(&ToolPreset::Standard)
         );
         assert_eq!(names(&ToolPreset::All).len(), tools().len());
         for p in [ToolPreset::Minimal, ToolPreset::Standard, ToolPreset::All] {
             let (bytes, tokens) = size(&p);
-            println!("preset {p}: {} tools, tools/list {bytes} bytes, ~{tokens} tokens", p.tools().len());
+            println!("preset {p}: {} tools, tools/list {bytes} bytes, ~{tokens} tokens", preset_tools(&p).len());
         }
         // The bound, even at a pessimistic 3 bytes a token.
         assert!(size(&ToolPreset::Minimal).0.div_ceil(3) <= 1_500, "{:?}", size(&ToolPreset::Minimal));
@@ -225,17 +145,11 @@ mod tests {
     }
 
     #[test]
-    fn a_list_of_names_is_checked_and_kept_in_catalog_order() {
-        let p: ToolPreset = " locate, callers ,locate".parse().unwrap();
-        assert_eq!(p, ToolPreset::Named(vec!["locate".into(), "callers".into()]));
-        assert!(p.allows("callers") && !p.allows("search"));
-        assert_eq!(p.to_string(), "locate,callers");
-        let names: Vec<_> = p.tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
-        assert_eq!(names, ["locate", "callers"]);
-        let e = "locate,grep".parse::<ToolPreset>().unwrap_err();
-        assert_eq!(e.given, "grep");
-        assert!(e.to_string().contains("minimal, standard, all") && e.to_string().contains("find_references"), "{e}");
-        assert_eq!("".parse::<ToolPreset>().unwrap(), ToolPreset::All);
-        assert_eq!("standard".parse::<ToolPreset>().unwrap(), ToolPreset::Standard);
+    fn the_catalog_holds_every_tool_name_in_order_and_a_named_list_keeps_catalog_order() {
+        let names: Vec<String> = tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+        assert_eq!(names, ctxd_choice::MCP_TOOLS);
+        let p: ToolPreset = "callers,locate".parse().unwrap();
+        let offered: Vec<_> = preset_tools(&p).iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+        assert_eq!(offered, ["locate", "callers"]);
     }
 }

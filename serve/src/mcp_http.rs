@@ -10,9 +10,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use crate::mcp_catalog::ToolPreset;
 use crate::reply::error;
 use crate::state::{AppState, CallerExt};
+use ctxd_choice::ToolPreset;
 
 /// The MCP session header of the streamable HTTP transport.
 const MCP_SESSION_ID: &str = "mcp-session-id";

@@ -49,18 +49,18 @@ pub struct Locator {
     histories: history_signals::HistoryCache,
     adapters: adapter_cache::AdapterCache,
     /// The ranking model of a request that names none (`[locate] model`).
-    model: ranker::RankerName,
+    model: ctxd_choice::RankerName,
 }
 
 impl Locator {
     pub fn new(retriever: Retriever, graphs: GraphCache) -> Self {
         let histories = history_signals::HistoryCache::default();
         let adapters = adapter_cache::AdapterCache::default();
-        Self { retriever, graphs, histories, adapters, model: ranker::RankerName::default() }
+        Self { retriever, graphs, histories, adapters, model: ctxd_choice::RankerName::default() }
     }
 
     /// The same locator ranking with `model` where a request names none.
-    pub fn with_model(mut self, model: ranker::RankerName) -> Self {
+    pub fn with_model(mut self, model: ctxd_choice::RankerName) -> Self {
         self.model = model;
         self
     }

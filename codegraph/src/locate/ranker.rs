@@ -22,9 +22,10 @@
 
 use std::sync::OnceLock;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::signals::Signal;
+use ctxd_choice::RankerName;
 
 /// What is known about a candidate file (each in 0..=1 or a flag), in the parameter file's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -170,46 +171,6 @@ pub enum RankerFileError {
     },
 }
 
-/// The ranking models compiled in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RankerName {
-    /// `model.json`: fitted on the training issues (`benches/locate_diagnose.py --write`).
-    #[default]
-    Fitted,
-    /// `hand.json`: the hand-set weights and demotions (the fits' bootstrap).
-    Hand,
-}
-
-impl RankerName {
-    pub const ALL: [RankerName; 2] = [RankerName::Fitted, RankerName::Hand];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RankerName::Fitted => "fitted",
-            RankerName::Hand => "hand",
-        }
-    }
-}
-
-/// A model name that is not one of [`RankerName::ALL`].
-#[derive(Debug, thiserror::Error)]
-#[error("unknown locate model '{got}' (known: {known})")]
-pub struct UnknownRanker {
-    pub got: String,
-    pub known: String,
-}
-
-impl std::str::FromStr for RankerName {
-    type Err = UnknownRanker;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        RankerName::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| UnknownRanker {
-            got: s.to_string(),
-            known: RankerName::ALL.map(RankerName::as_str).join(", "),
-        })
-    }
-}
-
 /// The parameter file's form.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -308,7 +269,7 @@ impl Ranker {
 
 #[cfg(test)]
 mod tests {
-    use super::{Feature, Ranker, RankerFileError, RankerName, COMMITTED, FEATURES, HAND};
+    use super::{Feature, Ranker, RankerFileError, COMMITTED, FEATURES, HAND};
 
     #[test]
     fn the_committed_models_parse_and_name_every_signal() {
@@ -318,13 +279,6 @@ mod tests {
         let hand = Ranker::parse(HAND, "hand").unwrap();
         assert!(hand.weight(Feature::Paths) > 0.0 && hand.log_factors[Feature::Test as usize] < 0.0, "{hand:?}");
         assert_ne!(m.weights, hand.weights);
-        for name in RankerName::ALL {
-            assert_eq!(name.as_str().parse::<RankerName>().unwrap(), name);
-            let json = serde_json::to_string(&name).unwrap();
-            assert_eq!(json, format!("\"{}\"", name.as_str()));
-        }
-        let err = "handset".parse::<RankerName>().unwrap_err().to_string();
-        assert!(err.contains("'handset'") && err.contains("fitted, hand"), "{err}");
         assert_eq!(Feature::ALL.len(), FEATURES);
         for (i, f) in Feature::ALL.iter().enumerate() {
             assert_eq!(*f as usize, i, "Feature::ALL is in declaration order");

@@ -6,9 +6,9 @@ use ctxd_index::scope::SourceScope;
 use ctxd_search::error::SearchError;
 use serde::{Deserialize, Serialize};
 
-use super::ranker::RankerName;
 use super::signals::Signal;
 use crate::graph::Place;
+use ctxd_choice::RankerName;
 
 /// Largest text `locate` accepts.
 pub const MAX_LOCATE_BYTES: usize = 1 << 20;

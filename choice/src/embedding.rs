@@ -1,27 +1,13 @@
-//! The closed sets the `[model]` runtime keys choose from — `device`, `precision`, `backend`,
-//! `endpoint_kind` —
-//! each an enum parsed once, where its word is read (a config file through serde, a flag through
-//! [`FromStr`], an environment variable through either), so the runtime matches on variants and
-//! never compares strings. An unknown word is an [`UnknownChoice`] naming the word and the valid
-//! ones; the config layer adds the key and where it was set. [`Display`](fmt::Display) writes
-//! the word back as the config spells it. `Auto` lets ctxd pick at start-up ([`crate::runtime`]
-//! says how and logs why).
-//!
-//! Which combinations can run (f16 only on a GPU, oneDNN only on the CPU, bf16 on the CPU only
-//! through oneDNN) is [`crate::runtime::Runtime::validate`]'s, since it needs more than one key.
+//! The embedding model's runtime keys — `[model] device`, `precision`, `backend`,
+//! `endpoint_kind` — and their flags. `Auto` lets ctxd pick at start-up (`ctxd_models::runtime`
+//! says how and logs why); which combinations can run (f16 only on a GPU, oneDNN only on the CPU,
+//! bf16 on the CPU only through oneDNN) is `ctxd_models::runtime::Runtime::validate`'s, since it
+//! needs more than one key.
 
 use std::fmt;
 use std::str::FromStr;
 
-/// A word that names no member of a closed set.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("'{value}' is not {valid}")]
-pub struct UnknownChoice {
-    /// The word as written.
-    pub value: String,
-    /// The valid words, in prose (`auto, cpu or cuda:N`).
-    pub valid: &'static str,
-}
+use crate::UnknownChoice;
 
 /// `[model] device`: where the model runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
@@ -99,53 +85,9 @@ pub enum EndpointKind {
     Tei,
 }
 
-/// `FromStr` and `Display` of a set of plain words, and its serde form through them.
-macro_rules! words {
-    ($ty:ident, $valid:literal, $($variant:ident = $word:literal),+) => {
-        impl FromStr for $ty {
-            type Err = UnknownChoice;
-
-            fn from_str(s: &str) -> Result<Self, UnknownChoice> {
-                match s {
-                    $($word => Ok(Self::$variant),)+
-                    other => Err(UnknownChoice { value: other.to_string(), valid: $valid }),
-                }
-            }
-        }
-
-        impl $ty {
-            /// The word the config spells it with.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $(Self::$variant => $word,)+
-                }
-            }
-        }
-
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-
 words!(PrecisionChoice, "auto, f32, bf16 or f16", Auto = "auto", F32 = "f32", Bf16 = "bf16", F16 = "f16");
 words!(BackendChoice, "auto, onednn or candle", Auto = "auto", Onednn = "onednn", Candle = "candle");
 words!(EndpointKind, "openai or tei", OpenAi = "openai", Tei = "tei");
-
-/// serde's `try_from = "String"` for each set: the [`FromStr`] above.
-macro_rules! from_string {
-    ($($ty:ident),+) => {$(
-        impl TryFrom<String> for $ty {
-            type Error = UnknownChoice;
-
-            fn try_from(s: String) -> Result<Self, UnknownChoice> {
-                s.parse()
-            }
-        }
-    )+};
-}
 
 from_string!(DeviceChoice, PrecisionChoice, BackendChoice, EndpointKind);
 
