@@ -17,6 +17,8 @@
 //!   names a file that exists, and its `#anchor` a heading of the Markdown file it points into;
 //! - **the prose names what exists** (`prose.rs`): a path or module path in inline code, in the
 //!   Markdown or in a `//!` / `///` comment, names a file or module that exists;
+//! - **at most 40 % of the modules `pub`**: a module other crates reach for a few items is
+//!   `pub(crate)`, its items named once by its parent;
 //! - **short commit subjects** (`commits.rs`): every commit after the rule's start has a subject of
 //!   at most 72 characters (its own test in `tests/house.rs`, as it reads git, not the tree).
 //!
@@ -38,6 +40,10 @@ use std::path::Path;
 /// The longest a source file may be, its test-only items not counted.
 pub const MAX_CODE_LINES: usize = 600;
 
+/// The most of the workspace's modules that may be `pub`, in percent: a module other crates reach
+/// for a few items is `pub(crate)`, its items named by its parent (ARCHITECTURE.md).
+pub const MAX_PUBLIC_MODULES_PERCENT: usize = 40;
+
 /// One broken rule, said as a sentence with the crate and file.
 #[derive(Debug)]
 pub enum Violation {
@@ -52,6 +58,7 @@ pub enum Violation {
     StaleName(prose::StaleName),
     WordOutOfPlace { at: words::Named, word: String, crates: Vec<String> },
     TypeTwice { name: String, at: Vec<words::Named> },
+    PublicModules { public: usize, total: usize },
 }
 
 impl std::fmt::Display for Violation {
@@ -95,6 +102,11 @@ impl std::fmt::Display for Violation {
                 at.file,
                 at.name,
                 crates.join(", ")
+            ),
+            Violation::PublicModules { public, total } => write!(
+                f,
+                "{public} of the workspace's {total} modules are `pub` (at most {MAX_PUBLIC_MODULES_PERCENT} %): make a \
+                 module that other crates reach for a few items `pub(crate)` and name those items in its parent"
             ),
             Violation::TypeTwice { name, at } => {
                 let places: Vec<String> = at.iter().map(|n| format!("{}/src/{}", n.krate, n.file)).collect();
@@ -154,6 +166,7 @@ pub fn check(root: &Path) -> std::io::Result<Vec<Violation>> {
     }
     let words = words::table(&doc);
     let mut types = Vec::new();
+    let (mut public, mut total) = (0, 0);
     let mut violations = Vec::new();
     for krate in &crates {
         match allowed.get(krate) {
@@ -167,6 +180,10 @@ pub fn check(root: &Path) -> std::io::Result<Vec<Violation>> {
             }
         }
         let files = modules::CrateFiles::read(&root.join(krate).join("src"))?;
+        for declared in files.files.iter().filter(|f| !f.test_only).flat_map(|f| f.module_declarations()) {
+            total += 1;
+            public += usize::from(declared.1);
+        }
         violations.extend(check_crate(krate, &files));
         violations.extend(check_words(krate, &files, &words, &mut types));
         let listed = named.get(krate).cloned().unwrap_or_default();
@@ -183,6 +200,9 @@ pub fn check(root: &Path) -> std::io::Result<Vec<Violation>> {
     }
     for (name, at) in words::declared_twice(&types) {
         violations.push(Violation::TypeTwice { name, at });
+    }
+    if public * 100 > MAX_PUBLIC_MODULES_PERCENT * total {
+        violations.push(Violation::PublicModules { public, total });
     }
     violations.extend(links::check(root)?.into_iter().map(Violation::BrokenLink));
     let by_module_name = packages.iter().map(|(name, dir)| (name.replace('-', "_"), dir.clone())).collect();
@@ -242,6 +262,25 @@ pub fn check_crate(krate: &str, files: &modules::CrateFiles) -> Vec<Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_declarations_tell_public_from_crate_private_and_skip_test_modules() {
+        let files = crate_with(
+            "mods",
+            &[(
+                "lib.rs",
+                "pub mod a;\npub(crate) mod b;\nmod c;\n// pub mod d;\n#[cfg(test)]\nmod tests;\nmod inline {}\n",
+            )],
+        );
+        let root = files.files.iter().find(|f| f.rel == "lib.rs").unwrap();
+        let want: Vec<(String, bool)> = vec![("a".into(), true), ("b".into(), false), ("c".into(), false)];
+        assert_eq!(root.module_declarations(), want);
+        let too_many = Violation::PublicModules { public: 41, total: 100 }.to_string();
+        assert!(
+            too_many.contains("41 of the workspace's 100 modules") && too_many.contains("at most 40"),
+            "{too_many}"
+        );
+    }
 
     /// The files of a throw-away crate `src/` written to the temp dir with the given files (and
     /// removed once read).

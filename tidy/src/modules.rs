@@ -45,6 +45,26 @@ impl RustFile {
     }
 }
 
+impl RustFile {
+    /// The modules it declares as files (`mod m;`), each with whether it is public (`pub mod m;`;
+    /// `pub(crate)` and the like are not), test-only declarations left out.
+    pub fn module_declarations(&self) -> Vec<(String, bool)> {
+        self.code
+            .lines()
+            .filter_map(|l| {
+                let l = l.trim_start();
+                let (public, rest) = match l.strip_prefix("pub ") {
+                    Some(rest) => (true, rest),
+                    None if l.starts_with("pub(") => (false, l.split_once(") ")?.1),
+                    None => (false, l),
+                };
+                let name = rest.strip_prefix("mod ")?.strip_suffix(';')?.trim();
+                name.chars().all(is_ident).then(|| (name.to_string(), public))
+            })
+            .collect()
+    }
+}
+
 /// A file-level import: `from` names `path`, which lies in `to`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Import {
