@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use arrow_array::{BinaryArray, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{DataType, SchemaRef};
 use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase};
 
@@ -28,6 +28,7 @@ use crate::columns::{str_col, typed_col};
 use crate::connection::{open_if_exists, replace_where};
 use crate::error::IndexError;
 use crate::history::HistoryReads;
+use crate::schema::required_columns;
 use crate::sql::sql_str;
 
 /// Name of the table inside the database directory.
@@ -45,15 +46,18 @@ pub struct StoredAdapter {
     pub report: String,
 }
 
+/// The adapters table: one row per model, the fields of [`StoredAdapter`].
+const COLUMNS: [(&str, DataType); 6] = [
+    ("model", DataType::Utf8),
+    ("dim", DataType::UInt32),
+    ("history_version", DataType::UInt64),
+    ("newest", DataType::Int64),
+    ("weights", DataType::Binary),
+    ("report", DataType::Utf8),
+];
+
 fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("model", DataType::Utf8, false),
-        Field::new("dim", DataType::UInt32, false),
-        Field::new("history_version", DataType::UInt64, false),
-        Field::new("newest", DataType::Int64, false),
-        Field::new("weights", DataType::Binary, false),
-        Field::new("report", DataType::Utf8, false),
-    ]))
+    required_columns(&COLUMNS)
 }
 
 impl StoredAdapter {

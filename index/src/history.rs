@@ -23,12 +23,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::{Int64Array, RecordBatch, StringArray};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{DataType, SchemaRef};
 use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase};
 
 use crate::columns::{str_col, typed_col};
 use crate::connection::replace_where;
+use crate::schema::required_columns;
 use crate::sql::sql_str;
 use crate::{error::IndexError, store::Index};
 
@@ -46,14 +47,17 @@ pub struct FileCommit {
     pub summary: String,
 }
 
+/// The history table: one row per (file, commit), the fields of [`FileCommit`].
+const COLUMNS: [(&str, DataType); 5] = [
+    ("path", DataType::Utf8),
+    ("commit", DataType::Utf8),
+    ("time", DataType::Int64),
+    ("author", DataType::Utf8),
+    ("summary", DataType::Utf8),
+];
+
 fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("path", DataType::Utf8, false),
-        Field::new("commit", DataType::Utf8, false),
-        Field::new("time", DataType::Int64, false),
-        Field::new("author", DataType::Utf8, false),
-        Field::new("summary", DataType::Utf8, false),
-    ]))
+    required_columns(&COLUMNS)
 }
 
 /// Replaces the history of every path under `prefix` (`""`: the whole table) with `rows`.

@@ -92,6 +92,11 @@ impl Vectorless {
     }
 }
 
+/// A side table's schema of columns that are all required: `(name, type)` in order.
+pub(crate) fn required_columns(columns: &[(&str, DataType)]) -> SchemaRef {
+    Arc::new(Schema::new(columns.iter().map(|(name, ty)| Field::new(*name, ty.clone(), false)).collect::<Vec<_>>()))
+}
+
 /// Schema of a new chunks table for vectors of `dim` dimensions.
 pub fn chunks_schema(dim: usize) -> SchemaRef {
     Vectorless::Null.schema(dim)

@@ -574,18 +574,9 @@ mod tests {
     #[test]
     fn the_tools_state_their_token_cost_and_require_their_arguments() {
         let names: Vec<String> = tools().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
-        let context_tools = [
-            "search",
-            "get_context",
-            "search_symbols",
-            "get_symbol_source",
-            "get_repo_overview",
-            "check_index",
-            "list_symbols",
-            "get_symbols",
-        ];
-        let graph_tools = GraphTool::ALL.map(GraphTool::name);
-        assert_eq!(names, context_tools.into_iter().chain(graph_tools).collect::<Vec<_>>());
+        assert_eq!(names, ctxd_choice::MCP_TOOLS);
+        // The graph tools come last, in their own order.
+        assert!(names.ends_with(&GraphTool::ALL.map(|t| t.name().to_string())), "{names:?}");
         for t in tools() {
             assert!(t["description"].as_str().unwrap().contains("Cost:"), "{t}");
             assert_eq!(t["inputSchema"]["type"], "object");
