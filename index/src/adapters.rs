@@ -21,8 +21,7 @@ use std::sync::Arc;
 
 use arrow_array::{BinaryArray, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use arrow_schema::{DataType, SchemaRef};
-use futures::TryStreamExt;
-use lancedb::query::{ExecutableQuery, QueryBase};
+use lancedb::query::QueryBase;
 
 use crate::columns::{str_col, typed_col};
 use crate::connection::{open_if_exists, replace_where};
@@ -91,15 +90,7 @@ impl HistoryReads<'_> {
     pub async fn stored_adapter(self) -> Result<Option<StoredAdapter>, IndexError> {
         let Some(table) = open_if_exists(&self.index.uri, ADAPTERS_TABLE).await? else { return Ok(None) };
         let filter = format!("model = {}", sql_str(self.index.model_id()));
-        let batches: Vec<RecordBatch> = table
-            .query()
-            .only_if(filter)
-            .execute()
-            .await
-            .map_err(|e| self.index.lance(e))?
-            .try_collect()
-            .await
-            .map_err(|e| self.index.lance(e))?;
+        let batches = self.index.collect(table.query().only_if(filter)).await?;
         let Some(b) = batches.iter().find(|b| b.num_rows() > 0) else { return Ok(None) };
         Ok(Some(StoredAdapter {
             model: str_col(b, "model", &self.index.uri)?.value(0).to_string(),

@@ -24,8 +24,6 @@ use std::sync::Arc;
 
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, SchemaRef};
-use futures::TryStreamExt;
-use lancedb::query::{ExecutableQuery, QueryBase};
 
 use crate::columns::{str_col, typed_col};
 use crate::connection::replace_where;
@@ -131,7 +129,8 @@ impl History {
     }
 }
 
-/// What the index holds of its sources' git history: the per-file history and the query adapter fitted on it.
+/// What the index holds of its sources' git history: the per-file history and the query adapter
+/// fitted on it.
 ///
 /// Made by [`Index::history`]; it borrows the handle (and so its view: scope, pinned version).
 #[derive(Clone, Copy)]
@@ -155,17 +154,7 @@ impl HistoryReads<'_> {
         if let Some(v) = self.index.pinned_history {
             table.checkout(v).await.map_err(|e| self.index.lance(e))?;
         }
-        let mut query = table.query();
-        if let Some(f) = self.index.within(None) {
-            query = query.only_if(f);
-        }
-        let batches: Vec<RecordBatch> = query
-            .execute()
-            .await
-            .map_err(|e| self.index.lance(e))?
-            .try_collect()
-            .await
-            .map_err(|e| self.index.lance(e))?;
+        let batches = self.index.scoped_rows(&table).await?;
         let mut h = History::default();
         for b in &batches {
             let (paths, commits) = (str_col(b, "path", &self.index.uri)?, str_col(b, "commit", &self.index.uri)?);

@@ -131,7 +131,8 @@ impl Index {
     }
 }
 
-/// The index's upkeep: compaction, the vector and full-text indexes, retention (what `ctxd compact` and the writer's maintenance pass run).
+/// The index's upkeep: compaction, the vector and full-text indexes, retention (what `ctxd compact`
+/// and the writer's maintenance pass run).
 ///
 /// Made by [`Index::maintenance`]; it borrows the handle (and so its view: scope, pinned version).
 #[derive(Clone, Copy)]

@@ -63,7 +63,8 @@ impl Index {
     }
 }
 
-/// The symbol and edge tables: definitions by name, path or kind, every edge, and the code graph's versions.
+/// The symbol and edge tables: definitions by name, path or kind, every edge, and the code graph's
+/// versions.
 ///
 /// Made by [`Index::symbols`]; it borrows the handle (and so its view: scope, pinned version).
 #[derive(Clone, Copy)]
@@ -129,22 +130,14 @@ impl SymbolReads<'_> {
     /// Every definition in the index (the code graph's nodes; empty for an older index).
     pub async fn all_symbols(self) -> Result<Vec<SymbolRow>, IndexError> {
         let Some(table) = &self.index.symbols else { return Ok(Vec::new()) };
-        let mut query = table.query();
-        if let Some(scope) = self.index.within(None) {
-            query = query.only_if(scope);
-        }
-        let batches = self.index.collect(query).await?;
+        let batches = self.index.scoped_rows(table).await?;
         Ok(batches.iter().flat_map(batch_to_symbols).filter_map(|s| self.index.shown(s, |s| &mut s.path)).collect())
     }
 
     /// Every stored edge of the code graph (empty for an index written before the graph).
     pub async fn all_edges(self) -> Result<Vec<EdgeRow>, IndexError> {
         let Some(table) = &self.index.edges else { return Ok(Vec::new()) };
-        let mut query = table.query();
-        if let Some(scope) = self.index.within(None) {
-            query = query.only_if(scope);
-        }
-        let batches = self.index.collect(query).await?;
+        let batches = self.index.scoped_rows(table).await?;
         Ok(batches.iter().flat_map(batch_to_edges).filter_map(|e| self.index.shown(e, |e| &mut e.path)).collect())
     }
 
@@ -182,7 +175,8 @@ impl SymbolReads<'_> {
     }
 }
 
-/// Reads of the chunks table in the view's scope: searches, rows by path, scans, ids, hashes, counts and the stamp a cached answer is keyed by.
+/// Reads of the chunks table in the view's scope: searches, rows by path, scans, ids, hashes,
+/// counts and the stamp a cached answer is keyed by.
 ///
 /// Made by [`Index::reads`]; it borrows the handle (and so its view: scope, pinned version).
 #[derive(Clone, Copy)]
@@ -250,15 +244,7 @@ impl Reads<'_> {
     pub async fn chunk_ids_and_duplicates(
         self,
     ) -> Result<(std::collections::HashSet<String>, Vec<String>), IndexError> {
-        let stream = self
-            .index
-            .table
-            .query()
-            .select(Select::columns(&["chunk_id"]))
-            .execute()
-            .await
-            .map_err(|e| self.index.lance(e))?;
-        let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| self.index.lance(e))?;
+        let batches = self.index.collect(self.index.table.query().select(Select::columns(&["chunk_id"]))).await?;
         let mut ids = std::collections::HashSet::new();
         let mut twice = std::collections::BTreeSet::new();
         for b in &batches {

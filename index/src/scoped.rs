@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use lancedb::query::QueryBase;
+
 use crate::overlay::Lens;
 use crate::reader::Reads;
 use crate::scope::SourceScope;
@@ -111,6 +113,18 @@ impl Index {
     pub fn scope_key(&self) -> String {
         let lens = self.lens.as_ref().map_or_else(String::new, |l| format!("|overlays@{}", l.version));
         self.scope.as_ref().map_or_else(String::new, |s| format!("scope:{}{lens}", s.key()))
+    }
+
+    /// Every row of `table` (a chunks or side table) that the scope reads.
+    pub(crate) async fn scoped_rows(
+        &self,
+        table: &lancedb::Table,
+    ) -> Result<Vec<arrow_array::RecordBatch>, IndexError> {
+        let mut query = table.query();
+        if let Some(scope) = self.within(None) {
+            query = query.only_if(scope);
+        }
+        self.collect(query).await
     }
 
     /// `filter` narrowed to the scope (the scope's filter alone when `filter` is `None`),

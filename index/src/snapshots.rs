@@ -149,7 +149,8 @@ impl Index {
     }
 }
 
-/// The index's snapshots: the tagged and recent versions, tags, what `as_of` names, a view of a past version.
+/// The index's snapshots: the tagged and recent versions, tags, what `as_of` names, a view of a
+/// past version.
 ///
 /// Made by [`Index::snapshots`]; it borrows the handle (and so its view: scope, pinned version).
 #[derive(Clone, Copy)]

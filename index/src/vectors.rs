@@ -76,7 +76,8 @@ impl Index {
     }
 }
 
-/// The stored vectors and token codes: by chunk, by file, by embedding key, and a re-embedding shard's share of rows.
+/// The stored vectors and token codes: by chunk, by file, by embedding key, and a re-embedding
+/// shard's share of rows.
 ///
 /// Made by [`Index::vectors`]; it borrows the handle (and so its view: scope, pinned version).
 #[derive(Clone, Copy)]

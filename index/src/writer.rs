@@ -163,7 +163,8 @@ impl Index {
     }
 }
 
-/// The single writer's changes to the chunks table: commits, appends, deletions, streamed files, and a shard's uncommitted fragments.
+/// The single writer's changes to the chunks table: commits, appends, deletions, streamed files,
+/// and a shard's uncommitted fragments.
 ///
 /// Made by [`Index::writes`]; it borrows the handle (and so its view: scope, pinned version).
 #[derive(Clone, Copy)]
